@@ -1,0 +1,1 @@
+"""Pure checkers: a history and node journals in, a three-valued verdict with explanations out."""

@@ -1,0 +1,63 @@
+"""The `kraftlab` command line: discovers one module per subcommand in `kraftlab.commands`.
+
+Each command module defines `register(subparsers) -> None`, which adds its parser and sets
+`func=handler` on it; a handler takes the parsed `argparse.Namespace` and returns an exit code.
+Exit codes are the run's verdict: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 the
+run itself crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import traceback
+
+from kraftlab import commands
+
+EXIT_VALID = 0
+EXIT_INVALID = 1
+EXIT_UNKNOWN = 2
+EXIT_BAD_ARGS = 254
+EXIT_CRASHED = 255
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits with 254 (bad arguments) instead of 2 (which means `unknown`)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kraftlab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"kraftlab.commands.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return EXIT_BAD_ARGS
+    try:
+        return int(func(args))
+    except KeyboardInterrupt:
+        print("kraftlab: interrupted", file=sys.stderr)
+        return EXIT_CRASHED
+    except Exception:
+        traceback.print_exc()
+        return EXIT_CRASHED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

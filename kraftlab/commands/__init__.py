@@ -1,0 +1,1 @@
+"""One module per `kraftlab` subcommand; each defines `register(subparsers)`."""

@@ -1,0 +1,1 @@
+"""Faults on hosts, their seeded schedules, and their exact reversal."""

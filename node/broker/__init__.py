@@ -1,0 +1,1 @@
+"""The sans-IO broker side: lifecycle states, metadata replay, client-facing APIs."""

@@ -1,0 +1,1 @@
+"""Kafka wire framing over kio: headers, size-prefixed frames, an asyncio server and client."""

@@ -1,0 +1,1 @@
+"""Deterministic simulator: seeded scheduler, simulated network and disks, crash and restart."""

@@ -1,0 +1,1 @@
+"""On-disk storage: log segments of Kafka record batches, quorum-state, snapshots, meta.properties."""

@@ -1,0 +1,1 @@
+"""The checker over very large histories on Spark (PySpark)."""

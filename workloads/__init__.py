@@ -1,0 +1,1 @@
+"""Kafka-protocol clients and operation generators that produce a Jepsen-style history."""
