@@ -176,3 +176,28 @@ class SnapshotStore(Protocol):
     def delete_before(self, snapshot_id: OffsetAndEpoch) -> None:
         """Delete every snapshot older than `snapshot_id`, and any partial one."""
         ...
+
+
+class StateMachine(Protocol):
+    """What sits on top of Raft (the controller, the broker's metadata replay) — Kafka's
+    RaftClient.Listener. The core's driver calls these in log order, from one thread, with
+    committed data only. Callbacks are pure state changes: no I/O and no wall clock."""
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record]) -> None:
+        """Replace all state by the snapshot's (on start, or when a follower fetched one)."""
+        ...
+
+    def handle_commit(self, batches: Sequence[Batch]) -> None:
+        """Batches below the new high-water mark, in order, never twice; control batches
+        included (a state machine skips what it does not understand)."""
+        ...
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int, local_is_leader: bool) -> None:
+        """A new epoch began. When `local_is_leader`, the node may call the core's `append` once
+        `handle_commit` has caught up to the leader's own LeaderChangeMessage."""
+        ...
+
+    def snapshot_records(self) -> tuple[OffsetAndEpoch, list[Record]] | None:
+        """The committed state as records, with the (exclusive end offset, epoch) it covers,
+        or None when nothing was applied since the last snapshot."""
+        ...
