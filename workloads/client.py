@@ -1,0 +1,47 @@
+"""The client seam: what a workload client does for one process, and Jepsen's op semantics.
+
+A client turns an invocation into a completion: `ok` (took effect), `fail` (definitely did not)
+or `info` (unknown: may take effect at any later time). Clients raise `DefiniteFailure` for a
+refusal the server guarantees had no effect; any other exception or a timeout means `info`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    f: str
+    value: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    type: Literal["ok", "fail", "info"]
+    value: Any = None
+    error: str | None = None
+
+
+class DefiniteFailure(Exception):
+    """The operation certainly did not take effect (e.g. a validation error from the controller)."""
+
+    def __init__(self, error: str, value: Any = None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.value = value
+
+
+class Client(Protocol):
+    """One logical client process bound to one node."""
+
+    node: str
+
+    async def invoke(self, op: Invocation) -> Completion: ...
+
+    async def close(self) -> None: ...
+
+
+class ClientFactory(Protocol):
+    async def open(self, node: str, process: int) -> Client: ...
