@@ -1,0 +1,132 @@
+"""`report.html`: a self-contained page (plots inlined) describing one run.
+
+Sections: the verdict per checker with explanations and anomalies, the fault windows, op counts,
+the timeline and latency/throughput plots shaded by fault windows, node metrics over time, the
+checker's anomaly pictures (any PNG under the run directory's `checker/`), and links to every
+node's logs and journals.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from kraftlab import plots
+from kraftlab.analysis import fault_windows, pair_ops
+from kraftlab.store import RunDir
+from workloads.history import read_history
+
+METRIC_NAMES = ("raft_high_watermark", "raft_current_epoch", "raft_current_leader", "metadata_lag",
+                "metadata_commit_latency_ms", "fenced_broker_count")
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+h1{margin-bottom:.2em} .v-true{color:#2b8a3e} .v-false{color:#c92a2a} .v-unknown{color:#e67700}
+table{border-collapse:collapse;margin:.5em 0} td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;
+vertical-align:top} pre{white-space:pre-wrap;background:#f6f6f6;padding:.6em;font-size:12px;max-height:30em;
+overflow:auto} img{max-width:100%;border:1px solid #eee;margin:.3em 0} .small{color:#666;font-size:12px}
+"""
+
+
+def _esc(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _verdict(v: Any) -> str:
+    s = "true" if v is True else "false" if v is False else "unknown"
+    return f'<b class="v-{s}">{"valid" if v is True else "INVALID" if v is False else "unknown"}</b>'
+
+
+def _checker_rows(results: dict[str, Any]) -> str:
+    rows = []
+    for name, res in sorted((results.get("checkers") or {}).items()):
+        res = res if isinstance(res, dict) else {"valid": res}
+        expl = res.get("explanation") or res.get("error") or ""
+        anomalies = res.get("anomalies") or []
+        shown = "".join(f"<pre>{_esc(json.dumps(a, indent=1, default=str)[:3000])}</pre>"
+                        for a in anomalies[:5])
+        more = f'<div class="small">… and {len(anomalies) - 5} more</div>' if len(anomalies) > 5 else ""
+        rows.append(f"<tr><td>{_esc(name)}</td><td>{_verdict(res.get('valid'))}</td>"
+                    f"<td><pre>{_esc(expl)}</pre>{shown}{more}</td></tr>")
+    return "<table><tr><th>checker</th><th>verdict</th><th>explanation</th></tr>" + "".join(rows) + "</table>"
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def render(run: RunDir) -> Path:
+    """Write `report.html` for a run directory and return its path."""
+    test = run.read_test()
+    results = run.read_results() or {"valid": "unknown", "checkers": {}}
+    ops = list(read_history(run.history)) if run.history.is_file() else []
+    pairs = pair_ops(ops)
+    windows = fault_windows(ops)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_esc(test.get('name', 'run'))}"
+             f"</title><style>{CSS}</style></head><body>",
+             f"<h1>{_esc(test.get('name', 'kraftlab run'))}: {_verdict(results.get('valid'))}</h1>",
+             f"<div class='small'>{_esc(run.path)} · seed {_esc(test.get('seed'))} · "
+             f"{len(pairs)} client ops · {len(windows)} fault windows</div>",
+             f"<details><summary>test arguments</summary><pre>{_esc(json.dumps(test, indent=2, default=str))}"
+             f"</pre></details>",
+             "<h2>Verdict per checker</h2>", _checker_rows(results)]
+
+    counts = Counter((p.f, p.type) for p in pairs)
+    fs = sorted({p.f for p in pairs})
+    parts.append("<h2>Operations</h2><table><tr><th>f</th><th>ok</th><th>fail</th><th>info</th></tr>")
+    parts += [f"<tr><td>{_esc(f)}</td>" + "".join(f"<td>{counts[(f, t)]}</td>" for t in ("ok", "fail", "info"))
+              + "</tr>" for f in fs]
+    parts.append("</table>")
+
+    parts.append("<h2>Faults</h2><table><tr><th>fault</th><th>from (s)</th><th>to (s)</th><th>what</th></tr>")
+    parts += [f"<tr><td>{_esc(w.kind)}</td><td>{w.start / 1e9:.2f}</td><td>{w.end / 1e9:.2f}</td>"
+              f"<td><code>{_esc(json.dumps(w.detail, default=str)[:400])}</code></td></tr>" for w in windows]
+    parts.append("</table>")
+
+    if pairs:
+        parts.append("<h2>Timeline</h2>" + _img(plots.timeline(pairs, windows), "timeline"))
+        parts.append("<h2>Latency</h2>" + _img(plots.latency_raw(pairs, windows), "latency"))
+        parts.append(_img(plots.latency_quantiles(pairs, windows), "latency quantiles"))
+        parts.append("<h2>Throughput</h2>" + _img(plots.throughput(pairs, windows), "throughput"))
+
+    samples = _read_jsonl(run.metrics)
+    if samples:
+        parts.append("<h2>Node metrics</h2>")
+        names = sorted({k for s in samples for k in s.get("metrics", {})})
+        wanted = [n for n in METRIC_NAMES if n in names] or names[:6]
+        parts += [_img(png, name) for name, png in plots.node_metrics(samples, windows, wanted)]
+
+    pictures = sorted((run.path / "checker").rglob("*.png")) if (run.path / "checker").is_dir() else []
+    if pictures:
+        parts.append("<h2>Anomalies</h2>")
+        for pic in pictures[:20]:
+            svg = pic.with_suffix(".svg")
+            link = f' (<a href="{_esc(svg.relative_to(run.path))}">svg</a>)' if svg.is_file() else ""
+            parts.append(f"<h3>{_esc(pic.stem)}{link}</h3>" + _img(pic.read_bytes(), pic.stem))
+
+    parts.append("<h2>Nodes</h2><ul>")
+    if run.nodes.is_dir():
+        for node in sorted(p for p in run.nodes.iterdir() if p.is_dir()):
+            links = ", ".join(f'<a href="{_esc(f.relative_to(run.path))}">{_esc(f.name)}</a>'
+                              for f in sorted(node.rglob("*")) if f.is_file())
+            parts.append(f"<li>{_esc(node.name)}: {links}</li>")
+    parts.append("</ul><p class='small'><a href='history.jsonl'>history.jsonl</a> · "
+                 "<a href='results.json'>results.json</a> · <a href='test.json'>test.json</a></p></body></html>")
+    run.report.write_text("\n".join(parts))
+    return run.report
