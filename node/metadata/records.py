@@ -1,0 +1,347 @@
+"""Metadata records of the `__cluster_metadata` log, framed as KIP-631 says.
+
+A record's value is: frame type (unsigned varint, 0), record type (unsigned varint, Kafka's
+metadata `apiKey`), record version (unsigned varint), then the payload in Kafka's flexible RPC
+format. Keys are null. The payloads are kio data entities defined here (kio ships no metadata
+schemas), so kio's `entity_writer`/`entity_reader` do the bytes, tagged fields included.
+
+Type ids and field layouts follow today's Apache Kafka metadata schemas (RegisterBrokerRecord
+at version 1, which has InControlledShutdown; FenceBrokerRecord's fields are `Id`/`Epoch`).
+
+`to_json` turns a record into the dump format of KIP-631's decoder example:
+`{"type": "TOPIC_RECORD", "version": 0, "data": {...}}` with camelCase keys and Kafka's
+base64url topic/incarnation ids.
+
+(No `from __future__ import annotations` here: kio introspects the real field types.)
+"""
+
+# ruff: noqa: RUF009  (the `_f`/`_tag` defaults are dataclasses.field wrappers, not shared values)
+
+import base64
+import enum
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, ClassVar
+
+from kio._kio_native import read_unsigned_varint
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from node.raft.ports import Record
+
+FRAME_TYPE = 0
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+
+class RecordType(enum.IntEnum):
+    REGISTER_BROKER_RECORD = 0
+    UNREGISTER_BROKER_RECORD = 1
+    TOPIC_RECORD = 2
+    PARTITION_RECORD = 3
+    CONFIG_RECORD = 4
+    PARTITION_CHANGE_RECORD = 5
+    FENCE_BROKER_RECORD = 7
+    UNFENCE_BROKER_RECORD = 8
+    REMOVE_TOPIC_RECORD = 9
+    FEATURE_LEVEL_RECORD = 12
+    BROKER_REGISTRATION_CHANGE_RECORD = 17
+    NO_OP_RECORD = 20
+
+
+def _f(kafka_type: str, **kw: Any) -> Any:
+    """A dataclasses.field carrying kio's `kafka_type` metadata."""
+    return field(metadata={"kafka_type": kafka_type}, **kw)
+
+
+def _tag(kafka_type: str, tag: int, **kw: Any) -> Any:
+    return field(metadata={"kafka_type": kafka_type, "tag": tag}, **kw)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerEndpoint:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[int] = 1
+    __flexible__: ClassVar[bool] = True
+    name: str = _f("string")
+    host: str = _f("string")
+    port: int = _f("uint16")
+    security_protocol: int = _f("int16", default=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerFeature:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[int] = 1
+    __flexible__: ClassVar[bool] = True
+    name: str = _f("string")
+    min_supported_version: int = _f("int16")
+    max_supported_version: int = _f("int16")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBrokerRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 1
+    __flexible__: ClassVar[bool] = True
+    broker_id: int = _f("int32")
+    incarnation_id: uuid.UUID = _f("uuid")
+    broker_epoch: int = _f("int64")
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = _f("string", default=None)
+    fenced: bool = _f("bool", default=True)
+    in_controlled_shutdown: bool = _f("bool", default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterBrokerRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    broker_id: int = _f("int32")
+    broker_epoch: int = _f("int64")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    name: str = _f("string")
+    topic_id: uuid.UUID = _f("uuid")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    partition_id: int = _f("int32", default=-1)
+    topic_id: uuid.UUID = _f("uuid")
+    replicas: tuple[int, ...] = _f("int32", default=())
+    isr: tuple[int, ...] = _f("int32", default=())
+    removing_replicas: tuple[int, ...] | None = _f("int32", default=())
+    adding_replicas: tuple[int, ...] | None = _f("int32", default=())
+    leader: int = _f("int32", default=-1)
+    leader_epoch: int = _f("int32", default=-1)
+    partition_epoch: int = _f("int32", default=-1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    resource_type: int = _f("int8")
+    resource_name: str = _f("string")
+    name: str = _f("string")
+    value: str | None = _f("string", default=None)
+
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionChangeRecord:
+    """A delta of one partition: None / NO_LEADER_CHANGE mean "unchanged" (tagged fields)."""
+
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    partition_id: int = _f("int32", default=-1)
+    topic_id: uuid.UUID = _f("uuid")
+    isr: tuple[int, ...] | None = _tag("int32", 0, default=None)
+    leader: int = _tag("int32", 1, default=NO_LEADER_CHANGE)
+    replicas: tuple[int, ...] | None = _tag("int32", 2, default=None)
+    removing_replicas: tuple[int, ...] | None = _tag("int32", 3, default=None)
+    adding_replicas: tuple[int, ...] | None = _tag("int32", 4, default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FenceBrokerRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    id: int = _f("int32")
+    epoch: int = _f("int64")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnfenceBrokerRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    id: int = _f("int32")
+    epoch: int = _f("int64")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveTopicRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    topic_id: uuid.UUID = _f("uuid")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureLevelRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    name: str = _f("string")
+    feature_level: int = _f("int16")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistrationChangeRecord:
+    """Fenced: -1 unfenced, 0 no change, 1 fenced; InControlledShutdown: 0 no change, 1 entered."""
+
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 1
+    __flexible__: ClassVar[bool] = True
+    broker_id: int = _f("int32")
+    broker_epoch: int = _f("int64")
+    fenced: int = _tag("int8", 0, default=0)
+    in_controlled_shutdown: int = _tag("int8", 1, default=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoOpRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | ConfigRecord
+    | PartitionChangeRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | RemoveTopicRecord
+    | FeatureLevelRecord
+    | BrokerRegistrationChangeRecord
+    | NoOpRecord
+)
+
+_TYPES: dict[type, RecordType] = {
+    RegisterBrokerRecord: RecordType.REGISTER_BROKER_RECORD,
+    UnregisterBrokerRecord: RecordType.UNREGISTER_BROKER_RECORD,
+    TopicRecord: RecordType.TOPIC_RECORD,
+    PartitionRecord: RecordType.PARTITION_RECORD,
+    ConfigRecord: RecordType.CONFIG_RECORD,
+    PartitionChangeRecord: RecordType.PARTITION_CHANGE_RECORD,
+    FenceBrokerRecord: RecordType.FENCE_BROKER_RECORD,
+    UnfenceBrokerRecord: RecordType.UNFENCE_BROKER_RECORD,
+    RemoveTopicRecord: RecordType.REMOVE_TOPIC_RECORD,
+    FeatureLevelRecord: RecordType.FEATURE_LEVEL_RECORD,
+    BrokerRegistrationChangeRecord: RecordType.BROKER_REGISTRATION_CHANGE_RECORD,
+    NoOpRecord: RecordType.NO_OP_RECORD,
+}
+_CLASSES: dict[int, type] = {int(t): cls for cls, t in _TYPES.items()}
+_WRITERS: dict[type, Callable[..., None]] = {cls: entity_writer(cls) for cls in _TYPES}
+_READERS: dict[type, Any] = {cls: entity_reader(cls) for cls in _TYPES}
+
+
+class RecordFormatError(ValueError):
+    """A metadata record value that cannot be decoded."""
+
+
+class _Buffer(bytearray):
+    def write(self, data: bytes) -> int:
+        self.extend(data)
+        return len(data)
+
+
+def _uvarint(out: bytearray, value: int) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def type_name(record: MetadataRecord) -> str:
+    """Kafka's class name of the record type, as journals report it (e.g. `TopicRecord`)."""
+    return type(record).__name__
+
+
+def encode(record: MetadataRecord) -> bytes:
+    """The record's value bytes: frame type, record type, version, payload."""
+    cls = type(record)
+    out = _Buffer()
+    _uvarint(out, FRAME_TYPE)
+    _uvarint(out, int(_TYPES[cls]))
+    _uvarint(out, cls.__version__)
+    _WRITERS[cls](out, record)
+    return bytes(out)
+
+
+def decode(value: bytes) -> MetadataRecord:
+    """Decode one record value; raises RecordFormatError on an unknown frame, type or version."""
+    try:
+        frame, pos = read_unsigned_varint(value, 0)
+        rtype, n = read_unsigned_varint(value, pos)
+        pos += n
+        version, n = read_unsigned_varint(value, pos)
+        pos += n
+    except Exception as exc:  # the native reader raises on truncated input
+        raise RecordFormatError(f"truncated record header: {exc}") from exc
+    if frame != FRAME_TYPE:
+        raise RecordFormatError(f"unknown frame type {frame}")
+    cls = _CLASSES.get(rtype)
+    if cls is None:
+        raise RecordFormatError(f"unknown metadata record type {rtype}")
+    if version > cls.__version__:
+        raise RecordFormatError(f"{cls.__name__} version {version} is newer than {cls.__version__}")
+    try:
+        record, size = _READERS[cls](value, pos)
+    except Exception as exc:
+        raise RecordFormatError(f"bad {cls.__name__} payload: {exc}") from exc
+    if pos + size != len(value):
+        raise RecordFormatError(f"{cls.__name__}: {len(value) - pos - size} trailing bytes")
+    return record
+
+
+def to_log_record(record: MetadataRecord) -> Record:
+    """The Raft log record carrying this metadata record (null key)."""
+    return Record(key=None, value=encode(record))
+
+
+def from_log_record(record: Record) -> MetadataRecord | None:
+    """The metadata record in a (non-control) log record, or None if it holds no value."""
+    return decode(record.value) if record.value is not None else None
+
+
+def uuid_to_kafka(value: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: base64url without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def uuid_from_kafka(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return uuid_to_kafka(value)
+    if isinstance(value, tuple):
+        return [_json_value(v) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {_camel(f.name): _json_value(getattr(value, f.name)) for f in fields(value)}
+    return value
+
+
+def to_json(record: MetadataRecord) -> dict[str, Any]:
+    """KIP-631's dump format: type enum name, version, data with camelCase keys."""
+    return {"type": _TYPES[type(record)].name, "version": type(record).__version__, "data": _json_value(record)}
