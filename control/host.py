@@ -50,6 +50,12 @@ class Host(Protocol):
         """The IP address other hosts reach it at."""
         ...
 
+    @property
+    def workdir(self) -> str:
+        """A directory on the host that belongs to the suite (data, logs, pid files); distinct per
+        host even when hosts share one filesystem (network namespaces)."""
+        ...
+
     def run(self, command: str, *, timeout: float = 60.0, check: bool = False) -> CommandResult:
         """Run a shell command as root on the host."""
         ...

@@ -1,0 +1,118 @@
+"""`kraftlab lab up | down | status | list`: bring a lab of hosts up, inspect it, take it down."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from control.host import HostError
+from control.labs import BACKENDS, lab_down, lab_up, load_lab
+from control.preflight import SetupError
+from control.state import list_states, load_state
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_ARGS = 254
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("lab", help="bring a lab of hosts up or down, show its status")
+    sub = p.add_subparsers(dest="lab_command", metavar="ACTION", parser_class=type(p))
+    up = sub.add_parser("up", help="create a lab")
+    up.add_argument("--name", default="default")
+    up.add_argument("--nodes", type=int, default=5)
+    up.add_argument("--backend", choices=sorted(BACKENDS), default="netns")
+    up.add_argument("--nodes-file", help="ssh backend: the nodes file (see docs in control/nodesfile.py)")
+    up.add_argument("--accept-new-host-keys", action="store_true",
+                    help="ssh/vagrant: trust and record host keys not yet in known_hosts (never silent otherwise)")
+    up.add_argument("--vagrant-dir", help="vagrant backend: the folder with the Vagrantfile (default vagrant/)")
+    up.set_defaults(func=_up)
+    down = sub.add_parser("down", help="remove a lab and everything it created")
+    down.add_argument("--name", default="default")
+    down.set_defaults(func=_down)
+    status = sub.add_parser("status", help="hosts, addresses and daemons of a lab")
+    status.add_argument("--name", default="default")
+    status.set_defaults(func=_status)
+    lst = sub.add_parser("list", help="the labs on this machine")
+    lst.set_defaults(func=_list)
+    p.set_defaults(func=lambda a: (p.print_help(), EXIT_BAD_ARGS)[1])
+
+
+def _fail(exc: Exception) -> int:
+    print(f"kraftlab lab: {exc}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _up(args: argparse.Namespace) -> int:
+    options: dict[str, Any] = {}
+    if args.backend == "ssh":
+        if not args.nodes_file:
+            print("kraftlab lab up: --backend ssh needs --nodes-file", file=sys.stderr)
+            return EXIT_BAD_ARGS
+        options = {"nodes_file": args.nodes_file, "accept_new_host_keys": args.accept_new_host_keys}
+    elif args.backend == "vagrant":
+        options = {"accept_new_host_keys": args.accept_new_host_keys}
+        if args.vagrant_dir:
+            options["vagrant_dir"] = args.vagrant_dir
+    start = time.monotonic()
+    try:
+        lab = lab_up(args.name, args.backend, args.nodes, **options)
+    except (SetupError, HostError, ValueError, LookupError, OSError) as exc:
+        return _fail(exc)
+    with lab:
+        print(f"lab {lab.name} ({lab.backend}) up in {time.monotonic() - start:.2f}s")
+        for h in lab.hosts:
+            print(f"  {h.name}\t{h.address}")
+    return EXIT_OK
+
+
+def _down(args: argparse.Namespace) -> int:
+    try:
+        lab_down(args.name)
+    except (SetupError, HostError, ValueError, OSError) as exc:
+        return _fail(exc)
+    print(f"lab {args.name} removed")
+    return EXIT_OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    try:
+        state = load_state(args.name)
+        lab = load_lab(args.name)
+    except (LookupError, HostError, SetupError) as exc:
+        return _fail(exc)
+    with lab:
+        info = ", ".join(f"{k}={v}" for k, v in sorted(state.info.items()))
+        print(f"lab {lab.name} ({lab.backend}) {info}")
+        script = ('for f in "$0"/run/*.pid; do [ -s "$f" ] || continue; p=$(cat "$f"); n=$(basename "$f" .pid); '
+                  's=$(sed "s/.*) //" /proc/$p/stat 2>/dev/null | cut -d" " -f1); echo "$n $p ${s:-gone}"; done')
+
+        def daemons(h: Any) -> str:
+            r = h.run(f"sh -c '{script}' {h.workdir}", timeout=10)
+            if not r.ok:
+                return f"unreachable: {r.stderr.strip()[-200:]}"
+            parts = []
+            for line in r.stdout.splitlines():
+                name, pid, st = line.split()
+                word = {"gone": "exited", "T": "paused", "t": "paused", "Z": "exited"}.get(st, "running")
+                parts.append(f"{name}[{pid}] {word}")
+            return ", ".join(parts) or "no daemons"
+
+        try:
+            rows = lab.on(None, daemons)
+        except HostError as exc:
+            return _fail(exc)
+        for h in lab.hosts:
+            print(f"  {h.name}\t{h.address}\t{rows[h.name]}")
+    return EXIT_OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    states = list_states()
+    if not states:
+        print("no labs")
+    for s in states:
+        print(f"{s.name}\t{s.backend}\t{len(s.hosts)} hosts\t{s.info.get('subnet', '')}\t{s.info.get('status', '')}")
+    return EXIT_OK
