@@ -1,0 +1,91 @@
+"""`kraftlab test-all`: a matrix of tests (workloads × nemeses × repeats), a summary table,
+JUnit XML for CI systems, and the worst exit code (crashed > unknown > invalid > valid)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+# exit codes ordered from best to worst, for "exit with the worst result"
+SEVERITY = {0: 0, 1: 2, 2: 1, 254: 3, 255: 4}
+VERDICT = {0: "valid", 1: "INVALID", 2: "unknown", 254: "bad arguments", 255: "crashed"}
+
+
+@dataclass
+class MatrixResult:
+    workload: str
+    nemesis: str
+    repeat: int
+    exit_code: int
+    seconds: float
+    run_dir: str | None
+    message: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return VERDICT.get(self.exit_code, f"exit {self.exit_code}")
+
+
+RunOne = Callable[[str, str, int], tuple[int, str | None, str]]
+"""(workload, nemesis, repeat) -> (exit code, run dir, message)."""
+
+
+def run_matrix(workloads: Sequence[str], nemeses: Sequence[str], test_count: int, run_one: RunOne,
+               on_result: Callable[[MatrixResult], None] | None = None) -> list[MatrixResult]:
+    results = []
+    for workload, nemesis, repeat in itertools.product(workloads, nemeses, range(test_count)):
+        t0 = time.monotonic()
+        try:
+            code, run_dir, message = run_one(workload, nemesis, repeat)
+        except Exception as e:  # one crashed cell must not stop the matrix
+            code, run_dir, message = 255, None, f"{type(e).__name__}: {e}"
+        res = MatrixResult(workload, nemesis, repeat, code, time.monotonic() - t0, run_dir, message)
+        results.append(res)
+        if on_result:
+            on_result(res)
+    return results
+
+
+def worst_exit(results: Sequence[MatrixResult]) -> int:
+    return max((r.exit_code for r in results), key=lambda c: SEVERITY.get(c, 4), default=0)
+
+
+def summary_table(results: Sequence[MatrixResult]) -> Table:
+    table = Table(title="kraftlab test-all")
+    for col in ("workload", "nemesis", "#", "verdict", "seconds", "run"):
+        table.add_column(col)
+    for r in results:
+        style = {"valid": "green", "INVALID": "red"}.get(r.verdict, "yellow")
+        table.add_row(r.workload, r.nemesis, str(r.repeat), f"[{style}]{r.verdict}[/{style}]",
+                      f"{r.seconds:.1f}", r.run_dir or r.message)
+    return table
+
+
+def print_summary(results: Sequence[MatrixResult], console: Console | None = None) -> None:
+    (console or Console()).print(summary_table(results))
+
+
+def write_junit(results: Sequence[MatrixResult], path: Path) -> None:
+    suite = ET.Element("testsuite", name="kraftlab", tests=str(len(results)),
+                       failures=str(sum(r.exit_code == 1 for r in results)),
+                       errors=str(sum(r.exit_code not in (0, 1) for r in results)),
+                       time=f"{sum(r.seconds for r in results):.3f}")
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=f"kraftlab.{r.workload}",
+                             name=f"{r.workload}-{r.nemesis}-{r.repeat}", time=f"{r.seconds:.3f}")
+        detail = f"run: {r.run_dir}\n{r.message}".strip()
+        if r.exit_code == 1:
+            ET.SubElement(case, "failure", message="history is not valid").text = detail
+        elif r.exit_code != 0:
+            ET.SubElement(case, "error", message=r.verdict).text = detail
+        if r.run_dir:
+            ET.SubElement(case, "system-out").text = f"run directory: {r.run_dir}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
