@@ -1,0 +1,315 @@
+"""The in-memory metadata image: what every controller and broker rebuilds from snapshot + log.
+
+`MetadataImage.apply(record)` is the one replay function (the controller's uncommitted "future"
+state, its committed state and the brokers' images all use it). `to_records()` lists the
+minimal records describing the image in a canonical order: they are the snapshot records, and
+their bytes (`canonical_bytes`, `digest`) make "identical on every node at equal offsets"
+checkable. `MetadataImage.from_records(to_records())` rebuilds an equal image.
+
+Replay semantics follow Kafka: a PartitionChangeRecord bumps the partition epoch; one that sets
+the leader (anything but NO_LEADER_CHANGE) also bumps the leader epoch. Fence/unfence records
+change only the broker; the controller writes the ISR changes as explicit PartitionChangeRecords.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, replace
+
+from node.metadata.records import (
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    RESOURCE_TOPIC,
+    BrokerEndpoint,
+    BrokerFeature,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    encode,
+)
+
+
+class ImageError(ValueError):
+    """A record that does not fit the image (for example a partition of an unknown topic)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[BrokerEndpoint, ...]
+    features: tuple[BrokerFeature, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+
+    @property
+    def usable(self) -> bool:
+        """May lead partitions, join ISRs and receive new replicas."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+    def endpoint(self, name: str) -> BrokerEndpoint | None:
+        return next((e for e in self.endpoints if e.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing: tuple[int, ...] = ()
+    adding: tuple[int, ...] = ()
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.removing or self.adding)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """Where an ongoing reassignment goes (the replicas when none is ongoing)."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """Where an ongoing reassignment came from (what a cancellation restores)."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionInfo]
+
+
+class MetadataImage:
+    """Brokers, topics and partitions, configs and finalized feature levels."""
+
+    __slots__ = ("brokers", "configs", "features", "topic_ids", "topics")
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[uuid.UUID, TopicInfo] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.features: dict[str, int] = {}
+
+    # ---- queries -------------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicInfo | None:
+        tid = self.topic_ids.get(name)
+        return self.topics[tid] if tid is not None else None
+
+    def usable_brokers(self) -> list[int]:
+        return sorted(b.id for b in self.brokers.values() if b.usable)
+
+    def is_usable(self, broker_id: int) -> bool:
+        b = self.brokers.get(broker_id)
+        return b is not None and b.usable
+
+    def partitions(self) -> list[tuple[TopicInfo, int, PartitionInfo]]:
+        return [(t, pid, p) for t in self.topics.values() for pid, p in t.partitions.items()]
+
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+    # ---- replay --------------------------------------------------------------------------
+
+    def apply(self, record: MetadataRecord) -> None:
+        match record:
+            case RegisterBrokerRecord():
+                self.brokers[record.broker_id] = BrokerInfo(
+                    id=record.broker_id,
+                    epoch=record.broker_epoch,
+                    incarnation_id=record.incarnation_id,
+                    endpoints=record.end_points,
+                    features=record.features,
+                    rack=record.rack,
+                    fenced=record.fenced,
+                    in_controlled_shutdown=record.in_controlled_shutdown,
+                )
+            case UnregisterBrokerRecord():
+                b = self.brokers.get(record.broker_id)
+                if b is not None and b.epoch == record.broker_epoch:
+                    del self.brokers[record.broker_id]
+            case FenceBrokerRecord():
+                self._change_broker(record.id, record.epoch, fenced=True)
+            case UnfenceBrokerRecord():
+                self._change_broker(record.id, record.epoch, fenced=False)
+            case BrokerRegistrationChangeRecord():
+                b = self._broker_at(record.broker_id, record.broker_epoch)
+                fenced = {1: True, -1: False}.get(record.fenced, b.fenced)
+                shutdown = True if record.in_controlled_shutdown == 1 else b.in_controlled_shutdown
+                self.brokers[b.id] = replace(b, fenced=fenced, in_controlled_shutdown=shutdown)
+            case TopicRecord():
+                if record.name in self.topic_ids:
+                    raise ImageError(f"topic {record.name} already exists")
+                self.topics[record.topic_id] = TopicInfo(record.name, record.topic_id, {})
+                self.topic_ids[record.name] = record.topic_id
+            case PartitionRecord():
+                self._topic(record.topic_id).partitions[record.partition_id] = PartitionInfo(
+                    replicas=record.replicas,
+                    isr=record.isr,
+                    removing=record.removing_replicas or (),
+                    adding=record.adding_replicas or (),
+                    leader=record.leader,
+                    leader_epoch=record.leader_epoch,
+                    partition_epoch=record.partition_epoch,
+                )
+            case PartitionChangeRecord():
+                self._apply_partition_change(record)
+            case RemoveTopicRecord():
+                topic = self.topics.pop(record.topic_id, None)
+                if topic is None:
+                    raise ImageError(f"RemoveTopicRecord for unknown topic {record.topic_id}")
+                del self.topic_ids[topic.name]
+                self.configs.pop((RESOURCE_TOPIC, topic.name), None)
+            case ConfigRecord():
+                key = (record.resource_type, record.resource_name)
+                if record.value is None:
+                    entries = self.configs.get(key, {})
+                    entries.pop(record.name, None)
+                    if not entries:
+                        self.configs.pop(key, None)
+                else:
+                    self.configs.setdefault(key, {})[record.name] = record.value
+            case FeatureLevelRecord():
+                if record.feature_level == 0:
+                    self.features.pop(record.name, None)
+                else:
+                    self.features[record.name] = record.feature_level
+            case NoOpRecord():
+                pass
+            case _:
+                raise ImageError(f"cannot apply {type(record).__name__}")
+
+    def _broker_at(self, broker_id: int, epoch: int) -> BrokerInfo:
+        b = self.brokers.get(broker_id)
+        if b is None or b.epoch != epoch:
+            raise ImageError(f"no broker {broker_id} at epoch {epoch}")
+        return b
+
+    def _change_broker(self, broker_id: int, epoch: int, *, fenced: bool) -> None:
+        b = self._broker_at(broker_id, epoch)
+        self.brokers[broker_id] = replace(b, fenced=fenced)
+
+    def _topic(self, topic_id: uuid.UUID) -> TopicInfo:
+        topic = self.topics.get(topic_id)
+        if topic is None:
+            raise ImageError(f"unknown topic id {topic_id}")
+        return topic
+
+    def _apply_partition_change(self, record: PartitionChangeRecord) -> None:
+        topic = self._topic(record.topic_id)
+        p = topic.partitions.get(record.partition_id)
+        if p is None:
+            raise ImageError(f"unknown partition {topic.name}-{record.partition_id}")
+        leader, leader_epoch = p.leader, p.leader_epoch
+        if record.leader != NO_LEADER_CHANGE:
+            leader, leader_epoch = record.leader, p.leader_epoch + 1
+        topic.partitions[record.partition_id] = PartitionInfo(
+            replicas=p.replicas if record.replicas is None else record.replicas,
+            isr=p.isr if record.isr is None else record.isr,
+            removing=p.removing if record.removing_replicas is None else record.removing_replicas,
+            adding=p.adding if record.adding_replicas is None else record.adding_replicas,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=p.partition_epoch + 1,
+        )
+
+    # ---- copies, snapshots, canonical form ----------------------------------------------
+
+    def copy(self) -> MetadataImage:
+        """An independent copy (partition and broker values are immutable, so dicts suffice)."""
+        other = MetadataImage()
+        other.brokers = dict(self.brokers)
+        other.topics = {tid: TopicInfo(t.name, t.topic_id, dict(t.partitions)) for tid, t in self.topics.items()}
+        other.topic_ids = dict(self.topic_ids)
+        other.configs = {k: dict(v) for k, v in self.configs.items()}
+        other.features = dict(self.features)
+        return other
+
+    def to_records(self) -> list[MetadataRecord]:
+        """The minimal records describing this image, in canonical order (snapshot content)."""
+        out: list[MetadataRecord] = [
+            FeatureLevelRecord(name=n, feature_level=v) for n, v in sorted(self.features.items())
+        ]
+        for b in sorted(self.brokers.values(), key=lambda b: b.id):
+            out.append(
+                RegisterBrokerRecord(
+                    broker_id=b.id,
+                    incarnation_id=b.incarnation_id,
+                    broker_epoch=b.epoch,
+                    end_points=b.endpoints,
+                    features=b.features,
+                    rack=b.rack,
+                    fenced=b.fenced,
+                    in_controlled_shutdown=b.in_controlled_shutdown,
+                )
+            )
+        for name in sorted(self.topic_ids):
+            t = self.topics[self.topic_ids[name]]
+            out.append(TopicRecord(name=t.name, topic_id=t.topic_id))
+            for pid in sorted(t.partitions):
+                p = t.partitions[pid]
+                out.append(
+                    PartitionRecord(
+                        partition_id=pid,
+                        topic_id=t.topic_id,
+                        replicas=p.replicas,
+                        isr=p.isr,
+                        removing_replicas=p.removing,
+                        adding_replicas=p.adding,
+                        leader=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        partition_epoch=p.partition_epoch,
+                    )
+                )
+        for (rtype, rname), entries in sorted(self.configs.items()):
+            out.extend(
+                ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=v)
+                for k, v in sorted(entries.items())
+            )
+        return out
+
+    @classmethod
+    def from_records(cls, records: list[MetadataRecord]) -> MetadataImage:
+        image = cls()
+        for r in records:
+            image.apply(r)
+        return image
+
+    def canonical_bytes(self) -> bytes:
+        return b"".join(encode(r) for r in self.to_records())
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical form: equal on two nodes iff their images are equal."""
+        return hashlib.sha256(self.canonical_bytes()).hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MetadataImage):
+            return NotImplemented
+        return (
+            self.brokers == other.brokers
+            and self.topic_ids == other.topic_ids
+            and {t: self.topics[t].partitions for t in self.topics}
+            == {t: other.topics[t].partitions for t in other.topics}
+            and self.configs == other.configs
+            and self.features == other.features
+        )
+
+    __hash__ = None  # type: ignore[assignment]

@@ -1,0 +1,122 @@
+"""Metadata record framing: round trips through kio, KIP-631 header bytes, decoder errors, dump JSON."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from node.metadata.records import (
+    BrokerEndpoint,
+    BrokerFeature,
+    FenceBrokerRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RecordFormatError,
+    RegisterBrokerRecord,
+    TopicRecord,
+    decode,
+    encode,
+    from_log_record,
+    to_json,
+    to_log_record,
+    uuid_from_kafka,
+    uuid_to_kafka,
+)
+
+ids = st.integers(min_value=0, max_value=2**31 - 1)
+uuids = st.uuids()
+int_lists = st.lists(ids, max_size=6).map(tuple)
+
+
+@given(
+    pid=ids,
+    tid=uuids,
+    isr=st.none() | int_lists,
+    leader=st.integers(min_value=-2, max_value=100),
+    replicas=st.none() | int_lists,
+    removing=st.none() | int_lists,
+    adding=st.none() | int_lists,
+)
+def test_partition_change_round_trip(pid, tid, isr, leader, replicas, removing, adding) -> None:
+    rec = PartitionChangeRecord(
+        partition_id=pid,
+        topic_id=tid,
+        isr=isr,
+        leader=leader,
+        replicas=replicas,
+        removing_replicas=removing,
+        adding_replicas=adding,
+    )
+    assert decode(encode(rec)) == rec
+
+
+@given(
+    bid=ids,
+    epoch=st.integers(min_value=0, max_value=2**62),
+    rack=st.none() | st.text(max_size=5),
+    fenced=st.booleans(),
+    shutdown=st.booleans(),
+    port=st.integers(min_value=0, max_value=65535),
+)
+def test_register_broker_round_trip(bid, epoch, rack, fenced, shutdown, port) -> None:
+    rec = RegisterBrokerRecord(
+        broker_id=bid,
+        incarnation_id=uuid.UUID(int=bid + 1),
+        broker_epoch=epoch,
+        end_points=(BrokerEndpoint(name="PLAINTEXT", host="10.0.0.1", port=port, security_protocol=0),),
+        features=(BrokerFeature(name="metadata.version", min_supported_version=1, max_supported_version=7),),
+        rack=rack,
+        fenced=fenced,
+        in_controlled_shutdown=shutdown,
+    )
+    assert decode(encode(rec)) == rec
+
+
+def test_frame_header_is_kip631() -> None:
+    tid = uuid.UUID(int=7)
+    value = encode(TopicRecord(name="bar", topic_id=tid))
+    # frame type 0, record type 2 (TopicRecord), version 0, then the payload
+    assert value[:3] == bytes([0, 2, 0])
+    assert encode(FenceBrokerRecord(id=1, epoch=0))[:3] == bytes([0, 7, 0])
+    assert encode(NoOpRecord())[:3] == bytes([0, 20, 0])
+    assert encode(RegisterBrokerRecord(broker_id=1, incarnation_id=tid, broker_epoch=0))[:3] == bytes([0, 0, 1])
+
+
+def test_log_record_has_null_key() -> None:
+    rec = to_log_record(NoOpRecord())
+    assert rec.key is None
+    assert from_log_record(rec) == NoOpRecord()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"",
+        bytes([1, 2, 0]),
+        bytes([0, 99, 0]),
+        bytes([0, 2, 9]) + b"x",
+        bytes([0, 2, 0, 5]),
+        encode(NoOpRecord()) + b"z",
+    ],
+)
+def test_decoder_rejects_garbage(value: bytes) -> None:
+    with pytest.raises(RecordFormatError):
+        decode(value)
+
+
+def test_dump_json_matches_kip631_example() -> None:
+    tid = uuid_from_kafka("GU_rXds2FGppL1JqXYpx2g")
+    assert uuid_to_kafka(tid) == "GU_rXds2FGppL1JqXYpx2g"
+    assert to_json(TopicRecord(name="bar", topic_id=tid)) == {
+        "type": "TOPIC_RECORD",
+        "version": 0,
+        "data": {"name": "bar", "topicId": "GU_rXds2FGppL1JqXYpx2g"},
+    }
+    j = to_json(PartitionRecord(partition_id=0, topic_id=tid, replicas=(1,), isr=(1,), leader=1, leader_epoch=0))
+    assert j["type"] == "PARTITION_RECORD"
+    assert j["data"]["replicas"] == [1] and j["data"]["leaderEpoch"] == 0
+    assert to_json(FenceBrokerRecord(id=1, epoch=0))["data"] == {"id": 1, "epoch": 0}
