@@ -1,0 +1,200 @@
+"""Structural pre-check of a message against its kio schema, run before kio's native decoder.
+
+kio's native reader trusts length and count prefixes: a compact array count such as 2**35 makes it
+try to allocate that many slots and the whole process aborts (a Rust allocation failure, not a Python
+exception). Like Kafka's generated readers, this walk rejects any array count or byte length larger
+than the bytes left in the message, so the decoder never allocates more than a small multiple of the
+frame it was given. It allocates nothing itself: it only moves an offset and raises ``MalformedFrame``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from functools import cache
+
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
+from kio.static.protocol import Entity
+
+from node.protocol.errors import MalformedFrame
+
+# A walker checks the value starting at ``pos`` fits before ``end`` and returns the offset after it.
+Walker = Callable[[bytes, int, int], int]
+
+_FIXED_SIZES: dict[str, int] = {
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
+}
+_MAX_VARINT_BYTES = 5  # Kafka's limit for an unsigned varint (32 bits of payload)
+
+
+def read_uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Read an unsigned varint of at most 5 bytes; return (value, new offset)."""
+    value = 0
+    for i in range(_MAX_VARINT_BYTES):
+        if pos >= end:
+            raise MalformedFrame("varint runs past the end of the message")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << (7 * i)
+        if not byte & 0x80:
+            return value, pos
+    raise MalformedFrame("varint longer than 5 bytes")
+
+
+def _read_signed(buf: bytes, pos: int, end: int, size: int) -> tuple[int, int]:
+    if pos + size > end:
+        raise MalformedFrame("length prefix runs past the end of the message")
+    return int.from_bytes(buf[pos : pos + size], "big", signed=True), pos + size
+
+
+def _skip(pos: int, length: int, end: int, what: str) -> int:
+    if length > end - pos:
+        raise MalformedFrame(f"{what} of {length} bytes but only {end - pos} remain")
+    return pos + length
+
+
+def _fixed(size: int) -> Walker:
+    def walk(buf: bytes, pos: int, end: int) -> int:
+        return _skip(pos, size, end, "fixed field")
+
+    return walk
+
+
+def _legacy_bytes(prefix_size: int) -> Walker:
+    def walk(buf: bytes, pos: int, end: int) -> int:
+        length, pos = _read_signed(buf, pos, end, prefix_size)
+        if length < -1:
+            raise MalformedFrame(f"negative length {length}")
+        return pos if length == -1 else _skip(pos, length, end, "string/bytes")
+
+    return walk
+
+
+def _compact_bytes(buf: bytes, pos: int, end: int) -> int:
+    length_plus_one, pos = read_uvarint(buf, pos, end)
+    return pos if length_plus_one == 0 else _skip(pos, length_plus_one - 1, end, "compact string/bytes")
+
+
+def _array(item: Walker, flexible: bool) -> Walker:
+    def walk(buf: bytes, pos: int, end: int) -> int:
+        if flexible:
+            count_plus_one, pos = read_uvarint(buf, pos, end)
+            count = count_plus_one - 1
+        else:
+            count, pos = _read_signed(buf, pos, end, 4)
+        if count < -1:
+            raise MalformedFrame(f"negative array count {count}")
+        if count > end - pos:
+            raise MalformedFrame(f"array of {count} items but only {end - pos} bytes remain")
+        for _ in range(count):
+            pos = item(buf, pos, end)
+        return pos
+
+    return walk
+
+
+def _nullable_entity(inner: Walker) -> Walker:
+    def walk(buf: bytes, pos: int, end: int) -> int:
+        marker, pos = _read_signed(buf, pos, end, 1)
+        if marker == -1:
+            return pos
+        if marker != 1:
+            raise MalformedFrame(f"bad nullable-struct marker {marker}")
+        return inner(buf, pos, end)
+
+    return walk
+
+
+def _primitive(kafka_type: str, flexible: bool, legacy_string: bool) -> Walker:
+    if kafka_type in _FIXED_SIZES:
+        return _fixed(_FIXED_SIZES[kafka_type])
+    if kafka_type not in ("string", "bytes", "records"):
+        raise MalformedFrame(f"schema has unknown kafka_type {kafka_type!r}")
+    if legacy_string:
+        return _legacy_bytes(2)
+    if flexible:
+        return _compact_bytes
+    return _legacy_bytes(2 if kafka_type == "string" else 4)
+
+
+def _field_walker(entity_type: type[Entity], field: object) -> Walker:
+    flexible = bool(entity_type.__flexible__)
+    # kio (like Kafka) always writes RequestHeader.client_id as a legacy nullable string.
+    legacy_string = entity_type.__name__ == "RequestHeader" and getattr(field, "name", "") == "client_id"
+    klass = classify_field(field)  # type: ignore[arg-type]
+    match klass:
+        case PrimitiveField():
+            return _primitive(get_schema_field_type(field), flexible, legacy_string)  # type: ignore[arg-type]
+        case PrimitiveTupleField():
+            return _array(_primitive(get_schema_field_type(field), flexible, False), flexible)  # type: ignore[arg-type]
+        case EntityField(nested):
+            inner = entity_walker(nested)
+            # Tagged fields are optional by their presence, so only a plain nullable struct has a marker.
+            nullable = is_optional(field) and get_field_tag(field) is None  # type: ignore[arg-type]
+            return _nullable_entity(inner) if nullable else inner
+        case EntityTupleField(nested):
+            return _array(entity_walker(nested), flexible)
+    raise MalformedFrame(f"unclassifiable field {field!r}")
+
+
+@cache
+def entity_walker(entity_type: type[Entity]) -> Walker:
+    """The walker of one kio entity class (cached: schemas are immutable)."""
+    plain: list[Walker] = []
+    tagged: dict[int, Walker] = {}
+    for field in fields(entity_type):
+        tag = get_field_tag(field)
+        walker = _field_walker(entity_type, field)
+        if tag is None:
+            plain.append(walker)
+        else:
+            tagged[int(tag)] = walker
+    flexible = bool(entity_type.__flexible__)
+
+    def walk(buf: bytes, pos: int, end: int) -> int:
+        for walker in plain:
+            pos = walker(buf, pos, end)
+        if not flexible:
+            return pos
+        count, pos = read_uvarint(buf, pos, end)
+        if count > end - pos:
+            raise MalformedFrame(f"{count} tagged fields but only {end - pos} bytes remain")
+        for _ in range(count):
+            tag, pos = read_uvarint(buf, pos, end)
+            size, pos = read_uvarint(buf, pos, end)
+            field_end = _skip(pos, size, end, "tagged field")
+            known = tagged.get(tag)
+            if known is not None and known(buf, pos, field_end) != field_end:
+                raise MalformedFrame(f"tagged field {tag} does not fill its declared {size} bytes")
+            pos = field_end
+        return pos
+
+    return walk
+
+
+def check_bounds(entity_type: type[Entity], buf: bytes, pos: int, end: int) -> int:
+    """Check that an ``entity_type`` starting at ``pos`` is bounded within ``end``; return where it ends."""
+    return entity_walker(entity_type)(buf, pos, end)

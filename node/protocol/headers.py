@@ -1,0 +1,132 @@
+"""Request and response headers, and whole request/response messages, over kio's schemas.
+
+Header versions follow Kafka: request header v1 for non-flexible API versions, v2 (with tagged
+fields) for flexible ones; response header v0 / v1 likewise, except that ApiVersions responses always
+use header v0 (so a client that sent a too-new version can still read the error). kio's generated
+classes carry this in ``__header_schema__``. A request header's ``client_id`` is always a legacy
+nullable string, also in v2.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.static.primitive import i16, i32
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from node.protocol.codec import decode_entity, decode_exact, encode_entity
+from node.protocol.errors import MalformedFrame, UnsupportedApi
+from node.protocol.framing import frame
+
+API_VERSIONS_KEY = 18
+_FIRST_FLEXIBLE_API_VERSIONS = 3
+_REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_CORRELATION_ID = struct.Struct(">i")
+_ERROR_CODE = struct.Struct(">h")
+
+RequestHeader = RequestHeaderV1 | RequestHeaderV2
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFrame:
+    """A received request frame whose header is decoded; the body starts at ``body_offset``."""
+
+    header: RequestHeader
+    payload: bytes
+    body_offset: int
+
+    @property
+    def api_key(self) -> int:
+        return int(self.header.request_api_key)
+
+    @property
+    def api_version(self) -> int:
+        return int(self.header.request_api_version)
+
+    @property
+    def correlation_id(self) -> int:
+        return int(self.header.correlation_id)
+
+
+def request_schema(api_key: int, api_version: int) -> type[RequestPayload]:
+    """The kio request class of an api key/version; ``UnsupportedApi`` if kio does not know it."""
+    try:
+        return load_request_schema(api_key, api_version)
+    except (UnknownAPIKey, UnknownEntity):
+        raise UnsupportedApi(f"unknown api key {api_key} version {api_version}") from None
+
+
+def response_schema(api_key: int, api_version: int) -> type[ResponsePayload]:
+    """The kio response class of an api key/version; ``UnsupportedApi`` if kio does not know it."""
+    try:
+        return load_response_schema(api_key, api_version)
+    except (UnknownAPIKey, UnknownEntity):
+        raise UnsupportedApi(f"unknown api key {api_key} version {api_version}") from None
+
+
+def request_header_type(api_key: int, api_version: int) -> type[RequestHeader]:
+    """The header class of a request. ApiVersions is known for every version, even future ones,
+    so that a too-new ApiVersions request can be answered with UNSUPPORTED_VERSION."""
+    if api_key == API_VERSIONS_KEY:
+        return RequestHeaderV2 if api_version >= _FIRST_FLEXIBLE_API_VERSIONS else RequestHeaderV1
+    return request_schema(api_key, api_version).__header_schema__  # type: ignore[return-value]
+
+
+def parse_request_header(payload: bytes) -> RequestFrame:
+    """Decode the header of a request frame's payload (the bytes after the size prefix)."""
+    if len(payload) < _REQUEST_PREFIX.size:
+        raise MalformedFrame(f"request of {len(payload)} bytes is shorter than a request header")
+    api_key, api_version, _ = _REQUEST_PREFIX.unpack_from(payload)
+    header, body_offset = decode_entity(request_header_type(api_key, api_version), payload, 0)
+    return RequestFrame(header=header, payload=payload, body_offset=body_offset)
+
+
+def parse_request_body(request: RequestFrame, request_type: type[RequestPayload]) -> RequestPayload:
+    """Decode the body of ``request`` as ``request_type``; it must fill the rest of the frame."""
+    return decode_exact(request_type, request.payload, request.body_offset)
+
+
+def encode_request(request: RequestPayload, correlation_id: int, client_id: str | None) -> bytes:
+    """A whole size-prefixed request frame; the api key and version come from the entity's class."""
+    header_type = request_header_type(int(request.__api_key__), int(request.__version__))
+    header = header_type(
+        request_api_key=i16(request.__api_key__),
+        request_api_version=i16(request.__version__),
+        correlation_id=i32(correlation_id),
+        client_id=client_id,
+    )
+    return frame(encode_entity(header) + encode_entity(request))
+
+
+def encode_response(response: ResponsePayload, correlation_id: int) -> bytes:
+    """A whole size-prefixed response frame with the header version the response's class prescribes."""
+    header = response.__header_schema__(correlation_id=i32(correlation_id))
+    return frame(encode_entity(header) + encode_entity(response))
+
+
+def peek_correlation_id(payload: bytes) -> int:
+    """The correlation id that starts every response header."""
+    if len(payload) < _CORRELATION_ID.size:
+        raise MalformedFrame(f"response of {len(payload)} bytes has no correlation id")
+    return int(_CORRELATION_ID.unpack_from(payload)[0])
+
+
+def parse_response(payload: bytes, request_type: type[RequestPayload]) -> tuple[int, ResponsePayload]:
+    """Decode a response to a request of ``request_type``; return (correlation id, response).
+
+    An ApiVersions response carrying UNSUPPORTED_VERSION is decoded as v0, whatever version was sent:
+    that is what a Kafka server answers to a version it does not know.
+    """
+    api_key, api_version = int(request_type.__api_key__), int(request_type.__version__)
+    response_type = response_schema(api_key, api_version)
+    header, offset = decode_entity(response_type.__header_schema__, payload, 0)
+    if api_key == API_VERSIONS_KEY and len(payload) >= offset + _ERROR_CODE.size:
+        (error_code,) = _ERROR_CODE.unpack_from(payload, offset)
+        if error_code == ErrorCode.unsupported_version:
+            response_type = response_schema(api_key, 0)
+    return int(header.correlation_id), decode_exact(response_type, payload, offset)
