@@ -1,0 +1,48 @@
+"""What every fault needs: the lab name, its nodes, the fault state, and per-node command fan-out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from control.host import CommandResult, Host
+from nemesis.errors import FaultError, PartialFault
+from nemesis.fanout import Outcome, errors, fan_out
+from nemesis.ports import NodeControl
+from nemesis.state import FaultState
+
+
+@dataclass
+class FaultContext:
+    lab: str
+    control: NodeControl
+    state: FaultState
+
+    def host(self, node: str) -> Host:
+        return self.control.host(node)
+
+    def address(self, node: str) -> str:
+        return self.control.host(node).address
+
+    def run_each(self, scripts: Mapping[str, str], *, timeout: float = 30.0) -> dict[str, CommandResult]:
+        """Run one script per node, in parallel; raise if any failed (PartialFault when some did not)."""
+        outcomes = fan_out({node: _runner(self.host(node), script, timeout) for node, script in scripts.items()})
+        return check_outcomes(outcomes, {n: o.value.stdout.strip() for n, o in outcomes.items() if o.ok and o.value})
+
+    def call_each(self, nodes: Iterable[str], action: Callable[[str], object]) -> dict[str, Outcome[object]]:
+        return fan_out({node: (lambda n=node: action(n)) for node in nodes})
+
+
+def _runner(host: Host, script: str, timeout: float) -> Callable[[], CommandResult]:
+    return lambda: host.run(script, timeout=timeout, check=True)
+
+
+def check_outcomes(outcomes: Mapping[str, Outcome[object]], done: object) -> dict[str, CommandResult]:
+    """Nothing failed: the results. Everything failed: FaultError. Some failed: PartialFault(done)."""
+    failed = errors(outcomes)
+    if not failed:
+        return {n: o.value for n, o in outcomes.items()}  # type: ignore[misc]
+    message = "; ".join(f"{n}: {e}" for n, e in sorted(failed.items()))
+    if len(failed) == len(outcomes):
+        raise FaultError(message)
+    raise PartialFault(done, message)

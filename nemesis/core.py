@@ -1,0 +1,95 @@
+"""The nemesis: every fault kind behind one `invoke(f, value)`, each op recorded (invoke, then
+ok | fail | info), the faults in force persisted, `status()`, and an idempotent `heal_all()`."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from nemesis.clock import ClockFault
+from nemesis.context import FaultContext
+from nemesis.disk import DiskFault
+from nemesis.errors import FaultError, PartialFault, Unsupported
+from nemesis.fault import Fault, Handler
+from nemesis.packet import PacketFault
+from nemesis.partition import PartitionFault
+from nemesis.ports import Ledger, MemoryLedger, NodeControl, OpRecorder, null_recorder
+from nemesis.process import ProcessFault
+from nemesis.state import FaultState
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """How one nemesis op ended: `ok` applied exactly, `fail` not applied, `info` partly/unknown."""
+
+    type: str
+    f: str
+    value: Any
+    error: str | None = None
+
+
+class Nemesis:
+    def __init__(self, lab: str, control: NodeControl, *, recorder: OpRecorder = null_recorder,
+                 ledger: Ledger | None = None, seed: int = 0, local_boot_id: str | None = None) -> None:
+        self.lab = lab
+        self.control = control
+        self.recorder = recorder
+        self.ctx = FaultContext(lab, control, FaultState(ledger if ledger is not None else MemoryLedger(), lab))
+        rng = random.Random(seed)
+        self.clock = ClockFault(self.ctx, random.Random(rng.random()), local_boot_id=local_boot_id)
+        # heal order: wake paused/killed processes, then the network, then clocks, then disks
+        self.faults: list[Fault] = [
+            ProcessFault(self.ctx, random.Random(rng.random())),
+            PartitionFault(self.ctx, random.Random(rng.random())),
+            PacketFault(self.ctx, random.Random(rng.random())),
+            self.clock,
+            DiskFault(self.ctx, random.Random(rng.random())),
+        ]
+        self._handlers: dict[str, Handler] = {}
+        for fault in self.faults:
+            self._handlers.update(fault.operations())
+        self._lock = threading.RLock()
+
+    @property
+    def operations(self) -> list[str]:
+        return sorted(self._handlers)
+
+    def invoke(self, f: str, value: dict[str, Any] | None = None) -> Completion:
+        """Apply one op now; never raises for a fault that could not be applied (the completion says)."""
+        value = dict(value or {})
+        with self._lock:
+            self.recorder("invoke", f, value)
+            handler = self._handlers.get(f)
+            try:
+                if handler is None:
+                    raise FaultError(f"unknown nemesis op {f!r}; known: {', '.join(self.operations)}")
+                done = Completion("ok", f, handler(value))
+            except Unsupported as exc:
+                done = Completion("fail", f, value, f"unsupported here: {exc}")
+            except FaultError as exc:
+                done = Completion("fail", f, value, str(exc))
+            except PartialFault as exc:
+                done = Completion("info", f, exc.value, exc.error)
+            except Exception as exc:  # unknown effect: Jepsen's info
+                done = Completion("info", f, value, f"{type(exc).__name__}: {exc}")
+            self.recorder(done.type, f, done.value, error=done.error)
+            return done
+
+    def heal_all(self) -> list[Completion]:
+        """Undo everything in force; safe to call any number of times and from any exit path."""
+        with self._lock:
+            done: list[Completion] = []
+            for fault in self.faults:
+                for f, value in fault.heal_ops():
+                    done.append(self.invoke(f, value))
+            return done
+
+    def status(self) -> dict[str, Any]:
+        """What is in force where (from the persisted state)."""
+        return self.ctx.state.in_force()
+
+    def close(self) -> None:
+        for fault in self.faults:
+            fault.close()

@@ -1,0 +1,121 @@
+"""Disk faults on a stopped node: the node is SIGKILLed, its metadata log directory damaged, and it
+is started again on `stop-disk` (after a format, when the data directory was wiped).
+
+Layout (node/storage): `<metadata.log.dir>/__cluster_metadata-0/` holds `<20-digit offset>.log`
+segments, `*.checkpoint` snapshots and the `quorum-state` file.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shlex
+from typing import Any
+
+from nemesis.context import FaultContext
+from nemesis.errors import FaultError
+from nemesis.fault import Handler
+from nemesis.process import resolve_nodes
+
+DAMAGES: tuple[str, ...] = ("truncate-tail", "flip-bits", "delete-quorum-state", "wipe")
+PARTITION_DIR = "__cluster_metadata-0"
+
+# Runs on the host: damages files and prints, as JSON, exactly what it did.
+_DAMAGER = r"""
+import glob,json,os,random,shutil,sys
+action,meta,data,seed,amount=sys.argv[1],sys.argv[2],sys.argv[3],int(sys.argv[4]),int(sys.argv[5])
+rng=random.Random(seed)
+part=os.path.join(meta,"__cluster_metadata-0")
+segs=sorted(glob.glob(os.path.join(part,"*.log")))
+snaps=sorted(glob.glob(os.path.join(part,"*.checkpoint")))
+out={"action":action}
+if action=="truncate-tail":
+    if not segs: sys.exit("no log segment in "+part)
+    f=segs[-1];size=os.path.getsize(f);new=max(0,size-amount)
+    os.truncate(f,new);out.update(file=f,old_size=size,new_size=new)
+elif action=="flip-bits":
+    files=[f for f in segs+snaps if os.path.getsize(f)>0]
+    if not files: sys.exit("no non-empty segment or snapshot in "+part)
+    f=rng.choice(files);size=os.path.getsize(f);flips=[]
+    with open(f,"r+b") as h:
+        for _ in range(amount):
+            pos=rng.randrange(size);bit=rng.randrange(8);h.seek(pos);b=h.read(1)[0]
+            h.seek(pos);h.write(bytes([b^(1<<bit)]));flips.append([pos,bit])
+        h.flush();os.fsync(h.fileno())
+    out.update(file=f,size=size,flips=flips)
+elif action=="delete-quorum-state":
+    f=os.path.join(part,"quorum-state");existed=os.path.exists(f)
+    if existed: os.remove(f)
+    out.update(file=f,existed=existed)
+elif action=="wipe":
+    removed=[]
+    for d in dict.fromkeys([data,meta]):
+        if os.path.isdir(d):
+            for name in sorted(os.listdir(d)):
+                p=os.path.join(d,name);removed.append(p)
+                shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
+    out.update(removed=removed)
+else: sys.exit("unknown damage "+action)
+print(json.dumps(out))
+"""
+
+
+def damage_command(action: str, meta_dir: str, data_dir: str, seed: int, amount: int) -> str:
+    args = [action, meta_dir, data_dir, str(seed), str(amount)]
+    return "python3 -c " + shlex.quote(_DAMAGER) + " " + " ".join(shlex.quote(a) for a in args)
+
+
+class DiskFault:
+    kind = "disk"
+
+    def __init__(self, ctx: FaultContext, rng: random.Random) -> None:
+        self.ctx = ctx
+        self.rng = rng
+
+    def operations(self) -> dict[str, Handler]:
+        return {"start-disk": self.start, "stop-disk": self.stop}
+
+    def start(self, value: dict[str, Any]) -> dict[str, Any]:
+        damage = value.get("damage", "truncate-tail")
+        if damage not in DAMAGES:
+            raise FaultError(f"unknown disk damage {damage!r}; known: {', '.join(DAMAGES)}")
+        seed = int(value.get("seed", self.rng.randrange(2**31)))
+        amount = int(value.get("amount", 1 if damage == "flip-bits" else 100))
+        nodes = resolve_nodes(self.ctx, value, self.rng)
+        control = self.ctx.control
+        done: dict[str, Any] = {}
+        for node in nodes:
+            self.ctx.state.put("disk", node, {"host": control.host(node).name, "damage": damage, "done": None})
+            if control.running(node):
+                control.kill(node)
+            result = control.host(node).run(damage_command(damage, control.metadata_log_dir(node),
+                                                           control.data_dir(node), seed, amount), timeout=60)
+            if not result.ok:
+                done[node] = {"error": result.stderr.strip()[-500:]}
+                continue
+            done[node] = json.loads(result.stdout.strip().splitlines()[-1])
+            self.ctx.state.put("disk", node, {"host": control.host(node).name, "damage": damage, "done": done[node]})
+        failed = {n: d["error"] for n, d in done.items() if "error" in d}
+        if failed and len(failed) == len(nodes):
+            raise FaultError("; ".join(f"{n}: {e}" for n, e in failed.items()) + " (the nodes are down)")
+        return {"nodes": nodes, "damage": damage, "seed": seed, "amount": amount, "done": done}
+
+    def stop(self, value: dict[str, Any]) -> dict[str, Any]:
+        in_force = self.ctx.state.get("disk")
+        control = self.ctx.control
+        restarted, formatted = [], []
+        for node in sorted(in_force):
+            if in_force[node]["damage"] == "wipe":
+                control.reformat(node)
+                formatted.append(node)
+            if not control.running(node):
+                control.start(node)
+                restarted.append(node)
+            self.ctx.state.drop("disk", node)
+        return {"restarted": restarted, "formatted": formatted}
+
+    def heal_ops(self) -> list[tuple[str, dict[str, Any]]]:
+        return [("stop-disk", {})] if self.ctx.state.get("disk") else []
+
+    def close(self) -> None:
+        pass

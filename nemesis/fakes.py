@@ -1,0 +1,170 @@
+"""In-memory implementations of the nemesis seams for tests: a Host that records the commands it
+is given, and a NodeControl that tracks process states without processes."""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from control.host import CommandResult
+
+Responder = Callable[[str], CommandResult | None]
+
+
+class FakeHost:
+    """Records every command; answers exit 0 with empty output unless a responder says otherwise."""
+
+    def __init__(self, name: str, address: str) -> None:
+        self._name = name
+        self._address = address
+        self.commands: list[str] = []
+        self.responders: list[tuple[re.Pattern[str], Responder]] = []
+        self.daemons: dict[str, int] = {}
+        self.signals: list[tuple[str, signal.Signals]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def respond(self, pattern: str, responder: Responder) -> None:
+        """Answer commands matching `pattern` (re.search) with what `responder` returns."""
+        self.responders.append((re.compile(pattern, re.S), responder))
+
+    def fail(self, pattern: str, stderr: str, exit_code: int = 2) -> None:
+        self.respond(pattern, lambda cmd: CommandResult(self._name, cmd, exit_code, "", stderr))
+
+    def run(self, command: str, *, timeout: float = 60.0, check: bool = False) -> CommandResult:
+        with self._lock:
+            self.commands.append(command)
+        result = CommandResult(self._name, command, 0, "", "")
+        for pattern, responder in self.responders:
+            if pattern.search(command):
+                answer = responder(command)
+                if answer is not None:
+                    result = answer
+                    break
+        return result.check() if check else result
+
+    def put(self, local_path: str, remote_path: str) -> None:
+        self.commands.append(f"<put {local_path} {remote_path}>")
+
+    def get(self, remote_path: str, local_path: str) -> None:
+        self.commands.append(f"<get {remote_path} {local_path}>")
+
+    def start_daemon(self, name: str, command: str, *, log_path: str, env: dict[str, str] | None = None) -> int:
+        pid = 1000 + len(self.daemons)
+        self.daemons[name] = pid
+        return pid
+
+    def signal_daemon(self, name: str, sig: signal.Signals) -> bool:
+        self.signals.append((name, sig))
+        return name in self.daemons
+
+    def daemon_running(self, name: str) -> bool:
+        return name in self.daemons
+
+    def daemon_pid(self, name: str) -> int | None:
+        return self.daemons.get(name)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeNode:
+    host: FakeHost
+    roles: tuple[str, ...]
+    state: str = "running"  # running | killed | stopped | paused
+    starts: int = 0
+    formats: int = 0
+    pid: int = 0
+
+
+@dataclass
+class FakeNodeControl:
+    """Nodes n1…nN on FakeHosts at 10.9.0.1…; the first `controllers` are controllers, the rest
+    brokers (all of them brokers when `combined`)."""
+
+    size: int = 5
+    n_controllers: int = 3
+    combined: bool = False
+    leader: str | None = "n1"
+    nodes_by_name: dict[str, FakeNode] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for i in range(1, self.size + 1):
+            roles: tuple[str, ...] = ("controller",) if i <= self.n_controllers else ("broker",)
+            if self.combined and i <= self.n_controllers:
+                roles = ("controller", "broker")
+            self.nodes_by_name[f"n{i}"] = FakeNode(FakeHost(f"n{i}", f"10.9.0.{i}"), roles, pid=4000 + i)
+
+    def nodes(self) -> list[str]:
+        return list(self.nodes_by_name)
+
+    def controllers(self) -> list[str]:
+        return [n for n, f in self.nodes_by_name.items() if "controller" in f.roles]
+
+    def brokers(self) -> list[str]:
+        return [n for n, f in self.nodes_by_name.items() if "broker" in f.roles]
+
+    def host(self, node: str) -> FakeHost:
+        return self.nodes_by_name[node].host
+
+    def hosts(self) -> dict[str, FakeHost]:
+        return {n: f.host for n, f in self.nodes_by_name.items()}
+
+    def active_controller(self) -> str | None:
+        return self.leader
+
+    def _set(self, node: str, action: str, state: str, *, allowed: tuple[str, ...]) -> None:
+        fake = self.nodes_by_name[node]
+        if fake.state not in allowed:
+            raise RuntimeError(f"{node}: cannot {action} a {fake.state} node")
+        fake.state = state
+        self.log.append(f"{action} {node}")
+
+    def start(self, node: str) -> None:
+        self._set(node, "start", "running", allowed=("killed", "stopped"))
+        self.nodes_by_name[node].starts += 1
+        self.nodes_by_name[node].pid += 100
+
+    def kill(self, node: str) -> None:
+        self._set(node, "kill", "killed", allowed=("running", "paused"))
+
+    def stop(self, node: str, *, graceful: bool = True) -> None:
+        self._set(node, "stop" if graceful else "kill", "stopped" if graceful else "killed",
+                  allowed=("running", "paused"))
+
+    def pause(self, node: str) -> None:
+        self._set(node, "pause", "paused", allowed=("running",))
+
+    def resume(self, node: str) -> None:
+        self._set(node, "resume", "running", allowed=("paused",))
+
+    def running(self, node: str) -> bool:
+        return self.nodes_by_name[node].state in ("running", "paused")
+
+    def pid(self, node: str) -> int | None:
+        return self.nodes_by_name[node].pid if self.running(node) else None
+
+    def data_dir(self, node: str) -> str:
+        return f"/var/lib/kraftlab/{node}/data"
+
+    def metadata_log_dir(self, node: str) -> str:
+        return f"/var/lib/kraftlab/{node}/meta"
+
+    def clock_file(self, node: str) -> str:
+        return f"/var/lib/kraftlab/{node}/clock.json"
+
+    def reformat(self, node: str) -> None:
+        self.nodes_by_name[node].formats += 1
+        self.log.append(f"format {node}")

@@ -1,0 +1,167 @@
+"""Network partitions as grudges: receiving host → the set of hosts whose traffic it drops.
+
+Pure functions, one per topology; randomness comes from the `random.Random` passed in, so a
+seeded schedule always yields the same grudge. A grudge never names a host in its own set.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+
+Grudge = dict[str, frozenset[str]]
+
+TOPOLOGIES: tuple[str, ...] = (
+    "halves", "random-halves", "isolate-node", "isolate-controller", "minority-controllers",
+    "majorities-ring", "bridge", "one-way", "controllers-brokers",
+)
+
+
+class TopologyError(ValueError):
+    """A topology cannot be built from these nodes (says why)."""
+
+
+def complete(components: Iterable[Iterable[str]]) -> Grudge:
+    """Every node drops every node outside its own component (components must be disjoint)."""
+    comps = [frozenset(c) for c in components]
+    everyone = frozenset().union(*comps) if comps else frozenset()
+    grudge: Grudge = {}
+    for comp in comps:
+        for node in comp:
+            others = everyone - comp
+            if others:
+                grudge[node] = others
+    return grudge
+
+
+def halves(nodes: Sequence[str]) -> Grudge:
+    """The first ⌊n/2⌋ nodes (in the given order) against the rest."""
+    _need(nodes, 2)
+    mid = len(nodes) // 2
+    return complete([nodes[:mid], nodes[mid:]])
+
+
+def random_halves(nodes: Sequence[str], rng: random.Random) -> Grudge:
+    shuffled = list(nodes)
+    rng.shuffle(shuffled)
+    return halves(shuffled)
+
+
+def isolate(nodes: Sequence[str], victims: Iterable[str]) -> Grudge:
+    """The victims (together, as one component) against everyone else."""
+    group = set(victims)
+    unknown = group - set(nodes)
+    if unknown:
+        raise TopologyError(f"unknown nodes {sorted(unknown)}; nodes are {list(nodes)}")
+    if not group or group == set(nodes):
+        raise TopologyError("isolating nothing or everything is not a partition")
+    return complete([sorted(group), [n for n in nodes if n not in group]])
+
+
+def minority_controllers(nodes: Sequence[str], controllers: Sequence[str], rng: random.Random) -> Grudge:
+    """A random minority (at most (c-1)//2, at least 1) of the controllers, isolated together."""
+    _need(controllers, 2)
+    size = max(1, (len(controllers) - 1) // 2)
+    return isolate(nodes, rng.sample(list(controllers), size))
+
+
+def majorities_ring(nodes: Sequence[str], rng: random.Random) -> Grudge:
+    """Nodes on a shuffled ring each see the majority centred on themselves: every node sees a
+    majority, and no two nodes see the same one (Jepsen's majorities-ring). Symmetric for an odd
+    number of nodes; with an even number each node still receives from a majority."""
+    _need(nodes, 4)
+    ring = list(nodes)
+    rng.shuffle(ring)
+    n = len(ring)
+    majority = n // 2 + 1
+    before = (majority - 1) // 2
+    after = majority - 1 - before
+    grudge: Grudge = {}
+    for i, node in enumerate(ring):
+        visible = {ring[(i + d) % n] for d in range(-before, after + 1)}
+        grudge[node] = frozenset(ring) - visible
+    return grudge
+
+
+def bridge(nodes: Sequence[str], rng: random.Random | None = None) -> Grudge:
+    """Two halves that cannot talk, and one bridge node both halves still reach."""
+    _need(nodes, 3)
+    order = list(nodes)
+    if rng is not None:
+        rng.shuffle(order)
+    mid = len(order) // 2
+    left, hub, right = order[:mid], order[mid], order[mid + 1:]
+    grudge = complete([left, right])
+    return {n: s for n, s in grudge.items() if n != hub}
+
+
+def one_way(nodes: Sequence[str], senders: Iterable[str], receivers: Iterable[str]) -> Grudge:
+    """Receivers drop the senders' traffic; senders still hear the receivers."""
+    src, dst = set(senders), set(receivers)
+    unknown = (src | dst) - set(nodes)
+    if unknown:
+        raise TopologyError(f"unknown nodes {sorted(unknown)}")
+    if src & dst or not src or not dst:
+        raise TopologyError("one-way needs two disjoint, non-empty groups")
+    return {r: frozenset(src) for r in sorted(dst)}
+
+
+def controllers_brokers(nodes: Sequence[str], controllers: Sequence[str], brokers: Sequence[str]) -> Grudge:
+    """Controller nodes against broker-only nodes (combined nodes count as controllers)."""
+    ctl = [n for n in nodes if n in set(controllers)]
+    brk = [n for n in nodes if n in set(brokers) and n not in set(controllers)]
+    if not ctl or not brk:
+        raise TopologyError("needs at least one controller and one broker-only node")
+    return complete([ctl, brk])
+
+
+def build(topology: str, nodes: Sequence[str], *, controllers: Sequence[str] = (), brokers: Sequence[str] = (),
+          active: str | None = None, rng: random.Random | None = None, targets: Sequence[str] = (),
+          senders: Sequence[str] = (), receivers: Sequence[str] = ()) -> Grudge:
+    """The grudge of a named topology. `targets` names the node(s) for isolate-node;
+    `active` is the current active controller for isolate-controller."""
+    r = rng or random.Random(0)
+    match topology:
+        case "halves":
+            return halves(nodes)
+        case "random-halves":
+            return random_halves(nodes, r)
+        case "isolate-node":
+            return isolate(nodes, targets or [r.choice(list(nodes))])
+        case "isolate-controller":
+            if active is None:
+                raise TopologyError("no active controller is known (DescribeQuorum found no leader)")
+            return isolate(nodes, [active])
+        case "minority-controllers":
+            return minority_controllers(nodes, controllers or nodes, r)
+        case "majorities-ring":
+            return majorities_ring(nodes, r)
+        case "bridge":
+            return bridge(nodes, r)
+        case "one-way":
+            if not senders or not receivers:
+                victim = r.choice(list(nodes))
+                rest = [n for n in nodes if n != victim]
+                senders, receivers = ([victim], rest) if r.random() < 0.5 else (rest, [victim])
+            return one_way(nodes, senders, receivers)
+        case "controllers-brokers":
+            return controllers_brokers(nodes, controllers, brokers)
+    raise TopologyError(f"unknown topology {topology!r}; known: {', '.join(TOPOLOGIES)}")
+
+
+def to_json(grudge: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+    return {node: sorted(drops) for node, drops in sorted(grudge.items()) if drops}
+
+
+def from_json(data: Mapping[str, Iterable[str]]) -> Grudge:
+    return {node: frozenset(drops) for node, drops in data.items() if drops}
+
+
+def cut_pairs(grudge: Mapping[str, Iterable[str]]) -> set[tuple[str, str]]:
+    """The directed (sender, receiver) pairs whose traffic is dropped."""
+    return {(src, dst) for dst, srcs in grudge.items() for src in srcs}
+
+
+def _need(nodes: Sequence[str], at_least: int) -> None:
+    if len(nodes) < at_least:
+        raise TopologyError(f"needs at least {at_least} nodes, got {len(nodes)}")
