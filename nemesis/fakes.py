@@ -1,81 +1,11 @@
-"""In-memory implementations of the nemesis seams for tests: a Host that records the commands it
-is given, and a NodeControl that tracks process states without processes."""
+"""An in-memory NodeControl for tests: tracks process states without processes, on
+`control.fake.FakeHost`s (which record the commands they are given)."""
 
 from __future__ import annotations
 
-import re
-import signal
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from control.host import CommandResult
-
-Responder = Callable[[str], CommandResult | None]
-
-
-class FakeHost:
-    """Records every command; answers exit 0 with empty output unless a responder says otherwise."""
-
-    def __init__(self, name: str, address: str) -> None:
-        self._name = name
-        self._address = address
-        self.commands: list[str] = []
-        self.responders: list[tuple[re.Pattern[str], Responder]] = []
-        self.daemons: dict[str, int] = {}
-        self.signals: list[tuple[str, signal.Signals]] = []
-        self._lock = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def address(self) -> str:
-        return self._address
-
-    def respond(self, pattern: str, responder: Responder) -> None:
-        """Answer commands matching `pattern` (re.search) with what `responder` returns."""
-        self.responders.append((re.compile(pattern, re.S), responder))
-
-    def fail(self, pattern: str, stderr: str, exit_code: int = 2) -> None:
-        self.respond(pattern, lambda cmd: CommandResult(self._name, cmd, exit_code, "", stderr))
-
-    def run(self, command: str, *, timeout: float = 60.0, check: bool = False) -> CommandResult:
-        with self._lock:
-            self.commands.append(command)
-        result = CommandResult(self._name, command, 0, "", "")
-        for pattern, responder in self.responders:
-            if pattern.search(command):
-                answer = responder(command)
-                if answer is not None:
-                    result = answer
-                    break
-        return result.check() if check else result
-
-    def put(self, local_path: str, remote_path: str) -> None:
-        self.commands.append(f"<put {local_path} {remote_path}>")
-
-    def get(self, remote_path: str, local_path: str) -> None:
-        self.commands.append(f"<get {remote_path} {local_path}>")
-
-    def start_daemon(self, name: str, command: str, *, log_path: str, env: dict[str, str] | None = None) -> int:
-        pid = 1000 + len(self.daemons)
-        self.daemons[name] = pid
-        return pid
-
-    def signal_daemon(self, name: str, sig: signal.Signals) -> bool:
-        self.signals.append((name, sig))
-        return name in self.daemons
-
-    def daemon_running(self, name: str) -> bool:
-        return name in self.daemons
-
-    def daemon_pid(self, name: str) -> int | None:
-        return self.daemons.get(name)
-
-    def close(self) -> None:
-        pass
+from control.fake import FakeHost
 
 
 @dataclass
