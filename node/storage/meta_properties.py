@@ -1,0 +1,154 @@
+"""meta.properties v1 (KIP-631): which cluster and node a log directory belongs to.
+
+`version=1`, `cluster.id=<base64 UUID>`, `node.id=<int>` in Java properties syntax, in every
+log directory (`metadata.log.dir` and each of `log.dirs`). `kraft-node format` writes it;
+`kraft-node start` refuses directories that are missing, unformatted, or formatted for another
+cluster or node.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from node.storage.atomic import write_atomically
+from node.storage.errors import CorruptStateFile, StorageError
+from node.storage.layout import META_PROPERTIES_FILE
+
+VERSION = 1
+
+
+class NotFormatted(StorageError):
+    """A log directory is missing or has no meta.properties: run `kraft-node format` first."""
+
+
+class AlreadyFormatted(StorageError):
+    """`format` found an existing meta.properties (pass --ignore-formatted to skip such directories)."""
+
+
+class MetaPropertiesMismatch(StorageError):
+    """Directories disagree with each other or with the configuration (cluster id or node id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetaProperties:
+    cluster_id: str
+    node_id: int
+    version: int = VERSION
+
+
+def random_cluster_id() -> str:
+    """A new cluster id: a random UUID in Kafka's URL-safe base64 without padding (22 characters)."""
+    while True:
+        raw = uuid.uuid4().bytes
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if not text.startswith("-"):  # Kafka avoids ids that look like command-line options
+            return text
+
+
+def validate_cluster_id(cluster_id: str) -> None:
+    """Kafka's Uuid.fromString: 22 characters of URL-safe base64 encoding 16 bytes."""
+    try:
+        raw = base64.urlsafe_b64decode(cluster_id + "==")
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(cluster_id) != 22 or len(raw) != 16 or not all(c.isalnum() or c in "-_" for c in cluster_id):
+        raise ValueError(f"invalid cluster id {cluster_id!r}: expected a base64 UUID such as {random_cluster_id()}")
+
+
+def encode_meta_properties(props: MetaProperties) -> bytes:
+    return (
+        f"#\n#Written by kraft-node format\nversion={props.version}\ncluster.id={props.cluster_id}\n"
+        f"node.id={props.node_id}\n"
+    ).encode()
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java properties, the subset Kafka writes: `key=value` or `key:value` lines, `#`/`!` comments."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            out[line] = ""
+        else:
+            out[line[:cut].strip()] = line[cut + 1 :].strip()
+    return out
+
+
+def read_meta_properties(log_dir: str | Path) -> MetaProperties:
+    """The directory's meta.properties; NotFormatted if absent, CorruptStateFile if invalid."""
+    path = Path(log_dir) / META_PROPERTIES_FILE
+    if not Path(log_dir).is_dir():
+        raise NotFormatted(f"log directory {log_dir} does not exist: run `kraft-node format` first")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFormatted(f"{log_dir} is not formatted (no {META_PROPERTIES_FILE}): run `kraft-node format`") from None
+    except UnicodeDecodeError:
+        raise CorruptStateFile(str(path), "not UTF-8 text") from None
+    props = parse_properties(text)
+    if props.get("version") != str(VERSION):
+        raise CorruptStateFile(str(path), f"unsupported version {props.get('version')!r} (expected {VERSION})")
+    for key in ("cluster.id", "node.id"):
+        if not props.get(key):
+            raise CorruptStateFile(str(path), f"{key} is missing")
+    try:
+        node_id = int(props["node.id"])
+        validate_cluster_id(props["cluster.id"])
+    except ValueError as e:
+        raise CorruptStateFile(str(path), str(e)) from None
+    return MetaProperties(props["cluster.id"], node_id)
+
+
+def write_meta_properties(log_dir: str | Path, props: MetaProperties) -> None:
+    """Write meta.properties atomically, creating the directory if needed."""
+    validate_cluster_id(props.cluster_id)
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    write_atomically(Path(log_dir) / META_PROPERTIES_FILE, encode_meta_properties(props))
+
+
+def format_dirs(
+    log_dirs: Iterable[str | Path], cluster_id: str, node_id: int, ignore_formatted: bool = False
+) -> list[Path]:
+    """Format every directory (`kraft-node format`); returns the ones written. A directory that is
+    already formatted is an error, or skipped with `ignore_formatted` (as Kafka's storage tool)."""
+    validate_cluster_id(cluster_id)
+    dirs = [Path(d) for d in dict.fromkeys(str(d) for d in log_dirs)]
+    todo = []
+    for d in dirs:
+        if (d / META_PROPERTIES_FILE).exists():
+            if not ignore_formatted:
+                raise AlreadyFormatted(f"log directory {d} is already formatted (use --ignore-formatted to skip it)")
+        else:
+            todo.append(d)
+    for d in todo:
+        write_meta_properties(d, MetaProperties(cluster_id, node_id))
+    return todo
+
+
+def load_and_validate(log_dirs: Iterable[str | Path], node_id: int, cluster_id: str | None = None) -> MetaProperties:
+    """The common meta.properties of all `log_dirs` (`kraft-node start`): each must be formatted,
+    all with one cluster id (equal to `cluster_id` if given) and with `node_id`."""
+    found = {str(d): read_meta_properties(d) for d in dict.fromkeys(str(d) for d in log_dirs)}
+    if not found:
+        raise ValueError("no log directories given")
+    for d, props in found.items():
+        if props.node_id != node_id:
+            raise MetaPropertiesMismatch(
+                f"{d} belongs to node {props.node_id} but node.id is {node_id}: wrong directory or configuration"
+            )
+    clusters = {props.cluster_id for props in found.values()}
+    if len(clusters) > 1:
+        detail = ", ".join(f"{d}: {p.cluster_id}" for d, p in found.items())
+        raise MetaPropertiesMismatch(f"log directories belong to different clusters ({detail})")
+    (found_cluster,) = clusters
+    if cluster_id is not None and found_cluster != cluster_id:
+        raise MetaPropertiesMismatch(f"log directories belong to cluster {found_cluster}, expected {cluster_id}")
+    return next(iter(found.values()))
