@@ -1,0 +1,214 @@
+"""`kraftlab nemesis …`: apply, heal and inspect faults by hand against a lab that `kraftlab lab up`
+keeps up — how an engineer reproduces a partition. Each op prints as a history line (JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from typing import Any
+
+from nemesis.cleanup import ledger_for
+from nemesis.core import Completion, Nemesis
+from nemesis.disk import DAMAGES
+from nemesis.grudge import TOPOLOGIES
+from nemesis.ports import NodeControl
+from nemesis.runner import ScheduleRunner, guarded
+from nemesis.schedule import ScheduleError, load
+from nemesis.targets import TARGETS
+
+EXIT_OK, EXIT_NOT_APPLIED, EXIT_BAD_ARGS = 0, 1, 254
+_DURATION = re.compile(r"^([+-]?\d+(?:\.\d+)?)(ms|s|m|min|h)?$")
+_UNIT_MS = {"ms": 1.0, "s": 1000.0, None: 1000.0, "m": 60_000.0, "min": 60_000.0, "h": 3_600_000.0}
+
+
+def parse_duration_ms(text: str) -> float:
+    """`+30s`, `-1500ms`, `2m`, `1.5` (seconds) → milliseconds."""
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad duration {text!r} (e.g. +30s, -1500ms, 2m)")
+    return float(m.group(1)) * _UNIT_MS[m.group(2)]
+
+
+def _nodes(text: str) -> list[str]:
+    return [n for n in text.split(",") if n]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("nemesis", help="apply, heal and inspect faults by hand on a running lab")
+    p.add_argument("--lab", default="default", help="the lab's name (as given to `kraftlab lab up`)")
+    p.set_defaults(func=main)
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    part = sub.add_parser("partition", help="cut the network along a topology")
+    part.add_argument("--topology", choices=TOPOLOGIES, default="random-halves")
+    part.add_argument("--nodes", type=_nodes, default=[], help="isolate-node: the nodes to isolate")
+    part.add_argument("--from", dest="senders", type=_nodes, default=[], help="one-way: the senders")
+    part.add_argument("--to", dest="receivers", type=_nodes, default=[], help="one-way: the receivers")
+    part.add_argument("--seed", type=int)
+    sub.add_parser("heal", help="undo every fault in force on the lab")
+    sub.add_parser("status", help="what is in force on which host")
+
+    for name, text in (("kill", "SIGKILL"), ("stop", "graceful stop (SIGTERM)"), ("pause", "SIGSTOP"),
+                       ("restart", "start killed/stopped"), ("resume", "SIGCONT")):
+        q = sub.add_parser(name, help=f"{text} nodes")
+        q.add_argument("nodes", nargs="*")
+        q.add_argument("--target", choices=TARGETS)
+
+    clock = sub.add_parser("clock", help="skew a node's clock").add_subparsers(dest="clock", required=True)
+    bump = clock.add_parser("bump", help="offset a node's clock (e.g. +30s)")
+    bump.add_argument("node")
+    bump.add_argument("delta", type=parse_duration_ms)
+    rate = clock.add_parser("rate", help="make a node's clock run fast or slow (e.g. 1.5)")
+    rate.add_argument("node")
+    rate.add_argument("rate", type=float)
+    strobe = clock.add_parser("strobe", help="flip a node's clock offset between 0 and HIGH until --duration ends")
+    strobe.add_argument("node")
+    strobe.add_argument("high", type=parse_duration_ms)
+    strobe.add_argument("--period", type=parse_duration_ms, default=200.0)
+    strobe.add_argument("--duration", type=parse_duration_ms, default=30_000.0)
+    step = clock.add_parser("step", help="step a VM's real clock (SSH hosts only)")
+    step.add_argument("node")
+    step.add_argument("delta", type=parse_duration_ms)
+    reset = clock.add_parser("reset", help="undo clock faults (all nodes, or the given ones)")
+    reset.add_argument("nodes", nargs="*")
+
+    packet = sub.add_parser("packet", help="loss, bandwidth, delay, duplication, reordering")
+    packet.add_argument("kind", choices=("loss", "bandwidth", "delay", "duplicate", "reorder", "heal"))
+    packet.add_argument("amount", nargs="?", help="loss: probability; bandwidth: rate (1mbit); delay: ms; "
+                                                  "duplicate/reorder: percent")
+    packet.add_argument("--nodes", type=_nodes, default=[])
+
+    disk = sub.add_parser("disk", help="damage a node's metadata log (the node is killed), or restore")
+    disk.add_argument("damage", choices=(*DAMAGES, "restore"))
+    disk.add_argument("node", nargs="?")
+    disk.add_argument("--seed", type=int)
+
+    replay = sub.add_parser("replay", help="replay a run's nemesis schedule against the lab, then heal")
+    replay.add_argument("run_dir")
+
+
+def _op(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
+    """The nemesis op an action stands for (None: handled elsewhere)."""
+    who: dict[str, Any] = {"target": args.target} if getattr(args, "target", None) else {}
+    if getattr(args, "nodes", None) and args.action != "partition":
+        who = {"nodes": args.nodes}
+    match args.action:
+        case "partition":
+            value: dict[str, Any] = {"topology": args.topology}
+            value.update({k: v for k, v in (("nodes", args.nodes), ("from", args.senders),
+                                            ("to", args.receivers)) if v})
+            if args.seed is not None:
+                value["seed"] = args.seed
+            return "start-partition", value
+        case "kill" | "pause":
+            return args.action, who or {"target": "one"}
+        case "stop":
+            return "graceful-stop", who or {"target": "one"}
+        case "restart" | "resume":
+            return args.action, who
+        case "clock":
+            return _clock_op(args)
+        case "packet":
+            return _packet_op(args)
+        case "disk":
+            if args.damage == "restore":
+                return "stop-disk", {}
+            if not args.node:
+                raise ValueError("disk DAMAGE needs a NODE")
+            value = {"nodes": [args.node], "damage": args.damage}
+            return "start-disk", value if args.seed is None else {**value, "seed": args.seed}
+    return None
+
+
+def _clock_op(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    match args.clock:
+        case "bump":
+            return "clock-bump", {"nodes": [args.node], "delta_ms": args.delta}
+        case "rate":
+            return "clock-rate", {"nodes": [args.node], "rate": args.rate}
+        case "strobe":
+            return "clock-strobe", {"nodes": [args.node], "low_ms": 0.0, "high_ms": args.high,
+                                    "period_ms": args.period}
+        case "step":
+            return "clock-step", {"nodes": [args.node], "delta_s": args.delta / 1000.0}
+    return "clock-reset", {"nodes": args.nodes} if args.nodes else {}
+
+
+def _packet_op(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    if args.kind == "heal":
+        return "stop-packet", {}
+    value: dict[str, Any] = {"kind": args.kind}
+    if args.nodes:
+        value["nodes"] = args.nodes
+    if args.amount is not None:
+        key = {"loss": "probability", "bandwidth": "rate", "delay": "delay_ms"}.get(args.kind, "percent")
+        value[key] = args.amount if key == "rate" else float(args.amount)
+    return "start-packet", value
+
+
+def node_control(lab: Any) -> NodeControl:
+    """The lab's nodes: through kraftlab.deploy when it offers `node_control(lab)`, else plain daemons."""
+    try:
+        from kraftlab import deploy  # the runner's deploy step knows the node's command, roles, paths
+
+        factory = getattr(deploy, "node_control", None)
+    except ImportError:
+        factory = None
+    if factory is not None:
+        return factory(lab)  # type: ignore[no-any-return]
+    from nemesis.daemon_control import DaemonNodeControl
+
+    return DaemonNodeControl(lab.hosts)
+
+
+def _print(type_: str, f: str, value: Any = None, *, node: str | None = None, error: str | None = None) -> None:
+    print(json.dumps({"process": "nemesis", "type": type_, "f": f, "value": value, "node": node, "error": error},
+                     default=str), flush=True)
+
+
+def main(args: argparse.Namespace) -> int:
+    from control.labs import load_lab
+
+    try:
+        lab = load_lab(args.lab)
+    except (LookupError, ValueError) as exc:
+        print(f"kraftlab nemesis: {exc}", file=sys.stderr)
+        return EXIT_BAD_ARGS
+    try:
+        nemesis = Nemesis(lab.name, node_control(lab), recorder=_print, ledger=ledger_for(lab.name),
+                          seed=time.monotonic_ns())
+        if args.action == "status":
+            print(json.dumps(nemesis.status(), indent=1, sort_keys=True))
+            return EXIT_OK
+        if args.action == "heal":
+            return _exit(nemesis.heal_all())
+        if args.action == "replay":
+            try:
+                schedule = load(args.run_dir)
+            except ScheduleError as exc:
+                print(f"kraftlab nemesis: {exc}", file=sys.stderr)
+                return EXIT_BAD_ARGS
+            with guarded(nemesis):
+                return _exit(ScheduleRunner(nemesis, schedule).run())
+        try:
+            op = _op(args)
+        except ValueError as exc:
+            print(f"kraftlab nemesis: {exc}", file=sys.stderr)
+            return EXIT_BAD_ARGS
+        assert op is not None
+        if op[0] == "clock-strobe":  # the strobe lives in this process: run it, then reset
+            with guarded(nemesis):
+                done = nemesis.invoke(*op)
+                if done.type == "ok":
+                    time.sleep(args.duration / 1000.0)
+            return _exit([done])
+        return _exit([nemesis.invoke(*op)])
+    finally:
+        lab.close()
+
+
+def _exit(done: list[Completion]) -> int:
+    return EXIT_OK if all(c.type == "ok" for c in done) else EXIT_NOT_APPLIED
