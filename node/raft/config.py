@@ -1,0 +1,60 @@
+"""Raft configuration: the KIP-595/631 `controller.quorum.*` keys with Kafka's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    """Timeouts in milliseconds; names follow Kafka's `controller.quorum.<name>.ms` keys."""
+
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    retry_backoff_ms: int = 20
+    append_linger_ms: int = 25
+    # How long the leader may park a Fetch that has nothing new to return (Kafka's fetch max wait).
+    fetch_max_wait_ms: int = 500
+    # Bytes per Fetch response and per FetchSnapshot chunk.
+    fetch_max_bytes: int = 1 << 20
+    fetch_snapshot_max_bytes: int = 1 << 20
+    # Records per leader batch before the linger is cut short.
+    max_batch_records: int = 1000
+
+    @property
+    def check_quorum_timeout_ms(self) -> int:
+        """A leader that has not heard a Fetch from a majority within this resigns (1.5 × fetch timeout)."""
+        return self.fetch_timeout_ms * 3 // 2
+
+    def with_(self, **changes: int) -> RaftConfig:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> RaftConfig:
+        """Read the `controller.quorum.*.ms` keys of a server.properties mapping; others keep defaults."""
+        values: dict[str, int] = {}
+        for f in fields(cls):
+            if not f.name.endswith("_ms"):
+                continue
+            key = "controller.quorum." + f.name[: -len("_ms")].replace("_", ".") + ".ms"
+            if key in props:
+                values[f.name] = int(props[key])
+        return cls(**values)
+
+
+def parse_voters(spec: str) -> dict[int, tuple[str, int]]:
+    """Parse `controller.quorum.voters` (`1@host:9093,2@host:9093`) into {id: (host, port)}."""
+    voters: dict[int, tuple[str, int]] = {}
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        node_id, _, address = part.partition("@")
+        host, _, port = address.rpartition(":")
+        if not host or not port:
+            raise ValueError(f"bad voter entry {part!r}: expected ID@HOST:PORT")
+        voters[int(node_id)] = (host.strip("[]"), int(port))
+    return voters

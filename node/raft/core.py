@@ -1,0 +1,899 @@
+"""The sans-IO Raft core (KIP-595 with pre-vote, KIP-996, and check-quorum).
+
+API (stable; the server and the simulator drive it)::
+
+    core = RaftCore(config, node_id, voters, log, quorum_store, snapshot_store, random.Random(seed))
+    out = core.start(now_ms)                 # once, after storage recovery
+    out = core.handle(envelope, now_ms)      # a message arrived (request or response)
+    out = core.tick(now_ms)                  # time passed; call at (or after) out.deadline
+    base, out = core.append(records, now_ms) # leader only: raises NotLeader otherwise
+    out = core.resign(now_ms)                # graceful: hand leadership to the most caught-up voter
+    out = core.create_snapshot(snapshot_id, records, now_ms)  # at a committed offset
+    core.describe_quorum(now_ms)             # what DescribeQuorum answers
+
+Every step returns an `Output`:
+
+- `messages`: `Envelope`s to send. All storage effects of the step (appends, flushes, the
+  quorum-state write, truncations, snapshot writes) are done and durable before the step returns,
+  so a driver may send these at once: a voter's Fetch offset, a granted vote and an
+  acknowledgement all imply durability.
+- `events`: journal events (dicts with `ev` plus the fields of docs/contracts.md's Raft rows);
+  the driver adds `ts`, `mono` and `node`.
+- `updates`: for the StateMachine, in order: `LoadSnapshot`, `Commit` (batches below the
+  high-water mark, never twice), `LeaderChange`.
+- `deadline`: the absolute time (ms) at which `tick` must be called next (None: no timer).
+
+`now_ms` is the node's monotonic clock in ms; it must never go backwards. Leader batches carry it
+as their append time. Correlation: each request the core sends carries a fresh `ref` in its
+envelope; the transport must deliver the matching response with the same `ref` (responses with
+an unknown `ref` are ignored as stale). For a request it receives, the core copies the incoming
+envelope's `ref` onto its response.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from node.raft import messages as m
+from node.raft.config import RaftConfig
+from node.raft.control import leader_change_record
+from node.raft.ports import (
+    Batch,
+    OffsetAndEpoch,
+    QuorumStateData,
+    QuorumStateStore,
+    Record,
+    ReplicatedLog,
+    SnapshotStore,
+)
+from node.raft.states import (
+    Candidate,
+    EpochState,
+    Follower,
+    Leader,
+    ParkedFetch,
+    Progress,
+    Prospective,
+    Resigned,
+    Role,
+    SnapshotFetch,
+    Unattached,
+    majority,
+)
+
+
+class NotLeader(Exception):
+    """`append` on a node that is not the leader; carries the leader it knows of."""
+
+    def __init__(self, leader_id: int | None, epoch: int) -> None:
+        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+class RaftSafetyError(Exception):
+    """The core was asked to do something that would break Raft's safety (for example truncate
+    below the high-water mark): the node must stop rather than continue."""
+
+
+@dataclass(slots=True)
+class LoadSnapshot:
+    snapshot_id: OffsetAndEpoch
+    records: list[Record]
+
+
+@dataclass(slots=True)
+class Commit:
+    batches: list[Batch]
+
+
+@dataclass(slots=True)
+class LeaderChange:
+    leader_id: int | None
+    epoch: int
+    local_is_leader: bool
+
+
+Update = LoadSnapshot | Commit | LeaderChange
+
+
+@dataclass(slots=True)
+class Output:
+    messages: list[m.Envelope] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[Update] = field(default_factory=list)
+    deadline: int | None = None
+
+    def merge(self, later: Output) -> None:
+        """Append a later step's output (its deadline supersedes this one's)."""
+        self.messages.extend(later.messages)
+        self.events.extend(later.events)
+        self.updates.extend(later.updates)
+        self.deadline = later.deadline
+
+
+class RaftCore:
+    def __init__(
+        self,
+        config: RaftConfig,
+        node_id: int,
+        voters: Sequence[int],
+        log: ReplicatedLog,
+        quorum: QuorumStateStore,
+        snapshots: SnapshotStore,
+        rng: random.Random,
+        *,
+        journal: bool = True,
+        roles: Sequence[str] | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = node_id
+        self.voters: tuple[int, ...] = tuple(sorted(set(voters)))
+        self.is_voter = node_id in self.voters
+        self.log = log
+        self.quorum = quorum
+        self.snapshots = snapshots
+        self.rng = rng
+        self.journal = journal
+        self.roles = list(roles) if roles is not None else (["controller"] if self.is_voter else ["broker"])
+        self._others = tuple(v for v in self.voters if v != node_id)
+        self._majority = majority(len(self.voters))
+        self.state: EpochState = Unattached(0, None, 0)
+        self._hw = 0
+        self._applied = 0
+        self._persisted: tuple[int, int | None, int | None] | None = None
+        self._announced: tuple[int | None, int, bool] | None = None
+        self._inflight: dict[int, tuple[int, int]] = {}
+        self._ref = 0
+        self._failures = 0
+        self._out = Output()
+        self._handlers = {
+            m.VoteRequest: self._on_vote_request,
+            m.VoteResponse: self._on_vote_response,
+            m.BeginQuorumEpochRequest: self._on_begin_request,
+            m.BeginQuorumEpochResponse: self._on_begin_response,
+            m.EndQuorumEpochRequest: self._on_end_request,
+            m.EndQuorumEpochResponse: self._on_end_response,
+            m.FetchRequest: self._on_fetch_request,
+            m.FetchResponse: self._on_fetch_response,
+            m.FetchSnapshotRequest: self._on_fetch_snapshot_request,
+            m.FetchSnapshotResponse: self._on_fetch_snapshot_response,
+            m.DescribeQuorumRequest: self._on_describe_request,
+            m.DescribeQuorumResponse: self._on_ignored,
+        }
+
+    # ----------------------------------------------------------------- read-only views
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def role(self) -> Role:
+        return self.state.role
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.state, Leader)
+
+    @property
+    def leader_id(self) -> int | None:
+        if isinstance(self.state, Leader | Resigned):
+            return self.node_id
+        return self.state.leader_id
+
+    @property
+    def voted_id(self) -> int | None:
+        if isinstance(self.state, Candidate):
+            return self.node_id
+        return self.state.voted_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def applied_offset(self) -> int:
+        """Exclusive end offset of everything handed to the StateMachine (snapshot or commits)."""
+        return self._applied
+
+    # ----------------------------------------------------------------- public steps
+
+    def start(self, now: int) -> Output:
+        self._begin()
+        latest = self.snapshots.latest()
+        if latest is not None:
+            self._out.updates.append(LoadSnapshot(latest, self.snapshots.read_records(latest)))
+            self._event("snapshot", action="load", offset=latest.offset, epoch=latest.epoch)
+            self._applied = self._hw = latest.offset
+        stored = self.quorum.read()
+        self._event(
+            "start",
+            roles=self.roles,
+            voters=list(self.voters),
+            log_start=self.log.start_offset(),
+            log_end=self.log.end_offset(),
+            hw=self._hw,
+        )
+        log_epoch = self.log.last_epoch()
+        if stored is None or log_epoch > stored.leader_epoch:
+            self._set_state(Unattached(max(log_epoch, 0), None, self._unattached_deadline(now)), now)
+        else:
+            self._persisted = (stored.leader_epoch, stored.leader_id, stored.voted_id)
+            epoch = stored.leader_epoch
+            if stored.leader_id == self.node_id and self.is_voter:
+                # A restarted leader never leads the same epoch again.
+                self._set_state(self._resigned(epoch, (), now), now)
+            elif stored.leader_id is not None and stored.leader_id != self.node_id:
+                self._set_state(
+                    Follower(epoch, stored.leader_id, stored.voted_id, now + self.config.fetch_timeout_ms), now
+                )
+            else:
+                self._set_state(Unattached(epoch, stored.voted_id, self._unattached_deadline(now)), now)
+        return self._end(now)
+
+    def handle(self, envelope: m.Envelope, now: int) -> Output:
+        self._begin()
+        self._handlers[type(envelope.message)](envelope, envelope.message, now)
+        return self._end(now)
+
+    def tick(self, now: int) -> Output:
+        self._begin()
+        return self._end(now)
+
+    def append(self, records: Sequence[Record], now: int) -> tuple[int, Output]:
+        state = self.state
+        if not isinstance(state, Leader):
+            raise NotLeader(self.leader_id, self.epoch)
+        if not records:
+            raise ValueError("append needs at least one record")
+        self._begin()
+        base = self.log.end_offset() + len(state.pending)
+        if not state.pending:
+            state.pending_since = now
+        state.pending.extend(records)
+        if self.config.append_linger_ms <= 0 or len(state.pending) >= self.config.max_batch_records:
+            self._drain(state, now)
+        return base, self._end(now)
+
+    def resign(self, now: int) -> Output:
+        """Graceful resignation (controlled shutdown): EndQuorumEpoch naming the most caught-up voters first."""
+        self._begin()
+        state = self.state
+        if isinstance(state, Leader):
+            ranked = sorted(self._others, key=lambda v: -state.voters[v].end_offset)
+            self._set_state(self._resigned(state.epoch, tuple(ranked), now), now)
+        return self._end(now)
+
+    def create_snapshot(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record], now: int) -> Output:
+        """Store a snapshot of the state machine at a committed, applied offset and delete the log before it."""
+        if snapshot_id.offset > self._applied or snapshot_id.offset > self._hw:
+            raise ValueError(f"snapshot {snapshot_id} beyond the applied/committed offset {self._applied}/{self._hw}")
+        self._begin()
+        latest = self.snapshots.latest()
+        if latest is None or snapshot_id.offset > latest.offset:
+            self.snapshots.write(snapshot_id, records, now)
+            self._event("snapshot", action="create", offset=snapshot_id.offset, epoch=snapshot_id.epoch)
+            self.log.delete_before(snapshot_id.offset)
+            self.snapshots.delete_before(snapshot_id)
+        return self._end(now)
+
+    def describe_quorum(self, now: int) -> m.DescribeQuorumResponse:
+        state = self.state
+        if not isinstance(state, Leader):
+            return m.DescribeQuorumResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, self._hw)
+
+        def replica(rid: int, p: Progress) -> m.ReplicaState:
+            if rid == self.node_id:
+                return m.ReplicaState(rid, self.log.flushed_end_offset(), now, now)
+            return m.ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
+
+        return m.DescribeQuorumResponse(
+            m.Errors.NONE,
+            self.node_id,
+            state.epoch,
+            self._hw,
+            tuple(replica(r, p) for r, p in sorted(state.voters.items())),
+            tuple(replica(r, p) for r, p in sorted(state.observers.items())),
+        )
+
+    # ----------------------------------------------------------------- step plumbing
+
+    def _begin(self) -> None:
+        self._out = Output()
+
+    def _end(self, now: int) -> Output:
+        self._poll(now)
+        if self._applied < self._hw:
+            self._deliver_commits()
+        out = self._out
+        out.deadline = self._next_deadline(now)
+        return out
+
+    def _event(self, ev: str, **fields: Any) -> None:
+        if self.journal:
+            fields["ev"] = ev
+            self._out.events.append(fields)
+
+    def _send(self, dst: int, message: m.Request, now: int) -> None:
+        self._ref += 1
+        self._inflight[dst] = (self._ref, now + self.config.request_timeout_ms)
+        self._out.messages.append(m.Envelope(self.node_id, dst, message, self._ref))
+
+    def _reply(self, request: m.Envelope, message: m.Response) -> None:
+        self._out.messages.append(m.Envelope(self.node_id, request.src, message, request.ref))
+
+    def _take_inflight(self, envelope: m.Envelope) -> bool:
+        """True when `envelope` answers the request outstanding to its source (then no longer outstanding)."""
+        entry = self._inflight.get(envelope.src)
+        if entry is None or entry[0] != envelope.ref:
+            return False
+        del self._inflight[envelope.src]
+        return True
+
+    def _election_timeout(self) -> int:
+        t = self.config.election_timeout_ms
+        return self.rng.randrange(t, 2 * t)
+
+    def _backoff(self) -> int:
+        bound = min(self.config.election_backoff_max_ms, self.config.retry_backoff_ms << min(self._failures, 20))
+        return self.rng.randrange(0, bound + 1)
+
+    def _unattached_deadline(self, now: int) -> int:
+        if self.is_voter and len(self.voters) == 1:
+            return now
+        return now + (self._election_timeout() if self.is_voter else 0)
+
+    def _resigned(self, epoch: int, successors: tuple[int, ...], now: int) -> Resigned:
+        return Resigned(epoch, now + self._election_timeout(), successors, set(self._others))
+
+    # ----------------------------------------------------------------- transitions
+
+    def _set_state(self, state: EpochState, now: int) -> None:
+        old = self.state
+        if isinstance(old, Leader) and old.parked and old is not state:
+            for p in old.parked.values():
+                self._out.messages.append(
+                    m.Envelope(
+                        self.node_id,
+                        p.src,
+                        m.FetchResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, state.epoch, None, self._hw),
+                        p.ref,
+                    )
+                )
+            old.parked.clear()
+        self.state = state
+        self._inflight.clear()
+        leader = self.leader_id
+        voted = self.voted_id
+        persisted = (state.epoch, leader, voted)
+        if persisted != self._persisted:
+            self.quorum.write(QuorumStateData(state.epoch, leader, voted, self.voters))
+            self._persisted = persisted
+        role = state.role if self.is_voter else Role.OBSERVER
+        self._event("role", role=role.value, epoch=state.epoch, leader=leader, voted_for=voted)
+        announced = (leader, state.epoch, isinstance(state, Leader))
+        if announced != self._announced:
+            self._announced = announced
+            self._out.updates.append(LeaderChange(*announced))
+
+    def _observe(self, epoch: int, leader_id: int | None, now: int) -> bool:
+        """React to an epoch and leader learned from a message; True when the state changed."""
+        if leader_id == self.node_id:
+            leader_id = None
+        if epoch > self.epoch:
+            if leader_id is not None:
+                self._become_follower(epoch, leader_id, now)
+            else:
+                self._set_state(Unattached(epoch, None, self._unattached_deadline(now)), now)
+            return True
+        if (
+            epoch == self.epoch
+            and leader_id is not None
+            and isinstance(self.state, Unattached | Prospective | Candidate)
+        ):
+            self._become_follower(epoch, leader_id, now)
+            return True
+        return False
+
+    def _become_follower(self, epoch: int, leader_id: int, now: int) -> None:
+        voted = self.voted_id if epoch == self.epoch else None
+        self._failures = 0
+        self._set_state(Follower(epoch, leader_id, voted, now + self.config.fetch_timeout_ms), now)
+
+    def _become_prospective(self, now: int, send_at: int) -> None:
+        leader = self.state.leader_id if isinstance(self.state, Follower | Prospective) else None
+        state = Prospective(
+            self.epoch, self.voted_id, leader, send_at, send_at + self._election_timeout(), {self.node_id}
+        )
+        self._set_state(state, now)
+        if len(state.granted) >= self._majority:
+            self._become_candidate(now)
+
+    def _become_candidate(self, now: int) -> None:
+        state = Candidate(self.epoch + 1, now + self._election_timeout(), {self.node_id})
+        self._set_state(state, now)  # persists the vote for ourselves before any request goes out
+        if len(state.granted) >= self._majority:
+            self._become_leader(now)
+
+    def _become_leader(self, now: int) -> None:
+        granted = sorted(self.state.granted) if isinstance(self.state, Candidate) else [self.node_id]
+        self._failures = 0
+        end = self.log.end_offset()
+        progress = {v: Progress(0, now, -1) for v in self.voters}
+        state = Leader(self.epoch, end, progress, unacknowledged=set(self._others))
+        self._set_state(state, now)
+        record = leader_change_record(self.node_id, self.voters, granted)
+        self._write_batch(state, Batch(end, state.epoch, (record,), True, now), now)
+
+    # ----------------------------------------------------------------- the poll: timers and sends
+
+    def _poll(self, now: int) -> None:
+        inflight = self._inflight
+        if inflight:
+            for dst in [d for d, (_, deadline) in inflight.items() if deadline <= now]:
+                del inflight[dst]
+        state = self.state
+        if isinstance(state, Follower):
+            self._poll_follower(state, now)
+        elif isinstance(state, Leader):
+            self._poll_leader(state, now)
+        elif isinstance(state, Unattached):
+            if now >= state.deadline:
+                if self.is_voter:
+                    self._become_prospective(now, now)
+                else:
+                    self._bootstrap_fetch(state, now)
+        elif isinstance(state, Prospective):
+            if now >= state.deadline:
+                self._failures += 1
+                self._become_prospective(now, now + self._backoff())
+            elif now >= state.send_at:
+                request = m.VoteRequest(
+                    state.epoch + 1, self.node_id, self.log.last_epoch(), self.log.end_offset(), True
+                )
+                self._solicit(state.granted, state.rejected, request, now)
+        elif isinstance(state, Candidate):
+            if now >= state.deadline:
+                self._failures += 1
+                self._become_prospective(now, now + self._backoff())
+            else:
+                request = m.VoteRequest(state.epoch, self.node_id, self.log.last_epoch(), self.log.end_offset(), False)
+                self._solicit(state.granted, state.rejected, request, now)
+        elif isinstance(state, Resigned):
+            if now >= state.deadline:
+                self._become_prospective(now, now)
+            else:
+                for v in state.unacknowledged:
+                    if v not in inflight:
+                        self._send(
+                            v, m.EndQuorumEpochRequest(state.epoch, self.node_id, state.preferred_successors), now
+                        )
+
+    def _solicit(self, granted: set[int], rejected: set[int], request: m.VoteRequest, now: int) -> None:
+        for v in self._others:
+            if v not in granted and v not in rejected and v not in self._inflight:
+                self._send(v, request, now)
+
+    def _bootstrap_fetch(self, state: Unattached, now: int) -> None:
+        """An observer that knows no leader asks a random voter (whose answer names the leader)."""
+        idle = [v for v in self.voters if v not in self._inflight]
+        if idle:
+            target = idle[self.rng.randrange(len(idle))]
+            self._send(
+                target, m.FetchRequest(state.epoch, self.node_id, self.log.end_offset(), self.log.last_epoch()), now
+            )
+        state.deadline = now + self._election_timeout()
+
+    def _poll_follower(self, state: Follower, now: int) -> None:
+        if now >= state.deadline:
+            if self.is_voter:
+                self._become_prospective(now, now)
+            else:
+                self._set_state(Unattached(state.epoch, None, now), now)
+                self._poll(now)
+            return
+        leader = state.leader_id
+        if leader in self._inflight or now < state.retry_at:
+            return
+        if state.snapshot is not None:
+            fetch = state.snapshot
+            size = self.config.fetch_snapshot_max_bytes
+            self._send(
+                leader, m.FetchSnapshotRequest(state.epoch, self.node_id, fetch.snapshot_id, fetch.position, size), now
+            )
+        else:
+            request = m.FetchRequest(
+                state.epoch, self.node_id, self.log.end_offset(), self.log.last_epoch(), self.config.fetch_max_wait_ms
+            )
+            self._send(leader, request, now)
+
+    def _poll_leader(self, state: Leader, now: int) -> None:
+        if state.pending and now >= state.pending_since + self.config.append_linger_ms:
+            self._drain(state, now)
+        if state.parked:
+            for rid in [r for r, p in state.parked.items() if p.deadline <= now]:
+                p = state.parked.pop(rid)
+                self._answer_fetch(state, p.src, p.ref, p.fetch_offset, p.last_fetched_epoch)
+        if self._others and now >= state.check_quorum_deadline(self.node_id, now, self.config.check_quorum_timeout_ms):
+            self._set_state(self._resigned(state.epoch, (), now), now)
+            return
+        for v in state.unacknowledged:
+            if v not in self._inflight:
+                self._send(v, m.BeginQuorumEpochRequest(state.epoch, self.node_id), now)
+
+    def _next_deadline(self, now: int) -> int | None:
+        state = self.state
+        times = [d for _, d in self._inflight.values()]
+        if isinstance(state, Follower):
+            times.append(state.deadline)
+            if state.leader_id not in self._inflight:
+                times.append(max(state.retry_at, now))
+        elif isinstance(state, Leader):
+            if state.pending:
+                times.append(state.pending_since + self.config.append_linger_ms)
+            if state.parked:
+                times.append(min(p.deadline for p in state.parked.values()))
+            if self._others:
+                times.append(state.check_quorum_deadline(self.node_id, now, self.config.check_quorum_timeout_ms))
+        elif isinstance(state, Prospective):
+            times.append(state.deadline)
+            if state.send_at > now:
+                times.append(state.send_at)
+        else:
+            times.append(state.deadline)
+        return min(times) if times else None
+
+    # ----------------------------------------------------------------- votes
+
+    def _on_vote_request(self, env: m.Envelope, req: m.VoteRequest, now: int) -> None:
+        def answer(granted: bool, reason: str, error: m.Errors = m.Errors.NONE) -> None:
+            self._event(
+                "vote",
+                epoch=req.epoch,
+                candidate=req.candidate_id,
+                granted=granted,
+                pre_vote=req.pre_vote,
+                reason=reason,
+            )
+            self._reply(env, m.VoteResponse(error, self.epoch, self.leader_id, granted, req.pre_vote))
+
+        if req.epoch < self.epoch:
+            return answer(False, "stale epoch", m.Errors.FENCED_LEADER_EPOCH)
+        if not self.is_voter or req.candidate_id not in self.voters:
+            return answer(False, "not a voter", m.Errors.INCONSISTENT_VOTER_SET)
+        up_to_date = (req.last_epoch, req.end_offset) >= (self.log.last_epoch(), self.log.end_offset())
+        if req.pre_vote:
+            state = self.state
+            if isinstance(state, Leader):
+                return answer(False, "leader")
+            if isinstance(state, Follower) and state.has_fetched:
+                return answer(False, "following a live leader")
+            return answer(up_to_date, "ok" if up_to_date else "log behind")
+        if req.epoch > self.epoch:
+            self._set_state(Unattached(req.epoch, None, now + self._election_timeout()), now)
+        state = self.state
+        if isinstance(state, Unattached | Prospective) and state.leader_id is None:
+            if state.voted_id not in (None, req.candidate_id):
+                return answer(False, f"voted for {state.voted_id}")
+            if not up_to_date:
+                return answer(False, "log behind")
+            if state.voted_id is None or not isinstance(state, Unattached):
+                # Persist the vote (quorum-state write) before the response goes out.
+                self._set_state(Unattached(state.epoch, req.candidate_id, now + self._election_timeout()), now)
+            return answer(True, "ok")
+        return answer(False, f"already {state.role.value} in epoch")
+
+    def _on_vote_response(self, env: m.Envelope, resp: m.VoteResponse, now: int) -> None:
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+            return
+        state = self.state
+        ok = resp.error == m.Errors.NONE and resp.granted
+        if isinstance(state, Prospective) and resp.pre_vote:
+            (state.granted if ok else state.rejected).add(env.src)
+            if len(state.granted) >= self._majority:
+                self._become_candidate(now)
+        elif isinstance(state, Candidate) and not resp.pre_vote and resp.epoch == state.epoch:
+            (state.granted if ok else state.rejected).add(env.src)
+            if len(state.granted) >= self._majority:
+                self._become_leader(now)
+            elif len(state.rejected) >= self._majority:
+                state.deadline = min(state.deadline, now + self._backoff())
+
+    # ----------------------------------------------------------------- Begin/EndQuorumEpoch
+
+    def _on_begin_request(self, env: m.Envelope, req: m.BeginQuorumEpochRequest, now: int) -> None:
+        if req.epoch < self.epoch:
+            self._reply(env, m.BeginQuorumEpochResponse(m.Errors.FENCED_LEADER_EPOCH, self.epoch, self.leader_id))
+            return
+        self._observe(req.epoch, req.leader_id, now)
+        self._reply(env, m.BeginQuorumEpochResponse(m.Errors.NONE, self.epoch, self.leader_id))
+
+    def _on_begin_response(self, env: m.Envelope, resp: m.BeginQuorumEpochResponse, now: int) -> None:
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+            return
+        state = self.state
+        if isinstance(state, Leader) and resp.error == m.Errors.NONE and resp.epoch == state.epoch:
+            state.unacknowledged.discard(env.src)
+
+    def _on_end_request(self, env: m.Envelope, req: m.EndQuorumEpochRequest, now: int) -> None:
+        if req.epoch < self.epoch:
+            self._reply(env, m.EndQuorumEpochResponse(m.Errors.FENCED_LEADER_EPOCH, self.epoch, self.leader_id))
+            return
+        self._observe(req.epoch, req.leader_id, now)
+        state = self.state
+        if isinstance(state, Follower) and state.leader_id == req.leader_id and self.is_voter:
+            successors = req.preferred_successors
+            if self.node_id in successors:
+                rank = successors.index(self.node_id)
+                wait = min(self.config.election_backoff_max_ms, self.config.retry_backoff_ms << rank)
+            else:
+                wait = self._election_timeout()
+            state.deadline = min(state.deadline, now + wait)
+            state.has_fetched = False
+        self._reply(env, m.EndQuorumEpochResponse(m.Errors.NONE, self.epoch, self.leader_id))
+
+    def _on_end_response(self, env: m.Envelope, resp: m.EndQuorumEpochResponse, now: int) -> None:
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+            return
+        if isinstance(self.state, Resigned) and resp.error == m.Errors.NONE:
+            self.state.unacknowledged.discard(env.src)
+
+    # ----------------------------------------------------------------- Fetch (leader side)
+
+    def _not_leader_error(self, epoch: int) -> m.Errors | None:
+        """The error a Fetch/FetchSnapshot at `epoch` gets here, or None when this node serves it."""
+        if epoch > self.epoch:
+            return m.Errors.UNKNOWN_LEADER_EPOCH
+        if not isinstance(self.state, Leader):
+            return m.Errors.NOT_LEADER_OR_FOLLOWER
+        if epoch < self.epoch:
+            return m.Errors.FENCED_LEADER_EPOCH
+        return None
+
+    def _progress(self, state: Leader, replica_id: int) -> Progress | None:
+        if replica_id in state.voters:
+            state.unacknowledged.discard(replica_id)
+            return state.voters[replica_id]
+        if replica_id < 0:
+            return None
+        return state.observers.setdefault(replica_id, Progress())
+
+    def _on_fetch_request(self, env: m.Envelope, req: m.FetchRequest, now: int) -> None:
+        error = self._not_leader_error(req.epoch)
+        if error is not None:
+            self._reply(env, m.FetchResponse(error, self.epoch, self.leader_id, self._hw))
+            return
+        state = self.state
+        assert isinstance(state, Leader)
+        progress = self._progress(state, req.replica_id)
+        diverging, snapshot_id = self._validate_fetch(req.fetch_offset, req.last_fetched_epoch)
+        hw_moved = False
+        if progress is not None:
+            progress.last_fetch_ms = now
+            if diverging is None and snapshot_id is None:
+                if req.fetch_offset > progress.end_offset:
+                    progress.end_offset = req.fetch_offset
+                if req.fetch_offset >= self.log.end_offset():
+                    progress.last_caught_up_ms = now
+                if req.replica_id in state.voters:
+                    hw_moved = self._maybe_advance_hw(state)
+        if (
+            diverging is None
+            and snapshot_id is None
+            and not hw_moved
+            and req.max_wait_ms > 0
+            and req.fetch_offset >= self.log.end_offset()
+        ):
+            deadline = now + min(req.max_wait_ms, self.config.fetch_max_wait_ms)
+            state.parked[env.src] = ParkedFetch(env.src, req.fetch_offset, req.last_fetched_epoch, env.ref, deadline)
+            return
+        state.parked.pop(env.src, None)
+        self._answer_fetch(state, env.src, env.ref, req.fetch_offset, req.last_fetched_epoch)
+
+    def _validate_fetch(self, offset: int, last_epoch: int) -> tuple[OffsetAndEpoch | None, OffsetAndEpoch | None]:
+        """(diverging epoch, snapshot id) for a fetch position; both None when it continues our log."""
+        log = self.log
+        start = log.start_offset()
+        if offset < start:
+            return None, self.snapshots.latest()
+        if offset == 0 and last_epoch == 0:
+            return None, None
+        found = log.end_offset_for_epoch(last_epoch)
+        if found.epoch != last_epoch or found.offset < offset:
+            if found.offset < start:
+                return None, self.snapshots.latest()
+            return found, None
+        return None, None
+
+    def _answer_fetch(self, state: Leader, dst: int, ref: Any, offset: int, last_epoch: int) -> None:
+        diverging, snapshot_id = self._validate_fetch(offset, last_epoch)
+        log = self.log
+        batches: tuple[Batch, ...] = ()
+        if diverging is None and snapshot_id is None and offset < log.end_offset():
+            batches = tuple(log.read(offset, self.config.fetch_max_bytes))
+        response = m.FetchResponse(
+            m.Errors.NONE, state.epoch, self.node_id, self._hw, log.start_offset(), batches, diverging, snapshot_id
+        )
+        self._out.messages.append(m.Envelope(self.node_id, dst, response, ref))
+
+    def _maybe_advance_hw(self, state: Leader) -> bool:
+        """The KAFKA-12619 rule: the HW moves only to an offset a majority holds durably, and only
+        once that covers the leader's own LeaderChangeMessage (the epoch start offset)."""
+        candidate = state.quorum_end_offset(self.node_id, self.log.flushed_end_offset())
+        if candidate <= state.epoch_start_offset or candidate <= self._hw:
+            return False
+        self._set_hw(candidate)
+        self._complete_parked(state)
+        return True
+
+    def _complete_parked(self, state: Leader) -> None:
+        parked = list(state.parked.values())
+        state.parked.clear()
+        for p in parked:
+            self._answer_fetch(state, p.src, p.ref, p.fetch_offset, p.last_fetched_epoch)
+
+    def _set_hw(self, hw: int) -> None:
+        self._hw = hw
+        self._event("hw", hw=hw, epoch=self.epoch)
+
+    def _drain(self, state: Leader, now: int) -> None:
+        records = tuple(state.pending)
+        state.pending.clear()
+        state.pending_since = -1
+        self._write_batch(state, Batch(self.log.end_offset(), state.epoch, records, False, now), now)
+
+    def _write_batch(self, state: Leader, batch: Batch, now: int) -> None:
+        """Leader append: write, flush, then let the HW and parked fetches see it."""
+        self._append_local([batch], leader=True)
+        if not self._maybe_advance_hw(state):
+            self._complete_parked(state)
+
+    def _append_local(self, batches: Sequence[Batch], leader: bool) -> None:
+        self.log.append(batches)
+        self.log.flush()
+        if self.journal:
+            for b in batches:
+                self._event(
+                    "append",
+                    base=b.base_offset,
+                    epoch=b.epoch,
+                    crcs=[r.crc() for r in b.records],
+                    control=b.control,
+                    leader=leader,
+                )
+            self._event("flush", end=self.log.flushed_end_offset())
+
+    # ----------------------------------------------------------------- Fetch (follower side)
+
+    def _following(self, env: m.Envelope, epoch: int) -> Follower | None:
+        state = self.state
+        if isinstance(state, Follower) and state.leader_id == env.src and state.epoch == epoch:
+            return state
+        return None
+
+    def _on_fetch_response(self, env: m.Envelope, resp: m.FetchResponse, now: int) -> None:
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+            return
+        state = self._following(env, resp.epoch)
+        if state is None:
+            return
+        if resp.error != m.Errors.NONE:
+            state.retry_at = now + self.config.retry_backoff_ms
+            return
+        state.deadline = now + self.config.fetch_timeout_ms
+        state.has_fetched = True
+        log = self.log
+        if resp.diverging_epoch is not None:
+            self._truncate_diverging(resp.diverging_epoch)
+        elif resp.snapshot_id is not None:
+            state.snapshot = SnapshotFetch(resp.snapshot_id)
+        else:
+            batches = resp.batches
+            if batches and batches[0].base_offset == log.end_offset():
+                self._append_local(batches, leader=False)
+            hw = min(resp.high_watermark, log.end_offset())
+            if hw > self._hw:
+                self._set_hw(hw)
+
+    def _truncate_diverging(self, diverging: OffsetAndEpoch) -> None:
+        log = self.log
+        old_end = log.end_offset()
+        target = min(diverging.offset, log.end_offset_for_epoch(diverging.epoch).offset, old_end)
+        if target < self._hw:
+            raise RaftSafetyError(f"node {self.node_id}: truncation to {target} below the high-water mark {self._hw}")
+        if target < old_end:
+            log.truncate_to(target)
+            self._event("truncate", to=target, **{"from": old_end}, reason="diverging")
+
+    # ----------------------------------------------------------------- FetchSnapshot
+
+    def _on_fetch_snapshot_request(self, env: m.Envelope, req: m.FetchSnapshotRequest, now: int) -> None:
+        error = self._not_leader_error(req.epoch)
+        sid = req.snapshot_id
+        if error is None and sid not in self.snapshots.ids():
+            error = m.Errors.SNAPSHOT_NOT_FOUND
+        size = self.snapshots.size(sid) if error is None else 0
+        if error is None and not 0 <= req.position <= size:
+            error = m.Errors.POSITION_OUT_OF_RANGE
+        if error is not None:
+            self._reply(env, m.FetchSnapshotResponse(error, self.epoch, self.leader_id, sid))
+            return
+        state = self.state
+        assert isinstance(state, Leader)
+        progress = self._progress(state, req.replica_id)
+        if progress is not None:
+            progress.last_fetch_ms = now
+        chunk = self.snapshots.read_bytes(sid, req.position, min(req.max_bytes, self.config.fetch_snapshot_max_bytes))
+        self._reply(
+            env, m.FetchSnapshotResponse(m.Errors.NONE, state.epoch, self.node_id, sid, size, req.position, chunk)
+        )
+
+    def _on_fetch_snapshot_response(self, env: m.Envelope, resp: m.FetchSnapshotResponse, now: int) -> None:
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+            return
+        state = self._following(env, resp.epoch)
+        if state is None or state.snapshot is None:
+            return
+        fetch = state.snapshot
+        if resp.error != m.Errors.NONE or resp.snapshot_id != fetch.snapshot_id or resp.position != fetch.position:
+            state.snapshot = None  # start over from a Fetch, which names the leader's current snapshot
+            state.retry_at = now + self.config.retry_backoff_ms
+            return
+        state.deadline = now + self.config.fetch_timeout_ms
+        state.has_fetched = True
+        if resp.data:
+            self.snapshots.write_bytes(fetch.snapshot_id, fetch.position, resp.data)
+            fetch.position += len(resp.data)
+        if fetch.position >= resp.size:
+            state.snapshot = None
+            self._install_snapshot(fetch.snapshot_id)
+
+    def _install_snapshot(self, sid: OffsetAndEpoch) -> None:
+        """A follower replaces its log and state by a snapshot fetched from the leader."""
+        if isinstance(self.state, Leader):
+            raise RaftSafetyError("a leader never loads a snapshot")
+        self.snapshots.freeze(sid)
+        self._event("snapshot", action="fetch", offset=sid.offset, epoch=sid.epoch)
+        old_end = self.log.end_offset()
+        self.log.reset_to_snapshot(sid)
+        self._event("truncate", to=sid.offset, **{"from": old_end}, reason="snapshot")
+        self._out.updates.append(LoadSnapshot(sid, self.snapshots.read_records(sid)))
+        self._event("snapshot", action="load", offset=sid.offset, epoch=sid.epoch)
+        self._applied = sid.offset
+        self.snapshots.delete_before(sid)
+        if sid.offset > self._hw:
+            self._set_hw(sid.offset)
+
+    # ----------------------------------------------------------------- the rest
+
+    def _on_describe_request(self, env: m.Envelope, req: m.DescribeQuorumRequest, now: int) -> None:
+        self._reply(env, self.describe_quorum(now))
+
+    def _on_ignored(self, env: m.Envelope, message: m.Message, now: int) -> None:
+        return None
+
+    def _deliver_commits(self) -> None:
+        log = self.log
+        hw = self._hw
+        pos = self._applied
+        committed: list[Batch] = []
+        max_bytes = self.config.fetch_max_bytes
+        while pos < hw:
+            chunk = log.read(pos, max_bytes)
+            if not chunk:
+                break
+            for batch in chunk:
+                if batch.next_offset > hw:
+                    break
+                committed.append(batch)
+                pos = batch.next_offset
+            else:
+                continue
+            break
+        if committed:
+            self._applied = pos
+            self._out.updates.append(Commit(committed))

@@ -1,0 +1,204 @@
+"""Compact internal Raft messages (KIP-595 RPCs) exchanged by the sans-IO core.
+
+The simulator passes these objects directly; `node.raft.wire` maps them to and from Kafka's
+wire entities for the real transport. Every message travels inside an `Envelope` naming its
+source and destination node; `ref` is an opaque tag a transport may set on an incoming request
+(for example its correlation id) that the core copies onto the response it eventually sends.
+Instances are treated as immutable once built (they are not frozen only for speed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from node.raft.ports import Batch, OffsetAndEpoch
+
+
+class Errors(IntEnum):
+    """The Kafka error codes the Raft RPCs use."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    INCONSISTENT_VOTER_SET = 84
+    INVALID_RECORD = 87
+    SNAPSHOT_NOT_FOUND = 98
+    POSITION_OUT_OF_RANGE = 99
+    INCONSISTENT_CLUSTER_ID = 104
+
+
+@dataclass(slots=True)
+class VoteRequest:
+    """A (pre-)vote request. For a pre-vote (KIP-996) `epoch` is the epoch the candidate would
+    take (its current epoch + 1) and voters change no state."""
+
+    epoch: int
+    candidate_id: int
+    last_epoch: int
+    end_offset: int
+    pre_vote: bool = False
+
+
+@dataclass(slots=True)
+class VoteResponse:
+    error: Errors
+    epoch: int
+    leader_id: int | None
+    granted: bool
+    pre_vote: bool = False
+
+
+@dataclass(slots=True)
+class BeginQuorumEpochRequest:
+    epoch: int
+    leader_id: int
+
+
+@dataclass(slots=True)
+class BeginQuorumEpochResponse:
+    error: Errors
+    epoch: int
+    leader_id: int | None
+
+
+@dataclass(slots=True)
+class EndQuorumEpochRequest:
+    """A resigning leader asks voters to elect one of `preferred_successors` first (in order)."""
+
+    epoch: int
+    leader_id: int
+    preferred_successors: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class EndQuorumEpochResponse:
+    error: Errors
+    epoch: int
+    leader_id: int | None
+
+
+@dataclass(slots=True)
+class FetchRequest:
+    """Pull replication: `fetch_offset` is the replica's (durable, for voters) log end offset and
+    `last_fetched_epoch` the epoch of its last record. `replica_id` is -1 for a plain consumer."""
+
+    epoch: int
+    replica_id: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    max_wait_ms: int = 0
+
+
+@dataclass(slots=True)
+class FetchResponse:
+    """At most one of `diverging_epoch` (truncate to its offset) and `snapshot_id` (fetch this
+    snapshot) is set; otherwise `batches` continue the log at the fetch offset."""
+
+    error: Errors
+    epoch: int
+    leader_id: int | None
+    high_watermark: int = -1
+    log_start_offset: int = 0
+    batches: tuple[Batch, ...] = ()
+    diverging_epoch: OffsetAndEpoch | None = None
+    snapshot_id: OffsetAndEpoch | None = None
+
+
+@dataclass(slots=True)
+class FetchSnapshotRequest:
+    epoch: int
+    replica_id: int
+    snapshot_id: OffsetAndEpoch
+    position: int
+    max_bytes: int
+
+
+@dataclass(slots=True)
+class FetchSnapshotResponse:
+    error: Errors
+    epoch: int
+    leader_id: int | None
+    snapshot_id: OffsetAndEpoch | None = None
+    size: int = 0
+    position: int = 0
+    data: bytes = b""
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """One replica as the leader sees it (DescribeQuorum); times are the leader's clock, -1 unknown."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+@dataclass(slots=True)
+class DescribeQuorumRequest:
+    pass
+
+
+@dataclass(slots=True)
+class DescribeQuorumResponse:
+    error: Errors
+    leader_id: int | None
+    epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaState, ...] = ()
+    observers: tuple[ReplicaState, ...] = ()
+
+
+Request = (
+    VoteRequest
+    | BeginQuorumEpochRequest
+    | EndQuorumEpochRequest
+    | FetchRequest
+    | FetchSnapshotRequest
+    | DescribeQuorumRequest
+)
+Response = (
+    VoteResponse
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochResponse
+    | FetchResponse
+    | FetchSnapshotResponse
+    | DescribeQuorumResponse
+)
+Message = Request | Response
+
+REQUEST_TYPES: tuple[type, ...] = (
+    VoteRequest,
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+    DescribeQuorumRequest,
+)
+
+
+def is_request(message: Message) -> bool:
+    return isinstance(message, REQUEST_TYPES)
+
+
+@dataclass(slots=True)
+class Envelope:
+    """A message in flight: `src` and `dst` are node ids; `ref` is the transport's opaque tag of
+    the request a response answers (copied by the core, never interpreted)."""
+
+    src: int
+    dst: int
+    message: Message
+    ref: Any = field(default=None, compare=False)

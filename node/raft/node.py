@@ -1,0 +1,58 @@
+"""RaftNode: a thin sans-IO wrapper that drives a StateMachine from the core's outputs.
+
+It forwards every step to `RaftCore`, hands the step's updates (snapshot loads, commits,
+leader changes) to the StateMachine in order, and takes a snapshot through the core once
+`snapshot_every_records` records were committed since the last one. The server and the
+simulator both drive this class; they send `Output.messages` and journal `Output.events`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from node.raft import messages as m
+from node.raft.core import Commit, LeaderChange, LoadSnapshot, Output, RaftCore
+from node.raft.ports import Record, StateMachine
+
+
+class RaftNode:
+    def __init__(self, core: RaftCore, machine: StateMachine, snapshot_every_records: int = 0) -> None:
+        self.core = core
+        self.machine = machine
+        self.snapshot_every_records = snapshot_every_records
+        self._since_snapshot = 0
+
+    def start(self, now: int) -> Output:
+        return self._apply(self.core.start(now), now)
+
+    def handle(self, envelope: m.Envelope, now: int) -> Output:
+        return self._apply(self.core.handle(envelope, now), now)
+
+    def tick(self, now: int) -> Output:
+        return self._apply(self.core.tick(now), now)
+
+    def append(self, records: Sequence[Record], now: int) -> tuple[int, Output]:
+        base, out = self.core.append(records, now)
+        return base, self._apply(out, now)
+
+    def resign(self, now: int) -> Output:
+        return self._apply(self.core.resign(now), now)
+
+    def _apply(self, out: Output, now: int) -> Output:
+        machine = self.machine
+        for update in out.updates:
+            if isinstance(update, Commit):
+                machine.handle_commit(update.batches)
+                self._since_snapshot += sum(len(b.records) for b in update.batches)
+            elif isinstance(update, LoadSnapshot):
+                machine.handle_load_snapshot(update.snapshot_id, update.records)
+                self._since_snapshot = 0
+            elif isinstance(update, LeaderChange):
+                machine.handle_leader_change(update.leader_id, update.epoch, update.local_is_leader)
+        if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
+            taken = machine.snapshot_records()
+            self._since_snapshot = 0
+            if taken is not None:
+                snapshot_id, records = taken
+                out.merge(self.core.create_snapshot(snapshot_id, records, now))
+        return out
