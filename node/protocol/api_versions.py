@@ -115,9 +115,7 @@ def pick_version(server: dict[int, tuple[int, int]], api_key: int, min_version: 
     lo, hi = server[api_key]
     best = min(hi, max_version)
     if best < max(lo, min_version):
-        raise UnsupportedVersion(
-            f"api key {api_key}: server supports {lo}..{hi}, client {min_version}..{max_version}"
-        )
+        raise UnsupportedVersion(f"api key {api_key}: server supports {lo}..{hi}, client {min_version}..{max_version}")
     return best
 
 

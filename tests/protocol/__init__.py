@@ -1,0 +1,1 @@
+"""Tests of node.protocol; helper modules (entities, handlers, fuzzing) are importable as protocol.*."""
