@@ -219,11 +219,16 @@ class Scan:
     error: CorruptBatch | None
 
 
-def scan(buf: bytes | bytearray | memoryview, start: int = 0, next_offset: int | None = None) -> Scan:
+def scan(
+    buf: bytes | bytearray | memoryview, start: int = 0, next_offset: int | None = None, min_epoch: int | None = None
+) -> Scan:
     """Walk batches from `start` until the end or the first damaged batch (torn-tail recovery).
 
     With `next_offset`, each batch must also begin exactly where the previous one ended in
-    offsets (the first at `next_offset`); a discontinuity stops the scan like damage does.
+    offsets (the first at `next_offset`), and with `min_epoch` its epoch must not go below the
+    previous one's (the first's not below `min_epoch`): the CRC does not cover the base offset
+    or the leader epoch, so these checks are what catches damage there. Either stops the scan
+    like damage does.
     """
     headers: list[BatchHeader] = []
     pos = start
@@ -233,12 +238,16 @@ def scan(buf: bytes | bytearray | memoryview, start: int = 0, next_offset: int |
             header = read_header(buf, pos)
         except CorruptBatch as e:
             return Scan(headers, pos, e)
+        reason = None
         if next_offset is not None and header.base_offset != next_offset:
-            error = CorruptBatch(f"base offset {header.base_offset} where {next_offset} was expected", pos,
-                                 header.base_offset)  # fmt: skip
-            return Scan(headers, pos, error)
+            reason = f"base offset {header.base_offset} where {next_offset} was expected"
+        elif min_epoch is not None and header.epoch < min_epoch:
+            reason = f"epoch {header.epoch} below the previous batch's {min_epoch}"
+        if reason is not None:
+            return Scan(headers, pos, CorruptBatch(reason, pos, header.base_offset))
         headers.append(header)
         next_offset = header.next_offset if next_offset is not None else None
+        min_epoch = header.epoch if min_epoch is not None else None
         pos = header.end_position
     return Scan(headers, pos, None)
 

@@ -63,14 +63,16 @@ def scan_segments(segments: Sequence[tuple[int, Path, bytes]]) -> tuple[list[Seg
     first damage, given `(base offset, path, content)` sorted by base offset."""
     kept: list[SegmentScan] = []
     expected = segments[0][0] if segments else 0
+    epoch = 0
     for i, (base, path, data) in enumerate(segments):
         if base != expected:
             reason = f"segment starts at offset {base} but the previous one ends at {expected}"
             return kept, _damage(0, expected, reason, segments[i:], delete_first=True)
-        result = scan(data, 0, expected)
+        result = scan(data, 0, expected, epoch)
         seg = SegmentScan(base, path, data, result.headers)
         if result.headers:
             expected = result.headers[-1].next_offset
+            epoch = result.headers[-1].epoch
         if result.error is not None:
             keep = result.valid_end > 0 or not kept  # an emptied segment survives only as the first one
             if keep:
