@@ -43,6 +43,7 @@ class ProcessFault:
     def _apply(self, value: dict[str, Any], state: str, action: Callable[[str], object],
                extra: dict[str, Any]) -> dict[str, Any]:
         nodes = resolve_nodes(self.ctx, value, self.rng)
+        before = self.ctx.state.get("process")
         for node in nodes:
             entry = {"state": state, "host": self.ctx.host(node).name}
             if state == "paused":
@@ -51,8 +52,11 @@ class ProcessFault:
         done = {"nodes": nodes, **extra}
         outcomes = self.ctx.call_each(nodes, action)
         for node, outcome in outcomes.items():
-            if not outcome.ok:
-                self.ctx.state.drop("process", node)
+            if not outcome.ok:  # back to what was in force before (a fault already there stays recorded)
+                if node in before:
+                    self.ctx.state.put("process", node, before[node])
+                else:
+                    self.ctx.state.drop("process", node)
         check_outcomes(outcomes, {**done, "nodes": [n for n, o in outcomes.items() if o.ok]})
         return done
 
