@@ -1,0 +1,197 @@
+"""The history type every checker reads, and the project's JSON Lines history format.
+
+A history is a list of `Event`s in recorded (real-time) order, with Jepsen's meaning: `invoke`
+starts an operation, `ok` says it took effect, `fail` that it did not, `info` that nobody knows
+(it may take effect at any later time, or never). `pair_ops` turns events into `Op`s
+(invocation + completion), which is what the linearizability search works on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EVENT_TYPES = ("invoke", "ok", "fail", "info")
+
+
+class HistoryError(ValueError):
+    """Malformed input: names the file, the line and the reason."""
+
+    def __init__(self, path: str | Path, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}")
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class Event:
+    """One history line: an invocation or a completion."""
+
+    index: int
+    process: Any
+    type: str
+    f: str
+    value: Any = None
+    time: int | None = None
+    node: str | None = None
+    error: Any = None
+    line: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "time": self.time,
+            "process": self.process,
+            "type": self.type,
+            "f": self.f,
+            "value": self.value,
+            "node": self.node,
+            "error": self.error,
+        }
+        out.update(self.extra)
+        return out
+
+
+@dataclass(slots=True)
+class Op:
+    """An invocation paired with its completion (or with none: a crashed/pending op).
+
+    `call` and `ret` are positions in the event list (real-time order); `ret` is None when the
+    outcome is unknown (`info`, or no completion at all). `status` is `ok`, `fail` or `info`.
+    `value` is the invocation's argument, `output` the completion's value.
+    """
+
+    id: int
+    process: Any
+    f: str
+    value: Any
+    output: Any
+    status: str
+    call: int
+    ret: int | None
+    error: Any = None
+    call_time: int | None = None
+    ret_time: int | None = None
+    call_line: int = 0
+    ret_line: int = 0
+
+    @property
+    def crashed(self) -> bool:
+        return self.ret is None
+
+    def label(self) -> str:
+        out = "" if self.output is None or self.output == self.value else f" -> {_short(self.output)}"
+        st = "" if self.status == "ok" else f" [{self.status}{'' if self.error is None else ' ' + str(self.error)}]"
+        return f"p{self.process} {self.f}({_short(self.value)}){out}{st}"
+
+
+def _short(v: Any, limit: int = 40) -> str:
+    s = "nil" if v is None else json.dumps(v, default=str, sort_keys=True) if not isinstance(v, str) else v
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+@dataclass(slots=True)
+class History:
+    """Events in order, plus where they came from and any format-specific semantics."""
+
+    events: list[Event]
+    source: str = "<memory>"
+    format: str = "jsonl"
+
+    def client_events(self) -> list[Event]:
+        return [e for e in self.events if e.process != "nemesis"]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def pair_ops(history: History | Iterable[Event]) -> list[Op]:
+    """Pair each invocation with its process's next completion; nemesis events are skipped.
+
+    An invocation with no completion is an `info` op. A completion with no open invocation, or
+    an invocation on a process that already has one open, is a malformed history.
+    """
+    events = history.events if isinstance(history, History) else list(history)
+    source = history.source if isinstance(history, History) else "<memory>"
+    open_: dict[Any, Op] = {}
+    ops: list[Op] = []
+    for pos, e in enumerate(events):
+        if e.process == "nemesis":
+            continue
+        if e.type == "invoke":
+            if e.process in open_:
+                raise HistoryError(source, e.line, f"process {e.process} invokes while its op is still open")
+            op = Op(len(ops), e.process, e.f, e.value, None, "info", pos, None, None, e.time, None, e.line, 0)
+            open_[e.process] = op
+            ops.append(op)
+            continue
+        op_or_none = open_.pop(e.process, None)
+        if op_or_none is None:
+            raise HistoryError(source, e.line, f"{e.type} completion of process {e.process} with no open invocation")
+        op = op_or_none
+        op.status = e.type
+        op.output = e.value
+        op.error = e.error
+        op.ret_time = e.time
+        op.ret_line = e.line
+        if e.type != "info":
+            op.ret = pos
+    return ops
+
+
+_REQUIRED = ("process", "type", "f")
+
+
+def parse_jsonl_line(text: str, path: str | Path, lineno: int, index: int) -> Event:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HistoryError(path, lineno, f"not JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(raw, dict):
+        raise HistoryError(path, lineno, "an op must be a JSON object")
+    for key in _REQUIRED:
+        if key not in raw:
+            raise HistoryError(path, lineno, f"missing field {key!r}")
+    if raw["type"] not in EVENT_TYPES:
+        raise HistoryError(path, lineno, f"type must be one of {EVENT_TYPES}, not {raw['type']!r}")
+    if not isinstance(raw["f"], str):
+        raise HistoryError(path, lineno, "f must be a string")
+    proc = raw["process"]
+    if not (isinstance(proc, int) and not isinstance(proc, bool)) and proc != "nemesis":
+        raise HistoryError(path, lineno, f"process must be an integer or \"nemesis\", not {proc!r}")
+    t = raw.get("time")
+    if t is not None and not isinstance(t, int):
+        raise HistoryError(path, lineno, "time must be an integer (ns)")
+    known = {"index", "time", "process", "type", "f", "value", "node", "error"}
+    extra = {k: v for k, v in raw.items() if k not in known}
+    return Event(
+        index=raw.get("index", index), process=proc, type=raw["type"], f=raw["f"], value=raw.get("value"),
+        time=t, node=raw.get("node"), error=raw.get("error"), line=lineno, extra=extra,
+    )
+
+
+def iter_jsonl(path: str | Path) -> Iterator[Event]:
+    with open(path, encoding="utf-8") as fh:
+        index = 0
+        for lineno, text in enumerate(fh, 1):
+            if not text.strip():
+                continue
+            yield parse_jsonl_line(text, path, lineno, index)
+            index += 1
+
+
+def read_jsonl(path: str | Path) -> History:
+    """Read the project's history.jsonl. A torn last line (a crashed writer) is an error too."""
+    return History(list(iter_jsonl(path)), str(path), "jsonl")
+
+
+def write_jsonl(history: History | Iterable[Event], path: str | Path) -> None:
+    events = history.events if isinstance(history, History) else history
+    with open(path, "w", encoding="utf-8") as fh:
+        for e in events:
+            fh.write(json.dumps(e.to_json(), default=str) + "\n")

@@ -1,0 +1,1 @@
+"""Linearizability: the Wing–Gong/Lowe search, partitioning and racing, explanations, plots."""

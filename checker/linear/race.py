@@ -1,0 +1,154 @@
+"""P-compositionality: split a history by key, race the keys' searches, first illegal wins.
+
+All partitions advance together (round-robin over their search generators), so a partition
+that fails in milliseconds ends the check even while another would take minutes. With more
+than one core and enough work, the partitions are dealt to worker processes (fork), each
+racing its share; the first illegal result terminates the others. Verdicts merge
+false > unknown > true.
+"""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import os
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from checker.history import Op
+from checker.linear.budget import Budget, Meter
+from checker.linear.search import INVALID, UNKNOWN, VALID, SearchResult, _OutOfBudget, search_steps
+from checker.models import Model
+
+PARALLEL_MIN_OPS = 1500
+"""Below this many ops in all, forking workers costs more than it saves."""
+
+
+@dataclass
+class RaceResult:
+    valid: bool | str
+    reason: str = ""
+    failing_key: Hashable | None = None
+    results: dict[Hashable, SearchResult] = field(default_factory=dict)
+    partitions: int = 0
+
+
+def split(ops: list[Op], model: Model) -> dict[Hashable, list[Op]]:
+    """Ops by key, or everything under the key None when any op spans keys."""
+    groups: dict[Hashable, list[Op]] = {}
+    for op in ops:
+        k = model.partition_key(op)
+        if k is None:
+            return {None: list(ops)}
+        groups.setdefault(k, []).append(op)
+    return groups or {None: []}
+
+
+def merge_verdicts(verdicts: list[bool | str]) -> bool | str:
+    """false > unknown > true."""
+    if any(v is INVALID for v in verdicts):
+        return INVALID
+    if any(v != VALID for v in verdicts):
+        return UNKNOWN
+    return VALID
+
+
+def race_in_process(groups: dict[Hashable, list[Op]], model: Model, meter: Meter) -> RaceResult:
+    """Round-robin the partitions' searches in this process; stop at the first illegal one."""
+    running = {k: search_steps(ops, copy.deepcopy(model)) for k, ops in groups.items()}
+    out = RaceResult(VALID, partitions=len(groups))
+    configs: dict[Hashable, int] = {}
+    while running:
+        for k in list(running):
+            gen = running[k]
+            try:
+                configs[k] = next(gen)
+                why = meter.exceeded(sum(configs.values()))
+                if why:
+                    for k2, g2 in running.items():
+                        try:
+                            g2.throw(_OutOfBudget(why))
+                        except StopIteration as done:
+                            out.results[k2] = done.value
+                    running.clear()
+                    break
+            except StopIteration as done:
+                res: SearchResult = done.value
+                out.results[k] = res
+                del running[k]
+                if res.valid is INVALID:
+                    for g2 in running.values():
+                        g2.close()
+                    running.clear()
+                    break
+    return _finish(out)
+
+
+def _finish(out: RaceResult) -> RaceResult:
+    out.valid = merge_verdicts([r.valid for r in out.results.values()])
+    for k, r in out.results.items():
+        if r.valid is INVALID:
+            out.failing_key, out.reason = k, f"key {k!r}: {r.reason}" if k is not None else r.reason
+            return out
+    unknown = [f"key {k!r}: {r.reason}" if k is not None else r.reason
+               for k, r in out.results.items() if r.valid == UNKNOWN]
+    out.reason = "; ".join(unknown[:3]) if unknown else "every partition is linearizable"
+    return out
+
+
+def _deal(groups: dict[Hashable, list[Op]], workers: int) -> list[dict[Hashable, list[Op]]]:
+    """Largest first, each to the least-loaded worker."""
+    shares: list[dict[Hashable, list[Op]]] = [{} for _ in range(workers)]
+    load = [0] * workers
+    for k, ops in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        w = load.index(min(load))
+        shares[w][k] = ops
+        load[w] += len(ops)
+    return [s for s in shares if s]
+
+
+def _worker(share: dict[Hashable, list[Op]], model: Model, budget: Budget, deadline_in: float, q: Any) -> None:
+    meter = Meter(budget, time.monotonic() + deadline_in)
+    try:
+        q.put(("ok", race_in_process(share, model, meter)))
+    except BaseException as exc:  # the parent turns this into unknown
+        q.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def race(ops: list[Op], model: Model, budget: Budget | None = None, workers: int | None = None) -> RaceResult:
+    """Check every key's sub-history; see the module docstring."""
+    budget = budget or Budget()
+    groups = split(ops, model)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = min(workers if workers is not None else cpus, len(groups))
+    if workers <= 1 or len(ops) < PARALLEL_MIN_OPS:
+        return race_in_process(groups, model, Meter(budget))
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    shares = _deal(groups, workers)
+    per_worker = Budget(budget.seconds, budget.max_rss_bytes // len(shares), budget.max_configs)
+    procs = [ctx.Process(target=_worker, args=(s, model, per_worker, budget.seconds, q), daemon=True) for s in shares]
+    for p in procs:
+        p.start()
+    out = RaceResult(VALID, partitions=len(groups))
+    try:
+        for _ in procs:
+            kind, payload = q.get(timeout=budget.seconds + 30)
+            if kind == "error":
+                out.results[f"worker error: {payload}"] = SearchResult(UNKNOWN, payload)
+                continue
+            out.results.update(payload.results)
+            if payload.valid is INVALID:
+                break
+    except Exception as exc:  # a worker died without a word (killed, out of memory)
+        out.results["worker lost"] = SearchResult(UNKNOWN, f"a worker process was lost: {exc!r}")
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(5)
+        q.close()
+    return _finish(out)

@@ -1,0 +1,486 @@
+"""Sequential specifications (models) for the linearizability search.
+
+A model turns each `Op` into a step: a function from a state to the next state, or `ILLEGAL`
+when the op's observed output cannot happen in that state. States are hashable and compared
+by value (the search memoises on them). `prepare` returns None for an op that must be left out
+(a `fail` that is no observation, or a crashed op that cannot change the state). A model that
+is a product of independent per-key models says so with `partition_key` (P-compositionality).
+
+The op formats are in docs/workload-ops.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from checker.history import Op
+
+ILLEGAL: Any = object()
+"""A step's result when the op cannot be linearized in that state."""
+
+Step = Callable[[Any], Any]
+
+
+class Model(Protocol):
+    """A sequential specification: see the module docstring."""
+
+    name: str
+
+    def init(self) -> Hashable: ...
+
+    def prepare(self, op: Op) -> Step | None: ...
+
+    def partition_key(self, op: Op) -> Hashable | None:
+        """The key this op touches, or None when the history cannot be split by key."""
+        ...
+
+    def describe_state(self, state: Any) -> str: ...
+
+
+class ModelError(ValueError):
+    """An op the model does not understand (unknown f, malformed value)."""
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+def _bad(op: Op, why: str) -> ModelError:
+    return ModelError(f"line {op.call_line}: {op.f}({op.value!r}): {why}")
+
+
+# --- registers ---------------------------------------------------------------------------------
+
+
+@dataclass
+class CasRegister:
+    """A single register: read, write, cas [old new] (etcd semantics).
+
+    A `fail` cas with error `compare-mismatch` is kept as an observation that the register did
+    not hold `old`; any other `fail` is dropped. With `nil_read_any` (Knossos semantics) an ok
+    read of nil says nothing; otherwise nil means absent (the state None).
+    """
+
+    initial: Any = None
+    nil_read_any: bool = False
+    name: str = "cas-register"
+    allow_cas: bool = True
+
+    def init(self) -> Hashable:
+        return _freeze(self.initial)
+
+    def partition_key(self, op: Op) -> Hashable | None:
+        return None
+
+    def describe_state(self, state: Any) -> str:
+        return "nil" if state is None else repr(state)
+
+    def prepare(self, op: Op) -> Step | None:
+        f = op.f
+        if f == "read":
+            if op.status != "ok":
+                return None
+            v = _freeze(op.output)
+            if v is None and self.nil_read_any:
+                return None
+            return lambda s: s if s == v else ILLEGAL
+        if f == "write":
+            if op.status == "fail":
+                return None
+            w = _freeze(op.value)
+            return lambda s: w
+        if f == "cas" and self.allow_cas:
+            if not isinstance(op.value, list | tuple) or len(op.value) != 2:
+                raise _bad(op, "cas takes [old new]")
+            old, new = _freeze(op.value[0]), _freeze(op.value[1])
+            if op.status == "ok":
+                return lambda s: new if s == old else ILLEGAL
+            if op.status == "fail":
+                if op.error != "compare-mismatch":
+                    return None
+                return lambda s: s if s != old else ILLEGAL
+            return lambda s: new if s == old else s
+        raise _bad(op, f"unknown f for {self.name}")
+
+
+def Register(initial: Any = None, nil_read_any: bool = False) -> CasRegister:
+    """A plain read/write register."""
+    return CasRegister(initial, nil_read_any, "register", allow_cas=False)
+
+
+@dataclass
+class MultiRegister:
+    """Knossos's multi-register: `txn` ops of [f k v] micro-ops (read/write) over named registers.
+
+    Completed ops use the completion's micro-ops (with the values read); a read of nil says
+    nothing. The state is a sorted tuple of (key, value).
+    """
+
+    initial: dict[str, Any] | None = None
+    name: str = "multi-register"
+
+    def init(self) -> Hashable:
+        return tuple(sorted((self.initial or {}).items()))
+
+    def partition_key(self, op: Op) -> Hashable | None:
+        return None
+
+    def describe_state(self, state: Any) -> str:
+        return "{" + ", ".join(f"{k}={v}" for k, v in state) + "}"
+
+    def prepare(self, op: Op) -> Step | None:
+        if op.f != "txn":
+            raise _bad(op, "multi-register ops are txn")
+        if op.status == "fail":
+            return None
+        mops = op.output if op.status == "ok" and op.output is not None else op.value
+        if any(f not in ("read", "write") for f, _, _ in mops):
+            raise _bad(op, "micro-ops are read or write")
+        if op.status != "ok" and not any(f == "write" for f, _, _ in mops):
+            return None
+
+        def step(s: Any) -> Any:
+            d = dict(s)
+            for f, k, v in mops:
+                if f == "write":
+                    d[k] = v
+                elif v is not None and d.get(k) != v:
+                    return ILLEGAL
+            return tuple(sorted(d.items()))
+
+        return step
+
+
+@dataclass
+class Mutex:
+    """A lock: acquire (must be free) and release (must be held)."""
+
+    name: str = "mutex"
+
+    def init(self) -> Hashable:
+        return False
+
+    def partition_key(self, op: Op) -> Hashable | None:
+        return None
+
+    def describe_state(self, state: Any) -> str:
+        return "locked" if state else "unlocked"
+
+    def prepare(self, op: Op) -> Step | None:
+        if op.status == "fail":
+            return None
+        if op.f == "acquire":
+            return lambda s: ILLEGAL if s else True
+        if op.f == "release":
+            return lambda s: False if s else ILLEGAL
+        raise _bad(op, "mutex ops are acquire and release")
+
+
+# --- key-value ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Kv:
+    """Porcupine's kv: get/put/append of strings per key; value {"key": k, "value": v}.
+
+    Partitioned by key (the state is one key's string) unless `partitioned` is False (then the
+    state is the whole map, as a tuple of values indexed by key slot; `init` is valid only
+    after every op was prepared).
+    """
+
+    initial: str = ""
+    partitioned: bool = True
+    name: str = "kv"
+
+    def __post_init__(self) -> None:
+        self._slots: dict[Any, int] = {}
+
+    def init(self) -> Hashable:
+        return self.initial if self.partitioned else (self.initial,) * max(1, len(self._slots))
+
+    def partition_key(self, op: Op) -> Hashable | None:
+        return op.value["key"] if self.partitioned else None
+
+    def describe_state(self, state: Any) -> str:
+        if self.partitioned:
+            return repr(state)
+        keys = sorted(self._slots, key=self._slots.__getitem__)
+        return ", ".join(f"{k}={state[i]!r}" for k, i in zip(keys, range(len(state)), strict=False)) or repr(state)
+
+    def prepare(self, op: Op) -> Step | None:
+        if not isinstance(op.value, dict) or "key" not in op.value:
+            raise _bad(op, "kv ops carry {\"key\": k, \"value\": v}")
+        if op.status == "fail":
+            return None
+        whole = not self.partitioned
+        i = self._slots.setdefault(op.value["key"], len(self._slots)) if whole else 0
+        if op.f == "get":
+            if op.status != "ok":
+                return None
+            out = op.output["value"] if isinstance(op.output, dict) else op.output
+            out = "" if out is None else out
+            if whole:
+                return lambda s: s if s[i] == out else ILLEGAL
+            return lambda s: s if s == out else ILLEGAL
+        v = op.value.get("value") or ""
+        if op.f == "put":
+            return (lambda s: (*s[:i], v, *s[i + 1 :])) if whole else (lambda s: v)
+        if op.f == "append":
+            return (lambda s: (*s[:i], s[i] + v, *s[i + 1 :])) if whole else (lambda s: s + v)
+        raise _bad(op, "kv ops are get, put and append")
+
+
+# --- the project's own models --------------------------------------------------------------------
+
+
+@dataclass
+class TopicSet:
+    """The set of topics: create-if-absent, delete, describe, list (docs/workload-ops.md)."""
+
+    initial: tuple[str, ...] = ()
+    name: str = "topics"
+
+    def init(self) -> Hashable:
+        return frozenset(self.initial)
+
+    def partition_key(self, op: Op) -> Hashable | None:
+        return None if op.f == "list" else _field(op, "topic")
+
+    def describe_state(self, state: Any) -> str:
+        return "{" + ", ".join(sorted(state)) + "}"
+
+    def prepare(self, op: Op) -> Step | None:
+        if op.f == "list":
+            if op.status != "ok":
+                return None
+            seen = frozenset(_field(op, "topics", output=True))
+            return lambda s: s if s == seen else ILLEGAL
+        t = _field(op, "topic")
+        if op.f == "create":
+            if op.status == "fail":
+                if op.error != "TOPIC_ALREADY_EXISTS":
+                    return None
+                return lambda s: s if t in s else ILLEGAL
+            if op.status == "info":
+                return lambda s: s | {t}
+            return lambda s: ILLEGAL if t in s else s | {t}
+        if op.f == "delete":
+            if op.status == "fail":
+                if op.error != "UNKNOWN_TOPIC_OR_PARTITION":
+                    return None
+                return lambda s: ILLEGAL if t in s else s
+            if op.status == "info":
+                return lambda s: s - {t}
+            return lambda s: s - {t} if t in s else ILLEGAL
+        if op.f == "describe":
+            if op.status == "fail":
+                if op.error != "UNKNOWN_TOPIC_OR_PARTITION":
+                    return None
+                return lambda s: ILLEGAL if t in s else s
+            if op.status != "ok":
+                return None
+            exists = bool(_field(op, "exists", output=True))
+            return lambda s: s if (t in s) == exists else ILLEGAL
+        raise _bad(op, "topic ops are create, delete, describe and list")
+
+
+def _field(op: Op, name: str, output: bool = False) -> Any:
+    src = op.output if output else op.value
+    if not isinstance(src, dict) or name not in src:
+        raise _bad(op, f"{'completion' if output else 'invocation'} value needs {name!r}")
+    return src[name]
+
+
+UNKNOWN_EPOCH = -1
+
+
+@dataclass
+class BrokerRegistry:
+    """Broker registrations: register, heartbeat, unregister, read (docs/workload-ops.md).
+
+    State: (highest broker epoch issued, ((broker, epoch, incarnation), ...)). Broker epochs
+    are metadata-log offsets, so every successful registration gets a larger one than any
+    before. A crashed registration leaves the broker registered with an epoch not yet known
+    (recorded as `-lower_bound - 2`), fixed by the first later observation of it.
+    """
+
+    name: str = "registry"
+
+    def init(self) -> Hashable:
+        return (UNKNOWN_EPOCH, ())
+
+    def partition_key(self, op: Op) -> Hashable | None:
+        return None
+
+    def describe_state(self, state: Any) -> str:
+        top, regs = state
+        body = ", ".join(f"b{b}:epoch {_ep(e)}/{inc}" for b, e, inc in regs)
+        return f"[{body}] (top epoch {top})"
+
+    def prepare(self, op: Op) -> Step | None:
+        f, st, err = op.f, op.status, op.error
+        if f == "read":
+            if st != "ok":
+                return None
+            seen = {int(b): e for b, e in _field(op, "brokers", output=True).items()}
+            return lambda s: _observe_all(s, seen)
+        b = int(_field(op, "broker"))
+        if f == "register":
+            inc = _field(op, "incarnation")
+            if st == "fail":
+                if err != "DUPLICATE_BROKER_REGISTRATION":
+                    return None
+                return lambda s: s if any(x == b and i != inc for x, _, i in s[1]) else ILLEGAL
+            if st == "info":
+                return lambda s: _set(s, b, -s[0] - 2 if s[0] >= 0 else -2, inc)
+            ep = int(_field(op, "epoch", output=True))
+            return lambda s: _set((ep, s[1]), b, ep, inc) if ep > s[0] else ILLEGAL
+        if f == "heartbeat":
+            ep = int(_field(op, "epoch"))
+            if st == "fail":
+                if err != "STALE_BROKER_EPOCH":
+                    return None
+                return lambda s: ILLEGAL if _epoch_of(s, b) == ep else s
+            if st != "ok":
+                return None
+            return lambda s: _observe(s, b, ep)
+        if f == "unregister":
+            if st == "fail":
+                if err != "BROKER_ID_NOT_REGISTERED":
+                    return None
+                return lambda s: ILLEGAL if _epoch_of(s, b) is not None else s
+            if st == "info":
+                return lambda s: (s[0], tuple(r for r in s[1] if r[0] != b))
+            return lambda s: (s[0], tuple(r for r in s[1] if r[0] != b)) if _epoch_of(s, b) is not None else ILLEGAL
+        raise _bad(op, "registry ops are register, heartbeat, unregister and read")
+
+
+def _ep(e: int) -> str:
+    return f">{-e - 2}" if e < -1 else str(e)
+
+
+def _epoch_of(s: Any, b: int) -> int | None:
+    for x, e, _ in s[1]:
+        if x == b:
+            return e
+    return None
+
+
+def _set(s: Any, b: int, ep: int, inc: Any) -> Any:
+    regs = tuple(sorted([r for r in s[1] if r[0] != b] + [(b, ep, inc)]))
+    return (s[0], regs)
+
+
+def _observe(s: Any, b: int, ep: int) -> Any:
+    """Broker b is registered with epoch ep: check it, or fix an unknown epoch to ep."""
+    for x, e, inc in s[1]:
+        if x != b:
+            continue
+        if e == ep:
+            return s
+        if e < -1 and ep > -e - 2:
+            return _set((max(s[0], ep), s[1]), b, ep, inc)
+        return ILLEGAL
+    return ILLEGAL
+
+
+def _observe_all(s: Any, seen: dict[int, int]) -> Any:
+    if {b for b, _, _ in s[1]} != set(seen):
+        return ILLEGAL
+    for b, ep in seen.items():
+        s = _observe(s, b, int(ep))
+        if s is ILLEGAL:
+            return ILLEGAL
+    return s
+
+
+@dataclass
+class PartitionState:
+    """Per-partition state changed by AlterPartition: a compare-and-set on the partition epoch.
+
+    State per partition: None (not yet seen) or (partition_epoch, leader_epoch, leader, isr).
+    The controller may also change a partition on its own (fencing, elections), so a read or an
+    alter may show a *higher* partition epoch than the model's state; never a lower one, and an
+    equal epoch must show the same state. An alter succeeds only if its expected epochs are not
+    behind the state, and installs the state it returned.
+    """
+
+    name: str = "isr"
+
+    def init(self) -> Hashable:
+        return None
+
+    def partition_key(self, op: Op) -> Hashable | None:
+        return (_field(op, "topic"), int(_field(op, "partition")))
+
+    def describe_state(self, state: Any) -> str:
+        if state is None:
+            return "unseen"
+        pe, le, leader, isr = state
+        return f"partition epoch {pe}, leader {leader} (epoch {le}), isr {list(isr)}"
+
+    def prepare(self, op: Op) -> Step | None:
+        if op.status != "ok":
+            return None
+        if op.f == "read":
+            seen = _pstate(op.output, op)
+            return lambda s: seen if _may_move(s, seen) else ILLEGAL
+        if op.f == "alter":
+            want_pe = int(_field(op, "partition_epoch"))
+            want_le = int(_field(op, "leader_epoch"))
+            new = _pstate({"leader": _field(op, "leader"), **op.output}, op)
+
+            def step(s: Any) -> Any:
+                if s is not None and (want_pe < s[0] or want_le < s[1]):
+                    return ILLEGAL
+                return new if new[0] > want_pe else ILLEGAL
+
+            return step
+        raise _bad(op, "isr ops are alter and read")
+
+
+def _pstate(v: Any, op: Op) -> tuple[int, int, Any, tuple[int, ...]]:
+    if not isinstance(v, dict):
+        raise _bad(op, "completion value must be an object")
+    try:
+        return (int(v["partition_epoch"]), int(v["leader_epoch"]), v.get("leader"), tuple(sorted(v["isr"])))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _bad(op, f"completion value needs partition_epoch, leader_epoch, isr ({exc})") from None
+
+
+def _may_move(s: Any, seen: Any) -> bool:
+    if s is None or seen == s:
+        return True
+    return bool(seen[0] > s[0] and seen[1] >= s[1])
+
+
+# --- lookup -------------------------------------------------------------------------------------
+
+MODELS = ("register", "cas-register", "kv", "kv-whole", "multi-register", "mutex", "topics", "registry", "isr")
+
+
+def build_model(name: str, initial: Any = None, nil_read_any: bool = False) -> Model:
+    """A model by name; `initial` overrides its initial state."""
+    if name == "register":
+        return Register(initial, nil_read_any)
+    if name == "cas-register":
+        return CasRegister(initial, nil_read_any)
+    if name in ("kv", "kv-whole"):
+        return Kv("" if initial is None else initial, partitioned=name == "kv")
+    if name == "multi-register":
+        return MultiRegister(initial)
+    if name == "mutex":
+        return Mutex()
+    if name == "topics":
+        return TopicSet(tuple(initial or ()))
+    if name == "registry":
+        return BrokerRegistry()
+    if name == "isr":
+        return PartitionState()
+    raise ValueError(f"unknown model {name!r}; one of {', '.join(MODELS)}")
