@@ -1,0 +1,514 @@
+"""Deploying the KRaft node onto a lab's hosts, and operating it: install, render
+`server.properties` (keys in docs/contracts.md), format with one cluster id, start, stop, kill,
+pause/resume, restart, wipe, wait until healthy (a quorum leader, every broker unfenced), and
+collect every node's logs and journals into a run directory.
+
+`Deployment` is the `nemesis.ports.NodeControl` of a deployed lab. Its plan (topology, node ids,
+cluster id, paths) is saved next to the lab's state file so later commands reopen it with
+`load_deployment(lab)`.
+
+On each host everything lives under the host's workdir:
+`server.properties`, `kraft-node.log`, `clock.json`, `data/` (log.dirs, with `journal.jsonl`),
+`metadata/` (metadata.log.dir) and, on SSH hosts, `venv/` (the project installed from a wheel).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from control.host import Host, HostError
+from control.lab import Lab
+from control.state import state_dir
+
+DAEMON = "kraft-node"
+BROKER_PORT = 9092
+CONTROLLER_PORT = 9093
+METRICS_PORT = 9100
+DOCKER_VENV = "/opt/kraftlab/venv"
+ROOT = Path(__file__).resolve().parent.parent
+
+# topology name → (number of controllers, whether controllers are also brokers)
+TOPOLOGIES: dict[str, tuple[int | None, bool]] = {
+    "combined+brokers": (3, True),  # 3 combined controller+broker nodes, the rest brokers (default)
+    "dedicated": (3, False),  # 3 controller-only nodes, the rest brokers
+    "combined": (None, True),  # every node is a combined controller+broker
+}
+DEFAULT_TOPOLOGY = "combined+brokers"
+
+DEFAULT_PROPERTIES: dict[str, str] = {
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "controller.quorum.election.backoff.max.ms": "1000",
+    "controller.quorum.request.timeout.ms": "2000",
+    "controller.quorum.retry.backoff.ms": "20",
+    "controller.quorum.append.linger.ms": "25",
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "2000",
+}
+
+
+class DeployError(Exception):
+    """The node could not be deployed or did not come up; names the host and shows its last log lines."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    node_id: int
+    roles: tuple[str, ...]
+    address: str
+
+    @property
+    def controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def broker(self) -> bool:
+        return "broker" in self.roles
+
+
+def plan(topology: str, addresses: dict[str, str]) -> list[NodeSpec]:
+    """Roles and node ids (n1 → 1 …) for the hosts, in their order."""
+    try:
+        n_controllers, combined = TOPOLOGIES[topology]
+    except KeyError:
+        raise ValueError(f"unknown topology {topology!r} (one of {', '.join(TOPOLOGIES)})") from None
+    names = list(addresses)
+    n_controllers = len(names) if n_controllers is None else n_controllers
+    if len(names) < n_controllers or (not combined and len(names) <= n_controllers):
+        raise ValueError(f"topology {topology} needs more than {len(names)} hosts")
+    specs = []
+    for i, name in enumerate(names):
+        if i < n_controllers:
+            roles: tuple[str, ...] = ("broker", "controller") if combined else ("controller",)
+        else:
+            roles = ("broker",)
+        specs.append(NodeSpec(name, i + 1, roles, addresses[name]))
+    return specs
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    workdir: str
+
+    @property
+    def config(self) -> str:
+        return f"{self.workdir}/server.properties"
+
+    @property
+    def log(self) -> str:
+        return f"{self.workdir}/kraft-node.log"
+
+    @property
+    def data_dir(self) -> str:
+        return f"{self.workdir}/data"
+
+    @property
+    def metadata_dir(self) -> str:
+        return f"{self.workdir}/metadata"
+
+    @property
+    def journal(self) -> str:
+        return f"{self.data_dir}/journal.jsonl"
+
+    @property
+    def clock_file(self) -> str:
+        return f"{self.workdir}/clock.json"
+
+
+def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePaths,
+                      overrides: dict[str, str] | None = None) -> str:
+    voters = ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}" for s in specs if s.controller)
+    listeners = []
+    if spec.broker:
+        listeners.append(f"PLAINTEXT://{spec.address}:{BROKER_PORT}")
+    if spec.controller:
+        listeners.append(f"CONTROLLER://{spec.address}:{CONTROLLER_PORT}")
+    props: dict[str, str] = {
+        "process.roles": ",".join(spec.roles),
+        "node.id": str(spec.node_id),
+        "controller.quorum.voters": voters,
+        "listeners": ",".join(listeners),
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "metadata.log.dir": paths.metadata_dir,
+        "log.dirs": paths.data_dir,
+        **DEFAULT_PROPERTIES,
+        "kraftlab.journal.file": paths.journal,
+        "kraftlab.clock.file": paths.clock_file,
+        "kraftlab.metrics.port": str(METRICS_PORT),
+    }
+    if spec.broker:
+        props["advertised.listeners"] = f"PLAINTEXT://{spec.address}:{BROKER_PORT}"
+        props["inter.broker.listener.name"] = "PLAINTEXT"
+    props.update(overrides or {})
+    lines = [f"# {spec.name}: rendered by kraftlab.deploy"] + [f"{k}={v}" for k, v in props.items()]
+    return "\n".join(lines) + "\n"
+
+
+def random_cluster_id() -> str:
+    """A Kafka Uuid in its base64 form (22 characters), never starting with '-' (as Kafka does)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+def kraft_node_path(backend: str, workdir: str) -> str:
+    """Where the `kraft-node` executable is on a host of the backend."""
+    if backend == "netns":
+        return str(Path(sys.prefix) / "bin" / "kraft-node")  # namespaces share this machine's venv
+    if backend == "docker":
+        return f"{DOCKER_VENV}/bin/kraft-node"
+    return f"{workdir}/venv/bin/kraft-node"
+
+
+@dataclass
+class DeploymentState:
+    lab: str
+    topology: str
+    cluster_id: str
+    specs: list[NodeSpec]
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def save(self) -> Path:
+        path = state_dir() / "deployments" / f"{self.lab}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        os.replace(tmp, path)
+        return path
+
+    @staticmethod
+    def load(lab: str) -> DeploymentState:
+        path = state_dir() / "deployments" / f"{lab}.json"
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise LookupError(f"lab {lab} has no deployment ({path}); deploy the node first") from None
+        raw["specs"] = [NodeSpec(s["name"], s["node_id"], tuple(s["roles"]), s["address"]) for s in raw["specs"]]
+        return DeploymentState(**raw)
+
+
+class Deployment:
+    """The node deployed on a lab; implements `nemesis.ports.NodeControl`."""
+
+    def __init__(self, lab: Lab, state: DeploymentState, *, stop_timeout: float = 20.0) -> None:
+        self.lab = lab
+        self.state = state
+        self.stop_timeout = stop_timeout
+        self._specs = {s.name: s for s in state.specs}
+
+    # -- creating ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def create(lab: Lab, topology: str = DEFAULT_TOPOLOGY, overrides: dict[str, str] | None = None,
+               cluster_id: str | None = None) -> Deployment:
+        state = DeploymentState(lab.name, topology, cluster_id or random_cluster_id(),
+                                plan(topology, lab.addresses()), dict(overrides or {}))
+        state.save()
+        return Deployment(lab, state)
+
+    def paths(self, node: str) -> NodePaths:
+        return NodePaths(self.lab.host(node).workdir)
+
+    def kraft_node(self, node: str) -> str:
+        return kraft_node_path(self.lab.backend, self.lab.host(node).workdir)
+
+    def install(self, wheelhouse: Path | None = None) -> None:
+        """Make `kraft-node` runnable on every host: nothing to copy for namespaces and Docker (the
+        venv / the image has it), a wheel + virtualenv for SSH hosts."""
+        if self.lab.backend in ("ssh", "vagrant"):
+            wheels = wheelhouse or build_wheelhouse()
+            self.lab.on(None, lambda h: install_on_ssh_host(h, wheels))
+        missing = {n: r for n, r in self.lab.on(None, lambda h: h.run(f"test -x {self.kraft_node(h.name)}")).items()
+                   if not r.ok}
+        if missing:
+            raise DeployError("kraft-node is not installed on " + ", ".join(
+                f"{n} (no {self.kraft_node(n)})" for n in sorted(missing)))
+
+    def configure(self) -> None:
+        """Write every node's server.properties (and create its directories)."""
+        def write(h: Host) -> None:
+            spec, paths = self._specs[h.name], self.paths(h.name)
+            text = render_properties(spec, self.state.specs, paths, self.state.overrides)
+            h.run(f"mkdir -p {paths.data_dir} {paths.metadata_dir} && cat > {paths.config} <<'KRAFTLAB_EOF'\n"
+                  f"{text}KRAFTLAB_EOF\n", check=True)
+
+        self.lab.on(None, write)
+
+    def format(self, nodes: Iterable[str] | None = None) -> None:
+        self.lab.on(nodes, lambda h: self._format(h.name, ignore_formatted=False))
+
+    def _format(self, node: str, *, ignore_formatted: bool) -> None:
+        flag = " --ignore-formatted" if ignore_formatted else ""
+        r = self.lab.host(node).run(f"{self.kraft_node(node)} format --config {self.paths(node).config} "
+                                    f"--cluster-id {self.state.cluster_id}{flag}", timeout=60)
+        if not r.ok:
+            raise DeployError(f"{node}: kraft-node format failed ({r.exit_code}): {(r.stderr or r.stdout).strip()}")
+
+    def deploy(self, *, wait: float = 60.0) -> None:
+        """install, configure, format, start all, wait until healthy."""
+        self.install()
+        self.configure()
+        self.format()
+        self.start_all()
+        self.wait_healthy(wait)
+
+    # -- NodeControl ------------------------------------------------------------------------------
+
+    def nodes(self) -> list[str]:
+        return [s.name for s in self.state.specs]
+
+    def controllers(self) -> list[str]:
+        return [s.name for s in self.state.specs if s.controller]
+
+    def brokers(self) -> list[str]:
+        return [s.name for s in self.state.specs if s.broker]
+
+    def host(self, node: str) -> Host:
+        return self.lab.host(node)
+
+    def start(self, node: str) -> None:
+        h, paths = self.lab.host(node), self.paths(node)
+        if h.daemon_running(DAEMON):
+            raise HostError(f"{node}: kraft-node is already running")
+        h.start_daemon(DAEMON, f"{self.kraft_node(node)} start --config {paths.config}", log_path=paths.log,
+                       env={"PYTHONUNBUFFERED": "1"})
+
+    def start_all(self) -> None:
+        self.lab.on(None, lambda h: self.start(h.name))
+
+    def _signal(self, node: str, sig: signal.Signals) -> None:
+        if not self.lab.host(node).signal_daemon(DAEMON, sig):
+            raise HostError(f"{node}: kraft-node is not running (cannot send {sig.name})")
+
+    def kill(self, node: str) -> None:
+        self._signal(node, signal.SIGKILL)
+        self._wait_gone(node, 5.0)
+
+    def stop(self, node: str, *, graceful: bool = True) -> None:
+        if not graceful:
+            self.kill(node)
+            return
+        self._signal(node, signal.SIGCONT)  # a paused node cannot act on SIGTERM
+        self._signal(node, signal.SIGTERM)
+        if not self._wait_gone(node, self.stop_timeout):
+            self.kill(node)
+
+    def stop_all(self, *, graceful: bool = True) -> None:
+        self.lab.on([n for n in self.nodes() if self.running(n)], lambda h: self.stop(h.name, graceful=graceful))
+
+    def restart(self, node: str) -> None:
+        if self.running(node):
+            self.stop(node)
+        self.start(node)
+
+    def _wait_gone(self, node: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.running(node):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def pause(self, node: str) -> None:
+        self._signal(node, signal.SIGSTOP)
+
+    def resume(self, node: str) -> None:
+        self._signal(node, signal.SIGCONT)
+
+    def running(self, node: str) -> bool:
+        return self.lab.host(node).daemon_running(DAEMON)
+
+    def pid(self, node: str) -> int | None:
+        return self.lab.host(node).daemon_pid(DAEMON)
+
+    def data_dir(self, node: str) -> str:
+        return self.paths(node).data_dir
+
+    def metadata_log_dir(self, node: str) -> str:
+        return self.paths(node).metadata_dir
+
+    def clock_file(self, node: str) -> str:
+        return self.paths(node).clock_file
+
+    def wipe(self, node: str) -> None:
+        """Delete the node's data and metadata directories (the node must be down)."""
+        if self.running(node):
+            raise HostError(f"{node}: stop kraft-node before wiping its data")
+        p = self.paths(node)
+        self.lab.host(node).run(f"rm -rf {p.data_dir} {p.metadata_dir} && mkdir -p {p.data_dir} {p.metadata_dir}",
+                                check=True)
+
+    def reformat(self, node: str) -> None:
+        self._format(node, ignore_formatted=True)
+
+    # -- health -----------------------------------------------------------------------------------
+
+    def describe_quorum(self) -> dict[str, Any]:
+        """DescribeQuorum via `kraft-node describe-quorum`, run on a controller host."""
+        errors = []
+        for node in self.controllers():
+            if not self.running(node):
+                continue
+            r = self.lab.host(node).run(f"{self.kraft_node(node)} describe-quorum --bootstrap-controller "
+                                        f"{self._specs[node].address}:{CONTROLLER_PORT}", timeout=15)
+            if r.ok:
+                return dict(json.loads(r.stdout))
+            errors.append(f"{node}: {(r.stderr or r.stdout).strip()[-300:]}")
+        raise HostError("describe-quorum failed: " + ("; ".join(errors) or "no controller is running"))
+
+    def describe_cluster(self) -> dict[str, Any]:
+        errors = []
+        for node in self.brokers():
+            if not self.running(node):
+                continue
+            r = self.lab.host(node).run(f"{self.kraft_node(node)} describe-cluster --bootstrap-server "
+                                        f"{self._specs[node].address}:{BROKER_PORT}", timeout=15)
+            if r.ok:
+                return dict(json.loads(r.stdout))
+            errors.append(f"{node}: {(r.stderr or r.stdout).strip()[-300:]}")
+        raise HostError("describe-cluster failed: " + ("; ".join(errors) or "no broker is running"))
+
+    def active_controller(self) -> str | None:
+        try:
+            leader = quorum_leader(self.describe_quorum())
+        except (HostError, ValueError):
+            return None
+        return next((s.name for s in self.state.specs if s.node_id == leader), None)
+
+    def health(self) -> tuple[bool, str]:
+        """(healthy, what is missing): a quorum leader, and every broker registered and unfenced."""
+        try:
+            leader = quorum_leader(self.describe_quorum())
+        except (HostError, ValueError) as exc:
+            return False, str(exc)
+        if leader is None:
+            return False, "no quorum leader yet"
+        if not self.brokers():
+            return True, f"leader {leader}"
+        try:
+            brokers = unfenced_brokers(self.describe_cluster())
+        except (HostError, ValueError) as exc:
+            return False, str(exc)
+        want = {self._specs[n].node_id for n in self.brokers()}
+        if not want <= brokers:
+            return False, f"brokers not registered and unfenced: {sorted(want - brokers)}"
+        return True, f"leader {leader}, brokers {sorted(brokers)} unfenced"
+
+    def wait_healthy(self, timeout: float = 60.0, poll: float = 0.25) -> str:
+        deadline = time.monotonic() + timeout
+        why = "not checked"
+        while time.monotonic() < deadline:
+            dead = [n for n in self.nodes() if not self.running(n)]
+            if dead:
+                raise DeployError("kraft-node exited on " + "; ".join(self.describe_failure(n) for n in dead))
+            ok, why = self.health()
+            if ok:
+                return why
+            time.sleep(poll)
+        raise DeployError(f"cluster not healthy after {timeout:g}s: {why}\n"
+                          + "\n".join(self.describe_failure(n) for n in self.nodes()))
+
+    def log_tail(self, node: str, lines: int = 20) -> str:
+        r = self.lab.host(node).run(f"tail -n {lines} {self.paths(node).log} 2>&1", timeout=10)
+        return r.stdout.rstrip()
+
+    def describe_failure(self, node: str) -> str:
+        h = self.lab.host(node)
+        state = "running" if self.running(node) else "not running"
+        tail = self.log_tail(node)
+        return f"{node} ({h.address}, {state}), last lines of {self.paths(node).log}:\n{tail}"
+
+    # -- collecting -------------------------------------------------------------------------------
+
+    def collect(self, run_nodes_dir: Path) -> dict[str, list[str]]:
+        """Copy each node's log, journal and server.properties into `run_nodes_dir/<node>/`;
+        returns what was copied per node (a missing file is skipped, an unreachable host raises)."""
+        def fetch(h: Host) -> list[str]:
+            p = self.paths(h.name)
+            dest = run_nodes_dir / h.name
+            dest.mkdir(parents=True, exist_ok=True)
+            got = []
+            for remote, local in ((p.log, "kraft-node.log"), (p.journal, "journal.jsonl"),
+                                  (p.config, "server.properties"), (p.clock_file, "clock.json")):
+                if h.run(f"test -f {shlex.quote(remote)}").ok:
+                    h.get(remote, str(dest / local))
+                    got.append(local)
+            return got
+
+        return self.lab.on(None, fetch)
+
+
+def quorum_leader(quorum: dict[str, Any]) -> int | None:
+    """The leader id in describe-quorum JSON (None when there is none)."""
+    for key in ("leader", "leader_id", "leaderId"):
+        if key in quorum:
+            value = quorum[key]
+            if isinstance(value, dict):
+                value = value.get("id", value.get("node_id"))
+            return None if value is None or int(value) < 0 else int(value)
+    raise ValueError(f"describe-quorum output has no leader: {quorum}")
+
+
+def unfenced_brokers(cluster: dict[str, Any]) -> set[int]:
+    """Ids of registered, unfenced brokers in describe-cluster JSON."""
+    brokers = cluster.get("brokers")
+    if not isinstance(brokers, list):
+        raise ValueError(f"describe-cluster output has no brokers list: {cluster}")
+    out = set()
+    for b in brokers:
+        bid = b.get("id", b.get("broker_id", b.get("node_id")))
+        fenced = b.get("fenced", str(b.get("state", "")).upper() == "FENCED")
+        if bid is not None and not fenced:
+            out.add(int(bid))
+    return out
+
+
+def load_deployment(lab: Lab) -> Deployment:
+    return Deployment(lab, DeploymentState.load(lab.name))
+
+
+# -- installing on SSH hosts -----------------------------------------------------------------------
+
+NODE_REQUIREMENTS = ("kio==0.6.5", "crc32c>=2.4")
+
+
+def build_wheelhouse(dest: Path | None = None) -> Path:
+    """The project's wheel and the node's own dependencies as wheels, so hosts install offline."""
+    dest = dest or Path(tempfile.mkdtemp(prefix="kraftlab-wheels-"))
+    pip = [sys.executable, "-m", "pip", "wheel", "-q", "-w", str(dest)]
+    for args in ([*pip, "--no-deps", str(ROOT)], [*pip, *NODE_REQUIREMENTS]):
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise DeployError(f"building wheels failed: {' '.join(args)}: {r.stderr.strip()[-1000:]}")
+    return dest
+
+
+def install_on_ssh_host(h: Host, wheelhouse: Path) -> None:
+    """A virtualenv at <workdir>/venv with the wheels, installed offline (no index)."""
+    remote = f"{h.workdir}/wheels"
+    h.run(f"rm -rf {remote}", check=True)
+    h.put(str(wheelhouse), remote)
+    r = h.run(f"command -v python3 >/dev/null || {{ echo 'python3 is missing: apt-get install -y python3 python3-venv'"
+              f" >&2; exit 1; }}; "
+              f"[ -x {h.workdir}/venv/bin/python ] || python3 -m venv {h.workdir}/venv || "
+              f"{{ echo 'cannot create a venv: apt-get install -y python3-venv' >&2; exit 1; }}; "
+              f"{h.workdir}/venv/bin/pip install -q --no-index --find-links {remote} --force-reinstall --no-deps "
+              f"{remote}/*.whl", timeout=600)
+    if not r.ok:
+        raise DeployError(f"{h.name}: installing the node failed: {r.stderr.strip()[-1000:]}")

@@ -1,0 +1,226 @@
+"""kraftlab.deploy on fake hosts: topologies, rendered server.properties (checked with the node's
+own parser), the commands it runs, health, failures a user can act on, and log collection."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from control.fake import FakeHost
+from control.host import CommandResult
+from control.lab import Lab
+from kraftlab.deploy import (
+    DAEMON,
+    DeployError,
+    Deployment,
+    DeploymentState,
+    NodePaths,
+    load_deployment,
+    plan,
+    quorum_leader,
+    random_cluster_id,
+    render_properties,
+    unfenced_brokers,
+)
+from node.config import config_from_properties, parse_properties
+
+
+def fake_lab(n: int = 5, backend: str = "netns") -> Lab:
+    return Lab("dlab", backend, [FakeHost(f"n{i}", f"10.9.0.{10 + i}", f"/w/n{i}") for i in range(1, n + 1)])
+
+
+def fakes(lab: Lab) -> list[FakeHost]:
+    return [h for h in lab.hosts if isinstance(h, FakeHost)]
+
+
+ADDRS = {f"n{i}": f"10.9.0.{10 + i}" for i in range(1, 6)}
+
+
+@pytest.mark.parametrize(("topology", "roles"), [
+    ("combined+brokers", ["broker,controller"] * 3 + ["broker"] * 2),
+    ("dedicated", ["controller"] * 3 + ["broker"] * 2),
+    ("combined", ["broker,controller"] * 5),
+])
+def test_topologies(topology: str, roles: list[str]) -> None:
+    specs = plan(topology, ADDRS)
+    assert [",".join(s.roles) for s in specs] == roles
+    assert [s.node_id for s in specs] == [1, 2, 3, 4, 5]
+
+
+def test_topology_errors() -> None:
+    with pytest.raises(ValueError, match="unknown topology"):
+        plan("ring", ADDRS)
+    with pytest.raises(ValueError, match="needs more than 3 hosts"):
+        plan("dedicated", {k: ADDRS[k] for k in ("n1", "n2", "n3")})
+
+
+@pytest.mark.parametrize("topology", ["combined+brokers", "dedicated", "combined"])
+def test_rendered_properties_parse_with_the_node(topology: str) -> None:
+    specs = plan(topology, ADDRS)
+    for spec in specs:
+        text = render_properties(spec, specs, NodePaths(f"/w/{spec.name}"), {"metadata.log.segment.bytes": "65536"})
+        cfg = config_from_properties(parse_properties(text))
+        assert cfg.node_id == spec.node_id and cfg.roles == frozenset(spec.roles)
+        assert [(v.node_id, v.host, v.port) for v in cfg.voters] == [
+            (s.node_id, s.address, 9093) for s in specs if s.controller]
+        assert cfg.is_broker == spec.broker and cfg.is_controller == spec.controller
+        if spec.broker:
+            assert cfg.advertised("PLAINTEXT").host == spec.address  # type: ignore[union-attr]
+        assert str(cfg.metadata_log_dir) == f"/w/{spec.name}/metadata"
+        assert str(cfg.journal_file) == f"/w/{spec.name}/data/journal.jsonl"
+        assert str(cfg.clock_file) == f"/w/{spec.name}/clock.json"
+        assert cfg.metadata_log_segment_bytes == 65536 and cfg.election_timeout_ms == 1000
+
+
+def test_cluster_id_is_a_kafka_uuid() -> None:
+    ids = {random_cluster_id() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{22}", i) and not i.startswith("-") for i in ids)
+
+
+def test_configure_format_start_commands(state_dir: Path) -> None:
+    lab = fake_lab()
+    d = Deployment.create(lab)
+    d.configure()
+    d.format()
+    d.start_all()
+    kraft = d.kraft_node("n1")
+    assert kraft.endswith("/bin/kraft-node")
+    for h in fakes(lab):
+        written = next(c for c in h.commands if "server.properties <<" in c)
+        body = written.split("<<'KRAFTLAB_EOF'\n", 1)[1].rsplit("KRAFTLAB_EOF", 1)[0]
+        assert f"node.id={h.name[1:]}" in body and "/w/" + h.name in body
+        fmt = [c for c in h.commands if " format " in c]
+        assert fmt == [f"{kraft} format --config /w/{h.name}/server.properties --cluster-id {d.state.cluster_id}"]
+        daemon = h.daemons[DAEMON]
+        assert daemon.command == f"{kraft} start --config /w/{h.name}/server.properties"
+        assert daemon.log_path == f"/w/{h.name}/kraft-node.log"
+    # reopened from its saved state
+    again = load_deployment(lab)
+    assert again.state == d.state and again.controllers() == ["n1", "n2", "n3"] and again.brokers() == d.nodes()
+
+
+def test_process_operations(state_dir: Path) -> None:
+    lab = fake_lab()
+    d = Deployment.create(lab, "dedicated")
+    d.start_all()
+    n2 = fakes(lab)[1]
+    d.pause("n2")
+    assert n2.daemons[DAEMON].state == "stopped" and d.running("n2")
+    d.resume("n2")
+    d.stop("n2")
+    assert n2.daemons[DAEMON].signals == [signal.SIGSTOP, signal.SIGCONT, signal.SIGCONT, signal.SIGTERM]
+    assert not d.running("n2")
+    d.start("n2")
+    old = d.pid("n2")
+    d.restart("n2")
+    assert d.running("n2") and d.pid("n2") != old
+    d.kill("n3")
+    assert not d.running("n3")
+    with pytest.raises(Exception, match="not running"):
+        d.pause("n3")
+    d.wipe("n3")
+    assert any(c.startswith("rm -rf /w/n3/data /w/n3/metadata") for c in fakes(lab)[2].commands)
+    d.reformat("n3")
+    assert fakes(lab)[2].commands[-1].endswith("--ignore-formatted")
+    with pytest.raises(Exception, match="stop kraft-node before wiping"):
+        d.wipe("n1")
+    assert d.clock_file("n4") == "/w/n4/clock.json" and d.metadata_log_dir("n4") == "/w/n4/metadata"
+
+
+def answer(quorum: dict[str, object], cluster: dict[str, object]) -> list[tuple[str, CommandResult]]:
+    return [("describe-quorum", CommandResult("", "", 0, json.dumps(quorum), "")),
+            ("describe-cluster", CommandResult("", "", 0, json.dumps(cluster), ""))]
+
+
+def test_wait_healthy(state_dir: Path) -> None:
+    lab = fake_lab()
+    d = Deployment.create(lab)
+    d.start_all()
+    state = {"leader": -1, "fenced": {4, 5}}
+
+    def quorum(_: str) -> CommandResult:
+        return CommandResult("", "", 0, json.dumps({"leader": state["leader"], "epoch": 3}), "")
+
+    def cluster(_: str) -> CommandResult:
+        fenced = state["fenced"]
+        assert isinstance(fenced, set)
+        brokers = [{"id": i, "fenced": i in fenced} for i in range(1, 6)]
+        return CommandResult("", "", 0, json.dumps({"cluster_id": "x", "brokers": brokers}), "")
+
+    for h in fakes(lab):
+        h.on("describe-quorum", quorum)
+        h.on("describe-cluster", cluster)
+    assert d.health() == (False, "no quorum leader yet")
+    state["leader"] = 2
+    ok, why = d.health()
+    assert not ok and "[4, 5]" in why
+    assert d.active_controller() == "n2"
+    state["fenced"] = set()
+    assert d.wait_healthy(1.0) == "leader 2, brokers [1, 2, 3, 4, 5] unfenced"
+
+
+def test_a_node_that_dies_is_named_with_its_log(state_dir: Path) -> None:
+    lab = fake_lab()
+    d = Deployment.create(lab)
+    d.start_all()
+    n4 = fakes(lab)[3]
+    n4.on(r"tail -n 20 /w/n4/kraft-node.log", n4.reply("", 0, "Traceback\nConfigError: bad listener\n"))
+    n4.daemons[DAEMON].state = "dead"
+    with pytest.raises(DeployError) as exc:
+        d.wait_healthy(2.0)
+    assert "n4 (10.9.0.14, not running)" in str(exc.value) and "ConfigError: bad listener" in str(exc.value)
+
+
+def test_not_healthy_in_time_says_why(state_dir: Path) -> None:
+    lab = fake_lab(3, "netns")
+    d = Deployment.create(lab, "combined")
+    d.start_all()
+    for h in fakes(lab):
+        h.on("describe-quorum", h.reply("", 1, "", "connection refused"))
+    with pytest.raises(DeployError, match=r"(?s)not healthy after 0.3s: describe-quorum failed.*connection refused"):
+        d.wait_healthy(0.3, poll=0.05)
+
+
+def test_install_reports_a_missing_executable(state_dir: Path) -> None:
+    lab = fake_lab(3, "docker")
+    d = Deployment.create(lab, "combined")
+    fakes(lab)[1].on(r"^test -x", CommandResult("", "", 1, "", ""))
+    with pytest.raises(DeployError, match=r"not installed on n2 \(no /opt/kraftlab/venv/bin/kraft-node\)"):
+        d.install()
+
+
+def test_collect(state_dir: Path, tmp_path: Path) -> None:
+    lab = fake_lab(2, "netns")
+    d = Deployment.create(lab, "combined")
+    for h in fakes(lab):
+        h.files[f"/w/{h.name}/kraft-node.log"] = b"log of " + h.name.encode()
+        h.files[f"/w/{h.name}/data/journal.jsonl"] = b'{"ev":"start"}\n'
+        h.on(r"^test -f", lambda c, h=h: h.reply(c, 0 if c.split()[-1].strip("'") in h.files else 1))
+    got = d.collect(tmp_path / "nodes")
+    assert got == {"n1": ["kraft-node.log", "journal.jsonl"], "n2": ["kraft-node.log", "journal.jsonl"]}
+    assert (tmp_path / "nodes" / "n2" / "kraft-node.log").read_text() == "log of n2"
+
+
+def test_describe_parsers() -> None:
+    assert quorum_leader({"leader": 3}) == 3
+    assert quorum_leader({"leader_id": -1}) is None
+    assert quorum_leader({"leader": {"id": 2}}) == 2
+    with pytest.raises(ValueError):
+        quorum_leader({"epoch": 1})
+    assert unfenced_brokers({"brokers": [{"id": 1, "fenced": False}, {"broker_id": 2, "state": "FENCED"},
+                                         {"node_id": 3}]}) == {1, 3}
+    with pytest.raises(ValueError):
+        unfenced_brokers({})
+
+
+def test_state_round_trip(state_dir: Path) -> None:
+    lab = fake_lab()
+    d = Deployment.create(lab, "combined", {"kraftlab.unsafe.test.mode": "true"}, cluster_id="AAAAAAAAAAAAAAAAAAAAAA")
+    assert DeploymentState.load("dlab") == d.state
+    with pytest.raises(LookupError, match="no deployment"):
+        DeploymentState.load("other")
