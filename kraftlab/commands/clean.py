@@ -1,5 +1,8 @@
-"""`kraftlab clean --lab NAME | --all`: remove what a killed run left behind (namespaces, links,
-bridge, iptables rules, processes, hosts files, state files, containers)."""
+"""`kraftlab clean --lab NAME | --all`: remove what a killed run left behind. First the faults in
+force are healed on hosts that survive (the nemesis ledger: iptables chains, qdiscs, clock files,
+paused nodes), then the lab is removed: namespaces, links, bridge, iptables rules, processes,
+hosts files and state file for namespace labs (found by prefix even without a state file);
+daemons and state file for SSH/Vagrant labs; containers and network for Docker labs."""
 
 from __future__ import annotations
 
@@ -7,8 +10,10 @@ import argparse
 import sys
 from typing import Any
 
-from control.labs import clean
+from control.host import HostError
+from control.labs import clean, load_lab
 from control.preflight import SetupError, require_root
+from control.state import list_states
 
 
 def register(subparsers: Any) -> None:
@@ -19,9 +24,27 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_clean)
 
 
+def heal_faults(name: str) -> str:
+    """Undo nemesis faults on the lab's hosts (best effort); a line saying what happened."""
+    from nemesis.cleanup import clean_lab
+
+    try:
+        with load_lab(name) as lab:
+            outcome = clean_lab(lab)
+    except (LookupError, HostError, OSError, ValueError) as exc:
+        return f"{name}: faults not healed ({exc})"
+    failed = outcome.get("failed") or {}
+    return f"{name}: faults healed on {len(outcome.get('hosts', []))} hosts" + (f", failed on {failed}" if failed
+                                                                               else "")
+
+
 def _clean(args: argparse.Namespace) -> int:
     try:
         require_root("kraftlab clean")
+        names = [s.name for s in list_states()] if args.all else [args.lab]
+        for name in names:
+            if any(s.name == name for s in list_states()):
+                print(heal_faults(name))
         report = clean(args.lab, everything=args.all)
     except (SetupError, ValueError, OSError) as exc:
         print(f"kraftlab clean: {exc}", file=sys.stderr)
