@@ -1,0 +1,105 @@
+"""Schedules: package parsing, seeded determinism, alternation, save/load, replay through a runner."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Recorded
+
+from nemesis.core import Nemesis
+from nemesis.fakes import FakeNodeControl
+from nemesis.runner import ScheduleRunner
+from nemesis.schedule import PACKAGES, STOPS, ScheduleError, generate, load, parse_packages, save
+
+NODES = ["n1", "n2", "n3", "n4", "n5"]
+KW = {"nodes": NODES, "controllers": NODES[:3], "brokers": NODES[3:]}
+
+
+def test_parse_packages() -> None:
+    assert parse_packages("none") == [] == parse_packages("")
+    assert parse_packages("all") == list(PACKAGES)
+    assert parse_packages("kill, partition,kill") == ["kill", "partition"]
+    with pytest.raises(ScheduleError, match="unknown nemesis bogus"):
+        parse_packages("partition,bogus")
+
+
+def test_same_seed_same_schedule_other_seed_other() -> None:
+    a = generate(PACKAGES, seed=7, interval=5, duration=300, **KW)
+    b = generate(PACKAGES, seed=7, interval=5, duration=300, **KW)
+    c = generate(PACKAGES, seed=8, interval=5, duration=300, **KW)
+    assert a.to_json() == b.to_json()
+    assert a.steps != c.steps
+    assert len(a.steps) == 59 and a.steps[0].at == 5.0 and a.steps[-1].at == 295.0
+
+
+def test_each_package_alternates_start_and_stop() -> None:
+    sched = generate(PACKAGES, seed=3, interval=1, duration=400, **KW)
+    for package in PACKAGES:
+        fs = [s.f for s in sched.steps if s.package == package]
+        assert fs, package
+        stops = [f == STOPS[package][0] for f in fs]
+        assert stops == [i % 2 == 1 for i in range(len(fs))], package
+
+
+def test_choices_are_concrete_except_the_active_controller() -> None:
+    sched = generate(["kill", "pause", "partition"], seed=11, interval=1, duration=200, **KW)
+    for step in sched.steps:
+        if step.f in ("kill", "graceful-stop", "pause"):
+            assert ("nodes" in step.value) != (step.value.get("target") == "controller"), step
+        if step.f == "start-partition":
+            assert isinstance(step.value["seed"], int)
+
+
+def test_none_is_empty() -> None:
+    assert generate([], seed=1, interval=1, duration=100, **KW).steps == []
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    sched = generate(PACKAGES, seed=5, interval=2, duration=60, **KW)
+    path = save(sched, tmp_path / "run")
+    assert json.loads(path.read_text())["version"] == 1
+    assert load(tmp_path / "run").to_json() == sched.to_json()
+    with pytest.raises(ScheduleError, match="no nemesis schedule"):
+        load(tmp_path / "nowhere")
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ScheduleError):
+        load(tmp_path / "bad.json")
+
+
+def replay(tmp_path: Path, seed: int) -> list[dict]:
+    control = FakeNodeControl()
+    sched = generate(PACKAGES, seed=seed, interval=0.001, duration=0.08, nodes=control.nodes(),
+                     controllers=control.controllers(), brokers=[n for n in control.nodes()
+                                                                 if n not in control.controllers()])
+    save(sched, tmp_path)
+    recorded = Recorded()
+    nemesis = Nemesis("r", control, recorder=recorded, seed=99, local_boot_id="x")
+    ScheduleRunner(nemesis, load(tmp_path)).run()
+    assert nemesis.status() == {}
+    assert all(f.state == "running" for f in control.nodes_by_name.values())
+    return [{k: op[k] for k in ("type", "f", "value")} for op in recorded]
+
+
+def test_replay_repeats_the_same_ops_and_heals_at_the_end(tmp_path: Path) -> None:
+    first = replay(tmp_path / "a", 21)
+    second = replay(tmp_path / "b", 21)
+    assert first == second
+    assert len(first) > 20
+    assert {op["f"] for op in first} >= {"start-partition", "stop-partition"}
+
+
+def test_runner_stops_early_and_heals() -> None:
+    control = FakeNodeControl()
+    sched = generate(["kill"], seed=1, interval=0.05, duration=60, nodes=control.nodes(),
+                     controllers=control.controllers(), brokers=control.brokers())
+    nemesis = Nemesis("s", control, seed=1)
+    runner = ScheduleRunner(nemesis, sched)
+    runner.start()
+    time.sleep(0.3)
+    runner.stop()
+    assert 1 <= len(runner.done) < len(sched.steps)
+    assert nemesis.status() == {}
+    assert all(f.state == "running" for f in control.nodes_by_name.values())

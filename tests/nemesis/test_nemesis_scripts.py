@@ -1,0 +1,102 @@
+"""The shell/python commands the nemesis sends, run for real on this machine against temporary
+files: the clock control file and each disk damage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from nemesis.clockfile import ClockSetting, parse, write_command
+from nemesis.disk import PARTITION_DIR, damage_command
+from nemesis.netfilter import MAX_CHAIN, loss_chain, partition_chain
+
+
+def sh(command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
+
+
+def test_clock_file_written_atomically_with_the_host_monotonic_anchor(tmp_path: Path) -> None:
+    path = tmp_path / "node" / "clock.json"
+    before = time.monotonic_ns()
+    result = sh(write_command(str(path), ClockSetting(offset_ms=-30000.0, rate=1.5)))
+    after = time.monotonic_ns()
+    assert result.returncode == 0, result.stderr
+    setting = parse(path.read_text())
+    assert setting.offset_ms == -30000.0 and setting.rate == 1.5
+    assert before <= setting.anchor_mono_ns <= after
+    assert int(result.stdout) == setting.anchor_mono_ns
+    assert set(json.loads(path.read_text())) == {"offset_ms", "rate", "anchor_mono_ns"}
+    assert not (tmp_path / "node" / "clock.json.tmp").exists()
+    sh(write_command(str(path), ClockSetting(offset_ms=5.0, anchor_mono_ns=42)))
+    assert parse(path.read_text()) == ClockSetting(5.0, 1.0, 42)
+
+
+@pytest.fixture
+def meta(tmp_path: Path) -> Path:
+    part = tmp_path / "meta" / PARTITION_DIR
+    part.mkdir(parents=True)
+    (part / f"{0:020d}.log").write_bytes(bytes(range(256)) * 4)
+    (part / f"{1024:020d}.log").write_bytes(b"\x01" * 500)
+    (part / f"{1024:020d}-{3:010d}.checkpoint").write_bytes(b"\x02" * 300)
+    (part / "quorum-state").write_text('{"leaderEpoch": 3}')
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "meta.properties").write_text("node.id=1\n")
+    return tmp_path
+
+
+def damage(meta: Path, action: str, seed: int = 1, amount: int = 100) -> dict:
+    result = sh(damage_command(action, str(meta / "meta"), str(meta / "data"), seed, amount))
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_truncate_tail_cuts_the_last_segment(meta: Path) -> None:
+    done = damage(meta, "truncate-tail", amount=120)
+    last = meta / "meta" / PARTITION_DIR / f"{1024:020d}.log"
+    assert done == {"action": "truncate-tail", "file": str(last), "old_size": 500, "new_size": 380}
+    assert last.stat().st_size == 380
+    assert (meta / "meta" / PARTITION_DIR / f"{0:020d}.log").stat().st_size == 1024
+
+
+def test_flip_bits_flips_exactly_the_reported_bits(meta: Path) -> None:
+    part = meta / "meta" / PARTITION_DIR
+    originals = {p: p.read_bytes() for p in part.iterdir()}
+    done = damage(meta, "flip-bits", seed=5, amount=3)
+    assert done["action"] == "flip-bits" and len(done["flips"]) == 3
+    changed = Path(done["file"])
+    new, old = changed.read_bytes(), originals[changed]
+    expected = bytearray(old)
+    for pos, bit in done["flips"]:
+        expected[pos] ^= 1 << bit
+    assert new == bytes(expected)
+    assert new != old or len({tuple(f) for f in done["flips"]}) < 3
+    assert all(p.read_bytes() == b for p, b in originals.items() if p != changed)
+    again = damage(meta, "flip-bits", seed=5, amount=3)  # seeded: same file and positions
+    assert again["file"] == done["file"] and again["flips"] == done["flips"]
+
+
+def test_delete_quorum_state_and_wipe(meta: Path) -> None:
+    assert damage(meta, "delete-quorum-state")["existed"] is True
+    assert not (meta / "meta" / PARTITION_DIR / "quorum-state").exists()
+    assert damage(meta, "delete-quorum-state")["existed"] is False
+    done = damage(meta, "wipe")
+    assert os.listdir(meta / "meta") == [] and os.listdir(meta / "data") == []
+    assert len(done["removed"]) == 2
+
+
+def test_damage_without_segments_fails_loudly(tmp_path: Path) -> None:
+    result = sh(damage_command("truncate-tail", str(tmp_path), str(tmp_path), 1, 10))
+    assert result.returncode != 0 and "no log segment" in result.stderr
+
+
+def test_chain_names_fit_iptables_and_differ_per_lab() -> None:
+    long_a, long_b = "a-very-long-lab-name-for-tests-1", "a-very-long-lab-name-for-tests-2"
+    for name in ("default", long_a, "x y"):
+        assert len(loss_chain(name)) <= MAX_CHAIN and len(partition_chain(name)) <= MAX_CHAIN
+    assert partition_chain(long_a) != partition_chain(long_b)
+    assert partition_chain("default") == "KRAFTLAB-default"
