@@ -1,0 +1,123 @@
+"""Lab benchmarks: `lab up`/`lab down` of a five-host namespace lab, per-command latency over SSH on
+a reused connection (sshd in namespaces), a namespace command for comparison, and, when the node
+exists, deploy + healthy. Prints medians. Run as root: `.venv/bin/python bench/bench_lab.py`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from control import sshd_lab
+from control.labs import lab_down, lab_up
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def bench_netns(rounds: int) -> None:
+    ups, downs = [], []
+    for _ in range(rounds):
+        name = "b" + secrets.token_hex(4)
+        t = time.perf_counter()
+        lab = lab_up(name, "netns", 5)
+        ups.append(time.perf_counter() - t)
+        lab.close()
+        t = time.perf_counter()
+        lab_down(name)
+        downs.append(time.perf_counter() - t)
+    print(f"netns lab up (5 hosts):   median {ms(statistics.median(ups))} over {rounds} (target <= 5 s)")
+    print(f"netns lab down (5 hosts): median {ms(statistics.median(downs))}")
+
+
+def bench_commands(commands: int) -> None:
+    name = "b" + secrets.token_hex(4)
+    key_dir = Path("/run/kraftlab") / f"bench-ssh-{name}"
+    lab = lab_up(name, "netns", 5)
+    try:
+        nodes_file = sshd_lab.start(lab, key_dir)
+        ns = lab.host("n1")
+        samples = []
+        for _ in range(max(20, commands // 10)):
+            t = time.perf_counter()
+            ns.run("true", check=True)
+            samples.append(time.perf_counter() - t)
+        print(f"netns command (ip netns exec):      median {ms(statistics.median(samples))}")
+        ssh = lab_up(name + "s", "ssh", nodes_file=str(nodes_file), accept_new_host_keys=True)
+        try:
+            h = ssh.host("n1")
+            t = time.perf_counter()
+            h.run("true", check=True)
+            print(f"ssh first command (connect + auth):  {ms(time.perf_counter() - t)}")
+            samples = []
+            for _ in range(commands):
+                t = time.perf_counter()
+                h.run("true", check=True)
+                samples.append(time.perf_counter() - t)
+            samples.sort()
+            print(f"ssh command, reused connection:      median {ms(statistics.median(samples))}, "
+                  f"p95 {ms(samples[int(len(samples) * 0.95)])} over {commands} (target <= 10 ms)")
+            t = time.perf_counter()
+            for _ in range(20):
+                ssh.run("true", check=True)
+            print(f"ssh command on all 5 hosts (parallel): mean {ms((time.perf_counter() - t) / 20)}")
+        finally:
+            ssh.close()
+            lab_down(name + "s")
+    finally:
+        lab.close()
+        lab_down(name)
+        shutil.rmtree(key_dir, ignore_errors=True)
+
+
+def bench_deploy(rounds: int) -> None:
+    try:
+        import node.cli  # noqa: F401
+    except ImportError:
+        print("deploy + healthy (netns): skipped, the node (node/cli.py) does not exist yet")
+        return
+    from kraftlab.deploy import Deployment
+
+    times = []
+    for _ in range(rounds):
+        name = "b" + secrets.token_hex(4)
+        t = time.perf_counter()
+        lab = lab_up(name, "netns", 5)
+        try:
+            Deployment.create(lab).deploy(wait=60)
+            times.append(time.perf_counter() - t)
+        except Exception as exc:
+            print(f"deploy + healthy (netns): failed: {exc}")
+            return
+        finally:
+            lab.close()
+            lab_down(name)
+    print(f"lab up + deploy + healthy (netns, 5 hosts): median {ms(statistics.median(times))} over {rounds}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--commands", type=int, default=500)
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        print("bench_lab needs root (network namespaces)", file=sys.stderr)
+        return 1
+    os.environ.setdefault("KRAFTLAB_STATE_DIR", tempfile.mkdtemp(prefix="kraftlab-bench-"))
+    bench_netns(args.rounds)
+    bench_commands(args.commands)
+    bench_deploy(max(1, args.rounds // 2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
