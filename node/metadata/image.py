@@ -73,6 +73,7 @@ class PartitionInfo:
     leader: int = NO_LEADER
     leader_epoch: int = 0
     partition_epoch: int = 0
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def reassigning(self) -> bool:
@@ -169,6 +170,7 @@ class MetadataImage:
                     leader=record.leader,
                     leader_epoch=record.leader_epoch,
                     partition_epoch=record.partition_epoch,
+                    last_known_elr=record.last_known_elr,
                 )
             case PartitionChangeRecord():
                 self._apply_partition_change(record)
@@ -229,6 +231,7 @@ class MetadataImage:
             leader=leader,
             leader_epoch=leader_epoch,
             partition_epoch=p.partition_epoch + 1,
+            last_known_elr=p.last_known_elr if record.last_known_elr is None else record.last_known_elr,
         )
 
     # ---- copies, snapshots, canonical form ----------------------------------------------
@@ -277,6 +280,7 @@ class MetadataImage:
                         leader=p.leader,
                         leader_epoch=p.leader_epoch,
                         partition_epoch=p.partition_epoch,
+                        last_known_elr=p.last_known_elr,
                     )
                 )
         for (rtype, rname), entries in sorted(self.configs.items()):

@@ -7,6 +7,8 @@ schemas), so kio's `entity_writer`/`entity_reader` do the bytes, tagged fields i
 
 Type ids and field layouts follow today's Apache Kafka metadata schemas (RegisterBrokerRecord
 at version 1, which has InControlledShutdown; FenceBrokerRecord's fields are `Id`/`Epoch`).
+`LastKnownElr` (KIP-966's tagged field) remembers the last ISR member of a partition whose ISR
+became empty when that broker was fenced, so it can lead again once unfenced (never unclean).
 
 `to_json` turns a record into the dump format of KIP-631's decoder example:
 `{"type": "TOPIC_RECORD", "version": 0, "data": {...}}` with camelCase keys and Kafka's
@@ -127,6 +129,7 @@ class PartitionRecord:
     leader: int = _f("int32", default=-1)
     leader_epoch: int = _f("int32", default=-1)
     partition_epoch: int = _f("int32", default=-1)
+    last_known_elr: tuple[int, ...] = _tag("int32", 2, default=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,6 +161,7 @@ class PartitionChangeRecord:
     replicas: tuple[int, ...] | None = _tag("int32", 2, default=None)
     removing_replicas: tuple[int, ...] | None = _tag("int32", 3, default=None)
     adding_replicas: tuple[int, ...] | None = _tag("int32", 4, default=None)
+    last_known_elr: tuple[int, ...] | None = _tag("int32", 7, default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

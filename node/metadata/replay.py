@@ -24,6 +24,8 @@ class CommittedReplay:
         self.next_offset = 0
         self.last_epoch = 0
         self.last_snapshot: OffsetAndEpoch | None = None
+        self.new_bytes = 0
+        """Bytes of metadata records applied since the last snapshot (metadata.snapshot.max.new.record.bytes)."""
         self.journal_applies = journal_applies
         self.events: list[JournalEvent] = []
 
@@ -36,6 +38,7 @@ class CommittedReplay:
         self.next_offset = snapshot_id.offset
         self.last_epoch = snapshot_id.epoch
         self.last_snapshot = snapshot_id
+        self.new_bytes = 0
 
     def apply_batch(self, batch: Batch) -> bool:
         """Apply one committed batch; False if it was already applied (below `next_offset`)."""
@@ -50,6 +53,7 @@ class CommittedReplay:
                 if metadata is None:
                     continue
                 self.image.apply(metadata)
+                self.new_bytes += len(rec.value or b"")
                 if self.journal_applies:
                     self.events.append(
                         JournalEvent("apply", {"offset": offset, "type": type_name(metadata), "crc": rec.crc()})
@@ -63,4 +67,5 @@ class CommittedReplay:
             return None
         snapshot_id = OffsetAndEpoch(self.next_offset, self.last_epoch)
         self.last_snapshot = snapshot_id
+        self.new_bytes = 0
         return snapshot_id, [to_log_record(r) for r in self.image.to_records()]

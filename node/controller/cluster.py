@@ -1,0 +1,191 @@
+"""Broker membership on the active controller: registration, heartbeats, leases, fencing.
+
+- BrokerRegistration: the cluster id must match (INCONSISTENT_CLUSTER_ID, today's name of
+  KIP-631's INVALID_CLUSTER_ID); a different incarnation while the current one's lease is live
+  gets DUPLICATE_BROKER_REGISTRATION; a retry from the same incarnation gets the same epoch and
+  writes nothing; the broker must support every finalized feature level (UNSUPPORTED_VERSION);
+  otherwise a fenced RegisterBrokerRecord whose offset is the new broker epoch.
+- BrokerHeartbeat: BROKER_ID_NOT_REGISTERED / STALE_BROKER_EPOCH, else the lease is renewed;
+  unfenced when it asks (WantFence false) and has replayed its own registration; WantShutDown
+  moves its leaderships and ISR memberships away and ShouldShutDown is answered once it leads
+  nothing; WantFence on an unfenced broker fences it.
+- Leases live in memory on the active controller only; a newly active controller grants every
+  registered broker a fresh one. An expired lease fences the broker: FenceBrokerRecord, then
+  the broker leaves every ISR and leadership (partitions.remove_broker).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from node.controller.messages import error_name
+from node.controller.partitions import leads_any, recover_leaderless, remove_broker
+from node.controller.write import Outcome, Write
+from node.metadata.image import MetadataImage
+from node.metadata.journal import JournalEvent
+from node.metadata.records import (
+    BrokerEndpoint,
+    BrokerFeature,
+    BrokerRegistrationChangeRecord,
+    FenceBrokerRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+
+class Leases:
+    """Last contact per broker (active controller only) and the sampled `lease` journal events."""
+
+    def __init__(self, session_timeout_ms: int, journal_interval_ms: int) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.journal_interval_ms = journal_interval_ms
+        self.last_contact: dict[int, int] = {}
+        self._journaled: dict[int, int] = {}
+
+    def touch(self, broker: int, now_ms: int, events: list[JournalEvent]) -> None:
+        self.last_contact[broker] = now_ms
+        last = self._journaled.get(broker)
+        if last is None or now_ms - last >= self.journal_interval_ms:
+            self._journaled[broker] = now_ms
+            events.append(JournalEvent("lease", {"broker": broker, "expires_ms": now_ms + self.session_timeout_ms}))
+
+    def alive(self, broker: int, now_ms: int) -> bool:
+        last = self.last_contact.get(broker)
+        return last is not None and now_ms - last < self.session_timeout_ms
+
+    def forget(self, broker: int) -> None:
+        self.last_contact.pop(broker, None)
+        self._journaled.pop(broker, None)
+
+    def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
+        """Unfenced brokers whose lease ran out (a broker with no lease entry gets one first)."""
+        return sorted(
+            b.id
+            for b in image.brokers.values()
+            if not b.fenced and b.id in self.last_contact and not self.alive(b.id, now_ms)
+        )
+
+    def next_expiry_ms(self, image: MetadataImage) -> int | None:
+        times = [t + self.session_timeout_ms for b, t in self.last_contact.items() if b in image.brokers]
+        return min(times) if times else None
+
+
+def _decision(api: str, broker: int, epoch: int, code: ErrorCode, **extra: Any) -> dict[str, Any]:
+    return {"api": api, "broker": broker, "broker_epoch": epoch, "error": error_name(code), **extra}
+
+
+def _features_ok(image: MetadataImage, features: Any) -> bool:
+    offered = {f.name: (f.min_supported_version, f.max_supported_version) for f in features}
+    for name, level in image.features.items():
+        lo_hi = offered.get(name)
+        if lo_hi is None or not lo_hi[0] <= level <= lo_hi[1]:
+            return False
+    return True
+
+
+def register(w: Write, req: Any, leases: Leases) -> Outcome:
+    bid, incarnation = req.broker_id, req.incarnation_id
+    existing = w.image.brokers.get(bid)
+
+    def answer(code: ErrorCode, epoch: int = -1) -> Outcome:
+        d = _decision("BrokerRegistration", bid, epoch, code, incarnation=str(incarnation))
+        return Outcome({"error_code": code, "broker_epoch": epoch}, [d])
+
+    if req.cluster_id != w.config.cluster_id:
+        return answer(ErrorCode.inconsistent_cluster_id)
+    if existing is not None and existing.incarnation_id == incarnation:
+        leases.touch(bid, w.now_ms, w.events)
+        return answer(ErrorCode.none, existing.epoch)
+    if existing is not None and leases.alive(bid, w.now_ms):
+        return answer(ErrorCode.duplicate_broker_registration)
+    if not _features_ok(w.image, req.features):
+        return answer(ErrorCode.unsupported_version)
+    epoch = w.offset_of_next_record()
+    w.emit(
+        RegisterBrokerRecord(
+            broker_id=bid,
+            incarnation_id=incarnation,
+            broker_epoch=epoch,
+            end_points=tuple(
+                BrokerEndpoint(name=li.name, host=li.host, port=li.port, security_protocol=li.security_protocol)
+                for li in req.listeners
+            ),
+            features=tuple(
+                BrokerFeature(
+                    name=f.name,
+                    min_supported_version=f.min_supported_version,
+                    max_supported_version=f.max_supported_version,
+                )
+                for f in req.features
+            ),
+            rack=req.rack,
+            fenced=True,
+            in_controlled_shutdown=False,
+        )
+    )
+    # A replaced registration's old incarnation must not stay in any ISR or lead.
+    remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
+    leases.touch(bid, w.now_ms, w.events)
+    return answer(ErrorCode.none, epoch)
+
+
+def heartbeat(w: Write, req: Any, leases: Leases) -> Outcome:
+    bid, epoch = req.broker_id, req.broker_epoch
+    b = w.image.brokers.get(bid)
+
+    def answer(code: ErrorCode, *, caught_up: bool = False, fenced: bool = True, shut_down: bool = False) -> Outcome:
+        d = _decision("BrokerHeartbeat", bid, epoch, code, fenced=fenced, shut_down=shut_down)
+        values = {"error_code": code, "is_caught_up": caught_up, "is_fenced": fenced, "should_shut_down": shut_down}
+        return Outcome(values, [d])
+
+    if b is None:
+        return answer(ErrorCode.broker_id_not_registered)
+    if b.epoch != epoch:
+        return answer(ErrorCode.stale_broker_epoch)
+    leases.touch(bid, w.now_ms, w.events)
+    caught_up = req.current_metadata_offset >= b.epoch
+    unclean = w.config.unclean_leader_election
+    if b.fenced:
+        if not req.want_fence and not req.want_shut_down and caught_up:
+            w.emit(UnfenceBrokerRecord(id=bid, epoch=epoch))
+            w.fence_event(bid, "unfence", "heartbeat", epoch)
+            recover_leaderless(w.image, bid, w.emit, unclean=unclean)
+    elif req.want_fence:
+        fence(w, bid, epoch, "requested")
+    elif req.want_shut_down:
+        if not b.in_controlled_shutdown:
+            w.emit(BrokerRegistrationChangeRecord(broker_id=bid, broker_epoch=epoch, in_controlled_shutdown=1))
+            w.fence_event(bid, "shutdown", "controlled shutdown", epoch)
+        remove_broker(w.image, bid, w.emit, unclean=unclean)
+    after = w.image.brokers[bid]
+    shut_down = bool(req.want_shut_down) and (
+        after.fenced or (after.in_controlled_shutdown and not leads_any(w.image, bid))
+    )
+    return answer(ErrorCode.none, caught_up=caught_up, fenced=after.fenced, shut_down=shut_down)
+
+
+def fence(w: Write, bid: int, epoch: int, reason: str) -> None:
+    """Fence an unfenced broker and take it out of every ISR and leadership."""
+    w.emit(FenceBrokerRecord(id=bid, epoch=epoch))
+    w.fence_event(bid, "fence", reason, epoch)
+    remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
+
+
+def fence_expired(w: Write, leases: Leases) -> None:
+    for bid in leases.expired(w.image, w.now_ms):
+        fence(w, bid, w.image.brokers[bid].epoch, "session timeout")
+
+
+def unregister(w: Write, req: Any, leases: Leases) -> Outcome:
+    bid = req.broker_id
+    b = w.image.brokers.get(bid)
+    epoch = b.epoch if b is not None else -1
+    if b is not None:
+        w.emit(UnregisterBrokerRecord(broker_id=bid, broker_epoch=b.epoch))
+        w.fence_event(bid, "fence", "unregistered", b.epoch)
+        remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
+        leases.forget(bid)
+    return Outcome({"error_code": ErrorCode.none}, [_decision("UnregisterBroker", bid, epoch, ErrorCode.none)])

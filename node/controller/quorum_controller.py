@@ -1,0 +1,273 @@
+"""The QuorumController: a Raft StateMachine, active on the leader and a hot standby elsewhere.
+
+Every controller replays committed batches into its committed image (`CommittedReplay`). When
+its node becomes the Raft leader it claims the epoch and, once its committed image has caught
+up to the epoch's first batch (the leader's LeaderChangeMessage), becomes *active*: it copies
+the committed image into a "future" image, grants every registered broker a fresh lease, and
+writes the bootstrap metadata.version if none is finalized.
+
+An active controller decides a request against the future image (`Write`), appends the records
+as one batch, replays them into the future image at once, and holds the response until the
+batch is committed (a request that wrote nothing waits for everything written before it, so its
+answer never shows uncommitted state). Losing leadership (a leader change, or `NotLeader` from
+an append) reverts: the future image is dropped and every held request is answered
+NOT_CONTROLLER. A standby answers NOT_CONTROLLER at once.
+
+Outputs accumulate and are collected with `take_outputs()`: `Reply(token, response)` and
+`JournalEvent`s (`apply`, `fence`, `decision`, `lease`). The core never reads a clock: time
+comes as `now_ms` with requests and ticks.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from node.controller import alter_partition as ap
+from node.controller import cluster, reassignment, topics
+from node.controller.messages import api_name, error_name, respond
+from node.controller.ports import (
+    METADATA_VERSION,
+    METADATA_VERSION_FEATURE,
+    ControllerConfig,
+    MetadataWriter,
+    NotLeader,
+    Reply,
+)
+from node.controller.write import Outcome, Write
+from node.metadata.image import MetadataImage
+from node.metadata.journal import JournalEvent
+from node.metadata.records import FeatureLevelRecord, to_log_record
+from node.metadata.replay import CommittedReplay
+from node.raft.ports import Batch, OffsetAndEpoch, Record
+
+Output = Reply | JournalEvent
+Handler = Callable[[Write, Any], Outcome]
+
+CONTROLLER_APIS = (
+    "BrokerRegistration",
+    "BrokerHeartbeat",
+    "UnregisterBroker",
+    "CreateTopics",
+    "DeleteTopics",
+    "AlterPartition",
+    "AlterPartitionReassignments",
+    "ListPartitionReassignments",
+    "ElectLeaders",
+)
+
+
+@dataclass
+class _Held:
+    last_offset: int
+    token: Any
+    request: Any
+    response: Any
+    decisions: list[dict[str, Any]]
+
+
+class QuorumController:
+    def __init__(self, config: ControllerConfig, log: MetadataWriter) -> None:
+        self.config = config
+        self.log = log
+        self.rng = random.Random(config.seed)
+        self.replay = CommittedReplay()
+        self.leases = cluster.Leases(config.session_timeout_ms, config.lease_journal_interval_ms)
+        self.leader_id: int | None = None
+        self.epoch = 0
+        self._claimed_epoch: int | None = None
+        self._future: MetadataImage | None = None
+        self._next_offset = 0
+        self._held: deque[_Held] = deque()
+        self._needs_activation_work = False
+        self._outbox: list[Output] = []
+        self._handlers: dict[str, Handler] = {
+            "BrokerRegistration": lambda w, r: cluster.register(w, r, self.leases),
+            "BrokerHeartbeat": lambda w, r: cluster.heartbeat(w, r, self.leases),
+            "UnregisterBroker": lambda w, r: cluster.unregister(w, r, self.leases),
+            "CreateTopics": topics.create_topics,
+            "DeleteTopics": topics.delete_topics,
+            "AlterPartition": ap.alter_partition,
+            "AlterPartitionReassignments": reassignment.alter_reassignments,
+            "ListPartitionReassignments": lambda w, r: reassignment.list_reassignments(w.image, r),
+            "ElectLeaders": reassignment.elect_leaders,
+        }
+
+    # ---- queries -------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._future is not None
+
+    @property
+    def committed_image(self) -> MetadataImage:
+        return self.replay.image
+
+    @property
+    def future_image(self) -> MetadataImage:
+        """The uncommitted state when active, else the committed one."""
+        return self._future if self._future is not None else self.replay.image
+
+    @property
+    def committed_offset(self) -> int:
+        """Exclusive end offset of the committed metadata applied here."""
+        return self.replay.next_offset
+
+    def held_requests(self) -> int:
+        return len(self._held)
+
+    def next_deadline_ms(self) -> int | None:
+        """When the driver should call `tick` next at the latest (the earliest lease expiry)."""
+        return self.leases.next_expiry_ms(self._future) if self._future is not None else None
+
+    def take_outputs(self) -> list[Output]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    # ---- StateMachine --------------------------------------------------------------------
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record]) -> None:
+        if self.active:
+            self._renounce()
+        self.replay.load_snapshot(snapshot_id, records)
+
+    def handle_commit(self, batches: Sequence[Batch]) -> None:
+        for batch in batches:
+            self.replay.apply_batch(batch)
+            self._outbox.extend(self.replay.take_events())
+            if self._claimed_epoch is not None and batch.epoch >= self._claimed_epoch:
+                self._activate()
+        self._release_committed()
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int, local_is_leader: bool) -> None:
+        if self.active or self._claimed_epoch is not None:
+            self._renounce()
+        self.leader_id, self.epoch = leader_id, epoch
+        if local_is_leader:
+            self._claimed_epoch = epoch
+            if self.replay.last_epoch >= epoch:
+                self._activate()
+
+    def snapshot_records(self) -> tuple[OffsetAndEpoch, list[Record]] | None:
+        return self.replay.snapshot_records()
+
+    def snapshot_due(self) -> bool:
+        """True once `snapshot_max_new_record_bytes` of records were applied since the last snapshot."""
+        return self.replay.new_bytes >= self.config.snapshot_max_new_record_bytes
+
+    # ---- activity ------------------------------------------------------------------------
+
+    def _activate(self) -> None:
+        self._claimed_epoch = None
+        self._future = self.replay.image.copy()
+        self._next_offset = self.replay.next_offset
+        self.leases = cluster.Leases(self.config.session_timeout_ms, self.config.lease_journal_interval_ms)
+        self._needs_activation_work = True
+
+    def _renounce(self) -> None:
+        self._claimed_epoch = None
+        self._future = None
+        self.leases = cluster.Leases(self.config.session_timeout_ms, self.config.lease_journal_interval_ms)
+        while self._held:
+            held = self._held.popleft()
+            self._reply_error(held.token, held.request, ErrorCode.not_controller)
+            for d in held.decisions:
+                self._outbox.append(JournalEvent("decision", {**d, "error": error_name(ErrorCode.not_controller)}))
+
+    def _activation_work(self, now_ms: int) -> None:
+        """First thing with a clock after activation: fresh leases, bootstrap metadata.version."""
+        if not self._needs_activation_work or self._future is None:
+            return
+        self._needs_activation_work = False
+        events: list[JournalEvent] = []
+        for b in sorted(self._future.brokers):
+            self.leases.touch(b, now_ms, events)
+        self._outbox.extend(events)
+        if METADATA_VERSION_FEATURE not in self._future.features:
+            w = self._write(now_ms)
+            w.emit(FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION))
+            self._commit_write(w)
+
+    def _write(self, now_ms: int) -> Write:
+        assert self._future is not None
+        return Write(self._future, self.config, now_ms, self._next_offset, self.rng)
+
+    def _commit_write(self, w: Write) -> int | None:
+        """Append the write's records; the last offset written so far, or None if leadership is lost."""
+        self._outbox.extend(w.events)
+        if w.records:
+            try:
+                base = self.log.append([to_log_record(r) for r in w.records], w.now_ms)
+            except NotLeader:
+                self._renounce()
+                return None
+            self._next_offset = base + len(w.records)
+        return self._next_offset - 1
+
+    # ---- inputs --------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        """Lease expiry: fence brokers whose session timed out."""
+        if self._future is None:
+            return
+        self._activation_work(now_ms)
+        if self._future is None:
+            return
+        w = self._write(now_ms)
+        cluster.fence_expired(w, self.leases)
+        self._commit_write(w)
+
+    def handle_request(self, token: Any, request: Any, now_ms: int) -> None:
+        """Decide a controller API request; its Reply comes out once the decision is committed."""
+        api = api_name(request)
+        handler = self._handlers.get(api)
+        if handler is None:
+            self._reply_error(token, request, ErrorCode.unsupported_version)
+            return
+        self._activation_work(now_ms)
+        if self._future is None:
+            self._reply_error(token, request, ErrorCode.not_controller)
+            return
+        w = self._write(now_ms)
+        outcome = handler(w, request)
+        response = respond(request, outcome.values)
+        last = self._commit_write(w)
+        if last is None:
+            self._reply_error(token, request, ErrorCode.not_controller)
+            for d in outcome.decisions:
+                self._outbox.append(JournalEvent("decision", {**d, "error": error_name(ErrorCode.not_controller)}))
+            return
+        self._held.append(_Held(last, token, request, response, outcome.decisions))
+        self._release_committed()
+
+    def _release_committed(self) -> None:
+        while self._held and self._held[0].last_offset < self.replay.next_offset:
+            held = self._held.popleft()
+            self._outbox.append(Reply(held.token, held.response))
+            self._outbox.extend(JournalEvent("decision", d) for d in held.decisions)
+
+    def _reply_error(self, token: Any, request: Any, code: ErrorCode) -> None:
+        self._outbox.append(Reply(token, error_response(request, code)))
+
+
+def error_response(request: Any, code: ErrorCode) -> Any:
+    """The response of `request`'s API and version carrying `code` wherever it has an error.
+
+    Top-level `error_code` when the API has one; otherwise the code on every named item (topics of
+    CreateTopics/DeleteTopics), as Kafka does for NOT_CONTROLLER.
+    """
+    api = api_name(request)
+    if api == "CreateTopics":
+        return respond(request, {"topics": [{"name": t.name, "error_code": code} for t in request.topics]})
+    if api == "DeleteTopics":
+        if hasattr(request, "topics"):
+            items = [{"name": t.name, "topic_id": t.topic_id, "error_code": code} for t in request.topics]
+        else:
+            items = [{"name": n, "error_code": code} for n in request.topic_names]
+        return respond(request, {"responses": items})
+    return respond(request, {"error_code": code})

@@ -1,0 +1,160 @@
+"""CreateTopics and DeleteTopics on the active controller.
+
+CreateTopics, per topic: a legal name (INVALID_TOPIC_EXCEPTION), not already existing nor named
+twice in the request (TOPIC_ALREADY_EXISTS / INVALID_REQUEST); either explicit assignments
+(with num_partitions and replication_factor -1; partitions 0..n-1, replicas registered and
+distinct, at least one usable: else INVALID_REPLICA_ASSIGNMENT) or a count and factor (defaults
+for -1; INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR when more than the usable brokers), placed
+round-robin over usable brokers from a seeded start. A topic is one TopicRecord, its
+PartitionRecords and ConfigRecords, all in the request's single batch. `validate_only` writes
+nothing. DeleteTopics (by name or by id): a RemoveTopicRecord per existing topic.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from node.controller.messages import error_name
+from node.controller.write import Outcome, Write
+from node.metadata.records import (
+    NO_LEADER,
+    RESOURCE_TOPIC,
+    ConfigRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class Invalid(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def place(brokers: list[int], num_partitions: int, replication_factor: int, start: int) -> list[tuple[int, ...]]:
+    """Round-robin placement: partition p's replicas are `replication_factor` consecutive brokers
+    from `start + p`, so leaders (first replicas) spread evenly."""
+    n = len(brokers)
+    return [tuple(brokers[(start + p + k) % n] for k in range(replication_factor)) for p in range(num_partitions)]
+
+
+def _assignments(w: Write, topic: Any) -> list[tuple[int, ...]]:
+    assignments = sorted(topic.assignments, key=lambda a: a.partition_index)
+    if assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise Invalid(ErrorCode.invalid_request, "assignments given with num_partitions or replication_factor")
+        if [a.partition_index for a in assignments] != list(range(len(assignments))):
+            raise Invalid(ErrorCode.invalid_replica_assignment, "partitions must be numbered 0..n-1")
+        out = []
+        for a in assignments:
+            replicas = tuple(a.broker_ids)
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise Invalid(ErrorCode.invalid_replica_assignment, f"bad replicas {list(replicas)}")
+            missing = [b for b in replicas if b not in w.image.brokers]
+            if missing:
+                raise Invalid(ErrorCode.invalid_replica_assignment, f"unregistered brokers {missing}")
+            if not any(w.image.is_usable(b) for b in replicas):
+                raise Invalid(
+                    ErrorCode.invalid_replica_assignment,
+                    f"all brokers of partition {a.partition_index} are fenced or in controlled shutdown",
+                )
+            out.append(replicas)
+        return out
+    partitions = w.config.default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    factor = w.config.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    if partitions <= 0:
+        raise Invalid(ErrorCode.invalid_partitions, "number of partitions must be larger than 0")
+    if factor <= 0:
+        raise Invalid(ErrorCode.invalid_replication_factor, "replication factor must be larger than 0")
+    usable = w.image.usable_brokers()
+    if factor > len(usable):
+        raise Invalid(
+            ErrorCode.invalid_replication_factor,
+            f"replication factor {factor} larger than the {len(usable)} available brokers",
+        )
+    return place(usable, partitions, factor, w.rng.randrange(len(usable)))
+
+
+def _create_one(w: Write, topic: Any, validate_only: bool) -> dict[str, Any]:
+    name = topic.name
+    if name in (".", "..") or not _LEGAL.match(name):
+        raise Invalid(ErrorCode.invalid_topic_exception, f"illegal topic name {name!r}")
+    if w.image.topic(name) is not None:
+        raise Invalid(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+    assignment = _assignments(w, topic)
+    configs = [(c.name, c.value) for c in topic.configs if c.value is not None]
+    result = {
+        "name": name,
+        "num_partitions": len(assignment),
+        "replication_factor": len(assignment[0]),
+        "topic_id": uuid.UUID(int=0),
+    }
+    if validate_only:
+        return result
+    tid = w.new_topic_id()
+    w.emit(TopicRecord(name=name, topic_id=tid))
+    for pid, replicas in enumerate(assignment):
+        isr = tuple(b for b in replicas if w.image.is_usable(b))
+        w.emit(
+            PartitionRecord(
+                partition_id=pid,
+                topic_id=tid,
+                replicas=replicas,
+                isr=isr,
+                leader=isr[0] if isr else NO_LEADER,
+                leader_epoch=0,
+                partition_epoch=0,
+            )
+        )
+    for key, value in configs:
+        w.emit(ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=name, name=key, value=value))
+    return {**result, "topic_id": tid}
+
+
+def create_topics(w: Write, req: Any) -> Outcome:
+    names = [t.name for t in req.topics]
+    results, decisions = [], []
+    for topic in req.topics:
+        try:
+            if names.count(topic.name) > 1:
+                raise Invalid(ErrorCode.invalid_request, f"topic {topic.name!r} named more than once")
+            result = {**_create_one(w, topic, bool(getattr(req, "validate_only", False))), "error_code": ErrorCode.none}
+        except Invalid as exc:
+            result = {"name": topic.name, "error_code": exc.code, "error_message": str(exc)}
+        results.append(result)
+        decisions.append({"api": "CreateTopics", "topic": topic.name, "error": error_name(result["error_code"])})
+    return Outcome({"topics": results}, decisions)
+
+
+def delete_topics(w: Write, req: Any) -> Outcome:
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if hasattr(req, "topics"):
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(n, None) for n in req.topic_names]
+    results, decisions = [], []
+    for name, tid in wanted:
+        if tid is not None and tid.int != 0:
+            topic = w.image.topics.get(tid)
+            missing = ErrorCode.unknown_topic_id
+        else:
+            topic = w.image.topic(name or "")
+            missing = ErrorCode.unknown_topic_or_partition
+        if topic is None:
+            code = missing
+            results.append({"name": name, "topic_id": tid or uuid.UUID(int=0), "error_code": code})
+        else:
+            code = ErrorCode.none
+            results.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": code})
+            w.emit(RemoveTopicRecord(topic_id=topic.topic_id))
+        decisions.append(
+            {"api": "DeleteTopics", "topic": name if topic is None else topic.name, "error": error_name(code)}
+        )
+    return Outcome({"responses": results}, decisions)

@@ -1,0 +1,134 @@
+"""BrokerRegistration and BrokerHeartbeat on the active controller (pure state machine + fake Raft)."""
+
+from __future__ import annotations
+
+import uuid
+
+from controller_harness import CLUSTER_ID, Harness
+from kio.schema.errors import ErrorCode
+
+from node.metadata.records import decode
+
+
+def test_epoch_is_offset_of_register_record(h: Harness) -> None:
+    epoch = h.register(1)
+    # find the RegisterBrokerRecord in the log: its offset is the epoch
+    found = [
+        b.base_offset + i
+        for b in h.q.batches
+        if not b.control
+        for i, r in enumerate(b.records)
+        if type(decode(r.value)).__name__ == "RegisterBrokerRecord"
+    ]
+    assert found == [epoch]
+    b = h.image().brokers[1]
+    assert b.fenced and b.epoch == epoch and b.incarnation_id == h.incarnations[1]
+
+
+def test_retry_from_same_incarnation_gets_same_epoch_and_writes_nothing(h: Harness) -> None:
+    e1 = h.register(1)
+    end = h.q.end_offset
+    e2 = h.register(1)
+    assert e1 == e2
+    assert h.q.end_offset == end
+
+
+def test_duplicate_registration_while_lease_alive(h: Harness) -> None:
+    h.register(1)
+    resp = h.run(h.registration(1, incarnation=uuid.UUID(int=99)))
+    assert resp.error_code == ErrorCode.duplicate_broker_registration
+    assert resp.broker_epoch == -1
+
+
+def test_new_incarnation_after_lease_expired_gets_higher_epoch(h: Harness) -> None:
+    e1 = h.register(1)
+    h.tick(9_001)
+    resp = h.run(h.registration(1, incarnation=uuid.UUID(int=99)))
+    assert resp.error_code == ErrorCode.none
+    assert resp.broker_epoch > e1
+    assert h.image().brokers[1].incarnation_id == uuid.UUID(int=99)
+
+
+def test_wrong_cluster_id(h: Harness) -> None:
+    resp = h.run(h.registration(1, cluster_id="other"))
+    assert resp.error_code == ErrorCode.inconsistent_cluster_id
+    assert 1 not in h.image().brokers
+    assert h.evs("decision")[-1]["error"] == "INCONSISTENT_CLUSTER_ID"
+
+
+def test_unsupported_feature_level_refused(h: Harness) -> None:
+    resp = h.run(h.registration(1, features=(("metadata.version", 2, 5),)))
+    assert resp.error_code == ErrorCode.unsupported_version
+    resp = h.run(h.registration(2, features=()))
+    assert resp.error_code == ErrorCode.unsupported_version
+
+
+def test_heartbeat_errors(h: Harness) -> None:
+    assert h.heartbeat(7, 0).error_code == ErrorCode.broker_id_not_registered
+    epoch = h.register(1)
+    assert h.heartbeat(1, epoch - 1).error_code == ErrorCode.stale_broker_epoch
+    assert h.heartbeat(1, epoch).error_code == ErrorCode.none
+
+
+def test_unfenced_only_when_asked_and_caught_up(h: Harness) -> None:
+    epoch = h.register(1)
+    r = h.heartbeat(1, epoch, offset=epoch - 1)
+    assert r.is_fenced and not r.is_caught_up
+    r = h.heartbeat(1, epoch, want_fence=True)
+    assert r.is_fenced and r.is_caught_up
+    r = h.heartbeat(1, epoch)
+    assert not r.is_fenced
+    assert not h.image().brokers[1].fenced
+    assert h.evs("fence")[-1] == {"broker": 1, "action": "unfence", "reason": "heartbeat", "epoch": epoch}
+
+
+def test_fenced_after_session_timeout_not_before(h: Harness) -> None:
+    epochs = h.start_brokers(1, 2)
+    h.tick(8_999)
+    assert not h.image().brokers[1].fenced
+    h.heartbeat(2, epochs[2])
+    h.tick(2)
+    assert h.image().brokers[1].fenced
+    assert not h.image().brokers[2].fenced
+    assert any(e["broker"] == 1 and e["action"] == "fence" and e["reason"] == "session timeout" for e in h.evs("fence"))
+    # a fenced broker heartbeating again is unfenced
+    assert not h.heartbeat(1, epochs[1]).is_fenced
+
+
+def test_responses_held_until_commit(h: Harness) -> None:
+    token = h.send(h.registration(1))
+    assert token not in h.replies
+    assert h.active().held_requests() == 1
+    h.commit()
+    assert h.replies[token].error_code == ErrorCode.none
+
+
+def test_lease_events_sampled(h: Harness) -> None:
+    epoch = h.register(1)
+    for _ in range(5):
+        h.now += 100
+        h.heartbeat(1, epoch)
+    leases = [e for e in h.evs("lease") if e["broker"] == 1]
+    assert len(leases) == 1
+    h.now += 1000
+    h.heartbeat(1, epoch)
+    assert len([e for e in h.evs("lease") if e["broker"] == 1]) == 2
+
+
+def test_decision_journal_fields(h: Harness) -> None:
+    epoch = h.register(1)
+    d = [e for e in h.evs("decision") if e["api"] == "BrokerRegistration"][-1]
+    assert d == {
+        "api": "BrokerRegistration",
+        "broker": 1,
+        "broker_epoch": epoch,
+        "error": "NONE",
+        "incarnation": str(h.incarnations[1]),
+    }
+
+
+def test_standby_answers_not_controller() -> None:
+    h = Harness(controllers=3)
+    token = h.send(h.registration(1), to=2)
+    assert h.replies[token].error_code == ErrorCode.not_controller
+    assert CLUSTER_ID
