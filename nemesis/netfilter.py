@@ -3,7 +3,8 @@
 Each lab owns two chains on every host, jumped to from INPUT: `KRAFTLAB-<tag>` (partition drops)
 and `KRAFTLAB-<tag>-LOSS` (random loss). Healing flushes a chain; `removal_script` deletes both,
 jumps included, which is what `clean` runs. Rules are loaded with one `iptables-restore --noflush`
-per host so a partition costs one process per host.
+per host so a partition costs one process per host. Every call waits for the xtables lock (`-w`),
+which legacy iptables shares between namespaces.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 
 MAX_CHAIN = 28  # iptables' limit on chain names
 _PREFIX = "KRAFTLAB-"
+IPT = "iptables -w 10"
 LOSS_SUFFIX = "-LOSS"
 
 
@@ -39,7 +41,7 @@ def loss_chain(lab: str) -> str:
 def hook_script(chain: str) -> str:
     """Jump from INPUT to `chain` unless that jump exists (the chain must exist)."""
     c = shlex.quote(chain)
-    return f"{{ iptables -C INPUT -j {c} 2>/dev/null || iptables -I INPUT 1 -j {c}; }}"
+    return f"{{ {IPT} -C INPUT -j {c} 2>/dev/null || {IPT} -I INPUT 1 -j {c}; }}"
 
 
 def load_script(chain: str, rules: Iterable[str], *, hook: bool) -> str:
@@ -48,7 +50,7 @@ def load_script(chain: str, rules: Iterable[str], *, hook: bool) -> str:
     lines += [f"-A {chain} {rule}" for rule in rules]
     lines.append("COMMIT")
     body = "\n".join(lines)
-    script = f"printf '%s\\n' {shlex.quote(body)} | iptables-restore --noflush"
+    script = f"printf '%s\\n' {shlex.quote(body)} | iptables-restore -w 10 --noflush"
     return f"{script} && {hook_script(chain)}" if hook else script
 
 
@@ -64,7 +66,7 @@ def loss_rules(probability: float) -> list[str]:
 
 def flush_script(chain: str) -> str:
     """Empty the chain if it exists (idempotent, never fails)."""
-    return f"iptables -F {shlex.quote(chain)} 2>/dev/null || true"
+    return f"{IPT} -F {shlex.quote(chain)} 2>/dev/null || true"
 
 
 def removal_script(lab: str) -> str:
@@ -72,12 +74,12 @@ def removal_script(lab: str) -> str:
     parts = []
     for chain in (partition_chain(lab), loss_chain(lab)):
         c = shlex.quote(chain)
-        parts.append(f"while iptables -D INPUT -j {c} 2>/dev/null; do :; done; "
-                     f"iptables -F {c} 2>/dev/null; iptables -X {c} 2>/dev/null")
+        parts.append(f"while {IPT} -D INPUT -j {c} 2>/dev/null; do :; done; "
+                     f"{IPT} -F {c} 2>/dev/null; {IPT} -X {c} 2>/dev/null")
     return "; ".join(parts) + "; true"
 
 
 def listing_script(lab: str) -> str:
     """Print the rules of the lab's chains (empty if none): what `status` and `clean` look at."""
-    return "; ".join(f"iptables -S {shlex.quote(c)} 2>/dev/null"
+    return "; ".join(f"{IPT} -S {shlex.quote(c)} 2>/dev/null"
                      for c in (partition_chain(lab), loss_chain(lab))) + "; true"

@@ -35,7 +35,7 @@ def test_clean_undoes_what_a_dead_run_left(state_dir: Path) -> None:
     assert report["failed"] == {} and report["nodes_left_down"] == ["n3"]
     assert set(report["was_in_force"]) == {"partition", "process", "clock", "qdisc"}
     for node in control.nodes():
-        assert any("iptables -X KRAFTLAB-dead" in c and "iptables -X KRAFTLAB-dead-LOSS" in c for c in new[node])
+        assert any("-X KRAFTLAB-dead " in c and "-X KRAFTLAB-dead-LOSS" in c for c in new[node])
     assert new["n2"][0] == "kill -CONT -- -4002 2>/dev/null || kill -CONT 4002 2>/dev/null; true"
     assert any(c.endswith("/var/lib/kraftlab/n4/clock.json 0.0 1.0 -1") for c in new["n4"])
     assert any("tc qdisc del" in c and "10.9.0.5" in c for c in new["n5"])
@@ -55,5 +55,5 @@ def test_clean_keeps_the_ledger_when_a_host_fails(state_dir: Path) -> None:
 def test_cleanup_without_a_ledger_still_removes_chains() -> None:
     scripts = cleanup_scripts("x", {}, ["n1", "n2"])
     assert set(scripts) == {"n1", "n2"}
-    assert all(len(s) == 1 and "iptables -D INPUT -j KRAFTLAB-x" in s[0] for s in scripts.values())
+    assert all(len(s) == 1 and "-D INPUT -j KRAFTLAB-x" in s[0] for s in scripts.values())
 

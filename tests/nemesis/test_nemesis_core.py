@@ -34,7 +34,7 @@ def test_partition_drops_exactly_the_grudge_on_each_receiver(nemesis: Nemesis, c
     assert dropped_sources(cmds(control, "n3")[-1]) == {"10.9.0.1", "10.9.0.4"}
     for node in ("n1", "n4", "n5"):  # every other host's chain is emptied (a new partition replaces the old)
         assert dropped_sources(cmds(control, node)[-1]) == set()
-        assert "iptables-restore --noflush" in cmds(control, node)[-1]
+        assert "iptables-restore -w 10 --noflush" in cmds(control, node)[-1]
     assert all("KRAFTLAB-t1" in cmds(control, n)[-1] for n in control.nodes())
     assert recorded[0] == {"type": "invoke", "f": "start-partition", "value": {"grudge": {"n2": ["n1"],
                            "n3": ["n1", "n4"]}}, "node": None, "error": None}
@@ -46,7 +46,7 @@ def test_hook_is_installed_once_per_host(nemesis: Nemesis, control: FakeNodeCont
     nemesis.invoke("start-partition", {"topology": "halves"})
     nemesis.invoke("start-partition", {"topology": "bridge"})
     first, second = cmds(control, "n1")
-    assert "iptables -I INPUT 1 -j KRAFTLAB-t1" in first
+    assert "iptables -w 10 -I INPUT 1 -j KRAFTLAB-t1" in first
     assert "INPUT" not in second
 
 
@@ -65,7 +65,7 @@ def test_heal_all_flushes_and_is_idempotent(nemesis: Nemesis, control: FakeNodeC
     healed = nemesis.heal_all()
     assert [c.f for c in healed] == ["stop-partition"] and healed[0].type == "ok"
     for node in control.nodes():
-        assert cmds(control, node)[-1] == "iptables -F KRAFTLAB-t1 2>/dev/null || true"
+        assert cmds(control, node)[-1] == "iptables -w 10 -F KRAFTLAB-t1 2>/dev/null || true"
     assert nemesis.status() == {}
     assert nemesis.heal_all() == []
 
@@ -189,7 +189,7 @@ def test_loss_and_bandwidth_and_their_heal(nemesis: Nemesis, control: FakeNodeCo
     assert done.type == "ok" and "tbf rate 1mbit" in cmds(control, "n2")[-1]
     assert "10.9.0.2" in cmds(control, "n2")[-1]
     nemesis.heal_all()
-    assert "iptables -F KRAFTLAB-t1-LOSS" in cmds(control, "n1")[-1]
+    assert "iptables -w 10 -F KRAFTLAB-t1-LOSS" in cmds(control, "n1")[-1]
     assert "tc qdisc del" in cmds(control, "n2")[-1]
     assert nemesis.status() == {}
 
