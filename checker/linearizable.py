@@ -1,0 +1,75 @@
+"""The linearizability checker: a history and a model in, a verdict with explanation out.
+
+`check_linearizable` pairs the history's events into ops, races the per-key searches
+(checker.linear.race) and, when a key is illegal, explains it (shortest failing prefix, the op
+that cannot be linearized, partial linearizations) and draws it (PNG + SVG) if given a
+directory. The result is the `checkers.linearizable` entry of results.json.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+from checker.history import History, Op, pair_ops
+from checker.linear.budget import Budget
+from checker.linear.explain import explain
+from checker.linear.race import race, split
+from checker.linear.search import INVALID
+from checker.models import Model
+
+
+def op_json(op: Op) -> dict[str, Any]:
+    return {"process": op.process, "f": op.f, "value": op.value, "output": op.output, "status": op.status,
+            "error": op.error, "invoke_line": op.call_line, "complete_line": op.ret_line or None,
+            "label": op.label()}
+
+
+def check_linearizable(history: History | list[Op], model: Model, budget: Budget | None = None,
+                       explain_seconds: float = 10.0, out_dir: str | Path | None = None,
+                       workers: int | None = None) -> dict[str, Any]:
+    """Check a history (or paired ops) against `model`; see the module docstring."""
+    budget = budget or Budget()
+    ops = history if isinstance(history, list) else pair_ops(history)
+    t0 = time.perf_counter()
+    rr = race(ops, model, budget, workers)
+    elapsed = time.perf_counter() - t0
+    out: dict[str, Any] = {
+        "valid": rr.valid,
+        "model": model.name,
+        "explanation": rr.reason if rr.valid is not INVALID else "",
+        "anomalies": [],
+        "stats": {"ops": len(ops), "partitions": rr.partitions, "check_seconds": round(elapsed, 6),
+                  "configurations": sum(r.configs for r in rr.results.values())},
+    }
+    if rr.valid is INVALID:
+        key: Hashable | None = rr.failing_key
+        sub = split(ops, model).get(key, ops)
+        if explain_seconds > 0:
+            e = explain(sub, model, explain_seconds)
+            out["explanation"] = e.text(model, key)
+            anomaly: dict[str, Any] = {
+                "type": "nonlinearizable",
+                "key": key,
+                "prefix_events": e.prefix_events,
+                "op": op_json(e.op) if e.op else None,
+                "partial_linearizations": [[[op.label(), st] for op, st in part] for part in e.partials],
+                "complete": e.complete,
+            }
+            if out_dir is not None:
+                from checker.linear.plot import draw_failure
+
+                name = "linear-failure" if key is None else f"linear-failure-{_safe(key)}"
+                paths = draw_failure(e, Path(out_dir) / name, f"{model.name}: {e.op.label() if e.op else ''}")
+                anomaly["pictures"] = [str(p) for p in paths]
+            out["anomalies"].append(anomaly)
+        else:
+            out["explanation"] = rr.reason
+            out["anomalies"].append({"type": "nonlinearizable", "key": key})
+    return out
+
+
+def _safe(key: Any) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(key))[:60]
