@@ -1,0 +1,294 @@
+"""The deterministic simulation of a Raft cluster: the real core over in-memory storage, a
+seeded scheduler and a simulated network, with faults, a client appending records, and the
+safety invariants checked after every event; liveness is checked once the faults are healed.
+
+A run is a pure function of its `SimParams`: `SimParams.replay_command()` reproduces it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from node.raft.config import RaftConfig
+from node.raft.core import NotLeader, Output, RaftCore
+from node.raft.node import RaftNode
+from node.raft.ports import OffsetAndEpoch, Record
+from node.sim.faults import FaultEvent, schedule
+from node.sim.invariants import Invariants, InvariantViolation
+from node.sim.machine import CounterMachine
+from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from node.sim.network import Network
+from node.sim.scheduler import EventQueue
+
+DELIVER, TICK, CLIENT, FAULT = 0, 1, 2, 3
+# Events at one virtual instant beyond this mean a node spins without letting time pass.
+_MAX_EVENTS_AT_ONE_TIME = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class SimParams:
+    seed: int
+    voters: int = 3
+    observers: int = 0
+    faults: tuple[str, ...] = ()
+    fault_ms: int = 8_000
+    settle_ms: int = 12_000
+    append_interval_ms: int = 40
+    snapshot_every: int = 25
+    snapshot_chunk_bytes: int = 16
+    journal: bool = False
+
+    def replay_command(self) -> str:
+        return (
+            f".venv/bin/python -m node.sim.replay --seed {self.seed} --voters {self.voters} "
+            f"--observers {self.observers} --faults {','.join(self.faults) or 'none'} "
+            f"--fault-ms {self.fault_ms} --settle-ms {self.settle_ms} --snapshot-every {self.snapshot_every}"
+        )
+
+
+@dataclass(slots=True)
+class SimResult:
+    params: SimParams
+    events: int = 0
+    end_ms: int = 0
+    appended: int = 0
+    committed_offset: int = 0
+    leader_after_heal_ms: int | None = None
+    commit_after_heal_ms: int | None = None
+    max_epoch: int = 0
+    snapshots_loaded: int = 0
+
+
+@dataclass(eq=False)
+class SimNode:
+    node_id: int
+    voter: bool
+    log: MemoryLog = field(default_factory=MemoryLog)
+    quorum: MemoryQuorumStateStore = field(default_factory=MemoryQuorumStateStore)
+    snapshots: MemorySnapshotStore = field(default_factory=MemorySnapshotStore)
+    raft: RaftNode | None = None
+    machine: CounterMachine | None = None
+    incarnation: int = 0
+    tick_at: int | None = None
+
+    @property
+    def core(self) -> RaftCore | None:
+        return self.raft.core if self.raft is not None else None
+
+
+class LivenessViolation(AssertionError):
+    pass
+
+
+class Simulation:
+    def __init__(self, params: SimParams, config: RaftConfig | None = None) -> None:
+        self.params = params
+        self.config = (config or RaftConfig()).with_(fetch_snapshot_max_bytes=params.snapshot_chunk_bytes)
+        self.rng = random.Random(params.seed)
+        self.queue = EventQueue()
+        self.network = Network(random.Random(self.rng.getrandbits(64)))
+        self.voter_ids = list(range(1, params.voters + 1))
+        self.observer_ids = list(range(params.voters + 1, params.voters + params.observers + 1))
+        self.nodes: dict[int, SimNode] = {
+            i: SimNode(i, i in self.voter_ids) for i in self.voter_ids + self.observer_ids
+        }
+        self.invariants = Invariants(self.voter_ids)
+        self.result = SimResult(params)
+        self._client_seq = 0
+        self._same_time = 0
+        self._healed_at: int | None = None
+        self._committed_at_heal = 0
+        fault_rng = random.Random(self.rng.getrandbits(64))
+        for event in schedule(fault_rng, params.faults, self.voter_ids, self.observer_ids, params.fault_ms):
+            self.queue.push(event.at, FAULT, event)
+        self.queue.push(0, CLIENT, None)
+
+    # ------------------------------------------------------------------ nodes
+
+    def start_node(self, node: SimNode, now: int) -> None:
+        node.incarnation += 1
+        seed = (self.params.seed * 1_000_003 + node.node_id * 7919 + node.incarnation) & (2**64 - 1)
+        core = RaftCore(
+            self.config,
+            node.node_id,
+            self.voter_ids,
+            node.log,
+            node.quorum,
+            node.snapshots,
+            random.Random(seed),
+            journal=self.params.journal,
+        )
+        machine = CounterMachine()
+        nid = node.node_id
+        invariants = self.invariants
+        machine.on_applied = lambda offset, digest: invariants.applied(nid, offset, digest)
+
+        def loaded(sid: OffsetAndEpoch) -> None:
+            self.result.snapshots_loaded += 1
+            invariants.snapshot_loaded(nid, sid, machine.leader[2])
+
+        machine.on_snapshot_load = loaded
+        node.machine = machine
+        node.raft = RaftNode(core, machine, self.params.snapshot_every)
+        node.tick_at = None
+        self._dispatch(node, node.raft.start(now), now)
+
+    def crash_node(self, node: SimNode, wipe: bool) -> None:
+        node.raft = None
+        node.machine = None
+        node.tick_at = None
+        node.log.crash()
+        node.snapshots.crash()
+        if wipe:
+            node.log.wipe()
+            node.quorum.wipe()
+            node.snapshots.wipe()
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> SimResult:
+        for node in self.nodes.values():
+            self.start_node(node, 0)
+        self.invariants.check_all(self.nodes)
+        end = self.params.fault_ms + self.params.settle_ms
+        queue = self.queue
+        invariants = self.invariants
+        nodes = self.nodes
+        last = -1
+        while queue:
+            at = queue.peek_time()
+            if at is None or at > end:
+                break
+            now, kind, payload = queue.pop()
+            invariants.now = now
+            if now == last:
+                self._same_time += 1
+                if self._same_time > _MAX_EVENTS_AT_ONE_TIME:
+                    raise InvariantViolation("Progress", "too many events at one instant (a timer spins)", now)
+            else:
+                self._same_time = 0
+                last = now
+            touched: SimNode | None = None
+            if kind == DELIVER:
+                env, src_inc, dst_inc = payload
+                node = nodes[env.dst]
+                if (
+                    node.raft is None
+                    or node.incarnation != dst_inc
+                    or nodes[env.src].incarnation != src_inc
+                    or self.network.blocked(env.src, env.dst)
+                ):
+                    continue
+                self._dispatch(node, node.raft.handle(env, now), now)
+                touched = node
+            elif kind == TICK:
+                node = nodes[payload]
+                if node.raft is None or node.tick_at != now:
+                    continue
+                node.tick_at = None
+                self._dispatch(node, node.raft.tick(now), now)
+                touched = node
+            elif kind == CLIENT:
+                touched = self._client(now)
+            else:
+                self._fault(payload, now)
+                self.result.events += 1
+                invariants.check_all(nodes)
+                continue
+            self.result.events += 1
+            if touched is not None:
+                invariants.check_node(touched, nodes)
+        self.result.end_ms = end
+        self._check_liveness()
+        return self.result
+
+    def _dispatch(self, node: SimNode, out: Output, now: int) -> None:
+        network = self.network
+        queue = self.queue
+        inc = node.incarnation
+        for env in out.messages:
+            for delay in network.delays(env.src, env.dst):
+                queue.push(now + delay, DELIVER, (env, inc, self.nodes[env.dst].incarnation))
+        deadline = out.deadline
+        if deadline is not None:
+            if deadline < now:
+                deadline = now
+            if node.tick_at is None or deadline < node.tick_at:
+                node.tick_at = deadline
+                queue.push(deadline, TICK, node.node_id)
+
+    def _client(self, now: int) -> SimNode | None:
+        self.queue.push(now + 1 + self.rng.randrange(2 * self.params.append_interval_ms), CLIENT, None)
+        leaders = [n for n in self.nodes.values() if n.raft is not None and n.raft.core.is_leader]
+        if not leaders:
+            return None
+        leader = max(leaders, key=lambda n: n.raft.core.epoch)  # type: ignore[union-attr]
+        assert leader.raft is not None
+        self._client_seq += 1
+        record = Record(None, f"{self.params.seed}:{self._client_seq}".encode())
+        try:
+            _, out = leader.raft.append([record], now)
+        except NotLeader:
+            return None
+        self.result.appended += 1
+        self._dispatch(leader, out, now)
+        return leader
+
+    def _fault(self, event: FaultEvent, now: int) -> None:
+        net = self.network
+        if event.action == "block":
+            net.block(*event.args)
+        elif event.action == "unblock":
+            net.unblock(*event.args)
+        elif event.action in ("crash", "wipe"):
+            node = self.nodes[event.args[0]]
+            if node.raft is not None:
+                self.crash_node(node, wipe=event.action == "wipe")
+                self.invariants.restarted(node.node_id, wiped=event.action == "wipe")
+        elif event.action == "restart":
+            node = self.nodes[event.args[0]]
+            if node.raft is None:
+                self.start_node(node, now)
+        elif event.action == "rates":
+            name, value = event.args
+            setattr(net.faults, name, value)
+        elif event.action == "heal":
+            net.heal()
+            for node in self.nodes.values():
+                if node.raft is None:
+                    self.start_node(node, now)
+            self._healed_at = now
+            self._committed_at_heal = self.committed_offset()
+
+    # ------------------------------------------------------------------ liveness
+
+    def committed_offset(self) -> int:
+        return max((n.core.high_watermark for n in self.nodes.values() if n.core is not None), default=0)
+
+    def _check_liveness(self) -> None:
+        result = self.result
+        result.committed_offset = self.committed_offset()
+        result.max_epoch = max((n.core.epoch for n in self.nodes.values() if n.core is not None), default=0)
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        if not leaders:
+            raise LivenessViolation(f"no leader {self.params.settle_ms} ms after the faults were healed")
+        if result.committed_offset <= self._committed_at_heal:
+            raise LivenessViolation(
+                f"nothing committed in the {self.params.settle_ms} ms after healing "
+                f"(committed offset stayed {self._committed_at_heal})"
+            )
+        lagging = [
+            n.node_id
+            for n in self.nodes.values()
+            if n.machine is not None and n.machine.applied < self._committed_at_heal
+        ]
+        if lagging:
+            raise LivenessViolation(f"nodes {lagging} never caught up to the offset committed at heal time")
+
+
+def run(params: SimParams, config: RaftConfig | None = None) -> SimResult:
+    return Simulation(params, config).run()
+
+
+__all__ = ["InvariantViolation", "LivenessViolation", "SimParams", "SimResult", "Simulation", "run"]

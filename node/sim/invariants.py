@@ -1,0 +1,106 @@
+"""Safety invariants the simulator checks after every event (those of Kafka's RaftEventSimulationTest).
+
+Each event changes the state of one node at most (or applies a fault), so `check_node` looks
+at the node the event touched and `check_all` runs after faults; both see every node that is up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from node.raft.core import RaftCore
+from node.raft.ports import OffsetAndEpoch
+from node.raft.states import majority
+from node.sim.memory import MemoryLog, MemorySnapshotStore
+
+
+class InvariantViolation(AssertionError):
+    def __init__(self, name: str, detail: str, now: int) -> None:
+        super().__init__(f"{name} violated at t={now} ms: {detail}")
+        self.name = name
+        self.detail = detail
+        self.now = now
+
+
+class CheckedNode(Protocol):
+    node_id: int
+    voter: bool
+    log: MemoryLog
+    snapshots: MemorySnapshotStore
+
+    @property
+    def core(self) -> RaftCore | None: ...
+
+
+@dataclass(slots=True)
+class _Seen:
+    epoch: int = 0
+    hw: int = 0
+
+
+class Invariants:
+    def __init__(self, voters: Iterable[int]) -> None:
+        self.voters = tuple(voters)
+        self.leaders: dict[int, int] = {}  # epoch -> the one leader seen in it
+        self.seen: dict[int, _Seen] = {}
+        self.digests: dict[int, int] = {}  # committed offset -> state digest after applying up to it
+        self.now = 0
+
+    def fail(self, name: str, detail: str) -> None:
+        raise InvariantViolation(name, detail, self.now)
+
+    def restarted(self, node_id: int, wiped: bool) -> None:
+        """A new incarnation: its high-water mark is relearned; a wiped node also restarts its epochs."""
+        seen = self.seen.setdefault(node_id, _Seen())
+        seen.hw = 0
+        if wiped:
+            seen.epoch = 0
+
+    def check_node(self, node: CheckedNode, nodes: dict[int, CheckedNode]) -> None:
+        core = node.core
+        if core is None:
+            return
+        nid = node.node_id
+        seen = self.seen.setdefault(nid, _Seen())
+        epoch = core.epoch
+        if epoch < seen.epoch:
+            self.fail("MonotonicEpoch", f"node {nid} went from epoch {seen.epoch} to {epoch}")
+        seen.epoch = epoch
+        hw = core.high_watermark
+        if hw < seen.hw:
+            self.fail("MonotonicHighWatermark", f"node {nid} high-water mark went from {seen.hw} to {hw}")
+        seen.hw = hw
+        if core.is_leader:
+            leader = self.leaders.setdefault(epoch, nid)
+            if leader != nid:
+                self.fail("SingleLeader", f"nodes {leader} and {nid} both led epoch {epoch}")
+            if hw > 0:
+                durable = sum(1 for v in self.voters if nodes[v].log.flushed_end_offset() >= hw)
+                if durable < majority(len(self.voters)):
+                    self.fail(
+                        "MajorityReachedHighWatermark",
+                        f"leader {nid} (epoch {epoch}) has HW {hw} but only {durable} voters hold it durably",
+                    )
+        start = node.log.start_offset()
+        if start > 0:
+            latest = node.snapshots.latest()
+            if latest is None or latest.offset != start:
+                self.fail("SnapshotAtLogStart", f"node {nid} log starts at {start}, latest snapshot {latest}")
+
+    def check_all(self, nodes: dict[int, CheckedNode]) -> None:
+        for node in nodes.values():
+            self.check_node(node, nodes)
+
+    def applied(self, node_id: int, offset: int, digest: int) -> None:
+        """ConsistentCommittedData: every node's state after the committed prefix [0, offset) is the same."""
+        known = self.digests.setdefault(offset, digest)
+        if known != digest:
+            self.fail("ConsistentCommittedData", f"node {node_id} applied different data up to offset {offset}")
+
+    def snapshot_loaded(self, node_id: int, snapshot_id: OffsetAndEpoch, while_leader: bool) -> None:
+        """LeaderNeverLoadsSnapshot: `while_leader` is the state machine's own view at that point of
+        the update sequence (leader changes and loads reach it in order)."""
+        if while_leader:
+            self.fail("LeaderNeverLoadsSnapshot", f"leader {node_id} loaded snapshot {snapshot_id}")

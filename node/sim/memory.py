@@ -1,0 +1,212 @@
+"""In-memory implementations of the three storage ports, with crash semantics.
+
+`crash()` loses everything not flushed (log appends past the durable end, partial snapshots);
+`wipe()` loses everything (a disk replaced). The quorum state is durable when `write` returns.
+Used by the simulator and by unit tests of the core.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left
+from collections.abc import Sequence
+
+import crc32c
+
+from node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
+
+_APPROX_RECORD_BYTES = 64
+
+
+class MemoryLog:
+    """A ReplicatedLog held in a list of batches; `_flushed` is the durable end offset."""
+
+    def __init__(self) -> None:
+        self.wipe()
+
+    def wipe(self) -> None:
+        self._batches: list[Batch] = []
+        self._bases: list[int] = []
+        self._start = 0
+        self._start_epoch = 0
+        self._flushed = 0
+
+    def crash(self) -> None:
+        """Lose every record past the durable end."""
+        if self.end_offset() > self._flushed:
+            self.truncate_to(self._flushed)
+
+    def batches(self) -> list[Batch]:
+        return list(self._batches)
+
+    def start_offset(self) -> int:
+        return self._start
+
+    def end_offset(self) -> int:
+        return self._batches[-1].next_offset if self._batches else self._start
+
+    def last_epoch(self) -> int:
+        return self._batches[-1].epoch if self._batches else self._start_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        for batch in reversed(self._batches):
+            if batch.epoch <= epoch:
+                return OffsetAndEpoch(batch.next_offset, batch.epoch)
+        if self._start > 0 and self._start_epoch <= epoch:
+            return OffsetAndEpoch(self._start, self._start_epoch)
+        return OffsetAndEpoch(0, 0)
+
+    def append(self, batches: Sequence[Batch]) -> None:
+        for batch in batches:
+            if batch.base_offset != self.end_offset():
+                raise ValueError(f"batch at {batch.base_offset} does not continue the log at {self.end_offset()}")
+            if batch.epoch < self.last_epoch():
+                raise ValueError(f"batch epoch {batch.epoch} below the log's last epoch {self.last_epoch()}")
+            self._batches.append(batch)
+            self._bases.append(batch.base_offset)
+
+    def read(self, start_offset: int, max_bytes: int) -> list[Batch]:
+        i = bisect_left(self._bases, start_offset)
+        if i == len(self._bases) or self._bases[i] != start_offset:
+            if start_offset == self.end_offset():
+                return []
+            raise ValueError(f"offset {start_offset} is not a batch boundary in [{self._start}, {self.end_offset()})")
+        out = [self._batches[i]]
+        budget = max_bytes - len(out[0].records) * _APPROX_RECORD_BYTES
+        for batch in self._batches[i + 1 :]:
+            budget -= len(batch.records) * _APPROX_RECORD_BYTES
+            if budget < 0:
+                break
+            out.append(batch)
+        return out
+
+    def truncate_to(self, offset: int) -> None:
+        i = bisect_left(self._bases, offset)
+        if i > 0 and self._batches[i - 1].next_offset > offset:
+            cut = self._batches[i - 1]
+            self._batches[i - 1] = Batch(
+                cut.base_offset, cut.epoch, cut.records[: offset - cut.base_offset], cut.control, cut.append_time_ms
+            )
+        del self._batches[i:]
+        del self._bases[i:]
+        self._flushed = min(self._flushed, self.end_offset())
+
+    def flush(self) -> None:
+        self._flushed = self.end_offset()
+
+    def flushed_end_offset(self) -> int:
+        return self._flushed
+
+    def reset_to_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        self._batches.clear()
+        self._bases.clear()
+        self._start = snapshot_id.offset
+        self._start_epoch = snapshot_id.epoch
+        self._flushed = self._start
+
+    def delete_before(self, offset: int) -> None:
+        i = 0
+        while i < len(self._batches) and self._batches[i].next_offset <= offset:
+            i += 1
+        if i:
+            self._start = self._batches[i - 1].next_offset
+            self._start_epoch = self._batches[i - 1].epoch
+            del self._batches[:i]
+            del self._bases[:i]
+
+
+class MemoryQuorumStateStore:
+    def __init__(self) -> None:
+        self.state: QuorumStateData | None = None
+        self.writes = 0
+
+    def read(self) -> QuorumStateData | None:
+        return self.state
+
+    def write(self, state: QuorumStateData) -> None:
+        self.state = state
+        self.writes += 1
+
+    def wipe(self) -> None:
+        self.state = None
+
+
+_LEN = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+
+
+def encode_records(records: Sequence[Record]) -> bytes:
+    """A small self-checking byte form for in-memory snapshots: CRC32C, then length-prefixed key/value pairs."""
+    parts: list[bytes] = []
+    for r in records:
+        for part in (r.key, r.value):
+            parts.append(_LEN.pack(-1 if part is None else len(part)))
+            if part:
+                parts.append(part)
+    body = b"".join(parts)
+    return _CRC.pack(crc32c.crc32c(body)) + body
+
+
+def decode_records(data: bytes) -> list[Record]:
+    if len(data) < 4 or _CRC.unpack_from(data)[0] != crc32c.crc32c(data[4:]):
+        raise ValueError("snapshot bytes fail their CRC")
+    out: list[Record] = []
+    pos = 4
+    fields: list[bytes | None] = []
+    while pos < len(data):
+        n = _LEN.unpack_from(data, pos)[0]
+        pos += 4
+        fields.append(None if n < 0 else data[pos : pos + n])
+        pos += max(n, 0)
+        if len(fields) == 2:
+            out.append(Record(fields[0], fields[1]))
+            fields = []
+    return out
+
+
+class MemorySnapshotStore:
+    """A SnapshotStore of byte strings; partial (fetching) snapshots are lost by `crash()`."""
+
+    def __init__(self) -> None:
+        self.wipe()
+
+    def wipe(self) -> None:
+        self._frozen: dict[OffsetAndEpoch, bytes] = {}
+        self._partial: dict[OffsetAndEpoch, bytearray] = {}
+
+    def crash(self) -> None:
+        self._partial.clear()
+
+    def latest(self) -> OffsetAndEpoch | None:
+        return max(self._frozen) if self._frozen else None
+
+    def ids(self) -> list[OffsetAndEpoch]:
+        return sorted(self._frozen)
+
+    def write(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record], append_time_ms: int) -> None:
+        self._frozen[snapshot_id] = encode_records(records)
+
+    def size(self, snapshot_id: OffsetAndEpoch) -> int:
+        return len(self._frozen[snapshot_id])
+
+    def read_bytes(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> bytes:
+        return self._frozen[snapshot_id][position : position + max_bytes]
+
+    def write_bytes(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        buf = self._partial.setdefault(snapshot_id, bytearray())
+        if position != len(buf):
+            raise ValueError(f"chunk at {position} does not continue the partial snapshot at {len(buf)}")
+        buf.extend(data)
+
+    def freeze(self, snapshot_id: OffsetAndEpoch) -> None:
+        data = bytes(self._partial.pop(snapshot_id, b""))
+        decode_records(data)  # validates
+        self._frozen[snapshot_id] = data
+
+    def read_records(self, snapshot_id: OffsetAndEpoch) -> list[Record]:
+        return decode_records(self._frozen[snapshot_id])
+
+    def delete_before(self, snapshot_id: OffsetAndEpoch) -> None:
+        for sid in [s for s in self._frozen if s < snapshot_id]:
+            del self._frozen[sid]
+        self._partial.clear()
