@@ -19,9 +19,7 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -32,13 +30,13 @@ from typing import Any
 from control.host import Host, HostError
 from control.lab import Lab
 from control.state import state_dir
+from control.wheels import WheelError, build_wheelhouse
 
 DAEMON = "kraft-node"
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
 METRICS_PORT = 9100
 DOCKER_VENV = "/opt/kraftlab/venv"
-ROOT = Path(__file__).resolve().parent.parent
 
 # topology name → (number of controllers, whether controllers are also brokers)
 TOPOLOGIES: dict[str, tuple[int | None, bool]] = {
@@ -232,7 +230,10 @@ class Deployment:
         """Make `kraft-node` runnable on every host: nothing to copy for namespaces and Docker (the
         venv / the image has it), a wheel + virtualenv for SSH hosts."""
         if self.lab.backend in ("ssh", "vagrant"):
-            wheels = wheelhouse or build_wheelhouse()
+            try:
+                wheels = wheelhouse or build_wheelhouse()
+            except WheelError as exc:
+                raise DeployError(str(exc)) from None
             self.lab.on(None, lambda h: install_on_ssh_host(h, wheels))
         missing = {n: r for n, r in self.lab.on(None, lambda h: h.run(f"test -x {self.kraft_node(h.name)}")).items()
                    if not r.ok}
@@ -484,20 +485,6 @@ def load_deployment(lab: Lab) -> Deployment:
 
 
 # -- installing on SSH hosts -----------------------------------------------------------------------
-
-NODE_REQUIREMENTS = ("kio==0.6.5", "crc32c>=2.4")
-
-
-def build_wheelhouse(dest: Path | None = None) -> Path:
-    """The project's wheel and the node's own dependencies as wheels, so hosts install offline."""
-    dest = dest or Path(tempfile.mkdtemp(prefix="kraftlab-wheels-"))
-    pip = [sys.executable, "-m", "pip", "wheel", "-q", "-w", str(dest)]
-    for args in ([*pip, "--no-deps", str(ROOT)], [*pip, *NODE_REQUIREMENTS]):
-        r = subprocess.run(args, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise DeployError(f"building wheels failed: {' '.join(args)}: {r.stderr.strip()[-1000:]}")
-    return dest
-
 
 def install_on_ssh_host(h: Host, wheelhouse: Path) -> None:
     """A virtualenv at <workdir>/venv with the wheels, installed offline (no index)."""
