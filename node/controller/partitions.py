@@ -77,6 +77,8 @@ def change(
     elif new_isr:
         elr = ()
 
+    if set(new_isr) == set(p.isr):
+        new_isr = p.isr  # the same members: no ISR change (order is not a change)
     rec = PartitionChangeRecord(
         partition_id=partition_id,
         topic_id=topic_id,
