@@ -162,7 +162,8 @@ class SnapshotStore(Protocol):
     def read_bytes(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> bytes: ...
 
     def write_bytes(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
-        """Receive a chunk of a snapshot being fetched; positions arrive in order."""
+        """Receive a chunk of a snapshot being fetched; positions arrive in order. A chunk at
+        position 0 restarts the fetch (drops any partial data of that snapshot id)."""
         ...
 
     def freeze(self, snapshot_id: OffsetAndEpoch) -> None:

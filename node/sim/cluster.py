@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from node.raft.config import RaftConfig
 from node.raft.core import NotLeader, Output, RaftCore
@@ -82,8 +83,11 @@ class LivenessViolation(AssertionError):
 
 
 class Simulation:
-    def __init__(self, params: SimParams, config: RaftConfig | None = None) -> None:
+    def __init__(
+        self, params: SimParams, config: RaftConfig | None = None, core_class: type[RaftCore] = RaftCore
+    ) -> None:
         self.params = params
+        self.core_class = core_class
         self.config = (config or RaftConfig()).with_(fetch_snapshot_max_bytes=params.snapshot_chunk_bytes)
         self.rng = random.Random(params.seed)
         self.queue = EventQueue()
@@ -99,6 +103,7 @@ class Simulation:
         self._same_time = 0
         self._healed_at: int | None = None
         self._committed_at_heal = 0
+        self._tokens: dict[int, Any] = {}
         fault_rng = random.Random(self.rng.getrandbits(64))
         for event in schedule(fault_rng, params.faults, self.voter_ids, self.observer_ids, params.fault_ms):
             self.queue.push(event.at, FAULT, event)
@@ -109,7 +114,7 @@ class Simulation:
     def start_node(self, node: SimNode, now: int) -> None:
         node.incarnation += 1
         seed = (self.params.seed * 1_000_003 + node.node_id * 7919 + node.incarnation) & (2**64 - 1)
-        core = RaftCore(
+        core = self.core_class(
             self.config,
             node.node_id,
             self.voter_ids,
@@ -220,11 +225,9 @@ class Simulation:
 
     def _client(self, now: int) -> SimNode | None:
         self.queue.push(now + 1 + self.rng.randrange(2 * self.params.append_interval_ms), CLIENT, None)
-        leaders = [n for n in self.nodes.values() if n.raft is not None and n.raft.core.is_leader]
-        if not leaders:
+        leader = self._leader()
+        if leader is None or leader.raft is None:
             return None
-        leader = max(leaders, key=lambda n: n.raft.core.epoch)  # type: ignore[union-attr]
-        assert leader.raft is not None
         self._client_seq += 1
         record = Record(None, f"{self.params.seed}:{self._client_seq}".encode())
         try:
@@ -235,26 +238,47 @@ class Simulation:
         self._dispatch(leader, out, now)
         return leader
 
+    def _leader(self) -> SimNode | None:
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        return max(leaders, key=lambda n: n.core.epoch) if leaders else None  # type: ignore[union-attr]
+
+    def _target(self, spec: int | str) -> SimNode | None:
+        return self._leader() if spec == "leader" else self.nodes[int(spec)]
+
     def _fault(self, event: FaultEvent, now: int) -> None:
         net = self.network
-        if event.action == "block":
+        action = event.action
+        if action == "block":
             net.block(*event.args)
-        elif event.action == "unblock":
+        elif action == "unblock":
             net.unblock(*event.args)
-        elif event.action in ("crash", "wipe"):
-            node = self.nodes[event.args[0]]
-            if node.raft is not None:
-                self.crash_node(node, wipe=event.action == "wipe")
-                self.invariants.restarted(node.node_id, wiped=event.action == "wipe")
-        elif event.action == "restart":
-            node = self.nodes[event.args[0]]
-            if node.raft is None:
-                self.start_node(node, now)
-        elif event.action == "rates":
+        elif action == "isolate":
+            victim = self._target(event.args[0])
+            if victim is not None:
+                links = [(victim.node_id, o) for o in self.nodes if o != victim.node_id]
+                links += [(b, a) for a, b in links]
+                for link in links:
+                    net.block(*link)
+                self._tokens[event.args[1]] = links
+        elif action == "rejoin":
+            for link in self._tokens.pop(event.args[0], []):
+                net.unblock(*link)
+        elif action in ("crash", "wipe"):
+            node = self._target(event.args[0])
+            if node is not None and node.raft is not None:
+                self.crash_node(node, wipe=action == "wipe")
+                self.invariants.restarted(node.node_id, wiped=action == "wipe")
+                self._tokens[event.args[1]] = node.node_id
+        elif action == "restart":
+            victim_id = self._tokens.pop(event.args[1], None)
+            if victim_id is not None and self.nodes[victim_id].raft is None:
+                self.start_node(self.nodes[victim_id], now)
+        elif action == "rates":
             name, value = event.args
             setattr(net.faults, name, value)
-        elif event.action == "heal":
+        elif action == "heal":
             net.heal()
+            self._tokens.clear()
             for node in self.nodes.values():
                 if node.raft is None:
                     self.start_node(node, now)
@@ -287,8 +311,8 @@ class Simulation:
             raise LivenessViolation(f"nodes {lagging} never caught up to the offset committed at heal time")
 
 
-def run(params: SimParams, config: RaftConfig | None = None) -> SimResult:
-    return Simulation(params, config).run()
+def run(params: SimParams, config: RaftConfig | None = None, core_class: type[RaftCore] = RaftCore) -> SimResult:
+    return Simulation(params, config, core_class).run()
 
 
 __all__ = ["InvariantViolation", "LivenessViolation", "SimParams", "SimResult", "Simulation", "run"]

@@ -17,7 +17,7 @@ FAULT_KINDS = ("partition", "oneway", "crash", "wipe", "drop", "duplicate", "del
 @dataclass(frozen=True, slots=True)
 class FaultEvent:
     at: int
-    action: str  # block | unblock | crash | restart | wipe | rates | heal
+    action: str  # block | unblock | isolate | rejoin | crash | restart | wipe | rates | heal
     args: tuple[Any, ...] = ()
 
 
@@ -31,13 +31,17 @@ def schedule(
     nodes = voters + observers
     events: list[FaultEvent] = []
     t = 0
+    token = 0  # pairs a fault aimed at "the leader at that time" with its healing
     while kinds:
         t += rng.randint(200, 2000)
         if t >= duration_ms:
             break
         kind = kinds[rng.randrange(len(kinds))]
         end = min(t + rng.randint(100, 3000), duration_ms)
-        if kind == "partition" and len(nodes) > 1:
+        token += 1
+        if kind == "partition" and len(nodes) > 1 and rng.random() < 0.4:
+            events += [FaultEvent(t, "isolate", ("leader", token)), FaultEvent(end, "rejoin", (token,))]
+        elif kind == "partition" and len(nodes) > 1:
             side = set(rng.sample(nodes, rng.randint(1, len(nodes) - 1)))
             links = [(a, b) for a in nodes for b in nodes if (a in side) != (b in side)]
             events += [FaultEvent(t, "block", (a, b)) for a, b in links]
@@ -46,11 +50,11 @@ def schedule(
             a, b = rng.sample(nodes, 2)
             events += [FaultEvent(t, "block", (a, b)), FaultEvent(end, "unblock", (a, b))]
         elif kind == "crash":
-            victim = nodes[rng.randrange(len(nodes))]
-            events += [FaultEvent(t, "crash", (victim,)), FaultEvent(end, "restart", (victim,))]
+            victim: int | str = "leader" if rng.random() < 0.5 else nodes[rng.randrange(len(nodes))]
+            events += [FaultEvent(t, "crash", (victim, token)), FaultEvent(end, "restart", (victim, token))]
         elif kind == "wipe" and observers:
             victim = observers[rng.randrange(len(observers))]
-            events += [FaultEvent(t, "wipe", (victim,)), FaultEvent(end, "restart", (victim,))]
+            events += [FaultEvent(t, "wipe", (victim, token)), FaultEvent(end, "restart", (victim, token))]
         elif kind == "drop":
             events += [
                 FaultEvent(t, "rates", ("drop", rng.uniform(0.05, 0.4))),

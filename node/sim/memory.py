@@ -193,6 +193,8 @@ class MemorySnapshotStore:
         return self._frozen[snapshot_id][position : position + max_bytes]
 
     def write_bytes(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        if position == 0:
+            self._partial[snapshot_id] = bytearray()
         buf = self._partial.setdefault(snapshot_id, bytearray())
         if position != len(buf):
             raise ValueError(f"chunk at {position} does not continue the partial snapshot at {len(buf)}")

@@ -1,0 +1,55 @@
+"""Replay one simulation exactly from its parameters (the line a failing property test prints).
+
+.venv/bin/python -m node.sim.replay --seed 7 --voters 3 --observers 1 --faults partition,crash
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from node.sim.cluster import SimParams, run
+from node.sim.faults import FAULT_KINDS
+from node.sim.invariants import InvariantViolation
+
+_DEFAULTS = SimParams(seed=0)
+
+
+def parse(argv: list[str] | None = None) -> SimParams:
+    parser = argparse.ArgumentParser(prog="python -m node.sim.replay", description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--voters", type=int, default=3)
+    parser.add_argument("--observers", type=int, default=0)
+    parser.add_argument("--faults", default="none", help=f"comma-separated: {', '.join(FAULT_KINDS)} (or none)")
+    parser.add_argument("--fault-ms", type=int, default=_DEFAULTS.fault_ms)
+    parser.add_argument("--settle-ms", type=int, default=_DEFAULTS.settle_ms)
+    parser.add_argument("--snapshot-every", type=int, default=_DEFAULTS.snapshot_every)
+    args = parser.parse_args(argv)
+    faults = tuple(f for f in args.faults.split(",") if f and f != "none")
+    return SimParams(
+        seed=args.seed,
+        voters=args.voters,
+        observers=args.observers,
+        faults=faults,
+        fault_ms=args.fault_ms,
+        settle_ms=args.settle_ms,
+        snapshot_every=args.snapshot_every,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    params = parse(argv)
+    try:
+        result = run(params)
+    except (InvariantViolation, AssertionError) as exc:
+        print(f"FAILED: {exc}")
+        return 1
+    print(
+        f"ok: {result.events} events, {result.appended} appends, committed offset {result.committed_offset}, "
+        f"max epoch {result.max_epoch}, snapshots loaded {result.snapshots_loaded}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
