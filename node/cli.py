@@ -1,0 +1,246 @@
+"""`kraft-node`: the node's command line (Kafka's storage tool, the node itself, and quorum/cluster queries).
+
+    kraft-node random-uuid
+    kraft-node format --config F --cluster-id ID [--ignore-formatted]
+    kraft-node info --config F
+    kraft-node start --config F
+    kraft-node describe-quorum --bootstrap-controller H:P
+    kraft-node describe-cluster --bootstrap-server H:P
+
+Exit codes: 0 success, 1 the command failed (with one clear line on stderr), 2 bad arguments.
+Queries print JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from node.config import ConfigError, NodeConfig, load_config
+from node.storage.errors import StorageError
+from node.storage.meta_properties import (
+    format_dirs,
+    random_cluster_id,
+    read_meta_properties,
+    validate_cluster_id,
+)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+METADATA_TOPIC = "__cluster_metadata"
+DESCRIBE_QUORUM_KEY = 55
+DESCRIBE_CLUSTER_KEY = 60
+
+
+class CommandFailed(Exception):
+    """A command could not do its job; the message is printed as is."""
+
+
+def _config(path: str) -> NodeConfig:
+    try:
+        return load_config(path)
+    except ConfigError as e:
+        raise CommandFailed(f"{path}: {e}") from None
+
+
+def cmd_random_uuid(args: argparse.Namespace) -> int:
+    print(random_cluster_id())
+    return EXIT_OK
+
+
+def cmd_format(args: argparse.Namespace) -> int:
+    config = _config(args.config)
+    try:
+        validate_cluster_id(args.cluster_id)
+        written = format_dirs(config.all_log_dirs, args.cluster_id, config.node_id, args.ignore_formatted)
+    except (ValueError, StorageError, OSError) as e:
+        raise CommandFailed(str(e)) from None
+    for d in config.all_log_dirs:
+        state = "Formatting" if d in written else "Skipping already formatted"
+        print(f"{state} {d} with cluster.id {args.cluster_id} and node.id {config.node_id}")
+    return EXIT_OK
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Like `kafka-storage info`: each directory's meta.properties, and every problem found."""
+    config = _config(args.config)
+    problems: list[str] = []
+    found: dict[str, Any] = {}
+    for d in config.all_log_dirs:
+        try:
+            props = read_meta_properties(d)
+        except (StorageError, OSError) as e:
+            problems.append(str(e))
+            continue
+        found[str(d)] = props
+        print(f"{d}: version={props.version} cluster.id={props.cluster_id} node.id={props.node_id}")
+        if props.node_id != config.node_id:
+            problems.append(f"{d}: node.id {props.node_id} does not match the configuration's {config.node_id}")
+    if len({p.cluster_id for p in found.values()}) > 1:
+        problems.append("log directories belong to different clusters")
+    if problems:
+        print(f"Found problem{'s' if len(problems) > 1 else ''}:", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    from node.server import run_node  # imported here: the storage tool commands need none of it
+
+    return run_node(_config(args.config))
+
+
+# ---------------------------------------------------------------------------------------------
+# Queries over the Kafka protocol
+
+
+def host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def _schema(api: str, version: int, kind: str) -> Any:
+    return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
+
+
+async def _query(address: tuple[str, int], api_key: int, versions: tuple[int, int], build: Callable[[int], Any],
+                 timeout: float) -> Any:
+    from node.protocol.client import ProtocolClient
+    from node.protocol.errors import RequestError
+    from node.protocol.negotiate import negotiate
+
+    host, port = address
+    try:
+        async with ProtocolClient(host, port, client_id="kraft-node", request_timeout=timeout,
+                                  connect_timeout=timeout) as client:
+            version = (await negotiate(client, {api_key: versions}))[api_key]
+            return await client.send(build(version))
+    except (RequestError, OSError) as e:
+        raise CommandFailed(f"{host}:{port}: {type(e).__name__}: {e}") from None
+
+
+def describe_quorum_request(version: int) -> Any:
+    mod = _schema("describe_quorum", version, "request")
+    partition = mod.PartitionData(partition_index=0)
+    return mod.DescribeQuorumRequest(topics=(mod.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),))
+
+
+def _error_name(code: Any) -> str:
+    return getattr(code, "name", str(code)).upper()
+
+
+def quorum_json(response: Any) -> dict[str, Any]:
+    """DescribeQuorum's answer as the CLI prints it: leader, epoch, HW, voters, observers."""
+    top_error = getattr(response, "error_code", None)
+    if top_error is not None and int(top_error) != 0:
+        raise CommandFailed(f"DescribeQuorum failed: {_error_name(top_error)} {getattr(response, 'error_message', '')}")
+    try:
+        part = next(p for t in response.topics if t.topic_name == METADATA_TOPIC for p in t.partitions)
+    except StopIteration:
+        raise CommandFailed("DescribeQuorum answered without the metadata partition") from None
+    if int(part.error_code) != 0:
+        raise CommandFailed(f"DescribeQuorum failed: {_error_name(part.error_code)}")
+
+    def replica(r: Any) -> dict[str, Any]:
+        return {
+            "id": int(r.replica_id),
+            "log_end_offset": int(r.log_end_offset),
+            "last_fetch_timestamp": int(getattr(r, "last_fetch_timestamp", -1)),
+            "last_caught_up_timestamp": int(getattr(r, "last_caught_up_timestamp", -1)),
+        }
+
+    leader = int(part.leader_id)
+    return {
+        "leader": leader if leader >= 0 else None,
+        "epoch": int(part.leader_epoch),
+        "high_watermark": int(part.high_watermark),
+        "voters": [replica(r) for r in part.current_voters],
+        "observers": [replica(r) for r in part.observers],
+    }
+
+
+def describe_cluster_request(version: int) -> Any:
+    mod = _schema("describe_cluster", version, "request")
+    return mod.DescribeClusterRequest(include_cluster_authorized_operations=False)
+
+
+def cluster_json(response: Any) -> dict[str, Any]:
+    if int(response.error_code) != 0:
+        detail = response.error_message or ""
+        raise CommandFailed(f"DescribeCluster failed: {_error_name(response.error_code)} {detail}")
+    controller = int(response.controller_id)
+    return {
+        "cluster_id": str(response.cluster_id),
+        "controller": controller if controller >= 0 else None,
+        "brokers": [
+            {"id": int(b.broker_id), "host": b.host, "port": int(b.port), "rack": b.rack}
+            for b in sorted(response.brokers, key=lambda b: int(b.broker_id))
+        ],
+    }
+
+
+def cmd_describe_quorum(args: argparse.Namespace) -> int:
+    response = asyncio.run(_query(args.bootstrap_controller, DESCRIBE_QUORUM_KEY, (0, 2), describe_quorum_request,
+                                  args.timeout))
+    print(json.dumps(quorum_json(response)))
+    return EXIT_OK
+
+
+def cmd_describe_cluster(args: argparse.Namespace) -> int:
+    response = asyncio.run(_query(args.bootstrap_server, DESCRIBE_CLUSTER_KEY, (0, 1), describe_cluster_request,
+                                  args.timeout))
+    print(json.dumps(cluster_json(response)))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kraft-node", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub.add_parser("random-uuid", help="print a new random cluster id").set_defaults(func=cmd_random_uuid)
+    p = sub.add_parser("format", help="write meta.properties in every log directory")
+    p.add_argument("--config", "-c", required=True)
+    p.add_argument("--cluster-id", "-t", required=True)
+    p.add_argument("--ignore-formatted", "-g", action="store_true", help="skip directories already formatted")
+    p.set_defaults(func=cmd_format)
+    p = sub.add_parser("info", help="show the log directories' meta.properties and problems")
+    p.add_argument("--config", "-c", required=True)
+    p.set_defaults(func=cmd_info)
+    p = sub.add_parser("start", help="run the node in the foreground (SIGTERM: graceful stop)")
+    p.add_argument("--config", "-c", required=True)
+    p.set_defaults(func=cmd_start)
+    p = sub.add_parser("describe-quorum", help="JSON: leader, epoch, high-water mark, voters, observers")
+    p.add_argument("--bootstrap-controller", required=True, type=host_port, metavar="HOST:PORT")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds")
+    p.set_defaults(func=cmd_describe_quorum)
+    p = sub.add_parser("describe-cluster", help="JSON: cluster id, active controller, brokers")
+    p.add_argument("--bootstrap-server", required=True, type=host_port, metavar="HOST:PORT")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds")
+    p.set_defaults(func=cmd_describe_cluster)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CommandFailed as e:
+        print(f"kraft-node {args.command}: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

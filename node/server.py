@@ -1,0 +1,745 @@
+"""The node process: asyncio edges (sockets, disk, signals, real time) around the sans-IO Raft core.
+
+`run_node(config)` checks meta.properties, opens storage (log recovery is journalled; a
+`LogCorruption` stops the node with a clear error), starts the Raft core through
+`node.raft.node.RaftNode` with the state machine the application provides, and then:
+
+- drives the core with the node's clock (`node.clock`) and one timer at the core's `deadline`;
+- serves the Raft RPCs on the controller listener (`node.protocol` server, `node.raft.wire`
+  mapping), routing each request into the core with a fresh `ref` and answering with the
+  response the core emits for that `ref`;
+- sends the core's requests to the other voters (one `node.protocol` client per peer) and feeds
+  their responses back with the request's `ref`; a failed request is dropped (the core times it out);
+- writes the core's journal events, checkpoints the high-water mark, updates metrics;
+- on SIGTERM/SIGINT: a leader resigns (EndQuorumEpoch to its successors), then everything closes.
+
+The core makes every storage effect of a step durable before returning it, so messages are sent
+as soon as a step returns (the ordering rule: flush first, then send).
+
+Roles: a voter (controller, or broker+controller) takes part in elections; a broker-only node is
+an observer that fetches from the leader. What sits on top of Raft is an `Application` (the
+seam for the controller and broker): it supplies the state machine and may register Kafka APIs
+on the listeners. Until those exist, `CommitLog` (a trivial state machine that only counts and
+checksums committed records) is used. With `kraftlab.unsafe.test.mode=true`, the controller
+listener also serves a test-only append path: a Produce request to `__cluster_metadata`
+partition 0 appends its records as one batch on the leader and is answered once they commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import random
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from node import metrics as mx
+from node.clock import Clock, SkewedClock
+from node.config import NodeConfig
+from node.journal import Journal, JournalWriter
+from node.protocol.client import ProtocolClient
+from node.protocol.errors import RequestError
+from node.protocol.registry import ApiRegistry, RequestContext
+from node.protocol.server import ProtocolServer
+from node.raft import messages as m
+from node.raft.config import RaftConfig
+from node.raft.core import Commit, NotLeader, Output, RaftCore, RaftSafetyError
+from node.raft.node import RaftNode
+from node.raft.ports import Batch, LogCorruption, OffsetAndEpoch, Record, StateMachine, record_crc
+from node.storage.errors import StorageError
+from node.storage.log import DiskLog
+from node.storage.meta_properties import MetaProperties, load_and_validate
+from node.storage.quorum_state import FileQuorumStateStore
+from node.storage.snapshots import DiskSnapshotStore
+
+log = logging.getLogger("kraft-node")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+HW_CHECKPOINT_INTERVAL_S = 1.0
+MAX_TIMER_SLEEP_S = 0.1  # re-check at least this often (the clock file may change the rate)
+RESIGN_GRACE_S = 0.5
+_APPROX_RECORD_BYTES = 64
+
+
+class StartupError(Exception):
+    """The node cannot start; the message says why and what to do."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The application seam: what sits on top of Raft in this process
+
+
+class Appender(Protocol):
+    """How an application writes to the metadata log: one batch, on the leader only
+    (`node.raft.core.NotLeader` otherwise); returns the batch's base offset."""
+
+    def append(self, records: Sequence[Record], now_ms: int) -> int: ...
+
+
+@dataclass(slots=True)
+class NodeContext:
+    """What the process hands an application when it builds it."""
+
+    config: NodeConfig
+    cluster_id: str
+    clock: Clock
+    journal: Journal
+    metrics: mx.Metrics
+    appender: Appender
+    controller_apis: ApiRegistry | None
+    broker_apis: ApiRegistry | None
+
+
+class Application(Protocol):
+    """The controller/broker side of a node. Built once storage is open, before the core starts."""
+
+    @property
+    def state_machine(self) -> StateMachine: ...
+
+    def tick(self, now_ms: int) -> int | None:
+        """Time passed; returns the next time (node ms) it wants a tick, or None."""
+        ...
+
+    async def stop(self) -> None:
+        """Graceful stop (a broker's controlled shutdown); called before the core stops."""
+        ...
+
+
+ApplicationFactory = Callable[[NodeContext], Application]
+
+
+class CommitLog:
+    """The trivial state machine: counts committed records and keeps a running CRC of them.
+
+    Used until the controller/broker applications are plugged in, and by tests."""
+
+    def __init__(self) -> None:
+        self.applied_end = 0
+        self.records = 0
+        self.digest = 0
+        self.leader: tuple[int | None, int, bool] = (None, 0, False)
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record]) -> None:
+        self.applied_end = snapshot_id.offset
+        self.records = len(records)
+        self.digest = 0
+
+    def handle_commit(self, batches: Sequence[Batch]) -> None:
+        for batch in batches:
+            if not batch.control:
+                for record in batch.records:
+                    self.records += 1
+                    self.digest = record_crc(self.digest.to_bytes(4, "big"), record_crc(record.key, record.value)
+                                             .to_bytes(4, "big"))
+            self.applied_end = batch.next_offset
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int, local_is_leader: bool) -> None:
+        self.leader = (leader_id, epoch, local_is_leader)
+
+    def snapshot_records(self) -> tuple[OffsetAndEpoch, list[Record]] | None:
+        return None
+
+
+class CommitLogApplication:
+    """The default application: `CommitLog` and nothing else."""
+
+    def __init__(self, context: NodeContext) -> None:
+        self._machine = CommitLog()
+
+    @property
+    def state_machine(self) -> StateMachine:
+        return self._machine
+
+    def tick(self, now_ms: int) -> int | None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage
+
+
+@dataclass(slots=True)
+class Storage:
+    meta: MetaProperties
+    log: DiskLog
+    quorum: FileQuorumStateStore
+    snapshots: DiskSnapshotStore
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def open_storage(config: NodeConfig, journal: Journal) -> Storage:
+    """Check meta.properties in every log dir, then open and recover the metadata log."""
+    try:
+        meta = load_and_validate(config.all_log_dirs, config.node_id)
+    except (StorageError, ValueError) as e:
+        raise StartupError(f"{e} (format them with `kraft-node format --config ... --cluster-id ...`)") from e
+    snapshots = DiskSnapshotStore.in_log_dir(config.metadata_log_dir)
+    try:
+        disk_log = DiskLog.open(
+            config.metadata_log_dir,
+            segment_bytes=config.metadata_log_segment_bytes,
+            lose_unflushed=config.unsafe_lose_unflushed,
+            snapshot_id=snapshots.latest(),
+        )
+    except LogCorruption as e:
+        journal.write("corruption", path=str(config.metadata_log_dir), offset=-1, reason=str(e), below_hw=True)
+        raise StartupError(f"metadata log corrupt: {e}") from e
+    for event in disk_log.recovery.journal_events():
+        fields = dict(event)
+        journal.write(str(fields.pop("ev")), **fields)
+    return Storage(meta, disk_log, FileQuorumStateStore.in_log_dir(config.metadata_log_dir), snapshots)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Raft driver: one step at a time, outputs applied in order
+
+
+@dataclass(slots=True)
+class _PendingAppend:
+    last_offset: int
+    future: asyncio.Future[int]
+
+
+@dataclass(slots=True)
+class _Inbound:
+    future: asyncio.Future[m.Message]
+
+
+class RaftDriver:
+    """Feeds the core (through `RaftNode`) with events and real time and applies its outputs."""
+
+    def __init__(
+        self,
+        node: RaftNode,
+        clock: Clock,
+        journal: Journal,
+        metrics: mx.Registry,
+        send: Callable[[m.Envelope], None],
+        checkpoint_hw: Callable[[int], None],
+    ) -> None:
+        self.node = node
+        self.core: RaftCore = node.core
+        self.clock = clock
+        self.journal = journal
+        self.metrics = metrics
+        self._send = send
+        self._checkpoint_hw = checkpoint_hw
+        self._queue: list[Output] = []
+        self._applying = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline: int | None = None
+        self._inbound: dict[int, _Inbound] = {}
+        self._next_ref = 0
+        self._appends: list[_PendingAppend] = []
+        self._rate = mx.WindowedRate()
+        self._last_role: str | None = None
+        self.failed: BaseException | None = None
+        self.stopped = asyncio.Event()
+
+    def now(self) -> int:
+        return self.clock.mono_ns() // 1_000_000
+
+    # ---- steps -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._step(lambda now: self.node.start(now))
+
+    def handle(self, envelope: m.Envelope) -> None:
+        self._step(lambda now: self.node.handle(envelope, now))
+
+    def tick(self) -> None:
+        self._timer = None
+        self._step(lambda now: self.node.tick(now))
+
+    def append(self, records: Sequence[Record]) -> int:
+        """Append as leader now (raises NotLeader); returns the base offset."""
+        base_holder: list[int] = []
+
+        def step(now: int) -> Output:
+            base, out = self.node.append(records, now)
+            base_holder.append(base)
+            return out
+
+        self._step(step)
+        return base_holder[0]
+
+    def resign(self) -> None:
+        self._step(lambda now: self.node.resign(now))
+
+    def _step(self, step: Callable[[int], Output]) -> None:
+        if self.failed is not None:
+            raise RuntimeError("the Raft core has stopped") from self.failed
+        try:
+            out = step(self.now())
+        except (RaftSafetyError, LogCorruption, StorageError, OSError) as e:
+            self._fail(e)
+            raise
+        self._queue.append(out)
+        if self._applying:
+            return  # a state machine callback appended: its output is applied after this one
+        self._applying = True
+        try:
+            while self._queue:
+                self._apply(self._queue.pop(0))
+        finally:
+            self._applying = False
+
+    def _fail(self, error: BaseException) -> None:
+        log.error("stopping: %s", error)
+        self.failed = error
+        if isinstance(error, LogCorruption):
+            self.journal.write("corruption", path="metadata log", offset=-1, reason=str(error), below_hw=True)
+        self.stopped.set()
+
+    # ---- outputs -----------------------------------------------------------------------------
+
+    def _apply(self, out: Output) -> None:
+        now = self.now()
+        for event in out.events:
+            fields = dict(event)
+            ev = str(fields.pop("ev"))
+            self.journal.write(ev, **fields)
+            if ev == "role" and fields.get("role") == "candidate":
+                self.metrics.inc(mx.RAFT_ELECTIONS)
+        for update in out.updates:
+            if isinstance(update, Commit):
+                self._on_commit(update.batches, now)
+        for envelope in out.messages:
+            pending = self._inbound.pop(envelope.ref, None) if isinstance(envelope.ref, int) else None
+            if pending is not None and not m.is_request(envelope.message):
+                if not pending.future.done():
+                    pending.future.set_result(envelope.message)
+            else:
+                self._send(envelope)
+        self._settle_appends(now)
+        self._update_gauges(now)
+        self._schedule(out.deadline)
+
+    def _on_commit(self, batches: Sequence[Batch], now: int) -> None:
+        count = 0
+        for batch in batches:
+            count += 1
+            if self.core.is_leader and not batch.control:
+                self.metrics.set(mx.METADATA_COMMIT_LATENCY_MS, max(0, now - batch.append_time_ms))
+        self._rate.record(float(now), count)
+
+    def _settle_appends(self, now: int) -> None:
+        hw = self.core.high_watermark
+        keep: list[_PendingAppend] = []
+        for p in self._appends:
+            if p.future.done():
+                continue
+            if p.last_offset < hw:
+                p.future.set_result(p.last_offset)
+            else:
+                keep.append(p)
+        self._appends = keep
+
+    def _update_gauges(self, now: int) -> None:
+        core = self.core
+        g = self.metrics
+        g.set(mx.RAFT_EPOCH, core.epoch)
+        leader = core.leader_id
+        g.set(mx.RAFT_LEADER, -1 if leader is None else leader)
+        g.set(mx.RAFT_HIGH_WATERMARK, core.high_watermark)
+        g.set(mx.RAFT_LOG_END_OFFSET, core.log.end_offset())
+        g.set(mx.METADATA_LAG, max(0, core.high_watermark - core.applied_offset))
+        g.set(mx.METADATA_COMMIT_RATE, self._rate.rate(float(now)))
+        latest = core.snapshots.latest()
+        g.set(mx.METADATA_SNAPSHOT_OFFSET_LAG, core.high_watermark - (latest.offset if latest else 0))
+        role = str(core.role)
+        if role != self._last_role:
+            g.set_role(role)
+            self._last_role = role
+
+    # ---- timer -------------------------------------------------------------------------------
+
+    def _schedule(self, deadline: int | None) -> None:
+        if self.stopped.is_set():
+            return
+        now = self.now()
+        delay_s = MAX_TIMER_SLEEP_S if deadline is None else max(0.0, (deadline - now) / 1000.0)
+        delay_s = min(delay_s, MAX_TIMER_SLEEP_S)
+        if self._timer is not None:
+            if self._deadline == deadline and deadline is not None:
+                return
+            self._timer.cancel()
+        self._deadline = deadline
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        try:
+            self.tick()
+        except Exception:
+            log.exception("tick failed")
+
+    def cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # ---- requests from peers, and appends ----------------------------------------------------
+
+    async def request(self, src: int, message: m.Message, timeout_s: float) -> m.Message:
+        """Route a request from `src` into the core; wait for the response it emits for it."""
+        self._next_ref += 1
+        ref = self._next_ref
+        future: asyncio.Future[m.Message] = asyncio.get_running_loop().create_future()
+        self._inbound[ref] = _Inbound(future)
+        try:
+            self.handle(m.Envelope(src, self.core.node_id, message, ref))
+            return await asyncio.wait_for(future, timeout_s)
+        finally:
+            self._inbound.pop(ref, None)
+
+    async def append_and_wait(self, records: Sequence[Record], timeout_s: float) -> int:
+        """Append as leader and wait until committed; returns the base offset."""
+        base = self.append(records)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._appends.append(_PendingAppend(base + len(records) - 1, future))
+        self._settle_appends(self.now())
+        await asyncio.wait_for(future, timeout_s)
+        return base
+
+
+# ---------------------------------------------------------------------------------------------
+# Transport: Raft RPCs over the Kafka protocol
+
+
+class PeerLinks:
+    """One client per voter; requests are sent as tasks and their responses fed back to the core."""
+
+    def __init__(self, config: NodeConfig, deliver: Callable[[m.Envelope], None]) -> None:
+        self._config = config
+        self._deliver = deliver
+        self._clients: dict[int, ProtocolClient] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timeout_s = config.request_timeout_ms / 1000.0
+
+    def _client(self, node_id: int) -> ProtocolClient | None:
+        client = self._clients.get(node_id)
+        if client is None:
+            voter = self._config.voter(node_id)
+            if voter is None:
+                return None
+            client = ProtocolClient(voter.host, voter.port, client_id=f"raft-{self._config.node_id}",
+                                    request_timeout=self._timeout_s, connect_timeout=self._timeout_s)
+            self._clients[node_id] = client
+        return client
+
+    def send(self, envelope: m.Envelope) -> None:
+        if not m.is_request(envelope.message):
+            log.debug("dropping a response to %s with no waiting request (ref %r)", envelope.dst, envelope.ref)
+            return
+        client = self._client(envelope.dst)
+        if client is None:
+            log.warning("no address for node %d: dropping %s", envelope.dst, type(envelope.message).__name__)
+            return
+        task = asyncio.get_running_loop().create_task(self._exchange(client, envelope))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _exchange(self, client: ProtocolClient, envelope: m.Envelope) -> None:
+        from node.raft import wire
+
+        request = wire.encode_request(envelope.message, envelope.src)
+        try:
+            response = await client.send(request)
+        except RequestError as e:
+            log.debug("%s to %d failed: %s", type(envelope.message).__name__, envelope.dst, e)
+            return
+        try:
+            message = wire.decode_response(response, envelope.message)
+        except Exception as e:  # a peer answering nonsense must not stop this node
+            log.warning("undecodable %s from %d: %s", type(response).__name__, envelope.dst, e)
+            return
+        self._deliver(m.Envelope(envelope.dst, envelope.src, message, envelope.ref))
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+
+def register_raft_apis(registry: ApiRegistry, driver: RaftDriver, timeout_s: float) -> None:
+    """Serve Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum."""
+    from node.raft import wire
+
+    async def handle(request: Any, context: RequestContext) -> Any:
+        src, message = wire.decode_request(request)
+        response = await driver.request(src, message, timeout_s)
+        return wire.encode_response(response, request)
+
+    for api_key, lo, hi in wire.served_apis():
+        registry.register(api_key, lo, hi, handle)
+
+
+# ---------------------------------------------------------------------------------------------
+# The process
+
+
+class NodeServer:
+    """One node: storage, core, listeners, peers, metrics, journal; `run()` until stopped."""
+
+    def __init__(self, config: NodeConfig, application: ApplicationFactory = CommitLogApplication,
+                 clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or SkewedClock(config.clock_file)
+        assert config.journal_file is not None
+        self.journal = JournalWriter(config.journal_file, self.clock, config.node_id)
+        self.metrics = mx.Registry()
+        self._application_factory = application
+        self._servers: list[ProtocolServer] = []
+        self._metrics_server: mx.MetricsServer | None = None
+        self._stop = asyncio.Event()
+        self.storage: Storage | None = None
+        self.driver: RaftDriver | None = None
+        self.peers: PeerLinks | None = None
+        self.application: Application | None = None
+        self._hw_task: asyncio.Task[None] | None = None
+        self._app_timer: asyncio.TimerHandle | None = None
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> int:
+        try:
+            await self._start()
+        except StartupError as e:
+            log.error("%s", e)
+            print(f"kraft-node: {e}", file=sys.stderr)
+            await self._shutdown(graceful=False)
+            return EXIT_FAILED
+        assert self.driver is not None
+        stopped = asyncio.ensure_future(self._stop.wait())
+        failed = asyncio.ensure_future(self.driver.stopped.wait())
+        await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        failed.cancel()
+        error = self.driver.failed
+        await self._shutdown(graceful=error is None)
+        if error is not None:
+            print(f"kraft-node: stopped: {error}", file=sys.stderr)
+            return EXIT_FAILED
+        return EXIT_OK
+
+    async def _start(self) -> None:
+        config = self.config
+        storage = self.storage = open_storage(config, self.journal)
+        raft_config = RaftConfig(
+            election_timeout_ms=config.election_timeout_ms,
+            fetch_timeout_ms=config.fetch_timeout_ms,
+            election_backoff_max_ms=config.election_backoff_max_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            append_linger_ms=config.append_linger_ms,
+        )
+        core = RaftCore(
+            raft_config, config.node_id, config.voter_ids, storage.log, storage.quorum, storage.snapshots,
+            random.Random(os.urandom(16)), roles=sorted(config.roles, reverse=True),
+        )
+        controller_apis = ApiRegistry() if config.controller_listener is not None else None
+        broker_apis = ApiRegistry() if config.is_broker else None
+        context = NodeContext(config, storage.meta.cluster_id, self.clock, self.journal, self.metrics,
+                              _DriverAppender(self), controller_apis, broker_apis)
+        self.application = self._application_factory(context)
+        every = max(1, config.metadata_snapshot_max_new_record_bytes // _APPROX_RECORD_BYTES)
+        node = RaftNode(core, self.application.state_machine, snapshot_every_records=every)
+        self.peers = PeerLinks(config, self._deliver)
+        self.driver = RaftDriver(node, self.clock, self.journal, self.metrics, self.peers.send,
+                                 storage.log.checkpoint_hw)
+        timeout_s = (config.request_timeout_ms + config.fetch_timeout_ms) / 1000.0
+        if controller_apis is not None:
+            register_raft_apis(controller_apis, self.driver, timeout_s)
+            if config.unsafe_test_mode:
+                register_test_append(controller_apis, self.driver, config.request_timeout_ms / 1000.0)
+            listener = config.controller_listener
+            assert listener is not None
+            await self._listen(controller_apis, listener.host, listener.port, listener.name)
+        if broker_apis is not None:
+            for listener in config.broker_listeners:
+                await self._listen(broker_apis, listener.host, listener.port, listener.name)
+        if config.metrics_port:
+            host = (config.listeners[0].host if config.listeners else "") or "0.0.0.0"
+            self._metrics_server = mx.MetricsServer(self.metrics, host, config.metrics_port)
+            try:
+                await self._metrics_server.start()
+            except OSError as e:
+                raise StartupError(f"cannot serve metrics on {host}:{config.metrics_port}: {e}") from e
+        self.driver.start()
+        self._hw_task = asyncio.get_running_loop().create_task(self._checkpoint_loop())
+        self._schedule_app_tick()
+        log.info("node %d started: roles %s, voters %s, cluster %s", config.node_id, sorted(config.roles),
+                 list(config.voter_ids), storage.meta.cluster_id)
+
+    async def _listen(self, registry: ApiRegistry, host: str, port: int, name: str) -> None:
+        server = ProtocolServer(registry, host or "0.0.0.0", port, listener=name)
+        try:
+            await server.start()
+        except OSError as e:
+            raise StartupError(f"cannot listen on {name}://{host}:{port}: {e}") from e
+        self._servers.append(server)
+
+    def _deliver(self, envelope: m.Envelope) -> None:
+        if self.driver is None or self.driver.failed is not None or self._stop.is_set():
+            return
+        with contextlib.suppress(RaftSafetyError, LogCorruption, StorageError, OSError):
+            self.driver.handle(envelope)
+
+    def _schedule_app_tick(self) -> None:
+        if self.application is None or self.driver is None or self._stop.is_set():
+            return
+        now = self.driver.now()
+        wanted = self.application.tick(now)
+        delay = MAX_TIMER_SLEEP_S if wanted is None else min(MAX_TIMER_SLEEP_S, max(0, wanted - now) / 1000.0)
+        self._app_timer = asyncio.get_running_loop().call_later(delay, self._schedule_app_tick)
+
+    async def _checkpoint_loop(self) -> None:
+        assert self.driver is not None and self.storage is not None
+        last = -1
+        while True:
+            await asyncio.sleep(HW_CHECKPOINT_INTERVAL_S)
+            hw = self.driver.core.high_watermark
+            if hw != last:
+                try:
+                    self.storage.log.checkpoint_hw(hw)
+                    last = hw
+                except OSError as e:
+                    log.warning("high-water mark checkpoint failed: %s", e)
+
+    async def _shutdown(self, graceful: bool) -> None:
+        driver = self.driver
+        if self._app_timer is not None:
+            self._app_timer.cancel()
+        if graceful and self.application is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.application.stop(), 10.0)
+        if graceful and driver is not None and driver.failed is None and driver.core.is_leader:
+            with contextlib.suppress(Exception):
+                driver.resign()
+                await asyncio.sleep(RESIGN_GRACE_S)
+        if driver is not None:
+            driver.stopped.set()
+            driver.cancel_timer()
+        if self._hw_task is not None:
+            self._hw_task.cancel()
+            await asyncio.gather(self._hw_task, return_exceptions=True)
+        for server in self._servers:
+            await server.stop()
+        if self.peers is not None:
+            await self.peers.close()
+        if self._metrics_server is not None:
+            await self._metrics_server.stop()
+        if self.storage is not None:
+            if driver is not None and driver.failed is None:
+                with contextlib.suppress(Exception):
+                    self.storage.log.flush()
+                    self.storage.log.checkpoint_hw(driver.core.high_watermark)
+            self.storage.close()
+        self.journal.close()
+
+
+class _DriverAppender:
+    """`Appender` over the running driver (the application is built before the driver exists)."""
+
+    def __init__(self, server: NodeServer) -> None:
+        self._server = server
+
+    def append(self, records: Sequence[Record], now_ms: int) -> int:
+        driver = self._server.driver
+        if driver is None:
+            raise NotLeader(None, 0)
+        return driver.append(records)
+
+
+# ---------------------------------------------------------------------------------------------
+# Test-only append path (kraftlab.unsafe.test.mode=true): Produce to __cluster_metadata-0
+
+PRODUCE_KEY = 0
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def register_test_append(registry: ApiRegistry, driver: RaftDriver, timeout_s: float) -> None:
+    """Produce v3..v9 to `__cluster_metadata` partition 0: the records of its batches are appended
+    as one batch by the leader and acknowledged once committed (NOT_LEADER_OR_FOLLOWER elsewhere,
+    REQUEST_TIMED_OUT when the commit did not happen in time — the append may still commit)."""
+    from kio.schema.errors import ErrorCode
+
+    from node.storage.batches import decode_batches
+
+    async def produce(request: Any, context: RequestContext) -> Any:
+        from node.protocol.headers import response_schema
+
+        mod = sys.modules[response_schema(PRODUCE_KEY, context.api_version).__module__]
+        topics = []
+        for topic in request.topic_data:
+            parts = []
+            for part in topic.partition_data:
+                error, base = ErrorCode.none, -1
+                if topic.name != METADATA_TOPIC or part.index != 0:
+                    error = ErrorCode.unknown_topic_or_partition
+                else:
+                    try:
+                        records = [r for b in decode_batches(bytes(part.records or b"")) for r in b.records]
+                        if not records:
+                            error = ErrorCode.invalid_record
+                        else:
+                            base = await driver.append_and_wait(records, timeout_s)
+                    except NotLeader:
+                        error = ErrorCode.not_leader_or_follower
+                    except TimeoutError:
+                        error = ErrorCode.request_timed_out
+                    except StorageError:
+                        error = ErrorCode.corrupt_message
+                parts.append(_partition_response(mod, int(part.index), error, base))
+            topics.append(mod.TopicProduceResponse(name=topic.name, partition_responses=tuple(parts)))
+        return mod.ProduceResponse(responses=tuple(topics))
+
+    registry.register(PRODUCE_KEY, 3, 9, produce)
+
+
+def _partition_response(mod: Any, index: int, error: Any, base: int) -> Any:
+    """A PartitionProduceResponse of the module's version (fields vary across Produce versions)."""
+    from kio.static.primitive import i32, i64
+
+    cls = mod.PartitionProduceResponse
+    values = {"index": i32(index), "error_code": error, "base_offset": i64(base), "log_append_time": None,
+              "log_start_offset": i64(-1), "record_errors": (), "error_message": None}
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def run_node(config: NodeConfig, application: ApplicationFactory | None = None) -> int:
+    """`kraft-node start`: run in the foreground until SIGTERM/SIGINT; returns the exit code."""
+    logging.basicConfig(
+        level=os.environ.get("KRAFT_NODE_LOG", "INFO").upper(),
+        format=f"%(asctime)s %(levelname)s [node {config.node_id}] %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+    async def main() -> int:
+        server = NodeServer(config, application or CommitLogApplication)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, server.request_stop)
+        return await server.run()
+
+    return asyncio.run(main())
