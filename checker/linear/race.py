@@ -2,7 +2,8 @@
 
 All partitions advance together (round-robin over their search generators), so a partition
 that fails in milliseconds ends the check even while another would take minutes. With more
-than one core and enough work, the partitions are dealt to worker processes (fork), each
+than one core and enough work (and no other thread that a fork could catch holding a lock),
+the partitions are dealt to worker processes (fork), each
 racing its share; the first illegal result terminates the others. Verdicts merge
 false > unknown > true.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import copy
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -123,7 +125,8 @@ def race(ops: list[Op], model: Model, budget: Budget | None = None, workers: int
     groups = split(ops, model)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = min(workers if workers is not None else cpus, len(groups))
-    if workers <= 1 or len(ops) < PARALLEL_MIN_OPS:
+    forkable = threading.current_thread() is threading.main_thread() and threading.active_count() == 1
+    if workers <= 1 or len(ops) < PARALLEL_MIN_OPS or not forkable:
         return race_in_process(groups, model, Meter(budget))
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()

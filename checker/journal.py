@@ -1,0 +1,96 @@
+"""Node journals (docs/contracts.md): JSON Lines of what each node did, read into `Entry`s.
+
+Every entry keeps its file and line so a violation can point at the exact lines. Order within
+one journal is the node's own order and is trusted; clocks across nodes are not (skew).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checker.history import HistoryError
+
+COMMON = ("ts", "mono", "node", "ev")
+
+
+@dataclass(slots=True)
+class Entry:
+    node: int
+    ev: str
+    ts: float
+    mono: int
+    fields: dict[str, Any]
+    file: str = "<memory>"
+    line: int = 0
+    seq: int = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.fields[key]
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"where": self.where(), "node": self.node, "ev": self.ev, "ts": self.ts, **self.fields}
+
+
+@dataclass
+class Journals:
+    """All nodes' journals: node id → entries in the node's own order."""
+
+    by_node: dict[int, list[Entry]] = field(default_factory=dict)
+
+    def all(self) -> Iterable[Entry]:
+        for node in sorted(self.by_node):
+            yield from self.by_node[node]
+
+
+def entry_from(raw: dict[str, Any], file: str = "<memory>", line: int = 0, seq: int = 0) -> Entry:
+    for key in COMMON:
+        if key not in raw:
+            raise HistoryError(file, line, f"journal entry without {key!r}")
+    if not isinstance(raw["node"], int):
+        raise HistoryError(file, line, "node must be an integer id")
+    fields = {k: v for k, v in raw.items() if k not in COMMON}
+    return Entry(raw["node"], str(raw["ev"]), raw["ts"], raw["mono"], fields, file, line, seq)
+
+
+def read_journal(path: str | Path) -> list[Entry]:
+    out: list[Entry] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, text in enumerate(fh, 1):
+            if not text.strip():
+                continue
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise HistoryError(path, lineno, f"not JSON: {exc.msg}") from None
+            if not isinstance(raw, dict):
+                raise HistoryError(path, lineno, "a journal entry must be a JSON object")
+            out.append(entry_from(raw, str(path), lineno, len(out)))
+    return out
+
+
+def load_journals(paths: Iterable[str | Path]) -> Journals:
+    """Read journal files; several files of one node (restarts) are concatenated in order."""
+    js = Journals()
+    for p in paths:
+        for e in read_journal(p):
+            js.by_node.setdefault(e.node, []).append(e)
+    return js
+
+
+def journals_from(entries: Iterable[dict[str, Any]], file: str = "<memory>") -> Journals:
+    """Build Journals from dicts (tests, hand-built journals); line = position in the list."""
+    js = Journals()
+    for i, raw in enumerate(entries, 1):
+        e = entry_from(raw, file, i, i)
+        js.by_node.setdefault(e.node, []).append(e)
+    return js

@@ -1,0 +1,45 @@
+"""Hand-built node journals for the invariant tests: a healthy three-voter run to mutate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class JB:
+    """Appends journal entries with increasing clocks; `entries` is the journal (all nodes)."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+        self.t = 0
+
+    def add(self, node: int, ev: str, **fields: Any) -> dict[str, Any]:
+        self.t += 1
+        e = {"ts": 1_000_000 + self.t * 10, "mono": self.t * 10_000_000, "node": node, "ev": ev, **fields}
+        self.entries.append(e)
+        return e
+
+
+def healthy_raft() -> JB:
+    """Node 1 leads epoch 1 and commits offsets 0-2 on all three voters; node 2 leads epoch 2."""
+    j = JB()
+    for n in (1, 2, 3):
+        j.add(n, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    for n in (2, 3):
+        j.add(n, "role", role="follower", epoch=1, leader=1, voted_for=1)
+    j.add(1, "append", base=0, epoch=1, crcs=[11, 12, 13], control=False, leader=True)
+    for n in (2, 3):
+        j.add(n, "append", base=0, epoch=1, crcs=[11, 12, 13], control=False, leader=False)
+    j.add(1, "hw", hw=3, epoch=1)
+    for n in (2, 3):
+        j.add(n, "hw", hw=3, epoch=1)
+    for n in (1, 2, 3):
+        for o, crc in enumerate([11, 12, 13]):
+            j.add(n, "apply", offset=o, type="RegisterBrokerRecord", crc=crc)
+    j.add(2, "role", role="leader", epoch=2, leader=2, voted_for=2)
+    for n in (1, 3):
+        j.add(n, "role", role="follower", epoch=2, leader=2, voted_for=2)
+    j.add(2, "append", base=3, epoch=2, crcs=[21], control=True, leader=True)
+    j.add(3, "append", base=3, epoch=2, crcs=[21], control=True, leader=False)
+    j.add(2, "hw", hw=4, epoch=2)
+    return j

@@ -1,0 +1,97 @@
+"""Raft invariants: a healthy journal passes; each hand-built violation is reported once, with
+the offending entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checker_journals import JB, healthy_raft
+
+from checker.journal import journals_from
+from checker.raft import check_raft
+
+
+def _check(j: JB) -> dict[str, Any]:
+    return check_raft(journals_from(j.entries, "journal.jsonl"))
+
+
+def _only(res: dict[str, Any], invariant: str) -> dict[str, Any]:
+    assert res["valid"] is False
+    kinds = [a["type"] for a in res["anomalies"]]
+    assert kinds == [invariant], kinds
+    return res["anomalies"][0]
+
+
+def test_healthy_run_passes() -> None:
+    res = _check(healthy_raft())
+    assert res["valid"] is True, res["anomalies"]
+    assert res["stats"]["committed_offsets"] == 4
+
+
+def test_two_leaders_in_one_epoch() -> None:
+    j = healthy_raft()
+    bad = j.add(3, "role", role="leader", epoch=2, leader=3, voted_for=3)
+    a = _only(_check(j), "SingleLeader")
+    assert {e["node"] for e in a["entries"]} == {2, 3}
+    assert any(e["where"] == f"journal.jsonl:{j.entries.index(bad) + 1}" for e in a["entries"])
+
+
+def test_epoch_going_back() -> None:
+    j = healthy_raft()
+    j.add(3, "role", role="follower", epoch=1, leader=1, voted_for=None)
+    a = _only(_check(j), "MonotonicEpoch")
+    assert [e["epoch"] for e in a["entries"]] == [2, 1]
+
+
+def test_high_water_mark_going_back() -> None:
+    j = healthy_raft()
+    j.add(3, "hw", hw=2, epoch=2)
+    a = _only(_check(j), "MonotonicHighWatermark")
+    assert [e["hw"] for e in a["entries"]] == [3, 2]
+
+
+def test_high_water_mark_without_a_majority() -> None:
+    j = healthy_raft()
+    j.add(2, "append", base=4, epoch=2, crcs=[22], control=False, leader=True)
+    j.add(2, "hw", hw=5, epoch=2)
+    a = _only(_check(j), "MajorityReachedHighWatermark")
+    assert a["entries"][0]["hw"] == 5 and a["entries"][0]["node"] == 2
+
+
+def test_committed_entries_disagree() -> None:
+    j = healthy_raft()
+    # node 1 never saw offset 3 from node 2; it takes a different entry there and commits it
+    j.add(1, "append", base=3, epoch=2, crcs=[99], control=False, leader=False)
+    j.add(1, "hw", hw=4, epoch=2)
+    res = _check(j)
+    assert res["valid"] is False
+    kinds = {a["type"] for a in res["anomalies"]}
+    assert kinds == {"CommittedPrefixAgreement"}
+    assert any(e.get("crcs") == [99] for a in res["anomalies"] for e in a["entries"])
+
+
+def test_truncating_below_the_high_water_mark() -> None:
+    j = healthy_raft()
+    j.add(3, "truncate", to=1, **{"from": 4}, reason="diverging")
+    a = _only(_check(j), "CommittedPrefixAgreement")
+    assert a["entries"][-1]["ev"] == "truncate"
+
+
+def test_new_leader_missing_a_committed_entry() -> None:
+    j = JB()
+    for n in (1, 2, 3):
+        j.add(n, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    j.add(1, "append", base=0, epoch=1, crcs=[11], control=False, leader=True)
+    j.add(2, "append", base=0, epoch=1, crcs=[11], control=False, leader=False)
+    j.add(1, "hw", hw=1, epoch=1)
+    bad = j.add(3, "role", role="leader", epoch=2, leader=3, voted_for=3)
+    a = _only(_check(j), "LeaderCompleteness")
+    assert a["entries"][-1]["where"].endswith(f":{j.entries.index(bad) + 1}")
+
+
+def test_applying_an_uncommitted_record() -> None:
+    j = healthy_raft()
+    j.add(3, "apply", offset=3, type="PartitionChangeRecord", crc=21)
+    a = _only(_check(j), "NoUncommittedApply")
+    assert a["entries"][0]["offset"] == 3
