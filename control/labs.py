@@ -4,6 +4,7 @@ and clean leftovers of killed runs. Backends are modules with `up`, `open_hosts`
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import shutil
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import Any
 from control import leftovers
 from control.host import Host
 from control.lab import Lab
+from control.preflight import SetupError
 from control.state import LabState, list_states, load_state, remove_state
 
 BACKENDS = {"netns": "control.netns", "ssh": "control.ssh", "docker": "control.containers",
@@ -69,6 +71,8 @@ def clean(name: str | None = None, everything: bool = False) -> CleanReport:
     for s in states:
         backend_module(s.backend).down(s.name)
         report.labs.append(s.name)
+    with contextlib.suppress(SetupError):  # containers, when a Docker engine answers
+        backend_module("docker").remove_lab_objects(None if everything else name)
     if everything:
         leftovers.remove(leftovers.ALL)
         shutil.rmtree(netns.WORK_ROOT, ignore_errors=True)

@@ -1,0 +1,296 @@
+"""The Docker backend (docker SDK): hosts n1…nN are containers on a user-defined bridge network with
+fixed addresses and NET_ADMIN (so nemesis iptables rules work inside).
+
+Images are built offline: `kraftlab-base:bookworm` from a debootstrap minbase root (cached: built
+once, about 45 s), then `kraftlab-node:<hash>`, a layer with the project's wheels installed in a
+venv at /opt/kraftlab/venv. PID 1 of each container is a tiny reaper; daemons (the node) are
+started with `docker exec` through the shared shell scripts, each in its own session, and signals
+go to the daemon's process group inside the container, so STOP/CONT stop exactly the node.
+Every object carries the label `kraftlab.lab=NAME`; `remove_lab_objects` finds them by it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from control import subnet
+from control.host import CommandResult, HostError
+from control.netns import lab_prefix
+from control.preflight import SetupError, require_commands, require_root
+from control.shell import ShellDaemons
+from control.state import HostRecord, LabState, remove_state, save_state
+from control.wheels import build_wheelhouse
+
+BASE_IMAGE = "kraftlab-base:bookworm"
+NODE_REPO = "kraftlab-node"
+BASE_PACKAGES = "python3,python3-venv,iproute2,iptables,procps"
+WORKDIR = "/var/lib/kraftlab"
+LABEL = "kraftlab.lab"
+REAPER = ("import os,signal,time\nsignal.signal(signal.SIGTERM,lambda *a:os._exit(0))\nwhile True:\n"
+          " try: os.wait()\n except ChildProcessError: time.sleep(0.5)\n")
+DOCKERD_LOG = "/var/log/kraftlab-dockerd.log"
+
+
+def client() -> Any:
+    """A docker client for a running engine, or SetupError saying how to get one."""
+    import docker
+
+    try:
+        c = docker.from_env(timeout=120)
+        c.ping()
+        return c
+    except Exception as exc:  # the SDK raises several kinds for a missing socket
+        raise SetupError(f"the Docker daemon is not running ({exc.__class__.__name__}); start it (`dockerd &` "
+                         "or `systemctl start docker`), or install it with `apt-get install -y docker.io`") from None
+
+
+def start_engine(timeout: float = 30.0) -> subprocess.Popen[bytes] | None:
+    """Start dockerd (without touching the host's iptables) unless one answers; returns the process
+    started, or None if one was already running. The caller stops what it started."""
+    try:
+        client()
+        return None
+    except SetupError:
+        pass
+    require_root("starting dockerd")
+    require_commands({"dockerd": "docker.io", "containerd": "containerd"})
+    log = open(DOCKERD_LOG, "ab")  # noqa: SIM115 - handed to the daemon
+    proc = subprocess.Popen(["dockerd", "--iptables=false", "--ip-masq=false"], stdout=log, stderr=log,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SetupError(f"dockerd exited with {proc.returncode}; see {DOCKERD_LOG}")
+        try:
+            client()
+            return proc
+        except SetupError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise SetupError(f"dockerd did not answer within {timeout:g}s; see {DOCKERD_LOG}")
+
+
+def stop_engine(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def apt_mirror() -> str:
+    """The Debian mirror apt uses here (deb822 or one-line sources)."""
+    for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        m = re.search(r"^URIs:\s*(\S+)", path.read_text(), re.M)
+        if m:
+            return m.group(1)
+    lists = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]
+    for path in lists:
+        if path.exists():
+            m = re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+\S+\s+main", path.read_text(), re.M)
+            if m:
+                return m.group(1)
+    return "http://deb.debian.org/debian"
+
+
+def ensure_base_image(c: Any) -> str:
+    import docker
+
+    try:
+        c.images.get(BASE_IMAGE)
+        return BASE_IMAGE
+    except docker.errors.ImageNotFound:
+        pass
+    require_commands({"debootstrap": "debootstrap", "tar": "tar"})
+    work = Path(tempfile.mkdtemp(prefix="kraftlab-rootfs-", dir="/var/tmp"))
+    try:
+        root = work / "root"
+        r = subprocess.run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(root),
+                            apt_mirror()], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SetupError(f"debootstrap failed: {r.stderr.strip()[-1000:] or r.stdout.strip()[-1000:]}")
+        tarball = work / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(root), "-cf", str(tarball), "."], check=True)
+        repo, tag = BASE_IMAGE.split(":")
+        c.api.import_image_from_file(str(tarball), repository=repo, tag=tag)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return BASE_IMAGE
+
+
+def ensure_node_image(c: Any, wheelhouse: Path | None = None) -> str:
+    """The node image for the current project wheels (built unless an identical one exists)."""
+    import docker
+
+    base = ensure_base_image(c)
+    wheels = wheelhouse or build_wheelhouse()
+    digest = hashlib.sha256()
+    for w in sorted(wheels.glob("*.whl")):
+        digest.update(w.name.encode())
+        digest.update(w.read_bytes())
+    tag = f"{NODE_REPO}:{digest.hexdigest()[:12]}"
+    try:
+        c.images.get(tag)
+        return tag
+    except docker.errors.ImageNotFound:
+        pass
+    with tempfile.TemporaryDirectory(prefix="kraftlab-image-") as ctx:
+        shutil.copytree(wheels, Path(ctx) / "wheels")
+        (Path(ctx) / "Dockerfile").write_text(
+            f"FROM {base}\nCOPY wheels /tmp/wheels\n"
+            "RUN python3 -m venv /opt/kraftlab/venv && /opt/kraftlab/venv/bin/pip install -q --no-index --no-deps "
+            "/tmp/wheels/*.whl && rm -rf /tmp/wheels\n")
+        try:
+            c.images.build(path=ctx, tag=tag, network_mode="none", rm=True, forcerm=True)
+        except docker.errors.BuildError as exc:
+            log = "".join(str(x.get("stream", "")) for x in exc.build_log)
+            raise SetupError(f"building {tag} failed: {exc}: {log[-1500:]}") from None
+    return tag
+
+
+class DockerHost(ShellDaemons):
+    def __init__(self, name: str, address: str, container: str, workdir: str = WORKDIR) -> None:
+        self._name = name
+        self._address = address
+        self.container_name = container
+        self._workdir = workdir
+        self._container: Any = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    @property
+    def workdir(self) -> str:
+        return self._workdir
+
+    def container(self) -> Any:
+        import docker
+
+        if self._container is None:
+            try:
+                self._container = client().containers.get(self.container_name)
+            except docker.errors.NotFound:
+                raise HostError(f"{self._name}: container {self.container_name} does not exist") from None
+        return self._container
+
+    def run(self, command: str, *, timeout: float = 60.0, check: bool = False) -> CommandResult:
+        start = time.monotonic()
+        try:
+            code, (out, err) = self.container().exec_run(
+                ["timeout", "-s", "KILL", f"{timeout:g}", "sh", "-c", command], demux=True)
+        except Exception as exc:
+            raise HostError(f"{self._name}: docker exec failed: {exc}") from None
+        stdout, stderr = (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace")
+        if code == 137 and time.monotonic() - start >= timeout:
+            code, stderr = 124, stderr + f"\ntimed out after {timeout:g}s"
+        result = CommandResult(self._name, command, code, stdout, stderr)
+        return result.check() if check else result
+
+    def put(self, local_path: str, remote_path: str) -> None:
+        parent, base = os.path.split(remote_path.rstrip("/"))
+        self.run(f"mkdir -p '{parent or '/'}'", check=True)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(local_path, arcname=base)
+        if not self.container().put_archive(parent or "/", buf.getvalue()):
+            raise HostError(f"{self._name}: copying {local_path} to {remote_path} failed")
+
+    def get(self, remote_path: str, local_path: str) -> None:
+        import docker
+
+        try:
+            bits, _ = self.container().get_archive(remote_path)
+        except docker.errors.NotFound:
+            raise HostError(f"{self._name}: no such file {remote_path}") from None
+        buf = io.BytesIO(b"".join(bits))
+        with tempfile.TemporaryDirectory() as tmp, tarfile.open(fileobj=buf) as tar:
+            tar.extractall(tmp, filter="data")
+            (entry,) = os.listdir(tmp)
+            Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+            src = os.path.join(tmp, entry)
+            if os.path.isdir(src):
+                shutil.copytree(src, local_path, dirs_exist_ok=True)
+            else:
+                shutil.copy2(src, local_path)
+
+    def close(self) -> None:
+        self._container = None
+
+
+def open_hosts(state: LabState) -> list[DockerHost]:
+    return [DockerHost(h.name, h.address, str(h.extra["container"]), h.workdir) for h in state.hosts]
+
+
+def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None) -> LabState:
+    c = client()
+    prefix = lab_prefix(name)
+    if c.containers.list(all=True, filters={"label": f"{LABEL}={name}"}):
+        raise HostError(f"lab {name}: containers labelled {LABEL}={name} exist; `kraftlab clean --lab {name}`")
+    image = ensure_node_image(c, wheelhouse)
+    from docker.types import IPAMConfig, IPAMPool
+
+    try:
+        with subnet.allocation_lock():
+            net = subnet.pick_free(name)
+            network = c.networks.create(f"{prefix}-net", driver="bridge", labels={LABEL: name},
+                                        ipam=IPAMConfig(pool_configs=[IPAMPool(subnet=str(net),
+                                                                               gateway=str(net[1]))]))
+            state = LabState(name=name, backend="docker", hosts=[], created=time.time(),
+                             info={"prefix": prefix, "subnet": str(net), "network": network.name, "image": image,
+                                   "status": "creating"})
+            save_state(state)
+        names = [f"n{i}" for i in range(1, nodes + 1)]
+        addresses = {n: str(net[10 + i]) for i, n in enumerate(names, start=1)}
+        for n in names:
+            cname = f"{prefix}-{n}"
+            host_config = c.api.create_host_config(cap_add=["NET_ADMIN"], extra_hosts=addresses)
+            netcfg = c.api.create_networking_config(
+                {network.name: c.api.create_endpoint_config(ipv4_address=addresses[n])})
+            created = c.api.create_container(image, command=["python3", "-c", REAPER], name=cname, hostname=n,
+                                             labels={LABEL: name}, host_config=host_config,
+                                             networking_config=netcfg, working_dir="/")
+            c.api.start(created["Id"])
+            state.hosts.append(HostRecord(n, addresses[n], WORKDIR, {"container": cname}))
+        state.info["status"] = "up"
+        save_state(state)
+        return state
+    except BaseException:
+        remove_lab_objects(name)
+        remove_state(name)
+        raise
+
+
+def remove_lab_objects(name: str | None) -> int:
+    """Remove the containers and networks labelled for the lab (every lab when None); how many."""
+    c = client()
+    flt = {"label": LABEL if name is None else f"{LABEL}={name}"}
+    count = 0
+    for container in c.containers.list(all=True, filters=flt):
+        container.remove(force=True)
+        count += 1
+    for network in c.networks.list(filters=flt):
+        network.remove()
+        count += 1
+    return count
+
+
+def down(name: str) -> None:
+    remove_lab_objects(name)
+    remove_state(name)
