@@ -67,7 +67,8 @@ class PacketFault:
 
     def start(self, value: dict[str, Any]) -> dict[str, Any]:
         kind = value.get("kind", "loss")
-        nodes = resolve_nodes(self.ctx, {"target": "all", **value}, self.rng)
+        who = value if "nodes" in value or "target" in value else {**value, "target": "all"}
+        nodes = resolve_nodes(self.ctx, who, self.rng)
         if kind == "loss":
             probability = float(value.get("probability", 0.1))
             rules = netfilter.loss_rules(probability)

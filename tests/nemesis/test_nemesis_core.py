@@ -231,3 +231,10 @@ def test_guarded_heals_on_sigterm(nemesis: Nemesis) -> None:
         threading.Event().wait(5)
     assert nemesis.status() == {}
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
+
+
+def test_packet_faults_hit_only_the_named_nodes(nemesis: Nemesis, control: FakeNodeControl) -> None:
+    done = nemesis.invoke("start-packet", {"kind": "loss", "probability": 0.5, "nodes": ["n3"]})
+    assert done.value["nodes"] == ["n3"]
+    assert cmds(control, "n1") == [] and len(cmds(control, "n3")) == 1
+    assert nemesis.invoke("start-packet", {"kind": "loss", "probability": 0.1}).value["nodes"] == control.nodes()
