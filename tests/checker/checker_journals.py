@@ -43,3 +43,20 @@ def healthy_raft() -> JB:
     j.add(3, "append", base=3, epoch=2, crcs=[21], control=True, leader=False)
     j.add(2, "hw", hw=4, epoch=2)
     return j
+
+
+def healthy_fencing() -> JB:
+    """Controller 1 leads; broker 4 registers (epoch 5), is unfenced, heartbeats, ISR changes."""
+    j = JB()
+    j.add(1, "start", roles=["controller"], voters=[1], log_start=0, log_end=0, hw=0)
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=5, incarnation="inc-a", error="NONE")
+    j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
+    for _ in range(3):
+        j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
+    j.add(1, "decision", api="AlterPartition", broker=4, broker_epoch=5, incarnation=None, error="NONE",
+          topic="t", partition=0, leader=4, leader_epoch=1, partition_epoch=1, isr=[4])
+    j.add(1, "decision", api="AlterPartition", broker=4, broker_epoch=5, incarnation=None, error="NONE",
+          topic="t", partition=0, leader=4, leader_epoch=1, partition_epoch=2, isr=[4, 5])
+    j.add(1, "fence", broker=4, action="fence", reason="session expired", epoch=5)
+    return j

@@ -1,0 +1,255 @@
+"""Fencing invariants over node journals (controller decisions, fences, applies) and the history.
+
+- StaleEpochAccepted: a controller accepts a heartbeat carrying a broker epoch older than a
+  registration of that broker it had already decided or applied (broker epochs are the offsets
+  of RegisterBrokerRecords, so "older" is plain integer order).
+- OldIncarnationAccepted: a controller accepts a registration from an incarnation that a newer
+  registration of the same broker had replaced.
+- SessionNotFenced: a broker the active controller unfenced goes silent (no accepted heartbeat)
+  longer than the session timeout plus the stated slack, and that controller neither fences it
+  nor loses leadership in that time (measured on the controller's own clock).
+- FencedInIsr: after a controller fences or shuts down a broker (and before it unfences it),
+  it accepts an AlterPartition that puts that broker in an ISR or makes it leader.
+- LeaderOutsideIsr: an accepted AlterPartition whose leader is not in its ISR, or whose ISR is
+  not within the replicas (when the decision names them).
+- EpochsGoBack: per partition, accepted AlterPartitions with partition epochs that do not grow
+  strictly or leader epochs that shrink as partition epochs grow (all controllers together).
+- MetadataGoesBack: a node applies offsets out of order within one process life.
+- AckedLost: an acknowledged create (or registration) is missing from the last successful read
+  of the topic list (or of the registry) though no delete (unregister) of it was attempted.
+Also measured (reported, not judged): how far behind each node's last applied offset is at the
+end, and the lag between a leader committing an offset and each node applying it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from typing import Any
+
+from checker.history import History, pair_ops
+from checker.invariant import Violation, result
+from checker.journal import Entry, Journals
+
+INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced", "FencedInIsr",
+              "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "AckedLost"]
+NOT_CHECKED = {
+    "SelfFencing": "journals carry no broker-side heartbeat outcomes, so when a broker lost the quorum is unknown",
+}
+
+
+def _ok(e: Entry, api: str) -> bool:
+    return e.ev == "decision" and e.get("api") == api and e.get("error", "NONE") == "NONE"
+
+
+def _registrations(journals: Journals) -> list[Entry]:
+    return [e for e in journals.all() if _ok(e, "BrokerRegistration")]
+
+
+def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
+    regs = _registrations(journals)
+    for nid, entries in journals.by_node.items():
+        applied = -1
+        known: dict[int, list[Entry]] = {}  # broker → registrations this controller decided
+        for e in entries:
+            if e.ev == "apply":
+                applied = max(applied, int(e["offset"]))
+            elif _ok(e, "BrokerRegistration"):
+                b = int(e["broker"])
+                seen = known.get(b, []) + [r for r in regs if int(r["broker"]) == b and r not in known.get(b, [])
+                                           and int(r["broker_epoch"]) <= applied]
+                seen.sort(key=lambda r: int(r["broker_epoch"]))
+                older = [r for r in seen if r.get("incarnation") == e.get("incarnation")]
+                newer = [r for r in seen if r.get("incarnation") != e.get("incarnation")
+                         and older and int(r["broker_epoch"]) > int(older[-1]["broker_epoch"])]
+                if older and newer:
+                    vs.append(Violation("OldIncarnationAccepted",
+                                        f"controller {nid} accepted broker {b}'s incarnation {e.get('incarnation')} "
+                                        f"again after incarnation {newer[-1].get('incarnation')} replaced it",
+                                        [older[-1], newer[-1], e]))
+                known.setdefault(b, []).append(e)
+            elif _ok(e, "BrokerHeartbeat"):
+                b, ep = int(e["broker"]), int(e["broker_epoch"])
+                newer = [r for r in regs if int(r["broker"]) == b and ep < int(r["broker_epoch"])
+                         and (int(r["broker_epoch"]) <= applied or r in known.get(b, []))]
+                if newer:
+                    vs.append(Violation("StaleEpochAccepted",
+                                        f"controller {nid} accepted a heartbeat of broker {b} with epoch {ep} though "
+                                        f"it knew registration epoch {newer[-1]['broker_epoch']}", [newer[-1], e]))
+
+
+def _expire(watched: dict[int, Entry], now: int, at: Entry | None, nid: int, limit_ns: float,
+            vs: list[Violation], timeout_ms: float, slack_ms: float) -> None:
+    for b, last in list(watched.items()):
+        if now - last.mono > limit_ns:
+            vs.append(Violation("SessionNotFenced",
+                                f"controller {nid} kept broker {b} unfenced {(now - last.mono) / 1e6:.0f} ms "
+                                f"after its last heartbeat (session {timeout_ms:g} ms + slack {slack_ms:g} ms)",
+                                [last] + ([at] if at is not None else [])))
+            del watched[b]
+
+
+def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, slack_ms: float) -> None:
+    limit_ns = (timeout_ms + slack_ms) * 1_000_000
+    for nid, entries in journals.by_node.items():
+        leading = False
+        watched: dict[int, Entry] = {}  # broker → last sign of life (unfence or accepted heartbeat)
+
+        for e in entries:
+            if leading:
+                _expire(watched, e.mono, e, nid, limit_ns, vs, timeout_ms, slack_ms)
+            if e.ev in ("role", "start"):
+                leading = e.ev == "role" and e.get("role") == "leader"
+                watched.clear()
+            elif e.ev == "fence" and leading:
+                b = int(e["broker"])
+                if e.get("action") == "unfence":
+                    watched[b] = e
+                else:
+                    watched.pop(b, None)
+            elif _ok(e, "BrokerHeartbeat") and int(e["broker"]) in watched:
+                watched[int(e["broker"])] = e
+        if leading and entries:
+            _expire(watched, entries[-1].mono, None, nid, limit_ns, vs, timeout_ms, slack_ms)
+
+
+def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
+    by_part: dict[tuple[Any, int], list[Entry]] = {}
+    for nid, entries in journals.by_node.items():
+        fenced: dict[int, Entry] = {}
+        last: dict[tuple[Any, int], Entry] = {}
+        for e in entries:
+            if e.ev == "fence":
+                b = int(e["broker"])
+                if e.get("action") == "unfence":
+                    fenced.pop(b, None)
+                else:
+                    fenced[b] = e
+                continue
+            if not _ok(e, "AlterPartition"):
+                continue
+            key = (e.get("topic"), int(e.get("partition", 0)))
+            by_part.setdefault(key, []).append(e)
+            isr = [int(x) for x in e.get("isr") or []]
+            leader = e.get("leader")
+            for b in sorted(set(isr + ([int(leader)] if leader is not None else []))):
+                if b in fenced:
+                    vs.append(Violation("FencedInIsr",
+                                        f"controller {nid} put broker {b} in the ISR/leadership of {key[0]}-{key[1]} "
+                                        f"after {fenced[b].get('action')}-ing it", [fenced[b], e]))
+            if leader is not None and int(leader) >= 0 and int(leader) not in isr:
+                vs.append(Violation("LeaderOutsideIsr", f"{key[0]}-{key[1]}: leader {leader} is not in ISR {isr}",
+                                    [e]))
+            replicas = e.get("replicas")
+            if replicas is not None and not set(isr) <= {int(r) for r in replicas}:
+                vs.append(Violation("LeaderOutsideIsr",
+                                    f"{key[0]}-{key[1]}: ISR {isr} is not within replicas {replicas}", [e]))
+            prev = last.get(key)
+            if prev is not None and int(e["partition_epoch"]) <= int(prev["partition_epoch"]):
+                vs.append(Violation("EpochsGoBack",
+                                    f"controller {nid}: {key[0]}-{key[1]} partition epoch went from "
+                                    f"{prev['partition_epoch']} to {e['partition_epoch']}", [prev, e]))
+            last[key] = e
+    for key, es in by_part.items():
+        seen: dict[int, Entry] = {}
+        for e in sorted(es, key=lambda x: int(x["partition_epoch"])):
+            pe = int(e["partition_epoch"])
+            other = seen.get(pe)
+            if other is not None and other.node != e.node and sorted(other.get("isr") or []) != sorted(
+                    e.get("isr") or []):
+                vs.append(Violation("EpochsGoBack", f"{key[0]}-{key[1]}: two different states accepted with "
+                                                    f"partition epoch {pe}", [other, e]))
+            seen[pe] = e
+        ordered = sorted(es, key=lambda x: int(x["partition_epoch"]))
+        for a, b in itertools.pairwise(ordered):
+            if int(b.get("leader_epoch", 0)) < int(a.get("leader_epoch", 0)):
+                vs.append(Violation("EpochsGoBack", f"{key[0]}-{key[1]}: leader epoch fell from {a['leader_epoch']} "
+                                                    f"to {b['leader_epoch']} as the partition epoch grew", [a, b]))
+
+
+def _check_metadata(journals: Journals, vs: list[Violation]) -> dict[str, Any]:
+    commit_ts: dict[int, float] = {}
+    for entries in journals.by_node.values():
+        leading = False
+        prev_hw = 0
+        for e in entries:
+            if e.ev == "role":
+                leading = e.get("role") == "leader"
+            elif e.ev == "start":
+                leading, prev_hw = False, 0
+            elif e.ev == "hw" and leading:
+                for o in range(prev_hw, int(e["hw"])):
+                    commit_ts.setdefault(o, e.ts)
+                prev_hw = max(prev_hw, int(e["hw"]))
+    lags: list[float] = []
+    behind: dict[int, int] = {}
+    end = max(commit_ts) + 1 if commit_ts else 0
+    for nid, entries in journals.by_node.items():
+        last: Entry | None = None
+        for e in entries:
+            if e.ev == "start":
+                last = None
+            elif e.ev == "snapshot" and e.get("action") in ("load", "fetch"):
+                last = e  # a snapshot moves the view to its offset
+            elif e.ev == "apply":
+                o = int(e["offset"])
+                prev_off = int(last["offset"]) if last is not None and last.ev == "apply" else (
+                    int(last["offset"]) - 1 if last is not None else -1)
+                if o <= prev_off:
+                    vs.append(Violation("MetadataGoesBack", f"node {nid} applied offset {o} after {prev_off}",
+                                        [x for x in (last, e) if x is not None]))
+                last = e
+                if o in commit_ts:
+                    lags.append(max(0.0, e.ts - commit_ts[o]))
+        applied = [int(e["offset"]) for e in entries if e.ev == "apply"]
+        if applied:
+            behind[nid] = max(0, end - 1 - max(applied))
+    stats: dict[str, Any] = {"offsets_behind_at_end": behind}
+    if lags:
+        lags.sort()
+        stats["apply_lag_ms"] = {"median": statistics.median(lags), "p99": lags[int(0.99 * (len(lags) - 1))],
+                                 "max": lags[-1], "samples": len(lags)}
+    return stats
+
+
+def _check_acked(history: History, vs: list[Violation]) -> None:
+    ops = pair_ops(history)
+    reads = [o for o in ops if o.status == "ok" and o.f == "list"]
+    if reads:
+        final = reads[-1]
+        listed = set(final.output.get("topics", []) if isinstance(final.output, dict) else [])
+        deleted = {o.value.get("topic") for o in ops if o.f == "delete" and isinstance(o.value, dict)}
+        for o in ops:
+            if o.f == "create" and o.status == "ok" and o.ret is not None and o.ret < final.call:
+                t = o.value.get("topic")
+                if t not in listed and t not in deleted:
+                    vs.append(Violation("AckedLost", f"topic {t} was created ({o.label()}, history line "
+                                                     f"{o.ret_line}) but the final list (line {final.ret_line}) "
+                                                     "lacks it and nobody deleted it"))
+    reads = [o for o in ops if o.status == "ok" and o.f == "read" and isinstance(o.output, dict)
+             and "brokers" in o.output]
+    if reads:
+        final = reads[-1]
+        present = {int(b) for b in final.output["brokers"]}
+        gone = {int(o.value["broker"]) for o in ops if o.f == "unregister"}
+        for o in ops:
+            if o.f == "register" and o.status == "ok" and o.ret is not None and o.ret < final.call:
+                b = int(o.value["broker"])
+                if b not in present and b not in gone:
+                    vs.append(Violation("AckedLost", f"broker {b}'s registration ({o.label()}, history line "
+                                                     f"{o.ret_line}) is missing from the final read "
+                                                     f"(line {final.ret_line}) and nobody unregistered it"))
+
+
+def check_fencing(journals: Journals, history: History | None = None, session_timeout_ms: float = 9000.0,
+                  slack_ms: float = 3000.0) -> dict[str, Any]:
+    """Check the invariants above; the history part runs only when a history is given."""
+    vs: list[Violation] = []
+    _check_epochs(journals, vs)
+    _check_sessions(journals, vs, session_timeout_ms, slack_ms)
+    _check_partitions(journals, vs)
+    stats = _check_metadata(journals, vs)
+    if history is not None:
+        _check_acked(history, vs)
+    stats["session_timeout_ms"], stats["slack_ms"] = session_timeout_ms, slack_ms
+    return result(vs, INVARIANTS if history is not None else INVARIANTS[:-1], NOT_CHECKED, stats)

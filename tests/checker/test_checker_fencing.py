@@ -1,0 +1,125 @@
+"""Fencing invariants: a healthy journal passes; each hand-built violation is reported once,
+with the offending entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checker_journals import JB, healthy_fencing
+
+from checker.fencing import check_fencing
+from checker.history import Event, History
+from checker.journal import journals_from
+
+
+def _check(j: JB, history: History | None = None) -> dict[str, Any]:
+    return check_fencing(journals_from(j.entries, "journal.jsonl"), history, session_timeout_ms=9000, slack_ms=1000)
+
+
+def _only(res: dict[str, Any], invariant: str) -> dict[str, Any]:
+    assert res["valid"] is False
+    kinds = [a["type"] for a in res["anomalies"]]
+    assert kinds == [invariant], kinds
+    return res["anomalies"][0]
+
+
+def _line(j: JB, e: dict[str, Any]) -> str:
+    return f"journal.jsonl:{j.entries.index(e) + 1}"
+
+
+def test_healthy_run_passes() -> None:
+    res = _check(healthy_fencing())
+    assert res["valid"] is True, res["anomalies"]
+    assert "SelfFencing" in res["not_checked"]
+
+
+def test_stale_epoch_heartbeat_accepted() -> None:
+    j = healthy_fencing()
+    j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE")
+    bad = j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
+    a = _only(_check(j), "StaleEpochAccepted")
+    assert a["entries"][-1]["where"] == _line(j, bad)
+
+
+def test_stale_epoch_rejected_is_fine() -> None:
+    j = healthy_fencing()
+    j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE")
+    j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None,
+          error="STALE_BROKER_EPOCH")
+    assert _check(j)["valid"] is True
+
+
+def test_old_incarnation_accepted() -> None:
+    j = healthy_fencing()
+    j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE")
+    bad = j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=12, incarnation="inc-a",
+                error="NONE")
+    a = _only(_check(j), "OldIncarnationAccepted")
+    assert a["entries"][-1]["where"] == _line(j, bad)
+
+
+def test_silent_broker_not_fenced() -> None:
+    j = JB()
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=5, incarnation="a", error="NONE")
+    last = j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
+    late = j.add(1, "lease", broker=7, expires_ms=0)
+    late["mono"] = last["mono"] + 11_000_000_000  # 11 s later, nothing fenced broker 4
+    a = _only(_check(j), "SessionNotFenced")
+    assert a["entries"][0]["where"] == _line(j, last)
+
+
+def test_broker_fenced_in_time_is_fine() -> None:
+    j = JB()
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    last = j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
+    f = j.add(1, "fence", broker=4, action="fence", reason="session", epoch=5)
+    f["mono"] = last["mono"] + 9_500_000_000
+    late = j.add(1, "lease", broker=7, expires_ms=0)
+    late["mono"] = last["mono"] + 20_000_000_000
+    assert _check(j)["valid"] is True
+
+
+def test_fenced_broker_put_in_isr() -> None:
+    j = healthy_fencing()
+    bad = j.add(1, "decision", api="AlterPartition", broker=5, broker_epoch=6, incarnation=None, error="NONE",
+                topic="t", partition=0, leader=5, leader_epoch=1, partition_epoch=3, isr=[4, 5])
+    a = _only(_check(j), "FencedInIsr")
+    assert a["entries"][-1]["where"] == _line(j, bad)
+
+
+def test_leader_outside_isr() -> None:
+    j = healthy_fencing()
+    j.add(1, "decision", api="AlterPartition", broker=5, broker_epoch=6, incarnation=None, error="NONE",
+          topic="u", partition=1, leader=5, leader_epoch=1, partition_epoch=1, isr=[6])
+    _only(_check(j), "LeaderOutsideIsr")
+
+
+def test_partition_epoch_going_back() -> None:
+    j = healthy_fencing()
+    bad = j.add(1, "decision", api="AlterPartition", broker=5, broker_epoch=6, incarnation=None, error="NONE",
+                topic="t", partition=0, leader=5, leader_epoch=2, partition_epoch=2, isr=[5])
+    a = _only(_check(j), "EpochsGoBack")
+    assert a["entries"][-1]["where"] == _line(j, bad)
+
+
+def test_metadata_view_going_back() -> None:
+    j = healthy_fencing()
+    j.add(2, "apply", offset=3, type="TopicRecord", crc=1)
+    bad = j.add(2, "apply", offset=2, type="TopicRecord", crc=1)
+    a = _only(_check(j), "MetadataGoesBack")
+    assert a["entries"][-1]["where"] == _line(j, bad)
+
+
+def _ev(i: int, p: int, typ: str, f: str, value: Any) -> Event:
+    return Event(i, p, typ, f, value, line=i + 1)
+
+
+def test_acknowledged_create_lost() -> None:
+    h = History([
+        _ev(0, 0, "invoke", "create", {"topic": "a"}), _ev(1, 0, "ok", "create", {"topic": "a"}),
+        _ev(2, 1, "invoke", "create", {"topic": "b"}), _ev(3, 1, "ok", "create", {"topic": "b"}),
+        _ev(4, 0, "invoke", "list", None), _ev(5, 0, "ok", "list", {"topics": ["a"]}),
+    ])
+    a = _only(_check(healthy_fencing(), h), "AckedLost")
+    assert "topic b" in a["explanation"] and "line 4" in a["explanation"]
