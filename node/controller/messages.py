@@ -122,3 +122,12 @@ def api_name(request: Any) -> str:
 def error_name(code: ErrorCode) -> str:
     """Kafka's error name as journals report it (`NOT_CONTROLLER`, `NONE`)."""
     return ErrorCode(code).name.upper()
+
+
+def as_values(entity: Any) -> Any:
+    """The inverse of `build`: an entity as nested dicts/lists (to rebuild it at another version)."""
+    if is_dataclass(entity) and not isinstance(entity, type):
+        return {f.name: as_values(getattr(entity, f.name)) for f in fields(entity)}
+    if isinstance(entity, tuple):
+        return [as_values(x) for x in entity]
+    return entity

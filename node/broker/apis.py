@@ -1,0 +1,241 @@
+"""The broker's client-facing request handlers (sans-IO).
+
+- Metadata (any version): only unfenced brokers appear (their endpoint on the listener the
+  request came in on); leaders, leader epochs, replicas and ISRs from the broker's image;
+  LEADER_NOT_AVAILABLE for a leaderless partition, fenced replicas listed as offline;
+  UNKNOWN_TOPIC_OR_PARTITION for an unknown requested topic (no auto-creation).
+- DescribeCluster (any version): cluster id and the unfenced brokers.
+- CreateTopics / DeleteTopics (any version): forwarded to the active controller as v7 / v6
+  (`Forward`), and the controller's answer relayed back in the client's version. A forward
+  that could not be sent is retried until the client's timeout; one that was sent but got no
+  answer is answered REQUEST_TIMED_OUT (its outcome is unknown, and so is NOT_CONTROLLER's:
+  a controller that lost leadership may still see the write committed by its successor).
+- Controller APIs (BrokerRegistration, BrokerHeartbeat, …) get NOT_CONTROLLER, as in Kafka.
+- A broker that is not RUNNING (or PENDING_CONTROLLED_SHUTDOWN), or that fenced itself,
+  refuses client requests (`Refused`: the server closes the connection).
+
+The controller id shown to clients is the lowest unfenced broker (clients send admin requests
+to brokers, which forward them), or -1 when none is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig
+from kio.schema.create_topics.v7.request import CreateTopicsRequest as ControllerCreateTopics
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as ControllerDeleteTopics
+from kio.schema.delete_topics.v6.request import DeleteTopicState
+from kio.schema.errors import ErrorCode
+
+from node.broker.lifecycle import BrokerLifecycle
+from node.broker.metadata import BrokerMetadata
+from node.controller.messages import api_name, as_values, respond
+from node.controller.quorum_controller import CONTROLLER_APIS, error_response
+from node.metadata.image import MetadataImage
+from node.metadata.records import NO_LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class ClientReply:
+    token: Any
+    response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    token: Any
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Send `request` to the active controller; answer with `on_forward_response(token, …)` or
+    `on_forward_failure(token, now_ms, sent=…)`."""
+
+    token: int
+    request: Any
+
+
+@dataclass
+class _Pending:
+    client_token: Any
+    client_request: Any
+    controller_request: Any
+    deadline_ms: int
+    retry_at_ms: int | None = None
+
+
+Output = ClientReply | Refused | Forward
+
+
+def _controller_for_clients(image: MetadataImage) -> int:
+    unfenced = sorted(b.id for b in image.brokers.values() if not b.fenced)
+    return unfenced[0] if unfenced else -1
+
+
+def _visible_brokers(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
+    out = []
+    for b in sorted(image.brokers.values(), key=lambda b: b.id):
+        ep = b.endpoint(listener)
+        if not b.fenced and ep is not None:
+            out.append({"node_id": b.id, "broker_id": b.id, "host": ep.host, "port": ep.port, "rack": b.rack})
+    return out
+
+
+def metadata_response(request: Any, image: MetadataImage, cluster_id: str, listener: str) -> Any:
+    topics = request.topics
+    if topics is None or (type(request).__version__ == 0 and not topics):
+        wanted = [(t.name, None) for t in sorted(image.topics.values(), key=lambda t: t.name)]
+    else:
+        wanted = [(t.name, getattr(t, "topic_id", None)) for t in topics]
+    out = []
+    for name, tid in wanted:
+        topic = image.topic(name) if name is not None else image.topics.get(tid) if tid is not None else None
+        if topic is None:
+            out.append(
+                {"name": name, "topic_id": tid or uuid.UUID(int=0), "error_code": ErrorCode.unknown_topic_or_partition}
+            )
+            continue
+        parts = []
+        for pid in sorted(topic.partitions):
+            p = topic.partitions[pid]
+            parts.append(
+                {
+                    "error_code": ErrorCode.leader_not_available if p.leader == NO_LEADER else ErrorCode.none,
+                    "partition_index": pid,
+                    "leader_id": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replica_nodes": p.replicas,
+                    "isr_nodes": p.isr,
+                    "offline_replicas": tuple(r for r in p.replicas if not image.is_usable(r)),
+                }
+            )
+        out.append({"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id, "partitions": parts})
+    return respond(
+        request,
+        {
+            "brokers": _visible_brokers(image, listener),
+            "cluster_id": cluster_id,
+            "controller_id": _controller_for_clients(image),
+            "topics": out,
+        },
+    )
+
+
+def describe_cluster_response(request: Any, image: MetadataImage, cluster_id: str, listener: str) -> Any:
+    if getattr(request, "endpoint_type", 1) != 1:
+        return respond(request, {"error_code": ErrorCode.invalid_request, "error_message": "brokers only"})
+    return respond(
+        request,
+        {
+            "error_code": ErrorCode.none,
+            "cluster_id": cluster_id,
+            "controller_id": _controller_for_clients(image),
+            "brokers": _visible_brokers(image, listener),
+        },
+    )
+
+
+def to_controller_create(req: Any) -> ControllerCreateTopics:
+    return ControllerCreateTopics(
+        topics=tuple(
+            CreatableTopic(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                assignments=tuple(
+                    CreatableReplicaAssignment(partition_index=a.partition_index, broker_ids=tuple(a.broker_ids))
+                    for a in t.assignments
+                ),
+                configs=tuple(CreatableTopicConfig(name=c.name, value=c.value) for c in t.configs),
+            )
+            for t in req.topics
+        ),
+        timeout=req.timeout,
+        validate_only=bool(getattr(req, "validate_only", False)),
+    )
+
+
+def to_controller_delete(req: Any) -> ControllerDeleteTopics:
+    if hasattr(req, "topics"):
+        states = tuple(DeleteTopicState(name=t.name, topic_id=t.topic_id) for t in req.topics)
+    else:
+        states = tuple(DeleteTopicState(name=n, topic_id=uuid.UUID(int=0)) for n in req.topic_names)
+    return ControllerDeleteTopics(topics=states, timeout=req.timeout)
+
+
+class BrokerApis:
+    def __init__(
+        self,
+        cluster_id: str,
+        metadata: BrokerMetadata,
+        lifecycle: BrokerLifecycle,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.metadata = metadata
+        self.lifecycle = lifecycle
+        self.retry_backoff_ms = retry_backoff_ms
+        self._pending: dict[int, _Pending] = {}
+        self._forwards = 0
+        self._outbox: list[Output] = []
+
+    def take_outputs(self) -> list[Output]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    def handle(self, token: Any, request: Any, now_ms: int, listener: str = "PLAINTEXT") -> None:
+        api = api_name(request)
+        if api in CONTROLLER_APIS and api not in ("CreateTopics", "DeleteTopics"):
+            self._outbox.append(ClientReply(token, error_response(request, ErrorCode.not_controller)))
+            return
+        if not self.lifecycle.accepting_client_requests():
+            reason = "fenced itself" if self.lifecycle.self_fenced else self.lifecycle.state.name
+            self._outbox.append(Refused(token, reason))
+            return
+        image = self.metadata.image
+        if api == "Metadata":
+            self._outbox.append(ClientReply(token, metadata_response(request, image, self.cluster_id, listener)))
+        elif api == "DescribeCluster":
+            self._outbox.append(
+                ClientReply(token, describe_cluster_response(request, image, self.cluster_id, listener))
+            )
+        elif api == "CreateTopics":
+            self._forward(token, request, to_controller_create(request), now_ms)
+        elif api == "DeleteTopics":
+            self._forward(token, request, to_controller_delete(request), now_ms)
+        else:
+            self._outbox.append(Refused(token, f"unsupported API {api}"))
+
+    def _forward(self, token: Any, request: Any, controller_request: Any, now_ms: int) -> None:
+        timeout = request.timeout
+        timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout)
+        self._forwards += 1
+        self._pending[self._forwards] = _Pending(token, request, controller_request, now_ms + max(timeout_ms, 0))
+        self._outbox.append(Forward(self._forwards, controller_request))
+
+    def on_forward_response(self, fwd: int, response: Any) -> None:
+        p = self._pending.pop(fwd, None)
+        if p is not None:
+            self._outbox.append(ClientReply(p.client_token, respond(p.client_request, as_values(response))))
+
+    def on_forward_failure(self, fwd: int, now_ms: int, *, sent: bool) -> None:
+        p = self._pending.get(fwd)
+        if p is None:
+            return
+        if sent or now_ms + self.retry_backoff_ms > p.deadline_ms:
+            del self._pending[fwd]
+            self._outbox.append(
+                ClientReply(p.client_token, error_response(p.client_request, ErrorCode.request_timed_out))
+            )
+        else:
+            p.retry_at_ms = now_ms + self.retry_backoff_ms
+
+    def tick(self, now_ms: int) -> None:
+        for fwd, p in list(self._pending.items()):
+            if p.retry_at_ms is not None and now_ms >= p.retry_at_ms:
+                p.retry_at_ms = None
+                self._outbox.append(Forward(fwd, p.controller_request))
