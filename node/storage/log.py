@@ -16,7 +16,7 @@ nothing, since the kernel still holds the written pages).
 from __future__ import annotations
 
 import logging
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -205,11 +205,19 @@ class DiskLog:
         return b"".join(parts)
 
     def truncate_to(self, offset: int) -> None:
+        """Remove every record at or after `offset`. An offset inside a batch keeps the batch's
+        records before it, re-encoded as a shorter batch and fsynced at once (Raft truncates at
+        epoch boundaries, which are batch boundaries, so this is only a safety net)."""
         if offset >= self._end:
             return
         if offset < self._start:
             raise ValueError(f"cannot truncate to {offset}, below the log start {self._start}")
-        i = self._batch_index(offset)
+        i = bisect_right(self._bases, offset) - 1
+        cut = self._bases[i]
+        prefix = None
+        if cut != offset:
+            whole = self.read(cut, 0)[0]
+            prefix = Batch(cut, whole.epoch, whole.records[: offset - cut], whole.control, whole.append_time_ms)
         seg = self._segs[i]
         keep = self._segments.index(seg)
         for later in self._segments[keep + 1 :]:
@@ -219,9 +227,12 @@ class DiskLog:
         seg.truncate(self._positions[i])
         for lst in (self._bases, self._positions, self._sizes, self._segs):
             del lst[i:]
-        self._epochs.truncate_from_end(offset)
-        self._cache = {b: v for b, v in self._cache.items() if b < offset}
-        self._end = offset
+        self._epochs.truncate_from_end(cut)
+        self._cache = {b: v for b, v in self._cache.items() if b < cut}
+        self._end = cut
+        if prefix is not None:
+            self.append([prefix])
+            self._segments[-1].flush()
         self._flushed_end = min(self._flushed_end, offset)
         self._flush_dir()
 

@@ -180,6 +180,19 @@ def test_truncate_to(new_log: Callable[[], ReplicatedLog]) -> None:
     assert log.read(0, 1 << 20) == [*batches(0, [1, 2]), make_batch(4, 4)]
 
 
+def test_truncate_inside_a_batch_keeps_the_records_before_the_offset(new_log: Callable[[], ReplicatedLog]) -> None:
+    log = new_log()
+    log.append([make_batch(0, 1, n=2), make_batch(2, 2, n=5)])
+    log.flush()
+    log.truncate_to(4)
+    assert (log.end_offset(), log.last_epoch(), log.flushed_end_offset()) == (4, 2, 4)
+    (first, second) = log.read(0, 1 << 20)
+    assert first == make_batch(0, 1, n=2)
+    assert (second.base_offset, second.epoch, second.records) == (2, 2, make_batch(2, 2, n=5).records[:2])
+    log.append([make_batch(4, 3)])
+    assert log.end_offset_for_epoch(2) == OffsetAndEpoch(4, 2)
+
+
 @pytest.mark.parametrize("impl", IMPLS_SIM_FALLBACK_XFAIL)
 def test_reset_to_snapshot(new_log: Callable[[], ReplicatedLog]) -> None:
     log = new_log()
@@ -271,10 +284,13 @@ def run(impl: Impl, program: list[tuple[object, ...]]) -> None:
                 m.batches += new
                 m.end = new[-1].next_offset
             elif kind == "truncate":
-                bounds = m.boundaries()
-                to = bounds[max(len(bounds) - 1 - int(op[1]), 0)]  # type: ignore[call-overload]
+                to = max(m.end - int(op[1]), m.start)  # type: ignore[call-overload]
                 log.truncate_to(to)
-                m.batches = [b for b in m.batches if b.base_offset < to]
+                m.batches = [
+                    Batch(b.base_offset, b.epoch, b.records[: to - b.base_offset], b.control, b.append_time_ms)
+                    for b in m.batches
+                    if b.base_offset < to
+                ]
                 m.end, m.flushed = to, min(m.flushed, to)
             elif kind == "flush":
                 log.flush()
