@@ -1,0 +1,128 @@
+"""Client-facing broker APIs: Metadata and DescribeCluster from the image, forwarding of
+CreateTopics/DeleteTopics in the client's version, refusals."""
+
+from __future__ import annotations
+
+import datetime
+
+from broker_harness import CLUSTER_ID, MiniCluster
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.create_topics.v4.request import CreatableTopic as CT4
+from kio.schema.create_topics.v4.request import CreateTopicsRequest as CreateTopics4
+from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as DeleteTopics1
+from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v1.request import MetadataRequest as Metadata1
+from kio.schema.metadata.v12.request import MetadataRequest as Metadata12
+from kio.schema.metadata.v12.request import MetadataRequestTopic
+
+from node.broker.apis import ClientReply, Refused
+from node.broker.lifecycle import BrokerState
+
+
+def _up(mc: MiniCluster) -> None:
+    mc.run_until(lambda: all(b.lifecycle.state == BrokerState.RUNNING for b in mc.brokers.values()))
+
+
+def _create(mc: MiniCluster, name: str, partitions: int = 3, rf: int = 3, via: int = 101) -> object:
+    req = CreateTopics4(
+        topics=(CT4(name=name, num_partitions=partitions, replication_factor=rf, assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=5),
+    )
+    reply = mc.client(via, f"create-{name}", req)
+    assert isinstance(reply, ClientReply)
+    assert type(reply.response).__version__ == 4
+    return reply.response.topics[0]
+
+
+def test_create_forwarded_in_client_version_and_visible_in_metadata(mc: MiniCluster) -> None:
+    _up(mc)
+    r = _create(mc, "t1")
+    assert r.error_code == ErrorCode.none
+    assert _create(mc, "t1", via=102).error_code == ErrorCode.topic_already_exists
+    mc.run(200)  # brokers replay the committed records
+    md = mc.client(
+        103, "md", Metadata12(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    ).response
+    assert md.cluster_id == CLUSTER_ID
+    assert sorted(b.node_id for b in md.brokers) == [101, 102, 103]
+    assert {b.host for b in md.brokers} == {"10.0.0.101", "10.0.0.102", "10.0.0.103"}
+    (t,) = md.topics
+    assert t.name == "t1" and len(t.partitions) == 3
+    img = mc.active().committed_image
+    for p in t.partitions:
+        ip = img.topic("t1").partitions[p.partition_index]
+        assert p.leader_id == ip.leader and tuple(p.isr_nodes) == ip.isr and p.leader_epoch == ip.leader_epoch
+
+
+def test_fenced_broker_hidden_from_metadata_and_not_leader_or_isr(mc: MiniCluster) -> None:
+    _up(mc)
+    _create(mc, "t", partitions=6)
+    mc.cut.add(102)
+    mc.run_until(lambda: mc.active().future_image.brokers[102].fenced, max_ms=15_000)
+    mc.run(200)
+    md = mc.client(101, "md", Metadata1(topics=None)).response
+    assert 102 not in [b.node_id for b in md.brokers]
+    for p in md.topics[0].partitions:
+        assert p.leader_id != 102 and 102 not in p.isr_nodes
+    dc = mc.client(101, "dc", DescribeClusterRequest(include_cluster_authorized_operations=False)).response
+    assert sorted(b.broker_id for b in dc.brokers) == [101, 103] and dc.cluster_id == CLUSTER_ID
+
+
+def test_unknown_topic_and_delete_forwarding(mc: MiniCluster) -> None:
+    _up(mc)
+    _create(mc, "gone", partitions=1, rf=1)
+    md = mc.client(
+        101,
+        "md",
+        Metadata12(
+            topics=(MetadataRequestTopic(topic_id=None, name="nope"),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+    ).response
+    assert md.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+    reply = mc.client(101, "del", DeleteTopics1(topic_names=("gone", "nope"), timeout=datetime.timedelta(seconds=5)))
+    codes = {r.name: r.error_code for r in reply.response.responses}
+    assert codes == {"gone": ErrorCode.none, "nope": ErrorCode.unknown_topic_or_partition}
+    mc.run(200)
+    assert mc.brokers[102].metadata.image.topic("gone") is None
+
+
+def test_forward_retried_while_no_controller_then_times_out(mc: MiniCluster) -> None:
+    _up(mc)
+    mc.q.depose()
+    req = CreateTopics4(
+        topics=(CT4(name="x", num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+        timeout=datetime.timedelta(milliseconds=1_000),
+    )
+    mc.brokers[101].apis.handle("c", req, mc.now)
+    mc._route_apis(101)
+    mc.run(500)
+    assert "c" not in mc.client_replies
+    mc.q.elect(2)
+    mc.q.commit()
+    mc.run_until(lambda: "c" in mc.client_replies, max_ms=2_000)
+    assert mc.client_replies["c"].response.topics[0].error_code == ErrorCode.none
+    mc.q.depose()
+    mc.brokers[101].apis.handle("d", req, mc.now)
+    mc._route_apis(101)
+    mc.run(1_500)
+    assert mc.client_replies["d"].response.topics[0].error_code == ErrorCode.request_timed_out
+
+
+def test_refusals(mc: MiniCluster) -> None:
+    b = mc.brokers[101]
+    b.apis.handle("early", Metadata1(topics=None), mc.now)
+    (out,) = b.apis.take_outputs()
+    assert isinstance(out, Refused) and out.reason == "STARTING"
+    _up(mc)
+    b.apis.handle(
+        "hb",
+        BrokerHeartbeatRequest(
+            broker_id=1, broker_epoch=1, current_metadata_offset=0, want_fence=False, want_shut_down=False
+        ),
+        mc.now,
+    )
+    (out,) = b.apis.take_outputs()
+    assert isinstance(out, ClientReply) and out.response.error_code == ErrorCode.not_controller
