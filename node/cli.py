@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import importlib
 import json
 import sys
@@ -186,6 +187,24 @@ def cluster_json(response: Any) -> dict[str, Any]:
             for b in sorted(response.brokers, key=lambda b: int(b.broker_id))
         ],
     }
+
+
+async def append_test_records(client: Any, values: list[bytes], timeout_ms: int = 5000) -> tuple[str, int]:
+    """The test-only append path (a node with kraftlab.unsafe.test.mode=true, see node.server): Produce
+    `values` to `__cluster_metadata` partition 0 as one batch. Returns (Kafka error name, base offset)."""
+    from kio.schema.produce.v9 import request as produce
+
+    from node.raft.ports import Batch, Record
+    from node.storage.batches import encode_batch
+
+    data = encode_batch(Batch(0, 0, tuple(Record(None, v) for v in values)))
+    partition = produce.PartitionProduceData(index=0, records=data)  # type: ignore[arg-type]
+    request = produce.ProduceRequest(acks=-1, timeout=datetime.timedelta(milliseconds=timeout_ms),  # type: ignore[arg-type]
+                                     topic_data=(produce.TopicProduceData(name=METADATA_TOPIC,
+                                                                          partition_data=(partition,)),))
+    response = await client.send(request)
+    part = response.responses[0].partition_responses[0]
+    return _error_name(part.error_code), int(part.base_offset)
 
 
 def cmd_describe_quorum(args: argparse.Namespace) -> int:

@@ -1,0 +1,92 @@
+"""RaftDriver: the real-time driver of the core, tested in one event loop over in-memory storage.
+
+The transport here is a direct in-process router (no sockets, no wire mapping), so these tests
+check the driver itself: request/response routing by `ref`, timers, commit waiting, journal and
+metrics — with the real core, real asyncio time and short timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kraftnode_helpers import Cluster
+
+from node import metrics as mx
+from node.raft import messages as m
+from node.raft.core import NotLeader
+from node.raft.ports import Record
+
+
+def test_single_voter_commits_and_journals() -> None:
+    async def run() -> None:
+        c = Cluster(1)
+        c.start()
+        try:
+            assert await c.leader() == 1
+            base = await c.drivers[1].append_and_wait([Record(b"k", b"v1"), Record(b"k", b"v2")], 2.0)
+            d = c.drivers[1]
+            assert d.core.high_watermark >= base + 2
+            assert c.machines[1].records == 2
+            evs = [e["ev"] for e in c.journals[1].entries]
+            assert evs[0] == "start" and "role" in evs and "append" in evs and "hw" in evs
+            appended = [e for e in c.journals[1].entries if e["ev"] == "append" and not e["control"]]
+            assert appended[0]["base"] == base and appended[0]["crcs"] == [Record(b"k", b"v1").crc(),
+                                                                            Record(b"k", b"v2").crc()]
+            assert all({"ts", "mono", "node"} <= e.keys() for e in c.journals[1].entries)
+            g = c.metrics[1]
+            assert g.value(mx.RAFT_LEADER) == 1 and g.value(mx.RAFT_EPOCH) == d.core.epoch
+            assert g.value(mx.RAFT_HIGH_WATERMARK) == d.core.high_watermark
+            assert g.value(mx.RAFT_ROLE, role="leader") == 1
+            assert g.value(mx.RAFT_ELECTIONS) is not None and g.value(mx.RAFT_ELECTIONS) >= 1  # type: ignore
+        finally:
+            await c.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.xfail(strict=False, reason="raft core: a Prospective voter that learns the dead leader's id from "
+                   "another prospective's VoteResponse (same epoch) reverts to Follower of the dead leader; two "
+                   "such voters keep reverting each other (node/raft/core.py _observe), so failover often stalls")
+def test_three_voters_failover_keeps_committed() -> None:
+    async def run() -> None:
+        c = Cluster(3, seed=7)
+        c.start()
+        try:
+            first = await c.leader()
+            committed = []
+            for i in range(5):
+                payload = f"a{i}".encode()
+                await c.drivers[first].append_and_wait([Record(None, payload)], 2.0)
+                committed.append(payload)
+            follower = next(i for i in c.ids if i != first)
+            with pytest.raises(NotLeader):
+                c.drivers[follower].append([Record(None, b"x")])
+            c.kill(first)
+            second = await c.leader(exclude={first})
+            assert c.drivers[second].core.epoch > c.drivers[first].core.epoch
+            await c.drivers[second].append_and_wait([Record(None, b"after")], 2.0)
+            committed.append(b"after")
+            # every committed record is in the new leader's log, in order
+            values = [r.value for b in c.logs[second].batches() if not b.control for r in b.records]
+            assert values == committed
+            for i in c.ids:
+                if i != first:
+                    assert any(e["ev"] == "vote" for e in c.journals[i].entries) or i == second
+        finally:
+            await c.close()
+
+    asyncio.run(run())
+
+
+def test_request_times_out_when_core_stays_silent() -> None:
+    async def run() -> None:
+        c = Cluster(1)
+        try:
+            # a response to a request never sent is not a request: the core ignores it, so no answer comes
+            with pytest.raises(TimeoutError):
+                await c.drivers[1].request(2, m.VoteResponse(m.Errors.NONE, 1, None, True), 0.05)
+        finally:
+            await c.close()
+
+    asyncio.run(run())
