@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from node.raft.ports import LogCorruption
+
 
 class StorageError(Exception):
     """Base class of every error node.storage raises on purpose."""
@@ -47,3 +49,19 @@ class CorruptSnapshot(StorageError):
         self.path = path
         self.reason = reason
         super().__init__(f"corrupt snapshot {path}: {reason}")
+
+
+class CommittedDataDamaged(LogCorruption):
+    """The log is damaged or missing records below the checkpointed high-water mark (or the
+    checkpoint itself is unreadable): the node must stop rather than serve it.
+
+    A `ports.LogCorruption`, carrying what a `corruption` journal event needs: `path` (file or
+    directory), `offset` (the first offset that cannot be served, -1 if unknown), `reason`, `hw`.
+    """
+
+    def __init__(self, message: str, path: str, offset: int, reason: str, hw: int) -> None:
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+        self.hw = hw
+        super().__init__(message)

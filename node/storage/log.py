@@ -5,7 +5,8 @@ past `segment_bytes`. An in-memory index (batch positions) and an epoch cache ar
 by scanning every segment: the first torn, CRC-bad or discontinuous batch ends the log (the tail
 is truncated, a warning is logged and `DiskLog.recovery` reports it for the journal), unless that
 would lose records below the durable high-water mark (`hw-checkpoint`, written by the owner via
-`checkpoint_hw`): then `ports.LogCorruption` is raised and nothing is served or changed.
+`checkpoint_hw`): then `CommittedDataDamaged` (a `ports.LogCorruption`) is raised and nothing is
+served or changed; an unreadable `hw-checkpoint` raises it too.
 
 Writes go to the OS at `append` and are fsynced at `flush`. Test-only `lose_unflushed=True` keeps
 un-flushed bytes in process memory until `flush` instead: a SIGKILL then loses exactly what was
@@ -20,11 +21,12 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from pathlib import Path
 
-from node.raft.ports import Batch, LogCorruption, OffsetAndEpoch
+from node.raft.ports import Batch, OffsetAndEpoch
 from node.storage.atomic import fsync_dir
 from node.storage.batches import decode_batch, encode_batch
 from node.storage.checkpoint import HighWatermarkCheckpoint
 from node.storage.epoch_cache import EpochCache
+from node.storage.errors import CommittedDataDamaged, CorruptStateFile
 from node.storage.layout import HW_CHECKPOINT_FILE, parse_segment_name, partition_dir, segment_name
 from node.storage.recovery import RecoveryReport, scan_segments
 from node.storage.segment import Segment
@@ -84,7 +86,11 @@ class DiskLog:
         return self
 
     def _recover(self, snapshot_id: OffsetAndEpoch | None) -> None:
-        hw = self.hw_checkpoint.read()
+        try:
+            hw = self.hw_checkpoint.read()
+        except CorruptStateFile as e:
+            message = f"{e}: cannot tell committed records from an uncommitted tail; refusing to serve the log"
+            raise CommittedDataDamaged(message, e.path, -1, e.reason, -1) from e
         found = sorted((b, p) for p in self.directory.iterdir() if (b := parse_segment_name(p.name)) is not None)
         contents = [(base, path, path.read_bytes()) for base, path in found]
         kept, damage = scan_segments(contents)
@@ -97,16 +103,20 @@ class DiskLog:
             end = 0
         covered = snapshot_id is not None and snapshot_id.offset >= hw
         if end < hw and not covered:
+            reason = damage.reason if damage else "records missing"
+            path = damage.path if damage else str(self.directory)
             where = f" ({damage.reason} at {damage.path}:{damage.position})" if damage else ""
-            raise LogCorruption(
+            raise CommittedDataDamaged(
                 f"metadata log in {self.directory} ends at offset {end}{where}, below the checkpointed "
-                f"high-water mark {hw}: committed records are damaged or missing; refusing to serve them"
-            )
+                f"high-water mark {hw}: committed records are damaged or missing; refusing to serve them",
+                path, end, reason, hw,
+            )  # fmt: skip
         if start > 0 and (snapshot_id is None or snapshot_id.offset < start):
-            raise LogCorruption(
+            raise CommittedDataDamaged(
                 f"metadata log in {self.directory} starts at offset {start} but no snapshot covers the records "
-                f"before it (latest snapshot: {snapshot_id})"
-            )
+                f"before it (latest snapshot: {snapshot_id})",
+                str(self.directory), 0, "log prefix missing", hw,
+            )  # fmt: skip
         if damage is not None:
             log.warning(
                 "metadata log damaged at %s:%d (%s): truncating to offset %d, dropping %d bytes and %d segment(s)",

@@ -14,6 +14,8 @@ from storage_helpers import batches, make_batch
 
 from node.raft.ports import LogCorruption, OffsetAndEpoch
 from node.storage.batches import encode_batch, encode_batches
+from node.storage.checkpoint import HighWatermarkCheckpoint
+from node.storage.errors import CommittedDataDamaged, CorruptStateFile
 from node.storage.layout import partition_dir, segment_name
 from node.storage.log import DiskLog
 
@@ -120,8 +122,9 @@ def test_bit_flip_above_hw_truncates_and_below_hw_refuses(log_dir: Path, caplog:
     damaged = bytearray(original)
     damaged[size + 40] ^= 0x10  # batch at offset 2, below hw 4
     seg.write_bytes(bytes(damaged))
-    with pytest.raises(LogCorruption, match=r"ends at offset 2 .*CRC.*high-water mark 4"):
+    with pytest.raises(CommittedDataDamaged, match=r"ends at offset 2 .*CRC.*high-water mark 4") as err:
         DiskLog.open(log_dir)
+    assert (err.value.path, err.value.offset, err.value.hw) == (str(seg), 2, 4)
     assert seg.read_bytes() == bytes(damaged)  # nothing touched
 
 
@@ -220,12 +223,25 @@ def test_a_snapshot_beyond_the_log_resets_it_on_open(log_dir: Path) -> None:
 
 
 def test_corrupt_hw_checkpoint_is_an_error_not_zero(log_dir: Path) -> None:
-    from node.storage.errors import CorruptStateFile
-
     filled(log_dir, [1]).close()
     (partition_dir(log_dir) / "hw-checkpoint").write_text("0\n1\n__cluster_metadata 0 1")
-    with pytest.raises(CorruptStateFile, match="expected 3 lines"):
+    with pytest.raises(LogCorruption, match="expected 3 lines") as err:
         DiskLog.open(log_dir)
+    assert isinstance(err.value.__cause__, CorruptStateFile)
+    for bad in ["", "1\n1\n__cluster_metadata 0 1\n", "0\n1\nother 0 1\n", "0\n1\n__cluster_metadata 0 -1\n"]:
+        (partition_dir(log_dir) / "hw-checkpoint").write_text(bad)
+        with pytest.raises(CorruptStateFile):
+            HighWatermarkCheckpoint(partition_dir(log_dir) / "hw-checkpoint").read()
+
+
+def test_hw_checkpoint_round_trip_in_kafka_format(tmp_path: Path) -> None:
+    cp = HighWatermarkCheckpoint(tmp_path / "hw-checkpoint")
+    assert cp.read() == 0
+    cp.write(1234)
+    assert (tmp_path / "hw-checkpoint").read_text() == "0\n1\n__cluster_metadata 0 1234\n"
+    assert cp.read() == 1234
+    with pytest.raises(ValueError):
+        cp.write(-1)
 
 
 CHILD = textwrap.dedent(
