@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from typing import Any
 
 from nemesis import clockfile
@@ -27,6 +28,7 @@ class ClockFault:
         self._strobes: dict[str, tuple[threading.Event, threading.Thread]] = {}
         self._local_boot_id = local_boot_id if local_boot_id is not None else _read_local_boot_id()
         self.strobe_errors: dict[str, str] = {}
+        self._own_kernel: dict[str, bool] = {}
 
     def operations(self) -> dict[str, Handler]:
         return {"clock-bump": self.bump, "clock-strobe": self.strobe, "clock-rate": self.rate,
@@ -39,23 +41,24 @@ class ClockFault:
             return ClockSetting()
         return ClockSetting(entry["offset_ms"], entry["rate"], entry["anchor_mono_ns"])
 
-    def _write(self, settings: dict[str, ClockSetting]) -> dict[str, ClockSetting]:
+    def _write(self, settings: dict[str, ClockSetting]) -> None:
         for node, s in settings.items():  # intent first: clean must know the file even if we die now
             self.ctx.state.put("clock", node, {"host": self.ctx.host(node).name,
                                                "path": self.ctx.control.clock_file(node),
                                                "offset_ms": s.offset_ms, "rate": s.rate,
                                                "anchor_mono_ns": s.anchor_mono_ns})
-        results = self.ctx.run_each({n: clockfile.write_command(self.ctx.control.clock_file(n), s)
-                                     for n, s in settings.items()})
-        written = {}
+        self.ctx.run_each({n: clockfile.write_command(self.ctx.control.clock_file(n), s)
+                           for n, s in settings.items()})
         for node, s in settings.items():
-            anchor = int(results[node].stdout.strip() or s.anchor_mono_ns)
-            written[node] = ClockSetting(s.offset_ms, s.rate, anchor)
-            if written[node].neutral:
+            if s.neutral:
                 self.ctx.state.drop("clock", node)
-            else:
-                self.ctx.state.put("clock", node, {**self.ctx.state.get("clock")[node], "anchor_mono_ns": anchor})
-        return written
+
+    def _anchor(self, node: str) -> int:
+        """The host's CLOCK_MONOTONIC now: ours when it shares our kernel, else read there."""
+        if not self.own_kernel(node):
+            return time.monotonic_ns()
+        result = self.ctx.host(node).run(clockfile.monotonic_command(), check=True)
+        return int(result.stdout.strip())
 
     def bump(self, value: dict[str, Any]) -> dict[str, Any]:
         delta = float(value["delta_ms"])
@@ -65,16 +68,17 @@ class ClockFault:
         self._stop_strobes(nodes)
         settings = {n: ClockSetting(self._current(n).offset_ms + delta, self._current(n).rate,
                                     self._current(n).anchor_mono_ns) for n in nodes}
-        written = self._write(settings)
-        return {"nodes": nodes, "delta_ms": delta, "offset_ms": {n: s.offset_ms for n, s in written.items()}}
+        self._write(settings)
+        return {"nodes": nodes, "delta_ms": delta, "offset_ms": {n: s.offset_ms for n, s in settings.items()}}
 
     def rate(self, value: dict[str, Any]) -> dict[str, Any]:
         rate = float(value["rate"])
         if not 0.1 <= rate <= 10.0:
             raise FaultError(f"clock rate {rate} is outside [0.1, 10]")
         nodes = resolve_nodes(self.ctx, value, self.rng)
-        written = self._write({n: ClockSetting(self._current(n).offset_ms, rate, -1) for n in nodes})
-        return {"nodes": nodes, "rate": rate, "anchor_mono_ns": {n: s.anchor_mono_ns for n, s in written.items()}}
+        settings = {n: ClockSetting(self._current(n).offset_ms, rate, self._anchor(n)) for n in nodes}
+        self._write(settings)
+        return {"nodes": nodes, "rate": rate, "anchor_mono_ns": {n: s.anchor_mono_ns for n, s in settings.items()}}
 
     def strobe(self, value: dict[str, Any]) -> dict[str, Any]:
         low, high = float(value.get("low_ms", 0.0)), float(value["high_ms"])
@@ -124,8 +128,10 @@ class ClockFault:
     # --- real clock steps --------------------------------------------------------------------
     def own_kernel(self, node: str) -> bool:
         """True when the node's host runs its own kernel (a VM), not ours (namespace, container)."""
-        result = self.ctx.host(node).run("cat /proc/sys/kernel/random/boot_id")
-        return result.ok and result.stdout.strip() not in ("", self._local_boot_id)
+        if node not in self._own_kernel:
+            result = self.ctx.host(node).run("cat /proc/sys/kernel/random/boot_id")
+            self._own_kernel[node] = result.ok and result.stdout.strip() not in ("", self._local_boot_id)
+        return self._own_kernel[node]
 
     def step(self, value: dict[str, Any]) -> dict[str, Any]:
         delta = float(value["delta_s"])

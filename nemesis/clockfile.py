@@ -1,7 +1,8 @@
-"""The node clock control file (docs/contracts.md): one shell command that writes it atomically.
+"""The node clock control file (docs/contracts.md): one shell command that writes it atomically
+(tmp + rename), and one that reads a host's CLOCK_MONOTONIC for the rate anchor.
 
-The command runs on the node's host; when no anchor is given it takes the host's CLOCK_MONOTONIC
-there, which is what the node compares against when a rate is in force.
+The anchor must be the *host's* monotonic clock: on hosts sharing this machine's kernel
+(namespaces, containers) that is ours, read here; on a VM it is read there (`monotonic_command`).
 """
 
 from __future__ import annotations
@@ -13,32 +14,33 @@ from dataclasses import dataclass
 NEUTRAL_OFFSET_MS = 0.0
 NEUTRAL_RATE = 1.0
 
-_WRITER = (
-    "import json,os,sys,time\n"
-    "p,o,r,a=sys.argv[1],float(sys.argv[2]),float(sys.argv[3]),int(sys.argv[4])\n"
-    "a=a if a>=0 else time.monotonic_ns()\n"
-    "os.makedirs(os.path.dirname(p) or '.',exist_ok=True)\n"
-    "t=p+'.tmp'\n"
-    "f=open(t,'w');json.dump({'offset_ms':o,'rate':r,'anchor_mono_ns':a},f);f.close()\n"
-    "os.replace(t,p);print(a)\n"
-)
-
 
 @dataclass(frozen=True, slots=True)
 class ClockSetting:
     offset_ms: float = NEUTRAL_OFFSET_MS
     rate: float = NEUTRAL_RATE
-    anchor_mono_ns: int = -1  # -1: the host's monotonic clock when written
+    anchor_mono_ns: int = 0
 
     @property
     def neutral(self) -> bool:
         return self.offset_ms == NEUTRAL_OFFSET_MS and self.rate == NEUTRAL_RATE
 
+    def to_json(self) -> str:
+        return json.dumps({"offset_ms": float(self.offset_ms), "rate": float(self.rate),
+                           "anchor_mono_ns": int(self.anchor_mono_ns)})
+
 
 def write_command(path: str, setting: ClockSetting) -> str:
-    """A shell command writing the file (tmp + rename) and printing the anchor it used."""
-    args = [path, repr(float(setting.offset_ms)), repr(float(setting.rate)), str(int(setting.anchor_mono_ns))]
-    return "python3 -c " + shlex.quote(_WRITER) + " " + " ".join(shlex.quote(a) for a in args)
+    """A POSIX shell command writing the file atomically (a reader never sees it half-written)."""
+    p = shlex.quote(path)
+    tmp = shlex.quote(path + ".tmp.") + "$$"
+    directory = shlex.quote(path.rsplit("/", 1)[0] or "/")
+    return f"mkdir -p {directory} && printf '%s\\n' {shlex.quote(setting.to_json())} > {tmp} && mv -f {tmp} {p}"
+
+
+def monotonic_command() -> str:
+    """Prints the host's CLOCK_MONOTONIC in ns."""
+    return "python3 -c 'import time; print(time.monotonic_ns())'"
 
 
 def parse(text: str) -> ClockSetting:

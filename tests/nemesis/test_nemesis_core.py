@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import threading
+import time
 
 import pytest
 from conftest import Recorded
@@ -16,6 +17,8 @@ from nemesis.core import Nemesis
 from nemesis.fakes import FakeNodeControl
 from nemesis.ports import MemoryLedger
 from nemesis.runner import Terminated, guarded
+
+NEUTRAL = '{"offset_ms": 0.0, "rate": 1.0, "anchor_mono_ns": 0}'
 
 
 def cmds(control: FakeNodeControl, node: str) -> list[str]:
@@ -123,7 +126,6 @@ def test_partial_kill_is_info(nemesis: Nemesis, control: FakeNodeControl) -> Non
 
 
 def test_clock_bump_writes_the_file_and_reset_neutralises(nemesis: Nemesis, control: FakeNodeControl) -> None:
-    control.host("n3").on("python3 -c", CommandResult("n3", "", 0, "777\n", ""))
     done = nemesis.invoke("clock-bump", {"nodes": ["n3"], "delta_ms": 30_000})
     assert done.type == "ok" and done.value["offset_ms"] == {"n3": 30000.0}
     command = cmds(control, "n3")[-1]
@@ -132,7 +134,7 @@ def test_clock_bump_writes_the_file_and_reset_neutralises(nemesis: Nemesis, cont
     nemesis.invoke("clock-bump", {"nodes": ["n3"], "delta_ms": -5_000})
     assert nemesis.status()["clock"]["n3"]["offset_ms"] == 25000.0
     assert [c.f for c in nemesis.heal_all()] == ["clock-reset"]
-    assert cmds(control, "n3")[-1].endswith("clock.json 0.0 1.0 -1")
+    assert NEUTRAL in cmds(control, "n3")[-1]
     assert nemesis.status() == {}
 
 
@@ -150,7 +152,7 @@ def test_clock_strobe_rewrites_until_reset(nemesis: Nemesis, control: FakeNodeCo
     count = len(cmds(control, "n2"))
     threading.Event().wait(0.1)
     assert len(cmds(control, "n2")) == count  # the strobe thread is gone
-    assert cmds(control, "n2")[-1].endswith("clock.json 0.0 1.0 -1")
+    assert NEUTRAL in cmds(control, "n2")[-1]
 
 
 def test_clock_step_refused_on_a_shared_kernel(nemesis: Nemesis, control: FakeNodeControl) -> None:
@@ -238,3 +240,15 @@ def test_packet_faults_hit_only_the_named_nodes(nemesis: Nemesis, control: FakeN
     assert done.value["nodes"] == ["n3"]
     assert cmds(control, "n1") == [] and len(cmds(control, "n3")) == 1
     assert nemesis.invoke("start-packet", {"kind": "loss", "probability": 0.1}).value["nodes"] == control.nodes()
+
+
+def test_clock_rate_anchors_on_the_host_monotonic_clock(nemesis: Nemesis, control: FakeNodeControl) -> None:
+    before = time.monotonic_ns()
+    done = nemesis.invoke("clock-rate", {"nodes": ["n1"], "rate": 2.0})
+    assert done.type == "ok" and before <= done.value["anchor_mono_ns"]["n1"] <= time.monotonic_ns()  # shared kernel
+    control.host("n2").on("boot_id", CommandResult("n2", "", 0, "vm-boot\n", ""))
+    control.host("n2").on("monotonic_ns", CommandResult("n2", "", 0, "5555\n", ""))
+    done = nemesis.invoke("clock-rate", {"nodes": ["n2"], "rate": 0.5})
+    assert done.value["anchor_mono_ns"] == {"n2": 5555}
+    assert '"rate": 0.5, "anchor_mono_ns": 5555' in cmds(control, "n2")[-1]
+    assert nemesis.status()["clock"]["n2"]["anchor_mono_ns"] == 5555

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nemesis.clockfile import ClockSetting, parse, write_command
+from nemesis.clockfile import ClockSetting, monotonic_command, parse, write_command
 from nemesis.disk import PARTITION_DIR, damage_command
 from nemesis.netfilter import MAX_CHAIN, loss_chain, partition_chain
 
@@ -20,20 +20,21 @@ def sh(command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30)
 
 
-def test_clock_file_written_atomically_with_the_host_monotonic_anchor(tmp_path: Path) -> None:
+def test_clock_file_written_atomically(tmp_path: Path) -> None:
     path = tmp_path / "node" / "clock.json"
-    before = time.monotonic_ns()
-    result = sh(write_command(str(path), ClockSetting(offset_ms=-30000.0, rate=1.5)))
-    after = time.monotonic_ns()
+    result = sh(write_command(str(path), ClockSetting(offset_ms=-30000.0, rate=1.5, anchor_mono_ns=123)))
     assert result.returncode == 0, result.stderr
-    setting = parse(path.read_text())
-    assert setting.offset_ms == -30000.0 and setting.rate == 1.5
-    assert before <= setting.anchor_mono_ns <= after
-    assert int(result.stdout) == setting.anchor_mono_ns
+    assert parse(path.read_text()) == ClockSetting(-30000.0, 1.5, 123)
     assert set(json.loads(path.read_text())) == {"offset_ms", "rate", "anchor_mono_ns"}
-    assert not (tmp_path / "node" / "clock.json.tmp").exists()
-    sh(write_command(str(path), ClockSetting(offset_ms=5.0, anchor_mono_ns=42)))
-    assert parse(path.read_text()) == ClockSetting(5.0, 1.0, 42)
+    assert os.listdir(path.parent) == ["clock.json"]  # no temporary file left
+    sh(write_command(str(path), ClockSetting(offset_ms=5.0)))
+    assert parse(path.read_text()) == ClockSetting(5.0, 1.0, 0)
+
+
+def test_monotonic_command_reads_the_monotonic_clock() -> None:
+    before = time.monotonic_ns()
+    out = int(sh(monotonic_command()).stdout)
+    assert before <= out <= time.monotonic_ns()
 
 
 @pytest.fixture
