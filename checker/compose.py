@@ -42,8 +42,12 @@ def compose(checkers: Mapping[str, CheckerFn], timeout: float | None = None) -> 
     results: dict[str, dict[str, Any]] = {}
     if not checkers:
         return {"valid": UNKNOWN, "checkers": {}, "explanation": "no checkers ran"}
-    pool = cf.ThreadPoolExecutor(max_workers=len(checkers), thread_name_prefix="checker")
     t0 = time.monotonic()
+    if len(checkers) == 1 and timeout is None:  # no thread needed (and the checker may then fork workers)
+        name, fn = next(iter(checkers.items()))
+        res = _run(fn)
+        return {"valid": merge([res["valid"]]), "checkers": {name: res}, "seconds": round(time.monotonic() - t0, 3)}
+    pool = cf.ThreadPoolExecutor(max_workers=len(checkers), thread_name_prefix="checker")
     futures = {pool.submit(_run, fn): name for name, fn in checkers.items()}
     try:
         for fut in cf.as_completed(futures, timeout=timeout):

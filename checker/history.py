@@ -87,7 +87,8 @@ class Op:
     def label(self) -> str:
         out = "" if self.output is None or self.output == self.value else f" -> {_short(self.output)}"
         st = "" if self.status == "ok" else f" [{self.status}{'' if self.error is None else ' ' + str(self.error)}]"
-        return f"p{self.process} {self.f}({_short(self.value)}){out}{st}"
+        arg = "" if self.value is None else _short(self.value)
+        return f"p{self.process} {self.f}({arg}){out}{st}"
 
 
 def _short(v: Any, limit: int = 40) -> str:

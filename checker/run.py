@@ -1,0 +1,91 @@
+"""Check one run: a history and node journals in, results.json (docs/contracts.md) out.
+
+The history is split by each op's `workload` field (docs/workload-ops.md) and each part is
+checked for linearizability against its model (`model` overrides, for a history without that
+field); an illegal part also gets its anomaly graph (named cycles, drawn). Journals get the
+Raft and fencing invariants. Everything runs under checker.compose.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from checker.compose import CheckerFn, compose
+from checker.fencing import check_fencing
+from checker.formats import read_history
+from checker.graph import draw_anomaly, find_anomalies, public
+from checker.history import History, pair_ops
+from checker.journal import load_journals
+from checker.linear.budget import Budget
+from checker.linear.race import split
+from checker.linearizable import _safe, check_linearizable
+from checker.models import build_model
+from checker.raft import check_raft
+
+WORKLOAD_MODELS = {"topics": "topics", "registry": "registry", "isr": "isr", "register": "cas-register"}
+GRAPH_WINDOW = 80
+
+
+def _by_workload(history: History, model: str | None) -> dict[str, tuple[str, History]]:
+    parts: dict[str, list[Any]] = {}
+    for e in history.events:
+        if e.process == "nemesis":
+            continue
+        w = e.extra.get("workload")
+        parts.setdefault(str(w) if w is not None else "", []).append(e)
+    out: dict[str, tuple[str, History]] = {}
+    for w, events in parts.items():
+        name = model or WORKLOAD_MODELS.get(w)
+        if name is None:
+            raise ValueError(f"no model for workload {w!r}: pass one (e.g. --model cas-register)")
+        out[w] = (name, History(events, history.source, history.format))
+    return out
+
+
+def _linearizable(history: History, model_name: str, initial: Any, nil_read_any: bool, budget: Budget,
+                  out_dir: Path | None, tag: str) -> dict[str, Any]:
+    model = build_model(model_name, initial, nil_read_any)
+    pictures = None if out_dir is None else out_dir / tag
+    res = check_linearizable(history, model, budget, out_dir=pictures)
+    if res["valid"] is False:
+        ops = pair_ops(history)
+        key = res["anomalies"][0].get("key") if res["anomalies"] else None
+        sub = split(ops, model).get(key, ops)
+        cut = res["anomalies"][0].get("prefix_events") or len(history.events)
+        window = [o for o in sub if o.call < cut][-GRAPH_WINDOW:]
+        found = find_anomalies(window, model_name, initial)
+        for i, a in enumerate(found):
+            if pictures is not None:
+                a["pictures"] = [str(p) for p in draw_anomaly(a, pictures / f"cycle-{_safe(key)}-{i}")]
+            res["anomalies"].append(public(a))
+        if found:
+            res["explanation"] += "\nAnomaly: " + found[0]["type"] + ": " + found[0]["explanation"]
+    return res
+
+
+def check_run(history_path: str | Path | None = None, journal_paths: list[str | Path] | None = None,
+              model: str | None = None, out_dir: str | Path | None = None, budget: Budget | None = None,
+              initial: Any = None, fmt: str | None = None, nil_read_any: bool = False,
+              session_timeout_ms: float = 9000.0, slack_ms: float = 3000.0,
+              timeout: float | None = None) -> dict[str, Any]:
+    """Check whatever is given; writes `results.json` under `out_dir` when given."""
+    budget = budget or Budget()
+    out = Path(out_dir) if out_dir is not None else None
+    checkers: dict[str, CheckerFn] = {}
+    history = read_history(history_path, fmt) if history_path is not None else None
+    if history is not None:
+        for w, (name, part) in _by_workload(history, model).items():
+            tag = "linearizable" + (f"-{w}" if w else "")
+            checkers[tag] = functools.partial(_linearizable, part, name, initial, nil_read_any, budget, out, tag)
+    if journal_paths:
+        journals = load_journals(journal_paths)
+        checkers["raft"] = functools.partial(check_raft, journals)
+        checkers["fencing"] = functools.partial(check_fencing, journals, history, session_timeout_ms, slack_ms)
+    results = compose(checkers, timeout)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    return results
