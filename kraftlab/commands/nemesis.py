@@ -150,18 +150,16 @@ def _packet_op(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 
 def node_control(lab: Any) -> NodeControl:
-    """The lab's nodes: through kraftlab.deploy when it offers `node_control(lab)`, else plain daemons."""
+    """The lab's deployed node (kraftlab.deploy); without a deployment, plain daemons named kraft-node
+    (signals and network/clock faults work, starting a node does not)."""
+    from kraftlab.deploy import DAEMON, load_deployment
+
     try:
-        from kraftlab import deploy  # the runner's deploy step knows the node's command, roles, paths
+        return load_deployment(lab)
+    except LookupError:
+        from nemesis.daemon_control import DaemonNodeControl
 
-        factory = getattr(deploy, "node_control", None)
-    except ImportError:
-        factory = None
-    if factory is not None:
-        return factory(lab)  # type: ignore[no-any-return]
-    from nemesis.daemon_control import DaemonNodeControl
-
-    return DaemonNodeControl(lab.hosts)
+        return DaemonNodeControl(lab.hosts, daemon=DAEMON)
 
 
 def _print(type_: str, f: str, value: Any = None, *, node: str | None = None, error: str | None = None) -> None:
