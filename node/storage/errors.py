@@ -9,8 +9,9 @@ class StorageError(Exception):
     """Base class of every error node.storage raises on purpose."""
 
 
-class CorruptBatch(StorageError):
-    """A record batch failed validation (size, magic, CRC, record framing).
+class CorruptBatch(StorageError, ValueError):
+    """A record batch failed validation (size, magic, CRC, record framing). Also a ValueError:
+    bad input, as the in-memory stores report it.
 
     `position` is the byte position of the batch in the buffer or file it was read from;
     `offset` its base offset when the header was readable enough to tell, else None.
@@ -42,8 +43,9 @@ class CorruptStateFile(StorageError):
         super().__init__(f"{path}: {reason}")
 
 
-class CorruptSnapshot(StorageError):
-    """A snapshot file failed validation (CRC, header/footer, trailing bytes)."""
+class CorruptSnapshot(StorageError, ValueError):
+    """A snapshot file failed validation (CRC, header/footer, trailing bytes). Also a ValueError,
+    which is what node.sim's in-memory store raises for the same failure."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path

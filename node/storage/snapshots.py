@@ -145,6 +145,8 @@ class DiskSnapshotStore:
     def freeze(self, snapshot_id: OffsetAndEpoch) -> None:
         part = self.path(snapshot_id, partial=True)
         try:
+            if not part.exists():
+                raise CorruptSnapshot(str(part), "no bytes were received")
             decode_snapshot(part.read_bytes(), str(part))
         except CorruptSnapshot:
             part.unlink(missing_ok=True)
