@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import cache
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -53,16 +54,19 @@ class RequestFrame:
         return int(self.header.correlation_id)
 
 
+@cache
 def request_schema(api_key: int, api_version: int) -> type[RequestPayload]:
-    """The kio request class of an api key/version; ``UnsupportedApi`` if kio does not know it."""
+    """The kio request class of an api key/version; ``UnsupportedApi`` if kio does not know it (cached:
+    kio resolves it by import path, slowly)."""
     try:
         return load_request_schema(api_key, api_version)
     except (UnknownAPIKey, UnknownEntity):
         raise UnsupportedApi(f"unknown api key {api_key} version {api_version}") from None
 
 
+@cache
 def response_schema(api_key: int, api_version: int) -> type[ResponsePayload]:
-    """The kio response class of an api key/version; ``UnsupportedApi`` if kio does not know it."""
+    """The kio response class of an api key/version; ``UnsupportedApi`` if kio does not know it (cached)."""
     try:
         return load_response_schema(api_key, api_version)
     except (UnknownAPIKey, UnknownEntity):

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 DEFAULT_MAX_IN_FLIGHT = 64
+_WRITE_BATCH_BYTES = 1 << 20
 
 
 class HandlerFailed(Exception):
@@ -139,22 +140,41 @@ class _Connection:
         return _InFlight(context, _settled(result))
 
     async def _write_loop(self) -> None:
-        while (in_flight := await self.queue.get()) is not None:
-            try:
-                data = await self._response_bytes(in_flight)
-            except HandlerFailed as exc:
-                log.error("closing connection from %s: %s", self.peer, exc, exc_info=exc.__cause__)
-                self._stop_reading()
+        """Write responses in request order; responses already available are written with one send."""
+        finished = False
+        while not finished:
+            in_flight = await self.queue.get()
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                if in_flight is None:
+                    finished = True
+                    break
+                try:
+                    data = await self._response_bytes(in_flight)
+                except HandlerFailed as exc:
+                    log.error("closing connection from %s: %s", self.peer, exc, exc_info=exc.__cause__)
+                    finished = True
+                    self._stop_reading()
+                    break
+                if data is not None:
+                    chunks.append(data)
+                    size += len(data)
+                if self.queue.empty() or size >= _WRITE_BATCH_BYTES:
+                    break
+                in_flight = self.queue.get_nowait()
+            if chunks and not await self._send(b"".join(chunks)):
                 return
-            if data is None:
-                continue
-            self.writer.write(data)
-            try:
-                await self.writer.drain()
-            except OSError as exc:
-                log.info("connection from %s failed while writing: %s", self.peer, exc)
-                self._stop_reading()
-                return
+
+    async def _send(self, data: bytes) -> bool:
+        self.writer.write(data)
+        try:
+            await self.writer.drain()
+        except OSError as exc:
+            log.info("connection from %s failed while writing: %s", self.peer, exc)
+            self._stop_reading()
+            return False
+        return True
 
     async def _response_bytes(self, in_flight: _InFlight) -> bytes | None:
         ctx = in_flight.context

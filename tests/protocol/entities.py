@@ -7,9 +7,12 @@ frames whose values are extreme: boundary integers, empty/huge/odd strings, null
 from __future__ import annotations
 
 import datetime
+import functools
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import MISSING, Field, fields
+from functools import cache
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -151,14 +154,25 @@ def _zero(kind: str) -> Any:
 
 def zero_entity(entity_type: type[E], **values: Any) -> E:
     """An entity with ``values`` and every other required field at its zero value (empty, 0, null)."""
+    for name, make in _zero_fields(entity_type):
+        if name not in values:
+            values[name] = make()
+    return entity_type(**values)
+
+
+@cache
+def _zero_fields(entity_type: type[Entity]) -> tuple[tuple[str, Callable[[], Any]], ...]:
+    """(field name, zero-value factory) of the fields of ``entity_type`` that have no default."""
+    result: list[tuple[str, Callable[[], Any]]] = []
     for field in fields(entity_type):
-        if field.name in values or field.default is not MISSING or field.default_factory is not MISSING:
+        if field.default is not MISSING or field.default_factory is not MISSING:
             continue
         match classify_field(field):
             case PrimitiveField():
-                values[field.name] = _zero(get_schema_field_type(field))
+                result.append((field.name, functools.partial(_zero, get_schema_field_type(field))))
             case EntityField(nested):
-                values[field.name] = None if is_optional(field) else zero_entity(nested)
+                nullable = is_optional(field)
+                result.append((field.name, (lambda: None) if nullable else functools.partial(zero_entity, nested)))
             case PrimitiveTupleField() | EntityTupleField():
-                values[field.name] = ()
-    return entity_type(**values)
+                result.append((field.name, tuple))
+    return tuple(result)

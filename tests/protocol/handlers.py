@@ -32,6 +32,7 @@ class TopicStore:
 
     topics: dict[str, int] = field(default_factory=dict)
     port: int = 9092
+    max_topics: int = 32  # beyond it CreateTopics fails with POLICY_VIOLATION (keeps fuzzed responses small)
 
     def metadata(self, request: RequestPayload, context: RequestContext) -> ResponsePayload:
         response_type = response_schema(context.api_key, context.api_version)
@@ -62,6 +63,8 @@ class TopicStore:
                 error = ErrorCode.topic_already_exists
             elif topic.num_partitions == 0 or topic.num_partitions < -1:
                 error = ErrorCode.invalid_partitions
+            elif len(self.topics) >= self.max_topics:
+                error = ErrorCode.policy_violation
             else:
                 error = ErrorCode.none
                 if not request.validate_only:  # type: ignore[attr-defined]
