@@ -306,7 +306,11 @@ class RaftCore:
         self._out = Output()
 
     def _end(self, now: int) -> Output:
-        self._poll(now)
+        for _ in range(8):  # a transition made by the poll gets its own poll (to send its requests)
+            state = self.state
+            self._poll(now)
+            if self.state is state:
+                break
         if self._applied < self._hw:
             self._deliver_commits()
         out = self._out
@@ -380,21 +384,24 @@ class RaftCore:
             self._announced = announced
             self._out.updates.append(LeaderChange(*announced))
 
-    def _observe(self, epoch: int, leader_id: int | None, now: int) -> bool:
-        """React to an epoch and leader learned from a message; True when the state changed."""
+    def _observe(self, epoch: int, leader_id: int | None, now: int, src: int) -> bool:
+        """React to an epoch and leader learned from a message from `src`; True when the state changed.
+
+        A prospective node that gave up on its leader goes back to it only on hearing from the
+        leader itself: other voters still naming it prove nothing (they may be cut off from it too).
+        """
         if leader_id == self.node_id:
             leader_id = None
-        if epoch > self.epoch:
+        state = self.state
+        if epoch > state.epoch:
             if leader_id is not None:
                 self._become_follower(epoch, leader_id, now)
             else:
                 self._set_state(Unattached(epoch, None, self._unattached_deadline(now)), now)
             return True
-        if (
-            epoch == self.epoch
-            and leader_id is not None
-            and isinstance(self.state, Unattached | Prospective | Candidate)
-        ):
+        if epoch == state.epoch and leader_id is not None and isinstance(state, Unattached | Prospective | Candidate):
+            if isinstance(state, Prospective) and state.leader_id == leader_id and src != leader_id:
+                return False
             self._become_follower(epoch, leader_id, now)
             return True
         return False
@@ -494,7 +501,6 @@ class RaftCore:
                 self._become_prospective(now, now)
             else:
                 self._set_state(Unattached(state.epoch, None, now), now)
-                self._poll(now)
             return
         leader = state.leader_id
         if leader in self._inflight or now < state.retry_at:
@@ -588,7 +594,7 @@ class RaftCore:
         return answer(False, f"already {state.role.value} in epoch")
 
     def _on_vote_response(self, env: m.Envelope, resp: m.VoteResponse, now: int) -> None:
-        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now, env.src):
             return
         state = self.state
         ok = resp.error == m.Errors.NONE and resp.granted
@@ -609,11 +615,11 @@ class RaftCore:
         if req.epoch < self.epoch:
             self._reply(env, m.BeginQuorumEpochResponse(m.Errors.FENCED_LEADER_EPOCH, self.epoch, self.leader_id))
             return
-        self._observe(req.epoch, req.leader_id, now)
+        self._observe(req.epoch, req.leader_id, now, env.src)
         self._reply(env, m.BeginQuorumEpochResponse(m.Errors.NONE, self.epoch, self.leader_id))
 
     def _on_begin_response(self, env: m.Envelope, resp: m.BeginQuorumEpochResponse, now: int) -> None:
-        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now, env.src):
             return
         state = self.state
         if isinstance(state, Leader) and resp.error == m.Errors.NONE and resp.epoch == state.epoch:
@@ -623,7 +629,7 @@ class RaftCore:
         if req.epoch < self.epoch:
             self._reply(env, m.EndQuorumEpochResponse(m.Errors.FENCED_LEADER_EPOCH, self.epoch, self.leader_id))
             return
-        self._observe(req.epoch, req.leader_id, now)
+        self._observe(req.epoch, req.leader_id, now, env.src)
         state = self.state
         if isinstance(state, Follower) and state.leader_id == req.leader_id and self.is_voter:
             successors = req.preferred_successors
@@ -637,7 +643,7 @@ class RaftCore:
         self._reply(env, m.EndQuorumEpochResponse(m.Errors.NONE, self.epoch, self.leader_id))
 
     def _on_end_response(self, env: m.Envelope, resp: m.EndQuorumEpochResponse, now: int) -> None:
-        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now, env.src):
             return
         if isinstance(self.state, Resigned) and resp.error == m.Errors.NONE:
             self.state.unacknowledged.discard(env.src)
@@ -776,7 +782,7 @@ class RaftCore:
         return None
 
     def _on_fetch_response(self, env: m.Envelope, resp: m.FetchResponse, now: int) -> None:
-        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now, env.src):
             return
         state = self._following(env, resp.epoch)
         if state is None:
@@ -833,7 +839,7 @@ class RaftCore:
         )
 
     def _on_fetch_snapshot_response(self, env: m.Envelope, resp: m.FetchSnapshotResponse, now: int) -> None:
-        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now):
+        if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now, env.src):
             return
         state = self._following(env, resp.epoch)
         if state is None or state.snapshot is None:

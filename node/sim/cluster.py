@@ -84,8 +84,13 @@ class LivenessViolation(AssertionError):
 
 class Simulation:
     def __init__(
-        self, params: SimParams, config: RaftConfig | None = None, core_class: type[RaftCore] = RaftCore
+        self,
+        params: SimParams,
+        config: RaftConfig | None = None,
+        core_class: type[RaftCore] = RaftCore,
+        faults: list[FaultEvent] | None = None,
     ) -> None:
+        """`faults`, when given, replaces the schedule drawn from `params.faults` (scripted scenarios)."""
         self.params = params
         self.core_class = core_class
         self.config = (config or RaftConfig()).with_(fetch_snapshot_max_bytes=params.snapshot_chunk_bytes)
@@ -105,8 +110,12 @@ class Simulation:
         self._committed_at_heal = 0
         self._tokens: dict[int, Any] = {}
         fault_rng = random.Random(self.rng.getrandbits(64))
-        for event in schedule(fault_rng, params.faults, self.voter_ids, self.observer_ids, params.fault_ms):
+        drawn = schedule(fault_rng, params.faults, self.voter_ids, self.observer_ids, params.fault_ms)
+        for event in drawn if faults is None else [*faults, FaultEvent(params.fault_ms, "heal")]:
             self.queue.push(event.at, FAULT, event)
+        # Halfway through the settle time: what every node must have applied by the end.
+        self.queue.push(params.fault_ms + params.settle_ms // 2, FAULT, FaultEvent(0, "mark"))
+        self._committed_at_mark = 0
         self.queue.push(0, CLIENT, None)
 
     # ------------------------------------------------------------------ nodes
@@ -276,6 +285,8 @@ class Simulation:
         elif action == "rates":
             name, value = event.args
             setattr(net.faults, name, value)
+        elif action == "mark":
+            self._committed_at_mark = self.committed_offset()
         elif action == "heal":
             net.heal()
             self._tokens.clear()
@@ -305,10 +316,13 @@ class Simulation:
         lagging = [
             n.node_id
             for n in self.nodes.values()
-            if n.machine is not None and n.machine.applied < self._committed_at_heal
+            if n.machine is not None and n.machine.applied < self._committed_at_mark
         ]
         if lagging:
-            raise LivenessViolation(f"nodes {lagging} never caught up to the offset committed at heal time")
+            raise LivenessViolation(
+                f"nodes {lagging} did not apply offset {self._committed_at_mark}, committed "
+                f"{self.params.settle_ms // 2} ms before the end"
+            )
 
 
 def run(params: SimParams, config: RaftConfig | None = None, core_class: type[RaftCore] = RaftCore) -> SimResult:

@@ -37,7 +37,7 @@ def schedule(
         if t >= duration_ms:
             break
         kind = kinds[rng.randrange(len(kinds))]
-        end = min(t + rng.randint(100, 3000), duration_ms)
+        end = min(t + rng.randint(100, 6000), duration_ms)
         token += 1
         if kind == "partition" and len(nodes) > 1 and rng.random() < 0.4:
             events += [FaultEvent(t, "isolate", ("leader", token)), FaultEvent(end, "rejoin", (token,))]
