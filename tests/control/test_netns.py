@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from control_probes import CONNECT, SERVE, WAIT_LISTENING
 
 from control import leftovers
 from control.lab import Lab
@@ -20,11 +21,6 @@ from control.state import state_path
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
-SERVE = ("python3 -c \"import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
-         "s.bind(('0.0.0.0',7000))\ns.listen(16)\nwhile True:\n c,a=s.accept()\n c.sendall(sys.argv[1].encode())\n"
-         " c.close()\" {name}")
-CONNECT = ("python3 -c \"import socket\nc=socket.create_connection(('{target}',7000),timeout=2)\n"
-           "print(c.recv(100).decode())\"")
 
 
 def assert_nothing_left(name: str) -> None:
@@ -50,8 +46,7 @@ def test_five_hosts_resolve_and_reach_each_other(netns_lab: Lab) -> None:
     assert len(set(lab.addresses().values())) == 5
     for h in lab.hosts:
         h.start_daemon("echo", SERVE.format(name=h.name), log_path=f"{h.workdir}/echo.log")
-    lab.run("i=0; until ss -ltn | grep -q :7000; do sleep 0.02; i=$((i+1)); [ $i -le 250 ] || exit 1; done",
-            check=True)
+    lab.run(WAIT_LISTENING, check=True)
     # every node reaches every node by name
     for target in lab.names:
         out = lab.run(CONNECT.format(target=target), check=True)

@@ -1,0 +1,107 @@
+"""The Docker backend against a real engine the test starts (dockerd without host iptables changes):
+offline images, fixed addresses, names, reachability, NET_ADMIN, daemons and signals, files, and
+removal of everything labelled for the lab."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from control_probes import CONNECT, SERVE, WAIT_LISTENING
+
+from control.lab import Lab
+from control.labs import clean, lab_down, lab_up
+from control.preflight import SetupError
+
+pytestmark = [pytest.mark.docker, pytest.mark.skipif(os.geteuid() != 0, reason="starting dockerd needs root")]
+
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[None]:
+    from control import containers
+
+    if not shutil.which("dockerd"):
+        r = subprocess.run("apt-get install -y -qq --no-install-recommends docker.io", shell=True,
+                           capture_output=True, text=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        if r.returncode != 0:
+            pytest.skip(f"docker.io could not be installed: {r.stderr.strip()[-300:]}")
+    try:
+        proc = containers.start_engine()
+    except SetupError as exc:
+        pytest.skip(f"the Docker engine cannot start here: {exc}")
+    try:
+        yield
+    finally:
+        containers.stop_engine(proc)
+
+
+@pytest.fixture
+def docker_lab(engine: None, state_dir: Path, lab_name: str) -> Iterator[Lab]:
+    lab = lab_up(lab_name, "docker", 3)
+    try:
+        yield lab
+    finally:
+        lab.close()
+        clean(lab_name)
+
+
+def test_containers_reach_each_other_and_filter(docker_lab: Lab) -> None:
+    lab = docker_lab
+    assert lab.names == ["n1", "n2", "n3"] and len(set(lab.addresses().values())) == 3
+    for h in lab.hosts:
+        h.start_daemon("echo", SERVE.format(name=h.name), log_path=f"{h.workdir}/echo.log")
+    lab.run(WAIT_LISTENING, check=True)
+    for target in lab.names:
+        out = lab.run(CONNECT.format(target=target), check=True)
+        assert {r.stdout.strip() for r in out.values()} == {target}
+    with socket.create_connection((lab.host("n2").address, 7000), timeout=2) as c:
+        assert c.recv(9).decode() == "n2"
+    # NET_ADMIN: a rule in n2 cuts n1 -> n2 only
+    lab.host("n2").run(f"iptables -A INPUT -s {lab.host('n1').address} -j DROP", check=True)
+    assert not lab.host("n1").run(CONNECT.format(target="n2")).ok
+    assert lab.host("n3").run(CONNECT.format(target="n2")).ok
+    lab.host("n2").run("iptables -F INPUT", check=True)
+    assert lab.host("n1").run(CONNECT.format(target="n2")).ok
+
+
+def test_daemons_files_and_timeouts(docker_lab: Lab, tmp_path: Path) -> None:
+    h = docker_lab.host("n1")
+    pid = h.start_daemon("sleeper", "sleep 300", log_path=f"{h.workdir}/logs/s.log")
+    assert h.daemon_pid("sleeper") == pid
+    assert h.signal_daemon("sleeper", signal.SIGSTOP)
+    assert h.run(f"grep State /proc/{pid}/status").stdout.split()[1] == "T"
+    assert h.signal_daemon("sleeper", signal.SIGCONT)
+    assert h.signal_daemon("sleeper", signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while h.daemon_running("sleeper"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("payload")
+    h.put(str(tmp_path / "d"), f"{h.workdir}/copied")
+    h.put(str(tmp_path / "d" / "f"), f"{h.workdir}/single")
+    assert h.run(f"cat {h.workdir}/copied/f {h.workdir}/single", check=True).stdout == "payloadpayload"
+    h.get(f"{h.workdir}/copied", str(tmp_path / "back"))
+    assert (tmp_path / "back" / "f").read_text() == "payload"
+    r = h.run("sleep 10", timeout=0.5)
+    assert r.exit_code == 124
+    assert h.run("test -x /opt/kraftlab/venv/bin/kraft-node").ok
+
+
+def test_down_removes_everything(engine: None, state_dir: Path, lab_name: str) -> None:
+    from control.containers import LABEL, client
+
+    lab_up(lab_name, "docker", 2).close()
+    c = client()
+    assert len(c.containers.list(filters={"label": f"{LABEL}={lab_name}"})) == 2
+    lab_down(lab_name)
+    assert not c.containers.list(all=True, filters={"label": f"{LABEL}={lab_name}"})
+    assert not c.networks.list(filters={"label": f"{LABEL}={lab_name}"})
