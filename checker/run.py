@@ -27,6 +27,7 @@ from checker.raft import check_raft
 
 WORKLOAD_MODELS = {"topics": "topics", "registry": "registry", "isr": "isr", "register": "cas-register"}
 GRAPH_WINDOW = 80
+GRAPH_AFTER = 20
 
 
 def _by_workload(history: History, model: str | None) -> dict[str, tuple[str, History]]:
@@ -55,7 +56,9 @@ def _linearizable(history: History, model_name: str, initial: Any, nil_read_any:
         key = res["anomalies"][0].get("key") if res["anomalies"] else None
         sub = split(ops, model).get(key, ops)
         cut = res["anomalies"][0].get("prefix_events") or len(history.events)
-        window = [o for o in sub if o.call < cut][-GRAPH_WINDOW:]
+        # the ops before the failing point, and a few after it (they tell a stale read from a
+        # duplicate apply: does the newer value come back?)
+        window = [o for o in sub if o.call < cut][-GRAPH_WINDOW:] + [o for o in sub if o.call >= cut][:GRAPH_AFTER]
         found = find_anomalies(window, model_name, initial)
         for i, a in enumerate(found):
             if pictures is not None:
