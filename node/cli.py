@@ -191,13 +191,15 @@ def cluster_json(response: Any) -> dict[str, Any]:
 
 async def append_test_records(client: Any, values: list[bytes], timeout_ms: int = 5000) -> tuple[str, int]:
     """The test-only append path (a node with kraftlab.unsafe.test.mode=true, see node.server): Produce
-    `values` to `__cluster_metadata` partition 0 as one batch. Returns (Kafka error name, base offset)."""
+    one record per tag in `values` to `__cluster_metadata` partition 0, as one batch. Each record
+    carries its tag as the key and a null value (metadata replay skips records without a value).
+    Returns (Kafka error name, base offset)."""
     from kio.schema.produce.v9 import request as produce
 
     from node.raft.ports import Batch, Record
     from node.storage.batches import encode_batch
 
-    data = encode_batch(Batch(0, 0, tuple(Record(None, v) for v in values)))
+    data = encode_batch(Batch(0, 0, tuple(Record(v, None) for v in values)))
     partition = produce.PartitionProduceData(index=0, records=data)  # type: ignore[arg-type]
     request = produce.ProduceRequest(acks=-1, timeout=datetime.timedelta(milliseconds=timeout_ms),  # type: ignore[arg-type]
                                      topic_data=(produce.TopicProduceData(name=METADATA_TOPIC,
@@ -207,17 +209,25 @@ async def append_test_records(client: Any, values: list[bytes], timeout_ms: int 
     return _error_name(part.error_code), int(part.base_offset)
 
 
+async def describe_quorum(address: tuple[str, int], timeout: float = 5.0) -> dict[str, Any]:
+    """DescribeQuorum against a controller listener, as JSON-ready data (CommandFailed on errors)."""
+    response = await _query(address, DESCRIBE_QUORUM_KEY, (0, 2), describe_quorum_request, timeout)
+    return quorum_json(response)
+
+
+async def describe_cluster(address: tuple[str, int], timeout: float = 5.0) -> dict[str, Any]:
+    """DescribeCluster against a broker listener, as JSON-ready data (CommandFailed on errors)."""
+    response = await _query(address, DESCRIBE_CLUSTER_KEY, (0, 1), describe_cluster_request, timeout)
+    return cluster_json(response)
+
+
 def cmd_describe_quorum(args: argparse.Namespace) -> int:
-    response = asyncio.run(_query(args.bootstrap_controller, DESCRIBE_QUORUM_KEY, (0, 2), describe_quorum_request,
-                                  args.timeout))
-    print(json.dumps(quorum_json(response)))
+    print(json.dumps(asyncio.run(describe_quorum(args.bootstrap_controller, args.timeout))))
     return EXIT_OK
 
 
 def cmd_describe_cluster(args: argparse.Namespace) -> int:
-    response = asyncio.run(_query(args.bootstrap_server, DESCRIBE_CLUSTER_KEY, (0, 1), describe_cluster_request,
-                                  args.timeout))
-    print(json.dumps(cluster_json(response)))
+    print(json.dumps(asyncio.run(describe_cluster(args.bootstrap_server, args.timeout))))
     return EXIT_OK
 
 

@@ -22,7 +22,8 @@ seam for the controller and broker): it supplies the state machine and may regis
 on the listeners. Until those exist, `CommitLog` (a trivial state machine that only counts and
 checksums committed records) is used. With `kraftlab.unsafe.test.mode=true`, the controller
 listener also serves a test-only append path: a Produce request to `__cluster_metadata`
-partition 0 appends its records as one batch on the leader and is answered once they commit.
+partition 0 appends its records (keys only, null values) as one batch on the leader and is
+answered once they commit.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import os
 import random
 import signal
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -103,6 +105,10 @@ class Application(Protocol):
     @property
     def state_machine(self) -> StateMachine: ...
 
+    def after_step(self, now_ms: int) -> None:
+        """Called after every Raft step the process applied (commits may have completed requests)."""
+        ...
+
     def tick(self, now_ms: int) -> int | None:
         """Time passed; returns the next time (node ms) it wants a tick, or None."""
         ...
@@ -118,7 +124,7 @@ ApplicationFactory = Callable[[NodeContext], Application]
 class CommitLog:
     """The trivial state machine: counts committed records and keeps a running CRC of them.
 
-    Used until the controller/broker applications are plugged in, and by tests."""
+    Used by tests and by `CommitLogApplication` (a process with no controller or broker logic)."""
 
     def __init__(self) -> None:
         self.applied_end = 0
@@ -148,7 +154,7 @@ class CommitLog:
 
 
 class CommitLogApplication:
-    """The default application: `CommitLog` and nothing else."""
+    """An application with no controller or broker logic: `CommitLog` and nothing else."""
 
     def __init__(self, context: NodeContext) -> None:
         self._machine = CommitLog()
@@ -157,11 +163,259 @@ class CommitLogApplication:
     def state_machine(self) -> StateMachine:
         return self._machine
 
+    def after_step(self, now_ms: int) -> None:
+        return None
+
     def tick(self, now_ms: int) -> int | None:
         return None
 
     async def stop(self) -> None:
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The controller and broker application
+
+
+CONTROLLER_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # name: (api key, min version, max version)
+    "BrokerRegistration": (62, 0, 4),
+    "BrokerHeartbeat": (63, 0, 1),
+    "UnregisterBroker": (64, 0, 0),
+    "CreateTopics": (19, 2, 7),
+    "DeleteTopics": (20, 1, 6),
+    "AlterPartition": (56, 2, 3),
+    "AlterPartitionReassignments": (45, 0, 0),
+    "ListPartitionReassignments": (46, 0, 0),
+    "ElectLeaders": (43, 0, 2),
+}
+BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
+    "Metadata": (3, 0, 12),
+    "DescribeCluster": (60, 0, 1),
+    "CreateTopics": (19, 2, 7),
+    "DeleteTopics": (20, 1, 6),
+}
+APP_TICK_MS = 50
+CONTROLLED_SHUTDOWN_WAIT_S = 15.0
+
+
+class _ControllerWriter:
+    """The controller's MetadataWriter over the process's appender (Raft's NotLeader translated)."""
+
+    def __init__(self, appender: Appender) -> None:
+        self._appender = appender
+
+    def append(self, records: Sequence[Record], now_ms: int) -> int:
+        from node.controller import NotLeader as ControllerNotLeader
+
+        try:
+            return self._appender.append(records, now_ms)
+        except NotLeader as e:
+            raise ControllerNotLeader(str(e)) from e
+
+
+class KraftApplication:
+    """The quorum controller (controller role) and the broker (broker role) of this process.
+
+    Requests arriving on the listeners get a token and wait for the `Reply`/`ClientReply` the
+    cores emit for it; the broker's registrations, heartbeats and forwarded admin requests go to
+    the active controller (the Raft leader) on its controller listener."""
+
+    def __init__(self, context: NodeContext) -> None:
+        from node.broker import BrokerApis, BrokerConfig, BrokerEndpoint, BrokerLifecycle, BrokerMetadata
+        from node.controller import ControllerConfig, QuorumController
+        from node.metadata.fanout import FanOut
+
+        self.ctx = context
+        config = context.config
+        self._tokens = 0
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._clients: dict[int, ProtocolClient] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timeout_s = config.request_timeout_ms / 1000.0
+        machines: list[StateMachine] = []
+        self.controller: Any = None
+        self.broker_metadata: Any = None
+        self.lifecycle: Any = None
+        self.apis: Any = None
+        if config.is_controller:
+            self.controller = QuorumController(
+                ControllerConfig(
+                    node_id=config.node_id, cluster_id=context.cluster_id,
+                    session_timeout_ms=config.broker_session_timeout_ms,
+                    snapshot_max_new_record_bytes=config.metadata_snapshot_max_new_record_bytes,
+                    seed=random.Random(os.urandom(8)).getrandbits(63),
+                ),
+                _ControllerWriter(context.appender),
+            )
+            machines.append(self.controller)
+            assert context.controller_apis is not None
+            for key, lo, hi in CONTROLLER_API_VERSIONS.values():
+                context.controller_apis.register(key, lo, hi, self._controller_request)
+        if config.is_broker:
+            self.broker_metadata = BrokerMetadata(journal_applies=self.controller is None)
+            endpoints = []
+            for e in config.broker_listeners:
+                adv = config.advertised(e.name) or e
+                endpoints.append(BrokerEndpoint(e.name, adv.connect_host(), adv.port))
+            self.lifecycle = BrokerLifecycle(BrokerConfig(
+                node_id=config.node_id, cluster_id=context.cluster_id, incarnation_id=uuid.uuid4(),
+                listeners=tuple(endpoints), heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+                session_timeout_ms=config.broker_session_timeout_ms,
+                self_fence_timeout_ms=config.broker_self_fence_timeout_ms,
+                retry_backoff_ms=max(config.retry_backoff_ms, 1),
+            ))
+            self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle)
+            machines.append(self.broker_metadata)
+            assert context.broker_apis is not None
+            for key, lo, hi in BROKER_API_VERSIONS.values():
+                context.broker_apis.register(key, lo, hi, self._client_request)
+        if not machines:
+            raise StartupError("process.roles names neither broker nor controller")
+        self._machine: StateMachine = machines[0] if len(machines) == 1 else FanOut(*machines)
+
+    @property
+    def state_machine(self) -> StateMachine:
+        return self._machine
+
+    def _now(self) -> int:
+        return self.ctx.clock.mono_ns() // 1_000_000
+
+    # ---- requests from the listeners -----------------------------------------------------------
+
+    async def _await_token(self, start: Callable[[int, int], None], request: Any) -> Any:
+        from kio.schema.errors import ErrorCode
+
+        from node.controller import error_response
+
+        self._tokens += 1
+        token = self._tokens
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = future
+        try:
+            now = self._now()
+            start(token, now)
+            self._drain(now)
+            return await asyncio.wait_for(future, self._timeout_s + 1.0)
+        except TimeoutError:
+            return error_response(request, ErrorCode.request_timed_out)
+        finally:
+            self._waiting.pop(token, None)
+
+    async def _controller_request(self, request: Any, context: RequestContext) -> Any:
+        return await self._await_token(lambda token, now: self.controller.handle_request(token, request, now),
+                                       request)
+
+    async def _client_request(self, request: Any, context: RequestContext) -> Any:
+        return await self._await_token(
+            lambda token, now: self.apis.handle(token, request, now, context.listener or "PLAINTEXT"), request)
+
+    # ---- outputs -------------------------------------------------------------------------------
+
+    def _resolve(self, token: Any, response: Any = None, error: BaseException | None = None) -> None:
+        future = self._waiting.get(token)
+        if future is None or future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(response)
+
+    def _drain(self, now: int) -> None:
+        from node.broker import ClientReply, Forward, Refused, SendToController
+        from node.controller import Reply
+        from node.metadata.journal import JournalEvent
+
+        outputs: list[Any] = []
+        if self.controller is not None:
+            outputs += self.controller.take_outputs()
+        if self.lifecycle is not None:
+            outputs += self.lifecycle.take_outputs() + self.apis.take_outputs() + self.broker_metadata.take_outputs()
+        for out in outputs:
+            if isinstance(out, Reply | ClientReply):
+                self._resolve(out.token, out.response)
+            elif isinstance(out, Refused):
+                self._resolve(out.token, error=ConnectionRefusedError(f"broker refuses requests: {out.reason}"))
+            elif isinstance(out, JournalEvent):
+                self.ctx.journal.write(out.ev, **out.fields)
+            elif isinstance(out, SendToController):
+                self._to_controller(out.token, out.request, forward=False)
+            elif isinstance(out, Forward):
+                self._to_controller(out.token, out.request, forward=True)
+        self._update_metrics()
+
+    def _update_metrics(self) -> None:
+        if self.controller is None or not self.controller.active:
+            return
+        brokers = self.controller.committed_image.brokers.values()
+        fenced = sum(1 for b in brokers if b.fenced)
+        self.ctx.metrics.set(mx.FENCED_BROKERS, fenced)
+        self.ctx.metrics.set(mx.UNFENCED_BROKERS, len(brokers) - fenced)
+
+    def _to_controller(self, token: int, request: Any, *, forward: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._exchange(token, request, forward))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _exchange(self, token: int, request: Any, forward: bool) -> None:
+        controller_id = self.broker_metadata.controller_id
+        voter = self.ctx.config.voter(controller_id) if controller_id is not None else None
+        response: Any = None
+        sent = False
+        if voter is not None:
+            client = self._clients.get(voter.node_id)
+            if client is None:
+                client = self._clients[voter.node_id] = ProtocolClient(
+                    voter.host, voter.port, client_id=f"broker-{self.ctx.config.node_id}",
+                    request_timeout=self._timeout_s, connect_timeout=self._timeout_s)
+            try:
+                response = await client.send(request)
+            except RequestError as e:
+                sent = not e.definite
+                log.debug("%s to controller %s failed: %s", type(request).__name__, controller_id, e)
+        else:
+            await asyncio.sleep(self.ctx.config.retry_backoff_ms / 1000.0)
+        now = self._now()
+        if forward:
+            if response is not None:
+                self.apis.on_forward_response(token, response)
+            else:
+                self.apis.on_forward_failure(token, now, sent=sent)
+        elif response is not None:
+            self.lifecycle.on_response(token, response, now)
+        else:
+            self.lifecycle.on_failure(token, now)
+        self._drain(now)
+
+    # ---- time and stop -------------------------------------------------------------------------
+
+    def after_step(self, now_ms: int) -> None:
+        self._drain(now_ms)
+
+    def tick(self, now_ms: int) -> int | None:
+        if self.controller is not None:
+            self.controller.tick(now_ms)
+        if self.lifecycle is not None:
+            self.lifecycle.start(now_ms)
+            self.lifecycle.tick(now_ms, self.broker_metadata.highest_offset)
+            self.apis.tick(now_ms)
+        self._drain(now_ms)
+        return now_ms + APP_TICK_MS
+
+    async def stop(self) -> None:
+        if self.lifecycle is not None:
+            from node.broker import BrokerState
+
+            self.lifecycle.begin_controlled_shutdown(self._now())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CONTROLLED_SHUTDOWN_WAIT_S):
+                    while self.lifecycle.state != BrokerState.SHUTTING_DOWN:
+                        self.tick(self._now())
+                        await asyncio.sleep(APP_TICK_MS / 1000.0)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for client in self._clients.values():
+            await client.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,6 +501,7 @@ class RaftDriver:
         self._last_role: str | None = None
         self.failed: BaseException | None = None
         self.stopped = asyncio.Event()
+        self.after_step: Callable[[int], None] | None = None
 
     def now(self) -> int:
         return self.clock.mono_ns() // 1_000_000
@@ -295,6 +550,8 @@ class RaftDriver:
                 self._apply(self._queue.pop(0))
         finally:
             self._applying = False
+        if self.after_step is not None:
+            self.after_step(self.now())
 
     def _fail(self, error: BaseException) -> None:
         log.error("stopping: %s", error)
@@ -496,14 +753,14 @@ def register_raft_apis(registry: ApiRegistry, driver: RaftDriver, timeout_s: flo
 class NodeServer:
     """One node: storage, core, listeners, peers, metrics, journal; `run()` until stopped."""
 
-    def __init__(self, config: NodeConfig, application: ApplicationFactory = CommitLogApplication,
+    def __init__(self, config: NodeConfig, application: ApplicationFactory | None = None,
                  clock: Clock | None = None) -> None:
         self.config = config
         self.clock = clock or SkewedClock(config.clock_file)
         assert config.journal_file is not None
         self.journal = JournalWriter(config.journal_file, self.clock, config.node_id)
         self.metrics = mx.Registry()
-        self._application_factory = application
+        self._application_factory: ApplicationFactory = application or KraftApplication
         self._servers: list[ProtocolServer] = []
         self._metrics_server: mx.MetricsServer | None = None
         self._stop = asyncio.Event()
@@ -563,6 +820,7 @@ class NodeServer:
         self.peers = PeerLinks(config, self._deliver)
         self.driver = RaftDriver(node, self.clock, self.journal, self.metrics, self.peers.send,
                                  storage.log.checkpoint_hw)
+        self.driver.after_step = self.application.after_step
         timeout_s = (config.request_timeout_ms + config.fetch_timeout_ms) / 1000.0
         if controller_apis is not None:
             register_raft_apis(controller_apis, self.driver, timeout_s)
@@ -677,7 +935,9 @@ METADATA_TOPIC = "__cluster_metadata"
 def register_test_append(registry: ApiRegistry, driver: RaftDriver, timeout_s: float) -> None:
     """Produce v3..v9 to `__cluster_metadata` partition 0: the records of its batches are appended
     as one batch by the leader and acknowledged once committed (NOT_LEADER_OR_FOLLOWER elsewhere,
-    REQUEST_TIMED_OUT when the commit did not happen in time — the append may still commit)."""
+    REQUEST_TIMED_OUT when the commit did not happen in time — the append may still commit).
+    Records must have a null value (INVALID_RECORD otherwise): metadata replay skips them, so
+    test records never reach the controller's image. The key is the test's payload."""
     from kio.schema.errors import ErrorCode
 
     from node.storage.batches import decode_batches
@@ -696,7 +956,7 @@ def register_test_append(registry: ApiRegistry, driver: RaftDriver, timeout_s: f
                 else:
                     try:
                         records = [r for b in decode_batches(bytes(part.records or b"")) for r in b.records]
-                        if not records:
+                        if not records or any(r.value is not None for r in records):
                             error = ErrorCode.invalid_record
                         else:
                             base = await driver.append_and_wait(records, timeout_s)
@@ -736,7 +996,7 @@ def run_node(config: NodeConfig, application: ApplicationFactory | None = None) 
     )
 
     async def main() -> int:
-        server = NodeServer(config, application or CommitLogApplication)
+        server = NodeServer(config, application or KraftApplication)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, server.request_stop)

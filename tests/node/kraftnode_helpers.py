@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from node import metrics as mx
+from node.cli import CommandFailed, append_test_records, describe_quorum
+from node.cli import main as cli_main
 from node.clock import SkewedClock
+from node.config import render_properties
 from node.journal import MemoryJournal
+from node.protocol.client import ProtocolClient
+from node.protocol.errors import RequestError
 from node.raft import messages as m
 from node.raft.config import RaftConfig
 from node.raft.core import RaftCore
 from node.raft.node import RaftNode
 from node.server import CommitLog, RaftDriver
 from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from node.storage.log import DiskLog
+from node.storage.meta_properties import random_cluster_id
 
 
 def free_ports(n: int) -> list[int]:
@@ -124,3 +136,117 @@ class Cluster:
         for t in list(self.tasks):
             t.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+KRAFT_NODE = str(Path(sys.executable).with_name("kraft-node"))
+
+
+class ProcessCluster:
+    """Real `kraft-node start` processes of an all-controller cluster on loopback (used by the e2e
+    tests and bench/bench_node.py). Every process is killed by `close()`, whatever happened."""
+
+    def __init__(self, base: Path, n: int = 3, **extra: str) -> None:
+        self.base = base
+        self.ids = list(range(1, n + 1))
+        self.ports = dict(zip(self.ids, free_ports(n), strict=True))
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.configs: dict[int, Path] = {}
+        self.cluster_id = random_cluster_id()
+        for i in self.ids:
+            props = node_properties(i, base, self.ports, **{"kraftlab.unsafe.test.mode": "true", **extra})
+            path = base / f"n{i}.properties"
+            path.write_text(render_properties(props))
+            self.configs[i] = path
+            if cli_main(["format", "--config", str(path), "--cluster-id", self.cluster_id]) != 0:
+                raise RuntimeError(f"format of node {i} failed")
+
+    def journal(self, i: int) -> Path:
+        return self.base / f"n{i}" / "meta" / "journal.jsonl"
+
+    def meta_dir(self, i: int) -> Path:
+        return self.base / f"n{i}" / "meta"
+
+    def start(self, i: int) -> None:
+        log = open(self.base / f"n{i}.log", "ab")  # noqa: SIM115 (the child keeps it)
+        try:
+            self.procs[i] = subprocess.Popen([KRAFT_NODE, "start", "--config", str(self.configs[i])],
+                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            log.close()
+
+    def start_all(self) -> None:
+        for i in self.ids:
+            self.start(i)
+
+    def kill(self, i: int, sig: int = signal.SIGKILL, timeout: float = 10.0) -> int | None:
+        proc = self.procs.pop(i, None)
+        if proc is None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait(timeout)
+
+    def close(self) -> None:
+        for i in list(self.procs):
+            self.kill(i, signal.SIGKILL)
+
+    def alive(self) -> list[int]:
+        return [i for i, p in self.procs.items() if p.poll() is None]
+
+    def quorum(self, i: int, timeout: float = 1.0) -> dict[str, object] | None:
+        try:
+            return asyncio.run(describe_quorum(("127.0.0.1", self.ports[i]), timeout))
+        except CommandFailed:
+            return None
+
+    def wait_leader(self, timeout: float = 20.0, exclude: int | None = None) -> tuple[int, int]:
+        """(leader id, epoch) once a live node names a live leader other than `exclude`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for i in self.alive():
+                q = self.quorum(i)
+                leader = q.get("leader") if q else None
+                if isinstance(leader, int) and leader != exclude and leader in self.alive():
+                    lq = self.quorum(leader)
+                    if lq and lq.get("leader") == leader:
+                        return leader, int(lq["epoch"])  # type: ignore[call-overload]
+            time.sleep(0.05)
+        raise TimeoutError(f"no leader within {timeout}s (alive: {self.alive()})")
+
+    async def append(self, i: int, values: list[bytes], timeout: float = 5.0) -> tuple[str, int]:
+        async with ProtocolClient("127.0.0.1", self.ports[i], request_timeout=timeout,
+                                  connect_timeout=timeout) as client:
+            return await append_test_records(client, values, int(timeout * 1000))
+
+    def append_committed(self, values: list[bytes], timeout: float = 20.0) -> int:
+        """Append through whichever node leads, retrying until acknowledged; returns the base offset."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError, RequestError, OSError):
+                leader, _ = self.wait_leader(max(0.1, deadline - time.monotonic()))
+                error, base = asyncio.run(self.append(leader, values))
+                if error == "NONE":
+                    return base
+            time.sleep(0.05)
+        raise TimeoutError(f"append not acknowledged within {timeout}s")
+
+
+def read_log_values(meta_dir: Path) -> list[bytes | None]:
+    """The tags of every test record (key set, null value) in a stopped node's metadata log, in order."""
+    disk = DiskLog.open(meta_dir)
+    try:
+        out: list[bytes | None] = []
+        offset = disk.start_offset()
+        while offset < disk.end_offset():
+            batches = disk.read(offset, 1 << 20)
+            for b in batches:
+                if not b.control:
+                    out.extend(r.key for r in b.records if r.value is None and r.key is not None)
+            offset = batches[-1].next_offset
+        return out
+    finally:
+        disk.close()

@@ -33,7 +33,7 @@ def test_produce_appends_on_leader_and_refuses_elsewhere() -> None:
                 error, base = await append_test_records(client, [b"one", b"two"])
                 assert error == "NONE"
                 assert c.drivers[leader].core.high_watermark >= base + 2
-                values = [r.value for b in c.logs[leader].batches() if not b.control for r in b.records]
+                values = [r.key for b in c.logs[leader].batches() if not b.control for r in b.records]
                 assert values == [b"one", b"two"]
                 error2, base2 = await append_test_records(client, [b"three"])
                 assert (error2, base2) == ("NONE", base + 2)
