@@ -21,6 +21,7 @@ from nemesis.targets import TARGETS
 
 EXIT_OK, EXIT_NOT_APPLIED, EXIT_BAD_ARGS = 0, 1, 254
 _DURATION = re.compile(r"^([+-]?\d+(?:\.\d+)?)(ms|s|m|min|h)?$")
+_NEGATIVE_DURATION = re.compile(r"^-\d+(?:\.\d+)?(ms|s|m|min|h)?$")
 _UNIT_MS = {"ms": 1.0, "s": 1000.0, None: 1000.0, "m": 60_000.0, "min": 60_000.0, "h": 3_600_000.0}
 
 
@@ -72,6 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     step = clock.add_parser("step", help="step a VM's real clock (SSH hosts only)")
     step.add_argument("node")
     step.add_argument("delta", type=parse_duration_ms)
+    for negative_ok in (bump, step):  # let `-30s` be a value, not an option
+        negative_ok._negative_number_matcher = _NEGATIVE_DURATION  # type: ignore[attr-defined]
     reset = clock.add_parser("reset", help="undo clock faults (all nodes, or the given ones)")
     reset.add_argument("nodes", nargs="*")
 

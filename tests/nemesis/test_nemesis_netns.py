@@ -308,3 +308,21 @@ def test_clean_after_a_sigkilled_run_restores_every_host(lab: Lab, programs: dic
     assert all(r.stdout.strip() == "" for r in chains.values())  # clean removes the chains themselves
     reach = connectivity(lab, programs)
     assert all(name == p[1] for p, (name, _) in reach.items())
+
+
+def test_manual_cli_partition_status_heal(lab: Lab, programs: dict[str, str], control: DaemonNodeControl,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from kraftlab.cli import main
+
+    assert main(["nemesis", "--lab", lab.name, "partition", "--topology", "isolate-node", "--nodes", "n1"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(op["type"], op["f"]) for op in lines] == [("invoke", "start-partition"), ("ok", "start-partition")]
+    reach = connectivity(lab, programs)
+    assert {p for p, (name, _) in reach.items() if name is None} == {p for p in reach if "n1" in p}
+    assert main(["nemesis", "--lab", lab.name, "status"]) == 0
+    assert json.loads(capsys.readouterr().out)["partition"]["grudge"]["n1"] == ["n2", "n3", "n4", "n5"]
+    assert main(["nemesis", "--lab", lab.name, "heal"]) == 0
+    assert "stop-partition" in capsys.readouterr().out
+    assert all(name == p[1] for p, (name, _) in connectivity(lab, programs).items())
+    assert main(["nemesis", "--lab", lab.name, "status"]) == 0
+    assert json.loads(capsys.readouterr().out) == {}

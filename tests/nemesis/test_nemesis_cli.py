@@ -1,0 +1,61 @@
+"""`kraftlab nemesis`: argument parsing into nemesis ops, and durations."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from kraftlab.cli import build_parser
+from kraftlab.commands.nemesis import _op, parse_duration_ms
+
+
+def op(*argv: str) -> tuple[str, dict] | None:
+    return _op(build_parser().parse_args(["nemesis", *argv]))
+
+
+def test_durations() -> None:
+    assert parse_duration_ms("+30s") == 30_000.0
+    assert parse_duration_ms("-1500ms") == -1500.0
+    assert parse_duration_ms("2m") == 120_000.0
+    assert parse_duration_ms("1.5") == 1500.0
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_duration_ms("soon")
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["partition", "--topology", "isolate-controller"], ("start-partition", {"topology": "isolate-controller"})),
+    (["partition", "--topology", "one-way", "--from", "n1", "--to", "n2,n3"],
+     ("start-partition", {"topology": "one-way", "from": ["n1"], "to": ["n2", "n3"]})),
+    (["partition", "--topology", "isolate-node", "--nodes", "n4", "--seed", "3"],
+     ("start-partition", {"topology": "isolate-node", "nodes": ["n4"], "seed": 3})),
+    (["kill", "n2"], ("kill", {"nodes": ["n2"]})),
+    (["kill"], ("kill", {"target": "one"})),
+    (["pause", "--target", "controller"], ("pause", {"target": "controller"})),
+    (["stop", "n1", "n2"], ("graceful-stop", {"nodes": ["n1", "n2"]})),
+    (["restart"], ("restart", {})),
+    (["resume", "n3"], ("resume", {"nodes": ["n3"]})),
+    (["clock", "bump", "n3", "+30s"], ("clock-bump", {"nodes": ["n3"], "delta_ms": 30_000.0})),
+    (["clock", "rate", "n1", "1.5"], ("clock-rate", {"nodes": ["n1"], "rate": 1.5})),
+    (["clock", "strobe", "n2", "5s", "--period", "100ms"],
+     ("clock-strobe", {"nodes": ["n2"], "low_ms": 0.0, "high_ms": 5000.0, "period_ms": 100.0})),
+    (["clock", "step", "n2", "-10s"], ("clock-step", {"nodes": ["n2"], "delta_s": -10.0})),
+    (["clock", "bump", "n1", "-1500ms"], ("clock-bump", {"nodes": ["n1"], "delta_ms": -1500.0})),
+    (["clock", "reset"], ("clock-reset", {})),
+    (["packet", "loss", "0.2", "--nodes", "n1"], ("start-packet", {"kind": "loss", "probability": 0.2,
+                                                                  "nodes": ["n1"]})),
+    (["packet", "bandwidth", "1mbit"], ("start-packet", {"kind": "bandwidth", "rate": "1mbit"})),
+    (["packet", "heal"], ("stop-packet", {})),
+    (["disk", "flip-bits", "n2", "--seed", "4"], ("start-disk", {"nodes": ["n2"], "damage": "flip-bits", "seed": 4})),
+    (["disk", "restore"], ("stop-disk", {})),
+])
+def test_actions_map_to_ops(argv: list[str], expected: tuple[str, dict]) -> None:
+    assert op(*argv) == expected
+
+
+def test_bad_arguments_exit_254() -> None:
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["nemesis", "partition", "--topology", "moon"])
+    assert exc.value.code == 254
+    with pytest.raises(ValueError, match="needs a NODE"):
+        op("disk", "wipe")
