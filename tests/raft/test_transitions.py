@@ -1,0 +1,300 @@
+"""Unit tests of each state transition of the core, driven message by message."""
+
+from __future__ import annotations
+
+import pytest
+from raft_harness import Harness, events, sent
+
+from node.raft import messages as m
+from node.raft.config import RaftConfig
+from node.raft.control import LEADER_CHANGE, control_type, decode_leader_change
+from node.raft.core import Commit, LeaderChange, LoadSnapshot, NotLeader
+from node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
+from node.raft.states import Role
+
+E = m.Errors
+
+
+def elect(h: Harness, now: int = 0) -> int:
+    """Drive node 1 of (1, 2, 3) to leadership; returns the time reached."""
+    out = h.start(now)
+    now = out.deadline
+    out = h.tick(now)
+    assert h.core.role is Role.PROSPECTIVE
+    pre = sent(out, m.VoteRequest)[0]
+    out = h.answer(pre, m.VoteResponse(E.NONE, 0, None, True, True), now + 1)
+    assert h.core.role is Role.CANDIDATE
+    vote = sent(out, m.VoteRequest)[0]
+    h.answer(vote, m.VoteResponse(E.NONE, h.core.epoch, None, True, False), now + 2)
+    assert h.core.is_leader
+    return now + 2
+
+
+def test_fresh_voter_waits_a_randomised_election_timeout(make_core) -> None:
+    for seed in range(20):
+        h = make_core(seed=seed)
+        out = h.start(100)
+        assert h.core.role is Role.UNATTACHED and h.core.epoch == 0
+        assert 1100 <= out.deadline < 2100
+        assert events(out, "start")[0]["voters"] == [1, 2, 3]
+
+
+def test_prevote_changes_no_durable_state(make_core) -> None:
+    h = make_core()
+    out = h.start(0)
+    writes = h.quorum.writes
+    out = h.tick(out.deadline)
+    assert h.core.role is Role.PROSPECTIVE and h.core.epoch == 0
+    requests = sent(out, m.VoteRequest)
+    assert {e.dst for e in requests} == {2, 3}
+    assert all(e.message.pre_vote and e.message.epoch == 1 for e in requests)
+    assert h.quorum.writes == writes
+
+
+def test_candidate_persists_its_vote_before_asking(make_core) -> None:
+    h = make_core()
+    out = h.start(0)
+    out = h.tick(out.deadline)
+    out = h.answer(sent(out, m.VoteRequest)[0], m.VoteResponse(E.NONE, 0, None, True, True), out.deadline or 0)
+    assert h.core.role is Role.CANDIDATE and h.core.epoch == 1
+    assert h.quorum.read() == QuorumStateData(1, None, 1, (1, 2, 3))
+    requests = sent(out, m.VoteRequest)
+    assert {e.dst for e in requests} == {2, 3} and not any(e.message.pre_vote for e in requests)
+
+
+def test_new_leader_writes_leader_change_and_waits_for_majority_before_hw(make_core) -> None:
+    h = make_core()
+    now = elect(h)
+    out = h.outputs[-1]
+    assert [u for u in out.updates if isinstance(u, LeaderChange)] == [LeaderChange(1, 1, True)]
+    (batch,) = h.log.batches()
+    assert batch.control and batch.epoch == 1 and control_type(batch.records[0]) == LEADER_CHANGE
+    assert decode_leader_change(batch.records[0]) == (1, [1, 2, 3], [1, 2])
+    assert h.log.flushed_end_offset() == 1
+    assert h.core.high_watermark == 0
+    assert {e.dst for e in sent(out, m.BeginQuorumEpochRequest)} == {2, 3}
+    # A fetch at offset 0 acknowledges nothing of this epoch; one at offset 1 commits the LeaderChange.
+    out = h.deliver(2, m.FetchRequest(1, 2, 0, 0, 0), now + 1)
+    assert h.core.high_watermark == 0
+    assert sent(out, m.FetchResponse)[0].message.batches == (batch,)
+    out = h.deliver(2, m.FetchRequest(1, 2, 1, 1, 500), now + 2)
+    assert h.core.high_watermark == 1
+    assert events(out, "hw") == [{"ev": "hw", "hw": 1, "epoch": 1}]
+    assert [u for u in out.updates if isinstance(u, Commit)] == [Commit([batch])]
+
+
+def test_leader_parks_a_fetch_until_new_data(make_core) -> None:
+    h = make_core(config=RaftConfig(append_linger_ms=0))
+    now = elect(h)
+    h.deliver(2, m.FetchRequest(1, 2, 1, 1, 500), now + 1)
+    out = h.deliver(3, m.FetchRequest(1, 3, 1, 1, 500), now + 2, ref="r3")
+    assert not sent(out, m.FetchResponse)  # parked: nothing new
+    base, out = h.core.append([Record(None, b"x")], now + 3)
+    assert base == 1
+    (reply,) = [e for e in sent(out, m.FetchResponse) if e.dst == 3]
+    assert reply.ref == "r3" and reply.message.batches[0].records == (Record(None, b"x"),)
+
+
+def test_linger_groups_appends_into_one_batch(make_core) -> None:
+    h = make_core(config=RaftConfig(append_linger_ms=25))
+    now = elect(h)
+    b1, _out1 = h.core.append([Record(None, b"a")], now)
+    b2, out2 = h.core.append([Record(None, b"b"), Record(None, b"c")], now + 5)
+    assert (b1, b2) == (1, 2) and h.log.end_offset() == 1
+    assert out2.deadline == now + 25
+    h.tick(now + 25)
+    assert h.log.batches()[-1].records == (Record(None, b"a"), Record(None, b"b"), Record(None, b"c"))
+
+
+def test_append_on_a_non_leader_raises(make_core) -> None:
+    h = make_core()
+    h.start(0)
+    with pytest.raises(NotLeader):
+        h.core.append([Record(None, b"x")], 1)
+
+
+def test_vote_granted_once_per_epoch_and_only_to_up_to_date_logs(make_core) -> None:
+    h = make_core()
+    h.log.append([Batch(0, 1, (Record(None, b"a"),)), Batch(1, 2, (Record(None, b"b"),))])
+    h.start(0)
+    out = h.deliver(2, m.VoteRequest(3, 2, 1, 5), 1)  # last epoch 1 < 2: behind
+    assert not sent(out, m.VoteResponse)[0].message.granted
+    assert h.core.epoch == 3
+    out = h.deliver(2, m.VoteRequest(3, 2, 2, 2), 2)
+    assert sent(out, m.VoteResponse)[0].message.granted
+    assert h.quorum.read() == QuorumStateData(3, None, 2, (1, 2, 3))  # durable before the answer
+    out = h.deliver(3, m.VoteRequest(3, 3, 2, 2), 3)
+    assert not sent(out, m.VoteResponse)[0].message.granted
+    out = h.deliver(2, m.VoteRequest(3, 2, 2, 2), 4)  # a retry by the same candidate
+    assert sent(out, m.VoteResponse)[0].message.granted
+    out = h.deliver(3, m.VoteRequest(2, 3, 9, 9), 5)  # stale epoch
+    assert sent(out, m.VoteResponse)[0].message.error == E.FENCED_LEADER_EPOCH
+
+
+def test_follower_that_hears_its_leader_rejects_prevotes(make_core) -> None:
+    h = make_core()
+    h.start(0)
+    out = h.deliver(2, m.BeginQuorumEpochRequest(4, 2), 1)
+    assert h.core.role is Role.FOLLOWER and h.core.leader_id == 2
+    fetch = sent(out, m.FetchRequest)[0]
+    h.answer(fetch, m.FetchResponse(E.NONE, 4, 2, 0), 2)
+    out = h.deliver(3, m.VoteRequest(5, 3, 0, 0, True), 3)
+    assert not sent(out, m.VoteResponse)[0].message.granted
+    assert h.core.role is Role.FOLLOWER and h.core.epoch == 4
+
+
+def test_follower_times_out_into_prevote(make_core) -> None:
+    h = make_core()
+    h.start(0)
+    out = h.deliver(2, m.BeginQuorumEpochRequest(4, 2), 10)
+    assert out.deadline is not None
+    h.tick(10 + 2000)
+    assert h.core.role is Role.PROSPECTIVE and h.core.epoch == 4
+
+
+def test_follower_appends_flushes_and_learns_hw(make_core) -> None:
+    h = make_core(node_id=2)
+    h.start(0)
+    out = h.deliver(1, m.BeginQuorumEpochRequest(1, 1), 1)
+    fetch = sent(out, m.FetchRequest)[0]
+    assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (0, 0)
+    batches = (Batch(0, 1, (Record(None, b"a"),)), Batch(1, 1, (Record(None, b"b"),)))
+    out = h.answer(fetch, m.FetchResponse(E.NONE, 1, 1, 1, 0, batches), 2)
+    assert h.log.flushed_end_offset() == 2 and h.core.high_watermark == 1
+    assert [e["base"] for e in events(out, "append")] == [0, 1]
+    assert sent(out, m.FetchRequest)[0].message.fetch_offset == 2
+    assert [u for u in out.updates if isinstance(u, Commit)] == [Commit([batches[0]])]
+
+
+def test_leader_sends_diverging_epoch_and_follower_truncates(make_core) -> None:
+    leader = make_core()
+    leader.log.append([Batch(0, 1, (Record(None, b"a"), Record(None, b"b")))])
+    elect(leader)
+    assert leader.core.epoch == 2
+    out = leader.deliver(2, m.FetchRequest(2, 2, 4, 1, 0), 10)  # follower has epoch 1 up to 4
+    diverging = sent(out, m.FetchResponse)[0].message.diverging_epoch
+    assert diverging == OffsetAndEpoch(2, 1)
+
+    follower = make_core(node_id=2)
+    follower.log.append([Batch(0, 1, (Record(None, b"a"), Record(None, b"b"))), Batch(2, 1, (Record(None, b"z"),) * 2)])
+    follower.log.flush()
+    follower.start(0)
+    out = follower.deliver(1, m.BeginQuorumEpochRequest(2, 1), 1)
+    fetch = sent(out, m.FetchRequest)[0]
+    out = follower.answer(fetch, m.FetchResponse(E.NONE, 2, 1, 0, 0, (), diverging), 2)
+    assert follower.log.end_offset() == 2
+    assert events(out, "truncate") == [{"ev": "truncate", "to": 2, "from": 4, "reason": "diverging"}]
+    assert sent(out, m.FetchRequest)[0].message.fetch_offset == 2
+
+
+def test_lagging_follower_fetches_a_snapshot_in_chunks(make_core) -> None:
+    config = RaftConfig(fetch_snapshot_max_bytes=8, append_linger_ms=0)
+    leader = make_core(config=config)
+    now = elect(leader)
+    leader.core.append([Record(None, b"v%d" % i) for i in range(3)], now)
+    leader.deliver(2, m.FetchRequest(1, 2, 4, 1, 0), now + 1)  # commits [0, 4)
+    assert leader.core.high_watermark == 4
+    state = [Record(b"k", b"state-bytes")]
+    leader.step(leader.core.create_snapshot(OffsetAndEpoch(4, 1), state, now + 2))
+    assert leader.log.start_offset() == 4 and leader.snapshots.latest() == OffsetAndEpoch(4, 1)
+
+    follower = make_core(node_id=3, config=config)
+    follower.start(0)
+    out = follower.deliver(1, m.BeginQuorumEpochRequest(1, 1), now + 3)
+    t = now + 4
+    request = sent(out, m.FetchRequest)[0]
+    chunks = 0
+    while True:
+        reply = sent(leader.deliver(3, request.message, t, ref=request.ref), m.FetchResponse | m.FetchSnapshotResponse)
+        out = follower.answer(request, reply[0].message, t)
+        if isinstance(reply[0].message, m.FetchSnapshotResponse):
+            chunks += 1
+        if any(isinstance(u, LoadSnapshot) for u in out.updates):
+            break
+        request = next(e for e in out.messages if isinstance(e.message, m.FetchRequest | m.FetchSnapshotRequest))
+        t += 1
+        assert chunks < 50
+    assert chunks > 1
+    assert [u for u in out.updates if isinstance(u, LoadSnapshot)] == [LoadSnapshot(OffsetAndEpoch(4, 1), state)]
+    assert follower.log.start_offset() == 4 and follower.core.high_watermark == 4
+    assert follower.core.applied_offset == 4
+
+
+def test_check_quorum_resigns_a_leader_nobody_fetches_from(make_core) -> None:
+    h = make_core()
+    now = elect(h)
+    h.tick(now + 2999)
+    assert h.core.is_leader
+    out = h.tick(now + 3000)
+    assert h.core.role is Role.RESIGNED
+    assert {e.dst for e in sent(out, m.EndQuorumEpochRequest)} == {2, 3}
+
+
+def test_fetching_voter_keeps_the_leader_in_office(make_core) -> None:
+    h = make_core()
+    now = elect(h)
+    for t in range(now + 1000, now + 10_000, 1000):
+        h.deliver(2, m.FetchRequest(1, 2, 1, 1, 0), t)
+        h.tick(t)
+    assert h.core.is_leader
+
+
+def test_restarted_leader_comes_back_resigned(make_core) -> None:
+    h = make_core()
+    elect(h)
+    again = make_core(log=h.log, quorum=h.quorum, snapshots=h.snapshots, seed=2)
+    again.start(50)
+    assert again.core.role is Role.RESIGNED and again.core.epoch == 1
+    assert not again.core.is_leader
+
+
+def test_single_voter_elects_itself_at_start(make_core) -> None:
+    h = make_core(voters=(1,))
+    out = h.start(0)
+    assert h.core.is_leader and h.core.epoch == 1 and h.core.high_watermark == 1
+    assert any(isinstance(u, Commit) for u in out.updates)
+
+
+def test_observer_finds_and_follows_the_leader(make_core) -> None:
+    h = make_core(node_id=7)
+    out = h.start(0)
+    assert events(out, "role")[0]["role"] == "observer"
+    probe = sent(out, m.FetchRequest)[0]
+    assert probe.dst in (1, 2, 3)
+    out = h.answer(probe, m.FetchResponse(E.NOT_LEADER_OR_FOLLOWER, 3, 2), 5)
+    assert h.core.leader_id == 2 and h.core.epoch == 3
+    assert sent(out, m.FetchRequest)[0].dst == 2
+    out = h.deliver(2, m.VoteRequest(4, 2, 9, 9), 6)
+    assert not sent(out, m.VoteResponse)[0].message.granted
+
+
+def test_end_quorum_epoch_lets_the_preferred_successor_go_first(make_core) -> None:
+    h = make_core(node_id=2)
+    h.start(0)
+    h.deliver(1, m.BeginQuorumEpochRequest(1, 1), 1)
+    out = h.deliver(1, m.EndQuorumEpochRequest(1, 1, (2, 3)), 10)
+    assert out.deadline == 10 + 20
+    h.tick(30)
+    assert h.core.role is Role.PROSPECTIVE
+
+
+def test_stale_responses_are_ignored(make_core) -> None:
+    h = make_core(node_id=2)
+    h.start(0)
+    h.deliver(1, m.BeginQuorumEpochRequest(1, 1), 1)
+    batches = (Batch(0, 1, (Record(None, b"a"),)),)
+    h.deliver(1, m.FetchResponse(E.NONE, 1, 1, 1, 0, batches), 2, ref="not-ours")
+    assert h.log.end_offset() == 0
+
+
+def test_describe_quorum_on_the_leader(make_core) -> None:
+    h = make_core()
+    now = elect(h)
+    h.deliver(2, m.FetchRequest(1, 2, 1, 1, 0), now + 5)
+    h.deliver(9, m.FetchRequest(1, 9, 0, 0, 0), now + 6)
+    out = h.deliver(5, m.DescribeQuorumRequest(), now + 7, ref=42)
+    (reply,) = sent(out, m.DescribeQuorumResponse)
+    d = reply.message
+    assert reply.ref == 42 and d.leader_id == 1 and d.epoch == 1 and d.high_watermark == 1
+    assert [(r.replica_id, r.log_end_offset) for r in d.voters] == [(1, 1), (2, 1), (3, 0)]
+    assert [r.replica_id for r in d.observers] == [9]
