@@ -27,6 +27,7 @@ from node.storage.batches import (
     scan,
     valid_length,
 )
+from node.storage.control import ControlRecordType, snapshot_header
 from node.storage.errors import CorruptBatch
 
 maybe_bytes = st.none() | st.binary(max_size=300)
@@ -178,3 +179,38 @@ def test_bad_record_framing_under_a_valid_crc_is_reported() -> None:
     read_header(bytes(data))  # the header and CRC are fine
     with pytest.raises(CorruptBatch, match="bad record framing"):
         decode_batch(bytes(data))
+
+
+# ---- a second, independent implementation: kafka-python's record batch v2 ------------------
+
+
+def test_kafka_python_validates_and_reads_what_we_write() -> None:
+    from kafka.record.default_records import DefaultRecordBatch
+
+    batch = Batch(42, 9, (Record(b"a", b"x" * 300), Record(None, b"y"), Record(b"z", None)), False, 1_700_000_000_555)
+    kb = DefaultRecordBatch(bytearray(encode_batch(batch)))
+    assert kb.validate_crc()
+    assert (kb.base_offset, kb.leader_epoch, kb.is_control_batch, kb.last_offset_delta) == (42, 9, False, 2)
+    assert (kb.first_timestamp, kb.max_timestamp, kb.producer_id) == (1_700_000_000_555, 1_700_000_000_555, -1)
+    got = [(r.offset, r.key, r.value, r.timestamp) for r in kb]
+    assert got == [(42 + i, r.key, r.value, 1_700_000_000_555) for i, r in enumerate(batch.records)]
+    control = DefaultRecordBatch(bytearray(encode_batch(Batch(7, 2, (snapshot_header(5),), True, 5))))
+    assert control.validate_crc() and control.is_control_batch
+    assert [(r.version, r.type) for r in control] == [(0, ControlRecordType.SNAPSHOT_HEADER)]
+
+
+def test_we_read_what_kafka_python_writes() -> None:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+        batch_size=1 << 20,
+    )  # fmt: skip
+    for i, (key, value) in enumerate([(b"k0", b"v0"), (None, b"v1"), (b"k2", None)]):
+        builder.append(i, timestamp=1_700_000_000_000, key=key, value=value, headers=[])
+    data = bytes(builder.build())
+    batch, size = decode_batch(data)
+    assert size == len(data)
+    assert batch == Batch(
+        0, 0, (Record(b"k0", b"v0"), Record(None, b"v1"), Record(b"k2", None)), False, 1_700_000_000_000
+    )
