@@ -433,6 +433,12 @@ class Storage:
         self.log.close()
 
 
+def journal_corruption(journal: Journal, error: LogCorruption, path: str) -> None:
+    """The `corruption` event for damage the node refuses to serve (always below the high-water mark)."""
+    journal.write("corruption", path=getattr(error, "path", path), offset=getattr(error, "offset", -1),
+                  reason=getattr(error, "reason", str(error)), below_hw=True)
+
+
 def open_storage(config: NodeConfig, journal: Journal) -> Storage:
     """Check meta.properties in every log dir, then open and recover the metadata log."""
     try:
@@ -448,7 +454,7 @@ def open_storage(config: NodeConfig, journal: Journal) -> Storage:
             snapshot_id=snapshots.latest(),
         )
     except LogCorruption as e:
-        journal.write("corruption", path=str(config.metadata_log_dir), offset=-1, reason=str(e), below_hw=True)
+        journal_corruption(journal, e, str(config.metadata_log_dir))
         raise StartupError(f"metadata log corrupt: {e}") from e
     for event in disk_log.recovery.journal_events():
         fields = dict(event)
@@ -481,7 +487,6 @@ class RaftDriver:
         journal: Journal,
         metrics: mx.Registry,
         send: Callable[[m.Envelope], None],
-        checkpoint_hw: Callable[[int], None],
     ) -> None:
         self.node = node
         self.core: RaftCore = node.core
@@ -489,7 +494,6 @@ class RaftDriver:
         self.journal = journal
         self.metrics = metrics
         self._send = send
-        self._checkpoint_hw = checkpoint_hw
         self._queue: list[Output] = []
         self._applying = False
         self._timer: asyncio.TimerHandle | None = None
@@ -502,6 +506,7 @@ class RaftDriver:
         self.failed: BaseException | None = None
         self.stopped = asyncio.Event()
         self.after_step: Callable[[int], None] | None = None
+        self.started = False
 
     def now(self) -> int:
         return self.clock.mono_ns() // 1_000_000
@@ -510,6 +515,7 @@ class RaftDriver:
 
     def start(self) -> None:
         self._step(lambda now: self.node.start(now))
+        self.started = True
 
     def handle(self, envelope: m.Envelope) -> None:
         self._step(lambda now: self.node.handle(envelope, now))
@@ -557,7 +563,7 @@ class RaftDriver:
         log.error("stopping: %s", error)
         self.failed = error
         if isinstance(error, LogCorruption):
-            self.journal.write("corruption", path="metadata log", offset=-1, reason=str(error), below_hw=True)
+            journal_corruption(self.journal, error, "metadata log")
         self.stopped.set()
 
     # ---- outputs -----------------------------------------------------------------------------
@@ -651,6 +657,8 @@ class RaftDriver:
 
     async def request(self, src: int, message: m.Message, timeout_s: float) -> m.Message:
         """Route a request from `src` into the core; wait for the response it emits for it."""
+        if not self.started or self.failed is not None:
+            raise ConnectionRefusedError("the Raft core is not running")
         self._next_ref += 1
         ref = self._next_ref
         future: asyncio.Future[m.Message] = asyncio.get_running_loop().create_future()
@@ -782,6 +790,9 @@ class NodeServer:
             print(f"kraft-node: {e}", file=sys.stderr)
             await self._shutdown(graceful=False)
             return EXIT_FAILED
+        except BaseException:
+            await self._shutdown(graceful=False)
+            raise
         assert self.driver is not None
         stopped = asyncio.ensure_future(self._stop.wait())
         failed = asyncio.ensure_future(self.driver.stopped.wait())
@@ -818,8 +829,7 @@ class NodeServer:
         every = max(1, config.metadata_snapshot_max_new_record_bytes // _APPROX_RECORD_BYTES)
         node = RaftNode(core, self.application.state_machine, snapshot_every_records=every)
         self.peers = PeerLinks(config, self._deliver)
-        self.driver = RaftDriver(node, self.clock, self.journal, self.metrics, self.peers.send,
-                                 storage.log.checkpoint_hw)
+        self.driver = RaftDriver(node, self.clock, self.journal, self.metrics, self.peers.send)
         self.driver.after_step = self.application.after_step
         timeout_s = (config.request_timeout_ms + config.fetch_timeout_ms) / 1000.0
         if controller_apis is not None:

@@ -92,7 +92,7 @@ class Cluster:
         self.journals[i] = MemoryJournal(self.clock, i)
         self.metrics[i] = mx.Registry()
         self.drivers[i] = RaftDriver(RaftNode(core, self.machines[i]), self.clock, self.journals[i],
-                                     self.metrics[i], self.router(i), lambda hw: None)
+                                     self.metrics[i], self.router(i))
 
     def router(self, src: int) -> Callable[[m.Envelope], None]:
         def send(env: m.Envelope) -> None:

@@ -79,13 +79,18 @@ def test_three_voters_failover_keeps_committed() -> None:
     asyncio.run(run())
 
 
-def test_request_times_out_when_core_stays_silent() -> None:
+def test_request_refused_before_start_and_times_out_when_core_stays_silent() -> None:
     async def run() -> None:
         c = Cluster(1)
+        stray = m.VoteResponse(m.Errors.NONE, 1, None, True)
         try:
-            # a response to a request never sent is not a request: the core ignores it, so no answer comes
+            with pytest.raises(ConnectionRefusedError):
+                await c.drivers[1].request(2, stray, 0.05)
+            c.start()
+            # a response to a request never sent: the core ignores it, so no answer comes
             with pytest.raises(TimeoutError):
-                await c.drivers[1].request(2, m.VoteResponse(m.Errors.NONE, 1, None, True), 0.05)
+                await c.drivers[1].request(2, stray, 0.05)
+            assert not c.drivers[1]._inbound  # the waiting slot is released
         finally:
             await c.close()
 

@@ -1,0 +1,60 @@
+"""NodeServer start-up refusals: unformatted storage, committed data damaged (journalled), busy port."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+import pytest
+from kraftnode_helpers import free_ports, node_properties
+
+from node.config import config_from_properties
+from node.journal import read_journal
+from node.raft.ports import Batch, Record
+from node.server import EXIT_FAILED, NodeServer
+from node.storage.layout import partition_dir
+from node.storage.log import DiskLog
+from node.storage.meta_properties import format_dirs, random_cluster_id
+
+
+def _config(tmp_path: Path, **extra: str):  # type: ignore[no-untyped-def]
+    ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
+    return config_from_properties(node_properties(1, tmp_path, ports, **extra))
+
+
+def test_unformatted_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert asyncio.run(NodeServer(_config(tmp_path)).run()) == EXIT_FAILED
+    assert "kraft-node format" in capsys.readouterr().err
+
+
+def test_damage_below_high_watermark_stops_with_journalled_corruption(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path)
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    with DiskLog.open(config.metadata_log_dir) as disk:
+        disk.append([Batch(i, 1, (Record(b"k", b"v" * 50),)) for i in range(10)])
+        disk.flush()
+        disk.checkpoint_hw(10)
+    segment = next(partition_dir(config.metadata_log_dir).glob("*.log"))
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    assert asyncio.run(NodeServer(config).run()) == EXIT_FAILED
+    assert "corrupt" in capsys.readouterr().err
+    assert config.journal_file is not None
+    events = [e for e in read_journal(config.journal_file) if e["ev"] == "corruption"]
+    assert events and events[0]["below_hw"] is True and events[0]["node"] == 1
+    assert segment.read_bytes() == bytes(data)  # nothing was truncated
+
+
+def test_listener_port_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path)
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    assert config.controller_listener is not None
+    with socket.socket() as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        busy.bind(("127.0.0.1", config.controller_listener.port))
+        busy.listen()
+        assert asyncio.run(NodeServer(config).run()) == EXIT_FAILED
+    assert "cannot listen on CONTROLLER://" in capsys.readouterr().err
