@@ -1,0 +1,395 @@
+"""A deterministic simulation of a whole KRaft cluster: the real Raft core (node.raft) over the
+simulator's in-memory storage, network and scheduler (node.sim), with QuorumControllers on the
+voters and brokers (lifecycle, metadata replay, client APIs) on Raft observers.
+
+Brokers register and heartbeat over the simulated network to the controller they believe
+active; a client creates topics through random brokers (forwarded to the controller). Faults:
+isolating a node, crashing and restarting a controller or a broker (a broker restarts as a new
+incarnation). Checked while running, after every step that moved a node's committed offset:
+images identical at equal offsets on every node, no fenced or unregistered broker in any ISR
+or leading. At the end (after healing): no acknowledged topic lost, every node converged.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.errors import ErrorCode
+
+from node.broker import (
+    BrokerApis,
+    BrokerConfig,
+    BrokerEndpoint,
+    BrokerLifecycle,
+    BrokerMetadata,
+    BrokerState,
+    ClientReply,
+    Forward,
+    SendToController,
+)
+from node.controller import ControllerConfig, NotLeader, QuorumController, Reply
+from node.metadata.image import MetadataImage
+from node.metadata.journal import JournalEvent
+from node.raft.config import RaftConfig
+from node.raft.core import NotLeader as RaftNotLeader
+from node.raft.core import Output, RaftCore
+from node.raft.node import RaftNode
+from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from node.sim.network import Network
+from node.sim.scheduler import EventQueue
+
+CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
+DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT = range(8)
+APP_TICK_MS = 50
+RPC_TIMEOUT_MS = 2_000
+
+
+class SimViolation(AssertionError):
+    pass
+
+
+@dataclass(eq=False)
+class KNode:
+    node_id: int
+    voter: bool
+    log: MemoryLog = field(default_factory=MemoryLog)
+    quorum: MemoryQuorumStateStore = field(default_factory=MemoryQuorumStateStore)
+    snapshots: MemorySnapshotStore = field(default_factory=MemorySnapshotStore)
+    raft: RaftNode | None = None
+    ctrl: QuorumController | None = None
+    lifecycle: BrokerLifecycle | None = None
+    metadata: BrokerMetadata | None = None
+    apis: BrokerApis | None = None
+    incarnation: int = 0
+    tick_at: int | None = None
+    checked_offset: int = -1
+
+    @property
+    def alive(self) -> bool:
+        return self.raft is not None
+
+    def image(self) -> tuple[int, MetadataImage]:
+        replay = self.ctrl.replay if self.ctrl is not None else self.metadata.replay  # type: ignore[union-attr]
+        return replay.next_offset, replay.image
+
+    def leader_id(self) -> int | None:
+        return self.raft.core.leader_id if self.raft is not None else None
+
+
+class _Writer:
+    def __init__(self, sim: KraftSim, node: KNode) -> None:
+        self.sim, self.node = sim, node
+
+    def append(self, records: Any, now_ms: int) -> int:
+        if self.node.raft is None:
+            raise NotLeader()
+        try:
+            base, out = self.node.raft.append(records, now_ms)
+        except RaftNotLeader as exc:
+            raise NotLeader() from exc
+        self.sim.dispatch(self.node, out, now_ms)
+        return base
+
+
+class KraftSim:
+    def __init__(
+        self,
+        seed: int,
+        controllers: int = 3,
+        brokers: int = 3,
+        session_timeout_ms: int = 3_000,
+        heartbeat_interval_ms: int = 500,
+        snapshot_every: int = 40,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.queue = EventQueue()
+        self.network = Network(random.Random(self.rng.getrandbits(64)))
+        self.voter_ids = list(range(1, controllers + 1))
+        self.broker_ids = list(range(101, 101 + brokers))
+        self.nodes = {i: KNode(i, True) for i in self.voter_ids} | {i: KNode(i, False) for i in self.broker_ids}
+        self.raft_config = RaftConfig()
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.snapshot_every = snapshot_every
+        self.digests: dict[int, str] = {}
+        self.acked: set[str] = set()
+        self.created = 0
+        self.fence_events: list[tuple[int, dict[str, Any]]] = []
+        self.journal: list[tuple[int, int, JournalEvent]] = []
+        self.crashed_brokers: dict[int, int] = {}
+        self.client_until = 0
+        self._hit: dict[int, int] = {}
+
+    # ---- nodes --------------------------------------------------------------------------
+
+    def start(self, node: KNode, now: int) -> None:
+        node.incarnation += 1
+        seed = self.seed * 1_000_003 + node.node_id * 7919 + node.incarnation
+        core = RaftCore(
+            self.raft_config, node.node_id, self.voter_ids, node.log, node.quorum, node.snapshots, random.Random(seed)
+        )
+        if node.voter:
+            node.ctrl = QuorumController(
+                ControllerConfig(
+                    node_id=node.node_id, cluster_id=CLUSTER_ID, session_timeout_ms=self.session_timeout_ms, seed=seed
+                ),
+                _Writer(self, node),
+            )
+            machine: Any = node.ctrl
+        else:
+            cfg = BrokerConfig(
+                node_id=node.node_id,
+                cluster_id=CLUSTER_ID,
+                incarnation_id=uuid.UUID(int=node.node_id * 1000 + node.incarnation),
+                listeners=(BrokerEndpoint("PLAINTEXT", f"b{node.node_id}", 9092),),
+                heartbeat_interval_ms=self.heartbeat_interval_ms,
+                session_timeout_ms=self.session_timeout_ms,
+            )
+            node.lifecycle = BrokerLifecycle(cfg)
+            node.metadata = BrokerMetadata()
+            node.apis = BrokerApis(CLUSTER_ID, node.metadata, node.lifecycle)
+            node.lifecycle.start(now)
+            machine = node.metadata
+        node.raft = RaftNode(core, machine, self.snapshot_every)
+        node.tick_at = None
+        node.checked_offset = -1
+        self.dispatch(node, node.raft.start(now), now)
+
+    def crash(self, node: KNode, now: int) -> None:
+        node.raft = node.ctrl = node.lifecycle = node.metadata = node.apis = None
+        node.tick_at = None
+        node.log.crash()
+        node.snapshots.crash()
+        if not node.voter:
+            self.crashed_brokers[node.node_id] = now
+
+    # ---- plumbing ---------------------------------------------------------------------------
+
+    def dispatch(self, node: KNode, out: Output, now: int) -> None:
+        inc = node.incarnation
+        for env in out.messages:
+            for delay in self.network.delays(env.src, env.dst):
+                self.queue.push(now + delay, DELIVER, (env, inc, self.nodes[env.dst].incarnation))
+        deadline = out.deadline
+        if deadline is not None:
+            deadline = max(deadline, now)
+            if node.tick_at is None or deadline < node.tick_at:
+                node.tick_at = deadline
+                self.queue.push(deadline, TICK, node.node_id)
+        self.drain(node, now)
+
+    def drain(self, node: KNode, now: int) -> None:
+        """Route the application outputs of `node` and check its committed image."""
+        if node.ctrl is not None:
+            for out in node.ctrl.take_outputs():
+                if isinstance(out, Reply):
+                    bid, binc, kind, token = out.token
+                    self._send(node.node_id, bid, REPLY, (bid, binc, kind, token, out.response), now)
+                else:
+                    self.journal.append((now, node.node_id, out))
+                    if out.ev == "fence":
+                        self.fence_events.append((now, out.fields))
+        if node.lifecycle is not None:
+            for out in node.lifecycle.take_outputs() + node.apis.take_outputs():  # type: ignore[union-attr]
+                if isinstance(out, SendToController | Forward):
+                    self._rpc(node, "hb" if isinstance(out, SendToController) else "fwd", out.token, out.request, now)
+                elif isinstance(out, ClientReply):
+                    self._client_answer(out)
+                elif isinstance(out, JournalEvent):
+                    self.journal.append((now, node.node_id, out))
+            node.metadata.take_outputs()  # type: ignore[union-attr]
+        self.check(node)
+
+    def _send(self, src: int, dst: int, kind: int, payload: Any, now: int) -> None:
+        for delay in self.network.delays(src, dst)[:1]:
+            self.queue.push(now + delay, kind, payload)
+
+    def _rpc(self, node: KNode, kind: str, token: int, request: Any, now: int) -> None:
+        target = node.leader_id()
+        if target is None or target not in self.voter_ids:
+            self._failed(node, kind, token, now, sent=False)
+            return
+        self._send(node.node_id, target, RPC, (target, node.node_id, node.incarnation, kind, token, request), now)
+        self.queue.push(now + RPC_TIMEOUT_MS, TIMEOUT, (node.node_id, node.incarnation, kind, token))
+
+    def _failed(self, node: KNode, kind: str, token: int, now: int, *, sent: bool) -> None:
+        if kind == "hb":
+            node.lifecycle.on_failure(token, now)  # type: ignore[union-attr]
+        else:
+            node.apis.on_forward_failure(token, now, sent=sent)  # type: ignore[union-attr]
+
+    def _client_answer(self, out: ClientReply) -> None:
+        for t in out.response.topics:
+            if t.error_code == ErrorCode.none:
+                self.acked.add(t.name)
+
+    # ---- invariants -------------------------------------------------------------------------
+
+    def check(self, node: KNode) -> None:
+        if node.raft is None:
+            return
+        offset, image = node.image()
+        if offset == node.checked_offset:
+            return
+        node.checked_offset = offset
+        digest = image.digest()
+        known = self.digests.setdefault(offset, digest)
+        if known != digest:
+            raise SimViolation(f"seed {self.seed}: node {node.node_id} image at offset {offset} differs")
+        for topic, pid, p in image.partitions():
+            for b in (*p.isr, *([p.leader] if p.leader >= 0 else [])):
+                reg = image.brokers.get(b)
+                if reg is None or reg.fenced:
+                    raise SimViolation(
+                        f"seed {self.seed}: node {node.node_id} offset {offset}: broker {b} fenced/unregistered "
+                        f"but in {topic.name}-{pid} (isr {p.isr}, leader {p.leader})"
+                    )
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def run(self, fault_ms: int = 15_000, settle_ms: int = 15_000, faults: bool = True) -> None:
+        for node in self.nodes.values():
+            self.start(node, 0)
+        self.queue.push(APP_TICK_MS, APP, None)
+        self.queue.push(2_000, CLIENT, None)
+        if faults:
+            self._schedule_faults(fault_ms)
+        self.queue.push(fault_ms, FAULT, ("heal",))
+        end = fault_ms + settle_ms
+        self.client_until = fault_ms + settle_ms // 2
+        while self.queue and (self.queue.peek_time() or 0) <= end:
+            now, kind, payload = self.queue.pop()
+            self.step(now, kind, payload, fault_ms)
+
+    def step(self, now: int, kind: int, payload: Any, fault_ms: int) -> None:
+        nodes = self.nodes
+        if kind == DELIVER:
+            env, src_inc, dst_inc = payload
+            node = nodes[env.dst]
+            if node.raft is None or node.incarnation != dst_inc or nodes[env.src].incarnation != src_inc:
+                return
+            if self.network.blocked(env.src, env.dst):
+                return
+            self.dispatch(node, node.raft.handle(env, now), now)
+        elif kind == TICK:
+            node = nodes[payload]
+            if node.raft is None or node.tick_at != now:
+                return
+            node.tick_at = None
+            self.dispatch(node, node.raft.tick(now), now)
+        elif kind == APP:
+            self.queue.push(now + APP_TICK_MS, APP, None)
+            for node in nodes.values():
+                if node.ctrl is not None:
+                    node.ctrl.tick(now)
+                elif node.lifecycle is not None:
+                    node.lifecycle.tick(now, node.metadata.highest_offset)  # type: ignore[union-attr]
+                    node.apis.tick(now)  # type: ignore[union-attr]
+                self.drain(node, now)
+        elif kind == RPC:
+            target, bid, binc, rkind, token, request = payload
+            node = nodes[target]
+            if node.ctrl is None:
+                return
+            node.ctrl.handle_request((bid, binc, rkind, token), request, now)
+            self.drain(node, now)
+        elif kind == REPLY:
+            bid, binc, rkind, token, response = payload
+            node = nodes[bid]
+            if node.lifecycle is None or node.incarnation != binc:
+                return
+            if rkind == "hb":
+                node.lifecycle.on_response(token, response, now)
+            else:
+                node.apis.on_forward_response(token, response)  # type: ignore[union-attr]
+            self.drain(node, now)
+        elif kind == TIMEOUT:
+            bid, binc, rkind, token = payload
+            node = nodes[bid]
+            if node.lifecycle is None or node.incarnation != binc:
+                return
+            self._failed(node, rkind, token, now, sent=True)
+            self.drain(node, now)
+        elif kind == CLIENT:
+            if now < self.client_until:
+                self.queue.push(now + 100 + self.rng.randrange(200), CLIENT, None)
+            live = [nodes[b] for b in self.broker_ids if nodes[b].apis is not None]
+            if live:
+                node = self.rng.choice(live)
+                self.created += 1
+                topic = CreatableTopic(
+                    name=f"t{self.created}", num_partitions=2, replication_factor=2, assignments=(), configs=()
+                )
+                node.apis.handle(("client", self.created), CreateTopicsRequest(topics=(topic,), timeout=5_000), now)  # type: ignore[union-attr]
+                self.drain(node, now)
+        elif kind == FAULT:
+            self._fault(payload, now)
+
+    def _schedule_faults(self, fault_ms: int) -> None:
+        t, fault_id = 3_000, 0
+        while t < fault_ms - 1_000:
+            fault_id += 1
+            spec = self.rng.choice([*self.voter_ids, *self.broker_ids, "leader", "leader"])
+            action = self.rng.choice(["isolate", "crash"])
+            length = self.rng.randint(500, 4_000)
+            self.queue.push(t, FAULT, (action, fault_id, spec))
+            self.queue.push(min(t + length, fault_ms), FAULT, ("undo-" + action, fault_id))
+            t += length + self.rng.randint(200, 2_000)
+
+    def _fault(self, payload: tuple[Any, ...], now: int) -> None:
+        action = payload[0]
+        if action == "heal":
+            self.network.heal()
+            for node in self.nodes.values():
+                if node.raft is None:
+                    self.start(node, now)
+            return
+        if action.startswith("undo-"):
+            target = self._hit.pop(payload[1], None)
+            if target is None:
+                return
+        else:
+            target = payload[2]
+            if target == "leader":
+                leaders = [n.node_id for n in self.nodes.values() if n.raft is not None and n.raft.core.is_leader]
+                if not leaders:
+                    return
+                target = leaders[0]
+            self._hit[payload[1]] = target
+        node = self.nodes[target]
+        others = [o for o in self.nodes if o != node.node_id]
+        if action == "isolate":
+            for o in others:
+                self.network.block(node.node_id, o)
+                self.network.block(o, node.node_id)
+        elif action == "undo-isolate":
+            for o in others:
+                self.network.unblock(node.node_id, o)
+                self.network.unblock(o, node.node_id)
+        elif action == "crash" and node.raft is not None:
+            self.crash(node, now)
+        elif action == "undo-crash" and node.raft is None:
+            self.start(node, now)
+
+    # ---- final checks -----------------------------------------------------------------------
+
+    def check_converged(self) -> None:
+        offsets = {n.node_id: n.image()[0] for n in self.nodes.values()}
+        digests = {n.node_id: n.image()[1].digest() for n in self.nodes.values()}
+        if len(set(offsets.values())) != 1 or len(set(digests.values())) != 1:
+            raise SimViolation(f"seed {self.seed}: not converged: offsets {offsets}")
+        image = self.nodes[self.voter_ids[0]].image()[1]
+        lost = sorted(t for t in self.acked if image.topic(t) is None)
+        if lost:
+            raise SimViolation(f"seed {self.seed}: acknowledged topics lost: {lost}")
+        for b in self.broker_ids:
+            node = self.nodes[b]
+            if node.lifecycle is None or node.lifecycle.state != BrokerState.RUNNING:
+                raise SimViolation(f"seed {self.seed}: broker {b} not RUNNING after healing")
+            if image.brokers[b].fenced:
+                raise SimViolation(f"seed {self.seed}: broker {b} still fenced after healing")
