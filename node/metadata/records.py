@@ -21,6 +21,7 @@ base64url topic/incarnation ids.
 
 import base64
 import enum
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -349,3 +350,14 @@ def _json_value(value: Any) -> Any:
 def to_json(record: MetadataRecord) -> dict[str, Any]:
     """KIP-631's dump format: type enum name, version, data with camelCase keys."""
     return {"type": _TYPES[type(record)].name, "version": type(record).__version__, "data": _json_value(record)}
+
+
+def dump_payload(record: Record) -> str | None:
+    """The `payload:` text of `kraft-node dump-log` for one log record (a RecordDecoder for
+    node.storage.dump): KIP-631's JSON, or a note saying why it cannot be decoded."""
+    if record.value is None:
+        return None
+    try:
+        return json.dumps(to_json(decode(record.value)), separators=(",", ":"))
+    except RecordFormatError as exc:
+        return f"undecodable metadata record ({exc})"

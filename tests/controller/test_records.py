@@ -120,3 +120,16 @@ def test_dump_json_matches_kip631_example() -> None:
     assert j["type"] == "PARTITION_RECORD"
     assert j["data"]["replicas"] == [1] and j["data"]["leaderEpoch"] == 0
     assert to_json(FenceBrokerRecord(id=1, epoch=0))["data"] == {"id": 1, "epoch": 0}
+
+
+def test_dump_payload_is_one_json_line() -> None:
+    import json
+
+    from node.metadata.records import dump_payload
+    from node.raft.ports import Record
+
+    line = dump_payload(to_log_record(FenceBrokerRecord(id=3, epoch=42)))
+    assert line is not None and "\n" not in line
+    assert json.loads(line) == {"type": "FENCE_BROKER_RECORD", "version": 0, "data": {"id": 3, "epoch": 42}}
+    assert dump_payload(Record(None, b"\x00\x63\x00")).startswith("undecodable metadata record")
+    assert dump_payload(Record(None, None)) is None
