@@ -15,7 +15,7 @@ from node.raft.ports import Batch, Record
 from node.storage.batches import BatchHeader, decode_at, read_header
 from node.storage.control import ControlRecordType, control_type, parse_snapshot_footer, parse_snapshot_header
 from node.storage.errors import CorruptBatch
-from node.storage.layout import parse_segment_name, parse_snapshot_name
+from node.storage.layout import METADATA_PARTITION, parse_segment_name, parse_snapshot_name
 
 RecordDecoder = Callable[[Record], str | None]
 
@@ -38,6 +38,17 @@ def file_kind(path: str | Path) -> str | None:
     if parse_snapshot_name(name) is not None:
         return "snapshot"
     return None
+
+
+def dumpable_files(path: str | Path) -> list[Path]:
+    """The files `dump-log PATH` covers: PATH itself if it is a file, else every segment and
+    snapshot (partial ones included) in PATH or in its `__cluster_metadata-0` subdirectory."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    if (path / METADATA_PARTITION).is_dir():
+        path = path / METADATA_PARTITION
+    return sorted(p for p in path.iterdir() if file_kind(p) is not None)
 
 
 def iter_file_batches(path: str | Path) -> Iterator[FileBatch]:

@@ -9,7 +9,7 @@ from storage_helpers import batches
 
 from node.raft.ports import OffsetAndEpoch, Record
 from node.storage.batches import encode_batch, encode_batches
-from node.storage.dump import dump_lines, file_kind, iter_file_batches
+from node.storage.dump import dump_lines, dumpable_files, file_kind, iter_file_batches
 from node.storage.errors import CorruptBatch
 from node.storage.log import DiskLog
 from node.storage.snapshots import DiskSnapshotStore
@@ -52,3 +52,19 @@ def test_damage_ends_the_walk_with_the_file_and_position(tmp_path: Path) -> None
     assert err.value.path == str(path) and err.value.position == len(encode_batch(batches(0, [1])[0]))
     assert list(dump_lines(path, records=False))[-1].startswith(f"CORRUPT: corrupt record batch at {path}:")
     assert file_kind(tmp_path / "notes.txt") is None
+
+
+def test_dumpable_files_of_a_log_dir(log_dir: Path) -> None:
+    with DiskLog.open(log_dir, segment_bytes=1) as log:
+        log.append(batches(0, [1, 1]))
+        log.flush()
+    DiskSnapshotStore.in_log_dir(log_dir).write(OffsetAndEpoch(4, 1), [], 0)
+    (log_dir / "__cluster_metadata-0" / "quorum-state").write_text("{}")
+    names = [p.name for p in dumpable_files(log_dir)]
+    assert names == [
+        "00000000000000000000.log",
+        "00000000000000000002.log",
+        "00000000000000000004-0000000001.checkpoint",
+    ]
+    assert dumpable_files(log_dir / "__cluster_metadata-0") == dumpable_files(log_dir)
+    assert dumpable_files(log_dir / "x.log") == [log_dir / "x.log"]
