@@ -103,3 +103,34 @@ def test_runner_stops_early_and_heals() -> None:
     assert 1 <= len(runner.done) < len(sched.steps)
     assert nemesis.status() == {}
     assert all(f.state == "running" for f in control.nodes_by_name.values())
+
+
+def test_session_saves_the_schedule_records_into_the_history_and_replays(tmp_path: Path) -> None:
+    from nemesis.fault import WINDOWS
+    from nemesis.ports import MemoryLedger
+    from nemesis.session import history_recorder, prepare_run
+    from workloads.history import HistoryWriter, read_history
+
+    def one_run(run_dir: Path, replay_from: Path | None) -> list[tuple[str, str, object]]:
+        run_dir.mkdir(parents=True)
+        writer = HistoryWriter(run_dir / "history.jsonl")
+        run = prepare_run("sess", FakeNodeControl(), packages="partition,kill,clock", interval=0.01, duration=0.3,
+                          seed=17, run_dir=run_dir, recorder=history_recorder(writer), replay_from=replay_from,
+                          ledger=MemoryLedger())
+        assert run.schedule_path == run_dir / "nemesis-schedule.json"
+        run.start()
+        run.runner._thread.join(10)  # type: ignore[union-attr]
+        run.stop()
+        writer.close()
+        ops = list(read_history(run_dir / "history.jsonl"))
+        assert ops and all(op["process"] == "nemesis" for op in ops)
+        assert [op["index"] for op in ops] == list(range(len(ops)))
+        assert run.nemesis.status() == {}
+        timeless = [{k: v for k, v in op["value"].items() if k != "anchor_mono_ns"} for op in ops]  # when, not what
+        return [(op["type"], op["f"], value) for op, value in zip(ops, timeless, strict=True)]
+
+    first = one_run(tmp_path / "a", None)
+    again = one_run(tmp_path / "b", tmp_path / "a")
+    assert first == again
+    assert {f for _, f, _ in first if f in WINDOWS} and set(WINDOWS.values()) >= {f for _, f, _ in first
+                                                                                 if f not in WINDOWS}

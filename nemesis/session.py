@@ -1,0 +1,71 @@
+"""One test run's nemesis, for the runner (`kraftlab test`): build or replay the schedule, save it
+into the run directory, record every op into the history, fire the steps in the background, and
+heal everything at the end.
+
+    run = prepare_run(lab.name, deployment, packages="partition,kill", interval=10, duration=60,
+                      seed=7, run_dir=run_dir, recorder=history_recorder(writer))
+    with guarded(run.nemesis):   # heals on exceptions, SIGINT, SIGTERM
+        run.start(); …workload…; run.stop()   # stop() ends the schedule and heals
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from nemesis.cleanup import ledger_for
+from nemesis.core import Completion, Nemesis
+from nemesis.ports import Ledger, NodeControl, OpRecorder
+from nemesis.runner import ScheduleRunner
+from nemesis.schedule import Schedule, ScheduleError, generate, load, parse_packages, save
+
+
+class HistoryLike(Protocol):
+    def record(self, process: int | str, type_: Any, f: str, value: Any = None, *, node: str | None = None,
+               error: str | None = None) -> Any: ...
+
+
+def history_recorder(writer: HistoryLike) -> OpRecorder:
+    """An OpRecorder appending to a history writer as process "nemesis"."""
+
+    def record(type_: str, f: str, value: Any = None, *, node: str | None = None, error: str | None = None) -> None:
+        writer.record("nemesis", type_, f, value, node=node, error=error)
+
+    return record
+
+
+@dataclass
+class NemesisRun:
+    nemesis: Nemesis
+    schedule: Schedule
+    runner: ScheduleRunner
+    schedule_path: Path
+
+    def start(self) -> None:
+        self.runner.start()
+
+    def stop(self, timeout: float = 120.0) -> list[Completion]:
+        """Stop firing steps and heal everything (idempotent); the healing completions."""
+        self.runner.stop(timeout)
+        return self.runner.healed + self.nemesis.heal_all()
+
+
+def prepare_run(lab: str, control: NodeControl, *, packages: str, interval: float, duration: float, seed: int,
+                run_dir: str | Path, recorder: OpRecorder, replay_from: str | Path | None = None,
+                ledger: Ledger | None = None) -> NemesisRun:
+    """A new seeded schedule (or the one saved in `replay_from`), saved as the run's schedule."""
+    if replay_from is not None:
+        schedule = load(replay_from)
+        missing = sorted(set(schedule.nodes) - set(control.nodes()))
+        if missing:
+            raise ScheduleError(f"the schedule in {replay_from} names nodes this lab lacks: {', '.join(missing)}")
+    else:
+        controllers = control.controllers()
+        schedule = generate(parse_packages(packages), seed=seed, interval=interval, duration=duration,
+                            nodes=control.nodes(), controllers=controllers,
+                            brokers=[b for b in control.brokers() if b not in controllers] or control.brokers())
+    path = save(schedule, run_dir)
+    nemesis = Nemesis(lab, control, recorder=recorder, ledger=ledger if ledger is not None else ledger_for(lab),
+                      seed=schedule.seed)
+    return NemesisRun(nemesis, schedule, ScheduleRunner(nemesis, schedule), path)
