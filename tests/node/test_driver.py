@@ -45,9 +45,6 @@ def test_single_voter_commits_and_journals() -> None:
     asyncio.run(run())
 
 
-@pytest.mark.xfail(strict=False, reason="raft core: a Prospective voter that learns the dead leader's id from "
-                   "another prospective's VoteResponse (same epoch) reverts to Follower of the dead leader; two "
-                   "such voters keep reverting each other (node/raft/core.py _observe), so failover often stalls")
 def test_three_voters_failover_keeps_committed() -> None:
     async def run() -> None:
         c = Cluster(3, seed=7)
