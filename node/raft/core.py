@@ -598,11 +598,13 @@ class RaftCore:
             return
         state = self.state
         ok = resp.error == m.Errors.NONE and resp.granted
-        if isinstance(state, Prospective) and resp.pre_vote:
+        # A matching ref means the request was sent from the current state (transitions forget
+        # outstanding requests), so a response counts for it whatever its (non-wire) pre_vote flag.
+        if isinstance(state, Prospective):
             (state.granted if ok else state.rejected).add(env.src)
             if len(state.granted) >= self._majority:
                 self._become_candidate(now)
-        elif isinstance(state, Candidate) and not resp.pre_vote and resp.epoch == state.epoch:
+        elif isinstance(state, Candidate) and resp.epoch == state.epoch:
             (state.granted if ok else state.rejected).add(env.src)
             if len(state.granted) >= self._majority:
                 self._become_leader(now)

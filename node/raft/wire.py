@@ -1,0 +1,350 @@
+"""Map the core's Raft messages to and from kio's Kafka wire entities (the real transport).
+
+One version of each API, all for the `__cluster_metadata` topic, partition 0:
+
+| API | key | version | why this one |
+| --- | --- | --- | --- |
+| Vote | 52 | 2 | the first with PreVote (KIP-996) |
+| BeginQuorumEpoch | 53 | 0 | static voters: no KIP-853 endpoints needed |
+| EndQuorumEpoch | 54 | 0 | carries PreferredSuccessors |
+| DescribeQuorum | 55 | 1 | adds last-fetch / caught-up timestamps |
+| Fetch | 1 | 12 | the last version naming topics (not ids) with LastFetchedEpoch, DivergingEpoch, SnapshotId |
+| FetchSnapshot | 59 | 0 | the only one before KIP-853 |
+
+Fetch record sets are Kafka record batches encoded by `node.storage.batches` (this is the only
+raft module that imports it). Snapshot chunks travel as raw bytes (`UnalignedRecords`).
+The replica/destination ids a wire message does not carry are passed by the caller.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
+from kio.schema.begin_quorum_epoch.v0 import response as bqe_resp
+from kio.schema.describe_quorum.v1 import request as dq_req
+from kio.schema.describe_quorum.v1 import response as dq_resp
+from kio.schema.end_quorum_epoch.v0 import request as eqe_req
+from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as f_req
+from kio.schema.fetch.v12 import response as f_resp
+from kio.schema.fetch_snapshot.v0 import request as fs_req
+from kio.schema.fetch_snapshot.v0 import response as fs_resp
+from kio.schema.types import BrokerId, TopicName
+from kio.schema.vote.v2 import request as v_req
+from kio.schema.vote.v2 import response as v_resp
+from kio.static.primitive import Records, i32, i32Timedelta, i64
+
+from node.raft import messages as m
+from node.raft.ports import OffsetAndEpoch
+from node.storage.batches import decode_batches, encode_batches
+
+METADATA_TOPIC = TopicName("__cluster_metadata")
+PARTITION = i32(0)
+
+REQUEST_ENTITIES: dict[type, type] = {
+    m.VoteRequest: v_req.VoteRequest,
+    m.BeginQuorumEpochRequest: bqe_req.BeginQuorumEpochRequest,
+    m.EndQuorumEpochRequest: eqe_req.EndQuorumEpochRequest,
+    m.DescribeQuorumRequest: dq_req.DescribeQuorumRequest,
+    m.FetchRequest: f_req.FetchRequest,
+    m.FetchSnapshotRequest: fs_req.FetchSnapshotRequest,
+}
+RESPONSE_ENTITIES: dict[type, type] = {
+    m.VoteResponse: v_resp.VoteResponse,
+    m.BeginQuorumEpochResponse: bqe_resp.BeginQuorumEpochResponse,
+    m.EndQuorumEpochResponse: eqe_resp.EndQuorumEpochResponse,
+    m.DescribeQuorumResponse: dq_resp.DescribeQuorumResponse,
+    m.FetchResponse: f_resp.FetchResponse,
+    m.FetchSnapshotResponse: fs_resp.FetchSnapshotResponse,
+}
+
+
+class WireError(ValueError):
+    """A well-formed entity that is not a valid Raft message for this node (wrong topic, no partition…)."""
+
+
+def _bid(node: int | None) -> BrokerId:
+    return BrokerId(-1 if node is None else node)
+
+
+def _node(value: int) -> int | None:
+    return None if value < 0 else int(value)
+
+
+def _err(error: m.Errors) -> ErrorCode:
+    return ErrorCode(int(error))
+
+
+def _error(code: ErrorCode) -> m.Errors:
+    try:
+        return m.Errors(int(code))
+    except ValueError:
+        return m.Errors.UNKNOWN_SERVER_ERROR
+
+
+def _one(topics: tuple[Any, ...], name_of: str = "topic_name") -> Any:
+    """The single partition of the metadata topic in a request/response."""
+    if len(topics) != 1 or getattr(topics[0], name_of) != METADATA_TOPIC or len(topics[0].partitions) != 1:
+        raise WireError("expected exactly one partition of __cluster_metadata")
+    return topics[0].partitions[0]
+
+
+# ---------------------------------------------------------------------------- to the wire
+
+
+def request_to_wire(message: m.Request, cluster_id: str | None = None, destination: int = -1) -> Any:
+    """A kio request entity for `message` (`destination`: the voter addressed, for Vote v2)."""
+    if isinstance(message, m.VoteRequest):
+        part = v_req.PartitionData(
+            partition_index=PARTITION,
+            replica_epoch=i32(message.epoch),
+            replica_id=BrokerId(message.candidate_id),
+            replica_directory_id=None,
+            voter_directory_id=None,
+            last_offset_epoch=i32(message.last_epoch),
+            last_offset=i64(message.end_offset),
+            pre_vote=message.pre_vote,
+        )
+        return v_req.VoteRequest(
+            cluster_id=cluster_id,
+            voter_id=BrokerId(destination),
+            topics=(v_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),),
+        )
+    if isinstance(message, m.BeginQuorumEpochRequest):
+        part = bqe_req.PartitionData(
+            partition_index=PARTITION, leader_id=BrokerId(message.leader_id), leader_epoch=i32(message.epoch)
+        )
+        return bqe_req.BeginQuorumEpochRequest(
+            cluster_id=cluster_id, topics=(bqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),)
+        )
+    if isinstance(message, m.EndQuorumEpochRequest):
+        part = eqe_req.PartitionData(
+            partition_index=PARTITION,
+            leader_id=BrokerId(message.leader_id),
+            leader_epoch=i32(message.epoch),
+            preferred_successors=tuple(i32(s) for s in message.preferred_successors),
+        )
+        return eqe_req.EndQuorumEpochRequest(
+            cluster_id=cluster_id, topics=(eqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),)
+        )
+    if isinstance(message, m.DescribeQuorumRequest):
+        part = dq_req.PartitionData(partition_index=PARTITION)
+        return dq_req.DescribeQuorumRequest(topics=(dq_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+    if isinstance(message, m.FetchRequest):
+        part = f_req.FetchPartition(
+            partition=PARTITION,
+            current_leader_epoch=i32(message.epoch),
+            fetch_offset=i64(message.fetch_offset),
+            last_fetched_epoch=i32(message.last_fetched_epoch),
+            log_start_offset=i64(-1),
+            partition_max_bytes=i32(2**31 - 1),
+        )
+        return f_req.FetchRequest(
+            cluster_id=cluster_id,
+            replica_id=BrokerId(message.replica_id),
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=message.max_wait_ms)),
+            min_bytes=i32(0),
+            topics=(f_req.FetchTopic(topic=METADATA_TOPIC, partitions=(part,)),),
+            forgotten_topics_data=(),
+        )
+    if isinstance(message, m.FetchSnapshotRequest):
+        part = fs_req.PartitionSnapshot(
+            partition=PARTITION,
+            current_leader_epoch=i32(message.epoch),
+            snapshot_id=fs_req.SnapshotId(
+                end_offset=i64(message.snapshot_id.offset), epoch=i32(message.snapshot_id.epoch)
+            ),
+            position=i64(message.position),
+        )
+        return fs_req.FetchSnapshotRequest(
+            cluster_id=cluster_id,
+            replica_id=BrokerId(message.replica_id),
+            max_bytes=i32(message.max_bytes),
+            topics=(fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=(part,)),),
+        )
+    raise TypeError(f"not a Raft request: {type(message).__name__}")
+
+
+def _replica(r: m.ReplicaState) -> dq_resp.ReplicaState:
+    return dq_resp.ReplicaState(
+        replica_id=BrokerId(r.replica_id),
+        log_end_offset=i64(r.log_end_offset),
+        last_fetch_timestamp=i64(r.last_fetch_ms),
+        last_caught_up_timestamp=i64(r.last_caught_up_ms),
+    )
+
+
+def response_to_wire(message: m.Response) -> Any:
+    """A kio response entity for `message`."""
+    if isinstance(message, m.VoteResponse):
+        part = v_resp.PartitionData(
+            partition_index=PARTITION,
+            error_code=_err(message.error),
+            leader_id=_bid(message.leader_id),
+            leader_epoch=i32(message.epoch),
+            vote_granted=message.granted,
+        )
+        return v_resp.VoteResponse(
+            error_code=ErrorCode.none, topics=(v_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),)
+        )
+    if isinstance(message, m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse):
+        mod = bqe_resp if isinstance(message, m.BeginQuorumEpochResponse) else eqe_resp
+        part = mod.PartitionData(
+            partition_index=PARTITION,
+            error_code=_err(message.error),
+            leader_id=_bid(message.leader_id),
+            leader_epoch=i32(message.epoch),
+        )
+        entity = mod.BeginQuorumEpochResponse if mod is bqe_resp else mod.EndQuorumEpochResponse
+        return entity(error_code=ErrorCode.none, topics=(mod.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+    if isinstance(message, m.DescribeQuorumResponse):
+        part = dq_resp.PartitionData(
+            partition_index=PARTITION,
+            error_code=_err(message.error),
+            leader_id=_bid(message.leader_id),
+            leader_epoch=i32(message.epoch),
+            high_watermark=i64(message.high_watermark),
+            current_voters=tuple(_replica(r) for r in message.voters),
+            observers=tuple(_replica(r) for r in message.observers),
+        )
+        return dq_resp.DescribeQuorumResponse(
+            error_code=ErrorCode.none, topics=(dq_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),)
+        )
+    if isinstance(message, m.FetchResponse):
+        div = message.diverging_epoch
+        snap = message.snapshot_id
+        part = f_resp.PartitionData(
+            partition_index=PARTITION,
+            error_code=_err(message.error),
+            high_watermark=i64(message.high_watermark),
+            log_start_offset=i64(message.log_start_offset),
+            diverging_epoch=f_resp.EpochEndOffset(epoch=i32(div.epoch), end_offset=i64(div.offset))
+            if div is not None
+            else f_resp.EpochEndOffset(),
+            current_leader=f_resp.LeaderIdAndEpoch(leader_id=_bid(message.leader_id), leader_epoch=i32(message.epoch)),
+            snapshot_id=f_resp.SnapshotId(end_offset=i64(snap.offset), epoch=i32(snap.epoch))
+            if snap is not None
+            else f_resp.SnapshotId(),
+            aborted_transactions=None,
+            records=Records(encode_batches(message.batches)) if message.batches else None,
+        )
+        return f_resp.FetchResponse(
+            throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+            error_code=ErrorCode.none,
+            responses=(f_resp.FetchableTopicResponse(topic=METADATA_TOPIC, partitions=(part,)),),
+        )
+    if isinstance(message, m.FetchSnapshotResponse):
+        sid = message.snapshot_id or OffsetAndEpoch(-1, -1)
+        part = fs_resp.PartitionSnapshot(
+            index=PARTITION,
+            error_code=_err(message.error),
+            snapshot_id=fs_resp.SnapshotId(end_offset=i64(sid.offset), epoch=i32(sid.epoch)),
+            current_leader=fs_resp.LeaderIdAndEpoch(leader_id=_bid(message.leader_id), leader_epoch=i32(message.epoch)),
+            size=i64(message.size),
+            position=i64(message.position),
+            unaligned_records=Records(message.data),
+        )
+        return fs_resp.FetchSnapshotResponse(
+            throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+            error_code=ErrorCode.none,
+            topics=(fs_resp.TopicSnapshot(name=METADATA_TOPIC, partitions=(part,)),),
+        )
+    raise TypeError(f"not a Raft response: {type(message).__name__}")
+
+
+# ---------------------------------------------------------------------------- from the wire
+
+
+def request_from_wire(entity: Any) -> m.Request:
+    """The core's message for a kio request entity; raises WireError for one it cannot serve."""
+    if isinstance(entity, v_req.VoteRequest):
+        p = _one(entity.topics)
+        return m.VoteRequest(p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset, p.pre_vote)
+    if isinstance(entity, bqe_req.BeginQuorumEpochRequest):
+        p = _one(entity.topics)
+        return m.BeginQuorumEpochRequest(p.leader_epoch, p.leader_id)
+    if isinstance(entity, eqe_req.EndQuorumEpochRequest):
+        p = _one(entity.topics)
+        return m.EndQuorumEpochRequest(p.leader_epoch, p.leader_id, tuple(int(s) for s in p.preferred_successors))
+    if isinstance(entity, dq_req.DescribeQuorumRequest):
+        _one(entity.topics)
+        return m.DescribeQuorumRequest()
+    if isinstance(entity, f_req.FetchRequest):
+        p = _one(entity.topics, "topic")
+        wait_ms = int(entity.max_wait.total_seconds() * 1000)
+        return m.FetchRequest(p.current_leader_epoch, entity.replica_id, p.fetch_offset, p.last_fetched_epoch, wait_ms)
+    if isinstance(entity, fs_req.FetchSnapshotRequest):
+        p = _one(entity.topics, "name")
+        sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
+        return m.FetchSnapshotRequest(p.current_leader_epoch, entity.replica_id, sid, p.position, entity.max_bytes)
+    raise WireError(f"not a Raft request entity: {type(entity).__name__}")
+
+
+def _replica_state(r: dq_resp.ReplicaState) -> m.ReplicaState:
+    return m.ReplicaState(r.replica_id, r.log_end_offset, r.last_fetch_timestamp, r.last_caught_up_timestamp)
+
+
+def response_from_wire(entity: Any) -> m.Response:
+    """The core's message for a kio response entity. A top-level error applies to the partition."""
+    top = _error(entity.error_code)
+    if isinstance(entity, v_resp.VoteResponse):
+        if top != m.Errors.NONE:
+            return m.VoteResponse(top, -1, None, False)
+        p = _one(entity.topics)
+        return m.VoteResponse(_error(p.error_code), p.leader_epoch, _node(p.leader_id), p.vote_granted)
+    if isinstance(entity, bqe_resp.BeginQuorumEpochResponse | eqe_resp.EndQuorumEpochResponse):
+        cls = (
+            m.BeginQuorumEpochResponse
+            if isinstance(entity, bqe_resp.BeginQuorumEpochResponse)
+            else m.EndQuorumEpochResponse
+        )
+        if top != m.Errors.NONE:
+            return cls(top, -1, None)
+        p = _one(entity.topics)
+        return cls(_error(p.error_code), p.leader_epoch, _node(p.leader_id))
+    if isinstance(entity, dq_resp.DescribeQuorumResponse):
+        if top != m.Errors.NONE:
+            return m.DescribeQuorumResponse(top, None, -1, -1)
+        p = _one(entity.topics)
+        return m.DescribeQuorumResponse(
+            _error(p.error_code),
+            _node(p.leader_id),
+            p.leader_epoch,
+            p.high_watermark,
+            tuple(_replica_state(r) for r in p.current_voters),
+            tuple(_replica_state(r) for r in p.observers),
+        )
+    if isinstance(entity, f_resp.FetchResponse):
+        if top != m.Errors.NONE:
+            return m.FetchResponse(top, -1, None)
+        p = _one(entity.responses, "topic")
+        div = p.diverging_epoch
+        snap = p.snapshot_id
+        return m.FetchResponse(
+            _error(p.error_code),
+            p.current_leader.leader_epoch,
+            _node(p.current_leader.leader_id),
+            p.high_watermark,
+            p.log_start_offset,
+            tuple(decode_batches(bytes(p.records))) if p.records else (),
+            OffsetAndEpoch(div.end_offset, div.epoch) if div.end_offset >= 0 and div.epoch >= 0 else None,
+            OffsetAndEpoch(snap.end_offset, snap.epoch) if snap.end_offset >= 0 and snap.epoch >= 0 else None,
+        )
+    if isinstance(entity, fs_resp.FetchSnapshotResponse):
+        if top != m.Errors.NONE:
+            return m.FetchSnapshotResponse(top, -1, None)
+        p = _one(entity.topics, "name")
+        sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
+        return m.FetchSnapshotResponse(
+            _error(p.error_code),
+            p.current_leader.leader_epoch,
+            _node(p.current_leader.leader_id),
+            sid if sid.offset >= 0 else None,
+            p.size,
+            p.position,
+            bytes(p.unaligned_records),
+        )
+    raise WireError(f"not a Raft response entity: {type(entity).__name__}")

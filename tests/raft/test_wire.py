@@ -1,0 +1,89 @@
+"""Every Raft message survives the trip through kio's Kafka wire encoding and back."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from kio.serial import entity_reader, entity_writer
+
+from node.raft import messages as m
+from node.raft import wire
+from node.raft.ports import Batch, OffsetAndEpoch, Record
+
+E = m.Errors
+
+
+def through_bytes(entity: object) -> object:
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    data = buf.getvalue()
+    decoded, size = entity_reader(type(entity))(data, 0)
+    assert size == len(data)
+    return decoded
+
+
+REQUESTS = [
+    m.VoteRequest(7, 2, 6, 120, True),
+    m.VoteRequest(7, 2, 6, 120, False),
+    m.BeginQuorumEpochRequest(9, 3),
+    m.EndQuorumEpochRequest(9, 3, (2, 1)),
+    m.DescribeQuorumRequest(),
+    m.FetchRequest(4, 2, 1000, 3, 500),
+    m.FetchRequest(4, 8, 0, 0, 0),
+    m.FetchSnapshotRequest(4, 2, OffsetAndEpoch(300, 3), 4096, 1 << 20),
+]
+
+BATCHES = (
+    Batch(10, 3, (Record(b"k", b"v"), Record(None, b"w")), False, 1234),
+    Batch(12, 3, (Record(b"\x00\x00\x00\x02", b"lc"),), True, 1250),
+)
+
+RESPONSES = [
+    m.VoteResponse(E.NONE, 7, None, True),
+    m.VoteResponse(E.FENCED_LEADER_EPOCH, 8, 3, False),
+    m.BeginQuorumEpochResponse(E.NONE, 9, 3),
+    m.EndQuorumEpochResponse(E.NOT_LEADER_OR_FOLLOWER, 9, None),
+    m.DescribeQuorumResponse(
+        E.NONE, 1, 5, 77, (m.ReplicaState(1, 80, 10, 10), m.ReplicaState(2, 77, 9, -1)), (m.ReplicaState(9, 3),)
+    ),
+    m.FetchResponse(E.NONE, 4, 1, 12, 0, BATCHES),
+    m.FetchResponse(E.NONE, 4, 1, 12, 0, (), OffsetAndEpoch(8, 2)),
+    m.FetchResponse(E.NONE, 4, 1, 12, 100, (), None, OffsetAndEpoch(100, 3)),
+    m.FetchResponse(E.NOT_LEADER_OR_FOLLOWER, 5, None, 0),
+    m.FetchSnapshotResponse(E.NONE, 4, 1, OffsetAndEpoch(100, 3), 9000, 4096, b"\x01\x02chunk"),
+    m.FetchSnapshotResponse(E.SNAPSHOT_NOT_FOUND, 4, 1, OffsetAndEpoch(100, 3)),
+]
+
+
+@pytest.mark.parametrize("message", REQUESTS, ids=lambda r: type(r).__name__)
+def test_request_round_trip(message: m.Request) -> None:
+    entity = wire.request_to_wire(message, cluster_id="c1", destination=3)
+    assert type(entity) is wire.REQUEST_ENTITIES[type(message)]
+    assert wire.request_from_wire(through_bytes(entity)) == message
+
+
+@pytest.mark.parametrize("message", RESPONSES, ids=lambda r: type(r).__name__)
+def test_response_round_trip(message: m.Response) -> None:
+    entity = wire.response_to_wire(message)
+    assert type(entity) is wire.RESPONSE_ENTITIES[type(message)]
+    assert wire.response_from_wire(through_bytes(entity)) == message
+
+
+def test_versions_are_the_documented_ones() -> None:
+    versions = {t.__name__: int(e.__version__) for t, e in wire.REQUEST_ENTITIES.items()}
+    assert versions == {
+        "VoteRequest": 2,
+        "BeginQuorumEpochRequest": 0,
+        "EndQuorumEpochRequest": 0,
+        "DescribeQuorumRequest": 1,
+        "FetchRequest": 12,
+        "FetchSnapshotRequest": 0,
+    }
+
+
+def test_a_request_for_another_topic_is_refused() -> None:
+    entity = wire.request_to_wire(m.BeginQuorumEpochRequest(1, 1))
+    other = type(entity)(topics=(type(entity.topics[0])(topic_name="other", partitions=entity.topics[0].partitions),))
+    with pytest.raises(wire.WireError):
+        wire.request_from_wire(other)
