@@ -83,22 +83,36 @@ def _fixed(size: int) -> Walker:
     return walk
 
 
-def _legacy_bytes(prefix_size: int) -> Walker:
+def _null(nullable: bool, what: str) -> None:
+    if not nullable:
+        raise MalformedFrame(f"non-nullable {what} serialized as null")
+
+
+def _legacy_bytes(prefix_size: int, nullable: bool) -> Walker:
     def walk(buf: bytes, pos: int, end: int) -> int:
         length, pos = _read_signed(buf, pos, end, prefix_size)
         if length < -1:
             raise MalformedFrame(f"negative length {length}")
-        return pos if length == -1 else _skip(pos, length, end, "string/bytes")
+        if length == -1:
+            _null(nullable, "string/bytes")
+            return pos
+        return _skip(pos, length, end, "string/bytes")
 
     return walk
 
 
-def _compact_bytes(buf: bytes, pos: int, end: int) -> int:
-    length_plus_one, pos = read_uvarint(buf, pos, end)
-    return pos if length_plus_one == 0 else _skip(pos, length_plus_one - 1, end, "compact string/bytes")
+def _compact_bytes(nullable: bool) -> Walker:
+    def walk(buf: bytes, pos: int, end: int) -> int:
+        length_plus_one, pos = read_uvarint(buf, pos, end)
+        if length_plus_one == 0:
+            _null(nullable, "compact string/bytes")
+            return pos
+        return _skip(pos, length_plus_one - 1, end, "compact string/bytes")
+
+    return walk
 
 
-def _array(item: Walker, flexible: bool) -> Walker:
+def _array(item: Walker, flexible: bool, nullable: bool) -> Walker:
     def walk(buf: bytes, pos: int, end: int) -> int:
         if flexible:
             count_plus_one, pos = read_uvarint(buf, pos, end)
@@ -107,6 +121,8 @@ def _array(item: Walker, flexible: bool) -> Walker:
             count, pos = _read_signed(buf, pos, end, 4)
         if count < -1:
             raise MalformedFrame(f"negative array count {count}")
+        if count == -1:
+            _null(nullable, "array")
         if count > end - pos:
             raise MalformedFrame(f"array of {count} items but only {end - pos} bytes remain")
         for _ in range(count):
@@ -128,16 +144,16 @@ def _nullable_entity(inner: Walker) -> Walker:
     return walk
 
 
-def _primitive(kafka_type: str, flexible: bool, legacy_string: bool) -> Walker:
+def _primitive(kafka_type: str, flexible: bool, nullable: bool, legacy_string: bool = False) -> Walker:
     if kafka_type in _FIXED_SIZES:
         return _fixed(_FIXED_SIZES[kafka_type])
     if kafka_type not in ("string", "bytes", "records"):
         raise MalformedFrame(f"schema has unknown kafka_type {kafka_type!r}")
     if legacy_string:
-        return _legacy_bytes(2)
+        return _legacy_bytes(2, nullable)
     if flexible:
-        return _compact_bytes
-    return _legacy_bytes(2 if kafka_type == "string" else 4)
+        return _compact_bytes(nullable)
+    return _legacy_bytes(2 if kafka_type == "string" else 4, nullable)
 
 
 def _field_walker(entity_type: type[Entity], field: object) -> Walker:
@@ -145,18 +161,20 @@ def _field_walker(entity_type: type[Entity], field: object) -> Walker:
     # kio (like Kafka) always writes RequestHeader.client_id as a legacy nullable string.
     legacy_string = entity_type.__name__ == "RequestHeader" and getattr(field, "name", "") == "client_id"
     klass = classify_field(field)  # type: ignore[arg-type]
+    # Like Kafka's readers, a null where the schema does not allow one is malformed.
+    nullable = is_optional(field)  # type: ignore[arg-type]
     match klass:
         case PrimitiveField():
-            return _primitive(get_schema_field_type(field), flexible, legacy_string)  # type: ignore[arg-type]
+            return _primitive(get_schema_field_type(field), flexible, nullable, legacy_string)  # type: ignore[arg-type]
         case PrimitiveTupleField():
-            return _array(_primitive(get_schema_field_type(field), flexible, False), flexible)  # type: ignore[arg-type]
+            item = _primitive(get_schema_field_type(field), flexible, False)  # type: ignore[arg-type]
+            return _array(item, flexible, nullable)
         case EntityField(nested):
             inner = entity_walker(nested)
             # Tagged fields are optional by their presence, so only a plain nullable struct has a marker.
-            nullable = is_optional(field) and get_field_tag(field) is None  # type: ignore[arg-type]
-            return _nullable_entity(inner) if nullable else inner
+            return _nullable_entity(inner) if nullable and get_field_tag(field) is None else inner  # type: ignore[arg-type]
         case EntityTupleField(nested):
-            return _array(entity_walker(nested), flexible)
+            return _array(entity_walker(nested), flexible, nullable)
     raise MalformedFrame(f"unclassifiable field {field!r}")
 
 
