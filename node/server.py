@@ -686,8 +686,9 @@ class RaftDriver:
 class PeerLinks:
     """One client per voter; requests are sent as tasks and their responses fed back to the core."""
 
-    def __init__(self, config: NodeConfig, deliver: Callable[[m.Envelope], None]) -> None:
+    def __init__(self, config: NodeConfig, cluster_id: str, deliver: Callable[[m.Envelope], None]) -> None:
         self._config = config
+        self._cluster_id = cluster_id
         self._deliver = deliver
         self._clients: dict[int, ProtocolClient] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -719,14 +720,14 @@ class PeerLinks:
     async def _exchange(self, client: ProtocolClient, envelope: m.Envelope) -> None:
         from node.raft import wire
 
-        request = wire.encode_request(envelope.message, envelope.src)
+        request = wire.request_to_wire(envelope.message, self._cluster_id, envelope.dst)  # type: ignore[arg-type]
         try:
             response = await client.send(request)
         except RequestError as e:
             log.debug("%s to %d failed: %s", type(envelope.message).__name__, envelope.dst, e)
             return
         try:
-            message = wire.decode_response(response, envelope.message)
+            message = wire.response_from_wire(response)
         except Exception as e:  # a peer answering nonsense must not stop this node
             log.warning("undecodable %s from %d: %s", type(response).__name__, envelope.dst, e)
             return
@@ -741,17 +742,30 @@ class PeerLinks:
         self._clients.clear()
 
 
+def request_source(message: m.Message) -> int:
+    """The node a Raft request came from, as its fields say (-1 for DescribeQuorum, from anyone)."""
+    if isinstance(message, m.VoteRequest):
+        return message.candidate_id
+    if isinstance(message, m.BeginQuorumEpochRequest | m.EndQuorumEpochRequest):
+        return message.leader_id
+    if isinstance(message, m.FetchRequest | m.FetchSnapshotRequest):
+        return message.replica_id
+    return -1
+
+
 def register_raft_apis(registry: ApiRegistry, driver: RaftDriver, timeout_s: float) -> None:
-    """Serve Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum."""
+    """Serve Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum, each in
+    the one version `node.raft.wire` maps."""
     from node.raft import wire
 
     async def handle(request: Any, context: RequestContext) -> Any:
-        src, message = wire.decode_request(request)
-        response = await driver.request(src, message, timeout_s)
-        return wire.encode_response(response, request)
+        message = wire.request_from_wire(request)
+        response = await driver.request(request_source(message), message, timeout_s)
+        return wire.response_to_wire(response)  # type: ignore[arg-type]
 
-    for api_key, lo, hi in wire.served_apis():
-        registry.register(api_key, lo, hi, handle)
+    for entity in wire.REQUEST_ENTITIES.values():
+        version = int(entity.__version__)
+        registry.register(int(entity.__api_key__), version, version, handle)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -828,7 +842,7 @@ class NodeServer:
         self.application = self._application_factory(context)
         every = max(1, config.metadata_snapshot_max_new_record_bytes // _APPROX_RECORD_BYTES)
         node = RaftNode(core, self.application.state_machine, snapshot_every_records=every)
-        self.peers = PeerLinks(config, self._deliver)
+        self.peers = PeerLinks(config, storage.meta.cluster_id, self._deliver)
         self.driver = RaftDriver(node, self.clock, self.journal, self.metrics, self.peers.send)
         self.driver.after_step = self.application.after_step
         timeout_s = (config.request_timeout_ms + config.fetch_timeout_ms) / 1000.0
