@@ -524,9 +524,11 @@ class RaftCore:
             for rid in [r for r, p in state.parked.items() if p.deadline <= now]:
                 p = state.parked.pop(rid)
                 self._answer_fetch(state, p.src, p.ref, p.fetch_offset, p.last_fetched_epoch)
-        if self._others and now >= state.check_quorum_deadline(self.node_id, now, self.config.check_quorum_timeout_ms):
-            self._set_state(self._resigned(state.epoch, (), now), now)
-            return
+        if self._others:
+            state.check_quorum_at = state.check_quorum_deadline(self.node_id, now, self.config.check_quorum_timeout_ms)
+            if now >= state.check_quorum_at:
+                self._set_state(self._resigned(state.epoch, (), now), now)
+                return
         for v in state.unacknowledged:
             if v not in self._inflight:
                 self._send(v, m.BeginQuorumEpochRequest(state.epoch, self.node_id), now)
@@ -544,7 +546,7 @@ class RaftCore:
             if state.parked:
                 times.append(min(p.deadline for p in state.parked.values()))
             if self._others:
-                times.append(state.check_quorum_deadline(self.node_id, now, self.config.check_quorum_timeout_ms))
+                times.append(state.check_quorum_at)
         elif isinstance(state, Prospective):
             times.append(state.deadline)
             if state.send_at > now:

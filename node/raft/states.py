@@ -105,6 +105,8 @@ class Leader:
     # Records appended but not yet written as a batch (the append linger).
     pending: list = field(default_factory=list)
     pending_since: int = -1
+    # When check-quorum fires unless more voters fetch; recomputed by every poll.
+    check_quorum_at: int = 0
     role = Role.LEADER
 
     @property
@@ -118,8 +120,11 @@ class Leader:
 
     def check_quorum_deadline(self, local_id: int, now: int, timeout: int) -> int:
         """When this leader must resign unless more voters fetch (the majority's oldest recent fetch + timeout)."""
-        times = sorted((now if v == local_id else p.last_fetch_ms for v, p in self.voters.items()), reverse=True)
-        return times[majority(len(times)) - 1] + timeout
+        times = [p.last_fetch_ms for v, p in self.voters.items() if v != local_id]
+        times.sort(reverse=True)
+        # The leader counts itself (as fetching now), so it needs majority - 1 of the others.
+        need = majority(len(self.voters)) - 1
+        return (times[need - 1] if need else now) + timeout
 
 
 @dataclass(slots=True)

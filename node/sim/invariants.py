@@ -43,6 +43,7 @@ class _Seen:
 class Invariants:
     def __init__(self, voters: Iterable[int]) -> None:
         self.voters = tuple(voters)
+        self.majority = majority(len(self.voters))
         self.leaders: dict[int, int] = {}  # epoch -> the one leader seen in it
         self.seen: dict[int, _Seen] = {}
         self.digests: dict[int, int] = {}  # committed offset -> state digest after applying up to it
@@ -77,8 +78,11 @@ class Invariants:
             if leader != nid:
                 self.fail("SingleLeader", f"nodes {leader} and {nid} both led epoch {epoch}")
             if hw > 0:
-                durable = sum(1 for v in self.voters if nodes[v].log.flushed_end_offset() >= hw)
-                if durable < majority(len(self.voters)):
+                durable = 0
+                for v in self.voters:
+                    if nodes[v].log.flushed_end_offset() >= hw:
+                        durable += 1
+                if durable < self.majority:
                     self.fail(
                         "MajorityReachedHighWatermark",
                         f"leader {nid} (epoch {epoch}) has HW {hw} but only {durable} voters hold it durably",
