@@ -64,7 +64,9 @@ class Invariants:
         if core is None:
             return
         nid = node.node_id
-        seen = self.seen.setdefault(nid, _Seen())
+        seen = self.seen.get(nid)
+        if seen is None:
+            seen = self.seen[nid] = _Seen()
         epoch = core.epoch
         if epoch < seen.epoch:
             self.fail("MonotonicEpoch", f"node {nid} went from epoch {seen.epoch} to {epoch}")

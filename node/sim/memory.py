@@ -30,6 +30,7 @@ class MemoryLog:
         self._start = 0
         self._start_epoch = 0
         self._flushed = 0
+        self._end = 0
 
     def crash(self) -> None:
         """Lose every record past the durable end."""
@@ -43,7 +44,10 @@ class MemoryLog:
         return self._start
 
     def end_offset(self) -> int:
-        return self._batches[-1].next_offset if self._batches else self._start
+        return self._end
+
+    def _reset_end(self) -> None:
+        self._end = self._batches[-1].next_offset if self._batches else self._start
 
     def last_epoch(self) -> int:
         return self._batches[-1].epoch if self._batches else self._start_epoch
@@ -64,6 +68,7 @@ class MemoryLog:
                 raise ValueError(f"batch epoch {batch.epoch} below the log's last epoch {self.last_epoch()}")
             self._batches.append(batch)
             self._bases.append(batch.base_offset)
+            self._end = batch.next_offset
 
     def read(self, start_offset: int, max_bytes: int) -> list[Batch]:
         i = bisect_left(self._bases, start_offset)
@@ -89,10 +94,11 @@ class MemoryLog:
             )
         del self._batches[i:]
         del self._bases[i:]
-        self._flushed = min(self._flushed, self.end_offset())
+        self._reset_end()
+        self._flushed = min(self._flushed, self._end)
 
     def flush(self) -> None:
-        self._flushed = self.end_offset()
+        self._flushed = self._end
 
     def flushed_end_offset(self) -> int:
         return self._flushed
@@ -102,7 +108,7 @@ class MemoryLog:
         self._bases.clear()
         self._start = snapshot_id.offset
         self._start_epoch = snapshot_id.epoch
-        self._flushed = self._start
+        self._flushed = self._end = self._start
 
     def delete_before(self, offset: int) -> None:
         i = 0
@@ -113,6 +119,7 @@ class MemoryLog:
             self._start_epoch = self._batches[i - 1].epoch
             del self._batches[:i]
             del self._bases[:i]
+            self._reset_end()
 
 
 class MemoryQuorumStateStore:
@@ -173,18 +180,24 @@ class MemorySnapshotStore:
     def wipe(self) -> None:
         self._frozen: dict[OffsetAndEpoch, bytes] = {}
         self._partial: dict[OffsetAndEpoch, bytearray] = {}
+        self._latest: OffsetAndEpoch | None = None
 
     def crash(self) -> None:
         self._partial.clear()
 
     def latest(self) -> OffsetAndEpoch | None:
-        return max(self._frozen) if self._frozen else None
+        return self._latest
+
+    def _add(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
+        self._frozen[snapshot_id] = data
+        if self._latest is None or snapshot_id > self._latest:
+            self._latest = snapshot_id
 
     def ids(self) -> list[OffsetAndEpoch]:
         return sorted(self._frozen)
 
     def write(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record], append_time_ms: int) -> None:
-        self._frozen[snapshot_id] = encode_records(records)
+        self._add(snapshot_id, encode_records(records))
 
     def size(self, snapshot_id: OffsetAndEpoch) -> int:
         return len(self._frozen[snapshot_id])
@@ -203,7 +216,7 @@ class MemorySnapshotStore:
     def freeze(self, snapshot_id: OffsetAndEpoch) -> None:
         data = bytes(self._partial.pop(snapshot_id, b""))
         decode_records(data)  # validates
-        self._frozen[snapshot_id] = data
+        self._add(snapshot_id, data)
 
     def read_records(self, snapshot_id: OffsetAndEpoch) -> list[Record]:
         return decode_records(self._frozen[snapshot_id])
