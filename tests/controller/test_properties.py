@@ -80,7 +80,9 @@ def test_random_operations_keep_invariants(program: list[tuple[str, int, int]]) 
     epochs: dict[int, int] = {}
     seen: dict[tuple[str, int], tuple[int, int]] = {}
     leader = 1
-    for op, b, n in program:
+    preamble = [("register", b, 0) for b in (1, 2, 3)] + [("heartbeat", b, 0) for b in (1, 2, 3)]
+    preamble += [("create", 1, n) for n in (0, 1, 3)]
+    for op, b, n in preamble + program:
         img = h.image()
         if op == "register":
             r = h.run(h.registration(b, incarnation=uuid.UUID(int=b * 100 + n)))
