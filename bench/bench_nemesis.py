@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from control.labs import clean, lab_up
+from nemesis.cleanup import ledger_for
 from nemesis.core import Nemesis
 from nemesis.daemon_control import DaemonNodeControl
-from nemesis.ports import MemoryLedger
 
 PAIRS: list[tuple[str, tuple[str, dict], tuple[str, dict]]] = [
     ("partition halves", ("start-partition", {"topology": "halves"}), ("stop-partition", {})),
@@ -60,7 +60,7 @@ def main() -> int:
             control = DaemonNodeControl(lab.hosts, daemon="node", command=lambda n: "sleep 3600")
             for n in control.nodes():
                 control.start(n)
-            nemesis = Nemesis(lab.name, control, ledger=MemoryLedger(), seed=1)
+            nemesis = Nemesis(lab.name, control, ledger=ledger_for(lab.name), seed=1)  # fsynced, as in a run
             print(f"{'op':32} {'apply ms':>9} {'heal ms':>9}  outcome")
             for label, (f_on, v_on), (f_off, v_off) in PAIRS:
                 applies, heals, outcome = [], [], ""

@@ -42,16 +42,14 @@ class ClockFault:
         return ClockSetting(entry["offset_ms"], entry["rate"], entry["anchor_mono_ns"])
 
     def _write(self, settings: dict[str, ClockSetting]) -> None:
-        for node, s in settings.items():  # intent first: clean must know the file even if we die now
-            self.ctx.state.put("clock", node, {"host": self.ctx.host(node).name,
-                                               "path": self.ctx.control.clock_file(node),
-                                               "offset_ms": s.offset_ms, "rate": s.rate,
-                                               "anchor_mono_ns": s.anchor_mono_ns})
+        entries = {n: {"host": self.ctx.host(n).name, "path": self.ctx.control.clock_file(n), "offset_ms": s.offset_ms,
+                       "rate": s.rate, "anchor_mono_ns": s.anchor_mono_ns} for n, s in settings.items()}
+        self.ctx.state.update("clock", lambda d: d.update(entries))  # intent first: clean must know the file
         self.ctx.run_each({n: clockfile.write_command(self.ctx.control.clock_file(n), s)
                            for n, s in settings.items()})
-        for node, s in settings.items():
-            if s.neutral:
-                self.ctx.state.drop("clock", node)
+        neutral = [n for n, s in settings.items() if s.neutral]
+        if neutral:
+            self.ctx.state.update("clock", lambda d: [d.pop(n, None) for n in neutral])
 
     def _anchor(self, node: str) -> int:
         """The host's CLOCK_MONOTONIC now: ours when it shares our kernel, else read there."""

@@ -76,9 +76,8 @@ class PacketFault:
             self.ctx.run_each({n: netfilter.load_script(self.chain, rules, hook=True) for n in nodes})
             return {"kind": kind, "nodes": nodes, "probability": probability}
         spec = qdisc_spec(kind, value)
-        for node in nodes:
-            self.ctx.state.put("qdisc", node, {"host": self.ctx.host(node).name,
-                                               "address": self.ctx.address(node), "spec": spec})
+        entries = {n: {"host": self.ctx.host(n).name, "address": self.ctx.address(n), "spec": spec} for n in nodes}
+        self.ctx.state.update("qdisc", lambda d: d.update(entries))
         try:
             results = self.ctx.run_each({n: qdisc_command(self.ctx.address(n), spec) for n in nodes})
         except (FaultError, PartialFault) as exc:
@@ -92,8 +91,7 @@ class PacketFault:
     def _forget_unapplied(self, nodes: list[str]) -> None:
         """After a failed tc command: clear the qdisc everywhere we tried, then forget it."""
         self.ctx.call_each(nodes, lambda n: self.ctx.host(n).run(qdisc_clear_command(self.ctx.address(n))))
-        for node in nodes:
-            self.ctx.state.drop("qdisc", node)
+        self.ctx.state.update("qdisc", lambda d: [d.pop(n, None) for n in nodes])
 
     def stop(self, value: dict[str, Any]) -> dict[str, Any]:
         loss_nodes = self.ctx.state.get("loss").get("nodes", [])

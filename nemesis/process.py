@@ -44,19 +44,19 @@ class ProcessFault:
                extra: dict[str, Any]) -> dict[str, Any]:
         nodes = resolve_nodes(self.ctx, value, self.rng)
         before = self.ctx.state.get("process")
+        pids = self.ctx.call_each(nodes, self.ctx.control.pid) if state == "paused" else {}
+        entries: dict[str, dict[str, Any]] = {}
         for node in nodes:
-            entry = {"state": state, "host": self.ctx.host(node).name}
+            entries[node] = {"state": state, "host": self.ctx.host(node).name}
             if state == "paused":
-                entry["pid"] = self.ctx.control.pid(node)
-            self.ctx.state.put("process", node, entry)
+                entries[node]["pid"] = pids[node].value
+        self.ctx.state.update("process", lambda d: d.update(entries))
         done = {"nodes": nodes, **extra}
         outcomes = self.ctx.call_each(nodes, action)
-        for node, outcome in outcomes.items():
-            if not outcome.ok:  # back to what was in force before (a fault already there stays recorded)
-                if node in before:
-                    self.ctx.state.put("process", node, before[node])
-                else:
-                    self.ctx.state.drop("process", node)
+        failed = [n for n, o in outcomes.items() if not o.ok]
+        if failed:  # back to what was in force before (a fault already there stays recorded)
+            self.ctx.state.update("process", lambda d: [d.update({n: before[n]}) if n in before else d.pop(n, None)
+                                                        for n in failed])
         check_outcomes(outcomes, {**done, "nodes": [n for n, o in outcomes.items() if o.ok]})
         return done
 
@@ -77,14 +77,18 @@ class ProcessFault:
             nodes = resolve_nodes(self.ctx, value, self.rng)
         else:
             nodes = [n for n in self.ctx.control.nodes() if in_force.get(n, {}).get("state") in states]
-        if not nodes:
-            return {"nodes": [], **extra}
-        outcomes = self.ctx.call_each(nodes, action)
-        for node, outcome in outcomes.items():
-            if outcome.ok:
-                self.ctx.state.drop("process", node)
-        check_outcomes(outcomes, {"nodes": [n for n, o in outcomes.items() if o.ok], **extra})
-        return {"nodes": nodes, **extra}
+        # already undone (a restarted node runs; a paused node that died cannot be resumed): nothing to do
+        running = self.ctx.call_each(nodes, self.ctx.control.running)
+        moot = [n for n in nodes if running[n].value == (states != ("paused",))]
+        self.ctx.state.update("process", lambda d: [d.pop(n, None) for n in moot])
+        todo = [n for n in nodes if n not in moot]
+        done: dict[str, Any] = {"nodes": todo, **extra, **({"already": moot} if moot else {})}
+        if not todo:
+            return done
+        outcomes = self.ctx.call_each(todo, action)
+        self.ctx.state.update("process", lambda d: [d.pop(n, None) for n, o in outcomes.items() if o.ok])
+        check_outcomes(outcomes, {**done, "nodes": [n for n, o in outcomes.items() if o.ok]})
+        return done
 
     def restart(self, value: dict[str, Any]) -> dict[str, Any]:
         return self._undo(value, ("killed", "stopped"), self.ctx.control.start, {})

@@ -252,3 +252,15 @@ def test_clock_rate_anchors_on_the_host_monotonic_clock(nemesis: Nemesis, contro
     assert done.value["anchor_mono_ns"] == {"n2": 5555}
     assert '"rate": 0.5, "anchor_mono_ns": 5555' in cmds(control, "n2")[-1]
     assert nemesis.status()["clock"]["n2"]["anchor_mono_ns"] == 5555
+
+
+def test_undoing_what_is_already_undone_is_not_an_error(nemesis: Nemesis, control: FakeNodeControl) -> None:
+    nemesis.invoke("pause", {"nodes": ["n1"]})
+    nemesis.invoke("kill", {"nodes": ["n2"]})
+    control.nodes_by_name["n1"].state = "killed"  # the paused node died meanwhile
+    control.nodes_by_name["n2"].state = "running"  # someone restarted n2 by hand
+    healed = nemesis.heal_all()
+    assert [(c.type, c.f, c.value) for c in healed] == [
+        ("ok", "resume", {"nodes": [], "signal": "SIGCONT", "already": ["n1"]}),
+        ("ok", "restart", {"nodes": [], "already": ["n2"]})]
+    assert nemesis.status() == {}
