@@ -20,7 +20,10 @@ E = TypeVar("E", bound=Entity)
 
 def decode_entity(entity_type: type[E], buf: bytes, pos: int = 0) -> tuple[E, int]:
     """Decode one ``entity_type`` from ``buf[pos:]``; return it and the offset just after it."""
-    end = check_bounds(entity_type, buf, pos, len(buf))
+    try:
+        end = check_bounds(entity_type, buf, pos, len(buf))
+    except MalformedFrame as exc:
+        raise MalformedFrame(f"{entity_type.__name__} v{entity_type.__version__}: {exc}") from None
     try:
         entity, size = entity_reader(entity_type)(buf, pos)
     except Exception as exc:  # the native reader raises several unrelated types

@@ -54,10 +54,13 @@ class ApiRegistry:
 
     supported_features: tuple[Feature, ...] = ()
     finalized_features: FinalizedFeatures = field(default_factory=FinalizedFeatures)
+    api_versions_range: tuple[int, int] = API_VERSIONS_RANGE  # narrower to behave like an older server
     _entries: dict[int, ApiEntry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        lo, hi = API_VERSIONS_RANGE
+        lo, hi = self.api_versions_range
+        if not API_VERSIONS_RANGE[0] <= lo <= hi <= API_VERSIONS_RANGE[1]:
+            raise ValueError(f"ApiVersions range {lo}..{hi} outside {API_VERSIONS_RANGE}")
         self._entries[API_VERSIONS_KEY] = ApiEntry(API_VERSIONS_KEY, lo, hi, self._api_versions)
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
