@@ -1,1 +1,34 @@
-"""Faults on hosts, their seeded schedules, and their exact reversal."""
+"""Faults on hosts, their seeded schedules, and their exact reversal.
+
+Every fault is one history op of process "nemesis" (`Nemesis.invoke(f, value)` records `invoke`,
+then `ok` = applied exactly, `fail` = not applied (with the reason; "unsupported here: …" when the
+host cannot do it), or `info` = partly applied / effect unknown). Nodes are named by `nodes`
+(a list) or `target` (one | minority | majority | all | controller (the active one, asked when the
+op fires) | controllers | brokers).
+
+| f | value (what is asked) | completion value (what was done) |
+| --- | --- | --- |
+| start-partition | `topology` (+ `seed`, `nodes`, `from`, `to`) or `grudge` | `grudge`: receiver → dropped |
+| stop-partition | — | `healed`: hosts whose lab chain was flushed |
+| kill / graceful-stop | nodes/target | `nodes`, `signal` (SIGKILL / SIGTERM) |
+| restart | nodes (default: every killed/stopped one) | `nodes`, `already` (were running) |
+| pause / resume | nodes/target (resume default: every paused one) | `nodes`, `signal` |
+| clock-bump | nodes/target, `delta_ms` (±10 min) | `offset_ms` per node (bumps add up) |
+| clock-rate | nodes/target, `rate` (0.1…10) | `rate`, `anchor_mono_ns` per node |
+| clock-strobe | nodes/target, `low_ms`, `high_ms`, `period_ms` | the same; a thread rewrites the file |
+| clock-reset | nodes (default: all skewed) | offset 0, rate 1 written |
+| clock-step / clock-step-reset | nodes, `delta_s` (VMs only: `date -s` after stopping time sync) | `stopped` services |
+| start-packet | `kind`: loss, bandwidth, delay, duplicate, reorder (netem) | nodes, rule or qdisc |
+| stop-packet | — | hosts cleared |
+| start-disk | nodes, `damage` (disk.DAMAGES), `seed`, `amount` | per node: file, sizes, flipped bits |
+| stop-disk | — | `formatted` (wiped ones), `restarted` |
+
+A kill of a node started with `kraftlab.unsafe.lose.unflushed=true` also loses its un-fsynced log
+writes: the node keeps them in process memory in that mode, so SIGKILL emulates a power failure that
+loses the page cache. The nemesis only sends SIGKILL.
+
+Modules: grudge/targets (pure choices), netfilter/packet/clockfile/disk (commands), partition/
+process/clock/packet/disk (fault kinds), core (Nemesis), state + ports.Ledger (faults in force,
+persisted), schedule/runner/session (packages, seeded schedules, replay, heal on every exit path),
+cleanup (clean_lab for `kraftlab clean`), daemon_control (a NodeControl over plain daemons), fakes.
+"""
