@@ -278,7 +278,7 @@ class RaftCore:
             self.snapshots.write(snapshot_id, records, now)
             self._event("snapshot", action="create", offset=snapshot_id.offset, epoch=snapshot_id.epoch)
             self.log.delete_before(snapshot_id.offset)
-            self.snapshots.delete_before(snapshot_id)
+            self._delete_snapshots_before(snapshot_id)
         return self._end(now)
 
     def describe_quorum(self, now: int) -> m.DescribeQuorumResponse:
@@ -874,9 +874,16 @@ class RaftCore:
         self._out.updates.append(LoadSnapshot(sid, self.snapshots.read_records(sid)))
         self._event("snapshot", action="load", offset=sid.offset, epoch=sid.epoch)
         self._applied = sid.offset
-        self.snapshots.delete_before(sid)
+        self._delete_snapshots_before(sid)
         if sid.offset > self._hw:
             self._set_hw(sid.offset)
+
+    def _delete_snapshots_before(self, sid: OffsetAndEpoch) -> None:
+        if self.journal:
+            for old in self.snapshots.ids():
+                if old < sid:
+                    self._event("snapshot", action="delete", offset=old.offset, epoch=old.epoch)
+        self.snapshots.delete_before(sid)
 
     # ----------------------------------------------------------------- the rest
 

@@ -213,6 +213,8 @@ class Simulation:
             self.result.events += 1
             if touched is not None:
                 invariants.check_node(touched, nodes)
+                if self._healed_at is not None and self.result.commit_after_heal_ms is None:
+                    self._note_recovery(now)
         self.result.end_ms = end
         self._check_liveness()
         return self.result
@@ -297,6 +299,15 @@ class Simulation:
             self._committed_at_heal = self.committed_offset()
 
     # ------------------------------------------------------------------ liveness
+
+    def _note_recovery(self, now: int) -> None:
+        """Record how long after healing the first leader and the first new commit came."""
+        assert self._healed_at is not None
+        result = self.result
+        if result.leader_after_heal_ms is None and self._leader() is not None:
+            result.leader_after_heal_ms = now - self._healed_at
+        if self.committed_offset() > self._committed_at_heal:
+            result.commit_after_heal_ms = now - self._healed_at
 
     def committed_offset(self) -> int:
         return max((n.core.high_watermark for n in self.nodes.values() if n.core is not None), default=0)

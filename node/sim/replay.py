@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(
         f"ok: {result.events} events, {result.appended} appends, committed offset {result.committed_offset}, "
-        f"max epoch {result.max_epoch}, snapshots loaded {result.snapshots_loaded}"
+        f"max epoch {result.max_epoch}, snapshots loaded {result.snapshots_loaded}; after healing: leader in "
+        f"{result.leader_after_heal_ms} ms, first commit in {result.commit_after_heal_ms} ms"
     )
     return 0
 

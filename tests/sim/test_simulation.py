@@ -1,0 +1,78 @@
+"""The simulator itself: determinism, replay, scripted scenarios and the journal it can record."""
+
+from __future__ import annotations
+
+from node.sim.cluster import SimParams, Simulation, run
+from node.sim.faults import FaultEvent
+from node.sim.replay import main as replay_main
+
+
+def test_same_parameters_same_run() -> None:
+    params = SimParams(seed=11, voters=3, observers=1, faults=("partition", "crash", "drop", "duplicate"))
+    a, b = run(params), run(params)
+    assert (a.events, a.appended, a.committed_offset, a.max_epoch) == (
+        b.events,
+        b.appended,
+        b.committed_offset,
+        b.max_epoch,
+    )
+    other = run(SimParams(seed=12, voters=3, observers=1, faults=params.faults))
+    assert (other.events, other.committed_offset) != (a.events, a.committed_offset)
+
+
+def test_replay_command_runs(capsys) -> None:  # type: ignore[no-untyped-def]
+    params = SimParams(seed=5, voters=3, observers=1, faults=("crash", "oneway"))
+    command = params.replay_command()
+    assert command.startswith(".venv/bin/python -m node.sim.replay --seed 5 --voters 3 --observers 1")
+    args = command.split("node.sim.replay ", 1)[1].split()
+    assert replay_main(args) == 0
+    assert capsys.readouterr().out.startswith("ok: ")
+
+
+def journaled(faults: list[FaultEvent], **kw: int) -> tuple[Simulation, list[tuple[int, int, dict]]]:
+    sim = Simulation(SimParams(seed=1, voters=3, observers=1, journal=True, **kw), faults=faults)
+    seen: list[tuple[int, int, dict]] = []
+    dispatch = sim._dispatch
+
+    def record(node, out, now):  # type: ignore[no-untyped-def]
+        seen.extend((now, node.node_id, e) for e in out.events)
+        dispatch(node, out, now)
+
+    sim._dispatch = record  # type: ignore[method-assign]
+    sim.run()
+    return sim, seen
+
+
+def test_isolated_leader_is_replaced_and_its_tail_discarded() -> None:
+    _, seen = journaled([FaultEvent(3000, "isolate", ("leader", 1)), FaultEvent(9000, "rejoin", (1,))], fault_ms=9000)
+    leaders = {(e["epoch"], n) for _, n, e in seen if e["ev"] == "role" and e["role"] == "leader"}
+    assert len({epoch for epoch, _ in leaders}) == len(leaders) >= 2
+    first_leader = min(leaders)[1]
+    resigned = [t for t, n, e in seen if n == first_leader and e["ev"] == "role" and e["role"] == "resigned"]
+    # check-quorum: 1.5 × fetch timeout after the last Fetch, which came at most a long poll before the cut
+    assert resigned and 3000 + 3000 - 500 <= resigned[0] <= 3000 + 3000 + 100
+    dropped = [e for _, n, e in seen if n == first_leader and e["ev"] == "truncate"]
+    assert dropped and dropped[0]["reason"] in ("diverging", "snapshot")
+
+
+def test_journal_events_follow_the_contract() -> None:
+    _, seen = journaled([FaultEvent(4000, "crash", ("leader", 1)), FaultEvent(7000, "restart", ("leader", 1))])
+    fields = {
+        "start": {"roles", "voters", "log_start", "log_end", "hw"},
+        "role": {"role", "epoch", "leader", "voted_for"},
+        "vote": {"epoch", "candidate", "granted", "pre_vote", "reason"},
+        "append": {"base", "epoch", "crcs", "control", "leader"},
+        "flush": {"end"},
+        "truncate": {"to", "from", "reason"},
+        "hw": {"hw", "epoch"},
+        "snapshot": {"action", "offset", "epoch"},
+    }
+    kinds = set()
+    for _, _, event in seen:
+        kinds.add(event["ev"])
+        assert set(event) - {"ev"} == fields[event["ev"]], event
+    assert {"start", "role", "vote", "append", "flush", "hw", "snapshot"} <= kinds
+    roles = {e["role"] for _, _, e in seen if e["ev"] == "role"}
+    assert {"unattached", "prospective", "candidate", "leader", "follower", "resigned", "observer"} <= roles
+    actions = {e["action"] for _, _, e in seen if e["ev"] == "snapshot"}
+    assert {"create", "fetch", "load", "delete"} <= actions
