@@ -9,6 +9,10 @@ leader (INVALID_REQUEST); a member that is unregistered, fenced, in controlled s
 of another broker epoch (INELIGIBLE_REPLICA). An accepted ISR bumps the partition epoch and may
 complete a reassignment; if that moves leadership away from the sender the answer is
 FENCED_LEADER_EPOCH (KIP-631), otherwise the partition state actually applied.
+
+Each partition's `decision` journal event carries the state after the decision (`isr`,
+`leader`, `replicas`, `leader_epoch`, `partition_epoch`), the `requested_isr`, and `changed`:
+an accepted request that changes nothing writes no record and repeats the partition epoch.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ def alter_partition(w: Write, req: Any) -> Outcome:
                 code = ErrorCode.unknown_topic_or_partition
             else:
                 code = validate(w.image, sender, p, pd)
+            rec = None
             if code == ErrorCode.none and topic is not None:
                 rec = change(w.image, td.topic_id, pid, isr=tuple(b for b, _ in _new_isr(pd)))
                 if rec is not None:
@@ -95,6 +100,9 @@ def alter_partition(w: Write, req: Any) -> Outcome:
                     "leader_epoch": p.leader_epoch if p is not None else pd.leader_epoch,
                     "partition_epoch": p.partition_epoch if p is not None else pd.partition_epoch,
                     "isr": list(p.isr) if p is not None else [b for b, _ in _new_isr(pd)],
+                    "leader": p.leader if p is not None else None,
+                    "replicas": list(p.replicas) if p is not None else None,
+                    "changed": rec is not None,
                     "requested_isr": [b for b, _ in _new_isr(pd)],
                     "error": error_name(code),
                 }

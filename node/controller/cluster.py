@@ -2,7 +2,8 @@
 
 - BrokerRegistration: the cluster id must match (INCONSISTENT_CLUSTER_ID, today's name of
   KIP-631's INVALID_CLUSTER_ID); a different incarnation while the current one's lease is live
-  gets DUPLICATE_BROKER_REGISTRATION; a retry from the same incarnation gets the same epoch and
+  gets DUPLICATE_BROKER_REGISTRATION, and so does an incarnation a newer one already replaced
+  (a zombie process); a retry from the same incarnation gets the same epoch and
   writes nothing; the broker must support every finalized feature level (UNSUPPORTED_VERSION);
   otherwise a fenced RegisterBrokerRecord whose offset is the new broker epoch.
 - BrokerHeartbeat: BROKER_ID_NOT_REGISTERED / STALE_BROKER_EPOCH, else the lease is renewed;
@@ -101,6 +102,8 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
         return answer(ErrorCode.none, existing.epoch)
     if existing is not None and leases.alive(bid, w.now_ms):
         return answer(ErrorCode.duplicate_broker_registration)
+    if incarnation in w.image.retired.get(bid, ()):
+        return answer(ErrorCode.duplicate_broker_registration)  # a replaced (zombie) process
     if not _features_ok(w.image, req.features):
         return answer(ErrorCode.unsupported_version)
     epoch = w.offset_of_next_record()

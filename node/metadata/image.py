@@ -100,7 +100,7 @@ class TopicInfo:
 class MetadataImage:
     """Brokers, topics and partitions, configs and finalized feature levels."""
 
-    __slots__ = ("brokers", "configs", "features", "topic_ids", "topics")
+    __slots__ = ("brokers", "configs", "features", "retired", "topic_ids", "topics")
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
@@ -108,6 +108,9 @@ class MetadataImage:
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self.features: dict[str, int] = {}
+        self.retired: dict[int, set[uuid.UUID]] = {}
+        """Incarnations replaced by a newer registration of the same id, as seen in replayed log
+        records (not part of the canonical form: a snapshot forgets them)."""
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -133,6 +136,9 @@ class MetadataImage:
     def apply(self, record: MetadataRecord) -> None:
         match record:
             case RegisterBrokerRecord():
+                old = self.brokers.get(record.broker_id)
+                if old is not None and old.incarnation_id != record.incarnation_id:
+                    self.retired.setdefault(record.broker_id, set()).add(old.incarnation_id)
                 self.brokers[record.broker_id] = BrokerInfo(
                     id=record.broker_id,
                     epoch=record.broker_epoch,
@@ -244,6 +250,7 @@ class MetadataImage:
         other.topic_ids = dict(self.topic_ids)
         other.configs = {k: dict(v) for k, v in self.configs.items()}
         other.features = dict(self.features)
+        other.retired = {b: set(v) for b, v in self.retired.items()}
         return other
 
     def to_records(self) -> list[MetadataRecord]:

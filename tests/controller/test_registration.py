@@ -132,3 +132,13 @@ def test_standby_answers_not_controller() -> None:
     token = h.send(h.registration(1), to=2)
     assert h.replies[token].error_code == ErrorCode.not_controller
     assert CLUSTER_ID
+
+
+def test_replaced_incarnation_never_accepted_again(h: Harness) -> None:
+    a, b = uuid.UUID(int=10), uuid.UUID(int=11)
+    assert h.run(h.registration(1, incarnation=a)).error_code == ErrorCode.none
+    h.tick(9_001)
+    assert h.run(h.registration(1, incarnation=b)).error_code == ErrorCode.none
+    h.tick(9_001)  # b silent too: its lease is over, yet the zombie a may not come back
+    assert h.run(h.registration(1, incarnation=a)).error_code == ErrorCode.duplicate_broker_registration
+    assert h.image().brokers[1].incarnation_id == b
