@@ -142,8 +142,9 @@ class CommitLog:
             if not batch.control:
                 for record in batch.records:
                     self.records += 1
-                    self.digest = record_crc(self.digest.to_bytes(4, "big"), record_crc(record.key, record.value)
-                                             .to_bytes(4, "big"))
+                    self.digest = record_crc(
+                        self.digest.to_bytes(4, "big"), record_crc(record.key, record.value).to_bytes(4, "big")
+                    )
             self.applied_end = batch.next_offset
 
     def handle_leader_change(self, leader_id: int | None, epoch: int, local_is_leader: bool) -> None:
@@ -240,7 +241,8 @@ class KraftApplication:
         if config.is_controller:
             self.controller = QuorumController(
                 ControllerConfig(
-                    node_id=config.node_id, cluster_id=context.cluster_id,
+                    node_id=config.node_id,
+                    cluster_id=context.cluster_id,
                     session_timeout_ms=config.broker_session_timeout_ms,
                     snapshot_max_new_record_bytes=config.metadata_snapshot_max_new_record_bytes,
                     seed=random.Random(os.urandom(8)).getrandbits(63),
@@ -257,13 +259,18 @@ class KraftApplication:
             for e in config.broker_listeners:
                 adv = config.advertised(e.name) or e
                 endpoints.append(BrokerEndpoint(e.name, adv.connect_host(), adv.port))
-            self.lifecycle = BrokerLifecycle(BrokerConfig(
-                node_id=config.node_id, cluster_id=context.cluster_id, incarnation_id=uuid.uuid4(),
-                listeners=tuple(endpoints), heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
-                session_timeout_ms=config.broker_session_timeout_ms,
-                self_fence_timeout_ms=config.broker_self_fence_timeout_ms,
-                retry_backoff_ms=max(config.retry_backoff_ms, 1),
-            ))
+            self.lifecycle = BrokerLifecycle(
+                BrokerConfig(
+                    node_id=config.node_id,
+                    cluster_id=context.cluster_id,
+                    incarnation_id=uuid.uuid4(),
+                    listeners=tuple(endpoints),
+                    heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+                    session_timeout_ms=config.broker_session_timeout_ms,
+                    self_fence_timeout_ms=config.broker_self_fence_timeout_ms,
+                    retry_backoff_ms=max(config.retry_backoff_ms, 1),
+                )
+            )
             self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle)
             machines.append(self.broker_metadata)
             assert context.broker_apis is not None
@@ -302,12 +309,12 @@ class KraftApplication:
             self._waiting.pop(token, None)
 
     async def _controller_request(self, request: Any, context: RequestContext) -> Any:
-        return await self._await_token(lambda token, now: self.controller.handle_request(token, request, now),
-                                       request)
+        return await self._await_token(lambda token, now: self.controller.handle_request(token, request, now), request)
 
     async def _client_request(self, request: Any, context: RequestContext) -> Any:
         return await self._await_token(
-            lambda token, now: self.apis.handle(token, request, now, context.listener or "PLAINTEXT"), request)
+            lambda token, now: self.apis.handle(token, request, now, context.listener or "PLAINTEXT"), request
+        )
 
     # ---- outputs -------------------------------------------------------------------------------
 
@@ -365,8 +372,12 @@ class KraftApplication:
             client = self._clients.get(voter.node_id)
             if client is None:
                 client = self._clients[voter.node_id] = ProtocolClient(
-                    voter.host, voter.port, client_id=f"broker-{self.ctx.config.node_id}",
-                    request_timeout=self._timeout_s, connect_timeout=self._timeout_s)
+                    voter.host,
+                    voter.port,
+                    client_id=f"broker-{self.ctx.config.node_id}",
+                    request_timeout=self._timeout_s,
+                    connect_timeout=self._timeout_s,
+                )
             try:
                 response = await client.send(request)
             except RequestError as e:
@@ -435,8 +446,13 @@ class Storage:
 
 def journal_corruption(journal: Journal, error: LogCorruption, path: str) -> None:
     """The `corruption` event for damage the node refuses to serve (always below the high-water mark)."""
-    journal.write("corruption", path=getattr(error, "path", path), offset=getattr(error, "offset", -1),
-                  reason=getattr(error, "reason", str(error)), below_hw=True)
+    journal.write(
+        "corruption",
+        path=getattr(error, "path", path),
+        offset=getattr(error, "offset", -1),
+        reason=getattr(error, "reason", str(error)),
+        below_hw=True,
+    )
 
 
 def open_storage(config: NodeConfig, journal: Journal) -> Storage:
@@ -503,6 +519,7 @@ class RaftDriver:
         self._appends: list[_PendingAppend] = []
         self._rate = mx.WindowedRate()
         self._last_role: str | None = None
+        self._snapshot_offset = 0  # end offset of the latest snapshot (from the core's snapshot events)
         self.failed: BaseException | None = None
         self.stopped = asyncio.Event()
         self.after_step: Callable[[int], None] | None = None
@@ -576,6 +593,8 @@ class RaftDriver:
             self.journal.write(ev, **fields)
             if ev == "role" and fields.get("role") == "candidate":
                 self.metrics.inc(mx.RAFT_ELECTIONS)
+            elif ev == "snapshot" and fields.get("action") in ("create", "load", "fetch"):
+                self._snapshot_offset = max(self._snapshot_offset, int(fields.get("offset", 0)))
         for update in out.updates:
             if isinstance(update, Commit):
                 self._on_commit(update.batches, now)
@@ -620,8 +639,7 @@ class RaftDriver:
         g.set(mx.RAFT_LOG_END_OFFSET, core.log.end_offset())
         g.set(mx.METADATA_LAG, max(0, core.high_watermark - core.applied_offset))
         g.set(mx.METADATA_COMMIT_RATE, self._rate.rate(float(now)))
-        latest = core.snapshots.latest()
-        g.set(mx.METADATA_SNAPSHOT_OFFSET_LAG, core.high_watermark - (latest.offset if latest else 0))
+        g.set(mx.METADATA_SNAPSHOT_OFFSET_LAG, core.high_watermark - self._snapshot_offset)
         role = str(core.role)
         if role != self._last_role:
             g.set_role(role)
@@ -700,8 +718,13 @@ class PeerLinks:
             voter = self._config.voter(node_id)
             if voter is None:
                 return None
-            client = ProtocolClient(voter.host, voter.port, client_id=f"raft-{self._config.node_id}",
-                                    request_timeout=self._timeout_s, connect_timeout=self._timeout_s)
+            client = ProtocolClient(
+                voter.host,
+                voter.port,
+                client_id=f"raft-{self._config.node_id}",
+                request_timeout=self._timeout_s,
+                connect_timeout=self._timeout_s,
+            )
             self._clients[node_id] = client
         return client
 
@@ -775,8 +798,9 @@ def register_raft_apis(registry: ApiRegistry, driver: RaftDriver, timeout_s: flo
 class NodeServer:
     """One node: storage, core, listeners, peers, metrics, journal; `run()` until stopped."""
 
-    def __init__(self, config: NodeConfig, application: ApplicationFactory | None = None,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self, config: NodeConfig, application: ApplicationFactory | None = None, clock: Clock | None = None
+    ) -> None:
         self.config = config
         self.clock = clock or SkewedClock(config.clock_file)
         assert config.journal_file is not None
@@ -832,13 +856,27 @@ class NodeServer:
             append_linger_ms=config.append_linger_ms,
         )
         core = RaftCore(
-            raft_config, config.node_id, config.voter_ids, storage.log, storage.quorum, storage.snapshots,
-            random.Random(os.urandom(16)), roles=sorted(config.roles, reverse=True),
+            raft_config,
+            config.node_id,
+            config.voter_ids,
+            storage.log,
+            storage.quorum,
+            storage.snapshots,
+            random.Random(os.urandom(16)),
+            roles=sorted(config.roles, reverse=True),
         )
         controller_apis = ApiRegistry() if config.controller_listener is not None else None
         broker_apis = ApiRegistry() if config.is_broker else None
-        context = NodeContext(config, storage.meta.cluster_id, self.clock, self.journal, self.metrics,
-                              _DriverAppender(self), controller_apis, broker_apis)
+        context = NodeContext(
+            config,
+            storage.meta.cluster_id,
+            self.clock,
+            self.journal,
+            self.metrics,
+            _DriverAppender(self),
+            controller_apis,
+            broker_apis,
+        )
         self.application = self._application_factory(context)
         every = max(1, config.metadata_snapshot_max_new_record_bytes // _APPROX_RECORD_BYTES)
         node = RaftNode(core, self.application.state_machine, snapshot_every_records=every)
@@ -866,8 +904,13 @@ class NodeServer:
         self.driver.start()
         self._hw_task = asyncio.get_running_loop().create_task(self._checkpoint_loop())
         self._schedule_app_tick()
-        log.info("node %d started: roles %s, voters %s, cluster %s", config.node_id, sorted(config.roles),
-                 list(config.voter_ids), storage.meta.cluster_id)
+        log.info(
+            "node %d started: roles %s, voters %s, cluster %s",
+            config.node_id,
+            sorted(config.roles),
+            list(config.voter_ids),
+            storage.meta.cluster_id,
+        )
 
     async def _listen(self, registry: ApiRegistry, host: str, port: int, name: str) -> None:
         server = ProtocolServer(registry, host or "0.0.0.0", port, listener=name)
@@ -1002,8 +1045,15 @@ def _partition_response(mod: Any, index: int, error: Any, base: int) -> Any:
     from kio.static.primitive import i32, i64
 
     cls = mod.PartitionProduceResponse
-    values = {"index": i32(index), "error_code": error, "base_offset": i64(base), "log_append_time": None,
-              "log_start_offset": i64(-1), "record_errors": (), "error_message": None}
+    values = {
+        "index": i32(index),
+        "error_code": error,
+        "base_offset": i64(base),
+        "log_append_time": None,
+        "log_start_offset": i64(-1),
+        "record_errors": (),
+        "error_message": None,
+    }
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in values.items() if k in names})
 

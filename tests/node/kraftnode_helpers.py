@@ -15,9 +15,8 @@ from pathlib import Path
 
 from node import metrics as mx
 from node.cli import CommandFailed, append_test_records, describe_quorum
-from node.cli import main as cli_main
 from node.clock import SkewedClock
-from node.config import render_properties
+from node.config import config_from_properties, render_properties
 from node.journal import MemoryJournal
 from node.protocol.client import ProtocolClient
 from node.protocol.errors import RequestError
@@ -28,7 +27,7 @@ from node.raft.node import RaftNode
 from node.server import CommitLog, RaftDriver
 from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from node.storage.log import DiskLog
-from node.storage.meta_properties import random_cluster_id
+from node.storage.meta_properties import format_dirs, random_cluster_id
 
 
 def free_ports(n: int) -> list[int]:
@@ -147,6 +146,7 @@ class ProcessCluster:
 
     def __init__(self, base: Path, n: int = 3, **extra: str) -> None:
         self.base = base
+        base.mkdir(parents=True, exist_ok=True)
         self.ids = list(range(1, n + 1))
         self.ports = dict(zip(self.ids, free_ports(n), strict=True))
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -157,8 +157,7 @@ class ProcessCluster:
             path = base / f"n{i}.properties"
             path.write_text(render_properties(props))
             self.configs[i] = path
-            if cli_main(["format", "--config", str(path), "--cluster-id", self.cluster_id]) != 0:
-                raise RuntimeError(f"format of node {i} failed")
+            format_dirs(config_from_properties(props).all_log_dirs, self.cluster_id, i)
 
     def journal(self, i: int) -> Path:
         return self.base / f"n{i}" / "meta" / "journal.jsonl"
