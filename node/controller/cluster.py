@@ -70,7 +70,12 @@ class Leases:
         )
 
     def next_expiry_ms(self, image: MetadataImage) -> int | None:
-        times = [t + self.session_timeout_ms for b, t in self.last_contact.items() if b in image.brokers]
+        """When the first unfenced broker's lease runs out (None: nobody to fence)."""
+        times = [
+            t + self.session_timeout_ms
+            for b, t in self.last_contact.items()
+            if b in image.brokers and not image.brokers[b].fenced
+        ]
         return min(times) if times else None
 
 

@@ -142,3 +142,15 @@ def test_replaced_incarnation_never_accepted_again(h: Harness) -> None:
     h.tick(9_001)  # b silent too: its lease is over, yet the zombie a may not come back
     assert h.run(h.registration(1, incarnation=a)).error_code == ErrorCode.duplicate_broker_registration
     assert h.image().brokers[1].incarnation_id == b
+
+
+def test_next_deadline_is_the_first_unfenced_lease_expiry(h: Harness) -> None:
+    assert h.active().next_deadline_ms() is None
+    e = h.start_brokers(1, 2)
+    h.now += 1_000
+    h.heartbeat(2, e[2])
+    first = h.active().next_deadline_ms()
+    assert first == h.active().leases.last_contact[1] + 9_000
+    h.tick(first - h.now)
+    assert h.image().brokers[1].fenced
+    assert h.active().next_deadline_ms() == h.active().leases.last_contact[2] + 9_000
