@@ -25,9 +25,9 @@ Every step returns an `Output`:
 
 `now_ms` is the node's monotonic clock in ms; it must never go backwards. Leader batches carry it
 as their append time. Correlation: each request the core sends carries a fresh `ref` in its
-envelope; the transport must deliver the matching response with the same `ref` (responses with
-an unknown `ref` are ignored as stale). For a request it receives, the core copies the incoming
-envelope's `ref` onto its response.
+envelope (a negative integer, so a transport can tell it from its own tags); the transport must
+deliver the matching response with the same `ref` (responses with an unknown `ref` are ignored as
+stale). For a request it receives, the core copies the incoming envelope's `ref` onto its response.
 """
 
 from __future__ import annotations
@@ -323,7 +323,7 @@ class RaftCore:
             self._out.events.append(fields)
 
     def _send(self, dst: int, message: m.Request, now: int) -> None:
-        self._ref += 1
+        self._ref -= 1
         self._inflight[dst] = (self._ref, now + self.config.request_timeout_ms)
         self._out.messages.append(m.Envelope(self.node_id, dst, message, self._ref))
 
