@@ -298,3 +298,68 @@ def test_describe_quorum_on_the_leader(make_core) -> None:
     assert reply.ref == 42 and d.leader_id == 1 and d.epoch == 1 and d.high_watermark == 1
     assert [(r.replica_id, r.log_end_offset) for r in d.voters] == [(1, 1), (2, 1), (3, 0)]
     assert [r.replica_id for r in d.observers] == [9]
+
+
+def test_candidate_that_times_out_backs_off_into_prevote(make_core) -> None:
+    h = make_core()
+    out = h.start(0)
+    out = h.tick(out.deadline)
+    out = h.answer(sent(out, m.VoteRequest)[0], m.VoteResponse(E.NONE, 0, None, True, True), 5000)
+    assert h.core.role is Role.CANDIDATE
+    deadline = out.deadline
+    assert deadline is not None and 5000 + 1000 <= deadline < 5000 + 2000
+    first = h.tick(deadline)
+    assert h.core.role is Role.PROSPECTIVE and h.core.epoch == 1 and h.core.voted_id == 1
+    # One failure: the backoff is at most retry_backoff << 1 = 40 ms, then the pre-votes go out.
+    assert first.deadline is not None and first.deadline <= deadline + 40
+    second = h.tick(first.deadline)
+    pre_votes = sent(first, m.VoteRequest) + sent(second, m.VoteRequest)
+    assert {e.dst for e in pre_votes} == {2, 3}
+    assert all(e.message.pre_vote and e.message.epoch == 2 for e in pre_votes)
+
+
+def test_rejected_candidate_gives_up_early(make_core) -> None:
+    h = make_core()
+    out = h.start(0)
+    out = h.tick(out.deadline)
+    out = h.answer(sent(out, m.VoteRequest)[0], m.VoteResponse(E.NONE, 0, None, True, True), 10)
+    votes = sent(out, m.VoteRequest)
+    out = h.answer(votes[0], m.VoteResponse(E.NONE, 1, None, False), 11)
+    assert h.core.role is Role.CANDIDATE
+    out = h.answer(votes[1], m.VoteResponse(E.NONE, 1, None, False), 12)
+    assert out.deadline is not None and out.deadline <= 12 + 40
+
+
+def test_graceful_resignation_names_the_most_caught_up_voter_first(make_core) -> None:
+    h = make_core()
+    now = elect(h)
+    h.deliver(3, m.FetchRequest(1, 3, 1, 1, 0), now + 1)
+    out = h.step(h.core.resign(now + 2))
+    assert h.core.role is Role.RESIGNED
+    requests = sent(out, m.EndQuorumEpochRequest)
+    assert {e.dst for e in requests} == {2, 3}
+    assert requests[0].message.preferred_successors == (3, 2)
+    with pytest.raises(NotLeader):
+        h.core.append([Record(None, b"x")], now + 3)
+    out = h.tick(out.deadline)
+    assert h.core.role is Role.PROSPECTIVE
+
+
+def test_a_vote_survives_a_restart(make_core) -> None:
+    h = make_core()
+    h.start(0)
+    assert sent(h.deliver(2, m.VoteRequest(5, 2, 0, 0), 1), m.VoteResponse)[0].message.granted
+    again = make_core(log=h.log, quorum=h.quorum, snapshots=h.snapshots, seed=9)
+    again.start(2)
+    assert again.core.epoch == 5 and again.core.voted_id == 2
+    assert not sent(again.deliver(3, m.VoteRequest(5, 3, 0, 0), 3), m.VoteResponse)[0].message.granted
+
+
+def test_higher_epoch_in_a_response_steps_a_leader_down(make_core) -> None:
+    h = make_core()
+    now = elect(h)
+    begin = sent(h.outputs[-1], m.BeginQuorumEpochRequest)[0]
+    out = h.answer(begin, m.BeginQuorumEpochResponse(E.FENCED_LEADER_EPOCH, 4, 3), now + 1)
+    assert h.core.role is Role.FOLLOWER and (h.core.epoch, h.core.leader_id) == (4, 3)
+    assert [u for u in out.updates if isinstance(u, LeaderChange)] == [LeaderChange(3, 4, False)]
+    assert h.quorum.read() == QuorumStateData(4, 3, None, (1, 2, 3))
