@@ -7,14 +7,19 @@ refusal the server guarantees had no effect; any other exception or a timeout me
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
+    """An op to perform. `extra`: fields recorded on both history lines of the op (e.g.
+    `{"workload": "topics"}`, which the checker splits the history by)."""
+
     f: str
     value: Any = None
+    extra: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

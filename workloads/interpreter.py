@@ -92,20 +92,21 @@ async def run_phase(
                 if isinstance(ans, Sleep):
                     await asyncio.sleep(max(ans.seconds, 0.001))
                     continue
+                extra = dict(ans.extra or {})
                 if client is None:
                     try:
                         client = await asyncio.wait_for(factory.open(node, process), op_timeout)
                     except Exception as e:
                         # Could not even connect: nothing was sent, so the op definitely failed.
-                        history.record(process, "invoke", ans.f, ans.value, node=node)
+                        history.record(process, "invoke", ans.f, ans.value, node=node, **extra)
                         history.record(process, "fail", ans.f, ans.value, node=node,
-                                       error=f"connect: {type(e).__name__}: {e}")
+                                       error=f"connect: {type(e).__name__}: {e}", **extra)
                         stats.count(ans.f, "fail")
                         await asyncio.sleep(0.1)
                         continue
-                history.record(process, "invoke", ans.f, ans.value, node=node)
+                history.record(process, "invoke", ans.f, ans.value, node=node, **extra)
                 done = await invoke_once(client, ans, op_timeout)
-                history.record(process, done.type, ans.f, done.value, node=node, error=done.error)
+                history.record(process, done.type, ans.f, done.value, node=node, error=done.error, **extra)
                 stats.count(ans.f, done.type)
                 if done.type == "info":
                     with contextlib.suppress(Exception):
