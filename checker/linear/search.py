@@ -7,7 +7,8 @@ linearized ops as a bitset, model state) are memoised exactly: a configuration s
 never explored again.
 
 Crashed ops (`info`, or no completion) are handled soundly and cheaply: they have no return
-(they may take effect at any later time, or never); crashed ops that cannot change the state
+(they may take effect at any later time, or never); at each configuration they are tried only
+after every completed candidate (most are never needed); crashed ops that cannot change the state
 were dropped by the model; a crashed op whose step leaves the state unchanged is never applied
 (applying it changes nothing); identical crashed ops are linearized in invocation order (they
 are interchangeable, and an earlier-invoked one can stand in for a later one); and the search
@@ -116,7 +117,10 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
         result.linearization = []
         return result
     cache: set[tuple[int, Any]] = set()
-    stack: list[tuple[int, Any]] = []
+    stack: list[tuple[int, Any, int]] = []
+    cr = [1 if c else 0 for c in crashed]
+    lazy = any(crashed)
+    phase = 0  # 0: try completed ops; 1: then crashed ones (they are tried only when needed)
     state = init
     bits = 0
     depth = 0
@@ -127,14 +131,14 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
         if is_call[entry]:
             i = opi[entry]
             tw = twin[i]
-            if tw < 0 or (bits >> tw) & 1:
+            if cr[i] == phase and (tw < 0 or (bits >> tw) & 1):
                 s2 = steps[i](state)
                 if s2 is not ILLEGAL and not (crashed[i] and s2 == state):
                     nb = bits | (1 << i)
                     key = (nb, s2)
                     if key not in cache:
                         cache.add(key)
-                        stack.append((i, state))
+                        stack.append((i, state, phase))
                         bits = nb
                         state = s2
                         # lift the call and its return out of the list
@@ -150,16 +154,16 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
                             remaining -= 1
                             depth += 1
                             if remaining == 0:
-                                result.linearization = [prepared[j][0].id for j, _ in stack]
+                                result.linearization = [prepared[j][0].id for j, _, _ in stack]
                                 result.configs = len(cache)
                                 result.deepest = depth
                                 return result
                             if depth > deepest:
                                 deepest = depth
                                 if keep_partials:
-                                    result.partials = [[prepared[j][0].id for j, _ in stack]]
+                                    result.partials = [[prepared[j][0].id for j, _, _ in stack]]
                             elif keep_partials and depth == deepest and len(result.partials) < keep_partials:
-                                result.partials.append([prepared[j][0].id for j, _ in stack])
+                                result.partials.append([prepared[j][0].id for j, _, _ in stack])
                         polls += 1
                         if polls >= _SLICE:
                             polls = 0
@@ -168,13 +172,19 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
                             except _OutOfBudget as why:
                                 return SearchResult(UNKNOWN, str(why), len(cache), None, result.partials, deepest, n)
                         entry = nxt[head]
+                        phase = 0
                         continue
             entry = nxt[entry]
             continue
-        # a return: its op was not linearized before it returned; undo the last choice
+        # a return: its op was not linearized before it returned. Try the crashed ops before
+        # it; after those, undo the last choice.
+        if phase == 0 and lazy:
+            phase = 1
+            entry = nxt[head]
+            continue
         if not stack:
             return SearchResult(INVALID, "no linearization exists", len(cache), None, result.partials, deepest, n)
-        i, state = stack.pop()
+        i, state, phase = stack.pop()
         bits ^= 1 << i
         r = retnode[i]
         if r >= 0:

@@ -1,0 +1,112 @@
+"""Benchmark: the linearizability checker on Porcupine's etcd and kv histories, beside
+Porcupine's own (Go) median times on this kind of machine from the histories' manifest.
+
+Times are medians of several runs of the check alone (files are parsed once, outside the
+timing), per file and in total. The kv files are checked partitioned by key and without
+partitioning (the whole map as one state); kv c50 without partitioning runs once, in a child
+process, under a time and memory budget, and its peak resident memory is printed.
+
+    .venv/bin/python bench/bench_checker.py [--runs 7] [--budget 60] [--skip-c50-whole]
+
+Targets (issue 7): etcd total ≤ 150 ms; kv c50 partitioned ≤ 340 ms; kv c10 unpartitioned
+≤ 2 s; kv c50 unpartitioned ends (verdict or unknown) under 2 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from checker.formats import read_history
+from checker.history import pair_ops
+from checker.linear.budget import Budget
+from checker.linear.race import race
+from checker.reference import Reference, load_manifest
+
+
+def _time(ops: list[Any], ref: Reference, partitioned: bool, runs: int, budget: Budget) -> tuple[float, Any]:
+    samples = []
+    verdict: Any = None
+    for _ in range(runs):
+        model = ref.build(partitioned)
+        t0 = time.perf_counter()
+        res = race(ops, model, budget)
+        samples.append(time.perf_counter() - t0)
+        verdict = res.valid
+    return statistics.median(samples) * 1000, verdict
+
+
+def _word(v: Any) -> str:
+    return {True: "Ok", False: "Illegal"}.get(v, "Unknown")
+
+
+def _child(path: str, fmt: str, ref: Reference, seconds: float, rss: int, q: Any) -> None:
+    ops = pair_ops(read_history(path, fmt))
+    t0 = time.perf_counter()
+    res = race(ops, ref.build(False), Budget(seconds=seconds, max_rss_bytes=rss), workers=1)
+    q.put((time.perf_counter() - t0, res.valid, res.reason, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--budget", type=float, default=60.0, help="seconds for kv c50 without partitioning")
+    ap.add_argument("--skip-c50-whole", action="store_true")
+    args = ap.parse_args()
+    refs = load_manifest()
+    budget = Budget(seconds=120)
+    mismatches = 0
+
+    print("== Porcupine etcd logs (cas-register), ms: this checker vs Porcupine (Go) ==")
+    total = total_go = 0.0
+    for ref in [r for r in refs if r.format == "jepsen-etcd-log"]:
+        ops = pair_ops(read_history(ref.path, ref.reader_format))
+        ms, v = _time(ops, ref, True, args.runs, budget)
+        go = ref.porcupine_ms.get("etcd", float("nan"))
+        total, total_go = total + ms, total_go + go
+        mismatches += v is not ref.expected
+        print(f"  {ref.path.name:14s} {len(ops):5d} ops  {_word(v):8s} {ms:9.3f}   go {go:9.3f}")
+    print(f"  etcd TOTAL ({sum(r.format == 'jepsen-etcd-log' for r in refs)} files): {total:.1f} ms   "
+          f"go {total_go:.1f} ms   target ≤ 150 ms")
+
+    print("== Porcupine kv histories, ms: partitioned by key | without partitioning ==")
+    kv = [r for r in refs if r.model == "kv"]
+    for ref in kv:
+        ops = pair_ops(read_history(ref.path, ref.reader_format))
+        ms, v = _time(ops, ref, True, args.runs, budget)
+        mismatches += v is not ref.expected
+        line = (f"  {ref.path.name:12s} {len(ops):5d} ops  partitioned {_word(v):8s} {ms:9.2f}"
+                f"  (go {ref.porcupine_ms.get('kv-partitioned', float('nan')):.2f})")
+        if ref.n_ops < 1000:
+            ms2, v2 = _time(ops, ref, False, max(1, args.runs // 2), budget)
+            mismatches += v2 is not ref.expected
+            line += (f" | whole {_word(v2):8s} {ms2:9.2f}"
+                     f"  (go {ref.porcupine_ms.get('kv-no-partition', float('nan')):.2f})")
+        print(line)
+    if not args.skip_c50_whole:
+        ctx = multiprocessing.get_context("fork")
+        for ref in [r for r in kv if r.n_ops >= 1000]:
+            q = ctx.Queue()
+            p = ctx.Process(target=_child, args=(str(ref.path), ref.reader_format, ref, args.budget,
+                                                 1_900_000_000, q))
+            p.start()
+            secs, v, reason, maxrss_kb = q.get()
+            p.join()
+            mismatches += v is False and ref.expected is True
+            print(f"  {ref.path.name:12s} whole (budget {args.budget:g} s, 1.9 GB): {_word(v)} in {secs:.1f} s, "
+                  f"peak RSS {maxrss_kb / 1024:.0f} MB  (go: {ref.porcupine_ms.get('kv-no-partition', 0):.0f} ms, "
+                  f"Unknown)  {reason}")
+    print(f"verdict mismatches against the manifest: {mismatches}")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
