@@ -573,6 +573,11 @@ class RaftCore:
             return answer(False, "stale epoch", m.Errors.FENCED_LEADER_EPOCH)
         if not self.is_voter or req.candidate_id not in self.voters:
             return answer(False, "not a voter", m.Errors.INCONSISTENT_VOTER_SET)
+        if req.pre_vote and req.epoch - 1 > self.epoch:
+            # The candidate really is in a later epoch (its pre-vote asks for its epoch + 1), reached
+            # in an election this node missed: adopt that epoch, as Raft does for any later term, or
+            # the candidate could never be heard again (pre-votes change nobody's epoch).
+            self._set_state(Unattached(req.epoch - 1, None, now + self._election_timeout()), now)
         up_to_date = (req.last_epoch, req.end_offset) >= (self.log.last_epoch(), self.log.end_offset())
         if req.pre_vote:
             state = self.state
@@ -616,6 +621,9 @@ class RaftCore:
     # ----------------------------------------------------------------- Begin/EndQuorumEpoch
 
     def _on_begin_request(self, env: m.Envelope, req: m.BeginQuorumEpochRequest, now: int) -> None:
+        if req.leader_id not in self.voters or req.leader_id == self.node_id:
+            self._reply(env, m.BeginQuorumEpochResponse(m.Errors.INCONSISTENT_VOTER_SET, self.epoch, self.leader_id))
+            return
         if req.epoch < self.epoch:
             self._reply(env, m.BeginQuorumEpochResponse(m.Errors.FENCED_LEADER_EPOCH, self.epoch, self.leader_id))
             return
@@ -630,6 +638,9 @@ class RaftCore:
             state.unacknowledged.discard(env.src)
 
     def _on_end_request(self, env: m.Envelope, req: m.EndQuorumEpochRequest, now: int) -> None:
+        if req.leader_id not in self.voters or req.leader_id == self.node_id:
+            self._reply(env, m.EndQuorumEpochResponse(m.Errors.INCONSISTENT_VOTER_SET, self.epoch, self.leader_id))
+            return
         if req.epoch < self.epoch:
             self._reply(env, m.EndQuorumEpochResponse(m.Errors.FENCED_LEADER_EPOCH, self.epoch, self.leader_id))
             return
@@ -674,6 +685,8 @@ class RaftCore:
 
     def _on_fetch_request(self, env: m.Envelope, req: m.FetchRequest, now: int) -> None:
         error = self._not_leader_error(req.epoch)
+        if req.fetch_offset < 0 or req.max_wait_ms < 0 or not 0 <= req.last_fetched_epoch <= req.epoch:
+            error = m.Errors.INVALID_REQUEST
         if error is not None:
             self._reply(env, m.FetchResponse(error, self.epoch, self.leader_id, self._hw))
             return
@@ -723,10 +736,14 @@ class RaftCore:
         diverging, snapshot_id = self._validate_fetch(offset, last_epoch)
         log = self.log
         batches: tuple[Batch, ...] = ()
+        error = m.Errors.NONE
         if diverging is None and snapshot_id is None and offset < log.end_offset():
-            batches = tuple(log.read(offset, self.config.fetch_max_bytes))
+            try:
+                batches = tuple(log.read(offset, self.config.fetch_max_bytes))
+            except ValueError:  # not a batch boundary: no replica of ours fetches there
+                error = m.Errors.INVALID_REQUEST
         response = m.FetchResponse(
-            m.Errors.NONE, state.epoch, self.node_id, self._hw, log.start_offset(), batches, diverging, snapshot_id
+            error, state.epoch, self.node_id, self._hw, log.start_offset(), batches, diverging, snapshot_id
         )
         self._out.messages.append(m.Envelope(self.node_id, dst, response, ref))
 
@@ -829,6 +846,8 @@ class RaftCore:
         size = self.snapshots.size(sid) if error is None else 0
         if error is None and not 0 <= req.position <= size:
             error = m.Errors.POSITION_OUT_OF_RANGE
+        if error is None and req.max_bytes <= 0:
+            error = m.Errors.INVALID_REQUEST
         if error is not None:
             self._reply(env, m.FetchSnapshotResponse(error, self.epoch, self.leader_id, sid))
             return

@@ -44,7 +44,8 @@ class SimParams:
         return (
             f".venv/bin/python -m node.sim.replay --seed {self.seed} --voters {self.voters} "
             f"--observers {self.observers} --faults {','.join(self.faults) or 'none'} "
-            f"--fault-ms {self.fault_ms} --settle-ms {self.settle_ms} --snapshot-every {self.snapshot_every}"
+            f"--fault-ms {self.fault_ms} --settle-ms {self.settle_ms} --snapshot-every {self.snapshot_every} "
+            f"--append-interval-ms {self.append_interval_ms} --snapshot-chunk-bytes {self.snapshot_chunk_bytes}"
         )
 
 

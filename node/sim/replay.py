@@ -24,6 +24,8 @@ def parse(argv: list[str] | None = None) -> SimParams:
     parser.add_argument("--fault-ms", type=int, default=_DEFAULTS.fault_ms)
     parser.add_argument("--settle-ms", type=int, default=_DEFAULTS.settle_ms)
     parser.add_argument("--snapshot-every", type=int, default=_DEFAULTS.snapshot_every)
+    parser.add_argument("--append-interval-ms", type=int, default=_DEFAULTS.append_interval_ms)
+    parser.add_argument("--snapshot-chunk-bytes", type=int, default=_DEFAULTS.snapshot_chunk_bytes)
     args = parser.parse_args(argv)
     faults = tuple(f for f in args.faults.split(",") if f and f != "none")
     return SimParams(
@@ -34,6 +36,8 @@ def parse(argv: list[str] | None = None) -> SimParams:
         fault_ms=args.fault_ms,
         settle_ms=args.settle_ms,
         snapshot_every=args.snapshot_every,
+        append_interval_ms=args.append_interval_ms,
+        snapshot_chunk_bytes=args.snapshot_chunk_bytes,
     )
 
 

@@ -363,3 +363,35 @@ def test_higher_epoch_in_a_response_steps_a_leader_down(make_core) -> None:
     assert h.core.role is Role.FOLLOWER and (h.core.epoch, h.core.leader_id) == (4, 3)
     assert [u for u in out.updates if isinstance(u, LeaderChange)] == [LeaderChange(3, 4, False)]
     assert h.quorum.read() == QuorumStateData(4, 3, None, (1, 2, 3))
+
+
+def test_a_prevote_from_a_later_epoch_moves_even_a_leader_to_that_epoch(make_core) -> None:
+    h = make_core()
+    now = elect(h)
+    out = h.deliver(2, m.VoteRequest(3, 2, 1, 1, True), now + 1)  # node 2 already reached epoch 2
+    assert h.core.role is Role.UNATTACHED and h.core.epoch == 2 and h.core.voted_id is None
+    assert sent(out, m.VoteResponse)[0].message.granted
+    # An ordinary pre-vote (for our epoch + 1) changes nothing.
+    g = make_core()
+    now = elect(g)
+    g.deliver(2, m.VoteRequest(2, 2, 1, 1, True), now + 1)
+    assert g.core.is_leader and g.core.epoch == 1
+
+
+def test_malformed_requests_get_errors_not_state_changes(make_core) -> None:
+    h = make_core(config=RaftConfig(append_linger_ms=0))
+    now = elect(h)
+    h.core.append([Record(None, b"a"), Record(None, b"b"), Record(None, b"c")], now)  # batch [1, 4)
+    cases = [
+        (m.BeginQuorumEpochRequest(99, 42), m.BeginQuorumEpochResponse, E.INCONSISTENT_VOTER_SET),
+        (m.EndQuorumEpochRequest(99, 1), m.EndQuorumEpochResponse, E.INCONSISTENT_VOTER_SET),
+        (m.FetchRequest(1, 2, -5, 0, 0), m.FetchResponse, E.INVALID_REQUEST),
+        (m.FetchRequest(1, 2, 1, 7, 0), m.FetchResponse, E.INVALID_REQUEST),
+        (m.FetchRequest(1, 2, 2, 1, 0), m.FetchResponse, E.INVALID_REQUEST),  # inside a batch
+        (m.FetchRequest(1, 2, 0, 0, -1), m.FetchResponse, E.INVALID_REQUEST),
+        (m.FetchSnapshotRequest(1, 2, OffsetAndEpoch(1, 1), 0, 10), m.FetchSnapshotResponse, E.SNAPSHOT_NOT_FOUND),
+    ]
+    for request, kind, error in cases:
+        out = h.deliver(2, request, now + 1)
+        assert [e.message.error for e in sent(out, kind)] == [error], request
+    assert h.core.is_leader and h.core.epoch == 1 and h.log.end_offset() == 4
