@@ -168,8 +168,8 @@ def _zero_fields(entity_type: type[Entity]) -> tuple[tuple[str, Callable[[], Any
         if field.default is not MISSING or field.default_factory is not MISSING:
             continue
         match classify_field(field):
-            case PrimitiveField():
-                result.append((field.name, functools.partial(_zero, get_schema_field_type(field))))
+            case PrimitiveField():  # zero values are immutable: make each once
+                result.append((field.name, functools.partial(lambda v: v, _zero(get_schema_field_type(field)))))
             case EntityField(nested):
                 nullable = is_optional(field)
                 result.append((field.name, (lambda: None) if nullable else functools.partial(zero_entity, nested)))

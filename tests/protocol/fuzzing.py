@@ -50,6 +50,19 @@ from protocol.entities import EntityFactory
 
 MUST_CLOSE = "must-close"
 MAY_CLOSE = "may-close"
+EXPECTATIONS: dict[str, str] = {
+    "negative-size": MUST_CLOSE,
+    "oversized": MUST_CLOSE,
+    "truncated-body": MUST_CLOSE,
+    "truncated-prefix": MUST_CLOSE,
+    "cut-request": MUST_CLOSE,
+    "trailing-bytes": MUST_CLOSE,
+    "unknown-api-key": MUST_CLOSE,
+    "unsupported-version": MUST_CLOSE,
+    "bit-flip": MAY_CLOSE,
+    "splice": MAY_CLOSE,
+    "random-bytes": MAY_CLOSE,
+}
 _I32 = (-(2**31), 2**31 - 1)
 _POOL_SIZE = 2000
 _ODD_CLIENT_IDS = (None, "", "é日本", "x" * 1000, "\x00\x01", "kraftlab-fuzz")
@@ -71,8 +84,12 @@ class BadFrame:
 
     kind: str
     data: bytes
-    expectation: str  # MUST_CLOSE or MAY_CLOSE
     half_close: bool = False
+
+    @property
+    def expectation(self) -> str:
+        """MUST_CLOSE or MAY_CLOSE."""
+        return EXPECTATIONS[self.kind]
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,38 +212,38 @@ class FrameGenerator:
         roll = rng.randrange(11)
         if roll == 0:
             size = rng.choice((-1, -(2**31), rng.randrange(-(2**31), 0)))
-            return BadFrame("negative-size", SIZE_PREFIX.pack(size) + rng.randbytes(rng.randrange(16)), MUST_CLOSE)
+            return BadFrame("negative-size", SIZE_PREFIX.pack(size) + rng.randbytes(rng.randrange(16)))
         if roll == 1:
             size = rng.randint(self.max_frame_bytes + 1, 2**31 - 1)
-            return BadFrame("oversized", SIZE_PREFIX.pack(size) + rng.randbytes(rng.randrange(64)), MUST_CLOSE)
+            return BadFrame("oversized", SIZE_PREFIX.pack(size) + rng.randbytes(rng.randrange(64)))
         if roll == 2:
             size = rng.randint(1, min(self.max_frame_bytes, 2**20))
             body = rng.randbytes(rng.randrange(min(size, 256)))
-            return BadFrame("truncated-body", SIZE_PREFIX.pack(size) + body, MUST_CLOSE, half_close=True)
+            return BadFrame("truncated-body", SIZE_PREFIX.pack(size) + body, half_close=True)
         if roll == 3:
-            return BadFrame("truncated-prefix", rng.randbytes(rng.randint(1, 3)), MUST_CLOSE, half_close=True)
+            return BadFrame("truncated-prefix", rng.randbytes(rng.randint(1, 3)), half_close=True)
         _, _, data = self.valid_request()
         payload = data[SIZE_PREFIX.size :]
         if roll == 4:
             cut = payload[: rng.randrange(len(payload))]
-            return BadFrame("cut-request", frame(cut), MUST_CLOSE)
+            return BadFrame("cut-request", frame(cut))
         if roll == 5:
-            return BadFrame("trailing-bytes", frame(payload + rng.randbytes(rng.randint(1, 64))), MUST_CLOSE)
+            return BadFrame("trailing-bytes", frame(payload + rng.randbytes(rng.randint(1, 64))))
         if roll == 6:
-            return BadFrame("unknown-api-key", frame(self._unknown_key_payload(payload)), MUST_CLOSE)
+            return BadFrame("unknown-api-key", frame(self._unknown_key_payload(payload)))
         if roll == 7 and self.served_other:
-            return BadFrame("unsupported-version", frame(self._unsupported_version_payload()), MUST_CLOSE)
+            return BadFrame("unsupported-version", frame(self._unsupported_version_payload()))
         if roll == 8:
             flipped = bytearray(payload)
             for _ in range(rng.randint(1, 4)):
                 flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
-            return BadFrame("bit-flip", frame(bytes(flipped)), MAY_CLOSE)
+            return BadFrame("bit-flip", frame(bytes(flipped)))
         if roll == 9:
             at = rng.randrange(len(payload) + 1)
             spliced = payload[:at] + rng.randbytes(rng.randint(1, 8)) + payload[at + rng.randrange(8) :]
-            return BadFrame("splice", frame(spliced), MAY_CLOSE)
+            return BadFrame("splice", frame(spliced))
         prefix = payload[: rng.randrange(min(len(payload), 16) + 1)]
-        return BadFrame("random-bytes", frame(prefix + rng.randbytes(rng.randrange(200))), MAY_CLOSE)
+        return BadFrame("random-bytes", frame(prefix + rng.randbytes(rng.randrange(200))))
 
     def _unknown_key_payload(self, payload: bytes) -> bytes:
         while True:
