@@ -26,6 +26,18 @@ def run_or_explain(params: SimParams) -> None:
     voters=st.integers(min_value=1, max_value=5),
     observers=st.integers(min_value=0, max_value=3),
     faults=st.sets(st.sampled_from(FAULT_KINDS)),
+    snapshot_every=st.sampled_from([0, 5, 25, 100]),
+    append_interval_ms=st.sampled_from([10, 40, 200]),
 )
-def test_invariants_and_liveness_under_faults(seed: int, voters: int, observers: int, faults: set[str]) -> None:
-    run_or_explain(SimParams(seed=seed, voters=voters, observers=observers, faults=tuple(sorted(faults))))
+def test_invariants_and_liveness_under_faults(
+    seed: int, voters: int, observers: int, faults: set[str], snapshot_every: int, append_interval_ms: int
+) -> None:
+    params = SimParams(
+        seed=seed,
+        voters=voters,
+        observers=observers,
+        faults=tuple(sorted(faults)),
+        snapshot_every=snapshot_every,
+        append_interval_ms=append_interval_ms,
+    )
+    run_or_explain(params)
