@@ -189,11 +189,14 @@ CONTROLLER_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # name: (api key, 
     "ListPartitionReassignments": (46, 0, 0),
     "ElectLeaders": (43, 0, 2),
 }
+# Client APIs stop at their last non-flexible versions for now: librdkafka 2.x sends flexible Metadata
+# requests (v9+) with a tagged field the schema does not define (and, in v12, a field v12 no longer
+# has); Kafka skips both, node.protocol's strict decoding closes the connection instead.
 BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
-    "Metadata": (3, 0, 12),
+    "Metadata": (3, 0, 8),
     "DescribeCluster": (60, 0, 1),
-    "CreateTopics": (19, 2, 7),
-    "DeleteTopics": (20, 1, 6),
+    "CreateTopics": (19, 2, 4),
+    "DeleteTopics": (20, 1, 3),
 }
 APP_TICK_MS = 50
 CONTROLLED_SHUTDOWN_WAIT_S = 15.0

@@ -61,6 +61,19 @@ def node_properties(node_id: int, base: Path, voters: dict[int, int], **extra: s
     return props
 
 
+def broker_properties(node_id: int, base: Path, voters: dict[int, int], port: int, **extra: str) -> dict[str, str]:
+    """server.properties of a broker-only node on loopback (a Raft observer with a PLAINTEXT listener)."""
+    props = node_properties(min(voters), base, voters, **extra)
+    props.update({
+        "process.roles": "broker",
+        "node.id": str(node_id),
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "metadata.log.dir": str(base / f"n{node_id}" / "meta"),
+        "log.dirs": str(base / f"n{node_id}" / "data"),
+    })
+    return props
+
+
 FAST = RaftConfig(election_timeout_ms=150, fetch_timeout_ms=300, election_backoff_max_ms=100,
                   request_timeout_ms=300, retry_backoff_ms=10, append_linger_ms=2, fetch_max_wait_ms=50)
 
@@ -144,20 +157,32 @@ class ProcessCluster:
     """Real `kraft-node start` processes of an all-controller cluster on loopback (used by the e2e
     tests and bench/bench_node.py). Every process is killed by `close()`, whatever happened."""
 
-    def __init__(self, base: Path, n: int = 3, **extra: str) -> None:
+    def __init__(self, base: Path, n: int = 3, brokers: int = 0, **extra: str) -> None:
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
         self.ids = list(range(1, n + 1))
-        self.ports = dict(zip(self.ids, free_ports(n), strict=True))
+        self.broker_ids = list(range(n + 1, n + brokers + 1))
+        ports = free_ports(n + brokers)
+        self.ports = dict(zip(self.ids, ports[:n], strict=True))
+        self.broker_ports = dict(zip(self.broker_ids, ports[n:], strict=True))
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.configs: dict[int, Path] = {}
         self.cluster_id = random_cluster_id()
-        for i in self.ids:
-            props = node_properties(i, base, self.ports, **{"kraftlab.unsafe.test.mode": "true", **extra})
+        extra = {"kraftlab.unsafe.test.mode": "true", **extra}
+        for i in self.ids + self.broker_ids:
+            if i in self.ports:
+                props = node_properties(i, base, self.ports, **extra)
+            else:
+                props = broker_properties(i, base, self.ports, self.broker_ports[i], **extra)
             path = base / f"n{i}.properties"
             path.write_text(render_properties(props))
             self.configs[i] = path
             format_dirs(config_from_properties(props).all_log_dirs, self.cluster_id, i)
+
+    @property
+    def bootstrap(self) -> str:
+        """The brokers' listeners, as a client's bootstrap.servers."""
+        return ",".join(f"127.0.0.1:{p}" for p in self.broker_ports.values())
 
     def journal(self, i: int) -> Path:
         return self.base / f"n{i}" / "meta" / "journal.jsonl"
@@ -174,7 +199,7 @@ class ProcessCluster:
             log.close()
 
     def start_all(self) -> None:
-        for i in self.ids:
+        for i in self.ids + self.broker_ids:
             self.start(i)
 
     def kill(self, i: int, sig: int = signal.SIGKILL, timeout: float = 10.0) -> int | None:
@@ -194,7 +219,8 @@ class ProcessCluster:
             self.kill(i, signal.SIGKILL)
 
     def alive(self) -> list[int]:
-        return [i for i, p in self.procs.items() if p.poll() is None]
+        """Live voters (brokers are not asked about the quorum)."""
+        return [i for i, p in self.procs.items() if p.poll() is None and i in self.ports]
 
     def quorum(self, i: int, timeout: float = 1.0) -> dict[str, object] | None:
         try:
