@@ -206,10 +206,7 @@ class RaftCore:
         self._begin()
         latest = self.snapshots.latest()
         if latest is not None:
-            self._out.updates.append(LoadSnapshot(latest, self.snapshots.read_records(latest)))
-            self._event("snapshot", action="load", offset=latest.offset, epoch=latest.epoch)
-            self._applied = self._hw = latest.offset
-        stored = self.quorum.read()
+            self._applied = self._hw = latest.offset  # a snapshot only ever covers committed data
         self._event(
             "start",
             roles=self.roles,
@@ -218,6 +215,10 @@ class RaftCore:
             log_end=self.log.end_offset(),
             hw=self._hw,
         )
+        if latest is not None:
+            self._out.updates.append(LoadSnapshot(latest, self.snapshots.read_records(latest)))
+            self._event("snapshot", action="load", offset=latest.offset, epoch=latest.epoch)
+        stored = self.quorum.read()
         log_epoch = self.log.last_epoch()
         if stored is None or log_epoch > stored.leader_epoch:
             self._set_state(Unattached(max(log_epoch, 0), None, self._unattached_deadline(now)), now)
