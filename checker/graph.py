@@ -21,6 +21,7 @@ those edges are needed).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 from collections.abc import Callable, Hashable
@@ -68,6 +69,27 @@ def _key(v: Any) -> Any:
     return json.dumps(v, sort_keys=True) if isinstance(v, list | dict) else v
 
 
+def _realtime_predecessors(ops: list[Op]) -> list[tuple[Op, list[Op]]]:
+    """For each op b, the ops that completed before b began and after every op that completed
+    before b began had been invoked (a transitive reduction of real-time order)."""
+    done = sorted((o for o in ops if o.ret is not None), key=lambda x: x.ret or 0)
+    rets = [o.ret or 0 for o in done]
+    prefix_max_call: list[int] = []
+    m = -1
+    for o in done:
+        m = max(m, o.call)
+        prefix_max_call.append(m)
+    out = []
+    for b in ops:
+        k = bisect.bisect_left(rets, b.call)  # done[:k] completed before b began
+        if k == 0:
+            continue
+        frontier = prefix_max_call[k - 1]
+        lo = bisect.bisect_left(rets, frontier)
+        out.append((b, [a for a in done[lo:k] if a.id != b.id]))
+    return out
+
+
 def build_graph(ops: list[Op], view: View, numeric: bool = False, initial: Any = None) -> nx.MultiDiGraph:
     """The dependency graph of these ops (see the module docstring)."""
     g = nx.MultiDiGraph()
@@ -95,16 +117,15 @@ def build_graph(ops: list[Op], view: View, numeric: bool = False, initial: Any =
         r = views[w.id][0]
         if r is not _NONE:
             newer(r, v, f"{w.label()} replaced {r}", writer.get(r), w)
-    values = list(writer)
-    for a in values:
-        for b in values:
-            if a == b:
-                continue
-            wa, wb = writer[a], writer[b]
-            if numeric and isinstance(a, int) and isinstance(b, int) and a < b:
-                newer(a, b, f"version {a} < {b}", wa, wb)
-            elif not numeric and wa.ret is not None and wa.ret < wb.call:
-                newer(a, b, f"{wa.label()} completed before {wb.label()} began", wa, wb)
+    if numeric:
+        nums = sorted(v for v in writer if isinstance(v, int))
+        for a, b in itertools.pairwise(nums):
+            newer(a, b, f"version {a} < {b}", writer[a], writer[b])
+    else:
+        writes = list(writer.values())
+        for wb, was in _realtime_predecessors(writes):
+            for wa in was:
+                newer(views[wa.id][1], views[wb.id][1], f"{wa.label()} completed before {wb.label()} began", wa, wb)
     for o in ops:
         r = views[o.id][0]
         if r is _NONE:
@@ -122,16 +143,9 @@ def build_graph(ops: list[Op], view: View, numeric: bool = False, initial: Any =
     for seq in by_proc.values():
         for a, b in itertools.pairwise(seq):
             g.add_edge(a.id, b.id, kind="process", why=f"process {a.process} ran {a.label()} then {b.label()}")
-    done = sorted((o for o in ops if o.ret is not None), key=lambda x: x.ret or 0)
-    for b in ops:
-        # real-time edges from the ops that completed last before b began (a transitive reduction)
-        before = [a for a in done if a.ret is not None and a.ret < b.call]
-        if not before:
-            continue
-        frontier = max(a.call for a in before)
+    for b, before in _realtime_predecessors(ops):
         for a in before:
-            if a.ret is not None and a.ret >= frontier and a.id != b.id:
-                g.add_edge(a.id, b.id, kind="rt", why=f"{a.label()} completed before {b.label()} began")
+            g.add_edge(a.id, b.id, kind="rt", why=f"{a.label()} completed before {b.label()} began")
     return g
 
 
@@ -177,12 +191,36 @@ def _classify(g: nx.MultiDiGraph, edges: list[dict[str, Any]], view: View) -> st
     return _elle_name(kinds)
 
 
-def find_anomalies(ops: list[Op], model_name: str, initial: Any = None, limit: int = 5) -> list[dict[str, Any]]:
-    """Cycles of the dependency graph, shortest first, each named and explained."""
+WINDOW_BEFORE, WINDOW_AFTER = 80, 20
+
+
+def window(ops: list[Op], around: int | None) -> list[Op]:
+    """The ops invoked in the 80 ops before event position `around` and the 20 after (the later
+    ones tell a stale read from a duplicate apply: does the newer value come back?). Without
+    `around`, the last 100 ops."""
+    ops = sorted(ops, key=lambda o: o.call)
+    if around is None:
+        return ops[-(WINDOW_BEFORE + WINDOW_AFTER):]
+    k = bisect.bisect_left([o.call for o in ops], around)
+    return ops[max(0, k - WINDOW_BEFORE): k + WINDOW_AFTER]
+
+
+def find_anomalies(ops: list[Op], model_name: str, initial: Any = None, limit: int = 5, key: Any = None,
+                   around: int | None = None) -> list[dict[str, Any]]:
+    """Cycles of the dependency graph near a failure, shortest first, each named and explained.
+
+    `key` selects one partition's ops (for per-key models: pass the linearizable result's
+    anomaly `key`); `around` the failure's position (its `prefix_events`).
+    """
     if model_name not in VIEWS:
         return []
     view, numeric = VIEWS[model_name]
-    g = build_graph(ops, view, numeric, initial)
+    if key is not None:
+        from checker.models import build_model
+
+        model = build_model(model_name, initial)
+        ops = [o for o in ops if _same_key(model.partition_key(o), key)]
+    g = build_graph(window(ops, around), view, numeric, initial)
     simple = nx.DiGraph()
     for a, b, d in g.edges(data=True):
         if d["kind"] in ("wr", "ww", "rw") or not simple.has_edge(a, b):
@@ -207,6 +245,10 @@ def find_anomalies(ops: list[Op], model_name: str, initial: Any = None, limit: i
     order = {"lost-write": 0, "duplicate-apply": 1, "stale-read": 2}
     out.sort(key=lambda a: (order.get(a["type"], 3), len(a["cycle"])))
     return out[:limit]
+
+
+def _same_key(a: Any, b: Any) -> bool:
+    return a == b or (isinstance(a, tuple) and isinstance(b, list) and list(a) == b)
 
 
 def explain_cycle(g: nx.MultiDiGraph, edges: list[dict[str, Any]]) -> str:

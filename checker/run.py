@@ -20,14 +20,11 @@ from checker.graph import draw_anomaly, find_anomalies, public
 from checker.history import History, pair_ops
 from checker.journal import load_journals
 from checker.linear.budget import Budget
-from checker.linear.race import split
 from checker.linearizable import _safe, check_linearizable
 from checker.models import build_model
 from checker.raft import check_raft
 
 WORKLOAD_MODELS = {"topics": "topics", "registry": "registry", "isr": "isr", "register": "cas-register"}
-GRAPH_WINDOW = 80
-GRAPH_AFTER = 20
 
 
 def _by_workload(history: History, model: str | None) -> dict[str, tuple[str, History]]:
@@ -52,17 +49,13 @@ def _linearizable(history: History, model_name: str, initial: Any, nil_read_any:
     pictures = None if out_dir is None else out_dir / tag
     res = check_linearizable(history, model, budget, out_dir=pictures)
     if res["valid"] is False:
-        ops = pair_ops(history)
-        key = res["anomalies"][0].get("key") if res["anomalies"] else None
-        sub = split(ops, model).get(key, ops)
-        cut = res["anomalies"][0].get("prefix_events") or len(history.events)
-        # the ops before the failing point, and a few after it (they tell a stale read from a
-        # duplicate apply: does the newer value come back?)
-        window = [o for o in sub if o.call < cut][-GRAPH_WINDOW:] + [o for o in sub if o.call >= cut][:GRAPH_AFTER]
-        found = find_anomalies(window, model_name, initial)
+        first = res["anomalies"][0] if res["anomalies"] else {}
+        found = find_anomalies(pair_ops(history), model_name, initial, key=first.get("key"),
+                               around=first.get("prefix_events"))
         for i, a in enumerate(found):
             if pictures is not None:
-                a["pictures"] = [str(p) for p in draw_anomaly(a, pictures / f"cycle-{_safe(key)}-{i}")]
+                name = f"cycle-{_safe(first.get('key'))}-{i}"
+                a["pictures"] = [str(p) for p in draw_anomaly(a, pictures / name)]
             res["anomalies"].append(public(a))
         if found:
             res["explanation"] += "\nAnomaly: " + found[0]["type"] + ": " + found[0]["explanation"]
