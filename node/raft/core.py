@@ -353,7 +353,8 @@ class RaftCore:
         return now + (self._election_timeout() if self.is_voter else 0)
 
     def _resigned(self, epoch: int, successors: tuple[int, ...], now: int) -> Resigned:
-        return Resigned(epoch, now + self._election_timeout(), successors, set(self._others))
+        wait = self._election_timeout() if self._others else 0  # a lone voter has nobody to wait for
+        return Resigned(epoch, now + wait, successors, set(self._others))
 
     # ----------------------------------------------------------------- transitions
 
