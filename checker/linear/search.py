@@ -135,9 +135,9 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
                 s2 = steps[i](state)
                 if s2 is not ILLEGAL and not (crashed[i] and s2 == state):
                     nb = bits | (1 << i)
-                    key = (nb, s2)
-                    if key not in cache:
-                        cache.add(key)
+                    size = len(cache)
+                    cache.add((nb, s2))
+                    if len(cache) != size:  # a new configuration (one hash instead of two)
                         stack.append((i, state, phase))
                         bits = nb
                         state = s2

@@ -192,3 +192,12 @@ def test_per_key_api_round_trip() -> None:
     assert merge_keys([good, bad, odd])["valid"] is False
     assert merge_keys([good, odd])["valid"] == "unknown"
     assert merge_keys([good])["valid"] is True
+
+
+@needs_data
+def test_worker_processes_give_the_same_verdicts() -> None:
+    for name, want in (("c50-ok.txt", True), ("c50-bad.txt", False)):
+        ops = pair_ops(read_history(KV / name))
+        res = race(ops, build_model("kv"), Budget(seconds=60), workers=2)
+        assert res.valid is want, (name, res.reason)
+        assert res.partitions == 10
