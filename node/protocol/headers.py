@@ -9,6 +9,7 @@ nullable string, also in v2.
 
 from __future__ import annotations
 
+import logging
 import struct
 from dataclasses import dataclass
 from functools import cache
@@ -23,6 +24,8 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 from node.protocol.codec import decode_entity, decode_exact, encode_entity
 from node.protocol.errors import MalformedFrame, UnsupportedApi
 from node.protocol.framing import frame
+
+log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 _FIRST_FLEXIBLE_API_VERSIONS = 3
@@ -91,8 +94,15 @@ def parse_request_header(payload: bytes) -> RequestFrame:
 
 
 def parse_request_body(request: RequestFrame, request_type: type[RequestPayload]) -> RequestPayload:
-    """Decode the body of ``request`` as ``request_type``; it must fill the rest of the frame."""
-    return decode_exact(request_type, request.payload, request.body_offset)
+    """Decode the body of ``request`` as ``request_type``.
+
+    Bytes after the body are ignored, as Kafka's request parsing does: librdkafka, for one, sends
+    Metadata v12 requests with three extra bytes, and a real broker answers them.
+    """
+    body, end = decode_entity(request_type, request.payload, request.body_offset)
+    if end != len(request.payload):
+        log.debug("ignoring %d bytes after %s", len(request.payload) - end, request_type.__name__)
+    return body
 
 
 def encode_request(request: RequestPayload, correlation_id: int, client_id: str | None) -> bytes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -31,6 +31,7 @@ class TopicStore:
     """Topics by name, created by CreateTopics and listed by Metadata."""
 
     topics: dict[str, int] = field(default_factory=dict)
+    host: str = "127.0.0.1"
     port: int = 9092
     max_topics: int = 32  # beyond it CreateTopics fails with POLICY_VIOLATION (keeps fuzzed responses small)
 
@@ -51,7 +52,8 @@ class TopicStore:
             for name in names
             if name is not None
         )
-        return zero_entity(response_type, brokers=(broker,), topics=topics)
+        extra = {"controller_id": 1} if "controller_id" in {f.name for f in fields(response_type)} else {}
+        return zero_entity(response_type, brokers=(broker,), topics=topics, **extra)
 
     async def create_topics(self, request: RequestPayload, context: RequestContext) -> ResponsePayload:
         await asyncio.sleep(0)  # a real await: the response is produced after other work ran
