@@ -1,0 +1,152 @@
+"""Simulated broker agents: what the registry and isr workloads know about their fake brokers,
+and the register/heartbeat/unregister ops they send to the active controller.
+
+An agent is a broker id from a pool disjoint from the real brokers (1000+). Its `Agent` record
+is the clients' belief: the current incarnation and epoch (set by a successful registration),
+every epoch it ever had (zombies send with old ones on purpose), when it last heartbeated.
+Beliefs only steer the generators; the history records what was sent and answered.
+
+Ops (checker model `registry`, history field `workload: "registry"`):
+- `register` {"broker", "incarnation"} → {"epoch"}; fail DUPLICATE_BROKER_REGISTRATION (another
+  incarnation holds a live lease), INCONSISTENT_CLUSTER_ID, ...
+- `heartbeat` {"broker", "epoch", "want_fence", "want_shut_down", "offset"[, "zombie"]} →
+  {"fenced", "should_shut_down", "caught_up"}; fail STALE_BROKER_EPOCH (the broker's epoch is
+  not this one) or BROKER_ID_NOT_REGISTERED.
+- `unregister` {"broker"}; fail BROKER_ID_NOT_REGISTERED.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
+from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
+
+from workloads.client import Invocation
+from workloads.kafka import check, error_name
+from workloads.session import Handlers, Session
+
+REGISTRY = "registry"
+# Agents advertise a closed loopback port: nobody should ever connect to a simulated broker.
+AGENT_HOST, AGENT_PORT = "127.0.0.1", 1
+METADATA_VERSION_RANGE = (1, 30)
+CAUGHT_UP = 2**62  # a metadata offset beyond any epoch: the agent says it has replayed everything
+
+
+@dataclass
+class Agent:
+    id: int
+    zombie: bool = False
+    incarnation: str | None = None
+    epoch: int | None = None
+    fenced: bool = True
+    epochs: list[int] = field(default_factory=list)
+    last_heartbeat: float = -1e9
+    down_until: float | None = None  # shut down: silent until then, then registers anew
+
+    def registered(self, incarnation: str, epoch: int) -> None:
+        self.incarnation, self.epoch, self.fenced, self.down_until = incarnation, epoch, True, None
+        if epoch not in self.epochs:
+            self.epochs.append(epoch)
+
+    def forget(self) -> None:
+        self.incarnation, self.epoch, self.fenced = None, None, True
+
+
+@dataclass
+class AgentBook:
+    """The agents of one workload, by id."""
+
+    agents: dict[int, Agent]
+
+    @classmethod
+    def pool(cls, base: int, n: int, zombies: int = 0) -> AgentBook:
+        return cls({base + i: Agent(base + i, zombie=i < zombies) for i in range(n)})
+
+    def __getitem__(self, b: int) -> Agent:
+        return self.agents[b]
+
+    @property
+    def ids(self) -> list[int]:
+        return sorted(self.agents)
+
+    def find(self, b: int) -> Agent | None:
+        return self.agents.get(b)
+
+    def restartable(self, now: float) -> list[Agent]:
+        """Agents that were shut down and have stayed silent long enough to come back."""
+        return [a for a in self.agents.values() if a.down_until is not None and now >= a.down_until]
+
+
+def register_op(agent: Agent, rng: random.Random) -> Invocation:
+    """A registration as a new incarnation (a seeded random UUID)."""
+    incarnation = uuid.UUID(int=rng.getrandbits(128), version=4)
+    return Invocation("register", {"broker": agent.id, "incarnation": str(incarnation)}, {"workload": REGISTRY})
+
+
+def heartbeat_op(agent: Agent, epoch: int, *, want_fence: bool = False, want_shut_down: bool = False,
+                 zombie: bool = False) -> Invocation:
+    value: dict[str, Any] = {"broker": agent.id, "epoch": epoch, "want_fence": want_fence,
+                             "want_shut_down": want_shut_down, "offset": CAUGHT_UP}
+    if zombie:
+        value["zombie"] = True
+    return Invocation("heartbeat", value, {"workload": REGISTRY})
+
+
+def unregister_op(agent: Agent) -> Invocation:
+    return Invocation("unregister", {"broker": agent.id}, {"workload": REGISTRY})
+
+
+def agent_handlers(books: list[AgentBook]) -> Handlers:
+    """register/heartbeat/unregister handlers that keep the books' beliefs up to date."""
+
+    def agent_of(b: int) -> Agent | None:
+        for book in books:
+            if (a := book.find(b)) is not None:
+                return a
+        return None
+
+    async def register(session: Session, inv: Invocation) -> Any:
+        v = inv.value
+        req = BrokerRegistrationRequest(
+            broker_id=v["broker"], cluster_id=await session.cluster_id(), incarnation_id=uuid.UUID(v["incarnation"]),
+            listeners=(Listener(name="PLAINTEXT", host=AGENT_HOST, port=AGENT_PORT, security_protocol=0),),
+            features=(Feature(name="metadata.version", min_supported_version=METADATA_VERSION_RANGE[0],
+                              max_supported_version=METADATA_VERSION_RANGE[1]),),
+            rack=None)
+        resp = await session.controller.send(req, lambda r: r.error_code)
+        check(resp.error_code, v)
+        if (a := agent_of(v["broker"])) is not None:
+            a.registered(v["incarnation"], int(resp.broker_epoch))
+        return {"epoch": int(resp.broker_epoch)}
+
+    async def heartbeat(session: Session, inv: Invocation) -> Any:
+        v = inv.value
+        req = BrokerHeartbeatRequest(broker_id=v["broker"], broker_epoch=v["epoch"],
+                                     current_metadata_offset=v["offset"], want_fence=v["want_fence"],
+                                     want_shut_down=v["want_shut_down"])
+        resp = await session.controller.send(req, lambda r: r.error_code)
+        a = agent_of(v["broker"])
+        if a is not None and a.epoch == v["epoch"]:
+            if error_name(resp.error_code) in ("STALE_BROKER_EPOCH", "BROKER_ID_NOT_REGISTERED"):
+                a.forget()  # someone re-registered or unregistered it
+            elif int(resp.error_code) == 0:
+                a.fenced = bool(resp.is_fenced)
+        check(resp.error_code, v)
+        return {"fenced": bool(resp.is_fenced), "should_shut_down": bool(resp.should_shut_down),
+                "caught_up": bool(resp.is_caught_up)}
+
+    async def unregister(session: Session, inv: Invocation) -> Any:
+        v = inv.value
+        resp = await session.controller.send(UnregisterBrokerRequest(broker_id=v["broker"]), lambda r: r.error_code)
+        check(resp.error_code, v)
+        if (a := agent_of(v["broker"])) is not None:
+            a.forget()
+        return None
+
+    return {(REGISTRY, "register"): register, (REGISTRY, "heartbeat"): heartbeat,
+            (REGISTRY, "unregister"): unregister}

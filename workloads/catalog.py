@@ -1,0 +1,109 @@
+"""The workloads by name, as the runner uses them.
+
+`build(name, cluster, rate=…, concurrency=…)` → `Workload`:
+- `main`: the main-phase generator (staggered to about `rate` ops/s in total; seeded through
+  the interpreter's random source; `time_limit` optional),
+- `final`: the final-reads generator (one read per broker; run after heal and recovery),
+- `factory`: the `ClientFactory` over the cluster's addresses — a dict node name →
+  {"broker": "ip:port" | None, "controller": "ip:port" | None[, "id": node id]} (the id defaults
+  to the digits of the name),
+`session_timeout` (s) is the cluster's broker.session.timeout.ms: agents heartbeat six times
+per timeout and stay silent longer than it after a controlled shutdown.
+- `models`: the checker models to apply; each op's history field `workload` names its model.
+
+Broker reads are eventually consistent in Kafka, so they are marked `broker_read` (with the
+broker's node) and the final ones `final`. `linearizable(invocation)` says whether an op goes
+to the linearizability checker: writes, and final reads the model can take (only the topics
+`list`: the registry and isr reads lack broker epochs and partition epochs, which Kafka's broker
+APIs do not expose). `select(lines)` keeps those ops (invocation and completion lines) of a
+history; the other reads are for the staleness/monotonic checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from workloads.client import ClientFactory
+from workloads.generator import Generator, Stagger, TimeLimit
+from workloads.isr import IsrWorkload
+from workloads.kafka import Cluster, Connector, TcpConnector
+from workloads.mixed import MixedWorkload
+from workloads.registry import RegistryWorkload
+from workloads.session import KafkaClientFactory
+from workloads.topics import TopicsWorkload
+
+WORKLOADS = ("topics", "registry", "isr", "mixed")
+MODELS: dict[str, tuple[str, ...]] = {
+    "topics": ("topics",),
+    "registry": ("registry",),
+    "isr": ("isr", "registry", "topics"),  # its setup ops are registrations and topic creates
+    "mixed": ("topics", "registry", "isr"),
+}
+CHECKABLE_READS = frozenset({("topics", "list"), ("topics", "describe")})
+
+
+@dataclass
+class Workload:
+    name: str
+    main: Generator
+    final: Generator
+    factory: ClientFactory
+    models: tuple[str, ...]
+    brokers: list[str]
+
+
+def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate: float = 10.0,
+          concurrency: int = 6, time_limit: float | None = None, connector: Connector | None = None,
+          request_timeout: float = 3.0, session_timeout: float = 9.0) -> Workload:
+    """The named workload over `cluster` (see the module docstring)."""
+    c = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
+    brokers = c.brokers
+    if not brokers:
+        raise ValueError("the cluster has no broker listener: workloads read from brokers")
+    broker_ids = sorted(c.nodes[n].id for n in brokers)
+    impl: TopicsWorkload | RegistryWorkload | IsrWorkload | MixedWorkload
+    if name == "topics":
+        impl = TopicsWorkload(brokers, broker_ids)
+    elif name == "registry":
+        impl = RegistryWorkload(brokers, session_timeout=session_timeout)
+    elif name == "isr":
+        impl = IsrWorkload(brokers, session_timeout=session_timeout)
+    elif name == "mixed":
+        impl = MixedWorkload(brokers, broker_ids, session_timeout=session_timeout)
+    else:
+        raise ValueError(f"unknown workload {name!r}; one of {', '.join(WORKLOADS)}")
+    if rate <= 0 or concurrency <= 0:
+        raise ValueError("rate and concurrency must be positive")
+    main: Generator = Stagger(impl.generator(), dt=concurrency / rate)
+    if time_limit is not None:
+        main = TimeLimit(main, time_limit)
+    factory = KafkaClientFactory(c, connector or TcpConnector(request_timeout=request_timeout), impl.handlers())
+    return Workload(name, main, impl.final_reads(), factory, MODELS[name], brokers)
+
+
+def linearizable(invocation: Mapping[str, Any]) -> bool:
+    """Whether the op of this invocation line goes to the linearizability checker."""
+    v = invocation.get("value")
+    if not isinstance(v, Mapping) or not v.get("broker_read"):
+        return True
+    return bool(v.get("final")) and (invocation.get("workload"), invocation.get("f")) in CHECKABLE_READS
+
+
+def select(lines: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The ops of a history (invocation + completion lines, nemesis ops dropped) for the
+    linearizability checker; each completion follows its process's invocation."""
+    keep: dict[Any, bool] = {}
+    out = []
+    for line in lines:
+        p = line.get("process")
+        if p == "nemesis":
+            continue
+        if line.get("type") == "invoke":
+            keep[p] = linearizable(line)
+            if keep[p]:
+                out.append(line)
+        elif keep.pop(p, False):
+            out.append(line)
+    return out

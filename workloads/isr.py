@@ -1,0 +1,202 @@
+"""The `isr` workload: the leaders of partitions whose replicas are simulated agents alter ISRs.
+
+Setup ops run inside the main phase: agents (ids `base`…) register and keep heartbeating with
+want_fence=false and a caught-up offset (so they unfence: `registry` ops), and topics named
+`prefix`N are created with an explicit assignment onto agent ids (`topics` ops). Then:
+- `alter` {"topic", "topic_id", "partition", "leader" (the sender), "broker_epoch",
+  "leader_epoch", "partition_epoch", "isr" (requested)} → AlterPartition v3 to the active
+  controller → {"leader", "leader_epoch", "partition_epoch", "isr"} (checker model `isr`: a
+  compare-and-set on the partition epoch). Mostly the believed leader with its current epochs,
+  shrinking or expanding the ISR by one; sometimes a stale leader, stale epochs or an old
+  incarnation's broker epoch (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INVALID_REQUEST,
+  STALE_BROKER_EPOCH, INELIGIBLE_REPLICA: definite refusals, `fail`).
+- controlled shutdowns, fencing requests and re-registrations of agents move leadership and
+  ISR membership under the leaders.
+- `read` {"topic", "partition", "node", "broker_read": true[, "final": true]} → Metadata on a
+  broker → {"exists", "leader", "leader_epoch", "isr", "replicas"}. Kafka's Metadata carries no
+  partition epoch, so these reads steer the agents' beliefs and go to the staleness checks; the
+  `isr` model checks the alters. Broker reads are eventually consistent in Kafka (a broker's
+  image may lag), hence the `broker_read` mark; final reads run after heal and recovery.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.alter_partition.v3.request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
+
+from workloads.agents import AgentBook, agent_handlers, heartbeat_op, register_op
+from workloads.client import Invocation
+from workloads.generator import Context, FnGen
+from workloads.kafka import check, error_name
+from workloads.ops import OncePer, broker_read, op, read_node
+from workloads.registry import lifecycle_op, shut_down
+from workloads.session import Handlers, Session
+from workloads.topics import create as create_topic
+from workloads.topics import metadata
+
+ISR = "isr"
+
+
+@dataclass
+class Belief:
+    """What the agents believe about partition 0 of one topic."""
+
+    replicas: tuple[int, ...]
+    topic_id: str | None = None
+    leader: int = -1
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    isr: tuple[int, ...] = ()
+
+    def seen(self, leader: int, leader_epoch: int, isr: Sequence[int]) -> None:
+        """A read's view: never move backwards; the partition epoch is at least the leader epoch."""
+        if leader_epoch >= self.leader_epoch:
+            if leader_epoch > self.leader_epoch:
+                self.partition_epoch = max(self.partition_epoch, leader_epoch)
+            self.leader, self.leader_epoch, self.isr = leader, leader_epoch, tuple(isr)
+
+
+@dataclass
+class IsrWorkload:
+    brokers: Sequence[str]
+    base: int = 2000
+    agents: int = 4
+    topics: int = 2
+    prefix: str = "isr-"
+    replication: int = 3
+    session_timeout: float = 9.0  # the cluster's broker.session.timeout.ms, in seconds
+    book: AgentBook = field(init=False)
+    beliefs: dict[str, Belief] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.book = AgentBook.pool(self.base, self.agents)
+        ids = self.book.ids
+        rf = min(self.replication, len(ids))
+        self.beliefs = {f"{self.prefix}{i}": Belief(tuple(ids[(i + k) % len(ids)] for k in range(rf)))
+                        for i in range(self.topics)}
+
+    # --- handlers -----------------------------------------------------------------------------
+
+    def handlers(self) -> Handlers:
+        return {**agent_handlers([self.book]), ("topics", "create"): create_topic,
+                (ISR, "alter"): self._alter, (ISR, "read"): self._read}
+
+    async def _alter(self, session: Session, inv: Invocation) -> Any:
+        v = inv.value
+        req = AlterPartitionRequest(broker_id=v["leader"], broker_epoch=v["broker_epoch"], topics=(TopicData(
+            topic_id=uuid.UUID(v["topic_id"]), partitions=(PartitionData(
+                partition_index=v["partition"], leader_epoch=v["leader_epoch"], partition_epoch=v["partition_epoch"],
+                new_isr_with_epochs=tuple(BrokerState(broker_id=b, broker_epoch=e) for b, e in v["isr_epochs"])),)),))
+
+        def code_of(r: Any) -> int:
+            if int(r.error_code) or not r.topics or not r.topics[0].partitions:
+                return int(r.error_code)
+            return int(r.topics[0].partitions[0].error_code)
+
+        resp = await session.controller.send(req, code_of)
+        check(resp.error_code, v)
+        part = resp.topics[0].partitions[0]
+        belief = self.beliefs.get(v["topic"])
+        name = error_name(part.error_code)
+        if belief is not None and belief.partition_epoch == v["partition_epoch"]:
+            if name == "INVALID_UPDATE_VERSION":
+                belief.partition_epoch += 1  # learn the partition epoch by trying the next one
+            elif name == "NOT_CONTROLLER":  # our epochs were ahead of the controller's
+                belief.partition_epoch = max(belief.leader_epoch, belief.partition_epoch - 1)
+        check(part.error_code, v)
+        out = {"leader": int(part.leader_id), "leader_epoch": int(part.leader_epoch),
+               "partition_epoch": int(part.partition_epoch), "isr": sorted(int(b) for b in part.isr)}
+        if belief is not None and out["partition_epoch"] > belief.partition_epoch:
+            belief.leader, belief.leader_epoch = out["leader"], out["leader_epoch"]
+            belief.partition_epoch, belief.isr = out["partition_epoch"], tuple(out["isr"])
+        return out
+
+    async def _read(self, session: Session, inv: Invocation) -> Any:
+        v = inv.value
+        resp = await metadata(session, v["node"], [v["topic"]])
+        t = resp.topics[0]
+        if int(t.error_code) == 3:
+            return {"exists": False}
+        check(t.error_code, v)
+        belief = self.beliefs.get(v["topic"])
+        if belief is not None:
+            belief.topic_id = str(t.topic_id)
+        p = next((p for p in t.partitions if int(p.partition_index) == v["partition"]), None)
+        if p is None:
+            return {"exists": True, "partition": None}
+        out = {"exists": True, "leader": int(p.leader_id), "leader_epoch": int(p.leader_epoch),
+               "isr": sorted(int(b) for b in p.isr_nodes), "replicas": [int(b) for b in p.replica_nodes]}
+        if belief is not None:
+            belief.seen(out["leader"], out["leader_epoch"], out["isr"])
+        return out
+
+    # --- generator ----------------------------------------------------------------------------
+
+    def next_op(self, ctx: Context) -> Invocation:
+        rng = ctx.rng
+        if (due := lifecycle_op(self.book, ctx, self.session_timeout)) is not None:
+            return due
+        unregistered = [a for a in self.book.agents.values() if a.epoch is None]
+        if unregistered and rng.random() < 0.7:
+            return register_op(rng.choice(unregistered), rng)
+        topic = rng.choice(sorted(self.beliefs))
+        belief = self.beliefs[topic]
+        if belief.topic_id is None:
+            if rng.random() < 0.5 and any(self.book[b].epoch is not None for b in belief.replicas):
+                return op("topics", "create", {"topic": topic, "assignment": [list(belief.replicas)]})
+            return self._read_op(ctx, topic)
+        r = rng.random()
+        if r < 0.3 or (belief.leader not in belief.replicas and r < 0.8):  # leaderless: wait and see
+            return self._read_op(ctx, topic)
+        if r < 0.85:
+            return self._alter_op(ctx, topic, belief)
+        agent = self.book[rng.choice(belief.replicas)]
+        if agent.epoch is None or agent.down_until is not None:
+            return self._read_op(ctx, topic)
+        if r < 0.9:
+            return shut_down(agent, ctx.time, self.session_timeout * 1.2)  # leadership and ISR move away
+        if r < 0.94:
+            return heartbeat_op(agent, agent.epoch, want_fence=True)
+        return register_op(agent, rng)  # a new incarnation (refused while the old one's lease lives)
+
+    def _read_op(self, ctx: Context, topic: str, final: bool = False) -> Invocation:
+        return broker_read(ISR, "read", read_node(ctx, self.brokers), final=final, topic=topic, partition=0)
+
+    def _alter_op(self, ctx: Context, topic: str, b: Belief) -> Invocation:
+        rng = ctx.rng
+        sender = b.leader if b.leader in b.replicas and rng.random() < 0.85 else rng.choice(b.replicas)
+        agent = self.book[sender]
+        epoch = agent.epoch if agent.epoch is not None else -1
+        if agent.epochs and rng.random() < 0.1:
+            epoch = rng.choice(agent.epochs)  # an old incarnation speaks
+        le, pe = b.leader_epoch, b.partition_epoch
+        if rng.random() < 0.1:
+            le, pe = max(0, le - 1), max(0, pe - 1)  # a stale leader
+        isr = [x for x in b.isr] or [sender]
+        if sender not in isr:
+            isr.insert(0, sender)
+        outside = [x for x in b.replicas if x not in isr and self.book[x].epoch is not None
+                   and (not self.book[x].fenced or rng.random() < 0.1)]
+        if outside and (len(isr) == 1 or rng.random() < 0.5):
+            isr.append(rng.choice(outside))
+        elif len(isr) > 1:
+            isr.remove(rng.choice([x for x in isr if x != sender]))
+        isr_epochs = [[x, self.book[x].epoch if self.book[x].epoch is not None else -1] for x in sorted(isr)]
+        return op(ISR, "alter", {"topic": topic, "topic_id": b.topic_id, "partition": 0, "leader": sender,
+                                 "broker_epoch": epoch, "leader_epoch": le, "partition_epoch": pe,
+                                 "isr": sorted(isr), "isr_epochs": isr_epochs})
+
+    def generator(self) -> FnGen:
+        return FnGen(self.next_op)
+
+    def final_reads(self) -> OncePer:
+        items = [(node, topic) for node in self.brokers for topic in sorted(self.beliefs)]
+        return OncePer([f"{n}\t{t}" for n, t in items], self._final_read)
+
+    def _final_read(self, item: str) -> Invocation:
+        node, topic = item.split("\t")
+        return broker_read(ISR, "read", node, final=True, topic=topic, partition=0)

@@ -1,0 +1,50 @@
+"""The `mixed` workload: topics, registry and isr at once, as nightly runs use it.
+
+The three keep disjoint topic name prefixes (`t`, `isr-`) and agent id ranges (1000+ for the
+registry, 2000+ for the isr agents); every op carries its own `workload` field (`topics`,
+`registry`, `isr`), so the checker splits the history per model. The topics workload's `list`
+shows both prefixes, because the isr workload's topic creates are `topics` ops too. Broker
+reads are eventually consistent in Kafka and marked `broker_read` (see `workloads.ops`); the
+linearizability checker gets the writes plus the final reads (`catalog.linearizable`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from workloads.agents import agent_handlers
+from workloads.generator import Mix
+from workloads.isr import IsrWorkload
+from workloads.ops import OncePer
+from workloads.registry import RegistryWorkload
+from workloads.session import Handlers
+from workloads.topics import TopicsWorkload
+
+
+@dataclass
+class MixedWorkload:
+    brokers: Sequence[str]
+    broker_ids: Sequence[int]
+    weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    session_timeout: float = 9.0
+    topics: TopicsWorkload = field(init=False)
+    registry: RegistryWorkload = field(init=False)
+    isr: IsrWorkload = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.isr = IsrWorkload(self.brokers, base=2000, prefix="isr-", session_timeout=self.session_timeout)
+        self.topics = TopicsWorkload(self.brokers, self.broker_ids, prefix="t",
+                                     list_prefixes=("t", self.isr.prefix))
+        self.registry = RegistryWorkload(self.brokers, base=1000, session_timeout=self.session_timeout)
+
+    def handlers(self) -> Handlers:
+        return {**self.topics.handlers(), **self.registry.handlers(), **self.isr.handlers(),
+                **agent_handlers([self.registry.book, self.isr.book])}
+
+    def generator(self) -> Mix:
+        return Mix([self.topics.generator(), self.registry.generator(), self.isr.generator()], list(self.weights))
+
+    def final_reads(self) -> Mix:
+        parts: list[OncePer] = [self.topics.final_reads(), self.registry.final_reads(), self.isr.final_reads()]
+        return Mix(list(parts))

@@ -1,0 +1,129 @@
+"""The `registry` workload: simulated broker agents register, heartbeat, shut down, unregister.
+
+Agents (ids `base`…, disjoint from the real brokers) register with fresh incarnation ids at the
+active controller, heartbeat with their epoch (unfencing themselves with want_fence=false and a
+caught-up metadata offset), sometimes ask for controlled shutdown (want_shut_down), unregister,
+and re-register as a new incarnation while the old one may still be alive (the controller must
+answer DUPLICATE_BROKER_REGISTRATION while its lease is live). Zombie agents keep heartbeating
+with an old epoch on purpose (STALE_BROKER_EPOCH expected). Op formats: `workloads.agents`.
+
+Reads: `read` {"node", "broker_read": true[, "final": true], "api"} → {"unfenced": [agent ids]}
+via DescribeCluster or Metadata on a broker. Kafka's broker APIs show only unfenced brokers and
+no broker epochs, so these reads are NOT the `registry` model's `read` (which needs every
+registration with its epoch): the linearizability checker gets the registry's writes, and the
+broker reads go to the staleness/monotonic checks (`catalog.linearizable` says which is which).
+Broker reads are eventually consistent in Kafka (a broker's image may lag), hence the marks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from workloads.agents import REGISTRY, Agent, AgentBook, agent_handlers, heartbeat_op, register_op, unregister_op
+from workloads.client import Invocation
+from workloads.generator import Context, FnGen
+from workloads.kafka import check
+from workloads.ops import OncePer, broker_read, read_node
+from workloads.session import Handlers, Session
+
+
+def read_handler(book: AgentBook) -> Any:
+    async def read(session: Session, inv: Invocation) -> Any:
+        v = inv.value
+        if v.get("api") == "Metadata":
+            resp = await session.broker(v["node"], MetadataRequest(topics=(), allow_auto_topic_creation=False,
+                                                                   include_topic_authorized_operations=False))
+            ids = [int(b.node_id) for b in resp.brokers]
+        else:
+            resp = await session.broker(v["node"], DescribeClusterRequest(include_cluster_authorized_operations=False))
+            check(resp.error_code, v)
+            ids = [int(b.broker_id) for b in resp.brokers]
+        return {"unfenced": sorted(b for b in ids if b in book.agents)}
+
+    return read
+
+
+def due_for_heartbeat(book: AgentBook, now: float, interval: float) -> Agent | None:
+    """The registered agent that has waited longest, if it is due."""
+    live = [a for a in book.agents.values()
+            if a.epoch is not None and a.down_until is None and now - a.last_heartbeat >= interval]
+    return min(live, key=lambda a: a.last_heartbeat) if live else None
+
+
+def keepalive(a: Agent, now: float, rng: Any) -> Invocation:
+    assert a.epoch is not None
+    a.last_heartbeat = now
+    return heartbeat_op(a, a.epoch, want_fence=rng.random() < 0.02)
+
+
+def shut_down(a: Agent, now: float, restart_after: float) -> Invocation:
+    """Ask for controlled shutdown, then stay silent until the lease is surely gone and come
+    back as a new incarnation."""
+    assert a.epoch is not None
+    a.down_until = now + restart_after
+    return heartbeat_op(a, a.epoch, want_shut_down=True)
+
+
+def lifecycle_op(book: AgentBook, ctx: Context, session_timeout: float) -> Invocation | None:
+    """The keepalive (every sixth of the session timeout) or restart an agent is due for, if
+    any (most of the time)."""
+    if (back := book.restartable(ctx.time)) and ctx.rng.random() < 0.8:
+        return register_op(ctx.rng.choice(back), ctx.rng)
+    if (a := due_for_heartbeat(book, ctx.time, session_timeout / 6)) is not None and ctx.rng.random() < 0.8:
+        return keepalive(a, ctx.time, ctx.rng)
+    return None
+
+
+@dataclass
+class RegistryWorkload:
+    brokers: Sequence[str]
+    base: int = 1000
+    agents: int = 6
+    zombies: int = 2
+    session_timeout: float = 9.0  # the cluster's broker.session.timeout.ms, in seconds
+    book: AgentBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.book = AgentBook.pool(self.base, self.agents, self.zombies)
+
+    def handlers(self) -> Handlers:
+        return {**agent_handlers([self.book]), (REGISTRY, "read"): read_handler(self.book)}
+
+    def next_op(self, ctx: Context) -> Invocation:
+        if (due := lifecycle_op(self.book, ctx, self.session_timeout)) is not None:
+            return due
+        a = self.book[ctx.rng.choice(self.book.ids)]
+        r = ctx.rng.random()
+        if a.zombie and a.epochs and r < 0.3:
+            old = [e for e in a.epochs if e != a.epoch] or a.epochs
+            return heartbeat_op(a, ctx.rng.choice(old), zombie=True)
+        if a.epoch is None:
+            return register_op(a, ctx.rng) if r < 0.8 else self._read(ctx)
+        if a.down_until is not None:
+            return self._read(ctx)
+        if r < 0.4:
+            if ctx.rng.random() < 0.05:
+                return shut_down(a, ctx.time, self.session_timeout * 1.2)
+            a.last_heartbeat = ctx.time
+            return heartbeat_op(a, a.epoch)
+        if r < 0.55:
+            return register_op(a, ctx.rng)  # a new incarnation while the old one may be alive
+        if r < 0.62:
+            return unregister_op(a)
+        return self._read(ctx)
+
+    def _read(self, ctx: Context) -> Invocation:
+        api = ctx.rng.choice(["DescribeCluster", "Metadata"])
+        return broker_read(REGISTRY, "read", read_node(ctx, self.brokers), api=api)
+
+    def generator(self) -> FnGen:
+        return FnGen(self.next_op)
+
+    def final_reads(self) -> OncePer:
+        return OncePer(list(self.brokers),
+                       lambda node: broker_read(REGISTRY, "read", node, final=True, api="DescribeCluster"))

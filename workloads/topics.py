@@ -1,0 +1,141 @@
+"""The `topics` workload: create-if-absent, delete, describe and list over a small name pool.
+
+Ops (checker model `topics`, history field `workload: "topics"`):
+- `create` {"topic", ["partitions", "replication_factor"] | ["assignment": [[broker ids]...]]}:
+  CreateTopics through the process's broker (which forwards to the active controller). ok;
+  fail TOPIC_ALREADY_EXISTS (an observation: the topic existed) or another definite refusal
+  (INVALID_*: no effect); info on NOT_CONTROLLER / REQUEST_TIMED_OUT / a lost connection.
+- `delete` {"topic"}: DeleteTopics likewise; fail UNKNOWN_TOPIC_OR_PARTITION is an observation.
+- `describe` {"topic", "node", "broker_read": true}: Metadata for one topic on a broker →
+  {"exists": bool, "partitions": n}.
+- `list` {"node", "broker_read": true[, "final": true]}: Metadata for all topics → {"topics": [...]}
+  (only names with this workload's prefixes).
+
+Reads served by brokers are eventually consistent in Kafka (a broker's image may lag), so they
+are marked `broker_read` with the broker's node; the runner gives the linearizability checker
+the writes plus the FINAL reads (taken after heal and recovery, marked `final`), and the
+broker reads to the staleness/monotonic checks.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+from workloads.client import Invocation
+from workloads.generator import Context, FnGen
+from workloads.kafka import check
+from workloads.ops import OncePer, broker_read, op, read_node
+from workloads.session import Handlers, Session
+
+WORKLOAD = "topics"
+ADMIN_TIMEOUT = datetime.timedelta(milliseconds=3000)
+
+
+def _first_code(resp: Any, attr: str) -> int:
+    items = getattr(resp, attr)
+    return int(items[0].error_code) if items else 0
+
+
+async def create(session: Session, inv: Invocation) -> Any:
+    v = inv.value
+    assignment = v.get("assignment")
+    topic = CreatableTopic(
+        name=v["topic"],
+        num_partitions=-1 if assignment else v.get("partitions", 1),
+        replication_factor=-1 if assignment else v.get("replication_factor", 1),
+        assignments=tuple(CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(reps))
+                          for i, reps in enumerate(assignment or ())),
+        configs=(),
+    )
+    resp = await session.admin(CreateTopicsRequest(topics=(topic,), timeout=ADMIN_TIMEOUT, validate_only=False),
+                               lambda r: _first_code(r, "topics"))
+    result = resp.topics[0]
+    check(result.error_code, v)
+    return {"topic": v["topic"], "topic_id": str(result.topic_id)}
+
+
+async def delete(session: Session, inv: Invocation) -> Any:
+    v = inv.value
+    req = DeleteTopicsRequest(topics=(DeleteTopicState(name=v["topic"], topic_id=None),), timeout=ADMIN_TIMEOUT)
+    resp = await session.admin(req, lambda r: _first_code(r, "responses"))
+    check(resp.responses[0].error_code, v)
+    return {"topic": v["topic"]}
+
+
+async def metadata(session: Session, node: str, topics: Sequence[str] | None) -> Any:
+    """Metadata v12 from `node`'s broker (all topics when `topics` is None)."""
+    req = MetadataRequest(
+        topics=None if topics is None else tuple(MetadataRequestTopic(topic_id=None, name=t) for t in topics),
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    return await session.broker(node, req)
+
+
+async def describe(session: Session, inv: Invocation) -> Any:
+    v = inv.value
+    resp = await metadata(session, v["node"], [v["topic"]])
+    t = resp.topics[0]
+    if int(t.error_code) == 3:  # UNKNOWN_TOPIC_OR_PARTITION: the broker says it does not exist
+        return {"exists": False}
+    check(t.error_code, v)
+    return {"exists": True, "partitions": len(t.partitions)}
+
+
+def list_handler(prefixes: Sequence[str]) -> Any:
+    async def list_topics(session: Session, inv: Invocation) -> Any:
+        resp = await metadata(session, inv.value["node"], None)
+        names = sorted(t.name for t in resp.topics if t.name and t.name.startswith(tuple(prefixes)))
+        return {"topics": names}
+
+    return list_topics
+
+
+@dataclass
+class TopicsWorkload:
+    """Configuration and generators of the topics workload."""
+
+    brokers: Sequence[str]
+    broker_ids: Sequence[int]
+    prefix: str = "t"
+    pool: int = 5
+    list_prefixes: Sequence[str] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [f"{self.prefix}{i}" for i in range(self.pool)]
+
+    def handlers(self) -> Handlers:
+        prefixes = tuple(self.list_prefixes) or (self.prefix,)
+        return {(WORKLOAD, "create"): create, (WORKLOAD, "delete"): delete, (WORKLOAD, "describe"): describe,
+                (WORKLOAD, "list"): list_handler(prefixes)}
+
+    def next_op(self, ctx: Context) -> Invocation:
+        r = ctx.rng.random()
+        topic = ctx.rng.choice(self.names)
+        if r < 0.35:
+            value: dict[str, Any] = {"topic": topic}
+            if self.broker_ids and ctx.rng.random() < 0.3:
+                rf = ctx.rng.randint(1, min(3, len(self.broker_ids)))
+                value["assignment"] = [ctx.rng.sample(list(self.broker_ids), rf)
+                                       for _ in range(ctx.rng.randint(1, 2))]
+            else:
+                value["partitions"] = ctx.rng.randint(1, 3)
+                value["replication_factor"] = 1
+            return op(WORKLOAD, "create", value)
+        if r < 0.6:
+            return op(WORKLOAD, "delete", {"topic": topic})
+        if r < 0.8:
+            return broker_read(WORKLOAD, "describe", read_node(ctx, self.brokers), topic=topic)
+        return broker_read(WORKLOAD, "list", read_node(ctx, self.brokers))
+
+    def generator(self) -> FnGen:
+        return FnGen(self.next_op)
+
+    def final_reads(self) -> OncePer:
+        return OncePer(list(self.brokers), lambda node: broker_read(WORKLOAD, "list", node, final=True))
