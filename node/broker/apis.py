@@ -11,6 +11,9 @@
   answer is answered REQUEST_TIMED_OUT (its outcome is unknown, and so is NOT_CONTROLLER's:
   a controller that lost leadership may still see the write committed by its successor).
 - Controller APIs (BrokerRegistration, BrokerHeartbeat, …) get NOT_CONTROLLER, as in Kafka.
+- Read-your-writes on the forwarding broker: a successful create/delete is relayed once this
+  broker's own image shows it (or after `visibility_wait_ms`), so a client that reads from the
+  broker it wrote through sees its write.
 - A broker that is not RUNNING (or PENDING_CONTROLLED_SHUTDOWN), or that fenced itself,
   refuses client requests (`Refused`: the server closes the connection).
 
@@ -57,6 +60,17 @@ class Forward:
 
     token: int
     request: Any
+
+
+@dataclass
+class _Settling:
+    """A controller answer held until this broker's image shows its effect."""
+
+    client_token: Any
+    response: Any
+    created: tuple[str, ...]
+    deleted: tuple[str, ...]
+    deadline_ms: int | None = None
 
 
 @dataclass
@@ -174,18 +188,40 @@ class BrokerApis:
         metadata: BrokerMetadata,
         lifecycle: BrokerLifecycle,
         retry_backoff_ms: int = 100,
+        visibility_wait_ms: int = 2000,
     ) -> None:
         self.cluster_id = cluster_id
         self.metadata = metadata
         self.lifecycle = lifecycle
         self.retry_backoff_ms = retry_backoff_ms
+        self.visibility_wait_ms = visibility_wait_ms
         self._pending: dict[int, _Pending] = {}
+        self._settling: list[_Settling] = []
         self._forwards = 0
         self._outbox: list[Output] = []
 
     def take_outputs(self) -> list[Output]:
+        self._release_settled(None)
         out, self._outbox = self._outbox, []
         return out
+
+    def _release_settled(self, now_ms: int | None) -> None:
+        if not self._settling:
+            return
+        image = self.metadata.image
+        keep = []
+        for s in self._settling:
+            if now_ms is not None and s.deadline_ms is None:
+                s.deadline_ms = now_ms + self.visibility_wait_ms
+            visible = all(image.topic(n) is not None for n in s.created) and all(
+                image.topic(n) is None for n in s.deleted
+            )
+            expired = now_ms is not None and s.deadline_ms is not None and now_ms >= s.deadline_ms
+            if visible or expired:
+                self._outbox.append(ClientReply(s.client_token, s.response))
+            else:
+                keep.append(s)
+        self._settling = keep
 
     def handle(self, token: Any, request: Any, now_ms: int, listener: str = "PLAINTEXT") -> None:
         api = api_name(request)
@@ -217,10 +253,19 @@ class BrokerApis:
         self._pending[self._forwards] = _Pending(token, request, controller_request, now_ms + max(timeout_ms, 0))
         self._outbox.append(Forward(self._forwards, controller_request))
 
-    def on_forward_response(self, fwd: int, response: Any) -> None:
+    def on_forward_response(self, fwd: int, response: Any, now_ms: int | None = None) -> None:
         p = self._pending.pop(fwd, None)
-        if p is not None:
-            self._outbox.append(ClientReply(p.client_token, respond(p.client_request, as_values(response))))
+        if p is None:
+            return
+        relayed = respond(p.client_request, as_values(response))
+        created: tuple[str, ...] = ()
+        deleted: tuple[str, ...] = ()
+        if api_name(response) == "CreateTopics" and not getattr(p.controller_request, "validate_only", False):
+            created = tuple(t.name for t in response.topics if t.error_code == ErrorCode.none)
+        elif api_name(response) == "DeleteTopics":
+            deleted = tuple(t.name for t in response.responses if t.error_code == ErrorCode.none and t.name)
+        deadline = now_ms + self.visibility_wait_ms if now_ms is not None else None
+        self._settling.append(_Settling(p.client_token, relayed, created, deleted, deadline))
 
     def on_forward_failure(self, fwd: int, now_ms: int, *, sent: bool) -> None:
         p = self._pending.get(fwd)
@@ -235,6 +280,7 @@ class BrokerApis:
             p.retry_at_ms = now_ms + self.retry_backoff_ms
 
     def tick(self, now_ms: int) -> None:
+        self._release_settled(now_ms)
         for fwd, p in list(self._pending.items()):
             if p.retry_at_ms is not None and now_ms >= p.retry_at_ms:
                 p.retry_at_ms = None

@@ -114,9 +114,9 @@ def respond(request: Any, values: dict[str, Any]) -> Any:
     return build(response_class(request), values)
 
 
-def api_name(request: Any) -> str:
-    """`BrokerHeartbeat` for a BrokerHeartbeatRequest of any version."""
-    return type(request).__name__.removesuffix("Request")
+def api_name(message: Any) -> str:
+    """`BrokerHeartbeat` for a BrokerHeartbeatRequest (or Response) of any version."""
+    return type(message).__name__.removesuffix("Request").removesuffix("Response")
 
 
 def error_name(code: ErrorCode) -> str:

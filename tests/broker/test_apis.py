@@ -126,3 +126,44 @@ def test_refusals(mc: MiniCluster) -> None:
     )
     (out,) = b.apis.take_outputs()
     assert isinstance(out, ClientReply) and out.response.error_code == ErrorCode.not_controller
+
+
+def test_write_visible_on_the_forwarding_broker_before_the_reply(mc: MiniCluster) -> None:
+    _up(mc)
+    b = mc.brokers[102]
+    req = CreateTopics4(
+        topics=(CT4(name="ryw", num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=5),
+    )
+    b.apis.handle("w", req, mc.now)
+    mc._route_apis(102)
+    mc.run_until(lambda: "w" in mc.client_replies)
+    assert b.metadata.image.topic("ryw") is not None
+    reply = mc.client(102, "del", DeleteTopics1(topic_names=("ryw",), timeout=datetime.timedelta(seconds=5)))
+    assert reply.response.responses[0].error_code == ErrorCode.none
+    assert b.metadata.image.topic("ryw") is None
+
+
+def test_reply_released_after_visibility_wait_when_the_broker_lags(mc: MiniCluster) -> None:
+    _up(mc)
+    b = mc.brokers[101]
+    req = CreateTopics4(
+        topics=(CT4(name="lag", num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=5),
+    )
+    b.apis.handle("l", req, mc.now)
+    (fwd,) = b.apis.take_outputs()
+    fwd_token = fwd.token
+    c = mc.active()
+    c.handle_request(("x", 0, 0), fwd.request, mc.now)
+    mc.q.committed_end = mc.q.end_offset  # committed, but delivered to the controllers only
+    for i in mc.ctrls:
+        mc.q.deliver(f"c{i}")
+    (reply,) = [o for o in c.take_outputs() if type(o).__name__ == "Reply"]
+    b.apis.on_forward_response(fwd_token, reply.response, mc.now)
+    assert b.apis.take_outputs() == []  # held: not visible here yet
+    b.apis.tick(mc.now + 1_999)
+    assert b.apis.take_outputs() == []
+    b.apis.tick(mc.now + 2_000)
+    (out,) = b.apis.take_outputs()
+    assert out.response.topics[0].error_code == ErrorCode.none
