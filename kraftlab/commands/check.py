@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from kraftlab.cli import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
@@ -25,7 +26,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--init", help="initial state of the model, as JSON (e.g. 0)")
     p.add_argument("--nil-read-any", action="store_true",
                    help="a read of nil says nothing (Knossos semantics) instead of 'absent'")
-    p.add_argument("--journal", action="append", default=[], help="a node journal.jsonl (repeatable)")
+    p.add_argument("--journal", action="append", default=[],
+                   help="a node journal.jsonl, or a directory searched for journal*.jsonl (repeatable)")
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds for the linearizability search")
     p.add_argument("--memory-mb", type=int, default=1500, help="resident memory budget of the search, MB")
     p.add_argument("--session-timeout-ms", type=float, default=9000.0)
@@ -53,8 +55,15 @@ def _check(args: argparse.Namespace) -> int:
         print(f"kraftlab check: --init is not JSON: {exc}", file=sys.stderr)
         return EXIT_BAD_ARGS
     budget = Budget(seconds=args.time_limit, max_rss_bytes=args.memory_mb * 1_000_000)
+    journals: list[Path] = []
+    for j in args.journal:
+        found = sorted(Path(j).rglob("journal*.jsonl")) if Path(j).is_dir() else [Path(j)]
+        if not found:
+            print(f"kraftlab check: no journal*.jsonl under {j}", file=sys.stderr)
+            return EXIT_BAD_ARGS
+        journals += found
     try:
-        results = check_run(args.file, args.journal, args.model, args.out, budget, initial, args.format,
+        results = check_run(args.file, list(journals), args.model, args.out, budget, initial, args.format,
                             args.nil_read_any, args.session_timeout_ms, args.fence_slack_ms)
     except (HistoryError, ValueError, OSError) as exc:
         print(f"kraftlab check: {exc}", file=sys.stderr)

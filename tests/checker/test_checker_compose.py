@@ -90,6 +90,8 @@ def test_check_command_with_journals(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in j.entries))
     assert main(["check", "--journal", str(path)]) == 0
+    assert main(["check", "--journal", str(tmp_path)]) == 0  # a directory: its journal*.jsonl
+    assert main(["check", "--journal", str(tmp_path / "nothing-here")]) == 254
     j.add(3, "role", role="leader", epoch=2, leader=3, voted_for=3)
     path.write_text("".join(json.dumps(e) + "\n" for e in j.entries))
     out = tmp_path / "o"
