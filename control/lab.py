@@ -51,7 +51,8 @@ class Lab:
             if exc is None:
                 results[name] = fut.result()
             else:
-                errors.append(str(exc) if isinstance(exc, HostError) else f"{name}: {exc!r}")
+                text = str(exc) or exc.__class__.__name__
+                errors.append(text if text.startswith(f"{name}:") else f"{name}: {text}")
         if errors:
             raise HostError("; ".join(errors))
         return results

@@ -1,5 +1,6 @@
 """Packaging the project for hosts that do not share this machine's virtualenv: a wheelhouse with
-the project's wheel and the node's own dependencies, so hosts install offline (`--no-index`)."""
+the project's wheel, the node's own dependencies and pip's wheel, so hosts install offline
+(`--no-index`) into a venv made `--without-pip` (twice as fast as one with ensurepip)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_REQUIREMENTS = ("kio==0.6.5", "crc32c>=2.4")
+INSTALLER = "pip"  # its wheel runs as `python pip-*.whl/pip`: a venv needs no ensurepip
 
 
 class WheelError(Exception):
@@ -19,8 +21,18 @@ class WheelError(Exception):
 def build_wheelhouse(dest: Path | None = None) -> Path:
     dest = dest or Path(tempfile.mkdtemp(prefix="kraftlab-wheels-"))
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "-w", str(dest)]
-    for args in ([*pip, "--no-deps", str(ROOT)], [*pip, *NODE_REQUIREMENTS]):
+    for args in ([*pip, "--no-deps", str(ROOT)], [*pip, *NODE_REQUIREMENTS, INSTALLER]):
         r = subprocess.run(args, capture_output=True, text=True)
         if r.returncode != 0:
             raise WheelError(f"building wheels failed: {' '.join(args)}: {r.stderr.strip()[-1000:]}")
     return dest
+
+
+def install_script(wheelhouse: str, venv: str) -> str:
+    """Shell commands that (re)install the wheelhouse's wheels into `venv` offline, on the host."""
+    return ("command -v python3 >/dev/null || { echo 'python3 is missing: apt-get install -y python3' >&2; exit 1; }; "
+            f"[ -x {venv}/bin/python ] || python3 -m venv --without-pip {venv} || "
+            f"{{ echo 'cannot create a venv: apt-get install -y python3-venv' >&2; exit 1; }}; "
+            f"pip=$(ls {wheelhouse}/{INSTALLER}-*.whl | head -n1); "
+            f"{venv}/bin/python $pip/pip install -q --no-index --no-deps --no-compile --force-reinstall "
+            f"$(ls {wheelhouse}/*.whl | grep -v '/{INSTALLER}-')")

@@ -30,7 +30,7 @@ from typing import Any
 from control.host import Host, HostError
 from control.lab import Lab
 from control.state import state_dir
-from control.wheels import WheelError, build_wheelhouse
+from control.wheels import WheelError, build_wheelhouse, install_script
 
 DAEMON = "kraft-node"
 BROKER_PORT = 9092
@@ -262,8 +262,10 @@ class Deployment:
             raise DeployError(f"{node}: kraft-node format failed ({r.exit_code}): {(r.stderr or r.stdout).strip()}")
 
     def deploy(self, *, wait: float = 60.0) -> None:
-        """install, configure, format, start all, wait until healthy."""
+        """A fresh cluster: install, stop what runs, wipe, configure, format, start all, wait until healthy."""
         self.install()
+        self.stop_all(graceful=False)
+        self.lab.on(None, lambda h: self.wipe(h.name))
         self.configure()
         self.format()
         self.start_all()
@@ -491,11 +493,6 @@ def install_on_ssh_host(h: Host, wheelhouse: Path) -> None:
     remote = f"{h.workdir}/wheels"
     h.run(f"rm -rf {remote}", check=True)
     h.put(str(wheelhouse), remote)
-    r = h.run(f"command -v python3 >/dev/null || {{ echo 'python3 is missing: apt-get install -y python3 python3-venv'"
-              f" >&2; exit 1; }}; "
-              f"[ -x {h.workdir}/venv/bin/python ] || python3 -m venv {h.workdir}/venv || "
-              f"{{ echo 'cannot create a venv: apt-get install -y python3-venv' >&2; exit 1; }}; "
-              f"{h.workdir}/venv/bin/pip install -q --no-index --find-links {remote} --force-reinstall --no-deps "
-              f"{remote}/*.whl", timeout=600)
+    r = h.run(install_script(remote, f"{h.workdir}/venv"), timeout=600)
     if not r.ok:
         raise DeployError(f"{h.name}: installing the node failed: {r.stderr.strip()[-1000:]}")

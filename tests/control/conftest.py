@@ -1,12 +1,19 @@
-"""Fixtures for control tests: a private lab state directory and unique lab names."""
+"""Fixtures for control tests: a private lab state directory, unique lab names, a namespace lab,
+and real sshd servers in five namespaces with an SSH lab over them."""
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from control import sshd_lab
+from control.lab import Lab
+from control.labs import clean, lab_down, lab_up
 
 
 @pytest.fixture
@@ -22,13 +29,44 @@ def lab_name() -> str:
 
 
 @pytest.fixture
-def netns_lab(state_dir: Path, lab_name: str) -> Iterator[object]:
+def netns_lab(state_dir: Path, lab_name: str) -> Iterator[Lab]:
     """A five-host namespace lab, removed afterwards whatever happens."""
-    from control.labs import clean, lab_up
-
     lab = lab_up(lab_name, "netns", 5)
     try:
         yield lab
     finally:
         lab.close()
         clean(lab_name)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Path]]:
+    """Five namespaces running sshd; yields the namespace lab and the nodes file."""
+    state = tmp_path_factory.mktemp("labs")
+    old = os.environ.get("KRAFTLAB_STATE_DIR")
+    os.environ["KRAFTLAB_STATE_DIR"] = str(state)
+    name = "s" + secrets.token_hex(4)
+    key_dir = Path("/run/kraftlab") / f"test-ssh-{name}"  # not under world-writable /tmp: StrictModes
+    lab = lab_up(name, "netns", 5)
+    try:
+        yield lab, sshd_lab.start(lab, key_dir)
+    finally:
+        lab.close()
+        clean(name)
+        shutil.rmtree(key_dir, ignore_errors=True)
+        if old is None:
+            os.environ.pop("KRAFTLAB_STATE_DIR", None)
+        else:
+            os.environ["KRAFTLAB_STATE_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def ssh_lab(sshd: tuple[Lab, Path]) -> Iterator[Lab]:
+    _, nodes_file = sshd
+    name = "h" + secrets.token_hex(4)
+    lab = lab_up(name, "ssh", nodes_file=str(nodes_file), accept_new_host_keys=True)
+    try:
+        yield lab
+    finally:
+        lab.close()
+        lab_down(name)

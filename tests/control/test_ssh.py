@@ -5,12 +5,9 @@ commands, and errors a user can act on."""
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 import signal
 import socket
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,44 +16,11 @@ import pytest
 from control import sshd_lab
 from control.host import HostError
 from control.lab import Lab
-from control.labs import clean, lab_down, lab_up, load_lab
+from control.labs import load_lab
 from control.nodesfile import NodeEntry, read
 from control.ssh import SshHost
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Path]]:
-    """Five namespaces running sshd; yields the namespace lab and the nodes file."""
-    state = tmp_path_factory.mktemp("labs")
-    old = os.environ.get("KRAFTLAB_STATE_DIR")
-    os.environ["KRAFTLAB_STATE_DIR"] = str(state)
-    name = "s" + secrets.token_hex(4)
-    key_dir = Path("/run/kraftlab") / f"test-ssh-{name}"  # not under world-writable /tmp: StrictModes
-    lab = lab_up(name, "netns", 5)
-    try:
-        yield lab, sshd_lab.start(lab, key_dir)
-    finally:
-        lab.close()
-        clean(name)
-        shutil.rmtree(key_dir, ignore_errors=True)
-        if old is None:
-            os.environ.pop("KRAFTLAB_STATE_DIR", None)
-        else:
-            os.environ["KRAFTLAB_STATE_DIR"] = old
-
-
-@pytest.fixture(scope="module")
-def ssh_lab(sshd: tuple[Lab, Path]) -> Iterator[Lab]:
-    _, nodes_file = sshd
-    name = "h" + secrets.token_hex(4)
-    lab = lab_up(name, "ssh", nodes_file=str(nodes_file), accept_new_host_keys=True)
-    try:
-        yield lab
-    finally:
-        lab.close()
-        lab_down(name)
 
 
 def entry(nodes_file: Path, name: str, **options: str) -> NodeEntry:
