@@ -104,7 +104,9 @@ class KraftSim:
         session_timeout_ms: int = 3_000,
         heartbeat_interval_ms: int = 500,
         snapshot_every: int = 40,
+        lossy: bool = False,
     ) -> None:
+        """`lossy`: while faults run, 5% of messages (Raft and broker RPCs) are dropped and 5% duplicated."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.queue = EventQueue()
@@ -123,6 +125,7 @@ class KraftSim:
         self.journal: list[tuple[int, int, JournalEvent]] = []
         self.crashed_brokers: dict[int, int] = {}
         self.client_until = 0
+        self.lossy = lossy
         self._hit: dict[int, int] = {}
 
     # ---- nodes --------------------------------------------------------------------------
@@ -206,7 +209,7 @@ class KraftSim:
         self.check(node)
 
     def _send(self, src: int, dst: int, kind: int, payload: Any, now: int) -> None:
-        for delay in self.network.delays(src, dst)[:1]:
+        for delay in self.network.delays(src, dst):
             self.queue.push(now + delay, kind, payload)
 
     def _rpc(self, node: KNode, kind: str, token: int, request: Any, now: int) -> None:
@@ -259,6 +262,9 @@ class KraftSim:
         self.queue.push(2_000, CLIENT, None)
         if faults:
             self._schedule_faults(fault_ms)
+        if self.lossy:
+            self.network.faults.drop = 0.05
+            self.network.faults.duplicate = 0.05
         self.queue.push(fault_ms, FAULT, ("heal",))
         end = fault_ms + settle_ms
         self.client_until = fault_ms + settle_ms // 2

@@ -24,10 +24,17 @@ def test_faults_lose_no_acknowledged_metadata_and_converge(seed: int) -> None:
     assert sim.acked, "no topic was ever acknowledged"
 
 
+def test_lossy_network_with_duplicates() -> None:
+    sim = KraftSim(seed=4, lossy=True)
+    sim.run(fault_ms=15_000, settle_ms=15_000)
+    sim.check_converged()
+    assert sim.acked
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10, 40))
 def test_faults_many_seeds(seed: int) -> None:
-    sim = KraftSim(seed=seed, brokers=5)
+    sim = KraftSim(seed=seed, brokers=5, lossy=seed % 2 == 0)
     sim.run(fault_ms=20_000, settle_ms=20_000)
     sim.check_converged()
 
