@@ -1,0 +1,97 @@
+"""The registry workload's ops against the fake controller: registration epochs, heartbeats
+(stale epochs refused, unfencing), duplicate incarnations, unregistration, zombies, reads."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from wl_harness import completions, invoke, open_client, run, verdicts
+
+from workloads.agents import heartbeat_op, register_op, unregister_op
+from workloads.fake_kafka import FakeKafka
+from workloads.ops import broker_read
+from workloads.registry import RegistryWorkload
+
+
+def setup() -> tuple[FakeKafka, RegistryWorkload, object]:
+    fake = FakeKafka()
+    w = RegistryWorkload(["n1", "n2", "n3"], agents=3, zombies=1)
+    return fake, w, open_client(fake, w.handlers())
+
+
+def test_register_heartbeat_unregister() -> None:
+    fake, w, c = setup()
+    rng = random.Random(1)
+    a = w.book[1001]
+    first = invoke(c, register_op(a, rng))
+    assert first.type == "ok" and first.value["epoch"] == fake.brokers[1001].epoch == a.epoch
+    done = invoke(c, heartbeat_op(a, a.epoch))
+    assert done.type == "ok" and done.value["fenced"] is False  # caught up, want_fence false: unfenced
+    read = invoke(c, broker_read("registry", "read", "n2", api="Metadata"))
+    assert read.value == {"unfenced": [1001]}
+    read = invoke(c, broker_read("registry", "read", "n3", api="DescribeCluster"))
+    assert read.value == {"unfenced": [1001]}
+    dup = invoke(c, register_op(a, rng))  # a new incarnation while the old one's lease lives
+    assert (dup.type, dup.error) == ("fail", "DUPLICATE_BROKER_REGISTRATION")
+    stale = invoke(c, heartbeat_op(a, a.epoch - 1, zombie=True))
+    assert (stale.type, stale.error) == ("fail", "STALE_BROKER_EPOCH")
+    assert invoke(c, unregister_op(a)).type == "ok"
+    assert a.epoch is None and 1001 not in fake.brokers
+    gone = invoke(c, heartbeat_op(w.book[1001], first.value["epoch"]))
+    assert (gone.type, gone.error) == ("fail", "BROKER_ID_NOT_REGISTERED")
+    again = invoke(c, unregister_op(w.book[1001]))
+    assert (again.type, again.error) == ("fail", "BROKER_ID_NOT_REGISTERED")
+
+
+def test_new_incarnation_after_the_lease_expired_gets_a_larger_epoch() -> None:
+    now = [0.0]
+    fake = FakeKafka(clock=lambda: now[0], session_timeout_s=5.0)
+    w = RegistryWorkload(["n1", "n2", "n3"], agents=1, zombies=1)
+    c = open_client(fake, w.handlers())
+    rng = random.Random(2)
+    a = w.book[1000]
+    old = invoke(c, register_op(a, rng)).value["epoch"]
+    now[0] = 6.0
+    new = invoke(c, register_op(a, rng)).value["epoch"]
+    assert new > old and a.epochs == [old, new]
+    # the old incarnation, a zombie now, is refused
+    assert invoke(c, heartbeat_op(a, old, zombie=True)).error == "STALE_BROKER_EPOCH"
+
+
+def test_controlled_shutdown_is_acknowledged_and_the_agent_stays_silent() -> None:
+    fake, w, c = setup()
+    a = w.book[1002]
+    invoke(c, register_op(a, random.Random(3)))
+    invoke(c, heartbeat_op(a, a.epoch))
+    done = invoke(c, heartbeat_op(a, a.epoch, want_shut_down=True))
+    assert done.type == "ok" and done.value["should_shut_down"] is True
+    assert fake.brokers[1002].shutting_down
+
+
+def test_generated_history_has_zombies_duplicates_and_checks_valid() -> None:
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(5), p_timeout=0.02, p_lost=0.02,
+                     p_not_controller=0.02)
+    lines, w = run("registry", fake, seconds=2.0, seed=5)
+    errors = Counter(x["error"] for x in completions(lines, "heartbeat", "fail"))
+    assert errors["STALE_BROKER_EPOCH"] > 0
+    assert Counter(x["error"] for x in completions(lines, "register", "fail"))["DUPLICATE_BROKER_REGISTRATION"] > 0
+    zombie = [x for x in lines if x["type"] == "invoke" and x["f"] == "heartbeat" and x["value"].get("zombie")]
+    assert zombie
+    assert completions(lines, "register", "info") or completions(lines, "heartbeat", "info")
+    assert len(completions(lines, "unregister", "ok")) > 0
+    reads = [x for x in lines if x["f"] == "read" and x["type"] == "ok"]
+    assert any(r["value"]["unfenced"] for r in reads)
+    assert verdicts(lines, w.models) == {"registry": True}
+
+
+def test_a_controller_accepting_stale_epochs_is_caught() -> None:
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(6), bugs=frozenset({"accept-stale-epoch"}))
+    lines, w = run("registry", fake, seconds=2.0, seed=6)
+    assert verdicts(lines, w.models) == {"registry": False}
+
+
+def test_a_controller_reusing_epochs_is_caught() -> None:
+    fake = FakeKafka(session_timeout_s=0.3, rng=random.Random(7), bugs=frozenset({"reuse-epoch"}))
+    lines, w = run("registry", fake, seconds=2.0, seed=7)
+    assert verdicts(lines, w.models) == {"registry": False}

@@ -1,0 +1,68 @@
+"""Runs a catalog workload against the in-memory Kafka fake and checks its history with the
+checker's models (the selection a runner gives the linearizability checker)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import random
+from typing import Any
+
+from checker.history import History, parse_jsonl_line
+from checker.linearizable import check_linearizable
+from checker.models import build_model
+from workloads.catalog import Workload, build, select
+from workloads.fake_kafka import FakeKafka
+from workloads.history import HistoryWriter
+from workloads.interpreter import ProcessIds, run_phase
+
+
+def run(name: str, fake: FakeKafka, *, seconds: float = 1.5, seed: int = 1, rate: float = 400.0,
+        concurrency: int = 6, op_timeout: float = 1.0) -> tuple[list[dict[str, Any]], Workload]:
+    """Main phase then final reads; the history's lines."""
+    w = build(name, fake.spec(), rate=rate, concurrency=concurrency, time_limit=seconds, connector=fake.connector,
+              session_timeout=fake.session_timeout_s)
+    out = io.StringIO()
+    history = HistoryWriter(stream=out)
+    pids = ProcessIds()
+    nodes = sorted(fake.spec())
+
+    async def go() -> None:
+        await run_phase(w.main, w.factory, history, pids, nodes=nodes, concurrency=concurrency,
+                        rng=random.Random(seed), op_timeout=op_timeout)
+        await run_phase(w.final, w.factory, history, pids, nodes=nodes, concurrency=concurrency,
+                        rng=random.Random(seed + 1), op_timeout=op_timeout)
+
+    asyncio.run(go())
+    return [json.loads(line) for line in out.getvalue().splitlines()], w
+
+
+def verdicts(lines: list[dict[str, Any]], models: tuple[str, ...]) -> dict[str, Any]:
+    """model name → the linearizability verdict of that workload's part of the history."""
+    chosen = select(lines)
+    out = {}
+    for m in models:
+        part = [x for x in chosen if x.get("workload") == m]
+        events = [parse_jsonl_line(json.dumps(x), "<test>", i + 1, i) for i, x in enumerate(part)]
+        out[m] = check_linearizable(History(events), build_model(m))["valid"]
+    return out
+
+
+def completions(lines: list[dict[str, Any]], f: str, type_: str | None = None) -> list[dict[str, Any]]:
+    return [x for x in lines if x["f"] == f and x["type"] != "invoke" and (type_ is None or x["type"] == type_)]
+
+
+def open_client(fake: FakeKafka, handlers: Any, node: str = "n1", process: int = 0) -> Any:
+    """A Kafka client of `node` over the fake with these handlers."""
+    from workloads.kafka import Cluster
+    from workloads.session import KafkaClientFactory
+
+    factory = KafkaClientFactory(Cluster.parse(fake.spec()), fake.connector, handlers)
+    return asyncio.run(factory.open(node, process))
+
+
+def invoke(client: Any, inv: Any, timeout: float = 2.0) -> Any:
+    from workloads.interpreter import invoke_once
+
+    return asyncio.run(invoke_once(client, inv, timeout))
