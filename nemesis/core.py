@@ -4,14 +4,17 @@ ok | fail | info), the faults in force persisted, `status()`, and an idempotent 
 from __future__ import annotations
 
 import random
+import shlex
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from nemesis import netfilter, packet
 from nemesis.clock import ClockFault
 from nemesis.context import FaultContext
 from nemesis.disk import DiskFault
 from nemesis.errors import FaultError, PartialFault, Unsupported
+from nemesis.fanout import fan_out
 from nemesis.fault import Fault, Handler
 from nemesis.packet import PacketFault
 from nemesis.partition import PartitionFault
@@ -89,6 +92,22 @@ class Nemesis:
     def status(self) -> dict[str, Any]:
         """What is in force where (from the persisted state)."""
         return self.ctx.state.in_force()
+
+    def observed(self) -> dict[str, dict[str, Any]]:
+        """What the hosts themselves show now, per node: the lab's iptables rules, the root qdisc
+        and the clock file (or the error reaching the host)."""
+        control = self.control
+
+        def look(node: str) -> dict[str, Any]:
+            host = control.host(node)
+            rules = host.run(netfilter.listing_script(self.lab), timeout=15).stdout.split("\n")
+            qdisc = host.run(f"{packet.iface_script(host.address)}; tc qdisc show dev \"$IF\" root", timeout=15)
+            clock = host.run(f"cat {shlex.quote(control.clock_file(node))} 2>/dev/null; true", timeout=15)
+            return {"rules": [r for r in rules if r.startswith("-A ")],
+                    "qdisc": qdisc.stdout.strip() or qdisc.stderr.strip(), "clock": clock.stdout.strip() or None}
+
+        outcomes = fan_out({n: (lambda n=n: look(n)) for n in control.nodes()})
+        return {node: (o.value if o.value is not None else {"error": o.error}) for node, o in outcomes.items()}
 
     def close(self) -> None:
         for fault in self.faults:

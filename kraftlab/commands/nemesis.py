@@ -50,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     part.add_argument("--to", dest="receivers", type=_nodes, default=[], help="one-way: the receivers")
     part.add_argument("--seed", type=int)
     sub.add_parser("heal", help="undo every fault in force on the lab")
-    sub.add_parser("status", help="what is in force on which host")
+    status = sub.add_parser("status", help="what is in force on which host")
+    status.add_argument("--live", action="store_true", help="also show the rules, qdiscs and clock files on the hosts")
 
     for name, text in (("kill", "SIGKILL"), ("stop", "graceful stop (SIGTERM)"), ("pause", "SIGSTOP"),
                        ("restart", "start killed/stopped"), ("resume", "SIGCONT")):
@@ -182,7 +183,10 @@ def main(args: argparse.Namespace) -> int:
         nemesis = Nemesis(lab.name, node_control(lab), recorder=_print, ledger=ledger_for(lab.name),
                           seed=time.monotonic_ns())
         if args.action == "status":
-            print(json.dumps(nemesis.status(), indent=1, sort_keys=True))
+            shown: dict[str, Any] = nemesis.status()
+            if args.live:
+                shown = {"in_force": shown, "hosts": nemesis.observed()}
+            print(json.dumps(shown, indent=1, sort_keys=True))
             return EXIT_OK
         if args.action == "heal":
             return _exit(nemesis.heal_all())

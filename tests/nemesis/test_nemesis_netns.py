@@ -26,6 +26,7 @@ from nemesis.cleanup import clean_lab, ledger_for
 from nemesis.clockfile import parse
 from nemesis.core import Nemesis
 from nemesis.daemon_control import DaemonNodeControl
+from nemesis.netfilter import partition_chain
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
@@ -272,6 +273,7 @@ from control.labs import load_lab
 from nemesis.cleanup import ledger_for
 from nemesis.core import Nemesis
 from nemesis.daemon_control import DaemonNodeControl
+from nemesis.netfilter import partition_chain
 lab = load_lab({name!r})
 ctl = DaemonNodeControl(lab.hosts, daemon="node")
 n = Nemesis(lab.name, ctl, ledger=ledger_for(lab.name))
@@ -321,6 +323,12 @@ def test_manual_cli_partition_status_heal(lab: Lab, programs: dict[str, str], co
     assert {p for p, (name, _) in reach.items() if name is None} == {p for p in reach if "n1" in p}
     assert main(["nemesis", "--lab", lab.name, "status"]) == 0
     assert json.loads(capsys.readouterr().out)["partition"]["grudge"]["n1"] == ["n2", "n3", "n4", "n5"]
+    assert main(["nemesis", "--lab", lab.name, "status", "--live"]) == 0
+    live = json.loads(capsys.readouterr().out)["hosts"]
+    addrs = lab.addresses()
+    chain = partition_chain(lab.name)
+    assert live["n1"]["rules"] == [f"-A {chain} -s {addrs[n]}/32 -j DROP" for n in ("n2", "n3", "n4", "n5")]
+    assert live["n2"]["rules"] == [f"-A {chain} -s {addrs['n1']}/32 -j DROP"]
     assert main(["nemesis", "--lab", lab.name, "heal"]) == 0
     assert "stop-partition" in capsys.readouterr().out
     assert all(name == p[1] for p, (name, _) in connectivity(lab, programs).items())
