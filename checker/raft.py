@@ -11,7 +11,8 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
   Cross-node order is not trusted (clocks skew), so "have" means at some point in their journal.
 - CommittedPrefixAgreement: every node that saw an offset committed saw the same CRC there, no
   node's final log differs from a committed CRC, and no node truncates an entry below its own
-  high-water mark (except to replace its log with a snapshot).
+  high-water mark (except to replace its log with a snapshot, or to cut a corrupt tail found on
+  recovery: storage damage is reported by its own `corruption` event).
 - LeaderCompleteness: every entry committed in an epoch is in the log of every leader of a later
   epoch at the moment it became leader.
 - NoUncommittedApply: a node applies an offset only below its high-water mark, with the
@@ -94,7 +95,7 @@ def check_raft(journals: Journals, voters: list[int] | None = None) -> dict[str,
                 st.log_end = base + len(e["crcs"])
             elif ev == "truncate":
                 to = int(e["to"])
-                if e.get("reason") != "snapshot" and to < st.hw:
+                if e.get("reason") not in ("snapshot", "corrupt-tail") and to < st.hw:
                     vs.append(Violation("CommittedPrefixAgreement",
                                         f"node {nid} truncated its log to {to}, below its high-water mark {st.hw}",
                                         [x for x in (st.hw_entry, e) if x is not None]))
