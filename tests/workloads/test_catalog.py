@@ -1,0 +1,76 @@
+"""The workload catalog: building each workload, the rate, which ops go to the
+linearizability checker, and a mixed run with disjoint prefixes and agent ranges."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from wl_harness import run, verdicts
+
+from workloads.catalog import WORKLOADS, build, linearizable, select
+from workloads.fake_kafka import FakeKafka
+
+
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_build_each(name: str) -> None:
+    fake = FakeKafka()
+    w = build(name, fake.spec(), connector=fake.connector)
+    assert w.name == name and w.brokers == ["n1", "n2", "n3"] and w.models
+
+
+def test_bad_arguments() -> None:
+    spec = FakeKafka().spec()
+    with pytest.raises(ValueError, match="unknown workload"):
+        build("bank", spec)
+    with pytest.raises(ValueError, match="positive"):
+        build("topics", spec, rate=0)
+    with pytest.raises(ValueError, match="no broker"):
+        build("topics", {"n1": {"broker": None, "controller": "127.0.0.1:1"}})
+
+
+def test_which_ops_are_linearizable() -> None:
+    write = {"type": "invoke", "f": "create", "value": {"topic": "t0"}, "workload": "topics"}
+    read = {"type": "invoke", "f": "list", "value": {"node": "n1", "broker_read": True}, "workload": "topics"}
+    final = {**read, "value": {**read["value"], "final": True}}
+    reg_final = {"type": "invoke", "f": "read", "workload": "registry",
+                 "value": {"node": "n1", "broker_read": True, "final": True}}
+    assert linearizable(write) and linearizable(final)
+    assert not linearizable(read) and not linearizable(reg_final)
+    lines = [{**write, "process": 0}, {**read, "process": 1}, {"process": 1, "type": "ok", "f": "list"},
+             {"process": "nemesis", "type": "info", "f": "start-partition"},
+             {"process": 0, "type": "ok", "f": "create"}, {**final, "process": 2},
+             {"process": 2, "type": "ok", "f": "list"}]
+    assert [(x["process"], x["type"]) for x in select(lines)] == [(0, "invoke"), (0, "ok"), (2, "invoke"), (2, "ok")]
+
+
+def test_rate_bounds_the_op_count() -> None:
+    fake = FakeKafka(rng=random.Random(1))
+    lines, _ = run("topics", fake, seconds=1.0, rate=20.0, concurrency=4)
+    main = [x for x in lines if x["type"] == "invoke" and not x["value"].get("final")]
+    assert 5 <= len(main) <= 45
+
+
+def test_info_retires_the_process() -> None:
+    fake = FakeKafka(rng=random.Random(2), p_lost=0.3)
+    lines, _ = run("topics", fake, seconds=0.5, seed=2)
+    retired = set()
+    for x in lines:
+        assert x["process"] not in retired
+        if x["type"] == "info":
+            retired.add(x["process"])
+    assert retired
+
+
+def test_mixed_keeps_workloads_apart_and_checks_valid() -> None:
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(3), p_timeout=0.02, p_not_controller=0.02)
+    lines, w = run("mixed", fake, seconds=2.5, seed=3)
+    invokes = [x for x in lines if x["type"] == "invoke"]
+    assert {x["workload"] for x in invokes} == {"topics", "registry", "isr"}
+    reg = {x["value"]["broker"] for x in invokes if x["f"] == "register"}
+    assert any(1000 <= b < 2000 for b in reg) and any(b >= 2000 for b in reg)
+    created = {x["value"]["topic"] for x in invokes if x["f"] == "create"}
+    assert any(t.startswith("isr-") for t in created) and any(t.startswith("t") for t in created)
+    finals = [x for x in invokes if x["value"].get("final")]
+    assert {x["workload"] for x in finals} == {"topics", "registry", "isr"}
+    assert verdicts(lines, w.models) == {"topics": True, "registry": True, "isr": True}

@@ -1,0 +1,97 @@
+"""The isr workload: agents' AlterPartition requests against the fake controller (a CAS on the
+partition epoch; stale leaders, stale epochs and old incarnations refused), and its histories
+checked by the `isr`, `registry` and `topics` models."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+from wl_harness import completions, invoke, open_client, run, verdicts
+
+from workloads.agents import heartbeat_op, register_op
+from workloads.fake_kafka import FakeKafka
+from workloads.isr import IsrWorkload
+from workloads.ops import broker_read, op
+
+
+def alter(w: IsrWorkload, sender: int, isr: list[int], *, le: int, pe: int, epoch: int | None = None) -> Any:
+    b = w.beliefs["isr-0"]
+    a = w.book[sender]
+    return op("isr", "alter", {"topic": "isr-0", "topic_id": b.topic_id, "partition": 0, "leader": sender,
+                               "broker_epoch": a.epoch if epoch is None else epoch, "leader_epoch": le,
+                               "partition_epoch": pe, "isr": sorted(isr),
+                               "isr_epochs": [[x, w.book.agents[x].epoch if x in w.book.agents else -1]
+                                              for x in sorted(isr)]})
+
+
+def setup() -> tuple[FakeKafka, IsrWorkload, Any]:
+    fake = FakeKafka()
+    w = IsrWorkload(["n1", "n2", "n3"], agents=3, topics=1)
+    c = open_client(fake, w.handlers())
+    rng = random.Random(1)
+    for b in w.book.ids:
+        assert invoke(c, register_op(w.book[b], rng)).type == "ok"
+        assert invoke(c, heartbeat_op(w.book[b], w.book[b].epoch)).value["fenced"] is False
+    create = op("topics", "create", {"topic": "isr-0", "assignment": [list(w.beliefs["isr-0"].replicas)]})
+    assert invoke(c, create).type == "ok"
+    read = invoke(c, broker_read("isr", "read", "n2", topic="isr-0", partition=0))
+    assert read.value == {"exists": True, "leader": 2000, "leader_epoch": 0, "isr": [2000, 2001, 2002],
+                          "replicas": [2000, 2001, 2002]}
+    assert w.beliefs["isr-0"].topic_id == str(fake.topics["isr-0"].id)
+    return fake, w, c
+
+
+def test_alter_is_a_compare_and_set_on_the_partition_epoch() -> None:
+    fake, w, c = setup()
+    done = invoke(c, alter(w, 2000, [2000, 2001], le=0, pe=0))
+    assert done.type == "ok"
+    assert done.value == {"leader": 2000, "leader_epoch": 0, "partition_epoch": 1, "isr": [2000, 2001]}
+    assert w.beliefs["isr-0"].partition_epoch == 1
+    again = invoke(c, alter(w, 2000, [2000], le=0, pe=0))  # the same expected epoch: lost the race
+    assert (again.type, again.error) == ("fail", "INVALID_UPDATE_VERSION")
+    assert fake.topics["isr-0"].parts[0].isr == (2000, 2001)
+    assert invoke(c, alter(w, 2001, [2001], le=0, pe=1)).error == "INVALID_REQUEST"  # not the leader
+    old = invoke(c, alter(w, 2000, [2000], le=0, pe=1, epoch=w.book[2000].epoch - 1))
+    assert old.error == "STALE_BROKER_EPOCH"  # an old incarnation speaks
+    assert invoke(c, alter(w, 2000, [2000, 2001, 2005], le=0, pe=1)).error == "INVALID_REQUEST"  # not a replica
+    invoke(c, heartbeat_op(w.book[2002], w.book[2002].epoch, want_fence=True))
+    assert invoke(c, alter(w, 2000, [2000, 2001, 2002], le=0, pe=1)).error == "INELIGIBLE_REPLICA"
+
+
+def test_leadership_moves_and_stale_leaders_are_fenced() -> None:
+    fake, w, c = setup()
+    invoke(c, heartbeat_op(w.book[2000], w.book[2000].epoch, want_fence=True))  # the leader is fenced
+    p = fake.topics["isr-0"].parts[0]
+    assert p.leader == 2001 and p.leader_epoch == 1
+    stale = invoke(c, alter(w, 2000, [2000, 2001], le=0, pe=0))
+    assert (stale.type, stale.error) == ("fail", "FENCED_LEADER_EPOCH")
+    invoke(c, broker_read("isr", "read", "n1", topic="isr-0", partition=0))
+    b = w.beliefs["isr-0"]
+    assert (b.leader, b.leader_epoch) == (2001, 1) and b.partition_epoch >= 1
+    # the belief's partition epoch is learnt by trying: INVALID_UPDATE_VERSION moves it up
+    for _ in range(5):
+        done = invoke(c, alter(w, 2001, [2001, 2002], le=1, pe=b.partition_epoch))
+        if done.type == "ok":
+            break
+        assert done.error == "INVALID_UPDATE_VERSION"
+    assert done.type == "ok" and done.value["isr"] == [2001, 2002]
+
+
+def test_generated_history_is_valid_on_a_correct_cluster() -> None:
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(4), p_timeout=0.02, p_lost=0.02,
+                     p_not_controller=0.02)
+    lines, w = run("isr", fake, seconds=2.5, seed=4)
+    alters = completions(lines, "alter")
+    assert Counter(x["type"] for x in alters)["ok"] >= 3
+    errors = Counter(x["error"] for x in alters if x["type"] == "fail")
+    assert len(errors) >= 3, errors  # stale leaders, stale versions, old incarnations...
+    assert {x["workload"] for x in lines} == {"isr", "registry", "topics"}
+    assert verdicts(lines, w.models) == {"isr": True, "registry": True, "topics": True}
+
+
+def test_a_controller_ignoring_the_partition_epoch_is_caught() -> None:
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(5), bugs=frozenset({"alter-ignores-epoch"}))
+    lines, w = run("isr", fake, seconds=2.5, seed=5)
+    assert verdicts(lines, w.models)["isr"] is False
