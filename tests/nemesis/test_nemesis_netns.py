@@ -94,7 +94,7 @@ def assert_restored(lab: Lab) -> None:
     assert all(r.stdout.strip() == "" for r in left.values()), {n: r.stdout for n, r in left.items()}
 
 
-def connectivity(lab: Lab, programs: dict[str, str], timeout: float = 0.6, size: int = 0) -> dict:
+def connectivity(lab: Lab, programs: dict[str, str], timeout: float = 1.2, size: int = 0) -> dict:
     """(src, dst) → (reached name or None, seconds) for every ordered pair, probed in parallel."""
     names, addrs = lab.names, lab.addresses()
     results = lab.run(f"python3 {programs['tcp_probe']} {timeout} {size} " +
@@ -207,7 +207,7 @@ def test_pause_and_kill_act_on_the_process(lab: Lab, programs: dict[str, str], c
     assert nemesis.invoke("pause", {"target": "controller"}).value["nodes"] == ["n2"]
     assert nemesis.invoke("pause", {"nodes": ["n3"]}).type == "ok"
     assert proc_state(pid) == "T"
-    reach = connectivity(lab, programs, timeout=0.5)
+    reach = connectivity(lab, programs)
     assert reach[("n1", "n3")][0] is None and reach[("n1", "n4")][0] == "n4"
     assert nemesis.invoke("resume").value["nodes"] == ["n2", "n3"]
     assert proc_state(pid) in ("S", "R")
