@@ -173,9 +173,9 @@ def test_bandwidth_limit_slows_a_transfer(lab: Lab, programs: dict[str, str], ne
     done = nemesis.invoke("start-packet", {"kind": "bandwidth", "rate": "2mbit", "nodes": ["n5"]})
     assert done.type == "ok" and done.value["interfaces"] == {"n5": "eth0"}, done
     slow = transfer_time()
-    assert fast < 0.3 and slow > 0.7, (fast, slow)
+    assert slow > 0.7 and slow > 3 * fast, (fast, slow)  # 2 Mbit/s: about 1 s; unshaped: milliseconds
     nemesis.invoke("stop-packet")
-    assert transfer_time() < 0.3
+    assert transfer_time() < slow / 3
 
 
 def test_netem_applies_or_is_reported_unsupported(lab: Lab, nemesis: Nemesis) -> None:
