@@ -119,6 +119,7 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
     cache: set[tuple[int, Any]] = set()
     stack: list[tuple[int, Any, int]] = []
     cr = [1 if c else 0 for c in crashed]
+    masks = [1 << i for i in range(n)]
     lazy = any(crashed)
     phase = 0  # 0: try completed ops; 1: then crashed ones (they are tried only when needed)
     state = init
@@ -131,10 +132,10 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
         if is_call[entry]:
             i = opi[entry]
             tw = twin[i]
-            if cr[i] == phase and (tw < 0 or (bits >> tw) & 1):
+            if cr[i] == phase and (tw < 0 or bits & masks[tw]):
                 s2 = steps[i](state)
                 if s2 is not ILLEGAL and not (crashed[i] and s2 == state):
-                    nb = bits | (1 << i)
+                    nb = bits | masks[i]
                     size = len(cache)
                     cache.add((nb, s2))
                     if len(cache) != size:  # a new configuration (one hash instead of two)
@@ -185,7 +186,7 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
         if not stack:
             return SearchResult(INVALID, "no linearization exists", len(cache), None, result.partials, deepest, n)
         i, state, phase = stack.pop()
-        bits ^= 1 << i
+        bits ^= masks[i]
         r = retnode[i]
         if r >= 0:
             nxt[prv[r]] = r
