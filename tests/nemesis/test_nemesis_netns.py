@@ -123,41 +123,54 @@ def test_partitions_cut_exactly_the_intended_pairs_and_heal_restores(lab: Lab, p
     assert {p for p, (name, _) in connectivity(lab, programs).items() if name == p[1]} == everything
 
 
-def received(lab: Lab, node: str) -> list[str]:
-    r = lab.host(node).run(f"cat {lab.host(node).workdir}/udp.txt 2>/dev/null; true")
-    return r.stdout.split("\n")
+def received(lab: Lab, node: str) -> int:
+    """How many datagrams the node's UDP sink has logged so far."""
+    r = lab.host(node).run(f"cat {lab.host(node).workdir}/udp.txt 2>/dev/null | wc -l")
+    return int(r.stdout.strip() or 0)
+
+
+def settled(lab: Lab, node: str, expect: int | None = None, quiet: float = 0.4, timeout: float = 10.0) -> int:
+    """The sink's count once it reaches `expect` (if given) and stops changing for `quiet` seconds."""
+    deadline = time.monotonic() + timeout
+    last, since = received(lab, node), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = received(lab, node)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif (expect is None or now >= expect) and time.monotonic() - since >= quiet:
+            break
+    return last
 
 
 def send_udp(lab: Lab, programs: dict[str, str], src: str, dst: list[str], count: int) -> None:
     addrs = " ".join(lab.host(d).address for d in dst)
     lab.host(src).run(f"python3 {programs['udp_send']} {src} {count} {addrs}", check=True)
-    time.sleep(0.3)
 
 
 def test_one_way_cut_is_one_way(lab: Lab, programs: dict[str, str], nemesis: Nemesis) -> None:
-    lab.run("for f in */udp.txt; do :; done; true")
     assert nemesis.invoke("start-partition", {"topology": "one-way", "from": ["n1"], "to": ["n2"]}).type == "ok"
-    before2, before1 = len(received(lab, "n2")), len(received(lab, "n1"))
+    before2, before1 = settled(lab, "n2"), settled(lab, "n1")
     send_udp(lab, programs, "n1", ["n2"], 20)
     send_udp(lab, programs, "n2", ["n1"], 20)
-    assert len(received(lab, "n2")) == before2  # n2 drops n1
-    assert len(received(lab, "n1")) == before1 + 20  # n1 still hears n2
+    assert settled(lab, "n1", before1 + 20) == before1 + 20  # n1 still hears n2
+    assert settled(lab, "n2") == before2  # n2 drops n1
     nemesis.invoke("stop-partition")
     send_udp(lab, programs, "n1", ["n2"], 20)
-    assert len(received(lab, "n2")) == before2 + 20
+    assert settled(lab, "n2", before2 + 20) == before2 + 20
 
 
 def test_loss_drops_about_the_asked_fraction(lab: Lab, programs: dict[str, str], nemesis: Nemesis) -> None:
     done = nemesis.invoke("start-packet", {"kind": "loss", "probability": 0.5, "nodes": ["n3"]})
     assert done.type == "ok", done
-    before = len(received(lab, "n3"))
+    before = settled(lab, "n3")
     send_udp(lab, programs, "n4", ["n3"], 400)
-    got = len(received(lab, "n3")) - before
+    got = settled(lab, "n3") - before
     assert 120 < got < 280, got  # binomial(400, 0.5): far outside ±8 sigma otherwise
     nemesis.invoke("stop-packet")
-    before = len(received(lab, "n3"))
+    before = settled(lab, "n3")
     send_udp(lab, programs, "n4", ["n3"], 200)
-    assert len(received(lab, "n3")) - before == 200
+    assert settled(lab, "n3", before + 200) - before == 200
 
 
 def test_bandwidth_limit_slows_a_transfer(lab: Lab, programs: dict[str, str], nemesis: Nemesis) -> None:
