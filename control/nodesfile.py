@@ -9,7 +9,9 @@ Fields are separated by whitespace; `#` starts a comment; an IPv6 host with a po
 `[::1]:2222`. PORT defaults to 22. Options: `address=` the IP the other nodes reach this host at
 (default: HOST; differs when SSH goes through a forwarded port, as with Vagrant/VirtualBox),
 `workdir=` the suite's directory on the host (default /var/lib/kraftlab), `known_hosts=` the
-known_hosts file that verifies this host's key (default ~/.ssh/known_hosts).
+known_hosts file that verifies this host's key (default ~/.ssh/known_hosts), `venv=` a virtualenv
+on the host that already has the project installed (deploy then installs nothing there; by default
+deploy installs the project from wheels into WORKDIR/venv).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 
 DEFAULT_WORKDIR = "/var/lib/kraftlab"
-OPTIONS = ("address", "workdir", "known_hosts")
+OPTIONS = ("address", "workdir", "known_hosts", "venv")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,10 @@ class NodeEntry:
     @property
     def workdir(self) -> str:
         return self.options.get("workdir", DEFAULT_WORKDIR)
+
+    @property
+    def venv(self) -> str | None:
+        return self.options.get("venv")
 
     @property
     def known_hosts(self) -> str:
@@ -88,7 +94,7 @@ def parse(text: str, source: str = "nodes file") -> list[NodeEntry]:
 
 
 def render(entries: list[NodeEntry]) -> str:
-    header = "# NAME\tHOST[:PORT]\tUSER\tKEY\t[address=IP workdir=DIR known_hosts=FILE]\n"
+    header = "# NAME\tHOST[:PORT]\tUSER\tKEY\t[address=IP workdir=DIR known_hosts=FILE venv=DIR]\n"
     return header + "".join(e.line() + "\n" for e in entries)
 
 

@@ -40,9 +40,10 @@ def keygen(path: Path) -> None:
                    check=True, capture_output=True)
 
 
-def start(lab: Lab, key_dir: Path, known_hosts: Path | None = None) -> Path:
+def start(lab: Lab, key_dir: Path, known_hosts: Path | None = None, venv: str | None = None) -> Path:
     """Start sshd on every host of a namespace lab; returns the path of the nodes file (in key_dir).
-    The host keys are not in known_hosts: the first connection needs accept_new_host_keys."""
+    The host keys are not in known_hosts: the first connection needs accept_new_host_keys. With
+    `venv`, the nodes file says the project is already installed there (this machine's venv)."""
     if not os.path.exists(SSHD):
         raise HostError("sshd is missing: `apt-get install -y openssh-server`")
     key_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -57,9 +58,10 @@ def start(lab: Lab, key_dir: Path, known_hosts: Path | None = None) -> Path:
         conf = key_dir / f"sshd_{h.name}.conf"
         conf.write_text(CONFIG.format(address=h.address, dir=key_dir, name=h.name))
         subprocess.run([SSHD, "-t", "-f", str(conf)], check=True, capture_output=True)
-        entries.append(NodeEntry(h.name, h.address, 22, "root", str(key_dir / "id_ed25519"),
-                                 {"workdir": f"{h.workdir}/ssh",
-                                  "known_hosts": str(known_hosts or key_dir / "known_hosts")}))
+        options = {"workdir": f"{h.workdir}/ssh", "known_hosts": str(known_hosts or key_dir / "known_hosts")}
+        if venv:
+            options["venv"] = venv
+        entries.append(NodeEntry(h.name, h.address, 22, "root", str(key_dir / "id_ed25519"), options))
     lab.on(None, lambda h: h.start_daemon("sshd", f"{SSHD} -D -e -f {key_dir}/sshd_{h.name}.conf",
                                           log_path=f"{h.workdir}/sshd.log"))
     wait = "i=0; until ss -ltn | grep -q ':22 '; do sleep 0.01; i=$((i+1)); [ $i -le 500 ] || exit 1; done"

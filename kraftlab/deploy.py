@@ -29,6 +29,7 @@ from typing import Any
 
 from control.host import Host, HostError
 from control.lab import Lab
+from control.ssh import SshHost
 from control.state import state_dir
 from control.wheels import WheelError, build_wheelhouse, install_script
 
@@ -223,18 +224,27 @@ class Deployment:
     def paths(self, node: str) -> NodePaths:
         return NodePaths(self.lab.host(node).workdir)
 
+    def preinstalled(self, node: str) -> bool:
+        """True when the host already has the project (namespaces, Docker, an SSH host with `venv=`)."""
+        h = self.lab.host(node)
+        return self.lab.backend not in ("ssh", "vagrant") or (isinstance(h, SshHost) and h.entry.venv is not None)
+
     def kraft_node(self, node: str) -> str:
-        return kraft_node_path(self.lab.backend, self.lab.host(node).workdir)
+        h = self.lab.host(node)
+        if isinstance(h, SshHost) and h.entry.venv is not None:
+            return f"{h.entry.venv}/bin/kraft-node"
+        return kraft_node_path(self.lab.backend, h.workdir)
 
     def install(self, wheelhouse: Path | None = None) -> None:
         """Make `kraft-node` runnable on every host: nothing to copy for namespaces and Docker (the
-        venv / the image has it), a wheel + virtualenv for SSH hosts."""
-        if self.lab.backend in ("ssh", "vagrant"):
+        venv / the image has it) or SSH hosts with a `venv=`; a wheel + virtualenv for other SSH hosts."""
+        targets = [n for n in self.nodes() if not self.preinstalled(n)]
+        if targets:
             try:
                 wheels = wheelhouse or build_wheelhouse()
             except WheelError as exc:
                 raise DeployError(str(exc)) from None
-            self.lab.on(None, lambda h: install_on_ssh_host(h, wheels))
+            self.lab.on(targets, lambda h: install_on_ssh_host(h, wheels))
         missing = {n: r for n, r in self.lab.on(None, lambda h: h.run(f"test -x {self.kraft_node(h.name)}")).items()
                    if not r.ok}
         if missing:
