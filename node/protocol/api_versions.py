@@ -12,6 +12,7 @@ import datetime
 import importlib
 import re
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
@@ -49,6 +50,7 @@ class FinalizedFeatures:
     levels: tuple[Feature, ...] = ()
 
 
+@lru_cache(maxsize=256)  # answered on every connection; the entities are immutable
 def build_api_versions_response(
     version: int,
     ranges: tuple[ApiRange, ...],

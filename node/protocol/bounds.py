@@ -178,6 +178,22 @@ def _field_walker(entity_type: type[Entity], field: object) -> Walker:
     raise MalformedFrame(f"unclassifiable field {field!r}")
 
 
+def skip_tagged_fields(buf: bytes, pos: int, end: int, known: dict[int, Walker] | None = None) -> int:
+    """Walk a tagged-field section (count, then tag/size/bytes each); ``known`` tags are checked inside."""
+    count, pos = read_uvarint(buf, pos, end)
+    if count > end - pos:
+        raise MalformedFrame(f"{count} tagged fields but only {end - pos} bytes remain")
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos, end)
+        size, pos = read_uvarint(buf, pos, end)
+        field_end = _skip(pos, size, end, "tagged field")
+        walker = known.get(tag) if known else None
+        if walker is not None and walker(buf, pos, field_end) != field_end:
+            raise MalformedFrame(f"tagged field {tag} does not fill its declared {size} bytes")
+        pos = field_end
+    return pos
+
+
 @cache
 def entity_walker(entity_type: type[Entity]) -> Walker:
     """The walker of one kio entity class (cached: schemas are immutable)."""
@@ -195,20 +211,7 @@ def entity_walker(entity_type: type[Entity]) -> Walker:
     def walk(buf: bytes, pos: int, end: int) -> int:
         for walker in plain:
             pos = walker(buf, pos, end)
-        if not flexible:
-            return pos
-        count, pos = read_uvarint(buf, pos, end)
-        if count > end - pos:
-            raise MalformedFrame(f"{count} tagged fields but only {end - pos} bytes remain")
-        for _ in range(count):
-            tag, pos = read_uvarint(buf, pos, end)
-            size, pos = read_uvarint(buf, pos, end)
-            field_end = _skip(pos, size, end, "tagged field")
-            known = tagged.get(tag)
-            if known is not None and known(buf, pos, field_end) != field_end:
-                raise MalformedFrame(f"tagged field {tag} does not fill its declared {size} bytes")
-            pos = field_end
-        return pos
+        return skip_tagged_fields(buf, pos, end, tagged) if flexible else pos
 
     return walk
 

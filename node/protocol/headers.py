@@ -18,20 +18,22 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.static.primitive import i16, i32
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from node.protocol.bounds import skip_tagged_fields
 from node.protocol.codec import decode_entity, decode_exact, encode_entity
-from node.protocol.errors import MalformedFrame, UnsupportedApi
+from node.protocol.errors import EncodingError, MalformedFrame, UnsupportedApi
 from node.protocol.framing import frame
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 _FIRST_FLEXIBLE_API_VERSIONS = 3
-_REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_MAX_CLIENT_ID_BYTES = 2**15 - 1
+_REQUEST_PREFIX = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _CORRELATION_ID = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
+_NO_TAGGED_FIELDS = b"\x00"
 
 RequestHeader = RequestHeaderV1 | RequestHeaderV2
 
@@ -40,21 +42,13 @@ RequestHeader = RequestHeaderV1 | RequestHeaderV2
 class RequestFrame:
     """A received request frame whose header is decoded; the body starts at ``body_offset``."""
 
-    header: RequestHeader
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int
     payload: bytes
     body_offset: int
-
-    @property
-    def api_key(self) -> int:
-        return int(self.header.request_api_key)
-
-    @property
-    def api_version(self) -> int:
-        return int(self.header.request_api_version)
-
-    @property
-    def correlation_id(self) -> int:
-        return int(self.header.correlation_id)
 
 
 @cache
@@ -85,12 +79,29 @@ def request_header_type(api_key: int, api_version: int) -> type[RequestHeader]:
 
 
 def parse_request_header(payload: bytes) -> RequestFrame:
-    """Decode the header of a request frame's payload (the bytes after the size prefix)."""
-    if len(payload) < _REQUEST_PREFIX.size:
-        raise MalformedFrame(f"request of {len(payload)} bytes is shorter than a request header")
-    api_key, api_version, _ = _REQUEST_PREFIX.unpack_from(payload)
-    header, body_offset = decode_entity(request_header_type(api_key, api_version), payload, 0)
-    return RequestFrame(header=header, payload=payload, body_offset=body_offset)
+    """Decode the header of a request frame's payload (the bytes after the size prefix).
+
+    Hand-rolled (the header is on every request's path): api key, version and correlation id, a
+    legacy nullable client id (decoded leniently, as Kafka's Java strings are), then in v2 a
+    tagged-field section.
+    """
+    end = len(payload)
+    if end < _REQUEST_PREFIX.size:
+        raise MalformedFrame(f"request of {end} bytes is shorter than a request header")
+    api_key, api_version, correlation_id, id_length = _REQUEST_PREFIX.unpack_from(payload)
+    header_version = int(request_header_type(api_key, api_version).__version__)
+    pos = _REQUEST_PREFIX.size
+    client_id: str | None = None
+    if id_length >= 0:
+        if id_length > end - pos:
+            raise MalformedFrame(f"client id of {id_length} bytes but only {end - pos} remain")
+        client_id = payload[pos : pos + id_length].decode("utf-8", errors="replace")
+        pos += id_length
+    elif id_length != -1:
+        raise MalformedFrame(f"negative client id length {id_length}")
+    if header_version == 2:
+        pos = skip_tagged_fields(payload, pos, end)
+    return RequestFrame(api_key, api_version, correlation_id, client_id, header_version, payload, pos)
 
 
 def parse_request_body(request: RequestFrame, request_type: type[RequestPayload]) -> RequestPayload:
@@ -105,22 +116,34 @@ def parse_request_body(request: RequestFrame, request_type: type[RequestPayload]
     return body
 
 
+def encode_request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
+    """Request header v1 or v2 (whichever the api version calls for) as bytes."""
+    header_version = int(request_header_type(api_key, api_version).__version__)
+    encoded = b"" if client_id is None else client_id.encode()
+    if len(encoded) > _MAX_CLIENT_ID_BYTES:
+        raise EncodingError(f"client id of {len(encoded)} bytes does not fit an int16 length")
+    try:
+        prefix = _REQUEST_PREFIX.pack(api_key, api_version, correlation_id, -1 if client_id is None else len(encoded))
+    except struct.error as exc:
+        raise EncodingError(f"request header: {exc}") from exc
+    return prefix + encoded + (_NO_TAGGED_FIELDS if header_version == 2 else b"")
+
+
 def encode_request(request: RequestPayload, correlation_id: int, client_id: str | None) -> bytes:
     """A whole size-prefixed request frame; the api key and version come from the entity's class."""
-    header_type = request_header_type(int(request.__api_key__), int(request.__version__))
-    header = header_type(
-        request_api_key=i16(request.__api_key__),
-        request_api_version=i16(request.__version__),
-        correlation_id=i32(correlation_id),
-        client_id=client_id,
-    )
-    return frame(encode_entity(header) + encode_entity(request))
+    header = encode_request_header(int(request.__api_key__), int(request.__version__), correlation_id, client_id)
+    return frame(header + encode_entity(request))
 
 
 def encode_response(response: ResponsePayload, correlation_id: int) -> bytes:
     """A whole size-prefixed response frame with the header version the response's class prescribes."""
-    header = response.__header_schema__(correlation_id=i32(correlation_id))
-    return frame(encode_entity(header) + encode_entity(response))
+    try:
+        header = _CORRELATION_ID.pack(correlation_id)
+    except struct.error as exc:
+        raise EncodingError(f"response header: {exc}") from exc
+    if response.__header_schema__.__flexible__:
+        header += _NO_TAGGED_FIELDS
+    return frame(header + encode_entity(response))
 
 
 def peek_correlation_id(payload: bytes) -> int:
@@ -138,9 +161,12 @@ def parse_response(payload: bytes, request_type: type[RequestPayload]) -> tuple[
     """
     api_key, api_version = int(request_type.__api_key__), int(request_type.__version__)
     response_type = response_schema(api_key, api_version)
-    header, offset = decode_entity(response_type.__header_schema__, payload, 0)
+    correlation_id = peek_correlation_id(payload)
+    offset = _CORRELATION_ID.size
+    if response_type.__header_schema__.__flexible__:
+        offset = skip_tagged_fields(payload, offset, len(payload))
     if api_key == API_VERSIONS_KEY and len(payload) >= offset + _ERROR_CODE.size:
         (error_code,) = _ERROR_CODE.unpack_from(payload, offset)
         if error_code == ErrorCode.unsupported_version:
             response_type = response_schema(api_key, 0)
-    return int(header.correlation_id), decode_exact(response_type, payload, offset)
+    return correlation_id, decode_exact(response_type, payload, offset)

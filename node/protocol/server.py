@@ -70,38 +70,50 @@ class _Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.queue: asyncio.Queue[_InFlight | None] = asyncio.Queue(maxsize=server.max_in_flight)
         self.read_task: asyncio.Task[None] | None = None
+        self.loop = asyncio.get_running_loop()
+        self.last_read = self.loop.time()
+        self.idle_timer: asyncio.TimerHandle | None = None
+
+    def _check_idle(self) -> None:
+        """One timer per connection (not one per frame): re-armed until nothing was read for a whole period."""
+        quiet = self.loop.time() - self.last_read
+        if quiet < self.server.idle_timeout:
+            self.idle_timer = self.loop.call_later(self.server.idle_timeout - quiet, self._check_idle)
+            return
+        log.info("closing connection from %s: idle for %.1f s", self.peer, quiet)
+        self._stop_reading()
 
     async def run(self) -> None:
         self.read_task = asyncio.current_task()
+        self.idle_timer = self.loop.call_later(self.server.idle_timeout, self._check_idle)
         write_task = asyncio.create_task(self._write_loop())
         try:
             await self._read_loop()
             await self.queue.put(None)  # flush the responses already owed, then stop
-            await asyncio.wait_for(asyncio.shield(write_task), self.server.flush_timeout)
-        except (asyncio.CancelledError, TimeoutError):
+            await asyncio.wait({write_task}, timeout=self.server.flush_timeout)
+        except asyncio.CancelledError:
             pass
         finally:
+            if self.idle_timer is not None:
+                self.idle_timer.cancel()
             write_task.cancel()
             await asyncio.gather(write_task, return_exceptions=True)
             self._abandon_queue()
             self.writer.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.writer.wait_closed(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await self.writer.wait_closed()
 
     async def _read_loop(self) -> None:
         server = self.server
         while True:
             try:
-                async with asyncio.timeout(server.idle_timeout):
-                    payload = await read_frame(self.reader, server.max_frame_bytes)
+                payload = await read_frame(self.reader, server.max_frame_bytes)
             except TruncatedFrame as exc:
                 log.info("closing connection from %s: %s", self.peer, exc)
                 return
             except FrameError as exc:
                 log.warning("closing connection from %s: %s", self.peer, exc)
-                return
-            except TimeoutError:
-                log.info("closing connection from %s: idle for %.0f s", self.peer, server.idle_timeout)
                 return
             except OSError as exc:
                 log.info("connection from %s failed: %s", self.peer, exc)
@@ -109,6 +121,7 @@ class _Connection:
             if payload is None:
                 log.debug("connection from %s closed by the peer", self.peer)
                 return
+            self.last_read = self.loop.time()
             try:
                 in_flight = self._dispatch(payload)
             except FrameError as exc:
@@ -123,7 +136,7 @@ class _Connection:
             api_key=request.api_key,
             api_version=request.api_version,
             correlation_id=request.correlation_id,
-            client_id=request.header.client_id,
+            client_id=request.client_id,
             peer=self.peer,
             listener=self.server.listener,
         )

@@ -14,12 +14,17 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.metadata.v4.request import MetadataRequest as MetadataRequestV4
 from kio.schema.metadata.v12.response import MetadataResponse as MetadataResponseV12
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.static.primitive import i16, i32
 
 from node.protocol.api_versions import ApiRange, build_api_versions_response, unsupported_api_versions_response
-from node.protocol.errors import FrameTooLarge, MalformedFrame, TruncatedFrame, UnsupportedApi
+from node.protocol.codec import encode_entity
+from node.protocol.errors import EncodingError, FrameTooLarge, MalformedFrame, TruncatedFrame, UnsupportedApi
 from node.protocol.framing import frame, read_frame
 from node.protocol.headers import (
     encode_request,
+    encode_request_header,
     encode_response,
     parse_request_body,
     parse_request_header,
@@ -43,8 +48,8 @@ def test_every_request_round_trips_with_the_header_its_flexibility_calls_for() -
         assert size == len(data) - 4
         parsed = parse_request_header(data[4:])
         assert (parsed.api_key, parsed.api_version, parsed.correlation_id) == (api_key, version, 1234)
-        assert parsed.header.client_id == "client-é"
-        assert parsed.header.__version__ == (2 if request_type.__flexible__ else 1)
+        assert parsed.client_id == "client-é"
+        assert parsed.header_version == (2 if request_type.__flexible__ else 1)
         assert parse_request_body(parsed, request_type) == request
 
 
@@ -56,6 +61,41 @@ def test_request_header_bytes_match_kafkas_layout() -> None:
     # v2: the same fields (client id still a legacy nullable string: -1), then an empty tagged-field section
     assert v2[:11] == struct.pack(">hhih", 18, 3, 7, -1) + b"\x00"
     assert v2[11:] == b"\x02x\x021\x00"
+
+
+@pytest.mark.parametrize("header_type", [RequestHeaderV1, RequestHeaderV2])
+def test_the_hand_rolled_request_header_agrees_with_kio(header_type: type[RequestHeaderV1 | RequestHeaderV2]) -> None:
+    rng = random.Random(header_type.__version__)
+    api_key, api_version = (3, 4) if header_type is RequestHeaderV1 else (3, 12)
+    for client_id in (None, "", "kraftlab", "é日本" * 50, "x" * 32767):
+        correlation_id = rng.randint(-(2**31), 2**31 - 1)
+        ours = encode_request_header(api_key, api_version, correlation_id, client_id)
+        kios = encode_entity(
+            header_type(
+                request_api_key=i16(api_key),
+                request_api_version=i16(api_version),
+                correlation_id=i32(correlation_id),
+                client_id=client_id,
+            )
+        )
+        assert ours == kios
+        parsed = parse_request_header(ours + b"body")
+        assert (parsed.correlation_id, parsed.client_id, parsed.body_offset) == (correlation_id, client_id, len(ours))
+    with pytest.raises(EncodingError):
+        encode_request_header(3, 4, 1, "x" * 32768)
+
+
+def test_a_client_id_that_is_not_utf8_is_read_leniently_like_java_does() -> None:
+    parsed = parse_request_header(struct.pack(">hhih", 3, 4, 1, 2) + b"\xff\xfe")
+    assert parsed.client_id == "\ufffd\ufffd"
+
+
+def test_a_header_v2_with_tagged_fields_is_skipped_to_the_body() -> None:
+    header = struct.pack(">hhih", 3, 12, 9, -1) + b"\x02" + b"\x00\x01z" + b"\x05\x00"
+    parsed = parse_request_header(header + b"BODY")
+    assert parsed.payload[parsed.body_offset :] == b"BODY"
+    with pytest.raises(MalformedFrame):  # a tagged field claiming more bytes than there are
+        parse_request_header(struct.pack(">hhih", 3, 12, 9, -1) + b"\x01\x00\x7f")
 
 
 def test_api_versions_requests_of_unknown_versions_still_have_a_header() -> None:
