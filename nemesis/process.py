@@ -78,8 +78,13 @@ class ProcessFault:
         else:
             nodes = [n for n in self.ctx.control.nodes() if in_force.get(n, {}).get("state") in states]
         # already undone (a restarted node runs; a paused node that died cannot be resumed): nothing to do
-        running = self.ctx.call_each(nodes, self.ctx.control.running)
-        moot = [n for n in nodes if running[n].value == (states != ("paused",))]
+        if states == ("paused",):  # moot: the paused process is gone (died, or killed and started anew)
+            pids = self.ctx.call_each(nodes, self.ctx.control.pid)
+            moot = [n for n in nodes if pids[n].value is None
+                    or pids[n].value != in_force.get(n, {}).get("pid", pids[n].value)]
+        else:  # moot: it runs again already
+            running = self.ctx.call_each(nodes, self.ctx.control.running)
+            moot = [n for n in nodes if running[n].value]
         self.ctx.state.update("process", lambda d: [d.pop(n, None) for n in moot])
         todo = [n for n in nodes if n not in moot]
         done: dict[str, Any] = {"nodes": todo, **extra, **({"already": moot} if moot else {})}

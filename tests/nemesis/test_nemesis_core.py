@@ -264,3 +264,13 @@ def test_undoing_what_is_already_undone_is_not_an_error(nemesis: Nemesis, contro
         ("ok", "resume", {"nodes": [], "signal": "SIGCONT", "already": ["n1"]}),
         ("ok", "restart", {"nodes": [], "already": ["n2"]})]
     assert nemesis.status() == {}
+
+
+def test_a_pause_ended_by_another_fault_is_not_resumed(nemesis: Nemesis, control: FakeNodeControl) -> None:
+    control.host("n4").on("python3 -c", CommandResult("n4", "", 0, '{"action": "wipe"}\n', ""))
+    nemesis.invoke("pause", {"nodes": ["n4"]})
+    nemesis.invoke("start-disk", {"nodes": ["n4"], "damage": "wipe"})  # kills the paused process
+    nemesis.invoke("stop-disk")  # a new process, not paused
+    healed = nemesis.heal_all()
+    assert [(c.type, c.f, c.value.get("already")) for c in healed] == [("ok", "resume", ["n4"])]
+    assert control.nodes_by_name["n4"].state == "running"

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import pytest
 from conftest import Recorded
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from control.host import CommandResult
 from nemesis.core import Nemesis
 from nemesis.fakes import FakeNodeControl
 from nemesis.runner import ScheduleRunner
@@ -134,3 +138,28 @@ def test_session_saves_the_schedule_records_into_the_history_and_replays(tmp_pat
     assert first == again
     assert {f for _, f, _ in first if f in WINDOWS} and set(WINDOWS.values()) >= {f for _, f, _ in first
                                                                                  if f not in WINDOWS}
+
+
+@settings(max_examples=int(os.environ.get("NEMESIS_SCHEDULE_EXAMPLES", "40")))
+@given(st.integers(0, 2**31), st.lists(st.sampled_from(PACKAGES), min_size=1, unique=True), st.booleans())
+def test_any_schedule_then_heal_all_restores_everything(seed: int, packages: list[str], combined: bool) -> None:
+    control = FakeNodeControl(combined=combined)
+    for node in control.nodes():  # disk damage answers as the real script would
+        control.host(node).on("python3 -c", CommandResult(node, "", 0, '{"action": "x"}\n', ""))
+    sched = generate(packages, seed=seed, interval=1, duration=40, nodes=control.nodes(),
+                     controllers=control.controllers(), brokers=control.brokers())
+    nemesis = Nemesis("h", control, seed=seed, local_boot_id="me")
+    try:
+        for step in sched.steps:
+            nemesis.invoke(step.f, step.value)
+    finally:
+        nemesis.close()
+        healed = nemesis.heal_all()
+    assert all(c.type == "ok" for c in healed), healed
+    assert nemesis.status() == {} and nemesis.heal_all() == []
+    assert all(f.state == "running" for f in control.nodes_by_name.values())
+    for node in control.nodes():
+        network = [c for c in control.host(node).commands if "KRAFTLAB-h" in c or "tc qdisc" in c]
+        if any("KRAFTLAB-h " in c or "KRAFTLAB-h -" in c for c in network):
+            last = [c for c in network if "KRAFTLAB-h " in c or ":KRAFTLAB-h " in c][-1]
+            assert last.startswith("iptables -w 10 -F KRAFTLAB-h "), last
