@@ -27,7 +27,8 @@ from checker.raft import check_raft
 WORKLOAD_MODELS = {"topics": "topics", "registry": "registry", "isr": "isr", "register": "cas-register"}
 
 
-def _by_workload(history: History, model: str | None) -> dict[str, tuple[str, History]]:
+def split_by_workload(history: History, model: str | None = None) -> dict[str, tuple[str, History]]:
+    """Client ops by their `workload` field → (model name, sub-history); `model` overrides."""
     parts: dict[str, list[Any]] = {}
     for e in history.events:
         if e.process == "nemesis":
@@ -43,8 +44,11 @@ def _by_workload(history: History, model: str | None) -> dict[str, tuple[str, Hi
     return out
 
 
-def _linearizable(history: History, model_name: str, initial: Any, nil_read_any: bool, budget: Budget,
-                  out_dir: Path | None, tag: str) -> dict[str, Any]:
+def linearizable_with_anomalies(history: History, model_name: str, initial: Any = None, nil_read_any: bool = False,
+                                budget: Budget | None = None, out_dir: Path | None = None,
+                                tag: str = "linearizable") -> dict[str, Any]:
+    """Linearizability of one workload's history; when illegal, the named anomaly cycles near
+    the failure are added (and drawn under `out_dir/tag` with the failure picture)."""
     model = build_model(model_name, initial, nil_read_any)
     pictures = None if out_dir is None else out_dir / tag
     res = check_linearizable(history, model, budget, out_dir=pictures)
@@ -73,9 +77,10 @@ def check_run(history_path: str | Path | None = None, journal_paths: list[str | 
     checkers: dict[str, CheckerFn] = {}
     history = read_history(history_path, fmt) if history_path is not None else None
     if history is not None:
-        for w, (name, part) in _by_workload(history, model).items():
+        for w, (name, part) in split_by_workload(history, model).items():
             tag = "linearizable" + (f"-{w}" if w else "")
-            checkers[tag] = functools.partial(_linearizable, part, name, initial, nil_read_any, budget, out, tag)
+            checkers[tag] = functools.partial(linearizable_with_anomalies, part, name, initial, nil_read_any, budget,
+                                              out, tag)
     if journal_paths:
         journals = load_journals(journal_paths)
         checkers["raft"] = functools.partial(check_raft, journals)

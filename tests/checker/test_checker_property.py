@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from checker.linear.budget import Budget
 from checker.linearizable import check_linearizable
 from checker.models import build_model
-from checker.run import _linearizable
+from checker.run import linearizable_with_anomalies
 
 
 @given(seed=st.integers(0, 2**32), steps=st.integers(0, 120), procs=st.integers(1, 5),
@@ -25,7 +25,7 @@ def test_correct_register_is_linearizable(seed: int, steps: int, procs: int, cra
        anomaly=st.sampled_from(ANOMALIES))
 def test_injected_anomaly_is_found_and_named(seed: int, steps: int, procs: int, anomaly: str) -> None:
     h = inject(SimRegister(seed, procs, 0.05).run(steps), anomaly).history()
-    res = _linearizable(h, "register", None, False, Budget(seconds=30), None, "t")
+    res = linearizable_with_anomalies(h, "register", None, False, Budget(seconds=30), None, "t")
     assert res["valid"] is False
     named = [a["type"] for a in res["anomalies"] if a["type"] != "nonlinearizable"]
     assert named and named[0] == anomaly, (named, res["explanation"])
