@@ -1,0 +1,62 @@
+"""check_run over a mixed project history: split by workload, each part against its model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from checker.run import check_run
+
+
+def _write(path: Path, rows: list[tuple[Any, str, str, Any, str | None]]) -> Path:
+    with open(path, "w") as fh:
+        for i, (p, typ, f, v, w) in enumerate(rows):
+            line: dict[str, Any] = {"index": i, "time": i * 1000, "process": p, "type": typ, "f": f, "value": v,
+                                    "node": "n1", "error": None}
+            if w:
+                line["workload"] = w
+            fh.write(json.dumps(line) + "\n")
+    return path
+
+
+def _mixed(final_topics: list[str]) -> list[tuple[Any, str, str, Any, str | None]]:
+    t, r, i = "topics", "registry", "isr"
+    part = {"topic": "t0", "partition": 0}
+    return [
+        ("nemesis", "info", "start-partition", {"grudge": {"n1": ["n2"]}}, None),
+        (0, "invoke", "create", {"topic": "t1"}, t), (0, "ok", "create", {"topic": "t1"}, t),
+        (1, "invoke", "register", {"broker": 4, "incarnation": "a"}, r),
+        (1, "ok", "register", {"broker": 4, "epoch": 12}, r),
+        (2, "invoke", "alter", {**part, "leader": 4, "leader_epoch": 1, "partition_epoch": 3, "isr": [4]}, i),
+        (2, "ok", "alter", {"leader_epoch": 1, "partition_epoch": 4, "isr": [4]}, i),
+        (1, "invoke", "heartbeat", {"broker": 4, "epoch": 12}, r), (1, "ok", "heartbeat", None, r),
+        ("nemesis", "info", "stop-partition", None, None),
+        (0, "invoke", "list", None, t), (0, "ok", "list", {"topics": final_topics}, t),
+        (2, "invoke", "read", part, i),
+        (2, "ok", "read", {"leader": 4, "leader_epoch": 1, "partition_epoch": 4, "isr": [4]}, i),
+    ]
+
+
+def test_mixed_history_valid(tmp_path: Path) -> None:
+    res = check_run(_write(tmp_path / "h.jsonl", _mixed(["t1"])), out_dir=tmp_path / "out")
+    assert set(res["checkers"]) == {"linearizable-topics", "linearizable-registry", "linearizable-isr"}
+    assert res["valid"] is True, res
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["valid"] is True
+
+
+def test_lost_topic_is_found_in_its_workload(tmp_path: Path) -> None:
+    res = check_run(_write(tmp_path / "h.jsonl", _mixed([])))
+    assert res["valid"] is False
+    assert res["checkers"]["linearizable-topics"]["valid"] is False
+    assert res["checkers"]["linearizable-registry"]["valid"] is True
+    assert "p0 list() -> " in res["checkers"]["linearizable-topics"]["explanation"]
+
+
+def test_malformed_op_is_unknown_not_valid(tmp_path: Path) -> None:
+    rows = _mixed(["t1"])
+    rows[3] = (1, "invoke", "register", {"incarnation": "a"}, "registry")  # no broker
+    res = check_run(_write(tmp_path / "h.jsonl", rows))
+    reg = res["checkers"]["linearizable-registry"]
+    assert reg["valid"] == "unknown" and "needs 'broker'" in reg["explanation"] and "line 4" in reg["explanation"]
+    assert res["valid"] == "unknown"
