@@ -5,8 +5,9 @@
   LEADER_NOT_AVAILABLE for a leaderless partition, fenced replicas listed as offline;
   UNKNOWN_TOPIC_OR_PARTITION for an unknown requested topic (no auto-creation).
 - DescribeCluster (any version): cluster id and the unfenced brokers.
-- CreateTopics / DeleteTopics (any version): forwarded to the active controller as v7 / v6
-  (`Forward`), and the controller's answer relayed back in the client's version. A forward
+- CreateTopics / DeleteTopics / IncrementalAlterConfigs / AlterConfigs (any version): forwarded
+  to the active controller as v7 / v6 / v1 / v2 (`Forward`), and the controller's answer relayed
+  back in the client's version. DescribeConfigs: the dynamic configs from the broker's image. A forward
   that could not be sent is retried until the client's timeout; one that was sent but got no
   answer is answered REQUEST_TIMED_OUT (its outcome is unknown, and so is NOT_CONTROLLER's:
   a controller that lost leadership may still see the write committed by its successor).
@@ -27,18 +28,22 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest as ControllerAlterConfigs
 from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig
 from kio.schema.create_topics.v7.request import CreateTopicsRequest as ControllerCreateTopics
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as ControllerDeleteTopics
 from kio.schema.delete_topics.v6.request import DeleteTopicState
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1.request import (
+    IncrementalAlterConfigsRequest as ControllerIncrementalAlterConfigs,
+)
 
 from node.broker.lifecycle import BrokerLifecycle
 from node.broker.metadata import BrokerMetadata
-from node.controller.messages import api_name, as_values, respond
+from node.controller.messages import api_name, as_values, build, respond
 from node.controller.quorum_controller import CONTROLLER_APIS, error_response
 from node.metadata.image import MetadataImage
-from node.metadata.records import NO_LEADER
+from node.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,7 @@ class _Pending:
 
 
 Output = ClientReply | Refused | Forward
+FORWARDED_APIS = ("CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs")
 
 
 def _controller_for_clients(image: MetadataImage) -> int:
@@ -151,6 +157,49 @@ def describe_cluster_response(request: Any, image: MetadataImage, cluster_id: st
             "brokers": _visible_brokers(image, listener),
         },
     )
+
+
+_CONFIG_SOURCE = {RESOURCE_TOPIC: 1, RESOURCE_BROKER: 2}  # DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG
+_DEFAULT_BROKER_SOURCE = 4  # DYNAMIC_DEFAULT_BROKER_CONFIG
+
+
+def describe_configs_response(request: Any, image: MetadataImage) -> Any:
+    """The dynamic configs of each resource from the image (no static defaults are listed)."""
+    results = []
+    for res in request.resources:
+        rtype, name = res.resource_type, res.resource_name
+        if rtype == RESOURCE_TOPIC and image.topic(name) is None:
+            results.append(
+                {
+                    "error_code": ErrorCode.unknown_topic_or_partition,
+                    "error_message": "unknown topic",
+                    "resource_type": rtype,
+                    "resource_name": name,
+                }
+            )
+            continue
+        if rtype not in (RESOURCE_TOPIC, RESOURCE_BROKER):
+            results.append(
+                {
+                    "error_code": ErrorCode.invalid_request,
+                    "error_message": "unsupported resource type",
+                    "resource_type": rtype,
+                    "resource_name": name,
+                }
+            )
+            continue
+        keys = res.configuration_keys
+        source = _DEFAULT_BROKER_SOURCE if rtype == RESOURCE_BROKER and name == "" else _CONFIG_SOURCE[rtype]
+        entries = image.configs.get((rtype, name), {})
+        configs = [
+            {"name": k, "value": v, "read_only": False, "config_source": source, "is_sensitive": False}
+            for k, v in sorted(entries.items())
+            if keys is None or k in keys
+        ]
+        results.append(
+            {"error_code": ErrorCode.none, "resource_type": rtype, "resource_name": name, "configs": configs}
+        )
+    return respond(request, {"results": results})
 
 
 def to_controller_create(req: Any) -> ControllerCreateTopics:
@@ -225,7 +274,7 @@ class BrokerApis:
 
     def handle(self, token: Any, request: Any, now_ms: int, listener: str = "PLAINTEXT") -> None:
         api = api_name(request)
-        if api in CONTROLLER_APIS and api not in ("CreateTopics", "DeleteTopics"):
+        if api in CONTROLLER_APIS and api not in FORWARDED_APIS:
             self._outbox.append(ClientReply(token, error_response(request, ErrorCode.not_controller)))
             return
         if not self.lifecycle.accepting_client_requests():
@@ -243,11 +292,17 @@ class BrokerApis:
             self._forward(token, request, to_controller_create(request), now_ms)
         elif api == "DeleteTopics":
             self._forward(token, request, to_controller_delete(request), now_ms)
+        elif api == "IncrementalAlterConfigs":
+            self._forward(token, request, build(ControllerIncrementalAlterConfigs, as_values(request)), now_ms)
+        elif api == "AlterConfigs":
+            self._forward(token, request, build(ControllerAlterConfigs, as_values(request)), now_ms)
+        elif api == "DescribeConfigs":
+            self._outbox.append(ClientReply(token, describe_configs_response(request, image)))
         else:
             self._outbox.append(Refused(token, f"unsupported API {api}"))
 
     def _forward(self, token: Any, request: Any, controller_request: Any, now_ms: int) -> None:
-        timeout = request.timeout
+        timeout = getattr(request, "timeout", 30_000)
         timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout)
         self._forwards += 1
         self._pending[self._forwards] = _Pending(token, request, controller_request, now_ms + max(timeout_ms, 0))

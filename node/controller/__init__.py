@@ -24,7 +24,8 @@ API for the node process (node/server.py)::
 Wire versions the controller is written against (the response is always built in the request's
 own version): BrokerRegistration v4 (any), BrokerHeartbeat v1 (any), UnregisterBroker v0,
 CreateTopics v7 (v2+), DeleteTopics v6 (v1+), AlterPartition v3 (v2+, topic ids),
-AlterPartitionReassignments v0, ListPartitionReassignments v0, ElectLeaders v2 (v0+).
+AlterPartitionReassignments v0, ListPartitionReassignments v0, ElectLeaders v2 (v0+),
+IncrementalAlterConfigs v1 (v0+), AlterConfigs v2 (v0+).
 Kafka's INVALID_CLUSTER_ID is today's INCONSISTENT_CLUSTER_ID (104).
 
 The controller listener serves Raft's APIs, ApiVersions and CONTROLLER_APIS only; client APIs

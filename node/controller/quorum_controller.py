@@ -29,7 +29,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from node.controller import alter_partition as ap
-from node.controller import cluster, reassignment, topics
+from node.controller import cluster, configs, reassignment, topics
 from node.controller.messages import api_name, error_name, respond
 from node.controller.ports import (
     METADATA_VERSION,
@@ -59,6 +59,8 @@ CONTROLLER_APIS = (
     "AlterPartitionReassignments",
     "ListPartitionReassignments",
     "ElectLeaders",
+    "IncrementalAlterConfigs",
+    "AlterConfigs",
 )
 
 
@@ -96,6 +98,8 @@ class QuorumController:
             "AlterPartitionReassignments": reassignment.alter_reassignments,
             "ListPartitionReassignments": lambda w, r: reassignment.list_reassignments(w.image, r),
             "ElectLeaders": reassignment.elect_leaders,
+            "IncrementalAlterConfigs": configs.incremental_alter_configs,
+            "AlterConfigs": configs.alter_configs,
         }
 
     # ---- queries -------------------------------------------------------------------------
@@ -259,7 +263,7 @@ def error_response(request: Any, code: ErrorCode) -> Any:
     """The response of `request`'s API and version carrying `code` wherever it has an error.
 
     Top-level `error_code` when the API has one; otherwise the code on every named item (topics of
-    CreateTopics/DeleteTopics), as Kafka does for NOT_CONTROLLER.
+    CreateTopics/DeleteTopics, resources of the config APIs), as Kafka does for NOT_CONTROLLER.
     """
     api = api_name(request)
     if api == "CreateTopics":
@@ -269,5 +273,11 @@ def error_response(request: Any, code: ErrorCode) -> Any:
             items = [{"name": t.name, "topic_id": t.topic_id, "error_code": code} for t in request.topics]
         else:
             items = [{"name": n, "error_code": code} for n in request.topic_names]
+        return respond(request, {"responses": items})
+    if api in ("IncrementalAlterConfigs", "AlterConfigs"):
+        items = [
+            {"resource_type": r.resource_type, "resource_name": r.resource_name, "error_code": code}
+            for r in request.resources
+        ]
         return respond(request, {"responses": items})
     return respond(request, {"error_code": code})

@@ -167,3 +167,38 @@ def test_reply_released_after_visibility_wait_when_the_broker_lags(mc: MiniClust
     b.apis.tick(mc.now + 2_000)
     (out,) = b.apis.take_outputs()
     assert out.response.topics[0].error_code == ErrorCode.none
+
+
+def test_config_changes_forwarded_and_described(mc: MiniCluster) -> None:
+    from kio.schema.describe_configs.v1.request import DescribeConfigsRequest, DescribeConfigsResource
+    from kio.schema.incremental_alter_configs.v0.request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+
+    _up(mc)
+    _create(mc, "cfg", partitions=1, rf=1)
+    req = IncrementalAlterConfigsRequest(
+        resources=(
+            AlterConfigsResource(
+                resource_type=2,
+                resource_name="cfg",
+                configs=(AlterableConfig(name="retention.ms", config_operation=0, value="60000"),),
+            ),
+        ),
+        validate_only=False,
+    )
+    reply = mc.client(101, "alter", req).response
+    assert type(reply).__version__ == 0 and reply.responses[0].error_code == ErrorCode.none
+    mc.run(300)
+    describe = DescribeConfigsRequest(
+        resources=(
+            DescribeConfigsResource(resource_type=2, resource_name="cfg", configuration_keys=None),
+            DescribeConfigsResource(resource_type=2, resource_name="nope", configuration_keys=None),
+        ),
+        include_synonyms=False,
+    )
+    got = mc.client(102, "describe", describe).response
+    assert [(c.name, c.value) for c in got.results[0].configs] == [("retention.ms", "60000")]
+    assert got.results[1].error_code == ErrorCode.unknown_topic_or_partition
