@@ -271,7 +271,7 @@ class Deployment:
         if not r.ok:
             raise DeployError(f"{node}: kraft-node format failed ({r.exit_code}): {(r.stderr or r.stdout).strip()}")
 
-    def deploy(self, *, wait: float = 60.0) -> None:
+    def deploy(self, *, wait: float = 60.0) -> str:
         """A fresh cluster: install, stop what runs, wipe, configure, format, start all, wait until healthy."""
         self.install()
         self.stop_all(graceful=False)
@@ -279,7 +279,7 @@ class Deployment:
         self.configure()
         self.format()
         self.start_all()
-        self.wait_healthy(wait)
+        return self.wait_healthy(wait)
 
     # -- NodeControl ------------------------------------------------------------------------------
 

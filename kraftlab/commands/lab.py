@@ -11,6 +11,9 @@ from control.host import HostError
 from control.labs import BACKENDS, lab_down, lab_up, load_lab
 from control.preflight import SetupError
 from control.state import list_states, load_state
+from kraftlab.deploy import DEFAULT_TOPOLOGY, TOPOLOGIES, DeployError, Deployment, load_deployment
+
+NODE_ACTIONS = ["start", "stop", "kill", "pause", "resume", "restart", "wipe", "reformat"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -37,6 +40,22 @@ def register(subparsers: Any) -> None:
     status.set_defaults(func=_status)
     lst = sub.add_parser("list", help="the labs on this machine")
     lst.set_defaults(func=_list)
+    dep = sub.add_parser("deploy", help="deploy a fresh cluster on the lab and wait until it is healthy")
+    dep.add_argument("--name", default="default")
+    dep.add_argument("--topology", choices=sorted(TOPOLOGIES), default=DEFAULT_TOPOLOGY)
+    dep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="a server.properties key for every node (repeatable)")
+    dep.add_argument("--wait", type=float, default=60.0, help="seconds to wait for a healthy cluster")
+    dep.set_defaults(func=_deploy)
+    node = sub.add_parser("node", help="operate one deployed node")
+    node.add_argument("action", choices=NODE_ACTIONS)
+    node.add_argument("node", help="n1 … nN")
+    node.add_argument("--name", default="default")
+    node.set_defaults(func=_node)
+    col = sub.add_parser("collect", help="copy every node's log, journal and config into a directory")
+    col.add_argument("--name", default="default")
+    col.add_argument("--out", required=True)
+    col.set_defaults(func=_collect)
     p.set_defaults(func=lambda a: (p.print_help(), EXIT_BAD_ARGS)[1])
 
 
@@ -106,6 +125,56 @@ def _status(args: argparse.Namespace) -> int:
             return _fail(exc)
         for h in lab.hosts:
             print(f"  {h.name}\t{h.address}\t{rows[h.name]}")
+        try:
+            dep = load_deployment(lab)
+        except LookupError:
+            return EXIT_OK
+        roles = ", ".join(f"{s.name}={'+'.join(s.roles)}" for s in dep.state.specs)
+        print(f"cluster {dep.state.cluster_id} ({dep.state.topology}): {roles}")
+        ok, why = dep.health()
+        print(f"  {'healthy' if ok else 'not healthy'}: {why}")
+    return EXIT_OK
+
+
+def _deploy(args: argparse.Namespace) -> int:
+    try:
+        overrides = dict(kv.split("=", 1) for kv in args.set)
+    except ValueError:
+        print("kraftlab lab deploy: --set wants KEY=VALUE", file=sys.stderr)
+        return EXIT_BAD_ARGS
+    start = time.monotonic()
+    try:
+        with load_lab(args.name) as lab:
+            dep = Deployment.create(lab, args.topology, overrides)
+            why = dep.deploy(wait=args.wait)
+    except (LookupError, HostError, SetupError, DeployError, ValueError) as exc:
+        return _fail(exc)
+    print(f"cluster {dep.state.cluster_id} up in {time.monotonic() - start:.1f}s: {why}")
+    return EXIT_OK
+
+
+def _node(args: argparse.Namespace) -> int:
+    try:
+        with load_lab(args.name) as lab:
+            dep = load_deployment(lab)
+            getattr(dep, args.action)(args.node)
+            state = "running" if dep.running(args.node) else "not running"
+    except (LookupError, HostError, SetupError, DeployError) as exc:
+        return _fail(exc)
+    print(f"{args.node}: {args.action} done; kraft-node is {state}")
+    return EXIT_OK
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    try:
+        with load_lab(args.name) as lab:
+            got = load_deployment(lab).collect(Path(args.out))
+    except (LookupError, HostError, SetupError, DeployError, OSError) as exc:
+        return _fail(exc)
+    for node, files in sorted(got.items()):
+        print(f"{node}: {', '.join(files) or 'nothing'}")
     return EXIT_OK
 
 
