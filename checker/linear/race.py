@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import multiprocessing
 import os
+import queue
 import threading
 import time
 from collections.abc import Hashable
@@ -136,17 +137,26 @@ def race(ops: list[Op], model: Model, budget: Budget | None = None, workers: int
     for p in procs:
         p.start()
     out = RaceResult(VALID, partitions=len(groups))
+    give_up = time.monotonic() + budget.seconds + 30
     try:
-        for _ in procs:
-            kind, payload = q.get(timeout=budget.seconds + 30)
+        waiting, silent = len(procs), 0
+        while waiting:
+            try:
+                kind, payload = q.get(timeout=0.5)
+            except queue.Empty:
+                # a worker that died without a word (killed, out of memory) never answers
+                silent = silent + 1 if not any(p.is_alive() for p in procs) else 0
+                if time.monotonic() > give_up or silent >= 3:
+                    out.results["worker lost"] = SearchResult(UNKNOWN, "a worker process died or hung")
+                    break
+                continue
+            waiting -= 1
             if kind == "error":
                 out.results[f"worker error: {payload}"] = SearchResult(UNKNOWN, payload)
                 continue
             out.results.update(payload.results)
             if payload.valid is INVALID:
                 break
-    except Exception as exc:  # a worker died without a word (killed, out of memory)
-        out.results["worker lost"] = SearchResult(UNKNOWN, f"a worker process was lost: {exc!r}")
     finally:
         for p in procs:
             if p.is_alive():
