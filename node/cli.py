@@ -4,8 +4,11 @@
     kraft-node format --config F --cluster-id ID [--ignore-formatted]
     kraft-node info --config F
     kraft-node start --config F
-    kraft-node describe-quorum --bootstrap-controller H:P
+    kraft-node dump-log PATH...
+    kraft-node describe-quorum (--bootstrap-controller H:P | --bootstrap-server H:P)
     kraft-node describe-cluster --bootstrap-server H:P
+    kraft-node cluster-id --bootstrap-server H:P
+    kraft-node unregister --bootstrap-server H:P --id N
 
 Exit codes: 0 success, 1 the command failed (with one clear line on stderr), 2 bad arguments.
 Queries print JSON on stdout.
@@ -36,6 +39,7 @@ EXIT_FAILED = 1
 METADATA_TOPIC = "__cluster_metadata"
 DESCRIBE_QUORUM_KEY = 55
 DESCRIBE_CLUSTER_KEY = 60
+UNREGISTER_BROKER_KEY = 64
 
 
 class CommandFailed(Exception):
@@ -92,6 +96,24 @@ def cmd_info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_dump_log(args: argparse.Namespace) -> int:
+    """Kafka's DumpLogSegments for metadata segments and snapshots, payloads as KIP-631 JSON.
+    A directory means every segment and snapshot in it; damage ends that file's dump and fails."""
+    from node.metadata.records import dump_payload
+    from node.storage.dump import dump_lines, dumpable_files
+
+    damaged = False
+    for path in args.paths:
+        files = dumpable_files(path)
+        if not files or not all(f.exists() for f in files):
+            raise CommandFailed(f"{path}: no such segment, snapshot or log directory")
+        for f in files:
+            for line in dump_lines(f, decode=dump_payload, records=not args.batches_only):
+                damaged = damaged or line.startswith("CORRUPT:")
+                print(line)
+    return EXIT_FAILED if damaged else EXIT_OK
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     from node.server import run_node  # imported here: the storage tool commands need none of it
 
@@ -113,16 +135,18 @@ def _schema(api: str, version: int, kind: str) -> Any:
     return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
 
 
-async def _query(address: tuple[str, int], api_key: int, versions: tuple[int, int], build: Callable[[int], Any],
-                 timeout: float) -> Any:
+async def _query(
+    address: tuple[str, int], api_key: int, versions: tuple[int, int], build: Callable[[int], Any], timeout: float
+) -> Any:
     from node.protocol.client import ProtocolClient
     from node.protocol.errors import RequestError
     from node.protocol.negotiate import negotiate
 
     host, port = address
     try:
-        async with ProtocolClient(host, port, client_id="kraft-node", request_timeout=timeout,
-                                  connect_timeout=timeout) as client:
+        async with ProtocolClient(
+            host, port, client_id="kraft-node", request_timeout=timeout, connect_timeout=timeout
+        ) as client:
             version = (await negotiate(client, {api_key: versions}))[api_key]
             return await client.send(build(version))
     except (RequestError, OSError) as e:
@@ -201,9 +225,11 @@ async def append_test_records(client: Any, values: list[bytes], timeout_ms: int 
 
     data = encode_batch(Batch(0, 0, tuple(Record(v, None) for v in values)))
     partition = produce.PartitionProduceData(index=0, records=data)  # type: ignore[arg-type]
-    request = produce.ProduceRequest(acks=-1, timeout=datetime.timedelta(milliseconds=timeout_ms),  # type: ignore[arg-type]
-                                     topic_data=(produce.TopicProduceData(name=METADATA_TOPIC,
-                                                                          partition_data=(partition,)),))
+    request = produce.ProduceRequest(
+        acks=-1,
+        timeout=datetime.timedelta(milliseconds=timeout_ms),  # type: ignore[arg-type]
+        topic_data=(produce.TopicProduceData(name=METADATA_TOPIC, partition_data=(partition,)),),
+    )
     response = await client.send(request)
     part = response.responses[0].partition_responses[0]
     return _error_name(part.error_code), int(part.base_offset)
@@ -221,8 +247,32 @@ async def describe_cluster(address: tuple[str, int], timeout: float = 5.0) -> di
     return cluster_json(response)
 
 
+def unregister_request(broker_id: int) -> Callable[[int], Any]:
+    def build(version: int) -> Any:
+        return _schema("unregister_broker", version, "request").UnregisterBrokerRequest(broker_id=broker_id)
+
+    return build
+
+
 def cmd_describe_quorum(args: argparse.Namespace) -> int:
-    print(json.dumps(asyncio.run(describe_quorum(args.bootstrap_controller, args.timeout))))
+    address = args.bootstrap_controller or args.bootstrap_server
+    print(json.dumps(asyncio.run(describe_quorum(address, args.timeout))))
+    return EXIT_OK
+
+
+def cmd_cluster_id(args: argparse.Namespace) -> int:
+    print(asyncio.run(describe_cluster(args.bootstrap_server, args.timeout))["cluster_id"])
+    return EXIT_OK
+
+
+def cmd_unregister(args: argparse.Namespace) -> int:
+    """KIP-631's `kafka-cluster unregister`: UnregisterBroker through a broker (relayed to the controller)."""
+    response = asyncio.run(_query(args.bootstrap_server, UNREGISTER_BROKER_KEY, (0, 0), unregister_request(args.id),
+                                  args.timeout))
+    if int(response.error_code) != 0:
+        raise CommandFailed(f"UnregisterBroker {args.id} failed: {_error_name(response.error_code)} "
+                            f"{response.error_message or ''}")
+    print(f"Broker {args.id} is no longer registered.")
     return EXIT_OK
 
 
@@ -249,14 +299,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("start", help="run the node in the foreground (SIGTERM: graceful stop)")
     p.add_argument("--config", "-c", required=True)
     p.set_defaults(func=cmd_start)
+    p = sub.add_parser("dump-log", help="decode metadata log segments and snapshots (KIP-631 JSON payloads)")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a segment, a snapshot, or a (metadata) log directory")
+    p.add_argument("--batches-only", action="store_true", help="one line per batch, no records")
+    p.set_defaults(func=cmd_dump_log)
     p = sub.add_parser("describe-quorum", help="JSON: leader, epoch, high-water mark, voters, observers")
-    p.add_argument("--bootstrap-controller", required=True, type=host_port, metavar="HOST:PORT")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-controller", type=host_port, metavar="HOST:PORT")
+    where.add_argument("--bootstrap-server", type=host_port, metavar="HOST:PORT", help="a broker (relays it)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds")
     p.set_defaults(func=cmd_describe_quorum)
     p = sub.add_parser("describe-cluster", help="JSON: cluster id, active controller, brokers")
     p.add_argument("--bootstrap-server", required=True, type=host_port, metavar="HOST:PORT")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds")
     p.set_defaults(func=cmd_describe_cluster)
+    p = sub.add_parser("cluster-id", help="print the cluster id a broker reports")
+    p.add_argument("--bootstrap-server", required=True, type=host_port, metavar="HOST:PORT")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds")
+    p.set_defaults(func=cmd_cluster_id)
+    p = sub.add_parser("unregister", help="unregister a broker id from the cluster")
+    p.add_argument("--bootstrap-server", required=True, type=host_port, metavar="HOST:PORT")
+    p.add_argument("--id", required=True, type=int, help="the broker id")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds")
+    p.set_defaults(func=cmd_unregister)
     return parser
 
 

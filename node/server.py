@@ -198,6 +198,10 @@ BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
     "CreateTopics": (19, 2, 4),
     "DeleteTopics": (20, 1, 3),
 }
+RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers by asking the active controller
+    "DescribeQuorum": (55, 1, 1),  # the version node.raft.wire maps
+    "UnregisterBroker": (64, 0, 0),
+}
 APP_TICK_MS = 50
 CONTROLLED_SHUTDOWN_WAIT_S = 15.0
 
@@ -279,6 +283,8 @@ class KraftApplication:
             assert context.broker_apis is not None
             for key, lo, hi in BROKER_API_VERSIONS.values():
                 context.broker_apis.register(key, lo, hi, self._client_request)
+            for key, lo, hi in RELAYED_API_VERSIONS.values():
+                context.broker_apis.register(key, lo, hi, self._relay)
         if not machines:
             raise StartupError("process.roles names neither broker nor controller")
         self._machine: StateMachine = machines[0] if len(machines) == 1 else FanOut(*machines)
@@ -366,26 +372,29 @@ class KraftApplication:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _exchange(self, token: int, request: Any, forward: bool) -> None:
+    def _controller_client(self) -> ProtocolClient | None:
+        """A client of the active controller's listener (the Raft leader), or None when unknown."""
         controller_id = self.broker_metadata.controller_id
         voter = self.ctx.config.voter(controller_id) if controller_id is not None else None
+        if voter is None:
+            return None
+        client = self._clients.get(voter.node_id)
+        if client is None:
+            client = self._clients[voter.node_id] = ProtocolClient(
+                voter.host, voter.port, client_id=f"broker-{self.ctx.config.node_id}",
+                request_timeout=self._timeout_s, connect_timeout=self._timeout_s)
+        return client
+
+    async def _exchange(self, token: int, request: Any, forward: bool) -> None:
+        client = self._controller_client()
         response: Any = None
         sent = False
-        if voter is not None:
-            client = self._clients.get(voter.node_id)
-            if client is None:
-                client = self._clients[voter.node_id] = ProtocolClient(
-                    voter.host,
-                    voter.port,
-                    client_id=f"broker-{self.ctx.config.node_id}",
-                    request_timeout=self._timeout_s,
-                    connect_timeout=self._timeout_s,
-                )
+        if client is not None:
             try:
                 response = await client.send(request)
             except RequestError as e:
                 sent = not e.definite
-                log.debug("%s to controller %s failed: %s", type(request).__name__, controller_id, e)
+                log.debug("%s to the controller failed: %s", type(request).__name__, e)
         else:
             await asyncio.sleep(self.ctx.config.retry_backoff_ms / 1000.0)
         now = self._now()
@@ -399,6 +408,23 @@ class KraftApplication:
         else:
             self.lifecycle.on_failure(token, now)
         self._drain(now)
+
+    async def _relay(self, request: Any, context: RequestContext) -> Any:
+        """DescribeQuorum and UnregisterBroker on a broker listener: asked of the active controller
+        and its answer returned as is (same API version)."""
+        from kio.schema.errors import ErrorCode
+
+        from node.controller import error_response
+
+        if not self.lifecycle.accepting_client_requests():
+            raise ConnectionRefusedError("the broker is not serving clients")
+        client = self._controller_client()
+        if client is None:
+            return error_response(request, ErrorCode.not_controller)
+        try:
+            return await client.send(request)
+        except RequestError as e:
+            return error_response(request, ErrorCode.not_controller if e.definite else ErrorCode.request_timed_out)
 
     # ---- time and stop -------------------------------------------------------------------------
 

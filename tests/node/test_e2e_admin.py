@@ -4,6 +4,7 @@ clients (confluent-kafka / librdkafka and kafka-python) on the brokers' listener
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -11,6 +12,9 @@ from pathlib import Path
 
 import pytest
 from kraftnode_helpers import ProcessCluster
+
+from node.cli import main as cli_main
+from node.journal import read_journal
 
 pytestmark = [
     pytest.mark.e2e,
@@ -43,7 +47,7 @@ def wait_brokers_unfenced(c: ProcessCluster) -> None:
                    what="every broker listed")
 
 
-def test_confluent_admin_topics_survive_controller_kill(tmp_path: Path) -> None:
+def test_confluent_admin_topics_survive_controller_kill(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -88,9 +92,48 @@ def test_confluent_admin_topics_survive_controller_kill(tmp_path: Path) -> None:
         eventually(lambda: not (acked & listed()), what="deleted topics gone")
     finally:
         c.close()
+    # the surviving controllers' logs decode: topic records as KIP-631 JSON
+    survivor = next(i for i in c.ids if i != leader)
+    capsys.readouterr()
+    assert cli_main(["dump-log", str(c.meta_dir(survivor))]) == 0
+    out = capsys.readouterr().out
+    assert out.count('"type":"TOPIC_RECORD"') >= len(acked) and '"type":"REMOVE_TOPIC_RECORD"' in out
+    assert '"type":"REGISTER_BROKER_RECORD"' in out
 
 
-def test_kafka_python_admin(tmp_path: Path) -> None:
+def check_cluster_tools(c: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """kraft-node's cluster tools against a broker, controlled shutdown on SIGTERM, then unregister."""
+    broker = f"127.0.0.1:{c.broker_ports[c.broker_ids[0]]}"
+    capsys.readouterr()
+    assert cli_main(["cluster-id", "--bootstrap-server", broker]) == 0
+    assert capsys.readouterr().out.strip() == c.cluster_id
+    assert cli_main(["describe-quorum", "--bootstrap-server", broker]) == 0
+    quorum = json.loads(capsys.readouterr().out)
+    assert quorum["leader"] in c.ids and sorted(v["id"] for v in quorum["voters"]) == c.ids
+    assert {o["id"] for o in quorum["observers"]} == set(c.broker_ids)
+    assert cli_main(["describe-cluster", "--bootstrap-server", broker]) == 0
+    assert [b["id"] for b in json.loads(capsys.readouterr().out)["brokers"]] == c.broker_ids
+
+    last = c.broker_ids[-1]
+    assert c.kill(last, signal.SIGTERM, timeout=30) == 0
+    states = [e["state"] for e in read_journal(c.journal(last)) if e["ev"] == "broker_state"]
+    assert states[-2:] == ["PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN"], states
+
+    def unregistered() -> bool:
+        capsys.readouterr()
+        return cli_main(["unregister", "--bootstrap-server", broker, "--id", str(last)]) == 0
+
+    eventually(unregistered, what="unregister")
+
+    def listed_brokers() -> list[int]:
+        capsys.readouterr()
+        assert cli_main(["describe-cluster", "--bootstrap-server", broker]) == 0
+        return [b["id"] for b in json.loads(capsys.readouterr().out)["brokers"]]
+
+    eventually(lambda: listed_brokers() == c.broker_ids[:-1], what="unregistered broker gone")
+
+
+def test_kafka_python_admin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
@@ -130,5 +173,6 @@ def test_kafka_python_admin(tmp_path: Path) -> None:
             eventually(lambda: not (set(names) & set(admin.list_topics())), what="topics deleted")
         finally:
             admin.close()
+        check_cluster_tools(c, capsys)
     finally:
         c.close()
