@@ -201,3 +201,42 @@ def test_worker_processes_give_the_same_verdicts() -> None:
         res = race(ops, build_model("kv"), Budget(seconds=60), workers=2)
         assert res.valid is want, (name, res.reason)
         assert res.partitions == 10
+
+
+class _DyingRegister:
+    """A register model that kills the worker process it runs in (not the test process)."""
+
+    name = "dying"
+
+    def __init__(self, parent: int) -> None:
+        self.parent = parent
+        self.inner = build_model("register")
+
+    def init(self) -> Any:
+        return self.inner.init()
+
+    def partition_key(self, op: Any) -> Any:
+        return op.process
+
+    def describe_state(self, state: Any) -> str:
+        return repr(state)
+
+    def prepare(self, op: Any) -> Any:
+        import os
+
+        if os.getpid() != self.parent:
+            os._exit(9)
+        return self.inner.prepare(op)
+
+
+def test_a_worker_that_dies_makes_the_verdict_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import checker.linear.race as race_mod
+
+    monkeypatch.setattr(race_mod, "PARALLEL_MIN_OPS", 0)
+    ops = pair_ops(seq((0, "write", 1, "ok", 1), (1, "write", 2, "ok", 2)))
+    t0 = time.monotonic()
+    res = race(ops, _DyingRegister(os.getpid()), Budget(seconds=60), workers=2)  # type: ignore[arg-type]
+    assert res.valid == "unknown" and "died" in res.reason
+    assert time.monotonic() - t0 < 10
