@@ -5,9 +5,10 @@ voters and brokers (lifecycle, metadata replay, client APIs) on Raft observers.
 Brokers register and heartbeat over the simulated network to the controller they believe
 active; a client creates topics through random brokers (forwarded to the controller). Faults:
 isolating a node, crashing and restarting a controller or a broker (a broker restarts as a new
-incarnation). Checked while running, after every step that moved a node's committed offset:
-images identical at equal offsets on every node, no fenced or unregistered broker in any ISR
-or leading. At the end (after healing): no acknowledged topic lost, every node converged.
+incarnation), a broker's controlled shutdown followed by its restart; optionally a lossy network.
+Checked while running, after every step that moved a node's committed offset: images identical
+at equal offsets on every node, no fenced or unregistered broker in any ISR or leading.
+At the end (after healing): no acknowledged topic lost, every node converged.
 """
 
 from __future__ import annotations
@@ -341,7 +342,7 @@ class KraftSim:
         while t < fault_ms - 1_000:
             fault_id += 1
             spec = self.rng.choice([*self.voter_ids, *self.broker_ids, "leader", "leader"])
-            action = self.rng.choice(["isolate", "crash"])
+            action = self.rng.choice(["isolate", "crash", "shutdown"])
             length = self.rng.randint(500, 4_000)
             self.queue.push(t, FAULT, (action, fault_id, spec))
             self.queue.push(min(t + length, fault_ms), FAULT, ("undo-" + action, fault_id))
@@ -379,6 +380,12 @@ class KraftSim:
                 self.network.unblock(o, node.node_id)
         elif action == "crash" and node.raft is not None:
             self.crash(node, now)
+        elif action == "shutdown" and node.lifecycle is not None:
+            node.lifecycle.begin_controlled_shutdown(now)  # SIGTERM; the process ends at undo time
+        elif action == "undo-shutdown":
+            if node.raft is not None:
+                self.crash(node, now)
+            self.start(node, now)
         elif action == "undo-crash" and node.raft is None:
             self.start(node, now)
 
