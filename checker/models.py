@@ -297,7 +297,7 @@ def _field(op: Op, name: str, output: bool = False) -> Any:
     return src[name]
 
 
-UNKNOWN_EPOCH = -1
+NO_EPOCH = -1
 
 
 @dataclass
@@ -306,14 +306,14 @@ class BrokerRegistry:
 
     State: (highest broker epoch issued, ((broker, epoch, incarnation), ...)). Broker epochs
     are metadata-log offsets, so every successful registration gets a larger one than any
-    before. A crashed registration leaves the broker registered with an epoch not yet known
-    (recorded as `-lower_bound - 2`), fixed by the first later observation of it.
+    before. A crashed registration leaves the broker registered with an epoch not yet known,
+    recorded as ("?", lower bound) and fixed by the first later observation of it.
     """
 
     name: str = "registry"
 
     def init(self) -> Hashable:
-        return (UNKNOWN_EPOCH, ())
+        return (NO_EPOCH, ())
 
     def partition_key(self, op: Op) -> Hashable | None:
         return None
@@ -338,7 +338,7 @@ class BrokerRegistry:
                     return None
                 return lambda s: s if any(x == b and i != inc for x, _, i in s[1]) else ILLEGAL
             if st == "info":
-                return lambda s: _set(s, b, -s[0] - 2 if s[0] >= 0 else -2, inc)
+                return lambda s: _set(s, b, ("?", s[0]), inc)
             ep = int(_field(op, "epoch", output=True))
             return lambda s: _set((ep, s[1]), b, ep, inc) if ep > s[0] else ILLEGAL
         if f == "heartbeat":
@@ -361,11 +361,11 @@ class BrokerRegistry:
         raise _bad(op, "registry ops are register, heartbeat, unregister and read")
 
 
-def _ep(e: int) -> str:
-    return f">{-e - 2}" if e < -1 else str(e)
+def _ep(e: Any) -> str:
+    return f">{e[1]}" if isinstance(e, tuple) else str(e)
 
 
-def _epoch_of(s: Any, b: int) -> int | None:
+def _epoch_of(s: Any, b: int) -> Any:
     for x, e, _ in s[1]:
         if x == b:
             return e
@@ -384,7 +384,7 @@ def _observe(s: Any, b: int, ep: int) -> Any:
             continue
         if e == ep:
             return s
-        if e < -1 and ep > -e - 2:
+        if isinstance(e, tuple) and ep > e[1]:
             return _set((max(s[0], ep), s[1]), b, ep, inc)
         return ILLEGAL
     return ILLEGAL
