@@ -42,14 +42,15 @@ class ClockFault:
         return ClockSetting(entry["offset_ms"], entry["rate"], entry["anchor_mono_ns"])
 
     def _write(self, settings: dict[str, ClockSetting]) -> None:
-        entries = {n: {"host": self.ctx.host(n).name, "path": self.ctx.control.clock_file(n), "offset_ms": s.offset_ms,
-                       "rate": s.rate, "anchor_mono_ns": s.anchor_mono_ns} for n, s in settings.items()}
-        self.ctx.state.update("clock", lambda d: d.update(entries))  # intent first: clean must know the file
+        self.ctx.state.merge("clock", {n: self._entry(n, s) for n, s in settings.items()})  # intent first
         self.ctx.run_each({n: clockfile.write_command(self.ctx.control.clock_file(n), s)
                            for n, s in settings.items()})
-        neutral = [n for n, s in settings.items() if s.neutral]
-        if neutral:
-            self.ctx.state.update("clock", lambda d: [d.pop(n, None) for n in neutral])
+        self.ctx.state.remove("clock", [n for n, s in settings.items() if s.neutral])
+
+    def _entry(self, node: str, s: ClockSetting) -> dict[str, Any]:
+        """The persisted record of a node's clock file: enough for `clean` to reset it."""
+        return {"host": self.ctx.host(node).name, "path": self.ctx.control.clock_file(node),
+                "offset_ms": s.offset_ms, "rate": s.rate, "anchor_mono_ns": s.anchor_mono_ns}
 
     def _anchor(self, node: str) -> int:
         """The host's CLOCK_MONOTONIC now: ours when it shares our kernel, else read there."""
@@ -83,12 +84,15 @@ class ClockFault:
         period = float(value.get("period_ms", 200.0))
         if period < 20:
             raise FaultError("strobe period must be at least 20 ms")
+        if low == high:
+            raise FaultError("a strobe needs two different offsets")
         nodes = resolve_nodes(self.ctx, value, self.rng)
         self._stop_strobes(nodes)
-        self._write({n: ClockSetting(high, self._current(n).rate, self._current(n).anchor_mono_ns) for n in nodes})
+        settings = {n: ClockSetting(high, self._current(n).rate, self._current(n).anchor_mono_ns) for n in nodes}
+        self._write(settings)
+        strobe = {"low_ms": low, "high_ms": high, "period_ms": period}
+        self.ctx.state.merge("clock", {n: {**self._entry(n, s), "strobe": strobe} for n, s in settings.items()})
         for node in nodes:
-            self.ctx.state.update("clock", lambda d, n=node: d[n].__setitem__(
-                "strobe", {"low_ms": low, "high_ms": high, "period_ms": period}))
             stop = threading.Event()
             thread = threading.Thread(target=self._strobe_loop, args=(node, low, high, period / 1000.0, stop),
                                       name=f"nemesis-strobe-{node}", daemon=True)

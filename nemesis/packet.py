@@ -77,7 +77,7 @@ class PacketFault:
             return {"kind": kind, "nodes": nodes, "probability": probability}
         spec = qdisc_spec(kind, value)
         entries = {n: {"host": self.ctx.host(n).name, "address": self.ctx.address(n), "spec": spec} for n in nodes}
-        self.ctx.state.update("qdisc", lambda d: d.update(entries))
+        self.ctx.state.merge("qdisc", entries)
         try:
             results = self.ctx.run_each({n: qdisc_command(self.ctx.address(n), spec) for n in nodes})
         except (FaultError, PartialFault) as exc:
@@ -91,7 +91,7 @@ class PacketFault:
     def _forget_unapplied(self, nodes: list[str]) -> None:
         """After a failed tc command: clear the qdisc everywhere we tried, then forget it."""
         self.ctx.call_each(nodes, lambda n: self.ctx.host(n).run(qdisc_clear_command(self.ctx.address(n))))
-        self.ctx.state.update("qdisc", lambda d: [d.pop(n, None) for n in nodes])
+        self.ctx.state.remove("qdisc", nodes)
 
     def stop(self, value: dict[str, Any]) -> dict[str, Any]:
         loss_nodes = self.ctx.state.get("loss").get("nodes", [])

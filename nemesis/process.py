@@ -50,13 +50,13 @@ class ProcessFault:
             entries[node] = {"state": state, "host": self.ctx.host(node).name}
             if state == "paused":
                 entries[node]["pid"] = pids[node].value
-        self.ctx.state.update("process", lambda d: d.update(entries))
+        self.ctx.state.merge("process", entries)
         done = {"nodes": nodes, **extra}
         outcomes = self.ctx.call_each(nodes, action)
         failed = [n for n, o in outcomes.items() if not o.ok]
-        if failed:  # back to what was in force before (a fault already there stays recorded)
-            self.ctx.state.update("process", lambda d: [d.update({n: before[n]}) if n in before else d.pop(n, None)
-                                                        for n in failed])
+        # back to what was in force before for the failures (a fault already there stays recorded)
+        self.ctx.state.remove("process", [n for n in failed if n not in before])
+        self.ctx.state.merge("process", {n: before[n] for n in failed if n in before})
         check_outcomes(outcomes, {**done, "nodes": [n for n, o in outcomes.items() if o.ok]})
         return done
 
@@ -85,13 +85,13 @@ class ProcessFault:
         else:  # moot: it runs again already
             running = self.ctx.call_each(nodes, self.ctx.control.running)
             moot = [n for n in nodes if running[n].value]
-        self.ctx.state.update("process", lambda d: [d.pop(n, None) for n in moot])
+        self.ctx.state.remove("process", moot)
         todo = [n for n in nodes if n not in moot]
         done: dict[str, Any] = {"nodes": todo, **extra, **({"already": moot} if moot else {})}
         if not todo:
             return done
         outcomes = self.ctx.call_each(todo, action)
-        self.ctx.state.update("process", lambda d: [d.pop(n, None) for n, o in outcomes.items() if o.ok])
+        self.ctx.state.remove("process", [n for n, o in outcomes.items() if o.ok])
         check_outcomes(outcomes, {**done, "nodes": [n for n, o in outcomes.items() if o.ok]})
         return done
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from nemesis.ports import Ledger
@@ -39,6 +39,21 @@ class FaultState:
         with self._lock:
             change(self._data[kind])
             self._ledger.save(self._data)
+
+    def merge(self, kind: str, entries: dict[str, Any]) -> None:
+        """Set several entries of one kind with one durable write."""
+        self.update(kind, lambda d: d.update(entries))
+
+    def remove(self, kind: str, keys: Iterable[str]) -> None:
+        """Drop several entries of one kind with one durable write."""
+        gone = list(keys)
+
+        def drop_all(d: dict[str, Any]) -> None:
+            for k in gone:
+                d.pop(k, None)
+
+        if gone:
+            self.update(kind, drop_all)
 
     def put(self, kind: str, key: str, value: Any) -> None:
         self.update(kind, lambda d: d.__setitem__(key, value))

@@ -274,3 +274,11 @@ def test_a_pause_ended_by_another_fault_is_not_resumed(nemesis: Nemesis, control
     healed = nemesis.heal_all()
     assert [(c.type, c.f, c.value.get("already")) for c in healed] == [("ok", "resume", ["n4"])]
     assert control.nodes_by_name["n4"].state == "running"
+
+
+def test_strobe_down_to_zero_stays_recorded(nemesis: Nemesis) -> None:
+    done = nemesis.invoke("clock-strobe", {"nodes": ["n1"], "low_ms": 3000, "high_ms": 0, "period_ms": 50})
+    assert done.type == "ok", done
+    assert nemesis.status()["clock"]["n1"]["strobe"] == {"low_ms": 3000.0, "high_ms": 0.0, "period_ms": 50.0}
+    assert nemesis.invoke("clock-strobe", {"nodes": ["n1"], "low_ms": 5, "high_ms": 5}).type == "fail"
+    assert [c.f for c in nemesis.heal_all()] == ["clock-reset"] and nemesis.status() == {}
