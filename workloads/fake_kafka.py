@@ -1,6 +1,7 @@
 """An in-memory Kafka cluster at the kio request → response level: the `Transport` seam's fake.
 
-It answers exactly the requests (and versions) the workload clients send: DescribeQuorum v1 on
+It answers exactly the requests (and versions) the workload clients send: ApiVersions v0
+(advertising one version per api, `SERVED`); DescribeQuorum v1 on
 controller addresses; BrokerRegistration v4, BrokerHeartbeat v1, UnregisterBroker v0,
 AlterPartition v3 on the active controller (NOT_CONTROLLER elsewhere); CreateTopics v7 and
 DeleteTopics v6 anywhere (a broker "forwards"); Metadata v12 and DescribeCluster v1 on brokers.
@@ -28,6 +29,8 @@ from typing import Any
 
 from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition.v3 import response as ap_resp
+from kio.schema.api_versions.v0 import request as av_req
+from kio.schema.api_versions.v0 import response as av_resp
 from kio.schema.broker_heartbeat.v1 import request as hb_req
 from kio.schema.broker_heartbeat.v1 import response as hb_resp
 from kio.schema.broker_registration.v4 import request as reg_req
@@ -51,6 +54,7 @@ from node.protocol.errors import ClientClosed, ConnectFailed, ConnectionLost, Re
 ZERO = datetime.timedelta(0)
 CLUSTER_ID = "fake-cluster-0000000000"
 BUGS = frozenset({"accept-stale-epoch", "lose-acked-create", "alter-ignores-epoch", "reuse-epoch"})
+SERVED = {3: 12, 18: 0, 19: 7, 20: 6, 55: 1, 56: 3, 60: 1, 62: 4, 63: 1, 64: 0}  # api key → the one version
 WRITES = (reg_req.BrokerRegistrationRequest, hb_req.BrokerHeartbeatRequest, un_req.UnregisterBrokerRequest,
           ap_req.AlterPartitionRequest, ct_req.CreateTopicsRequest, dt_req.DeleteTopicsRequest)
 
@@ -143,6 +147,9 @@ class FakeKafka:
         return self.handle(request, node, is_controller)
 
     def handle(self, req: Any, node: int, is_controller: bool) -> Any:
+        if isinstance(req, av_req.ApiVersionsRequest):
+            return av_resp.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=tuple(
+                av_resp.ApiVersion(api_key=k, min_version=v, max_version=v) for k, v in sorted(SERVED.items())))
         if isinstance(req, dq_req.DescribeQuorumRequest):
             return self._describe_quorum()
         if isinstance(req, md_req.MetadataRequest):

@@ -82,8 +82,16 @@ class IsrWorkload:
     # --- handlers -----------------------------------------------------------------------------
 
     def handlers(self) -> Handlers:
-        return {**agent_handlers([self.book]), ("topics", "create"): create_topic,
+        return {**agent_handlers([self.book]), ("topics", "create"): self._create,
                 (ISR, "alter"): self._alter, (ISR, "read"): self._read}
+
+    async def _create(self, session: Session, inv: Invocation) -> Any:
+        """The topics create, learning the topic id of an isr topic (Metadata before v10 lacks it)."""
+        out = await create_topic(session, inv)
+        belief = self.beliefs.get(out["topic"])
+        if belief is not None and out.get("topic_id"):
+            belief.topic_id = out["topic_id"]
+        return out
 
     async def _alter(self, session: Session, inv: Invocation) -> Any:
         v = inv.value
@@ -123,12 +131,13 @@ class IsrWorkload:
             return {"exists": False}
         check(t.error_code, v)
         belief = self.beliefs.get(v["topic"])
-        if belief is not None:
-            belief.topic_id = str(t.topic_id)
+        topic_id = getattr(t, "topic_id", None)
+        if belief is not None and topic_id is not None and topic_id.int:
+            belief.topic_id = str(topic_id)
         p = next((p for p in t.partitions if int(p.partition_index) == v["partition"]), None)
         if p is None:
             return {"exists": True, "partition": None}
-        out = {"exists": True, "leader": int(p.leader_id), "leader_epoch": int(p.leader_epoch),
+        out = {"exists": True, "leader": int(p.leader_id), "leader_epoch": int(getattr(p, "leader_epoch", -1)),
                "isr": sorted(int(b) for b in p.isr_nodes), "replicas": [int(b) for b in p.replica_nodes]}
         if belief is not None:
             belief.seen(out["leader"], out["leader_epoch"], out["isr"])

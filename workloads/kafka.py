@@ -230,10 +230,14 @@ class ControllerChannel:
         # Discovery sends no write: the op itself was never sent.
         raise DefiniteFailure(f"not-sent: no active controller ({last})")
 
+    async def active(self) -> str:
+        """The active controller's address (discovered when not known)."""
+        return self._active or await self.discover()
+
     async def send(self, request: Any, code_of: Callable[[Any], int] | None = None) -> Any:
         """Send to the active controller; NOT_CONTROLLER (per `code_of`) or a lost connection
         forgets it so the next request re-discovers."""
-        addr = self._active or await self.discover()
+        addr = await self.active()
         try:
             resp = await call(self.conns.get(addr), request)
         except DefiniteFailure:

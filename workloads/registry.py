@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
-from kio.schema.metadata.v12.request import MetadataRequest
 
 from workloads.agents import REGISTRY, Agent, AgentBook, agent_handlers, heartbeat_op, register_op, unregister_op
 from workloads.client import Invocation
@@ -30,14 +29,14 @@ from workloads.generator import Context, FnGen
 from workloads.kafka import check
 from workloads.ops import OncePer, broker_read, read_node
 from workloads.session import Handlers, Session
+from workloads.topics import metadata
 
 
 def read_handler(book: AgentBook) -> Any:
     async def read(session: Session, inv: Invocation) -> Any:
         v = inv.value
         if v.get("api") == "Metadata":
-            resp = await session.broker(v["node"], MetadataRequest(topics=(), allow_auto_topic_creation=False,
-                                                                   include_topic_authorized_operations=False))
+            resp = await metadata(session, v["node"], [])
             ids = [int(b.node_id) for b in resp.brokers]
         else:
             resp = await session.broker(v["node"], DescribeClusterRequest(include_cluster_authorized_operations=False))

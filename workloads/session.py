@@ -16,6 +16,8 @@ from typing import Any
 
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
+from node.protocol.errors import RequestNotSent
+from workloads import versions
 from workloads.client import Completion, DefiniteFailure, Invocation
 from workloads.kafka import Cluster, Connections, Connector, ControllerChannel, IndefiniteError, call, check
 
@@ -29,6 +31,7 @@ class Shared:
     """State shared by every client of one test (one asyncio loop: no locks needed)."""
 
     cluster_id: str | None = None
+    ranges: dict[str, versions.Ranges] = field(default_factory=dict)  # address → served api versions
 
 
 @dataclass
@@ -57,12 +60,34 @@ class Session:
             await self.conns.drop(addr)
             raise
 
-    async def admin(self, request: Any, code_of: Callable[[Any], int]) -> Any:
+    async def version(self, addr: str, api_key: int) -> int:
+        """The version of `api_key` to send to `addr` (its ApiVersions asked once per test)."""
+        ranges = self.shared.ranges.get(addr)
+        if ranges is None:
+            try:
+                ranges = await versions.server_ranges(self.conns.get(addr))
+            except DefiniteFailure:
+                raise
+            except RequestNotSent as e:
+                raise DefiniteFailure(f"not-sent: {type(e).__name__}") from e
+            except Exception as e:  # ApiVersions went unanswered: the op itself was never sent
+                await self.conns.drop(addr)
+                raise DefiniteFailure(f"not-sent: ApiVersions: {type(e).__name__}") from e
+            self.shared.ranges[addr] = ranges
+        return versions.pick(ranges, api_key)
+
+    async def broker_api(self, node: str, api_key: int, make: Callable[[int], Any]) -> Any:
+        """`make(version)` sent to `node`'s broker in the version both sides serve."""
+        addr = self.broker_addr(node)
+        return await self.broker(node, make(await self.version(addr, api_key)))
+
+    async def admin(self, api_key: int, make: Callable[[int], Any], code_of: Callable[[Any], int]) -> Any:
         """CreateTopics/DeleteTopics: through this process's broker (which forwards to the
         controller), or straight to the active controller when the node has no broker role."""
         if self.cluster.nodes[self.node].broker:
-            return await self.broker(self.node, request)
-        return await self.controller.send(request, code_of)
+            return await self.broker_api(self.node, api_key, make)
+        addr = await self.controller.active()
+        return await self.controller.send(make(await self.version(addr, api_key)), code_of)
 
     async def cluster_id(self) -> str:
         """The cluster id (DescribeCluster on any broker), fetched once per test."""

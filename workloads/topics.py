@@ -19,15 +19,11 @@ broker reads to the staleness/monotonic checks.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest
-from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
-from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-
+from workloads import versions
 from workloads.client import Invocation
 from workloads.generator import Context, FnGen
 from workloads.kafka import check
@@ -35,7 +31,7 @@ from workloads.ops import OncePer, broker_read, op, read_node
 from workloads.session import Handlers, Session
 
 WORKLOAD = "topics"
-ADMIN_TIMEOUT = datetime.timedelta(milliseconds=3000)
+ADMIN_TIMEOUT_MS = 3000
 
 
 def _first_code(resp: Any, attr: str) -> int:
@@ -45,36 +41,34 @@ def _first_code(resp: Any, attr: str) -> int:
 
 async def create(session: Session, inv: Invocation) -> Any:
     v = inv.value
-    assignment = v.get("assignment")
-    topic = CreatableTopic(
-        name=v["topic"],
-        num_partitions=-1 if assignment else v.get("partitions", 1),
-        replication_factor=-1 if assignment else v.get("replication_factor", 1),
-        assignments=tuple(CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(reps))
-                          for i, reps in enumerate(assignment or ())),
-        configs=(),
-    )
-    resp = await session.admin(CreateTopicsRequest(topics=(topic,), timeout=ADMIN_TIMEOUT, validate_only=False),
-                               lambda r: _first_code(r, "topics"))
+    assignment = v.get("assignment") or ()
+
+    def make(version: int) -> Any:
+        return versions.create_topics_request(
+            version, v["topic"], partitions=-1 if assignment else v.get("partitions", 1),
+            replication_factor=-1 if assignment else v.get("replication_factor", 1), assignment=assignment,
+            timeout_ms=ADMIN_TIMEOUT_MS)
+
+    resp = await session.admin(versions.CREATE_TOPICS, make, lambda r: _first_code(r, "topics"))
     result = resp.topics[0]
     check(result.error_code, v)
-    return {"topic": v["topic"], "topic_id": str(result.topic_id)}
+    topic_id = getattr(result, "topic_id", None)
+    return {"topic": v["topic"], "topic_id": None if topic_id is None else str(topic_id)}
 
 
 async def delete(session: Session, inv: Invocation) -> Any:
     v = inv.value
-    req = DeleteTopicsRequest(topics=(DeleteTopicState(name=v["topic"], topic_id=None),), timeout=ADMIN_TIMEOUT)
-    resp = await session.admin(req, lambda r: _first_code(r, "responses"))
+    resp = await session.admin(versions.DELETE_TOPICS,
+                               lambda version: versions.delete_topics_request(version, v["topic"],
+                                                                              timeout_ms=ADMIN_TIMEOUT_MS),
+                               lambda r: _first_code(r, "responses"))
     check(resp.responses[0].error_code, v)
     return {"topic": v["topic"]}
 
 
 async def metadata(session: Session, node: str, topics: Sequence[str] | None) -> Any:
-    """Metadata v12 from `node`'s broker (all topics when `topics` is None)."""
-    req = MetadataRequest(
-        topics=None if topics is None else tuple(MetadataRequestTopic(topic_id=None, name=t) for t in topics),
-        allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    return await session.broker(node, req)
+    """Metadata from `node`'s broker (all topics when `topics` is None, none when empty)."""
+    return await session.broker_api(node, versions.METADATA, lambda v: versions.metadata_request(v, topics))
 
 
 async def describe(session: Session, inv: Invocation) -> Any:
