@@ -252,6 +252,7 @@ class ProtocolServer:
         self.flush_timeout = flush_timeout
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._stopping = False
 
     @property
     def connection_count(self) -> int:
@@ -260,11 +261,15 @@ class ProtocolServer:
 
     async def start(self) -> None:
         """Bind and listen; ``self.port`` is the bound port afterwards."""
+        self._stopping = False
         self._server = await asyncio.start_server(self._accept, self.host, self.port)
         self.port = int(self._server.sockets[0].getsockname()[1])
         log.info("listening on %s:%d%s", self.host, self.port, f" ({self.listener})" if self.listener else "")
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._stopping:  # accepted just before stop() closed the listener
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
@@ -275,6 +280,7 @@ class ProtocolServer:
 
     async def stop(self) -> None:
         """Stop listening, close every connection, and wait for them."""
+        self._stopping = True
         if self._server is not None:
             self._server.close()
         tasks = list(self._connections)
