@@ -13,8 +13,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from node.controller.ports import ControllerConfig
 from node.metadata.image import MetadataImage
 from node.metadata.journal import JournalEvent
@@ -60,6 +58,3 @@ class Outcome:
     values: dict[str, Any]
     decisions: list[dict[str, Any]] = field(default_factory=list)
 
-
-def error_outcome(code: ErrorCode, **values: Any) -> Outcome:
-    return Outcome({"error_code": code, **values})
