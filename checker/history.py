@@ -85,10 +85,18 @@ class Op:
         return self.ret is None
 
     def label(self) -> str:
-        out = "" if self.output is None or self.output == self.value else f" -> {_short(self.output)}"
+        value, output = _kv(self.value), _kv(self.output)
+        out = "" if output is None or output == value else f" -> {_short(output)}"
         st = "" if self.status == "ok" else f" [{self.status}{'' if self.error is None else ' ' + str(self.error)}]"
-        arg = "" if self.value is None else _short(self.value)
+        arg = "" if value is None else _short(value)
         return f"p{self.process} {self.f}({arg}){out}{st}"
+
+
+def _kv(v: Any) -> Any:
+    """{"key": k, "value": x} reads better as k, x (or k alone when x is nil)."""
+    if isinstance(v, dict) and "key" in v and set(v) <= {"key", "value"}:
+        return v["key"] if v.get("value") is None else f"{v['key']}, {_short(v['value'], 30)}"
+    return v
 
 
 def _short(v: Any, limit: int = 40) -> str:
