@@ -52,8 +52,8 @@ class Write:
 
 @dataclass
 class Outcome:
-    """A handler's answer: the response's field values, and its `decision` journal events'
-    fields (without `error` when it is the response's own top-level error)."""
+    """A handler's answer: the response's field values (see messages.build), and the fields of
+    its `decision` journal events, `error` included (journalled when the response is released)."""
 
     values: dict[str, Any]
     decisions: list[dict[str, Any]] = field(default_factory=list)
