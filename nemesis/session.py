@@ -10,6 +10,7 @@ heal everything at the end.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,6 +20,30 @@ from nemesis.core import Completion, Nemesis
 from nemesis.ports import Ledger, NodeControl, OpRecorder
 from nemesis.runner import ScheduleRunner
 from nemesis.schedule import Schedule, ScheduleError, generate, load, parse_packages, save
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, default: str = "none") -> None:
+    """`--nemesis`, `--nemesis-interval`, `--replay-nemesis` for a command that runs a test."""
+
+    def packages(text: str) -> str:
+        try:
+            parse_packages(text)
+        except ScheduleError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    def interval(text: str) -> float:
+        value = float(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError("must be positive")
+        return value
+
+    parser.add_argument("--nemesis", type=packages, default=default,
+                        help="faults: none, all, or a comma list of partition,kill,pause,clock,packet,disk")
+    parser.add_argument("--nemesis-interval", type=interval, default=10.0, metavar="SECONDS",
+                        help="seconds between nemesis steps (each fault alternates start and stop)")
+    parser.add_argument("--replay-nemesis", metavar="RUN_DIR",
+                        help="replay the nemesis schedule saved in an earlier run's directory")
 
 
 class HistoryLike(Protocol):

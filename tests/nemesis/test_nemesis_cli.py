@@ -59,3 +59,18 @@ def test_bad_arguments_exit_254() -> None:
     assert exc.value.code == 254
     with pytest.raises(ValueError, match="needs a NODE"):
         op("disk", "wipe")
+
+
+def test_run_arguments_for_the_test_command() -> None:
+    from kraftlab.cli import _Parser
+    from nemesis.session import add_run_arguments
+
+    parser = _Parser(prog="t")
+    add_run_arguments(parser)
+    args = parser.parse_args(["--nemesis", "partition,kill", "--nemesis-interval", "5", "--replay-nemesis", "d"])
+    assert (args.nemesis, args.nemesis_interval, args.replay_nemesis) == ("partition,kill", 5.0, "d")
+    assert parser.parse_args([]).nemesis == "none"
+    for bad in (["--nemesis", "meteor"], ["--nemesis-interval", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(bad)
+        assert exc.value.code == 254
