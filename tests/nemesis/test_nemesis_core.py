@@ -282,3 +282,11 @@ def test_strobe_down_to_zero_stays_recorded(nemesis: Nemesis) -> None:
     assert nemesis.status()["clock"]["n1"]["strobe"] == {"low_ms": 3000.0, "high_ms": 0.0, "period_ms": 50.0}
     assert nemesis.invoke("clock-strobe", {"nodes": ["n1"], "low_ms": 5, "high_ms": 5}).type == "fail"
     assert [c.f for c in nemesis.heal_all()] == ["clock-reset"] and nemesis.status() == {}
+
+
+def test_guarded_heals_on_sigint(nemesis: Nemesis) -> None:
+    with pytest.raises(KeyboardInterrupt), guarded(nemesis):
+        nemesis.invoke("pause", {"nodes": ["n2"]})
+        os.kill(os.getpid(), signal.SIGINT)
+        threading.Event().wait(5)
+    assert nemesis.status() == {}
