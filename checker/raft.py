@@ -4,7 +4,8 @@ Each node's journal is replayed in its own order to rebuild its log (appends, tr
 snapshots, restarts), its epochs, roles and high-water marks. Then:
 
 - SingleLeader: at most one node is leader in any epoch.
-- MonotonicEpoch: a node's epoch never goes down (it is durable across restarts).
+- MonotonicEpoch: a node's epoch never goes down (it is durable across restarts; a restart with
+  an empty log — new or wiped storage — starts the node's history over).
 - MonotonicHighWatermark: a node's high-water mark never goes down within one process life.
 - MajorityReachedHighWatermark: when a leader advances its high-water mark to H, a majority of
   voters have appended the entry at H-1 (same epoch and CRC) or hold a snapshot covering it.
@@ -74,6 +75,8 @@ def check_raft(journals: Journals, voters: list[int] | None = None) -> dict[str,
             if ev == "start":
                 st.log_start = int(e.get("log_start", 0))
                 st.log_end = int(e.get("log_end", 0))
+                if st.log_end == 0:  # new or wiped storage: this node's durable history starts over
+                    st.epoch, st.epoch_entry = -1, None
                 st.log = {o: x for o, x in st.log.items() if st.log_start <= o < st.log_end}
                 st.hw = int(e.get("hw", 0) or 0)
                 st.hw_entry = e

@@ -95,3 +95,14 @@ def test_applying_an_uncommitted_record() -> None:
     j.add(3, "apply", offset=3, type="PartitionChangeRecord", crc=21)
     a = _only(_check(j), "NoUncommittedApply")
     assert a["entries"][0]["offset"] == 3
+
+
+def test_restart_with_wiped_storage_starts_over() -> None:
+    j = healthy_raft()
+    j.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
+    j.add(3, "role", role="unattached", epoch=0, leader=None, voted_for=None)
+    assert _check(j)["valid"] is True
+    k = healthy_raft()
+    k.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=4, hw=0)
+    k.add(3, "role", role="unattached", epoch=0, leader=None, voted_for=None)
+    _only(_check(k), "MonotonicEpoch")
