@@ -28,7 +28,10 @@ from kio.static.protocol import Entity
 from node.protocol.errors import MalformedFrame
 
 # A walker checks the value starting at ``pos`` fits before ``end`` and returns the offset after it.
-Walker = Callable[[bytes, int, int], int]
+# An edit replaces buf[start:end] with new bytes: how unknown tagged fields are cut out (see ``strip``).
+Edit = tuple[int, int, bytes]
+Edits = list[Edit]
+Walker = Callable[[bytes, int, int, Edits], int]
 
 _FIXED_SIZES: dict[str, int] = {
     "bool": 1,
@@ -77,7 +80,7 @@ def _skip(pos: int, length: int, end: int, what: str) -> int:
 
 
 def _fixed(size: int) -> Walker:
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         return _skip(pos, size, end, "fixed field")
 
     return walk
@@ -89,7 +92,7 @@ def _null(nullable: bool, what: str) -> None:
 
 
 def _legacy_bytes(prefix_size: int, nullable: bool) -> Walker:
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         length, pos = _read_signed(buf, pos, end, prefix_size)
         if length < -1:
             raise MalformedFrame(f"negative length {length}")
@@ -102,7 +105,7 @@ def _legacy_bytes(prefix_size: int, nullable: bool) -> Walker:
 
 
 def _compact_bytes(nullable: bool) -> Walker:
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         length_plus_one, pos = read_uvarint(buf, pos, end)
         if length_plus_one == 0:
             _null(nullable, "compact string/bytes")
@@ -113,7 +116,7 @@ def _compact_bytes(nullable: bool) -> Walker:
 
 
 def _array(item: Walker, flexible: bool, nullable: bool) -> Walker:
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         if flexible:
             count_plus_one, pos = read_uvarint(buf, pos, end)
             count = count_plus_one - 1
@@ -126,20 +129,20 @@ def _array(item: Walker, flexible: bool, nullable: bool) -> Walker:
         if count > end - pos:
             raise MalformedFrame(f"array of {count} items but only {end - pos} bytes remain")
         for _ in range(count):
-            pos = item(buf, pos, end)
+            pos = item(buf, pos, end, edits)
         return pos
 
     return walk
 
 
 def _nullable_entity(inner: Walker) -> Walker:
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         marker, pos = _read_signed(buf, pos, end, 1)
         if marker == -1:
             return pos
         if marker != 1:
             raise MalformedFrame(f"bad nullable-struct marker {marker}")
-        return inner(buf, pos, end)
+        return inner(buf, pos, end, edits)
 
     return walk
 
@@ -178,20 +181,65 @@ def _field_walker(entity_type: type[Entity], field: object) -> Walker:
     raise MalformedFrame(f"unclassifiable field {field!r}")
 
 
-def skip_tagged_fields(buf: bytes, pos: int, end: int, known: dict[int, Walker] | None = None) -> int:
-    """Walk a tagged-field section (count, then tag/size/bytes each); ``known`` tags are checked inside."""
+def skip_tagged_fields(
+    buf: bytes, pos: int, end: int, edits: Edits | None = None, known: dict[int, Walker] | None = None
+) -> int:
+    """Walk a tagged-field section (count, then tag/size/bytes each); ``known`` tags are walked inside.
+
+    Unknown tags are skipped, as KIP-482 requires; when ``edits`` is given they are also recorded as
+    edits that cut them out (kio's native reader refuses unknown tags), with the count rewritten.
+    """
+    count_start = pos
     count, pos = read_uvarint(buf, pos, end)
+    count_end = pos
     if count > end - pos:
         raise MalformedFrame(f"{count} tagged fields but only {end - pos} bytes remain")
+    unknown: list[tuple[int, int]] = []
     for _ in range(count):
+        field_start = pos
         tag, pos = read_uvarint(buf, pos, end)
+        size_start = pos
         size, pos = read_uvarint(buf, pos, end)
+        size_end = pos
         field_end = _skip(pos, size, end, "tagged field")
         walker = known.get(tag) if known else None
-        if walker is not None and walker(buf, pos, field_end) != field_end:
-            raise MalformedFrame(f"tagged field {tag} does not fill its declared {size} bytes")
+        if walker is None:
+            unknown.append((field_start, field_end))
+        else:
+            inner: Edits = []
+            if walker(buf, pos, field_end, inner) != field_end:
+                raise MalformedFrame(f"tagged field {tag} does not fill its declared {size} bytes")
+            if inner and edits is not None:
+                shrink = sum(e - s - len(b) for s, e, b in inner)
+                edits.append((size_start, size_end, encode_uvarint(size - shrink)))
+                edits.extend(inner)
         pos = field_end
+    if unknown and edits is not None:
+        edits.append((count_start, count_end, encode_uvarint(count - len(unknown))))
+        edits.extend((s, e, b"") for s, e in unknown)
     return pos
+
+
+def encode_uvarint(value: int) -> bytes:
+    """The unsigned varint encoding of ``value``."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def strip(buf: bytes, start: int, end: int, edits: Edits) -> bytes:
+    """``buf[start:end]`` with ``edits`` (absolute, non-overlapping) applied."""
+    pieces: list[bytes] = []
+    cursor = start
+    for edit_start, edit_end, replacement in sorted(edits):
+        pieces.append(buf[cursor:edit_start])
+        pieces.append(replacement)
+        cursor = edit_end
+    pieces.append(buf[cursor:end])
+    return b"".join(pieces)
 
 
 @cache
@@ -208,14 +256,17 @@ def entity_walker(entity_type: type[Entity]) -> Walker:
             tagged[int(tag)] = walker
     flexible = bool(entity_type.__flexible__)
 
-    def walk(buf: bytes, pos: int, end: int) -> int:
+    def walk(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         for walker in plain:
-            pos = walker(buf, pos, end)
-        return skip_tagged_fields(buf, pos, end, tagged) if flexible else pos
+            pos = walker(buf, pos, end, edits)
+        return skip_tagged_fields(buf, pos, end, edits, tagged) if flexible else pos
 
     return walk
 
 
-def check_bounds(entity_type: type[Entity], buf: bytes, pos: int, end: int) -> int:
-    """Check that an ``entity_type`` starting at ``pos`` is bounded within ``end``; return where it ends."""
-    return entity_walker(entity_type)(buf, pos, end)
+def check_bounds(entity_type: type[Entity], buf: bytes, pos: int, end: int, edits: Edits | None = None) -> int:
+    """Check that an ``entity_type`` starting at ``pos`` is bounded within ``end``; return where it ends.
+
+    Edits that cut unknown tagged fields out are appended to ``edits`` when it is given.
+    """
+    return entity_walker(entity_type)(buf, pos, end, edits if edits is not None else [])

@@ -12,24 +12,30 @@ from typing import TypeVar
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity
 
-from node.protocol.bounds import check_bounds
+from node.protocol.bounds import Edits, check_bounds, strip
 from node.protocol.errors import EncodingError, MalformedFrame
 
 E = TypeVar("E", bound=Entity)
 
 
 def decode_entity(entity_type: type[E], buf: bytes, pos: int = 0) -> tuple[E, int]:
-    """Decode one ``entity_type`` from ``buf[pos:]``; return it and the offset just after it."""
+    """Decode one ``entity_type`` from ``buf[pos:]``; return it and the offset just after it.
+
+    Unknown tagged fields are skipped (KIP-482), by cutting them out before the native reader runs.
+    """
+    edits: Edits = []
     try:
-        end = check_bounds(entity_type, buf, pos, len(buf))
+        end = check_bounds(entity_type, buf, pos, len(buf), edits)
     except MalformedFrame as exc:
         raise MalformedFrame(f"{entity_type.__name__} v{entity_type.__version__}: {exc}") from None
+    data, start = (strip(buf, pos, end, edits), 0) if edits else (buf, pos)
+    expected = len(data) if edits else end - pos
     try:
-        entity, size = entity_reader(entity_type)(buf, pos)
+        entity, size = entity_reader(entity_type)(data, start)
     except Exception as exc:  # the native reader raises several unrelated types
         raise MalformedFrame(f"{entity_type.__name__} v{entity_type.__version__}: {type(exc).__name__}: {exc}") from exc
-    if pos + size != end:
-        raise MalformedFrame(f"{entity_type.__name__}: decoder consumed {size} bytes, schema walk {end - pos}")
+    if size != expected:
+        raise MalformedFrame(f"{entity_type.__name__}: decoder consumed {size} bytes, schema walk {expected}")
     return entity, end
 
 

@@ -133,3 +133,30 @@ def test_arbitrary_bytes_either_decode_or_raise_malformed_frame(index: int, data
     except MalformedFrame:
         return
     assert decode_exact(entity_type, encode_entity(entity)) == entity
+
+
+def test_unknown_tagged_fields_are_skipped_at_every_depth() -> None:
+    """KIP-482: a reader skips tags it does not know (kio's native reader refuses them; the codec cuts them out)."""
+    from kio.schema.api_versions.v3.response import ApiVersionsResponse
+
+    from node.protocol.api_versions import ApiRange, Feature, build_api_versions_response
+
+    expected = build_api_versions_response(3, (ApiRange(18, 0, 4),), supported=(Feature("x", 1, 2),))
+    feature = "0278" + "0001" + "0002"  # name "x", min 1, max 2
+    features_plain = "02" + feature + "00"
+    features_tagged = "02" + feature + "01" + "05" + "02" + "abcd"  # the entry carries unknown tag 5
+    for api_key_tags, features, extra_top in (
+        ("00", features_plain, ""),  # no unknown tag anywhere: kio's own encoding
+        ("01" + "07" + "00", features_plain, ""),  # unknown tag 7 in a nested array entry
+        ("00", features_tagged, ""),  # unknown tag inside known tag 0: its size must shrink too
+        ("00", features_plain, "09" + "01" + "ff"),  # an unknown top-level tag after a known one
+    ):
+        top_count = "02" if extra_top else "01"
+        data = bytes.fromhex(
+            "0000"  # error code
+            + "02" + "0012" + "0000" + "0004" + api_key_tags  # api keys: ApiVersions 0..4
+            + "00000000"  # throttle time
+            + top_count + "00" + f"{len(features) // 2:02x}" + features + extra_top
+        )  # fmt: skip
+        assert decode_exact(ApiVersionsResponse, data) == expected, data.hex()
+    assert encode_entity(expected).hex().endswith("01" + "00" + f"{len(features_plain) // 2:02x}" + features_plain)

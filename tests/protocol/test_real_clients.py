@@ -11,6 +11,8 @@ import pytest
 from node.protocol.server import ProtocolServer
 from protocol.handlers import TopicStore, example_registry
 
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python uses deprecated importlib APIs
+
 
 @pytest.fixture
 def served_store() -> Iterator[tuple[TopicStore, int]]:
