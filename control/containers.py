@@ -20,6 +20,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -136,11 +137,7 @@ def ensure_node_image(c: Any, wheelhouse: Path | None = None) -> str:
 
     base = ensure_base_image(c)
     wheels = wheelhouse or build_wheelhouse()
-    digest = hashlib.sha256()
-    for w in sorted(wheels.glob("*.whl")):
-        digest.update(w.name.encode())
-        digest.update(w.read_bytes())
-    tag = f"{NODE_REPO}:{digest.hexdigest()[:12]}"
+    tag = f"{NODE_REPO}:{wheels_digest(wheels)}"
     try:
         c.images.get(tag)
         return tag
@@ -158,6 +155,17 @@ def ensure_node_image(c: Any, wheelhouse: Path | None = None) -> str:
             log = "".join(str(x.get("stream", "")) for x in exc.build_log)
             raise SetupError(f"building {tag} failed: {exc}: {log[-1500:]}") from None
     return tag
+
+
+def wheels_digest(wheels: Path) -> str:
+    """A digest of the wheels' contents (not their zip timestamps), so unchanged code reuses its image."""
+    digest = hashlib.sha256()
+    for w in sorted(wheels.glob("*.whl")):
+        digest.update(w.name.encode())
+        with zipfile.ZipFile(w) as z:
+            for info in sorted(z.infolist(), key=lambda i: i.filename):
+                digest.update(f"{info.filename}:{info.CRC}:{info.file_size}".encode())
+    return digest.hexdigest()[:12]
 
 
 class DockerHost(ShellDaemons):

@@ -6,7 +6,6 @@ node itself are missing: it is written in parallel)."""
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import sys
 from collections.abc import Iterator
@@ -14,42 +13,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cluster_checks import run_cluster
 
 from control import leftovers
 from control.lab import Lab
 from control.labs import clean, lab_down, lab_up
 from control.netns import lab_prefix
 from control.nodesfile import NodeEntry, read, render
-from kraftlab.deploy import DeployError, Deployment, random_cluster_id
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
-
-
-def run_cluster(lab: Lab, tmp_path: Path) -> Deployment:
-    d = Deployment.create(lab, cluster_id=random_cluster_id())
-    try:
-        d.deploy(wait=60)
-    except DeployError as exc:
-        missing = re.search(r"(ImportError|ModuleNotFoundError): .*", str(exc))
-        if missing:  # the node is being written in parallel: an unfinished node is not a deploy failure
-            pytest.skip(f"the node does not start yet: {missing.group(0)}")
-        raise
-    leader = d.active_controller()
-    assert leader in d.controllers()
-    d.kill(leader)
-    assert not d.running(leader)
-    d.start(leader)
-    d.wait_healthy(60)
-    d.pause("n5")
-    d.resume("n5")
-    d.stop_all()
-    assert not any(d.running(n) for n in d.nodes())
-    got = d.collect(tmp_path / "nodes")
-    assert all({"kraft-node.log", "journal.jsonl", "server.properties"} <= set(files) for files in got.values()), got
-    assert "node.id=4" in (tmp_path / "nodes" / "n4" / "server.properties").read_text()
-    journal = (tmp_path / "nodes" / leader / "journal.jsonl").read_text()
-    assert '"role"' in journal and '"leader"' in journal
-    return d
 
 
 @pytest.mark.e2e

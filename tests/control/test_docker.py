@@ -105,3 +105,16 @@ def test_down_removes_everything(engine: None, state_dir: Path, lab_name: str) -
     lab_down(lab_name)
     assert not c.containers.list(all=True, filters={"label": f"{LABEL}={lab_name}"})
     assert not c.networks.list(filters={"label": f"{LABEL}={lab_name}"})
+
+
+@pytest.mark.e2e
+def test_docker_cluster(engine: None, state_dir: Path, lab_name: str, tmp_path: Path) -> None:
+    from cluster_checks import run_cluster
+
+    lab = lab_up(lab_name, "docker", 5)
+    try:
+        d = run_cluster(lab, tmp_path)
+        assert d.kraft_node("n1") == "/opt/kraftlab/venv/bin/kraft-node"
+    finally:
+        lab.close()
+        clean(lab_name)

@@ -141,3 +141,25 @@ def test_clean_after_sigkill(state_dir: Path, lab_name: str, moment: str) -> Non
     assert main(["clean", "--lab", lab_name]) == 0
     assert_nothing_left(lab_name)
     clean(lab_name)  # idempotent
+
+
+def test_lab_commands(state_dir: Path, lab_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from kraftlab.cli import main
+
+    assert main(["lab", "up", "--name", lab_name, "--nodes", "3"]) == 0
+    try:
+        out = capsys.readouterr().out
+        lab = load_lab(lab_name)
+        assert all(f"{h.name}\t{h.address}" in out for h in lab.hosts) and len(lab.hosts) == 3
+        lab.host("n2").start_daemon("s", "sleep 300", log_path=f"{lab.host('n2').workdir}/s.log")
+        assert main(["lab", "list"]) == 0
+        assert f"{lab_name}\tnetns\t3 hosts\t{lab.info['subnet']}\tup" in capsys.readouterr().out
+        assert main(["lab", "status", "--name", lab_name]) == 0
+        status = capsys.readouterr().out
+        assert "n1\t" in status and "no daemons" in status and "s[" in status and "running" in status
+        assert main(["lab", "node", "kill", "n1", "--name", lab_name]) == 1  # nothing deployed
+        assert "has no deployment" in capsys.readouterr().err
+    finally:
+        assert main(["lab", "down", "--name", lab_name]) == 0
+    assert_nothing_left(lab_name)
+    assert main(["lab", "status", "--name", lab_name]) == 1
