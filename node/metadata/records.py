@@ -22,6 +22,7 @@ base64url topic/incarnation ids.
 import base64
 import enum
 import json
+import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -276,9 +277,41 @@ def type_name(record: MetadataRecord) -> str:
     return type(record).__name__
 
 
+def _compact_ints(out: bytearray, values: tuple[int, ...] | None) -> None:
+    if values is None:
+        out.append(0)
+        return
+    _uvarint(out, len(values) + 1)
+    out += struct.pack(f">{len(values)}i", *values)
+
+
+def _encode_partition_record(r: PartitionRecord) -> bytes:
+    """PartitionRecord by hand (the bulk of a large snapshot): byte-identical to kio's writer,
+    about ten times faster."""
+    out = bytearray(b"\x00\x03\x00")
+    out += struct.pack(">i", r.partition_id)
+    out += r.topic_id.bytes
+    _compact_ints(out, r.replicas)
+    _compact_ints(out, r.isr)
+    _compact_ints(out, r.removing_replicas)
+    _compact_ints(out, r.adding_replicas)
+    out += struct.pack(">iii", r.leader, r.leader_epoch, r.partition_epoch)
+    if r.last_known_elr:
+        tagged = bytearray()
+        _compact_ints(tagged, r.last_known_elr)
+        out += b"\x01\x02"
+        _uvarint(out, len(tagged))
+        out += tagged
+    else:
+        out.append(0)
+    return bytes(out)
+
+
 def encode(record: MetadataRecord) -> bytes:
     """The record's value bytes: frame type, record type, version, payload."""
     cls = type(record)
+    if cls is PartitionRecord:
+        return _encode_partition_record(record)  # type: ignore[arg-type]
     out = _Buffer()
     _uvarint(out, FRAME_TYPE)
     _uvarint(out, int(_TYPES[cls]))

@@ -133,3 +133,37 @@ def test_dump_payload_is_one_json_line() -> None:
     assert json.loads(line) == {"type": "FENCE_BROKER_RECORD", "version": 0, "data": {"id": 3, "epoch": 42}}
     assert dump_payload(Record(None, b"\x00\x63\x00")).startswith("undecodable metadata record")
     assert dump_payload(Record(None, None)) is None
+
+
+@given(
+    pid=ids,
+    tid=uuids,
+    replicas=int_lists,
+    isr=int_lists,
+    removing=st.none() | int_lists,
+    adding=st.none() | int_lists,
+    leader=st.integers(min_value=-1, max_value=2**31 - 1),
+    epochs=st.tuples(st.integers(min_value=-1, max_value=2**31 - 1), st.integers(min_value=-1, max_value=2**31 - 1)),
+    elr=int_lists,
+)
+def test_fast_partition_encoder_matches_kio(pid, tid, replicas, isr, removing, adding, leader, epochs, elr) -> None:
+    import io
+
+    from node.metadata import records as r
+
+    rec = PartitionRecord(
+        partition_id=pid,
+        topic_id=tid,
+        replicas=replicas,
+        isr=isr,
+        removing_replicas=removing,
+        adding_replicas=adding,
+        leader=leader,
+        leader_epoch=epochs[0],
+        partition_epoch=epochs[1],
+        last_known_elr=elr,
+    )
+    buf = io.BytesIO()
+    r._WRITERS[PartitionRecord](buf, rec)
+    assert encode(rec) == bytes([0, 3, 0]) + buf.getvalue()
+    assert decode(encode(rec)) == rec
