@@ -287,7 +287,7 @@ def _compact_ints(out: bytearray, values: tuple[int, ...] | None) -> None:
 
 def _encode_partition_record(r: PartitionRecord) -> bytes:
     """PartitionRecord by hand (the bulk of a large snapshot): byte-identical to kio's writer,
-    about ten times faster."""
+    about three times faster."""
     out = bytearray(b"\x00\x03\x00")
     out += struct.pack(">i", r.partition_id)
     out += r.topic_id.bytes
