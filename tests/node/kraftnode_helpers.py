@@ -228,7 +228,7 @@ class ProcessCluster:
         except CommandFailed:
             return None
 
-    def wait_leader(self, timeout: float = 20.0, exclude: int | None = None) -> tuple[int, int]:
+    def wait_leader(self, timeout: float = 60.0, exclude: int | None = None) -> tuple[int, int]:
         """(leader id, epoch) once a live node names a live leader other than `exclude`."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
