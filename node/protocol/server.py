@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 DEFAULT_MAX_IN_FLIGHT = 64
-_WRITE_BATCH_BYTES = 1 << 20
+_WRITE_BATCH_FRAMES = 64
 
 
 class HandlerFailed(Exception):
@@ -89,9 +89,10 @@ class _Connection:
         write_task = asyncio.create_task(self._write_loop())
         try:
             await self._read_loop()
-            await self.queue.put(None)  # flush the responses already owed, then stop
-            await asyncio.wait({write_task}, timeout=self.server.flush_timeout)
-        except asyncio.CancelledError:
+            async with asyncio.timeout(self.server.flush_timeout):  # flush the responses already owed
+                await self.queue.put(None)
+                await write_task
+        except (asyncio.CancelledError, TimeoutError):
             pass
         finally:
             if self.idle_timer is not None:
@@ -153,16 +154,20 @@ class _Connection:
         return _InFlight(context, _settled(result))
 
     async def _write_loop(self) -> None:
-        """Write responses in request order; responses already available are written with one send."""
+        """Write responses in request order; consecutive responses already available go out in one send,
+        and a response never waits behind a later request's unfinished handler."""
         finished = False
         while not finished:
             in_flight = await self.queue.get()
             chunks: list[bytes] = []
-            size = 0
             while True:
                 if in_flight is None:
                     finished = True
                     break
+                if chunks and not in_flight.result.done():
+                    if not await self._send(chunks):
+                        return
+                    chunks = []
                 try:
                     data = await self._response_bytes(in_flight)
                 except HandlerFailed as exc:
@@ -172,15 +177,14 @@ class _Connection:
                     break
                 if data is not None:
                     chunks.append(data)
-                    size += len(data)
-                if self.queue.empty() or size >= _WRITE_BATCH_BYTES:
+                if self.queue.empty() or len(chunks) >= _WRITE_BATCH_FRAMES:
                     break
                 in_flight = self.queue.get_nowait()
-            if chunks and not await self._send(b"".join(chunks)):
+            if chunks and not await self._send(chunks):
                 return
 
-    async def _send(self, data: bytes) -> bool:
-        self.writer.write(data)
+    async def _send(self, chunks: list[bytes]) -> bool:
+        self.writer.write(b"".join(chunks))
         try:
             await self.writer.drain()
         except OSError as exc:

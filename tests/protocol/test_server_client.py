@@ -173,6 +173,26 @@ def test_responses_leave_in_request_order_when_handlers_finish_out_of_order() ->
     run(scenario)
 
 
+def test_a_ready_response_is_not_held_back_by_a_later_unfinished_request() -> None:
+    async def scenario() -> None:
+        probe = Probe()
+        async with serving(registry_with(probe)) as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(
+                encode_request(heartbeat("quick"), 1, None) + encode_request(heartbeat("slow", 0, "hang"), 2, None)
+            )
+            async with asyncio.timeout(5):
+                first = await read_frame(reader)
+            assert first is not None and struct.unpack(">i", first[:4])[0] == 1
+            assert probe.finished == ["quick"]
+            probe.release.set()
+            second = await read_frame(reader)
+            assert second is not None and struct.unpack(">i", second[:4])[0] == 2
+            writer.close()
+
+    run(scenario)
+
+
 def test_the_client_pipelines_many_requests_on_one_connection() -> None:
     async def scenario() -> None:
         probe = Probe()
