@@ -2,7 +2,8 @@
 
 - BrokerRegistration: the cluster id must match (INCONSISTENT_CLUSTER_ID, today's name of
   KIP-631's INVALID_CLUSTER_ID); a different incarnation while the current one's lease is live
-  gets DUPLICATE_BROKER_REGISTRATION, and so does an incarnation a newer one already replaced
+  gets DUPLICATE_BROKER_REGISTRATION (unless that one is in controlled shutdown: a restart after
+  SIGTERM need not wait for the old lease), and so does an incarnation a newer one already replaced
   (a zombie process); a retry from the same incarnation gets the same epoch and
   writes nothing; the broker must support every finalized feature level (UNSUPPORTED_VERSION);
   otherwise a fenced RegisterBrokerRecord whose offset is the new broker epoch.
@@ -105,7 +106,7 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
     if existing is not None and existing.incarnation_id == incarnation:
         leases.touch(bid, w.now_ms, w.events)
         return answer(ErrorCode.none, existing.epoch)
-    if existing is not None and leases.alive(bid, w.now_ms):
+    if existing is not None and leases.alive(bid, w.now_ms) and not existing.in_controlled_shutdown:
         return answer(ErrorCode.duplicate_broker_registration)
     if incarnation in w.image.retired.get(bid, ()):
         return answer(ErrorCode.duplicate_broker_registration)  # a replaced (zombie) process

@@ -154,3 +154,11 @@ def test_next_deadline_is_the_first_unfenced_lease_expiry(h: Harness) -> None:
     h.tick(first - h.now)
     assert h.image().brokers[1].fenced
     assert h.active().next_deadline_ms() == h.active().leases.last_contact[2] + 9_000
+
+
+def test_restart_after_controlled_shutdown_need_not_wait_for_the_lease(h: Harness) -> None:
+    e = h.start_brokers(1)
+    assert h.heartbeat(1, e[1], want_shut_down=True).should_shut_down
+    resp = h.run(h.registration(1, incarnation=uuid.UUID(int=555)))
+    assert resp.error_code == ErrorCode.none and resp.broker_epoch > e[1]
+    assert h.heartbeat(1, e[1]).error_code == ErrorCode.stale_broker_epoch  # the old process is gone
