@@ -4,7 +4,7 @@ core, with isolations and crashes of controllers and brokers (see kraft_sim.py f
 from __future__ import annotations
 
 import pytest
-from kraft_sim import KraftSim
+from kraft_sim import FAULT, KraftSim
 
 from node.broker import BrokerState
 
@@ -41,7 +41,7 @@ def test_faults_many_seeds(seed: int) -> None:
 
 def test_dead_broker_fenced_within_session_timeout_plus_slack() -> None:
     sim = KraftSim(seed=5)
-    sim.queue.push(6_000, 7, ("crash", 1, 102))  # FAULT
+    sim.queue.push(6_000, FAULT, ("crash", 1, 102))
     sim.run(fault_ms=0, settle_ms=12_000, faults=False)
     crashed_at = sim.crashed_brokers[102]
     fenced = [t for t, f in sim.fence_events if f["broker"] == 102 and f["action"] == "fence"]
