@@ -125,7 +125,9 @@ class ClockFault:
         self._stop_strobes(nodes)
         if nodes:
             self._write({n: ClockSetting() for n in nodes})
-        return {"nodes": nodes, "offset_ms": 0.0, "rate": 1.0}
+        failed_writes = {n: self.strobe_errors.pop(n) for n in nodes if n in self.strobe_errors}
+        return {"nodes": nodes, "offset_ms": 0.0, "rate": 1.0,
+                **({"strobe_write_errors": failed_writes} if failed_writes else {})}
 
     # --- real clock steps --------------------------------------------------------------------
     def own_kernel(self, node: str) -> bool:
