@@ -163,3 +163,14 @@ def test_any_schedule_then_heal_all_restores_everything(seed: int, packages: lis
         if any("KRAFTLAB-h " in c or "KRAFTLAB-h -" in c for c in network):
             last = [c for c in network if "KRAFTLAB-h " in c or ":KRAFTLAB-h " in c][-1]
             assert last.startswith("iptables -w 10 -F KRAFTLAB-h "), last
+
+
+def test_generated_disk_faults_lose_stable_storage_only_on_broker_only_nodes() -> None:
+    sched = generate(["disk"], seed=2, interval=1, duration=400, **KW)
+    starts = [s.value for s in sched.steps if s.f == "start-disk"]
+    assert {v["damage"] for v in starts} == {"truncate-tail", "flip-bits", "delete-quorum-state", "wipe"}
+    for v in starts:
+        if v["damage"] in ("wipe", "delete-quorum-state"):
+            assert set(v["nodes"]) <= {"n4", "n5"}, v
+    combined = generate(["disk"], seed=2, interval=1, duration=100, nodes=NODES, controllers=NODES, brokers=NODES)
+    assert {s.value["damage"] for s in combined.steps if s.f == "start-disk"} <= {"truncate-tail", "flip-bits"}
