@@ -65,6 +65,9 @@ log = logging.getLogger("kraft-node")
 EXIT_OK = 0
 EXIT_FAILED = 1
 HW_CHECKPOINT_INTERVAL_S = 1.0
+BUGGY_CORES: dict[str, type[RaftCore]] = {}
+"""The bug zoo (`kraftlab.unsafe.bug`, test mode only): name → a RaftCore subclass with a planted bug.
+Empty until the bug zoo lands; a name not found here refuses to start rather than run correct code."""
 MAX_TIMER_SLEEP_S = 0.1  # re-check at least this often (the clock file may change the rate)
 RESIGN_GRACE_S = 0.5
 _APPROX_RECORD_BYTES = 64
@@ -875,6 +878,10 @@ class NodeServer:
 
     async def _start(self) -> None:
         config = self.config
+        core_class = BUGGY_CORES.get(config.unsafe_bug, RaftCore) if config.unsafe_bug else RaftCore
+        if config.unsafe_bug and config.unsafe_bug not in BUGGY_CORES:
+            known = ", ".join(sorted(BUGGY_CORES)) or "none in this build"
+            raise StartupError(f"kraftlab.unsafe.bug={config.unsafe_bug}: unknown bug (known: {known})")
         storage = self.storage = open_storage(config, self.journal)
         raft_config = RaftConfig(
             election_timeout_ms=config.election_timeout_ms,
@@ -884,7 +891,7 @@ class NodeServer:
             retry_backoff_ms=config.retry_backoff_ms,
             append_linger_ms=config.append_linger_ms,
         )
-        core = RaftCore(
+        core = core_class(
             raft_config,
             config.node_id,
             config.voter_ids,

@@ -58,3 +58,10 @@ def test_listener_port_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         busy.listen()
         assert asyncio.run(NodeServer(config).run()) == EXIT_FAILED
     assert "cannot listen on CONTROLLER://" in capsys.readouterr().err
+
+
+def test_unknown_bug_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path, **{"kraftlab.unsafe.test.mode": "true", "kraftlab.unsafe.bug": "no-such-bug"})
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    assert asyncio.run(NodeServer(config).run()) == EXIT_FAILED
+    assert "kraftlab.unsafe.bug=no-such-bug: unknown bug" in capsys.readouterr().err
