@@ -55,7 +55,8 @@ def main() -> int:
         name = "nb" + secrets.token_hex(4)
         t0 = time.perf_counter()
         lab = lab_up(name, "netns", 5)
-        print(f"lab up: {(time.perf_counter() - t0) * 1000:.0f} ms (5 namespaces)")
+        print(f"lab up: {(time.perf_counter() - t0) * 1000:.0f} ms (5 namespaces); "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; median of {args.runs} runs")
         try:
             control = DaemonNodeControl(lab.hosts, daemon="node", command=lambda n: "sleep 3600")
             for n in control.nodes():
