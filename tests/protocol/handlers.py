@@ -33,7 +33,7 @@ class TopicStore:
     topics: dict[str, int] = field(default_factory=dict)
     host: str = "127.0.0.1"
     port: int = 9092
-    max_topics: int = 32  # beyond it CreateTopics fails with POLICY_VIOLATION (keeps fuzzed responses small)
+    max_topics: int = 8  # beyond it CreateTopics fails with POLICY_VIOLATION (keeps fuzzed responses small)
 
     def metadata(self, request: RequestPayload, context: RequestContext) -> ResponsePayload:
         response_type = response_schema(context.api_key, context.api_version)
