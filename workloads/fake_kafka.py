@@ -338,7 +338,9 @@ class FakeKafka:
                 p = topic.parts.get(pd.partition_index) if topic is not None else None
                 code = self._validate_alter(req.broker_id, p, pd) if topic is not None else ErrorCode.unknown_topic_id
                 if code == ErrorCode.none and p is not None:
-                    self._bump(p, tuple(s.broker_id for s in pd.new_isr_with_epochs), p.leader)
+                    isr = tuple(s.broker_id for s in pd.new_isr_with_epochs)
+                    if set(isr) != set(p.isr):  # as Kafka: an unchanged ISR writes nothing, keeps the epoch
+                        self._bump(p, isr, p.leader)
                     parts_out.append(ap_resp.PartitionData(partition_index=pd.partition_index, error_code=code,
                                                            leader_id=p.leader, leader_epoch=p.leader_epoch,
                                                            isr=p.isr, partition_epoch=p.partition_epoch))

@@ -29,13 +29,14 @@ from typing import Any
 from kio.schema.alter_partition.v3.request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
 
 from workloads.agents import AgentBook, agent_handlers, heartbeat_op, register_op
-from workloads.client import Invocation
+from workloads.client import DefiniteFailure, Invocation
 from workloads.generator import Context, FnGen
 from workloads.kafka import check, error_name
 from workloads.ops import OncePer, broker_read, op, read_node
 from workloads.registry import lifecycle_op, shut_down
 from workloads.session import Handlers, Session
 from workloads.topics import create as create_topic
+from workloads.topics import delete as delete_topic
 from workloads.topics import metadata
 
 ISR = "isr"
@@ -51,12 +52,20 @@ class Belief:
     leader_epoch: int = 0
     partition_epoch: int = 0
     isr: tuple[int, ...] = ()
+    orphan: bool = False  # exists, but its id is unknown (its create ended in doubt)
+
+    def forget(self) -> None:
+        """The topic is gone (deleted): a new one starts at epoch 0."""
+        self.topic_id, self.orphan, self.leader = None, False, -1
+        self.leader_epoch = self.partition_epoch = 0
+        self.isr = ()
 
     def seen(self, leader: int, leader_epoch: int, isr: Sequence[int]) -> None:
-        """A read's view: never move backwards; the partition epoch is at least the leader epoch."""
-        if leader_epoch >= self.leader_epoch:
-            if leader_epoch > self.leader_epoch:
-                self.partition_epoch = max(self.partition_epoch, leader_epoch)
+        """A read's view, taken only when it shows a newer leader epoch (reads carry no partition
+        epoch, so an ISR seen under the same leader epoch may be older than ours); the partition
+        epoch is at least the leader epoch."""
+        if leader_epoch > self.leader_epoch or (self.leader == -1 and leader_epoch == self.leader_epoch):
+            self.partition_epoch = max(self.partition_epoch, leader_epoch)
             self.leader, self.leader_epoch, self.isr = leader, leader_epoch, tuple(isr)
 
 
@@ -82,15 +91,28 @@ class IsrWorkload:
     # --- handlers -----------------------------------------------------------------------------
 
     def handlers(self) -> Handlers:
-        return {**agent_handlers([self.book]), ("topics", "create"): self._create,
+        return {**agent_handlers([self.book]), ("topics", "create"): self._create, ("topics", "delete"): self._delete,
                 (ISR, "alter"): self._alter, (ISR, "read"): self._read}
 
     async def _create(self, session: Session, inv: Invocation) -> Any:
-        """The topics create, learning the topic id of an isr topic (Metadata before v10 lacks it)."""
-        out = await create_topic(session, inv)
-        belief = self.beliefs.get(out["topic"])
+        """The topics create, learning the topic id of an isr topic: Metadata before v10 lacks
+        it, so a topic whose id was never learnt (its create ended in doubt) is deleted and
+        created anew."""
+        belief = self.beliefs.get(inv.value["topic"])
+        try:
+            out = await create_topic(session, inv)
+        except DefiniteFailure as e:
+            if belief is not None and belief.topic_id is None and e.error == "TOPIC_ALREADY_EXISTS":
+                belief.orphan = True
+            raise
         if belief is not None and out.get("topic_id"):
-            belief.topic_id = out["topic_id"]
+            belief.topic_id, belief.orphan = out["topic_id"], False
+        return out
+
+    async def _delete(self, session: Session, inv: Invocation) -> Any:
+        out = await delete_topic(session, inv)
+        if (belief := self.beliefs.get(inv.value["topic"])) is not None:
+            belief.forget()
         return out
 
     async def _alter(self, session: Session, inv: Invocation) -> Any:
@@ -155,20 +177,23 @@ class IsrWorkload:
         topic = rng.choice(sorted(self.beliefs))
         belief = self.beliefs[topic]
         if belief.topic_id is None:
+            if belief.orphan and rng.random() < 0.5:
+                return op("topics", "delete", {"topic": topic, "via": "controller"})
             if rng.random() < 0.5 and any(self.book[b].epoch is not None for b in belief.replicas):
-                return op("topics", "create", {"topic": topic, "assignment": [list(belief.replicas)]})
+                return op("topics", "create", {"topic": topic, "assignment": [list(belief.replicas)],
+                                               "via": "controller"})  # v7 answers with the topic id
             return self._read_op(ctx, topic)
         r = rng.random()
-        if r < 0.3 or (belief.leader not in belief.replicas and r < 0.8):  # leaderless: wait and see
+        if r < 0.3 or (belief.leader not in belief.replicas and r < 0.6):  # leaderless: wait and see
             return self._read_op(ctx, topic)
-        if r < 0.85:
+        if r < 0.97:
             return self._alter_op(ctx, topic, belief)
         agent = self.book[rng.choice(belief.replicas)]
         if agent.epoch is None or agent.down_until is not None:
             return self._read_op(ctx, topic)
-        if r < 0.9:
+        if r < 0.98:
             return shut_down(agent, ctx.time, self.session_timeout * 1.2)  # leadership and ISR move away
-        if r < 0.94:
+        if r < 0.99:
             return heartbeat_op(agent, agent.epoch, want_fence=True)
         return register_op(agent, rng)  # a new incarnation (refused while the old one's lease lives)
 

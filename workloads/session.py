@@ -81,10 +81,12 @@ class Session:
         addr = self.broker_addr(node)
         return await self.broker(node, make(await self.version(addr, api_key)))
 
-    async def admin(self, api_key: int, make: Callable[[int], Any], code_of: Callable[[Any], int]) -> Any:
+    async def admin(self, api_key: int, make: Callable[[int], Any], code_of: Callable[[Any], int],
+                    direct: bool = False) -> Any:
         """CreateTopics/DeleteTopics: through this process's broker (which forwards to the
-        controller), or straight to the active controller when the node has no broker role."""
-        if self.cluster.nodes[self.node].broker:
+        controller), or straight to the active controller when `direct` or the node has no
+        broker role."""
+        if self.cluster.nodes[self.node].broker and not direct:
             return await self.broker_api(self.node, api_key, make)
         addr = await self.controller.active()
         return await self.controller.send(make(await self.version(addr, api_key)), code_of)

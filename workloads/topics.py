@@ -1,8 +1,9 @@
 """The `topics` workload: create-if-absent, delete, describe and list over a small name pool.
 
 Ops (checker model `topics`, history field `workload: "topics"`):
-- `create` {"topic", ["partitions", "replication_factor"] | ["assignment": [[broker ids]...]]}:
-  CreateTopics through the process's broker (which forwards to the active controller). ok;
+- `create` {"topic", ["partitions", "replication_factor"] | ["assignment": [[broker ids]...]],
+  ["via": "controller"]}: CreateTopics through the process's broker (which forwards to the active
+  controller), or to the active controller itself with `via` (as a broker's forward does). ok;
   fail TOPIC_ALREADY_EXISTS (an observation: the topic existed) or another definite refusal
   (INVALID_*: no effect); info on NOT_CONTROLLER / REQUEST_TIMED_OUT / a lost connection.
 - `delete` {"topic"}: DeleteTopics likewise; fail UNKNOWN_TOPIC_OR_PARTITION is an observation.
@@ -49,7 +50,8 @@ async def create(session: Session, inv: Invocation) -> Any:
             replication_factor=-1 if assignment else v.get("replication_factor", 1), assignment=assignment,
             timeout_ms=ADMIN_TIMEOUT_MS)
 
-    resp = await session.admin(versions.CREATE_TOPICS, make, lambda r: _first_code(r, "topics"))
+    resp = await session.admin(versions.CREATE_TOPICS, make, lambda r: _first_code(r, "topics"),
+                               direct=v.get("via") == "controller")
     result = resp.topics[0]
     check(result.error_code, v)
     topic_id = getattr(result, "topic_id", None)
@@ -61,7 +63,7 @@ async def delete(session: Session, inv: Invocation) -> Any:
     resp = await session.admin(versions.DELETE_TOPICS,
                                lambda version: versions.delete_topics_request(version, v["topic"],
                                                                               timeout_ms=ADMIN_TIMEOUT_MS),
-                               lambda r: _first_code(r, "responses"))
+                               lambda r: _first_code(r, "responses"), direct=v.get("via") == "controller")
     check(resp.responses[0].error_code, v)
     return {"topic": v["topic"]}
 

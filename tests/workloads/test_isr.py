@@ -8,7 +8,8 @@ import random
 from collections import Counter
 from typing import Any
 
-from wl_harness import completions, invoke, open_client, run, verdicts
+import pytest
+from wl_harness import completions, invoke, open_client, run, stale_alters, verdicts
 
 from workloads.agents import heartbeat_op, register_op
 from workloads.fake_kafka import FakeKafka
@@ -79,19 +80,40 @@ def test_leadership_moves_and_stale_leaders_are_fenced() -> None:
     assert done.type == "ok" and done.value["isr"] == [2001, 2002]
 
 
-def test_generated_history_is_valid_on_a_correct_cluster() -> None:
-    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(4), p_timeout=0.02, p_lost=0.02,
+def test_an_unchanged_isr_is_acknowledged_with_the_same_epoch() -> None:
+    fake, w, c = setup()
+    done = invoke(c, alter(w, 2000, [2000, 2001, 2002], le=0, pe=0))  # the ISR it already has
+    assert done.type == "ok" and done.value["partition_epoch"] == 0  # as Kafka: no record, same epoch
+    assert fake.topics["isr-0"].parts[0].partition_epoch == 0
+
+
+def correct_run(seed: int) -> tuple[list[dict[str, Any]], Any]:
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(seed), p_timeout=0.02, p_lost=0.02,
                      p_not_controller=0.02)
-    lines, w = run("isr", fake, seconds=2.5, seed=4)
+    return run("isr", fake, seconds=2.5, seed=seed)
+
+
+def test_generated_history_on_a_correct_cluster() -> None:
+    lines, _w = correct_run(4)
     alters = completions(lines, "alter")
     assert Counter(x["type"] for x in alters)["ok"] >= 3
     errors = Counter(x["error"] for x in alters if x["type"] == "fail")
     assert len(errors) >= 3, errors  # stale leaders, stale versions, old incarnations...
     assert {x["workload"] for x in lines} == {"isr", "registry", "topics"}
-    assert verdicts(lines, w.models) == {"isr": True, "registry": True, "topics": True}
+    assert stale_alters(lines) == []
+    v = verdicts(lines, ("registry", "topics"))
+    assert v == {"registry": True, "topics": True}
+
+
+@pytest.mark.xfail(strict=True, reason="checker.models.PartitionState wants every ok alter to raise the partition "
+                   "epoch, but Kafka acknowledges an unchanged ISR with the same epoch (no record written)")
+def test_isr_model_accepts_a_correct_cluster() -> None:
+    lines, _w = correct_run(4)
+    assert verdicts(lines, ("isr",)) == {"isr": True}
 
 
 def test_a_controller_ignoring_the_partition_epoch_is_caught() -> None:
     fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(5), bugs=frozenset({"alter-ignores-epoch"}))
     lines, w = run("isr", fake, seconds=2.5, seed=5)
+    assert stale_alters(lines)
     assert verdicts(lines, w.models)["isr"] is False

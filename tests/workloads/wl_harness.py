@@ -66,3 +66,25 @@ def invoke(client: Any, inv: Any, timeout: float = 2.0) -> Any:
     from workloads.interpreter import invoke_once
 
     return asyncio.run(invoke_once(client, inv, timeout))
+
+
+def stale_alters(lines: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """A model-free check of AlterPartition's compare-and-set: (line of an ok alter, line of an
+    earlier-completed ok alter of the same partition that had already moved the partition epoch
+    past the one the first was sent with). Empty on a correct controller."""
+    calls: dict[Any, dict[str, Any]] = {}
+    done: list[tuple[int, int, tuple[str, int], int]] = []  # (invoke line, ok line, partition, epoch after)
+    out = []
+    for x in lines:
+        if x["type"] == "invoke":
+            calls[x["process"]] = x
+            continue
+        inv = calls.get(x["process"])
+        if inv is None or x["f"] != "alter" or x["type"] != "ok":
+            continue
+        key = (inv["value"]["topic"], inv["value"]["partition"])
+        sent = int(inv["value"]["partition_epoch"])
+        out += [(x["index"], ok_line) for _, ok_line, k, after in done
+                if k == key and ok_line < inv["index"] and after > sent]
+        done.append((inv["index"], x["index"], key, int(x["value"]["partition_epoch"])))
+    return out
