@@ -6,13 +6,15 @@ Prints:
 - failover time from SIGKILL of the leader to the next committed append, default Raft timeouts
   (target median <= 2.5 s, p99 <= 4 s);
 - time from starting 3 controllers + 5 brokers to all brokers unfenced (target <= 5 s);
+- broker restart time (SIGKILL, start, unfenced again) with 100,000 partitions in the image,
+  loaded from its snapshot;
 - sustained CreateTopics throughput of 1-partition topics sent to the active controller of 3
   voters (several topics per request, many requests in flight), with request latency p99
   (target >= 1,000 topics/s).
 
     .venv/bin/python bench/bench_node.py [--appends 500] [--failovers 10] [--linger-ms 0]
                                          [--topics 5000] [--topics-per-request 10]
-                                         [--only latency,failover,unfence,topics]
+                                         [--partitions 100000] [--only latency,failover,unfence,topics,restart]
 
 `--linger-ms` sets controller.quorum.append.linger.ms for the latency run (Kafka's default of 25 ms
 would add up to 25 ms to every single append by design); the failover run keeps every default.
@@ -106,7 +108,8 @@ def bench_unfence(base: Path, brokers: int = 5) -> float:
         c.close()
 
 
-async def _create_topics(port: int, n: int, in_flight: int, per_request: int) -> tuple[float, list[float]]:
+async def _create_topics(port: int, n: int, in_flight: int, per_request: int,
+                         partitions: int = 1) -> tuple[float, list[float]]:
     from kio.schema.create_topics.v7 import request as ct
 
     latencies: list[float] = []
@@ -114,7 +117,7 @@ async def _create_topics(port: int, n: int, in_flight: int, per_request: int) ->
 
     async def worker(client: ProtocolClient) -> None:
         for first in starts:
-            topics = tuple(ct.CreatableTopic(name=f"bench-{i}", num_partitions=1,  # type: ignore[arg-type]
+            topics = tuple(ct.CreatableTopic(name=f"bench-{i}", num_partitions=partitions,  # type: ignore[arg-type]
                                              replication_factor=3, assignments=(), configs=())  # type: ignore[arg-type]
                            for i in range(first, min(n, first + per_request)))
             request = ct.CreateTopicsRequest(topics=topics, timeout=datetime.timedelta(seconds=30))  # type: ignore[arg-type]
@@ -154,6 +157,41 @@ def bench_topics(base: Path, topics: int, per_request: int, in_flight: int = 64)
         c.close()
 
 
+def _wait_unfenced(c: ProcessCluster, count: int, timeout: float = 120.0) -> None:
+    address = ("127.0.0.1", c.broker_ports[c.broker_ids[0]])
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(CommandFailed):
+            if len(asyncio.run(describe_cluster(address, 1.0))["brokers"]) == count:
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{count} brokers not unfenced within {timeout} s")
+        time.sleep(0.05)
+
+
+def bench_broker_restart(base: Path, partitions: int) -> tuple[float, int]:
+    """SIGKILL a broker of an image with `partitions` partitions, restart it: seconds until it is
+    unfenced again (it loads its latest snapshot, then replays the log after it)."""
+    c = ProcessCluster(base, brokers=3, **{"metadata.snapshot.max.new.record.bytes": str(1 << 20)})
+    try:
+        c.start_all()
+        _wait_unfenced(c, 3)
+        leader, _ = c.wait_leader()
+        per_topic = 100
+        asyncio.run(_create_topics(c.ports[leader], partitions // per_topic, 16, 10, per_topic))
+        victim = c.broker_ids[-1]
+        time.sleep(2.0)  # the broker applied everything (and snapshotted at least once)
+        snapshots = len(list((c.meta_dir(victim) / "__cluster_metadata-0").glob("*.checkpoint")))
+        c.kill(victim, signal.SIGKILL)
+        _wait_unfenced(c, 2, timeout=60)  # the controller fenced it (session timeout)
+        t0 = time.monotonic()
+        c.start(victim)
+        _wait_unfenced(c, 3, timeout=300)
+        return time.monotonic() - t0, snapshots
+    finally:
+        c.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--appends", type=int, default=500)
@@ -161,7 +199,8 @@ def main() -> int:
     parser.add_argument("--linger-ms", type=int, default=0)
     parser.add_argument("--topics", type=int, default=5000)
     parser.add_argument("--topics-per-request", type=int, default=10)
-    parser.add_argument("--only", default="latency,failover,unfence,topics")
+    parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--only", default="latency,failover,unfence,topics,restart")
     args = parser.parse_args()
     only = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
@@ -184,6 +223,10 @@ def main() -> int:
                   f"{args.topics_per_request} per request, 64 requests in flight: {args.topics / elapsed:.0f} "
                   f"topics/s committed, request latency p50 {percentile(lats, 50):.1f} ms "
                   f"p99 {percentile(lats, 99):.1f} ms (target >= 1,000 topics/s)", flush=True)
+        if "restart" in only:
+            t, snaps = bench_broker_restart(Path(tmp) / "restart", args.partitions)
+            print(f"broker restart with {args.partitions} partitions in the image ({snaps} snapshot files): "
+                  f"{t:.2f} s from start to unfenced", flush=True)
     return 0
 
 
