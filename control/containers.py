@@ -2,10 +2,11 @@
 fixed addresses and NET_ADMIN (so nemesis iptables rules work inside).
 
 Images are built offline: `kraftlab-base:bookworm` from a debootstrap minbase root (cached: built
-once, about 45 s), then `kraftlab-node:<hash>`, a layer with the project's wheels installed in a
-venv at /opt/kraftlab/venv. PID 1 of each container is a tiny reaper; daemons (the node) are
-started with `docker exec` through the shared shell scripts, each in its own session, and signals
-go to the daemon's process group inside the container, so STOP/CONT stop exactly the node.
+once, about 45 s), then `kraftlab-node:<digest of the project's sources>`, a layer with the
+project's wheels installed in a venv at /opt/kraftlab/venv. PID 1 of each container is a tiny
+reaper; daemons (the node) are started with `docker exec` through the shared shell scripts, each
+in its own session, and signals go to the daemon's process group inside the container, so
+STOP/CONT stop exactly the node.
 Every object carries the label `kraftlab.lab=NAME`; `remove_lab_objects` finds them by it.
 """
 
@@ -30,7 +31,7 @@ from control.netns import lab_prefix
 from control.preflight import SetupError, require_commands, require_root
 from control.shell import ShellDaemons
 from control.state import HostRecord, LabState, remove_state, save_state
-from control.wheels import build_wheelhouse
+from control.wheels import build_wheelhouse, source_digest
 
 BASE_IMAGE = "kraftlab-base:bookworm"
 NODE_REPO = "kraftlab-node"
@@ -136,13 +137,13 @@ def ensure_node_image(c: Any, wheelhouse: Path | None = None) -> str:
     import docker
 
     base = ensure_base_image(c)
-    wheels = wheelhouse or build_wheelhouse()
-    tag = f"{NODE_REPO}:{wheels_digest(wheels)}"
+    tag = f"{NODE_REPO}:{wheels_digest(wheelhouse) if wheelhouse else source_digest()}"
     try:
         c.images.get(tag)
         return tag
     except docker.errors.ImageNotFound:
         pass
+    wheels = wheelhouse or build_wheelhouse()
     with tempfile.TemporaryDirectory(prefix="kraftlab-image-") as ctx:
         shutil.copytree(wheels, Path(ctx) / "wheels")
         (Path(ctx) / "Dockerfile").write_text(

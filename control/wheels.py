@@ -4,6 +4,7 @@ the project's wheel, the node's own dependencies and pip's wheel, so hosts insta
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import tempfile
@@ -12,6 +13,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NODE_REQUIREMENTS = ("kio==0.6.5", "crc32c>=2.4")
 INSTALLER = "pip"  # its wheel runs as `python pip-*.whl/pip`: a venv needs no ensurepip
+
+
+PACKAGES = ("node", "control", "nemesis", "workloads", "checker", "spark_analysis", "kraftlab")
+DATA_SUFFIXES = (".py", ".html", ".css", ".j2", ".txt")
+
+
+def source_digest() -> str:
+    """A digest of what the project's wheel would contain (package sources and pyproject.toml):
+    cheap to compute, so a cached build can be reused without building the wheel first."""
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*")):
+            if path.suffix in DATA_SUFFIXES and path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    digest.update(",".join(NODE_REQUIREMENTS).encode())
+    return digest.hexdigest()[:12]
 
 
 class WheelError(Exception):
