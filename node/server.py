@@ -17,13 +17,18 @@ The core makes every storage effect of a step durable before returning it, so me
 as soon as a step returns (the ordering rule: flush first, then send).
 
 Roles: a voter (controller, or broker+controller) takes part in elections; a broker-only node is
-an observer that fetches from the leader. What sits on top of Raft is an `Application` (the
-seam for the controller and broker): it supplies the state machine and may register Kafka APIs
-on the listeners. Until those exist, `CommitLog` (a trivial state machine that only counts and
-checksums committed records) is used. With `kraftlab.unsafe.test.mode=true`, the controller
-listener also serves a test-only append path: a Produce request to `__cluster_metadata`
-partition 0 appends its records (keys only, null values) as one batch on the leader and is
-answered once they commit.
+an observer that fetches from the leader. What sits on top of Raft is an `Application`: it
+supplies the state machine and registers its Kafka APIs on the listeners. `KraftApplication`
+(the default) runs the quorum controller and/or the broker (registration, heartbeats, client
+APIs, forwarding to the active controller, controlled shutdown on SIGTERM); `CommitLogApplication`
+(a trivial state machine that counts and checksums committed records) serves tests of Raft alone.
+
+Test-only append path (`kraftlab.unsafe.test.mode=true`): the controller listener also serves
+Produce to `__cluster_metadata` partition 0; the leader appends its records (keys only, null
+values, which metadata replay skips) as one batch and answers once they commit.
+
+Sections: the application seam; the controller/broker application; storage; the Raft driver;
+transport (Raft RPCs over the Kafka protocol); the process; the test-only append path.
 """
 
 from __future__ import annotations
