@@ -1,5 +1,6 @@
-"""End to end: the topics workload for ~10 s against 3 real `kraft-node` processes (combined
-broker+controller roles) on loopback; the history must check valid with the `topics` model."""
+"""End to end: workloads against 3 real `kraft-node` processes (combined broker+controller roles)
+on loopback: topics for ~10 s (its history must check valid with the `topics` model) and, marked
+slow, mixed for ~20 s."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from wl_harness import verdicts
+from wl_harness import stale_alters, verdicts
 
 from node.protocol.client import ProtocolClient
 from workloads.catalog import build
@@ -76,48 +79,72 @@ def wait_ready(ports: dict[int, tuple[int, int]], timeout: float = 60.0) -> None
     raise TimeoutError(f"brokers not all unfenced within {timeout}s")
 
 
-def test_topics_workload_against_real_nodes(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def real_cluster(base: Path) -> Iterator[dict[str, Any]]:
+    """3 formatted, started, ready `kraft-node` processes; their cluster dict. Killed on exit."""
     ports_flat = free_ports(6)
     ports = {i: (ports_flat[2 * i - 2], ports_flat[2 * i - 1]) for i in (1, 2, 3)}
     cluster_id = subprocess.run([KRAFT_NODE, "random-uuid"], check=True, capture_output=True, text=True).stdout.strip()
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for i in ports:
-            cfg = tmp_path / f"n{i}.properties"
-            cfg.write_text(properties(i, tmp_path, ports))
+            cfg = base / f"n{i}.properties"
+            cfg.write_text(properties(i, base, ports))
             subprocess.run([KRAFT_NODE, "format", "--config", str(cfg), "--cluster-id", cluster_id], check=True,
                            capture_output=True)
-            with open(tmp_path / f"n{i}.log", "ab") as log:
+            with open(base / f"n{i}.log", "ab") as log:
                 procs.append(subprocess.Popen([KRAFT_NODE, "start", "--config", str(cfg)], stdout=log,
                                               stderr=subprocess.STDOUT, start_new_session=True))
         wait_ready(ports)
-        spec: dict[str, Any] = {f"n{i}": {"id": i, "broker": f"127.0.0.1:{b}", "controller": f"127.0.0.1:{c}"}
-                                for i, (b, c) in ports.items()}
-        w = build("topics", spec, rate=40.0, concurrency=6, time_limit=10.0, request_timeout=5.0)
-        out = io.StringIO()
-        history = HistoryWriter(stream=out)
-        pids = ProcessIds()
-
-        async def go() -> None:
-            nodes = sorted(spec)
-            await run_phase(w.main, w.factory, history, pids, nodes=nodes, concurrency=6, rng=random.Random(11),
-                            op_timeout=8.0)
-            await run_phase(w.final, w.factory, history, pids, nodes=nodes, concurrency=3, rng=random.Random(12),
-                            op_timeout=8.0)
-
-        asyncio.run(go())
-        lines = [json.loads(x) for x in out.getvalue().splitlines()]
-        (tmp_path / "history.jsonl").write_text(out.getvalue())
-        done = [x for x in lines if x["type"] != "invoke"]
-        oks = {f: sum(1 for x in done if x["f"] == f and x["type"] == "ok") for f in ("create", "delete", "list")}
-        assert oks["create"] > 5 and oks["delete"] > 2 and oks["list"] > 3, oks
-        final_procs = {x["process"] for x in lines if x["type"] == "invoke" and x["value"].get("final")}
-        finals = [x for x in done if x["process"] in final_procs]
-        assert [x["type"] for x in finals] == ["ok"] * 3, finals
-        assert len({json.dumps(x["value"]) for x in finals}) == 1, finals  # every broker caught up
-        assert verdicts(lines, w.models) == {"topics": True}
+        yield {f"n{i}": {"id": i, "broker": f"127.0.0.1:{b}", "controller": f"127.0.0.1:{c}"}
+               for i, (b, c) in ports.items()}
     finally:
         for p in procs:
             with contextlib.suppress(ProcessLookupError):
                 p.kill()
             p.wait(10)
+
+
+def drive(name: str, spec: dict[str, Any], seconds: float, out_dir: Path) -> tuple[list[dict[str, Any]], Any]:
+    """Main phase, a recovery wait (as the runner does), final reads; the history's lines."""
+    w = build(name, spec, rate=40.0, concurrency=6, time_limit=seconds, request_timeout=5.0)
+    out = io.StringIO()
+    history = HistoryWriter(stream=out)
+    pids = ProcessIds()
+
+    async def go() -> None:
+        nodes = sorted(spec)
+        await run_phase(w.main, w.factory, history, pids, nodes=nodes, concurrency=6, rng=random.Random(11),
+                        op_timeout=8.0)
+        await asyncio.sleep(RECOVERY_S)
+        await run_phase(w.final, w.factory, history, pids, nodes=nodes, concurrency=3, rng=random.Random(12),
+                        op_timeout=8.0)
+
+    asyncio.run(go())
+    (out_dir / "history.jsonl").write_text(out.getvalue())
+    return [json.loads(x) for x in out.getvalue().splitlines()], w
+
+
+def test_topics_workload_against_real_nodes(tmp_path: Path) -> None:
+    with real_cluster(tmp_path) as spec:
+        lines, w = drive("topics", spec, 10.0, tmp_path)
+    done = [x for x in lines if x["type"] != "invoke"]
+    oks = {f: sum(1 for x in done if x["f"] == f and x["type"] == "ok") for f in ("create", "delete", "list")}
+    assert oks["create"] > 5 and oks["delete"] > 2 and oks["list"] > 3, oks
+    final_procs = {x["process"] for x in lines if x["type"] == "invoke" and x["value"].get("final")}
+    finals = [x for x in done if x["process"] in final_procs]
+    assert [x["type"] for x in finals] == ["ok"] * 3, finals
+    assert len({json.dumps(x["value"]) for x in finals}) == 1, finals  # every broker caught up
+    assert verdicts(lines, w.models) == {"topics": True}
+
+
+@pytest.mark.slow
+def test_mixed_workload_against_real_nodes(tmp_path: Path) -> None:
+    with real_cluster(tmp_path) as spec:
+        lines, _ = drive("mixed", spec, 20.0, tmp_path)
+    done = Counter((x["workload"], x["f"]) for x in lines if x["type"] == "ok")
+    for key in [("topics", "create"), ("registry", "register"), ("registry", "heartbeat"), ("isr", "alter")]:
+        assert done[key] > 0, done
+    assert stale_alters(lines) == []
+    # the isr model: see test_isr.test_isr_model_accepts_a_correct_cluster
+    assert verdicts(lines, ("topics", "registry")) == {"topics": True, "registry": True}
