@@ -1,0 +1,55 @@
+"""NodeServer in-process (one event loop, real sockets and disk): a single voter with the trivial
+CommitLog application serves the test-only append path, metrics, and stops cleanly on request."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kraftnode_helpers import free_ports, node_properties
+
+from node import metrics as mx
+from node.cli import append_test_records, describe_quorum
+from node.config import config_from_properties
+from node.journal import read_journal
+from node.protocol.client import ProtocolClient
+from node.server import EXIT_OK, CommitLog, CommitLogApplication, NodeServer
+from node.storage.meta_properties import format_dirs, random_cluster_id
+
+
+def test_single_voter_serves_appends_and_stops(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    config = config_from_properties(node_properties(1, tmp_path, {1: port}, **{
+        "kraftlab.unsafe.test.mode": "true", "controller.quorum.election.timeout.ms": "100",
+        "controller.quorum.append.linger.ms": "1"}))
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+
+    async def run() -> None:
+        server = NodeServer(config, CommitLogApplication)
+        task = asyncio.create_task(server.run())
+        try:
+            async with asyncio.timeout(30):
+                while server.driver is None or not server.driver.core.is_leader:
+                    assert not task.done(), task.result()
+                    await asyncio.sleep(0.02)
+            quorum = await describe_quorum(("127.0.0.1", port))
+            assert quorum["leader"] == 1 and [v["id"] for v in quorum["voters"]] == [1]
+            async with ProtocolClient("127.0.0.1", port) as client:
+                first = await append_test_records(client, [b"a", b"b"])
+                second = await append_test_records(client, [b"c"])
+                assert first[0] == second[0] == "NONE" and second[1] == first[1] + 2
+            assert server.application is not None
+            machine = server.application.state_machine
+            assert isinstance(machine, CommitLog) and machine.records == 3
+            assert server.metrics.value(mx.RAFT_HIGH_WATERMARK) == second[1] + 1
+        finally:
+            server.request_stop()
+            assert await asyncio.wait_for(task, 30) == EXIT_OK
+
+    asyncio.run(run())
+    assert config.journal_file is not None
+    journal = read_journal(config.journal_file)
+    assert journal[0]["ev"] == "start"
+    assert any(e["ev"] == "role" and e["role"] == "leader" for e in journal)
+    appended = [e for e in journal if e["ev"] == "append" and not e["control"]]
+    assert [len(e["crcs"]) for e in appended] == [2, 1]
