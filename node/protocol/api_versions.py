@@ -123,4 +123,4 @@ def pick_version(server: dict[int, tuple[int, int]], api_key: int, min_version: 
 
 def ranges_from_response(response: ResponsePayload) -> dict[int, tuple[int, int]]:
     """api key → (min, max) from a decoded ApiVersionsResponse."""
-    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}  # type: ignore[attr-defined]
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}  # type: ignore[union-attr]

@@ -75,7 +75,7 @@ def request_header_type(api_key: int, api_version: int) -> type[RequestHeader]:
     so that a too-new ApiVersions request can be answered with UNSUPPORTED_VERSION."""
     if api_key == API_VERSIONS_KEY:
         return RequestHeaderV2 if api_version >= _FIRST_FLEXIBLE_API_VERSIONS else RequestHeaderV1
-    return request_schema(api_key, api_version).__header_schema__  # type: ignore[return-value]
+    return request_schema(api_key, api_version).__header_schema__
 
 
 def parse_request_header(payload: bytes) -> RequestFrame:

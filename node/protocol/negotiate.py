@@ -32,11 +32,11 @@ async def fetch_api_versions(client: ProtocolClient) -> dict[int, tuple[int, int
     """The server's served api keys → (min, max) version."""
     lo, hi = API_VERSIONS_RANGE
     response = await client.send(api_versions_request(hi))
-    error = response.error_code  # type: ignore[attr-defined]
+    error = response.error_code  # type: ignore[union-attr]
     if error == ErrorCode.unsupported_version:
         version = pick_version(ranges_from_response(response), API_VERSIONS_KEY, lo, hi)
         response = await client.send(api_versions_request(version))
-        error = response.error_code  # type: ignore[attr-defined]
+        error = response.error_code  # type: ignore[union-attr]
     if error != ErrorCode.none:
         raise UnsupportedVersion(f"ApiVersions failed with {ErrorCode(error).name}")
     return ranges_from_response(response)

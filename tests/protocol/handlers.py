@@ -41,7 +41,7 @@ class TopicStore:
             _nested(response_type, "MetadataResponseBroker"), node_id=1, host="localhost", port=self.port
         )
         topic_type = _nested(response_type, "MetadataResponseTopic")
-        requested = request.topics  # type: ignore[attr-defined]
+        requested = request.topics  # type: ignore[union-attr]
         names = sorted(self.topics) if requested is None else [t.name for t in requested]
         topics = tuple(
             zero_entity(
@@ -60,7 +60,7 @@ class TopicStore:
         response_type = response_schema(context.api_key, context.api_version)
         result_type = _nested(response_type, "CreatableTopicResult")
         results = []
-        for topic in request.topics:  # type: ignore[attr-defined]
+        for topic in request.topics:  # type: ignore[union-attr]
             if topic.name in self.topics:
                 error = ErrorCode.topic_already_exists
             elif topic.num_partitions == 0 or topic.num_partitions < -1:
@@ -69,7 +69,7 @@ class TopicStore:
                 error = ErrorCode.policy_violation
             else:
                 error = ErrorCode.none
-                if not request.validate_only:  # type: ignore[attr-defined]
+                if not request.validate_only:  # type: ignore[union-attr]
                     self.topics[topic.name] = int(topic.num_partitions)
             results.append(zero_entity(result_type, name=topic.name, error_code=error))
         return zero_entity(response_type, topics=tuple(results))

@@ -112,10 +112,13 @@ def test_varints_longer_than_five_bytes_are_rejected() -> None:
 
 def test_an_unencodable_value_raises_encoding_error() -> None:
     from kio.schema.metadata.v4.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.types import TopicName
 
     with pytest.raises(EncodingError):
         encode_entity(
-            MetadataRequest(topics=(MetadataRequestTopic(name="x" * 40_000),), allow_auto_topic_creation=True)
+            MetadataRequest(
+                topics=(MetadataRequestTopic(name=TopicName("x" * 40_000)),), allow_auto_topic_creation=True
+            )
         )
 
 

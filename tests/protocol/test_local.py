@@ -10,6 +10,7 @@ from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequ
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
 from node.protocol.client import ProtocolClient
@@ -22,7 +23,9 @@ from protocol.handlers import TopicStore, example_registry
 
 
 def create(name: str) -> CreateTopicsRequest:
-    topic = CreatableTopic(name=name, num_partitions=i32(3), replication_factor=i16(1), assignments=(), configs=())
+    topic = CreatableTopic(
+        name=TopicName(name), num_partitions=i32(3), replication_factor=i16(1), assignments=(), configs=()
+    )
     return CreateTopicsRequest(topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(seconds=1)))
 
 
@@ -67,9 +70,9 @@ def test_local_sender_reports_what_a_closed_connection_would() -> None:
         with pytest.raises(ConnectionLost, match="not served"):
             await sender.send(MetadataRequest(topics=None, include_topic_authorized_operations=False))
         with pytest.raises(ConnectionLost, match="handler failed"):
-            await sender.send(HeartbeatRequest(group_id="g", generation_id=i32(1), member_id="m"))
+            await sender.send(HeartbeatRequest(group_id=GroupId("g"), generation_id=i32(1), member_id="m"))
         with pytest.raises(InvalidRequest):
-            await sender.send(HeartbeatRequest(group_id="g", generation_id=2**40, member_id="m"))  # type: ignore[arg-type]
+            await sender.send(HeartbeatRequest(group_id=GroupId("g"), generation_id=2**40, member_id="m"))  # type: ignore[arg-type]
         old = await sender.send(api_versions_request(4))
         assert old.__version__ == 0 and old.error_code == ErrorCode.unsupported_version
 

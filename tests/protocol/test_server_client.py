@@ -18,6 +18,7 @@ from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.types import GroupId
 from kio.static.primitive import i32, i32Timedelta
 
 from node.protocol.client import ProtocolClient
@@ -74,7 +75,7 @@ def _zero() -> i32Timedelta:
 
 
 def heartbeat(label: str, delay_ms: int = 0, action: str = "ok") -> HeartbeatRequest:
-    return HeartbeatRequest(group_id=label, generation_id=i32(delay_ms), member_id=action)
+    return HeartbeatRequest(group_id=GroupId(label), generation_id=i32(delay_ms), member_id=action)
 
 
 def registry_with(probe: Probe, **options: Any) -> ApiRegistry:
