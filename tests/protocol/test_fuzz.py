@@ -95,6 +95,7 @@ def test_100k_bad_and_absurd_frames_never_crash_the_server(example_server: tuple
     report = fuzz("127.0.0.1", port, 100_000, 20261122, max_frame_bytes=MAX_FRAME_BYTES, strict_answers=True)
     assert process.poll() is None, "the server process died"
     summary = stop(process)
+    print(report.summary())  # shown with -s: the run's figures
     assert report.violations == [], report.violations[:20]
     assert report.frames >= 100_000
     assert set(report.kinds) == BAD_KINDS | {"well-formed", "trailing-bytes"}
