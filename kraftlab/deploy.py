@@ -420,7 +420,7 @@ class Deployment:
             return False, str(exc)
         want = {self._specs[n].node_id for n in self.brokers()}
         if not want <= brokers:
-            return False, f"brokers not registered and unfenced: {sorted(want - brokers)}"
+            return False, f"leader {leader}, brokers not registered and unfenced: {sorted(want - brokers)}"
         return True, f"leader {leader}, brokers {sorted(brokers)} unfenced"
 
     def wait_healthy(self, timeout: float = 60.0, poll: float = 0.25) -> str:
