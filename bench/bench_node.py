@@ -108,8 +108,9 @@ def bench_unfence(base: Path, brokers: int = 5) -> float:
         c.close()
 
 
-async def _create_topics(port: int, n: int, in_flight: int, per_request: int,
-                         partitions: int = 1) -> tuple[float, list[float]]:
+async def _create_topics(
+    port: int, n: int, in_flight: int, per_request: int, partitions: int = 1
+) -> tuple[float, list[float]]:
     from kio.schema.create_topics.v7 import request as ct
 
     latencies: list[float] = []
@@ -117,9 +118,16 @@ async def _create_topics(port: int, n: int, in_flight: int, per_request: int,
 
     async def worker(client: ProtocolClient) -> None:
         for first in starts:
-            topics = tuple(ct.CreatableTopic(name=f"bench-{i}", num_partitions=partitions,  # type: ignore[arg-type]
-                                             replication_factor=3, assignments=(), configs=())  # type: ignore[arg-type]
-                           for i in range(first, min(n, first + per_request)))
+            topics = tuple(
+                ct.CreatableTopic(
+                    name=f"bench-{i}",
+                    num_partitions=partitions,  # type: ignore[arg-type]
+                    replication_factor=3,
+                    assignments=(),
+                    configs=(),
+                )  # type: ignore[arg-type]
+                for i in range(first, min(n, first + per_request))
+            )
             request = ct.CreateTopicsRequest(topics=topics, timeout=datetime.timedelta(seconds=30))  # type: ignore[arg-type]
             t0 = time.perf_counter()
             response = await client.send(request)
@@ -206,27 +214,39 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
         if "latency" in only:
             lat = bench_latency(Path(tmp) / "latency", args.appends, args.linger_ms)
-            print(f"commit latency, single appends, 3 voters, fsync on, linger {args.linger_ms} ms, n={len(lat)}: "
-                  f"p50 {percentile(lat, 50):.2f} ms  p99 {percentile(lat, 99):.2f} ms  max {max(lat):.2f} ms "
-                  f"(target p99 <= 20 ms)", flush=True)
+            print(
+                f"commit latency, single appends, 3 voters, fsync on, linger {args.linger_ms} ms, n={len(lat)}: "
+                f"p50 {percentile(lat, 50):.2f} ms  p99 {percentile(lat, 99):.2f} ms  max {max(lat):.2f} ms "
+                f"(target p99 <= 20 ms)",
+                flush=True,
+            )
         if "failover" in only:
             fo = bench_failover(Path(tmp) / "failover", args.failovers)
-            print(f"failover, SIGKILL leader -> next committed append, default timeouts, n={len(fo)}: "
-                  f"median {statistics.median(fo):.2f} s  p99 {percentile(fo, 99):.2f} s  max {max(fo):.2f} s "
-                  f"(target median <= 2.5 s, p99 <= 4 s)", flush=True)
+            print(
+                f"failover, SIGKILL leader -> next committed append, default timeouts, n={len(fo)}: "
+                f"median {statistics.median(fo):.2f} s  p99 {percentile(fo, 99):.2f} s  max {max(fo):.2f} s "
+                f"(target median <= 2.5 s, p99 <= 4 s)",
+                flush=True,
+            )
         if "unfence" in only:
             t = bench_unfence(Path(tmp) / "unfence")
             print(f"start of 3 controllers + 5 brokers -> all brokers unfenced: {t:.2f} s (target <= 5 s)", flush=True)
         if "topics" in only:
             elapsed, lats = bench_topics(Path(tmp) / "topics", args.topics, args.topics_per_request)
-            print(f"CreateTopics to the active controller, 1 partition x RF 3, {args.topics} topics, "
-                  f"{args.topics_per_request} per request, 64 requests in flight: {args.topics / elapsed:.0f} "
-                  f"topics/s committed, request latency p50 {percentile(lats, 50):.1f} ms "
-                  f"p99 {percentile(lats, 99):.1f} ms (target >= 1,000 topics/s)", flush=True)
+            print(
+                f"CreateTopics to the active controller, 1 partition x RF 3, {args.topics} topics, "
+                f"{args.topics_per_request} per request, 64 requests in flight: {args.topics / elapsed:.0f} "
+                f"topics/s committed, request latency p50 {percentile(lats, 50):.1f} ms "
+                f"p99 {percentile(lats, 99):.1f} ms (target >= 1,000 topics/s)",
+                flush=True,
+            )
         if "restart" in only:
             t, snaps = bench_broker_restart(Path(tmp) / "restart", args.partitions)
-            print(f"broker restart with {args.partitions} partitions in the image ({snaps} snapshot files): "
-                  f"{t:.2f} s from start to unfenced", flush=True)
+            print(
+                f"broker restart with {args.partitions} partitions in the image ({snaps} snapshot files): "
+                f"{t:.2f} s from start to unfenced",
+                flush=True,
+            )
     return 0
 
 

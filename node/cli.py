@@ -267,11 +267,13 @@ def cmd_cluster_id(args: argparse.Namespace) -> int:
 
 def cmd_unregister(args: argparse.Namespace) -> int:
     """KIP-631's `kafka-cluster unregister`: UnregisterBroker through a broker (relayed to the controller)."""
-    response = asyncio.run(_query(args.bootstrap_server, UNREGISTER_BROKER_KEY, (0, 0), unregister_request(args.id),
-                                  args.timeout))
+    response = asyncio.run(
+        _query(args.bootstrap_server, UNREGISTER_BROKER_KEY, (0, 0), unregister_request(args.id), args.timeout)
+    )
     if int(response.error_code) != 0:
-        raise CommandFailed(f"UnregisterBroker {args.id} failed: {_error_name(response.error_code)} "
-                            f"{response.error_message or ''}")
+        raise CommandFailed(
+            f"UnregisterBroker {args.id} failed: {_error_name(response.error_code)} {response.error_message or ''}"
+        )
     print(f"Broker {args.id} is no longer registered.")
     return EXIT_OK
 

@@ -46,19 +46,41 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i64
+
 from node import metrics as mx
+from node.broker import (
+    BrokerApis,
+    BrokerConfig,
+    BrokerEndpoint,
+    BrokerLifecycle,
+    BrokerMetadata,
+    BrokerState,
+    ClientReply,
+    Forward,
+    Refused,
+    SendToController,
+)
 from node.clock import Clock, SkewedClock
 from node.config import NodeConfig
+from node.controller import ControllerConfig, QuorumController, Reply, error_response
+from node.controller import NotLeader as ControllerNotLeader
 from node.journal import Journal, JournalWriter
+from node.metadata.fanout import FanOut
+from node.metadata.journal import JournalEvent
 from node.protocol.client import ProtocolClient
 from node.protocol.errors import RequestError
+from node.protocol.headers import response_schema
 from node.protocol.registry import ApiRegistry, RequestContext
 from node.protocol.server import ProtocolServer
 from node.raft import messages as m
+from node.raft import wire
 from node.raft.config import RaftConfig
 from node.raft.core import Commit, NotLeader, Output, RaftCore, RaftSafetyError
 from node.raft.node import RaftNode
 from node.raft.ports import Batch, LogCorruption, OffsetAndEpoch, Record, StateMachine, record_crc
+from node.storage.batches import decode_batches
 from node.storage.errors import StorageError
 from node.storage.log import DiskLog
 from node.storage.meta_properties import MetaProperties, load_and_validate
@@ -221,8 +243,6 @@ class _ControllerWriter:
         self._appender = appender
 
     def append(self, records: Sequence[Record], now_ms: int) -> int:
-        from node.controller import NotLeader as ControllerNotLeader
-
         try:
             return self._appender.append(records, now_ms)
         except NotLeader as e:
@@ -237,10 +257,6 @@ class KraftApplication:
     the active controller (the Raft leader) on its controller listener."""
 
     def __init__(self, context: NodeContext) -> None:
-        from node.broker import BrokerApis, BrokerConfig, BrokerEndpoint, BrokerLifecycle, BrokerMetadata
-        from node.controller import ControllerConfig, QuorumController
-        from node.metadata.fanout import FanOut
-
         self.ctx = context
         config = context.config
         self._tokens = 0
@@ -307,10 +323,6 @@ class KraftApplication:
     # ---- requests from the listeners -----------------------------------------------------------
 
     async def _await_token(self, start: Callable[[int, int], None], request: Any) -> Any:
-        from kio.schema.errors import ErrorCode
-
-        from node.controller import error_response
-
         self._tokens += 1
         token = self._tokens
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -345,10 +357,6 @@ class KraftApplication:
             future.set_result(response)
 
     def _drain(self, now: int) -> None:
-        from node.broker import ClientReply, Forward, Refused, SendToController
-        from node.controller import Reply
-        from node.metadata.journal import JournalEvent
-
         outputs: list[Any] = []
         if self.controller is not None:
             outputs += self.controller.take_outputs()
@@ -389,8 +397,12 @@ class KraftApplication:
         client = self._clients.get(voter.node_id)
         if client is None:
             client = self._clients[voter.node_id] = ProtocolClient(
-                voter.host, voter.port, client_id=f"broker-{self.ctx.config.node_id}",
-                request_timeout=self._timeout_s, connect_timeout=self._timeout_s)
+                voter.host,
+                voter.port,
+                client_id=f"broker-{self.ctx.config.node_id}",
+                request_timeout=self._timeout_s,
+                connect_timeout=self._timeout_s,
+            )
         return client
 
     async def _exchange(self, token: int, request: Any, forward: bool) -> None:
@@ -420,9 +432,6 @@ class KraftApplication:
     async def _relay(self, request: Any, context: RequestContext) -> Any:
         """DescribeQuorum and UnregisterBroker on a broker listener: asked of the active controller
         and its answer returned as is (same API version)."""
-        from kio.schema.errors import ErrorCode
-
-        from node.controller import error_response
 
         if not self.lifecycle.accepting_client_requests():
             raise ConnectionRefusedError("the broker is not serving clients")
@@ -451,8 +460,6 @@ class KraftApplication:
 
     async def stop(self) -> None:
         if self.lifecycle is not None:
-            from node.broker import BrokerState
-
             self.lifecycle.begin_controlled_shutdown(self._now())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CONTROLLED_SHUTDOWN_WAIT_S):
@@ -778,8 +785,6 @@ class PeerLinks:
         task.add_done_callback(self._tasks.discard)
 
     async def _exchange(self, client: ProtocolClient, envelope: m.Envelope) -> None:
-        from node.raft import wire
-
         request = wire.request_to_wire(envelope.message, self._cluster_id, envelope.dst)  # type: ignore[arg-type]
         try:
             response = await client.send(request)
@@ -816,7 +821,6 @@ def request_source(message: m.Message) -> int:
 def register_raft_apis(registry: ApiRegistry, driver: RaftDriver, timeout_s: float) -> None:
     """Serve Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum, each in
     the one version `node.raft.wire` maps."""
-    from node.raft import wire
 
     async def handle(request: Any, context: RequestContext) -> Any:
         message = wire.request_from_wire(request)
@@ -1046,13 +1050,8 @@ def register_test_append(registry: ApiRegistry, driver: RaftDriver, timeout_s: f
     REQUEST_TIMED_OUT when the commit did not happen in time — the append may still commit).
     Records must have a null value (INVALID_RECORD otherwise): metadata replay skips them, so
     test records never reach the controller's image. The key is the test's payload."""
-    from kio.schema.errors import ErrorCode
-
-    from node.storage.batches import decode_batches
 
     async def produce(request: Any, context: RequestContext) -> Any:
-        from node.protocol.headers import response_schema
-
         mod = sys.modules[response_schema(PRODUCE_KEY, context.api_version).__module__]
         topics = []
         for topic in request.topic_data:
@@ -1083,7 +1082,6 @@ def register_test_append(registry: ApiRegistry, driver: RaftDriver, timeout_s: f
 
 def _partition_response(mod: Any, index: int, error: Any, base: int) -> Any:
     """A PartitionProduceResponse of the module's version (fields vary across Produce versions)."""
-    from kio.static.primitive import i32, i64
 
     cls = mod.PartitionProduceResponse
     values = {

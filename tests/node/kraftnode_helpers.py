@@ -64,18 +64,27 @@ def node_properties(node_id: int, base: Path, voters: dict[int, int], **extra: s
 def broker_properties(node_id: int, base: Path, voters: dict[int, int], port: int, **extra: str) -> dict[str, str]:
     """server.properties of a broker-only node on loopback (a Raft observer with a PLAINTEXT listener)."""
     props = node_properties(min(voters), base, voters, **extra)
-    props.update({
-        "process.roles": "broker",
-        "node.id": str(node_id),
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "metadata.log.dir": str(base / f"n{node_id}" / "meta"),
-        "log.dirs": str(base / f"n{node_id}" / "data"),
-    })
+    props.update(
+        {
+            "process.roles": "broker",
+            "node.id": str(node_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "metadata.log.dir": str(base / f"n{node_id}" / "meta"),
+            "log.dirs": str(base / f"n{node_id}" / "data"),
+        }
+    )
     return props
 
 
-FAST = RaftConfig(election_timeout_ms=150, fetch_timeout_ms=300, election_backoff_max_ms=100,
-                  request_timeout_ms=300, retry_backoff_ms=10, append_linger_ms=2, fetch_max_wait_ms=50)
+FAST = RaftConfig(
+    election_timeout_ms=150,
+    fetch_timeout_ms=300,
+    election_backoff_max_ms=100,
+    request_timeout_ms=300,
+    retry_backoff_ms=10,
+    append_linger_ms=2,
+    fetch_max_wait_ms=50,
+)
 
 
 class Cluster:
@@ -98,13 +107,15 @@ class Cluster:
             self.boot(i)
 
     def boot(self, i: int) -> None:
-        core = RaftCore(FAST, i, self.ids, self.logs[i], self.quorum[i], self.snaps[i],
-                        random.Random(self.rng.random()))
+        core = RaftCore(
+            FAST, i, self.ids, self.logs[i], self.quorum[i], self.snaps[i], random.Random(self.rng.random())
+        )
         self.machines[i] = CommitLog()
         self.journals[i] = MemoryJournal(self.clock, i)
         self.metrics[i] = mx.Registry()
-        self.drivers[i] = RaftDriver(RaftNode(core, self.machines[i]), self.clock, self.journals[i],
-                                     self.metrics[i], self.router(i))
+        self.drivers[i] = RaftDriver(
+            RaftNode(core, self.machines[i]), self.clock, self.journals[i], self.metrics[i], self.router(i)
+        )
 
     def router(self, src: int) -> Callable[[m.Envelope], None]:
         def send(env: m.Envelope) -> None:
@@ -193,8 +204,12 @@ class ProcessCluster:
     def start(self, i: int) -> None:
         log = open(self.base / f"n{i}.log", "ab")  # noqa: SIM115 (the child keeps it)
         try:
-            self.procs[i] = subprocess.Popen([KRAFT_NODE, "start", "--config", str(self.configs[i])],
-                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.procs[i] = subprocess.Popen(
+                [KRAFT_NODE, "start", "--config", str(self.configs[i])],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         finally:
             log.close()
 
@@ -243,8 +258,9 @@ class ProcessCluster:
         raise TimeoutError(f"no leader within {timeout}s (alive: {self.alive()})")
 
     async def append(self, i: int, values: list[bytes], timeout: float = 5.0) -> tuple[str, int]:
-        async with ProtocolClient("127.0.0.1", self.ports[i], request_timeout=timeout,
-                                  connect_timeout=timeout) as client:
+        async with ProtocolClient(
+            "127.0.0.1", self.ports[i], request_timeout=timeout, connect_timeout=timeout
+        ) as client:
             return await append_test_records(client, values, int(timeout * 1000))
 
     def append_committed(self, values: list[bytes], timeout: float = 20.0) -> int:

@@ -28,8 +28,7 @@ def test_random_uuid(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(seen) == 20
 
 
-def test_format_and_info(tmp_path: Path, write_config: Callable[..., Path],
-                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_format_and_info(tmp_path: Path, write_config: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
     props = node_properties(1, tmp_path, VOTERS, **{"log.dirs": f"{tmp_path}/d1,{tmp_path}/d2"})
     cfg = str(write_config(props))
     cid = random_cluster_id()
@@ -50,8 +49,9 @@ def test_format_and_info(tmp_path: Path, write_config: Callable[..., Path],
     assert read_meta_properties(f"{tmp_path}/d1").cluster_id == cid  # skipped, not rewritten
 
 
-def test_info_reports_mismatch(tmp_path: Path, write_config: Callable[..., Path],
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_reports_mismatch(
+    tmp_path: Path, write_config: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg1 = str(write_config(node_properties(1, tmp_path, VOTERS), "one.properties"))
     assert main(["format", "--config", cfg1, "--cluster-id", random_cluster_id()]) == 0
     props2 = node_properties(2, tmp_path, VOTERS, **{"metadata.log.dir": str(tmp_path / "n1" / "meta")})
@@ -62,16 +62,18 @@ def test_info_reports_mismatch(tmp_path: Path, write_config: Callable[..., Path]
 
 
 @pytest.mark.parametrize("cluster_id", ["short", "!!!!!!!!!!!!!!!!!!!!!!", ""])
-def test_format_bad_cluster_id(cluster_id: str, tmp_path: Path, write_config: Callable[..., Path],
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_format_bad_cluster_id(
+    cluster_id: str, tmp_path: Path, write_config: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = str(write_config(node_properties(1, tmp_path, VOTERS)))
     assert main(["format", "--config", cfg, "--cluster-id", cluster_id]) == 1
     assert "invalid cluster id" in capsys.readouterr().err
     assert not (tmp_path / "n1" / "meta" / "meta.properties").exists()
 
 
-def test_config_errors_are_one_line(tmp_path: Path, write_config: Callable[..., Path],
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_errors_are_one_line(
+    tmp_path: Path, write_config: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     props = node_properties(1, tmp_path, VOTERS, **{"process.roles": "controler"})
     assert main(["info", "--config", str(write_config(props))]) == 1
     err = capsys.readouterr().err
@@ -88,10 +90,13 @@ def test_start_refuses_unformatted_and_mismatched(tmp_path: Path, write_config: 
     assert proc.returncode == 1
     assert "not formatted" in proc.stderr or "does not exist" in proc.stderr
     # formatted for another node id
-    other = node_properties(2, tmp_path, VOTERS, **{"metadata.log.dir": props["metadata.log.dir"],
-                                                    "log.dirs": props["log.dirs"]})
-    assert main(["format", "--config", str(write_config(other, "other.properties")),
-                 "--cluster-id", random_cluster_id()]) == 0
+    other = node_properties(
+        2, tmp_path, VOTERS, **{"metadata.log.dir": props["metadata.log.dir"], "log.dirs": props["log.dirs"]}
+    )
+    assert (
+        main(["format", "--config", str(write_config(other, "other.properties")), "--cluster-id", random_cluster_id()])
+        == 0
+    )
     proc = subprocess.run(run, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "belongs to node 2" in proc.stderr
 
@@ -117,17 +122,31 @@ def test_quorum_and_cluster_json() -> None:
     def replica(i: int, leo: int) -> dq.ReplicaState:
         return dq.ReplicaState(replica_id=i32(i), replica_directory_id=None, log_end_offset=i64(leo))
 
-    part = dq.PartitionData(partition_index=i32(0), error_code=ErrorCode.none, error_message=None,
-                            leader_id=i32(2), leader_epoch=i32(5), high_watermark=i64(40),
-                            current_voters=(replica(1, 40), replica(2, 41)), observers=(replica(7, 12),))
-    resp = dq.DescribeQuorumResponse(error_code=ErrorCode.none, error_message=None,
-                                     topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(part,)),),
-                                     nodes=())
+    part = dq.PartitionData(
+        partition_index=i32(0),
+        error_code=ErrorCode.none,
+        error_message=None,
+        leader_id=i32(2),
+        leader_epoch=i32(5),
+        high_watermark=i64(40),
+        current_voters=(replica(1, 40), replica(2, 41)),
+        observers=(replica(7, 12),),
+    )
+    resp = dq.DescribeQuorumResponse(
+        error_code=ErrorCode.none,
+        error_message=None,
+        topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(part,)),),
+        nodes=(),
+    )
     out = quorum_json(resp)
     assert out["leader"] == 2 and out["epoch"] == 5 and out["high_watermark"] == 40
     assert [v["id"] for v in out["voters"]] == [1, 2] and out["observers"][0]["log_end_offset"] == 12
     broker = dc.DescribeClusterBroker(broker_id=i32(4), host="h", port=i32(9092))
-    cl = dc.DescribeClusterResponse(throttle_time=i32(0), error_code=ErrorCode.none, cluster_id="abc",
-                                    controller_id=i32(-1), brokers=(broker,))  # type: ignore[arg-type]
-    assert cluster_json(cl) == {"cluster_id": "abc", "controller": None,
-                                "brokers": [{"id": 4, "host": "h", "port": 9092, "rack": None}]}
+    cl = dc.DescribeClusterResponse(
+        throttle_time=i32(0), error_code=ErrorCode.none, cluster_id="abc", controller_id=i32(-1), brokers=(broker,)
+    )  # type: ignore[arg-type]
+    assert cluster_json(cl) == {
+        "cluster_id": "abc",
+        "controller": None,
+        "brokers": [{"id": 4, "host": "h", "port": 9092, "rack": None}],
+    }

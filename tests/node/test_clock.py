@@ -96,4 +96,3 @@ def test_rate_change_is_continuous_enough(tmp_path: Path) -> None:
     write_skew(f, Skew(rate=1.0, anchor_mono_ns=real.mono))
     real.advance(CHECK_INTERVAL_NS)
     assert clock.mono_ns() >= fast  # back to rate 1 would step back by 2 s: it does not
-

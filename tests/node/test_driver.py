@@ -31,8 +31,10 @@ def test_single_voter_commits_and_journals() -> None:
             evs = [e["ev"] for e in c.journals[1].entries]
             assert evs[0] == "start" and "role" in evs and "append" in evs and "hw" in evs
             appended = [e for e in c.journals[1].entries if e["ev"] == "append" and not e["control"]]
-            assert appended[0]["base"] == base and appended[0]["crcs"] == [Record(b"k", b"v1").crc(),
-                                                                            Record(b"k", b"v2").crc()]
+            assert appended[0]["base"] == base and appended[0]["crcs"] == [
+                Record(b"k", b"v1").crc(),
+                Record(b"k", b"v2").crc(),
+            ]
             assert all({"ts", "mono", "node"} <= e.keys() for e in c.journals[1].entries)
             g = c.metrics[1]
             assert g.value(mx.RAFT_LEADER) == 1 and g.value(mx.RAFT_EPOCH) == d.core.epoch

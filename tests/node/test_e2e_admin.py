@@ -43,8 +43,10 @@ def wait_brokers_unfenced(c: ProcessCluster) -> None:
 
     for port in c.broker_ports.values():
         probe = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
-        eventually(lambda probe=probe: set(probe.list_topics(timeout=5).brokers) == set(c.broker_ids),  # type: ignore[misc]
-                   what="every broker listed")
+        eventually(
+            lambda probe=probe: set(probe.list_topics(timeout=5).brokers) == set(c.broker_ids),  # type: ignore[misc]
+            what="every broker listed",
+        )
 
 
 def test_confluent_admin_topics_survive_controller_kill(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -166,7 +168,8 @@ def test_kafka_python_admin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
             def described() -> bool:  # brokers apply committed metadata a fetch later: poll
                 topics = admin.describe_topics(names)
                 return sorted(t["name"] for t in topics) == names and all(
-                    t["error_code"] == 0 and len(t["partitions"][0]["replica_nodes"]) == 2 for t in topics)
+                    t["error_code"] == 0 and len(t["partitions"][0]["replica_nodes"]) == 2 for t in topics
+                )
 
             eventually(described, what="topics described with 2 replicas")
             admin.delete_topics(names, timeout_ms=15000)

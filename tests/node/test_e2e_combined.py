@@ -25,12 +25,17 @@ def test_combined_node_metrics_clock_and_sigterm(tmp_path: Path) -> None:
     broker_port, controller_port, metrics_port = free_ports(3)
     clock_file = tmp_path / "clock.json"
     write_skew(clock_file, Skew(offset_ms=30_000.0))
-    props = node_properties(1, tmp_path, {1: controller_port}, **{
-        "process.roles": "broker,controller",
-        "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
-        "kraftlab.metrics.port": str(metrics_port),
-        "kraftlab.clock.file": str(clock_file),
-    })
+    props = node_properties(
+        1,
+        tmp_path,
+        {1: controller_port},
+        **{
+            "process.roles": "broker,controller",
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
+            "kraftlab.metrics.port": str(metrics_port),
+            "kraftlab.clock.file": str(clock_file),
+        },
+    )
     config_path = tmp_path / "server.properties"
     config_path.write_text(render_properties(props))
     config = config_from_properties(props)
@@ -38,14 +43,21 @@ def test_combined_node_metrics_clock_and_sigterm(tmp_path: Path) -> None:
     format_dirs(config.all_log_dirs, cluster_id, 1)
     started_ms = time.time() * 1000
     with open(tmp_path / "node.log", "wb") as log:
-        proc = subprocess.Popen([KRAFT_NODE, "start", "--config", str(config_path)], stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [KRAFT_NODE, "start", "--config", str(config_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 60
         cluster: dict[str, object] = {}
         while time.monotonic() < deadline:
-            out = subprocess.run([KRAFT_NODE, "describe-cluster", "--bootstrap-server", f"127.0.0.1:{broker_port}",
-                                  "--timeout", "2"], capture_output=True, text=True)
+            out = subprocess.run(
+                [KRAFT_NODE, "describe-cluster", "--bootstrap-server", f"127.0.0.1:{broker_port}", "--timeout", "2"],
+                capture_output=True,
+                text=True,
+            )
             if out.returncode == 0:
                 cluster = json.loads(out.stdout)
                 if cluster["brokers"]:

@@ -36,8 +36,12 @@ def test_three_voters_failover_and_restarts_lose_nothing(tmp_path: Path) -> None
         for k in range(10):
             append(f"a{k}")
 
-        out = subprocess.run([KRAFT_NODE, "describe-quorum", "--bootstrap-controller", f"127.0.0.1:{c.ports[leader]}"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [KRAFT_NODE, "describe-quorum", "--bootstrap-controller", f"127.0.0.1:{c.ports[leader]}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert out.returncode == 0, out.stderr
         q = json.loads(out.stdout)
         assert q["leader"] == leader and q["epoch"] == epoch

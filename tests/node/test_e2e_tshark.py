@@ -20,8 +20,9 @@ def start_capture(pcap: Path, ports: list[int]) -> subprocess.Popen[str]:
     if shutil.which("tshark") is None:
         pytest.skip("tshark is not installed (apt-get install tshark)")
     bpf = " or ".join(f"tcp port {p}" for p in ports)
-    proc = subprocess.Popen(["tshark", "-i", "lo", "-w", str(pcap), "-f", bpf],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["tshark", "-i", "lo", "-w", str(pcap), "-f", bpf], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stderr is not None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -76,8 +77,11 @@ def test_capture_decodes_as_kafka(tmp_path: Path) -> None:
     for port in ports:
         decode += ["-d", f"tcp.port=={port},kafka"]
     lines = subprocess.run(decode, capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
-    known = [ln for ln in lines if "Unsupported API version" not in ln and "Unknown API key" not in ln
-             and "Request Missing" not in ln]
+    known = [
+        ln
+        for ln in lines
+        if "Unsupported API version" not in ln and "Unknown API key" not in ln and "Request Missing" not in ln
+    ]
     malformed = [ln for ln in known if "Malformed" in ln]
     assert not malformed, "\n".join(malformed[:10])
     # the dissector fully decoded real traffic: client metadata and the admin requests

@@ -32,8 +32,16 @@ def test_journal_lines(tmp_path: Path) -> None:
     lines = path.read_text().splitlines()
     assert len(lines) == 2
     first = json.loads(lines[0])
-    assert first == {"ts": real.wall // 1_000_000 - 1, "mono": real.mono - 1_000_000, "node": 3, "ev": "role",
-                     "role": "leader", "epoch": 4, "leader": 3, "voted_for": None}
+    assert first == {
+        "ts": real.wall // 1_000_000 - 1,
+        "mono": real.mono - 1_000_000,
+        "node": 3,
+        "ev": "role",
+        "role": "leader",
+        "epoch": 4,
+        "leader": 3,
+        "voted_for": None,
+    }
     assert read_journal(path)[1]["crcs"] == [1, 2]
     # appending to an existing journal (a restart) keeps earlier lines
     with JournalWriter(path, clock, 3) as j:

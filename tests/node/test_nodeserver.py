@@ -19,9 +19,18 @@ from node.storage.meta_properties import format_dirs, random_cluster_id
 
 def test_single_voter_serves_appends_and_stops(tmp_path: Path) -> None:
     (port,) = free_ports(1)
-    config = config_from_properties(node_properties(1, tmp_path, {1: port}, **{
-        "kraftlab.unsafe.test.mode": "true", "controller.quorum.election.timeout.ms": "100",
-        "controller.quorum.append.linger.ms": "1"}))
+    config = config_from_properties(
+        node_properties(
+            1,
+            tmp_path,
+            {1: port},
+            **{
+                "kraftlab.unsafe.test.mode": "true",
+                "controller.quorum.election.timeout.ms": "100",
+                "controller.quorum.append.linger.ms": "1",
+            },
+        )
+    )
     format_dirs(config.all_log_dirs, random_cluster_id(), 1)
 
     async def run() -> None:

@@ -28,8 +28,9 @@ def test_unformatted_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "kraft-node format" in capsys.readouterr().err
 
 
-def test_damage_below_high_watermark_stops_with_journalled_corruption(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_damage_below_high_watermark_stops_with_journalled_corruption(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = _config(tmp_path)
     format_dirs(config.all_log_dirs, random_cluster_id(), 1)
     with DiskLog.open(config.metadata_log_dir) as disk:
