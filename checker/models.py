@@ -23,6 +23,13 @@ ILLEGAL: Any = object()
 Step = Callable[[Any], Any]
 
 
+def reads(step: Step) -> Step:
+    """Mark a step as read-only: in every state it either fails or leaves the state as it is.
+    The search linearizes such completed ops as soon as they fit, and never reconsiders them."""
+    step.read_only = True  # type: ignore[attr-defined]
+    return step
+
+
 class Model(Protocol):
     """A sequential specification: see the module docstring."""
 
@@ -89,7 +96,7 @@ class CasRegister:
             v = _freeze(op.output)
             if v is None and self.nil_read_any:
                 return None
-            return lambda s: s if s == v else ILLEGAL
+            return reads(lambda s: s if s == v else ILLEGAL)
         if f == "write":
             if op.status == "fail":
                 return None
@@ -104,7 +111,7 @@ class CasRegister:
             if op.status == "fail":
                 if op.error != "compare-mismatch":
                     return None
-                return lambda s: s if s != old else ILLEGAL
+                return reads(lambda s: s if s != old else ILLEGAL)
             return lambda s: new if s == old else s
         raise _bad(op, f"unknown f for {self.name}")
 
@@ -145,6 +152,8 @@ class MultiRegister:
         if op.status != "ok" and not any(f == "write" for f, _, _ in mops):
             return None
 
+        writes = any(f == "write" for f, _, _ in mops)
+
         def step(s: Any) -> Any:
             d = dict(s)
             for f, k, v in mops:
@@ -152,9 +161,9 @@ class MultiRegister:
                     d[k] = v
                 elif v is not None and d.get(k) != v:
                     return ILLEGAL
-            return tuple(sorted(d.items()))
+            return tuple(sorted(d.items())) if writes else s
 
-        return step
+        return step if writes else reads(step)
 
 
 @dataclass
@@ -226,8 +235,8 @@ class Kv:
             out = op.output["value"] if isinstance(op.output, dict) else op.output
             out = "" if out is None else out
             if whole:
-                return lambda s: s if s[i] == out else ILLEGAL
-            return lambda s: s if s == out else ILLEGAL
+                return reads(lambda s: s if s[i] == out else ILLEGAL)
+            return reads(lambda s: s if s == out else ILLEGAL)
         v = op.value.get("value") or ""
         if op.f == "put":
             return (lambda s: (*s[:i], v, *s[i + 1 :])) if whole else (lambda s: v)
@@ -260,13 +269,13 @@ class TopicSet:
             if op.status != "ok":
                 return None
             seen = frozenset(_field(op, "topics", output=True))
-            return lambda s: s if s == seen else ILLEGAL
+            return reads(lambda s: s if s == seen else ILLEGAL)
         t = _field(op, "topic")
         if op.f == "create":
             if op.status == "fail":
                 if op.error != "TOPIC_ALREADY_EXISTS":
                     return None
-                return lambda s: s if t in s else ILLEGAL
+                return reads(lambda s: s if t in s else ILLEGAL)
             if op.status == "info":
                 return lambda s: s | {t}
             return lambda s: ILLEGAL if t in s else s | {t}
@@ -274,7 +283,7 @@ class TopicSet:
             if op.status == "fail":
                 if op.error != "UNKNOWN_TOPIC_OR_PARTITION":
                     return None
-                return lambda s: ILLEGAL if t in s else s
+                return reads(lambda s: ILLEGAL if t in s else s)
             if op.status == "info":
                 return lambda s: s - {t}
             return lambda s: s - {t} if t in s else ILLEGAL
@@ -282,11 +291,11 @@ class TopicSet:
             if op.status == "fail":
                 if op.error != "UNKNOWN_TOPIC_OR_PARTITION":
                     return None
-                return lambda s: ILLEGAL if t in s else s
+                return reads(lambda s: ILLEGAL if t in s else s)
             if op.status != "ok":
                 return None
             exists = bool(_field(op, "exists", output=True))
-            return lambda s: s if (t in s) == exists else ILLEGAL
+            return reads(lambda s: s if (t in s) == exists else ILLEGAL)
         raise _bad(op, "topic ops are create, delete, describe and list")
 
 
@@ -336,7 +345,7 @@ class BrokerRegistry:
             if st == "fail":
                 if err != "DUPLICATE_BROKER_REGISTRATION":
                     return None
-                return lambda s: s if any(x == b and i != inc for x, _, i in s[1]) else ILLEGAL
+                return reads(lambda s: s if any(x == b and i != inc for x, _, i in s[1]) else ILLEGAL)
             if st == "info":
                 return lambda s: _set(s, b, ("?", s[0]), inc)
             ep = int(_field(op, "epoch", output=True))
@@ -346,7 +355,7 @@ class BrokerRegistry:
             if st == "fail":
                 if err != "STALE_BROKER_EPOCH":
                     return None
-                return lambda s: ILLEGAL if _epoch_of(s, b) == ep else s
+                return reads(lambda s: ILLEGAL if _epoch_of(s, b) == ep else s)
             if st != "ok":
                 return None
             return lambda s: _observe(s, b, ep)
@@ -354,7 +363,7 @@ class BrokerRegistry:
             if st == "fail":
                 if err != "BROKER_ID_NOT_REGISTERED":
                     return None
-                return lambda s: ILLEGAL if _epoch_of(s, b) is not None else s
+                return reads(lambda s: ILLEGAL if _epoch_of(s, b) is not None else s)
             if st == "info":
                 return lambda s: (s[0], tuple(r for r in s[1] if r[0] != b))
             return lambda s: (s[0], tuple(r for r in s[1] if r[0] != b)) if _epoch_of(s, b) is not None else ILLEGAL

@@ -4,7 +4,10 @@ Calls and returns sit in a doubly linked list in real-time order. The search wal
 head: at a call it tries to linearize that op (apply the model's step); at a return it has
 failed to linearize an op before that op returned, and backtracks. Configurations (set of
 linearized ops as a bitset, model state) are memoised exactly: a configuration seen before is
-never explored again.
+never explored again. A completed read-only op (the model marks it: it changes no state, ever)
+that fits the current state is linearized at once and never reconsidered: moving it earlier
+changes no other op's outcome, so the configuration before it succeeds exactly when the one
+after it does.
 
 Crashed ops (`info`, or no completion) are handled soundly and cheaply: they have no return
 (they may take effect at any later time, or never); at each configuration they are tried only
@@ -117,9 +120,10 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
         result.linearization = []
         return result
     cache: set[tuple[int, Any]] = set()
-    stack: list[tuple[int, Any, int]] = []
+    stack: list[tuple[int, Any, int, bool]] = []
     cr = [1 if c else 0 for c in crashed]
     masks = [1 << i for i in range(n)]
+    forcing = [bool(getattr(st, "read_only", False)) and not crashed[i] for i, st in enumerate(steps)]
     lazy = any(crashed)
     phase = 0  # 0: try completed ops; 1: then crashed ones (they are tried only when needed)
     state = init
@@ -129,6 +133,7 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
     entry = nxt[head]
     polls = 0
     while True:
+        dead = False
         if is_call[entry]:
             i = opi[entry]
             tw = twin[i]
@@ -136,10 +141,13 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
                 s2 = steps[i](state)
                 if s2 is not ILLEGAL and not (crashed[i] and s2 == state):
                     nb = bits | masks[i]
+                    # a completed op that leaves the state as it is may be linearized right now
+                    # without loss: this configuration stands or falls with the one after it
+                    forced = forcing[i]
                     size = len(cache)
                     cache.add((nb, s2))
                     if len(cache) != size:  # a new configuration (one hash instead of two)
-                        stack.append((i, state, phase))
+                        stack.append((i, state, phase, forced))
                         bits = nb
                         state = s2
                         # lift the call and its return out of the list
@@ -155,16 +163,16 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
                             remaining -= 1
                             depth += 1
                             if remaining == 0:
-                                result.linearization = [prepared[j][0].id for j, _, _ in stack]
+                                result.linearization = [prepared[j][0].id for j, *_ in stack]
                                 result.configs = len(cache)
                                 result.deepest = depth
                                 return result
                             if depth > deepest:
                                 deepest = depth
                                 if keep_partials:
-                                    result.partials = [[prepared[j][0].id for j, _, _ in stack]]
+                                    result.partials = [[prepared[j][0].id for j, *_ in stack]]
                             elif keep_partials and depth == deepest and len(result.partials) < keep_partials:
-                                result.partials.append([prepared[j][0].id for j, _, _ in stack])
+                                result.partials.append([prepared[j][0].id for j, *_ in stack])
                         polls += 1
                         if polls >= _SLICE:
                             polls = 0
@@ -175,27 +183,32 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
                         entry = nxt[head]
                         phase = 0
                         continue
-            entry = nxt[entry]
-            continue
+                    dead = forced  # the configuration after it already failed, so this one fails
+            if not dead:
+                entry = nxt[entry]
+                continue
         # a return: its op was not linearized before it returned. Try the crashed ops before
-        # it; after those, undo the last choice.
-        if phase == 0 and lazy:
+        # it; after those, undo the last choice (and every forced choice before it).
+        if not dead and phase == 0 and lazy:
             phase = 1
             entry = nxt[head]
             continue
-        if not stack:
-            return SearchResult(INVALID, "no linearization exists", len(cache), None, result.partials, deepest, n)
-        i, state, phase = stack.pop()
-        bits ^= masks[i]
-        r = retnode[i]
-        if r >= 0:
-            nxt[prv[r]] = r
-            if nxt[r] >= 0:
-                prv[nxt[r]] = r
-            remaining += 1
-            depth -= 1
-        c = callnode[i]
-        nxt[prv[c]] = c
-        if nxt[c] >= 0:
-            prv[nxt[c]] = c
+        while True:
+            if not stack:
+                return SearchResult(INVALID, "no linearization exists", len(cache), None, result.partials, deepest, n)
+            i, state, phase, forced = stack.pop()
+            bits ^= masks[i]
+            r = retnode[i]
+            if r >= 0:
+                nxt[prv[r]] = r
+                if nxt[r] >= 0:
+                    prv[nxt[r]] = r
+                remaining += 1
+                depth -= 1
+            c = callnode[i]
+            nxt[prv[c]] = c
+            if nxt[c] >= 0:
+                prv[nxt[c]] = c
+            if not forced:
+                break
         entry = nxt[c]
