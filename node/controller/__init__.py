@@ -28,6 +28,13 @@ AlterPartitionReassignments v0, ListPartitionReassignments v0, ElectLeaders v2 (
 IncrementalAlterConfigs v1 (v0+), AlterConfigs v2 (v0+).
 Kafka's INVALID_CLUSTER_ID is today's INCONSISTENT_CLUSTER_ID (104).
 
+Outcomes, for workloads and checkers: an answer other than NOT_CONTROLLER / REQUEST_TIMED_OUT is
+committed (ok or a definite failure). NOT_CONTROLLER is definite when a standby refuses at once,
+but a request held by a controller that then lost leadership is also answered NOT_CONTROLLER
+and its records may still commit under the next leader: treat NOT_CONTROLLER as indeterminate.
+The `decision` journal events tell the two apart (released decisions carry the real error;
+reverted ones say NOT_CONTROLLER).
+
 The controller listener serves Raft's APIs, ApiVersions and CONTROLLER_APIS only; client APIs
 (Metadata, Produce, …) are refused there (`is_controller_listener_api`).
 """
