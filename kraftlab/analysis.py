@@ -1,8 +1,9 @@
 """Facts derived from a history for reports and progress: op pairs with latencies, fault windows.
 
-Fault windows come from the nemesis ops: a window opens at a `start-X` op (or `kill`, `pause`,
-`clock-bump`, `clock-strobe`, `clock-skew`) and closes at the matching `stop-X` (or `restart`,
-`resume`, `clock-reset`); a window still open when the history ends closes there.
+Fault windows come from the nemesis ops, paired by `nemesis.fault.WINDOWS` (the `f` that opens
+a fault → the `f` that closes it): a window opens at an opener that was applied (not `fail`)
+and closes at its closer; a closer shared by several openers (`clock-reset`, `restart`) closes
+them all; a window still open when the history ends closes there.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-OPENERS = {"kill": "restart", "pause": "resume", "clock-bump": "clock-reset",
-           "clock-strobe": "clock-reset", "clock-skew": "clock-reset"}
+from nemesis.fault import WINDOWS
+
+OPENERS = WINDOWS
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,18 +64,13 @@ def pair_ops(ops: Iterable[dict[str, Any]]) -> list[OpPair]:
     return pairs
 
 
-def _opens(f: str) -> str | None:
-    """The fault kind a nemesis f opens, if any."""
-    if f.startswith("start-"):
-        return f[6:]
-    return f if f in OPENERS else None
+def _kind(opener: str) -> str:
+    return opener.removeprefix("start-")
 
 
 def _closes(f: str) -> list[str]:
     """The fault kinds a nemesis f closes."""
-    if f.startswith("stop-"):
-        return [f[5:]]
-    return [opener for opener, closer in OPENERS.items() if closer == f]
+    return [_kind(opener) for opener, closer in OPENERS.items() if closer == f]
 
 
 def fault_windows(ops: Iterable[dict[str, Any]]) -> list[FaultWindow]:
@@ -85,9 +82,8 @@ def fault_windows(ops: Iterable[dict[str, Any]]) -> list[FaultWindow]:
         if op.get("process") != "nemesis" or op["type"] == "invoke":
             continue
         f = str(op["f"])
-        kind = _opens(f)
-        if kind is not None:
-            open_.setdefault(kind, (op["time"], op.get("value")))
+        if f in OPENERS and op["type"] != "fail":
+            open_.setdefault(_kind(f), (op["time"], op.get("value")))
         for name in _closes(f):
             if name in open_:
                 t0, detail = open_.pop(name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,8 +53,12 @@ def run_matrix(workloads: Sequence[str], nemeses: Sequence[str], test_count: int
     return results
 
 
+def worst_code(codes: Iterable[int]) -> int:
+    return max(codes, key=lambda c: SEVERITY.get(c, 4), default=0)
+
+
 def worst_exit(results: Sequence[MatrixResult]) -> int:
-    return max((r.exit_code for r in results), key=lambda c: SEVERITY.get(c, 4), default=0)
+    return worst_code(r.exit_code for r in results)
 
 
 def summary_table(results: Sequence[MatrixResult]) -> Table:

@@ -71,3 +71,15 @@ def test_report_of_an_empty_run(tmp_path: Path) -> None:
     run = new_run("empty", {}, store=tmp_path)
     page = render(run).read_text()
     assert "unknown" in page
+
+
+def test_failed_faults_open_no_window_and_shared_closers_close_all() -> None:
+    ops = [
+        {"process": "nemesis", "type": "fail", "f": "start-packet", "time": 0, "value": {"netem": True}},
+        {"process": "nemesis", "type": "ok", "f": "clock-bump", "time": 10, "value": {}},
+        {"process": "nemesis", "type": "ok", "f": "clock-rate", "time": 20, "value": {}},
+        {"process": "nemesis", "type": "ok", "f": "clock-reset", "time": 30, "value": {}},
+        {"process": "nemesis", "type": "info", "f": "graceful-stop", "time": 40, "value": {}},
+    ]
+    got = [(w.kind, w.start, w.end) for w in fault_windows(ops)]
+    assert got == [("clock-bump", 10, 30), ("clock-rate", 20, 30), ("graceful-stop", 40, 40)]

@@ -1,0 +1,33 @@
+"""`kraftlab test`: one test against a lab; exits with its verdict (0 valid, 1 invalid,
+2 unknown, 254 bad arguments, 255 the run crashed)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kraftlab.matrix import worst_code
+from kraftlab.runner import BadArguments, run_test
+from kraftlab.testargs import add_test_arguments, options_from
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("test", help="run a test against a lab and check it")
+    add_test_arguments(p)
+    p.add_argument("--test-count", type=int, default=1, help="run the test this many times")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    codes = []
+    for i in range(args.test_count):
+        seed = None if args.seed is None else args.seed + i
+        try:
+            code, rundir = run_test(options_from(args, seed=seed))
+        except BadArguments as exc:
+            print(f"kraftlab test: {exc}", file=sys.stderr)
+            return 254
+        verdict = {0: "valid", 1: "INVALID", 2: "unknown"}.get(code, "crashed")
+        print(f"{verdict}: {rundir.report}")
+        codes.append(code)
+    return worst_code(codes)

@@ -1,0 +1,238 @@
+"""The test lifecycle of `kraftlab test`: one run, from a lab to a verdict.
+
+1. open the hosts (a fresh lab of the chosen backend, torn down after the run, or `--lab NAME`);
+2. deploy the node (render server.properties, format, start, wait until healthy);
+3. run the workload's generator with the nemesis schedule firing, streaming the history;
+4. heal everything, wait for the cluster to recover, run the final reads on every broker;
+5. collect every node's logs and journals;
+6. check (`results.json`), render `report.html`, and return the exit code.
+
+Every exit path heals the nemesis and stops what the run started (`--leave-running` keeps the
+cluster and its lab up). A run killed outright leaves a history that `kraftlab analyze` checks
+and leftovers that `kraftlab clean` removes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import random
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from control.lab import Lab
+from control.labs import lab_down, lab_up, load_lab
+from kraftlab.checking import check_run, exit_code
+from kraftlab.deploy import BROKER_PORT, CONTROLLER_PORT, DEFAULT_TOPOLOGY, METRICS_PORT, TOPOLOGIES, Deployment
+from kraftlab.progress import ProgressDisplay, Snapshot
+from kraftlab.report import render
+from kraftlab.scrape import MetricsScraper
+from kraftlab.store import DEFAULT_STORE, RunDir, new_run, write_json
+from nemesis import schedule as nemesis_schedule
+from nemesis.core import Nemesis
+from nemesis.runner import guarded
+from nemesis.session import history_recorder, prepare_run
+from workloads import catalog
+from workloads.generator import TimeLimit
+from workloads.history import HistoryWriter
+from workloads.interpreter import PhaseStats, ProcessIds, run_phase
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TestOptions:
+    workload: str = "mixed"
+    nemesis: str = "partition,kill,clock"
+    time_limit: float = 60.0
+    seed: int | None = None
+    nodes: int = 5
+    topology: str = DEFAULT_TOPOLOGY
+    concurrency: int | None = None  # default: 2 per node
+    rate: float = 10.0  # ops/s per process
+    nemesis_interval: float = 10.0
+    recovery_time: float = 60.0
+    op_timeout: float = 5.0
+    backend: str = "netns"
+    lab: str | None = None
+    nodes_file: str | None = None
+    accept_new_host_keys: bool = False
+    leave_running: bool = False
+    replay_nemesis: str | None = None
+    name: str | None = None
+    store: Path = DEFAULT_STORE
+    config: dict[str, str] = field(default_factory=dict)  # extra server.properties keys
+
+    def test_name(self) -> str:
+        return self.name or f"{self.workload}-{self.nemesis.replace(',', '+') or 'none'}"
+
+
+def client_addresses(dep: Deployment) -> dict[str, dict[str, str | None]]:
+    return {s.name: {"broker": f"{s.address}:{BROKER_PORT}" if s.broker else None,
+                     "controller": f"{s.address}:{CONTROLLER_PORT}" if s.controller else None}
+            for s in dep.state.specs}
+
+
+class _Live:
+    """What the progress display shows."""
+
+    def __init__(self, limit: float) -> None:
+        self.phase = "setup"
+        self.started = time.monotonic()
+        self.limit = limit
+        self.stats = PhaseStats()
+        self.nemesis: Nemesis | None = None
+
+    def snapshot(self) -> Snapshot:
+        faults: list[str] = []
+        if self.nemesis is not None:
+            with contextlib.suppress(Exception):
+                faults = sorted(str(k) for k in self.nemesis.status())
+        return Snapshot(self.phase, time.monotonic() - self.started, self.limit, self.stats.ok,
+                        self.stats.fail, self.stats.info, faults)
+
+
+def _open_lab(opts: TestOptions) -> tuple[Lab, bool]:
+    """(lab, created here)."""
+    if opts.lab:
+        return load_lab(opts.lab), False
+    name = f"kl{secrets.token_hex(3)}"
+    options: dict[str, Any] = {}
+    if opts.backend == "ssh":
+        options = {"nodes_file": opts.nodes_file, "accept_new_host_keys": opts.accept_new_host_keys}
+    return lab_up(name, opts.backend, opts.nodes, **options), True
+
+
+class BadArguments(ValueError):
+    """The test's arguments cannot work; nothing was started."""
+
+
+def validate(opts: TestOptions) -> None:
+    """Raise BadArguments saying what is wrong with `opts`, before anything starts."""
+    if opts.workload not in catalog.WORKLOADS:
+        raise BadArguments(f"unknown workload {opts.workload!r}; one of {', '.join(catalog.WORKLOADS)}")
+    try:
+        nemesis_schedule.parse_packages(opts.nemesis)
+    except ValueError as exc:
+        raise BadArguments(str(exc)) from None
+    if opts.lab is None and opts.backend == "ssh" and not opts.nodes_file:
+        raise BadArguments("--backend ssh needs --nodes-file (or --lab NAME of a lab made with `lab up`)")
+    if opts.replay_nemesis and not (Path(opts.replay_nemesis) / "nemesis-schedule.json").is_file():
+        raise BadArguments(f"--replay-nemesis: {opts.replay_nemesis} has no nemesis-schedule.json")
+    if opts.topology not in TOPOLOGIES:
+        raise BadArguments(f"unknown topology {opts.topology!r}; one of {', '.join(TOPOLOGIES)}")
+    if opts.nodes < 1 or (opts.concurrency is not None and opts.concurrency < 1):
+        raise BadArguments("--nodes and --concurrency must be at least 1")
+
+
+def run_test(opts: TestOptions) -> tuple[int, RunDir]:
+    """Run one test; returns (exit code, run directory). Raises BadArguments before starting
+    anything if the arguments cannot work."""
+    validate(opts)
+    seed = opts.seed if opts.seed is not None else random.randrange(2**31)
+    opts = dataclasses.replace(opts, seed=seed)
+    run = new_run(opts.test_name(), {k: (str(v) if isinstance(v, Path) else v)
+                                     for k, v in dataclasses.asdict(opts).items()})
+    logging.basicConfig(filename=run.path / "runner.log", level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    history = HistoryWriter(run.history)
+    live = _Live(opts.time_limit)
+    lab: Lab | None = None
+    created = False
+    dep: Deployment | None = None
+    scraper: MetricsScraper | None = None
+    crashed: BaseException | None = None
+    try:
+        with ProgressDisplay(live.snapshot) as progress:
+            stop_ticker = threading.Event()
+
+            def tick() -> None:
+                while not stop_ticker.wait(0.25):
+                    progress.refresh()
+
+            ticker = threading.Thread(target=tick, daemon=True)
+            ticker.start()
+            try:
+                live.phase = "lab"
+                lab, created = _open_lab(opts)
+                live.phase = "deploy"
+                dep = Deployment.create(lab, opts.topology, opts.config)
+                dep.deploy(wait=opts.recovery_time)
+                scraper = MetricsScraper({s.name: f"{s.address}:{METRICS_PORT}" for s in dep.state.specs},
+                                         run.metrics, history.now).start()
+                _run_phases(opts, run, history, dep, live)
+            finally:
+                stop_ticker.set()
+                ticker.join()
+    except BaseException as exc:  # recorded: the run still ends in a verdict and a report
+        crashed = exc
+        log.exception("run crashed")
+    finally:
+        if scraper is not None:
+            scraper.stop()
+        history.close()
+        if dep is not None:
+            with contextlib.suppress(Exception):
+                dep.collect(run.nodes)
+            if not opts.leave_running:
+                with contextlib.suppress(Exception):
+                    dep.stop_all(graceful=False)
+        if lab is not None and created and not opts.leave_running:
+            with contextlib.suppress(Exception):
+                lab_down(lab.name)
+    results = check_run(run, session_timeout_ms=session_timeout_ms(opts.config))
+    if crashed is not None:
+        if results.get("valid") is not False:  # an invalid history is still a finding
+            results["valid"] = "unknown"
+        results.setdefault("notes", []).append(f"the run crashed: {type(crashed).__name__}: {crashed}")
+        write_json(run.results, results)
+    render(run)
+    if crashed is not None and results.get("valid") is not False:
+        return 255, run
+    return exit_code(results.get("valid")), run
+
+
+def session_timeout_ms(config: dict[str, str]) -> float:
+    return float(config.get("broker.session.timeout.ms", 9000))
+
+
+def _run_phases(opts: TestOptions, run: RunDir, history: HistoryWriter, dep: Deployment,
+                live: _Live) -> None:
+    assert opts.seed is not None
+    rng = random.Random(opts.seed)
+    nem = prepare_run(dep.lab.name, dep, packages=opts.nemesis, interval=opts.nemesis_interval,
+                      duration=opts.time_limit, seed=opts.seed, run_dir=run.path,
+                      recorder=history_recorder(history),
+                      replay_from=Path(opts.replay_nemesis) / "nemesis-schedule.json" if opts.replay_nemesis else None)
+    live.nemesis = nem.nemesis
+    concurrency = opts.concurrency or 2 * len(dep.nodes())
+    workload = catalog.build(opts.workload, client_addresses(dep), rate=opts.rate * concurrency,
+                             concurrency=concurrency, request_timeout=opts.op_timeout,
+                             session_timeout=session_timeout_ms(opts.config) / 1000)
+    processes = ProcessIds()
+    with guarded(nem.nemesis):
+        live.phase = "run"
+        nem.start()
+        try:
+            asyncio.run(run_phase(TimeLimit(workload.main, opts.time_limit), workload.factory, history,
+                                  processes, nodes=workload.brokers, concurrency=concurrency, rng=rng,
+                                  op_timeout=opts.op_timeout + 1, stats=live.stats))
+        finally:
+            live.phase = "heal"
+            nem.stop()
+    live.phase = "recover"
+    for node in dep.nodes():
+        if not dep.running(node):
+            dep.start(node)
+    dep.wait_healthy(opts.recovery_time)
+    live.phase = "final reads"
+    asyncio.run(run_phase(workload.final, workload.factory, history, processes, nodes=workload.brokers,
+                          concurrency=len(workload.brokers), rng=rng, op_timeout=opts.op_timeout + 1,
+                          stats=live.stats))
+    live.phase = "done"
