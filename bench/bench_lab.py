@@ -1,6 +1,7 @@
 """Lab benchmarks: `lab up`/`lab down` of a five-host namespace lab, per-command latency over SSH on
-a reused connection (sshd in namespaces), a namespace command for comparison, and, when the node
-exists, deploy + healthy. Prints medians. Run as root: `.venv/bin/python bench/bench_lab.py`."""
+a reused connection (sshd in namespaces), a namespace command for comparison, and lab up + deploy +
+healthy per backend (netns, ssh; docker with --docker). Prints medians.
+Run as root: `.venv/bin/python bench/bench_lab.py [--docker]`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from control import sshd_lab
-from control.labs import lab_down, lab_up
+from control.lab import Lab
+from control.labs import clean, lab_down, lab_up
+from kraftlab.deploy import Deployment
 
 
 def ms(seconds: float) -> str:
@@ -79,35 +82,56 @@ def bench_commands(commands: int) -> None:
         shutil.rmtree(key_dir, ignore_errors=True)
 
 
-def bench_deploy(rounds: int) -> None:
-    try:
-        import node.cli  # noqa: F401
-    except ImportError:
-        print("deploy + healthy (netns): skipped, the node (node/cli.py) does not exist yet")
-        return
-    from kraftlab.deploy import Deployment
+def deploy_once(lab: Lab) -> tuple[float, float]:
+    """(seconds to a healthy cluster, seconds to stop it) on a lab."""
+    t = time.perf_counter()
+    d = Deployment.create(lab)
+    d.deploy(wait=60)
+    healthy = time.perf_counter() - t
+    t = time.perf_counter()
+    d.stop_all(graceful=False)
+    return healthy, time.perf_counter() - t
 
-    times = []
-    for _ in range(rounds):
-        name = "b" + secrets.token_hex(4)
-        t = time.perf_counter()
-        lab = lab_up(name, "netns", 5)
-        try:
-            Deployment.create(lab).deploy(wait=60)
-            times.append(time.perf_counter() - t)
-        except Exception as exc:
-            print(f"deploy + healthy (netns): failed: {exc}")
-            return
-        finally:
-            lab.close()
-            lab_down(name)
-    print(f"lab up + deploy + healthy (netns, 5 hosts): median {ms(statistics.median(times))} over {rounds}")
+
+def bench_deploy(rounds: int, docker: bool) -> None:
+    """lab up + deploy + healthy, per backend (SSH: sshd in namespaces, this machine's venv)."""
+    for backend in ("netns", "ssh", *(("docker",) if docker else ())):
+        ups, healthy = [], []
+        for _ in range(rounds):
+            name = "b" + secrets.token_hex(4)
+            key_dir = Path("/run/kraftlab") / f"bench-ssh-{name}"
+            t = time.perf_counter()
+            base = lab_up(name, "docker" if backend == "docker" else "netns", 5)
+            lab = base
+            try:
+                if backend == "ssh":
+                    nodes = sshd_lab.start(base, key_dir, venv=sys.prefix)
+                    t = time.perf_counter()  # the sshd servers stand in for VMs: not part of lab up
+                    lab = lab_up(name + "s", "ssh", nodes_file=str(nodes), accept_new_host_keys=True)
+                ups.append(time.perf_counter() - t)
+                healthy.append(deploy_once(lab)[0])
+            except Exception as exc:
+                print(f"{backend}: deploy failed: {exc}")
+                break
+            finally:
+                if lab is not base:
+                    lab.close()
+                    lab_down(name + "s")
+                base.close()
+                clean(name)
+                shutil.rmtree(key_dir, ignore_errors=True)
+        if healthy:
+            total = [u + h for u, h in zip(ups, healthy, strict=False)]
+            up, ready, both = (ms(statistics.median(x)) for x in (ups, healthy, total))
+            print(f"{backend:6} lab up {up}, deploy + healthy {ready}, total median {both} "
+                  f"over {len(healthy)} (5 hosts, 3 combined + 2 brokers)")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--commands", type=int, default=500)
+    p.add_argument("--docker", action="store_true", help="also the Docker backend (starts dockerd if needed)")
     args = p.parse_args()
     if os.geteuid() != 0:
         print("bench_lab needs root (network namespaces)", file=sys.stderr)
@@ -115,7 +139,18 @@ def main() -> int:
     os.environ.setdefault("KRAFTLAB_STATE_DIR", tempfile.mkdtemp(prefix="kraftlab-bench-"))
     bench_netns(args.rounds)
     bench_commands(args.commands)
-    bench_deploy(max(1, args.rounds // 2))
+    engine = None
+    if args.docker:
+        from control.containers import start_engine
+
+        engine = start_engine()
+    try:
+        bench_deploy(max(1, args.rounds // 2), args.docker)
+    finally:
+        if engine is not None:
+            from control.containers import stop_engine
+
+            stop_engine(engine)
     return 0
 
 
