@@ -1,0 +1,171 @@
+"""History → Parquet: the paired client ops, one row per op and per model that judges it,
+bucketed by key and sorted by key and invocation within each row group.
+
+Layout of the output directory:
+- `ops/bucket=NNNNN/part-0.parquet`: every key lives in exactly one bucket (a stable hash of the
+  key), so a reader can take a bucket at a time; rows are sorted by (model, key, call);
+- `meta.json`: source, models, counts, the bucket count, and the nemesis events (few; the fault
+  windows of the statistics come from them).
+
+The conversion streams (`checker.history.iter_jsonl` and `spark_analysis.pairing`): memory is
+bounded by the open invocations plus one row group per bucket, whatever the history's size. EDN
+and etcd logs (small, external) are read whole with `checker.formats.read_history`.
+
+Which model judges an op: its `workload` field mapped by `checker.run.WORKLOAD_MODELS` when that
+model is among those asked for; an op without the field goes to every model asked for. The key
+is the model's `partition_key` (P-compositionality); an op without one (it spans keys) makes the
+whole model's history one group, as `checker.linear.race.split` does (the job applies that).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from checker.formats import detect_format, read_history
+from checker.history import Event, Op, iter_jsonl
+from checker.models import Model, build_model
+from checker.run import WORKLOAD_MODELS
+from spark_analysis.keys import bucket_of, encode_key
+from spark_analysis.pairing import client_events, iter_ops
+
+SCHEMA = pa.schema([
+    ("model", pa.string()), ("key", pa.string()), ("id", pa.int64()), ("call", pa.int64()), ("ret", pa.int64()),
+    ("process", pa.string()), ("f", pa.string()), ("status", pa.string()), ("value", pa.string()),
+    ("output", pa.string()), ("error", pa.string()), ("call_time", pa.int64()), ("ret_time", pa.int64()),
+    ("call_line", pa.int64()), ("ret_line", pa.int64()),
+])
+JSON_COLUMNS = ("process", "value", "output", "error")
+DEFAULT_BUCKETS = 32
+ROW_GROUP = 100_000
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as it travels to executors: name and semantics."""
+
+    name: str
+    initial: Any = None
+    nil_read_any: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "initial": self.initial, "nil_read_any": self.nil_read_any}
+
+    def build(self) -> Model:
+        return build_model(self.name, self.initial, self.nil_read_any)
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, default=str, sort_keys=True)
+
+
+def op_row(op: Op, model: str, key: str | None) -> dict[str, Any]:
+    return {"model": model, "key": key, "id": op.id, "call": op.call, "ret": op.ret, "process": _dumps(op.process),
+            "f": op.f, "status": op.status, "value": _dumps(op.value), "output": _dumps(op.output),
+            "error": _dumps(op.error), "call_time": op.call_time, "ret_time": op.ret_time,
+            "call_line": op.call_line, "ret_line": op.ret_line}
+
+
+def row_op(row: dict[str, Any]) -> Op:
+    """The Op a row was made from (the inverse of `op_row`)."""
+    ret = row["ret"]
+    return Op(int(row["id"]), json.loads(row["process"]), row["f"], json.loads(row["value"]),
+              json.loads(row["output"]), row["status"], int(row["call"]), None if _null(ret) else int(ret),
+              json.loads(row["error"]), _int_or_none(row["call_time"]), _int_or_none(row["ret_time"]),
+              int(row["call_line"]), int(row["ret_line"]))
+
+
+def _null(v: Any) -> bool:
+    return v is None or v != v  # pandas gives NaN for missing ints
+
+
+def _int_or_none(v: Any) -> int | None:
+    return None if _null(v) else int(v)
+
+
+@dataclass
+class _BucketWriter:
+    path: Path
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    writer: pq.ParquetWriter | None = None
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= ROW_GROUP:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        self.rows.sort(key=lambda r: (r["model"], r["key"] or "", r["call"]))
+        if self.writer is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.writer = pq.ParquetWriter(self.path, SCHEMA, compression="zstd")
+        self.writer.write_table(pa.Table.from_pylist(self.rows, schema=SCHEMA))
+        self.rows = []
+
+    def close(self) -> None:
+        self.flush()
+        if self.writer is not None:
+            self.writer.close()
+
+
+def read_events(history: str | Path, fmt: str | None = None) -> Iterator[Event]:
+    """Events of any supported format; the project's JSON Lines stream."""
+    fmt = fmt or detect_format(history)
+    if fmt == "jsonl":
+        yield from iter_jsonl(history)
+    else:
+        yield from read_history(history, fmt).events
+
+
+def models_for(event: Event, specs: dict[str, ModelSpec]) -> Iterable[ModelSpec]:
+    w = event.extra.get("workload")
+    if w is None:
+        return specs.values()
+    name = WORKLOAD_MODELS.get(str(w))
+    return [specs[name]] if name in specs else []
+
+
+def _key_of(model: Model, op: Op) -> str | None:
+    try:
+        return encode_key(model.partition_key(op))
+    except Exception:  # a malformed op: the whole model's history is one group, the search says why
+        return None
+
+
+def convert(history: str | Path, out_dir: str | Path, models: Sequence[ModelSpec], fmt: str | None = None,
+            buckets: int = DEFAULT_BUCKETS) -> dict[str, Any]:
+    """Write the Parquet dataset and meta.json under `out_dir`; returns the meta."""
+    out = Path(out_dir)
+    specs = {m.name: m for m in models}
+    built = {m.name: m.build() for m in models}
+    writers: dict[int, _BucketWriter] = {}
+    nemesis: list[Event] = []
+    counts = {"ops": 0, "rows": 0}
+    for op, invocation in iter_ops(client_events(read_events(history, fmt), nemesis), str(history)):
+        counts["ops"] += 1
+        for spec in models_for(invocation, specs):
+            key = _key_of(built[spec.name], op)
+            b = bucket_of(key, buckets)
+            if b not in writers:
+                writers[b] = _BucketWriter(out / "ops" / f"bucket={b:05d}" / "part-0.parquet")
+            writers[b].add(op_row(op, spec.name, key))
+            counts["rows"] += 1
+    for w in writers.values():
+        w.close()
+    meta = {"source": str(history), "models": [m.to_json() for m in models], "buckets": buckets,
+            "bucket_ids": sorted(writers), **counts,
+            "nemesis": [e.to_json() for e in nemesis]}
+    (out / "meta.json").write_text(json.dumps(meta, default=str))
+    return meta
+
+
+def read_meta(out_dir: str | Path) -> dict[str, Any]:
+    return json.loads((Path(out_dir) / "meta.json").read_text())
