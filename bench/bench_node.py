@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "node"))
 
@@ -39,6 +40,7 @@ from kraftnode_helpers import ProcessCluster
 
 from node.cli import CommandFailed, append_test_records, describe_cluster
 from node.protocol.client import ProtocolClient
+from node.protocol.errors import RequestError
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -177,16 +179,50 @@ def _wait_unfenced(c: ProcessCluster, count: int, timeout: float = 120.0) -> Non
         time.sleep(0.05)
 
 
+async def _send_once(port: int, request: Any) -> Any:
+    async with ProtocolClient("127.0.0.1", port, request_timeout=30) as client:
+        return await client.send(request)
+
+
+def _create_until_done(c: ProcessCluster, topics: int, partitions: int, per_request: int = 5) -> None:
+    """Create `topics` topics of `partitions` partitions, following the active controller across
+    elections (an already existing topic counts as created)."""
+    from kio.schema.create_topics.v7 import request as ct
+
+    for first in range(0, topics, per_request):
+        batch = tuple(
+            ct.CreatableTopic(
+                name=f"big-{i}",
+                num_partitions=partitions,  # type: ignore[arg-type]
+                replication_factor=3,  # type: ignore[arg-type]
+                assignments=(),
+                configs=(),
+            )
+            for i in range(first, min(topics, first + per_request))
+        )
+        request = ct.CreateTopicsRequest(topics=batch, timeout=datetime.timedelta(seconds=30))  # type: ignore[arg-type]
+        deadline = time.monotonic() + 120
+        while True:
+            leader, _ = c.wait_leader()
+
+            with contextlib.suppress(RequestError, OSError):
+                response = asyncio.run(_send_once(c.ports[leader], request))
+                codes = {int(t.error_code) for t in response.topics}
+                if codes <= {0, 36}:  # NONE, TOPIC_ALREADY_EXISTS
+                    break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topics from big-{first} not created within 120 s")
+            time.sleep(0.2)
+
+
 def bench_broker_restart(base: Path, partitions: int) -> tuple[float, int]:
     """SIGKILL a broker of an image with `partitions` partitions, restart it: seconds until it is
     unfenced again (it loads its latest snapshot, then replays the log after it)."""
-    c = ProcessCluster(base, brokers=3, **{"metadata.snapshot.max.new.record.bytes": str(1 << 20)})
+    c = ProcessCluster(base, brokers=3, **{"metadata.snapshot.max.new.record.bytes": str(4 << 20)})
     try:
         c.start_all()
         _wait_unfenced(c, 3)
-        leader, _ = c.wait_leader()
-        per_topic = 100
-        asyncio.run(_create_topics(c.ports[leader], partitions // per_topic, 16, 10, per_topic))
+        _create_until_done(c, partitions // 100, 100)
         victim = c.broker_ids[-1]
         time.sleep(2.0)  # the broker applied everything (and snapshotted at least once)
         snapshots = len(list((c.meta_dir(victim) / "__cluster_metadata-0").glob("*.checkpoint")))

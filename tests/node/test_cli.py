@@ -150,3 +150,27 @@ def test_quorum_and_cluster_json() -> None:
         "controller": None,
         "brokers": [{"id": 4, "host": "h", "port": 9092, "rack": None}],
     }
+
+
+def test_dump_log_decodes_and_reports_damage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from node.metadata.records import NoOpRecord, to_log_record
+    from node.raft.ports import Batch, Record
+    from node.storage.layout import partition_dir
+    from node.storage.log import DiskLog
+
+    meta = tmp_path / "meta"
+    with DiskLog.open(meta) as disk:
+        disk.append([Batch(0, 1, (to_log_record(NoOpRecord()), Record(b"tag", None)))])
+        disk.append([Batch(2, 1, (to_log_record(NoOpRecord()),))])
+        disk.flush()
+    assert main(["dump-log", str(meta)]) == 0
+    out = capsys.readouterr().out
+    assert out.count('payload: {"type":"NO_OP_RECORD"') == 2 and "| offset: 1 keySize: 3 valueSize: -1" in out
+    segment = next(partition_dir(meta).glob("*.log"))
+    data = bytearray(segment.read_bytes())
+    data[-3] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    assert main(["dump-log", str(segment)]) == 1
+    out = capsys.readouterr().out
+    assert "CORRUPT:" in out and out.count("NO_OP_RECORD") == 1
+    assert main(["dump-log", str(tmp_path / "nothing-here.log")]) == 1
