@@ -457,3 +457,35 @@ def test_stop_closes_every_connection() -> None:
             await asyncio.open_connection("127.0.0.1", server.port)
 
     run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (lambda cid: frame(struct.pack(">i", cid + 1) + b"\x00" * 8), "expected"),  # wrong correlation id
+        (lambda cid: frame(struct.pack(">i", cid) + b"\xff\xff"), "undecodable"),  # not a MetadataResponse
+        (lambda cid: struct.pack(">i", -5), "negative frame size"),  # a bad size prefix
+        (lambda cid: b"", "closed by the server"),  # just hangs up
+    ],
+)
+def test_a_misbehaving_server_costs_the_client_only_that_connection(reply: Callable[[int], bytes], reason: str) -> None:
+    async def scenario() -> None:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            payload = await read_frame(reader)
+            assert payload is not None
+            writer.write(reply(struct.unpack(">i", payload[4:8])[0]))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with ProtocolClient("127.0.0.1", port) as client:
+                with pytest.raises(ConnectionLost, match=reason) as failure:
+                    await client.send(METADATA_ALL)
+                assert not failure.value.definite and not client.connected
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(scenario)
