@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from node.bugs import NO_BUGS, BugSet
 from node.raft import messages as m
 from node.raft.config import RaftConfig
 from node.raft.control import leader_change_record
@@ -116,6 +117,9 @@ class Output:
 
 
 class RaftCore:
+    bugs: BugSet = NO_BUGS
+    """Test-only planted bugs (node.bugs); empty unless a zoo run asks for one."""
+
     def __init__(
         self,
         config: RaftConfig,
@@ -128,7 +132,10 @@ class RaftCore:
         *,
         journal: bool = True,
         roles: Sequence[str] | None = None,
+        bugs: BugSet | None = None,
     ) -> None:
+        if bugs is not None:
+            self.bugs = bugs
         self.config = config
         self.node_id = node_id
         self.voters: tuple[int, ...] = tuple(sorted(set(voters)))
@@ -150,6 +157,7 @@ class RaftCore:
         self._ref = 0
         self._failures = 0
         self._out = Output()
+        self._zoo_hw_epoch = -1  # BUG ZOO: hw-before-leader-change — the epoch whose HW was initialised
         self._handlers = {
             m.VoteRequest: self._on_vote_request,
             m.VoteResponse: self._on_vote_response,
@@ -225,7 +233,11 @@ class RaftCore:
         else:
             self._persisted = (stored.leader_epoch, stored.leader_id, stored.voted_id)
             epoch = stored.leader_epoch
-            if stored.leader_id == self.node_id and self.is_voter:
+            if stored.leader_id == self.node_id and self.is_voter and self.bugs.on("resume-old-epoch"):
+                # BUG ZOO: resume-old-epoch — lead the stored epoch again after a restart (KAFKA-10527).
+                self.state = Unattached(epoch, stored.voted_id, now)
+                self._become_leader(now)
+            elif stored.leader_id == self.node_id and self.is_voter:
                 # A restarted leader never leads the same epoch again.
                 self._set_state(self._resigned(epoch, (), now), now)
             elif stored.leader_id is not None and stored.leader_id != self.node_id:
@@ -305,6 +317,11 @@ class RaftCore:
 
     def _begin(self) -> None:
         self._out = Output()
+        if self.bugs.on("ack-before-fsync") and self.log.flushed_end_offset() < self.log.end_offset():
+            # BUG ZOO: ack-before-fsync — the flush of the previous step's appends happens only now,
+            # after their offsets were already acknowledged/counted (KAFKA-10533).
+            self.log.flush()
+            self._event("flush", end=self.log.flushed_end_offset())
 
     def _end(self, now: int) -> Output:
         for _ in range(8):  # a transition made by the poll gets its own poll (to send its requests)
@@ -528,7 +545,10 @@ class RaftCore:
                 self._answer_fetch(state, p.src, p.ref, p.fetch_offset, p.last_fetched_epoch)
         if self._others:
             state.check_quorum_at = state.check_quorum_deadline(self.node_id, now, self.config.check_quorum_timeout_ms)
-            if now >= state.check_quorum_at:
+            if now >= state.check_quorum_at and self.bugs.on("no-check-quorum"):
+                # BUG ZOO: no-check-quorum — an isolated leader stays leader (KAFKA-15489).
+                state.check_quorum_at = now + self.config.check_quorum_timeout_ms
+            elif now >= state.check_quorum_at:
                 self._set_state(self._resigned(state.epoch, (), now), now)
                 return
         for v in state.unacknowledged:
@@ -581,6 +601,8 @@ class RaftCore:
             # the candidate could never be heard again (pre-votes change nobody's epoch).
             self._set_state(Unattached(req.epoch - 1, None, now + self._election_timeout()), now)
         up_to_date = (req.last_epoch, req.end_offset) >= (self.log.last_epoch(), self.log.end_offset())
+        if self.bugs.on("vote-without-log-check"):
+            up_to_date = True  # BUG ZOO: vote-without-log-check — the candidate's log is never compared
         if req.pre_vote:
             state = self.state
             if isinstance(state, Leader):
@@ -752,8 +774,30 @@ class RaftCore:
     def _maybe_advance_hw(self, state: Leader) -> bool:
         """The KAFKA-12619 rule: the HW moves only to an offset a majority holds durably, and only
         once that covers the leader's own LeaderChangeMessage (the epoch start offset)."""
-        candidate = state.quorum_end_offset(self.node_id, self.log.flushed_end_offset())
+        if self.bugs.on("ack-before-fsync"):
+            # BUG ZOO: ack-before-fsync — the leader counts its own unflushed end offset.
+            candidate = state.quorum_end_offset(self.node_id, self.log.end_offset())
+        else:
+            candidate = state.quorum_end_offset(self.node_id, self.log.flushed_end_offset())
+        if self.bugs.on("hw-before-leader-change"):
+            return self._zoo_advance_hw_early(state, candidate)
         if candidate <= state.epoch_start_offset or candidate <= self._hw:
+            return False
+        self._set_hw(candidate)
+        self._complete_parked(state)
+        return True
+
+    def _zoo_advance_hw_early(self, state: Leader, candidate: int) -> bool:
+        """BUG ZOO: hw-before-leader-change (KAFKA-12619) — a new leader's HW starts unknown and is
+        taken from the majority's fetch offsets as soon as a majority has fetched, without waiting for
+        its LeaderChange (the epoch start offset) to be replicated: it can go below the HW already exposed."""
+        if self._zoo_hw_epoch != state.epoch:
+            if len(self.voters) - len(state.unacknowledged) < self._majority:
+                return False
+            self._zoo_hw_epoch = state.epoch
+            if candidate == self._hw:
+                return False
+        elif candidate <= self._hw:
             return False
         self._set_hw(candidate)
         self._complete_parked(state)
@@ -783,7 +827,8 @@ class RaftCore:
 
     def _append_local(self, batches: Sequence[Batch], leader: bool) -> None:
         self.log.append(batches)
-        self.log.flush()
+        if not self.bugs.on("ack-before-fsync"):  # BUG ZOO: ack-before-fsync defers this to the next step
+            self.log.flush()
         if self.journal:
             for b in batches:
                 self._event(
@@ -816,7 +861,15 @@ class RaftCore:
         state.deadline = now + self.config.fetch_timeout_ms
         state.has_fetched = True
         log = self.log
-        if resp.diverging_epoch is not None:
+        if resp.diverging_epoch is not None and self.bugs.on("hw-before-truncate"):
+            # BUG ZOO: hw-before-truncate (KAFKA-14704) — take the leader's HW (and apply up to it)
+            # before cutting the diverging tail, and truncate without the below-HW guard.
+            hw = min(resp.high_watermark, log.end_offset())
+            if hw > self._hw:
+                self._set_hw(hw)
+                self._deliver_commits()
+            self._truncate_diverging(resp.diverging_epoch, guard=False)
+        elif resp.diverging_epoch is not None:
             self._truncate_diverging(resp.diverging_epoch)
         elif resp.snapshot_id is not None:
             state.snapshot = SnapshotFetch(resp.snapshot_id)
@@ -828,11 +881,11 @@ class RaftCore:
             if hw > self._hw:
                 self._set_hw(hw)
 
-    def _truncate_diverging(self, diverging: OffsetAndEpoch) -> None:
+    def _truncate_diverging(self, diverging: OffsetAndEpoch, guard: bool = True) -> None:
         log = self.log
         old_end = log.end_offset()
         target = min(diverging.offset, log.end_offset_for_epoch(diverging.epoch).offset, old_end)
-        if target < self._hw:
+        if guard and target < self._hw:
             raise RaftSafetyError(f"node {self.node_id}: truncation to {target} below the high-water mark {self._hw}")
         if target < old_end:
             log.truncate_to(target)
@@ -935,3 +988,11 @@ class RaftCore:
         if committed:
             self._applied = pos
             self._out.updates.append(Commit(committed))
+
+
+def core_class_with(bugs: BugSet) -> type[RaftCore]:
+    """A RaftCore subclass whose instances carry `bugs` (for drivers that take a core class: the
+    simulator's `core_class`, the server's bug registry). The empty set gives RaftCore itself."""
+    if not bugs:
+        return RaftCore
+    return type(f"RaftCore[{bugs}]", (RaftCore,), {"bugs": bugs})

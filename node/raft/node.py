@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from node.raft import messages as m
 from node.raft.core import Commit, LeaderChange, LoadSnapshot, Output, RaftCore
-from node.raft.ports import Record, StateMachine
+from node.raft.ports import OffsetAndEpoch, Record, StateMachine
 
 
 class RaftNode:
@@ -54,5 +54,9 @@ class RaftNode:
             self._since_snapshot = 0
             if taken is not None:
                 snapshot_id, records = taken
+                if self.core.bugs.on("snapshot-id-off-by-one"):
+                    # BUG ZOO: snapshot-id-off-by-one (KAFKA-14618) — the id names the last included
+                    # offset instead of the exclusive end offset.
+                    snapshot_id = OffsetAndEpoch(snapshot_id.offset - 1, snapshot_id.epoch)
                 out.merge(self.core.create_snapshot(snapshot_id, records, now))
         return out
