@@ -13,7 +13,8 @@
 - LeaderOutsideIsr: an accepted AlterPartition whose leader is not in its ISR, or whose ISR is
   not within the replicas (when the decision names them).
 - EpochsGoBack: per partition, accepted AlterPartitions with partition epochs that do not grow
-  strictly or leader epochs that shrink as partition epochs grow (all controllers together).
+  strictly (an accepted no-op, `changed: false`, repeats the current one) or leader epochs that
+  shrink as partition epochs grow (all controllers together).
 - MetadataGoesBack: a node applies offsets out of order within one process life.
 - AckedLost: an acknowledged create (or registration) is missing from the last successful read
   of the topic list (or of the registry) though no delete (unregister) of it was attempted.
@@ -145,7 +146,9 @@ def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
                 vs.append(Violation("LeaderOutsideIsr",
                                     f"{key[0]}-{key[1]}: ISR {isr} is not within replicas {replicas}", [e]))
             prev = last.get(key)
-            if prev is not None and int(e["partition_epoch"]) <= int(prev["partition_epoch"]):
+            pe = int(e["partition_epoch"])
+            if prev is not None and (pe < int(prev["partition_epoch"]) or (
+                    pe == int(prev["partition_epoch"]) and e.get("changed", True))):
                 vs.append(Violation("EpochsGoBack",
                                     f"controller {nid}: {key[0]}-{key[1]} partition epoch went from "
                                     f"{prev['partition_epoch']} to {e['partition_epoch']}", [prev, e]))

@@ -349,7 +349,13 @@ class BrokerRegistry:
             if st == "info":
                 return lambda s: _set(s, b, ("?", s[0]), inc)
             ep = int(_field(op, "epoch", output=True))
-            return lambda s: _set((ep, s[1]), b, ep, inc) if ep > s[0] else ILLEGAL
+
+            def register(s: Any) -> Any:
+                if any(x == b and i == inc and e == ep for x, e, i in s[1]):
+                    return s  # the same incarnation again: the controller answers with its epoch
+                return _set((ep, s[1]), b, ep, inc) if ep > s[0] else ILLEGAL
+
+            return register
         if f == "heartbeat":
             ep = int(_field(op, "epoch"))
             if st == "fail":

@@ -103,6 +103,17 @@ def test_partition_epoch_going_back() -> None:
     assert a["entries"][-1]["where"] == _line(j, bad)
 
 
+def test_repeated_no_op_alter_partition_is_fine() -> None:
+    j = healthy_fencing()
+    fence = j.entries.pop()  # repeat the last AlterPartition before broker 4 is fenced
+    j.add(1, "decision", api="AlterPartition", broker=4, broker_epoch=5, incarnation=None, error="NONE",
+          topic="t", partition=0, leader=4, leader_epoch=1, partition_epoch=2, isr=[4, 5], changed=False)
+    j.entries.append(fence)
+    assert _check(j)["valid"] is True
+    j.entries[-2]["changed"] = True  # a change must bring a new partition epoch
+    _only(_check(j), "EpochsGoBack")
+
+
 def test_metadata_view_going_back() -> None:
     j = healthy_fencing()
     j.add(2, "apply", offset=3, type="TopicRecord", crc=1)

@@ -118,6 +118,9 @@ def test_topics() -> None:
 def test_registry() -> None:
     r1 = (0, "register", {"broker": 1, "incarnation": "a"}, "ok", {"broker": 1, "epoch": 10})
     assert verdict(seq(r1, (0, "heartbeat", {"broker": 1, "epoch": 10}, "ok", None)), "registry") is True
+    assert verdict(seq(r1, r1), "registry") is True  # the same incarnation again gets its epoch back
+    again = (0, "register", {"broker": 1, "incarnation": "z"}, "ok", {"broker": 1, "epoch": 10})
+    assert verdict(seq(r1, again), "registry") is False  # a new incarnation needs a new epoch
     r2 = (1, "register", {"broker": 1, "incarnation": "b"}, "ok", {"broker": 1, "epoch": 15})
     stale = (0, "heartbeat", {"broker": 1, "epoch": 10}, "ok", None)
     assert verdict(seq(r1, r2, stale), "registry") is False
