@@ -17,7 +17,7 @@ from checker.compose import CheckerFn, compose
 from checker.fencing import check_fencing
 from checker.formats import read_history
 from checker.graph import draw_anomaly, find_anomalies, public
-from checker.history import History, pair_ops
+from checker.history import History, Op, pair_ops
 from checker.journal import load_journals
 from checker.linear.budget import Budget
 from checker.linearizable import _safe, check_linearizable
@@ -44,17 +44,18 @@ def split_by_workload(history: History, model: str | None = None) -> dict[str, t
     return out
 
 
-def linearizable_with_anomalies(history: History, model_name: str, initial: Any = None, nil_read_any: bool = False,
-                                budget: Budget | None = None, out_dir: Path | None = None,
+def linearizable_with_anomalies(history: History | list[Op], model_name: str, initial: Any = None,
+                                nil_read_any: bool = False, budget: Budget | None = None, out_dir: Path | None = None,
                                 tag: str = "linearizable") -> dict[str, Any]:
-    """Linearizability of one workload's history; when illegal, the named anomaly cycles near
-    the failure are added (and drawn under `out_dir/tag` with the failure picture)."""
+    """Linearizability of one workload's history (or its paired ops); when illegal, the named
+    anomaly cycles near the failure are added (and drawn under `out_dir/tag` with the failure picture)."""
     model = build_model(model_name, initial, nil_read_any)
     pictures = None if out_dir is None else out_dir / tag
     res = check_linearizable(history, model, budget, out_dir=pictures)
     if res["valid"] is False:
         first = res["anomalies"][0] if res["anomalies"] else {}
-        found = find_anomalies(pair_ops(history), model_name, initial, key=first.get("key"),
+        ops = history if isinstance(history, list) else pair_ops(history)
+        found = find_anomalies(ops, model_name, initial, key=first.get("key"),
                                around=first.get("prefix_events"))
         for i, a in enumerate(found):
             if pictures is not None:
