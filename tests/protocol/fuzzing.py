@@ -147,6 +147,10 @@ class FrameGenerator:
             if _kio_knows(key, version)
         ]
         self.served_other = [(k, v) for k, v in self.served if k != API_VERSIONS_KEY]
+        self.versions_by_key: dict[int, list[int]] = {}
+        for key, version in self.served:
+            self.versions_by_key.setdefault(key, []).append(version)
+        self.keys = sorted(self.versions_by_key)
         self._next_id = 0
         self.fresh = fresh
         self._pool: list[tuple[type[RequestPayload], bytes]] = []
@@ -178,7 +182,8 @@ class FrameGenerator:
             patched = data[:8] + struct.pack(">i", correlation_id) + data[12:]
             return request_type, correlation_id, patched
         while True:
-            key, version = self.rng.choice(self.served)
+            key = self.rng.choice(self.keys)  # every api equally often, whatever its number of versions
+            version = self.rng.choice(self.versions_by_key[key])
             request_type = request_schema(key, version)
             if key == API_VERSIONS_KEY and self.rng.random() < 0.5:
                 request = api_versions_request(version)
