@@ -10,11 +10,13 @@ never an empty state: a node that forgot its vote could vote twice in one epoch.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from node.bugs import NO_BUGS, BugSet
 from node.raft.ports import QuorumStateData
-from node.storage.atomic import write_atomically
+from node.storage.atomic import TMP_SUFFIX, write_atomically
 from node.storage.errors import CorruptStateFile
 from node.storage.layout import QUORUM_STATE_FILE, partition_dir
 
@@ -70,19 +72,30 @@ def _int(doc: dict[str, Any], key: str, path: str) -> int:
 
 
 class FileQuorumStateStore:
-    """A QuorumStateStore backed by one file."""
+    """A QuorumStateStore backed by one file.
 
-    def __init__(self, path: str | Path) -> None:
+    `bugs` (test only) may plant quorum-state-no-fsync; with `lose_unflushed` (the test-only
+    page-cache emulation) its un-synced write stays in process memory until the next write, so a
+    SIGKILL forgets it as a power loss would."""
+
+    def __init__(self, path: str | Path, bugs: BugSet = NO_BUGS, lose_unflushed: bool = False) -> None:
         self.path = Path(path)
+        self.bugs = bugs
+        self.lose_unflushed = lose_unflushed
+        self._unsynced: bytes | None = None
 
     @classmethod
-    def in_log_dir(cls, metadata_log_dir: str | Path) -> FileQuorumStateStore:
+    def in_log_dir(
+        cls, metadata_log_dir: str | Path, bugs: BugSet = NO_BUGS, lose_unflushed: bool = False
+    ) -> FileQuorumStateStore:
         """The store at `<metadata.log.dir>/__cluster_metadata-0/quorum-state` (Kafka's place)."""
         directory = partition_dir(metadata_log_dir)
         directory.mkdir(parents=True, exist_ok=True)
-        return cls(directory / QUORUM_STATE_FILE)
+        return cls(directory / QUORUM_STATE_FILE, bugs, lose_unflushed)
 
     def read(self) -> QuorumStateData | None:
+        if self._unsynced is not None:
+            return decode_quorum_state(self._unsynced, str(self.path))
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -90,4 +103,16 @@ class FileQuorumStateStore:
         return decode_quorum_state(data, str(self.path))
 
     def write(self, state: QuorumStateData) -> None:
-        write_atomically(self.path, encode_quorum_state(state))
+        data = encode_quorum_state(state)
+        if self.bugs.on("quorum-state-no-fsync"):
+            # BUG ZOO: quorum-state-no-fsync (KAFKA-15312) — renamed into place with no fsync of the
+            # file or its directory: a power loss can bring back the old state (a forgotten vote).
+            if self.lose_unflushed:
+                data, self._unsynced = self._unsynced, data  # only the previous write reaches the disk
+                if data is None:
+                    return
+            tmp = self.path.with_name(self.path.name + TMP_SUFFIX)
+            tmp.write_bytes(data)
+            os.replace(tmp, self.path)
+            return
+        write_atomically(self.path, data)
