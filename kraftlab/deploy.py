@@ -14,6 +14,7 @@ On each host everything lives under the host's workdir:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -372,30 +373,37 @@ class Deployment:
 
     # -- health -----------------------------------------------------------------------------------
 
-    def describe_quorum(self) -> dict[str, Any]:
-        """DescribeQuorum via `kraft-node describe-quorum`, run on a controller host."""
+    def _ask(self, kind: str, candidates: list[str]) -> dict[str, Any]:
+        """DescribeQuorum (`kind` "quorum", on controllers) or DescribeCluster ("cluster", on brokers):
+        asked directly from here where the runner reaches the nodes (namespaces, containers), else
+        with `kraft-node describe-…` run on the node's host (VMs behind SSH)."""
         errors = []
-        for node in self.controllers():
+        for node in candidates:
             if not self.running(node):
                 continue
-            r = self.lab.host(node).run(f"{self.kraft_node(node)} describe-quorum --bootstrap-controller "
-                                        f"{self._specs[node].address}:{CONTROLLER_PORT}", timeout=15)
-            if r.ok:
-                return dict(json.loads(r.stdout))
-            errors.append(f"{node}: {(r.stderr or r.stdout).strip()[-300:]}")
-        raise HostError("describe-quorum failed: " + ("; ".join(errors) or "no controller is running"))
+            address = self._specs[node].address
+            try:
+                if self.lab.backend in DIRECT_BACKENDS:
+                    return direct_query(kind, address)
+                return self._ask_on_host(kind, node, address)
+            except HostError as exc:
+                errors.append(f"{node}: {exc}")
+        what = "controller" if kind == "quorum" else "broker"
+        raise HostError(f"describe-{kind} failed: " + ("; ".join(errors) or f"no {what} is running"))
+
+    def _ask_on_host(self, kind: str, node: str, address: str) -> dict[str, Any]:
+        flag, port = ("--bootstrap-controller", CONTROLLER_PORT) if kind == "quorum" else ("--bootstrap-server",
+                                                                                           BROKER_PORT)
+        r = self.lab.host(node).run(f"{self.kraft_node(node)} describe-{kind} {flag} {address}:{port}", timeout=15)
+        if not r.ok:
+            raise HostError((r.stderr or r.stdout).strip()[-300:])
+        return dict(json.loads(r.stdout))
+
+    def describe_quorum(self) -> dict[str, Any]:
+        return self._ask("quorum", self.controllers())
 
     def describe_cluster(self) -> dict[str, Any]:
-        errors = []
-        for node in self.brokers():
-            if not self.running(node):
-                continue
-            r = self.lab.host(node).run(f"{self.kraft_node(node)} describe-cluster --bootstrap-server "
-                                        f"{self._specs[node].address}:{BROKER_PORT}", timeout=15)
-            if r.ok:
-                return dict(json.loads(r.stdout))
-            errors.append(f"{node}: {(r.stderr or r.stdout).strip()[-300:]}")
-        raise HostError("describe-cluster failed: " + ("; ".join(errors) or "no broker is running"))
+        return self._ask("cluster", self.brokers())
 
     def active_controller(self) -> str | None:
         try:
@@ -465,6 +473,26 @@ class Deployment:
             return got
 
         return self.lab.on(None, fetch)
+
+
+DIRECT_BACKENDS = ("netns", "docker")  # the runner reaches every node's address itself
+
+
+def direct_query(kind: str, address: str, timeout: float = 2.0) -> dict[str, Any]:
+    """describe-quorum / describe-cluster in this process, through the node's own CLI functions
+    (the same requests and JSON as `kraft-node describe-…`, without starting a process)."""
+    from node import cli
+
+    if kind == "quorum":
+        target, key, versions, build, to_json = ((address, CONTROLLER_PORT), cli.DESCRIBE_QUORUM_KEY, (0, 2),
+                                                 cli.describe_quorum_request, cli.quorum_json)
+    else:
+        target, key, versions, build, to_json = ((address, BROKER_PORT), cli.DESCRIBE_CLUSTER_KEY, (0, 1),
+                                                 cli.describe_cluster_request, cli.cluster_json)
+    try:
+        return dict(to_json(asyncio.run(cli._query(target, key, versions, build, timeout))))
+    except cli.CommandFailed as exc:
+        raise HostError(str(exc)) from None
 
 
 def quorum_leader(quorum: dict[str, Any]) -> int | None:
