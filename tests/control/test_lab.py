@@ -120,3 +120,18 @@ def test_missing_command_names_package() -> None:
     with pytest.raises(SetupError, match=r"apt-get install -y no-such-pkg"):
         require_commands({"no-such-command-xyz": "no-such-pkg", "sh": "dash"})
 
+
+
+def test_docker_not_running_says_how_to_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from control.containers import client
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
+    with pytest.raises(SetupError, match=r"Docker daemon is not running.*apt-get install -y docker.io"):
+        client()
+
+
+def test_unknown_backend_is_refused() -> None:
+    from control.labs import backend_module
+
+    with pytest.raises(ValueError, match="unknown backend 'lxc'"):
+        backend_module("lxc")
