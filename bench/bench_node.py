@@ -168,14 +168,19 @@ def bench_topics(base: Path, topics: int, per_request: int, in_flight: int = 64)
 
 
 def _wait_unfenced(c: ProcessCluster, count: int, timeout: float = 120.0) -> None:
+    """Until a broker's DescribeCluster lists exactly `count` (unfenced) brokers."""
     address = ("127.0.0.1", c.broker_ports[c.broker_ids[0]])
     deadline = time.monotonic() + timeout
+    seen: object = None
     while True:
-        with contextlib.suppress(CommandFailed):
-            if len(asyncio.run(describe_cluster(address, 1.0))["brokers"]) == count:
+        try:
+            seen = [b["id"] for b in asyncio.run(describe_cluster(address, 5.0))["brokers"]]
+            if len(seen) == count:  # type: ignore[arg-type]
                 return
+        except CommandFailed as e:
+            seen = str(e)
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{count} brokers not unfenced within {timeout} s")
+            raise TimeoutError(f"{count} brokers not unfenced within {timeout} s (last seen: {seen})")
         time.sleep(0.05)
 
 
