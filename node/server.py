@@ -818,12 +818,32 @@ def request_source(message: m.Message) -> int:
     return -1
 
 
-def register_raft_apis(registry: ApiRegistry, driver: RaftDriver, timeout_s: float) -> None:
+def refusal(message: m.Message, error: m.Errors, epoch: int) -> m.Response:
+    """The core's response type for `message`, carrying only `error` (the core never sees it)."""
+    if isinstance(message, m.VoteRequest):
+        return m.VoteResponse(error, epoch, None, False, message.pre_vote)
+    if isinstance(message, m.BeginQuorumEpochRequest):
+        return m.BeginQuorumEpochResponse(error, epoch, None)
+    if isinstance(message, m.EndQuorumEpochRequest):
+        return m.EndQuorumEpochResponse(error, epoch, None)
+    if isinstance(message, m.FetchRequest):
+        return m.FetchResponse(error, epoch, None)
+    if isinstance(message, m.FetchSnapshotRequest):
+        return m.FetchSnapshotResponse(error, epoch, None)
+    return m.DescribeQuorumResponse(error, None, epoch, -1)
+
+
+def register_raft_apis(registry: ApiRegistry, driver: RaftDriver, cluster_id: str, timeout_s: float) -> None:
     """Serve Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum, each in
-    the one version `node.raft.wire` maps."""
+    the one version `node.raft.wire` maps. A request naming another cluster id is answered
+    INCONSISTENT_CLUSTER_ID without reaching the core (a node of another cluster must not vote)."""
 
     async def handle(request: Any, context: RequestContext) -> Any:
         message = wire.request_from_wire(request)
+        sender_cluster = getattr(request, "cluster_id", None)
+        if sender_cluster is not None and sender_cluster != cluster_id:
+            log.warning("refusing %s from %s: cluster id %s", type(message).__name__, context.peer, sender_cluster)
+            return wire.response_to_wire(refusal(message, m.Errors.INCONSISTENT_CLUSTER_ID, driver.core.epoch))
         response = await driver.request(request_source(message), message, timeout_s)
         return wire.response_to_wire(response)  # type: ignore[arg-type]
 
@@ -930,7 +950,7 @@ class NodeServer:
         self.driver.after_step = self.application.after_step
         timeout_s = (config.request_timeout_ms + config.fetch_timeout_ms) / 1000.0
         if controller_apis is not None:
-            register_raft_apis(controller_apis, self.driver, timeout_s)
+            register_raft_apis(controller_apis, self.driver, storage.meta.cluster_id, timeout_s)
             if config.unsafe_test_mode:
                 register_test_append(controller_apis, self.driver, config.request_timeout_ms / 1000.0)
             listener = config.controller_listener

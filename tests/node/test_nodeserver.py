@@ -62,3 +62,33 @@ def test_single_voter_serves_appends_and_stops(tmp_path: Path) -> None:
     assert any(e["ev"] == "role" and e["role"] == "leader" for e in journal)
     appended = [e for e in journal if e["ev"] == "append" and not e["control"]]
     assert [len(e["crcs"]) for e in appended] == [2, 1]
+
+
+def test_raft_requests_from_another_cluster_are_refused(tmp_path: Path) -> None:
+    from node.raft import messages as m
+    from node.raft import wire
+
+    (port,) = free_ports(1)
+    config = config_from_properties(node_properties(1, tmp_path, {1: port}))
+    ours = random_cluster_id()
+    format_dirs(config.all_log_dirs, ours, 1)
+
+    async def run() -> None:
+        server = NodeServer(config, CommitLogApplication)
+        task = asyncio.create_task(server.run())
+        try:
+            async with asyncio.timeout(30):
+                while server.driver is None or not server.driver.started:
+                    await asyncio.sleep(0.02)
+            vote = m.VoteRequest(epoch=50, candidate_id=7, last_epoch=0, end_offset=0)
+            async with ProtocolClient("127.0.0.1", port) as client:
+                foreign = wire.response_from_wire(await client.send(wire.request_to_wire(vote, random_cluster_id(), 1)))
+                assert foreign.error == m.Errors.INCONSISTENT_CLUSTER_ID
+                assert server.driver.core.epoch < 50  # the core never saw it
+                own = wire.response_from_wire(await client.send(wire.request_to_wire(vote, ours, 1)))
+                assert own.error != m.Errors.INCONSISTENT_CLUSTER_ID
+        finally:
+            server.request_stop()
+            assert await asyncio.wait_for(task, 30) == EXIT_OK
+
+    asyncio.run(run())
