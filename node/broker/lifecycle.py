@@ -30,6 +30,7 @@ from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.errors import ErrorCode
 
+from node.bugs import NO_BUGS, BugSet
 from node.controller.ports import METADATA_VERSION, METADATA_VERSION_FEATURE
 from node.metadata.journal import JournalEvent
 
@@ -66,6 +67,8 @@ class BrokerConfig:
     startup_heartbeat_ms: int = 100
     retry_backoff_ms: int = 100
     features: tuple[tuple[str, int, int], ...] = ((METADATA_VERSION_FEATURE, METADATA_VERSION, METADATA_VERSION),)
+    bugs: BugSet = NO_BUGS
+    """Test-only planted bugs (node.bugs, the bug zoo); none by default."""
 
     @property
     def effective_self_fence_timeout_ms(self) -> int:
@@ -161,7 +164,7 @@ class BrokerLifecycle:
             self._send(now_ms, "heartbeat", self._heartbeat(metadata_offset))
 
     def _check_self_fence(self, now_ms: int) -> None:
-        if self._last_ok_ms is None:
+        if self._last_ok_ms is None or self.config.bugs.on("no-self-fencing"):  # BUG ZOO: never self-fence
             return
         silent = now_ms - self._last_ok_ms
         if silent > self.config.effective_self_fence_timeout_ms:

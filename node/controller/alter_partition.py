@@ -59,7 +59,8 @@ def alter_partition(w: Write, req: Any) -> Outcome:
     sender, sender_epoch = req.broker_id, req.broker_epoch
     reg = w.image.brokers.get(sender)
     base = {"api": "AlterPartition", "broker": sender, "broker_epoch": sender_epoch}
-    if reg is None or reg.epoch != sender_epoch:
+    stale = reg is not None and reg.epoch != sender_epoch and not w.config.bugs.on("accept-stale-broker-epoch")
+    if reg is None or stale:  # BUG ZOO: accept-stale-broker-epoch skips the epoch comparison
         code = ErrorCode.stale_broker_epoch
         return Outcome({"error_code": code, "topics": []}, [{**base, "error": error_name(code)}])
     topics_out, decisions = [], []

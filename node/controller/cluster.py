@@ -104,9 +104,12 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
     if req.cluster_id != w.config.cluster_id:
         return answer(ErrorCode.inconsistent_cluster_id)
     if existing is not None and existing.incarnation_id == incarnation:
-        leases.touch(bid, w.now_ms, w.events)
-        return answer(ErrorCode.none, existing.epoch)
-    if existing is not None and leases.alive(bid, w.now_ms) and not existing.in_controlled_shutdown:
+        if not w.config.bugs.on("reregister-bumps-epoch"):
+            leases.touch(bid, w.now_ms, w.events)
+            return answer(ErrorCode.none, existing.epoch)
+        # BUG ZOO: reregister-bumps-epoch (KAFKA-16952) — a retry of the same incarnation falls
+        # through to a new RegisterBrokerRecord: a new epoch, fenced again.
+    elif existing is not None and leases.alive(bid, w.now_ms) and not existing.in_controlled_shutdown:
         return answer(ErrorCode.duplicate_broker_registration)
     if incarnation in w.image.retired.get(bid, ()):
         return answer(ErrorCode.duplicate_broker_registration)  # a replaced (zombie) process
@@ -152,7 +155,7 @@ def heartbeat(w: Write, req: Any, leases: Leases) -> Outcome:
 
     if b is None:
         return answer(ErrorCode.broker_id_not_registered)
-    if b.epoch != epoch:
+    if b.epoch != epoch and not w.config.bugs.on("accept-stale-broker-epoch"):  # BUG ZOO: skip the check
         return answer(ErrorCode.stale_broker_epoch)
     leases.touch(bid, w.now_ms, w.events)
     caught_up = req.current_metadata_offset >= b.epoch

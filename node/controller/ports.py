@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from node.bugs import NO_BUGS, BugSet
 from node.raft.ports import Batch, Record
 
 METADATA_VERSION_FEATURE = "metadata.version"
@@ -44,6 +45,8 @@ class ControllerConfig:
     lease_journal_interval_ms: int = 1000
     seed: int = 0
     """Seeds topic ids and placement (the core is deterministic; the process passes a random seed)."""
+    bugs: BugSet = NO_BUGS
+    """Test-only planted bugs (node.bugs, the bug zoo); none by default."""
 
 
 @dataclass(frozen=True, slots=True)
