@@ -37,15 +37,23 @@ class Budget:
 class Meter:
     """Turns a Budget into a deadline; `exceeded` returns the reason, or None."""
 
+    RSS_EVERY = 0.05
+    """Seconds between two reads of the resident memory (a /proc read is not free)."""
+
     def __init__(self, budget: Budget, deadline: float | None = None) -> None:
         self.budget = budget
         self.deadline = deadline if deadline is not None else time.monotonic() + budget.seconds
+        self._rss_at = 0.0
 
     def exceeded(self, configs: int) -> str | None:
-        if time.monotonic() > self.deadline:
+        now = time.monotonic()
+        if now > self.deadline:
             return f"time budget of {self.budget.seconds:g} s exhausted after {configs} configurations"
         if configs > self.budget.max_configs:
             return f"configuration budget of {self.budget.max_configs} exhausted"
+        if now - self._rss_at < self.RSS_EVERY:
+            return None
+        self._rss_at = now
         rss = rss_bytes()
         if rss > self.budget.max_rss_bytes:
             limit = self.budget.max_rss_bytes // 1_000_000

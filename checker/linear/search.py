@@ -30,7 +30,7 @@ from checker.linear.budget import Budget, Meter
 from checker.models import ILLEGAL, Model
 
 VALID, INVALID, UNKNOWN = True, False, "unknown"
-_SLICE = 1024
+_SLICE = 256
 
 
 @dataclass

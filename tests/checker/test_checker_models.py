@@ -164,6 +164,8 @@ def test_budget_ends_in_unknown_with_a_reason() -> None:
     assert time.monotonic() - t0 < 5
     res = race(ops, build_model("kv-whole"), Budget(seconds=30, max_configs=5000), workers=1)
     assert res.valid == "unknown" and "configuration budget" in res.reason
+    res = race(ops, build_model("kv-whole"), Budget(seconds=30, max_rss_bytes=1), workers=1)
+    assert res.valid == "unknown" and "memory budget" in res.reason
 
 
 @needs_data
