@@ -183,6 +183,8 @@ def fence(w: Write, bid: int, epoch: int, reason: str) -> None:
     """Fence an unfenced broker and take it out of every ISR and leadership."""
     w.emit(FenceBrokerRecord(id=bid, epoch=epoch))
     w.fence_event(bid, "fence", reason, epoch)
+    if w.config.bugs.on("fenced-stays-in-isr"):
+        return  # BUG ZOO: fenced-stays-in-isr (KAFKA-13173) — the fenced broker keeps its ISR places and leaderships
     remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
 
 
