@@ -114,12 +114,23 @@ def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, 
             _expire(watched, entries[-1].mono, None, nid, limit_ns, vs, timeout_ms, slack_ms)
 
 
+def _in_log_order(entries: list[Entry]) -> list[Entry]:
+    """Fence and decision events in the order their records take effect in the log. A node
+    journals a fence when it decides it but a decision when its records commit, so journal
+    order can put a fence before a decision whose records come earlier in the log; both carry
+    `offset` (the log position they are in effect from), and a stable sort on it restores the
+    log's order. Journals without offsets keep their line order."""
+    if not all(e.get("offset") is not None for e in entries):
+        return entries
+    return sorted(entries, key=lambda e: int(e["offset"]))
+
+
 def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
     by_part: dict[tuple[Any, int], list[Entry]] = {}
     for nid, entries in journals.by_node.items():
         fenced: dict[int, Entry] = {}
         last: dict[tuple[Any, int], Entry] = {}
-        for e in entries:
+        for e in _in_log_order([e for e in entries if e.ev == "fence" or _ok(e, "AlterPartition")]):
             if e.ev == "fence":
                 b = int(e["broker"])
                 if e.get("action") == "unfence":

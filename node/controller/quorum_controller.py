@@ -202,16 +202,24 @@ class QuorumController:
         return Write(self._future, self.config, now_ms, self._next_offset, self.rng)
 
     def _commit_write(self, w: Write) -> int | None:
-        """Append the write's records; the last offset written so far, or None if leadership is lost."""
-        self._outbox.extend(w.events)
+        """Append the write's records; the last offset written so far, or None if leadership is lost.
+
+        The write's fence events are journalled now, with `offset`: the log position from which
+        they are in effect (a checker orders them against decisions by it, since decisions are
+        journalled later, when their records commit)."""
+        last: int | None = self._next_offset - 1
         if w.records:
             try:
                 base = self.log.append([to_log_record(r) for r in w.records], w.now_ms)
             except NotLeader:
-                self._renounce()
-                return None
-            self._next_offset = base + len(w.records)
-        return self._next_offset - 1
+                last = None
+            else:
+                self._next_offset = base + len(w.records)
+                last = self._next_offset - 1
+        self._outbox.extend(JournalEvent(e.ev, {**e.fields, "offset": last}) for e in w.events)
+        if last is None:
+            self._renounce()
+        return last
 
     # ---- inputs --------------------------------------------------------------------------
 
@@ -253,7 +261,7 @@ class QuorumController:
         while self._held and self._held[0].last_offset < self.replay.next_offset:
             held = self._held.popleft()
             self._outbox.append(Reply(held.token, held.response))
-            self._outbox.extend(JournalEvent("decision", d) for d in held.decisions)
+            self._outbox.extend(JournalEvent("decision", {**d, "offset": held.last_offset}) for d in held.decisions)
 
     def _reply_error(self, token: Any, request: Any, code: ErrorCode) -> None:
         self._outbox.append(Reply(token, error_response(request, code)))

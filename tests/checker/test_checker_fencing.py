@@ -134,3 +134,16 @@ def test_acknowledged_create_lost() -> None:
     ])
     a = _only(_check(healthy_fencing(), h), "AckedLost")
     assert "topic b" in a["explanation"] and "line 4" in a["explanation"]
+
+
+def test_fence_journalled_before_an_earlier_logged_decision_is_fine() -> None:
+    """A fence is journalled when decided, a decision when its records commit: with offsets, the
+    checker orders them by log position, and only a decision later in the log is a violation."""
+    j = JB()
+    fence = j.add(1, "fence", broker=5, action="shutdown", reason="controlled shutdown", epoch=6, offset=232)
+    decision = j.add(1, "decision", api="AlterPartition", broker=5, broker_epoch=6, incarnation=None, error="NONE",
+                     topic="t", partition=0, leader=5, leader_epoch=1, partition_epoch=3, isr=[4, 5], offset=231)
+    assert check_fencing(journals_from(j.entries), None)["valid"] is True
+    decision["offset"] = 233  # now it took effect after the shutdown
+    a = _only(check_fencing(journals_from(j.entries), None), "FencedInIsr")
+    assert [e["offset"] for e in a["entries"]] == [fence["offset"], 233]

@@ -79,7 +79,11 @@ def test_unfenced_only_when_asked_and_caught_up(h: Harness) -> None:
     r = h.heartbeat(1, epoch)
     assert not r.is_fenced
     assert not h.image().brokers[1].fenced
-    assert h.evs("fence")[-1] == {"broker": 1, "action": "unfence", "reason": "heartbeat", "epoch": epoch}
+    unfence = h.evs("fence")[-1]
+    assert {k: v for k, v in unfence.items() if k != "offset"} == {
+        "broker": 1, "action": "unfence", "reason": "heartbeat", "epoch": epoch}
+    # in effect from the UnfenceBrokerRecord's position, which follows the registration
+    assert unfence["offset"] > epoch
 
 
 def test_fenced_after_session_timeout_not_before(h: Harness) -> None:
@@ -124,6 +128,7 @@ def test_decision_journal_fields(h: Harness) -> None:
         "broker_epoch": epoch,
         "error": "NONE",
         "incarnation": str(h.incarnations[1]),
+        "offset": epoch,  # the RegisterBrokerRecord's own position
     }
 
 
