@@ -444,6 +444,12 @@ class PartitionState:
         if op.status != "ok":
             return None
         if op.f == "read":
+            out = op.output if isinstance(op.output, dict) else {}
+            if "partition_epoch" not in out:  # Metadata has no partition epoch: a leader epoch at most
+                if not out.get("exists", True) or out.get("leader_epoch") is None:
+                    return None
+                le = int(out["leader_epoch"])
+                return reads(lambda s: s if s is None or le >= s[1] else ILLEGAL)
             seen = _pstate(op.output, op)
             return lambda s: seen if _may_move(s, seen) else ILLEGAL
         if op.f == "alter":

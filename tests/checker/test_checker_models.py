@@ -149,6 +149,9 @@ def test_isr_compare_and_set_on_partition_epoch() -> None:
     assert verdict(seq(read(5, [1, 2]), alter(0, 5, [1]), alter(1, 5, [1, 3])), "isr") is False  # lost CAS
     assert verdict(seq(read(6, [1]), read(5, [1, 2])), "isr") is False  # epoch went back
     assert verdict(seq(read(5, [1, 2]), read(8, [1, 2, 3])), "isr") is True  # the controller moved it
+    meta = (9, "read", p, "ok", {"exists": True, "leader": 1, "leader_epoch": 2, "isr": [1], "replicas": [1]})
+    assert verdict(seq(read(5, [1, 2]), meta), "isr") is False  # a leader epoch behind
+    assert verdict(seq(meta, read(5, [1, 2]), (9, "read", p, "ok", {"exists": False})), "isr") is True
 
 
 KV = DEFAULT_DIR / "anishathalye__porcupine/test_data/kv"
