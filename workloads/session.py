@@ -3,7 +3,9 @@ controller channel) and a `KafkaClient` that dispatches each op to its workload'
 
 A handler is `async (session, invocation) -> completion value`: it returns on success (`ok`),
 raises `DefiniteFailure` for a definite refusal (`fail`) and `IndefiniteError` or a transport
-error when the outcome is unknown (`info`; the interpreter retires the process). Handlers are
+error when the outcome is unknown (`info`; the interpreter retires the process) — except for
+broker reads (value `broker_read`), which change nothing: unanswered, they are `fail`, and the
+process lives on. Handlers are
 looked up by the op's workload (`invocation.extra["workload"]`) and `f`, so several workloads
 share one client (the `mixed` workload).
 """
@@ -16,7 +18,7 @@ from typing import Any
 
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
-from node.protocol.errors import RequestNotSent
+from node.protocol.errors import RequestNotSent, RequestOutcomeUnknown
 from workloads import versions
 from workloads.client import Completion, DefiniteFailure, Invocation
 from workloads.kafka import Cluster, Connections, Connector, ControllerChannel, IndefiniteError, call, check
@@ -129,10 +131,15 @@ class KafkaClient:
         handler = self.handlers.get((workload, op.f))
         if handler is None:
             raise DefiniteFailure(f"not-sent: no handler for {workload}/{op.f}", op.value)
+        is_read = isinstance(op.value, dict) and bool(op.value.get("broker_read"))
         try:
             return Completion("ok", await handler(self.session, op))
         except IndefiniteError as e:
-            return Completion("info", None, e.error)
+            return Completion("fail" if is_read else "info", None, e.error)
+        except RequestOutcomeUnknown as e:
+            if is_read:  # a read changes nothing: unanswered, it simply did not happen (Jepsen's rule)
+                return Completion("fail", None, f"read-unanswered: {type(e).__name__}")
+            raise
 
     async def close(self) -> None:
         await self.session.conns.close()

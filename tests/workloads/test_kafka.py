@@ -15,7 +15,7 @@ from workloads.client import DefiniteFailure, Invocation
 from workloads.fake_kafka import FakeKafka
 from workloads.interpreter import invoke_once
 from workloads.kafka import Cluster, IndefiniteError, call, check, is_definite
-from workloads.ops import op
+from workloads.ops import broker_read, op
 from workloads.session import KafkaClient, KafkaClientFactory
 from workloads.topics import TopicsWorkload
 
@@ -102,6 +102,21 @@ def test_completion_types_through_the_interpreter() -> None:
     fake.down.add("n1:9092")
     done = invoke(client, op("topics", "create", {"topic": "t4"}))
     assert done.type == "fail" and done.error.startswith("not-sent") and "t4" not in fake.topics
+
+
+def test_an_unanswered_read_fails_without_retiring() -> None:
+    fake = FakeKafka()
+    client = open_client(fake)
+    assert invoke(client, broker_read("topics", "list", "n2")).type == "ok"  # versions now known
+    assert invoke(client, op("topics", "create", {"topic": "t9"})).type == "ok"
+
+    async def lost(addr: str, request: Any) -> Any:
+        raise ConnectionLost("reset")
+
+    fake.send = lost  # type: ignore[method-assign]
+    done = invoke(client, broker_read("topics", "list", "n2"))
+    assert (done.type, done.error) == ("fail", "read-unanswered: ConnectionLost")
+    assert invoke(client, op("topics", "create", {"topic": "t0"})).type == "info"  # a write stays in doubt
 
 
 def test_unknown_op_is_not_sent() -> None:
