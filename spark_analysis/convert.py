@@ -28,10 +28,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from checker.formats import detect_format, read_history
-from checker.history import Event, Op, iter_jsonl
+from checker.history import Event, Op
 from checker.models import Model, build_model
 from checker.run import WORKLOAD_MODELS
+from spark_analysis.history_io import read_events
 from spark_analysis.keys import bucket_of, encode_key
 from spark_analysis.pairing import client_events, iter_ops
 
@@ -116,15 +116,6 @@ class _BucketWriter:
             self.writer.close()
 
 
-def read_events(history: str | Path, fmt: str | None = None) -> Iterator[Event]:
-    """Events of any supported format; the project's JSON Lines stream."""
-    fmt = fmt or detect_format(history)
-    if fmt == "jsonl":
-        yield from iter_jsonl(history)
-    else:
-        yield from read_history(history, fmt).events
-
-
 def models_for(event: Event, specs: dict[str, ModelSpec]) -> Iterable[ModelSpec]:
     w = event.extra.get("workload")
     if w is None:
@@ -141,15 +132,23 @@ def _key_of(model: Model, op: Op) -> str | None:
 
 
 def convert(history: str | Path, out_dir: str | Path, models: Sequence[ModelSpec], fmt: str | None = None,
-            buckets: int = DEFAULT_BUCKETS) -> dict[str, Any]:
-    """Write the Parquet dataset and meta.json under `out_dir`; returns the meta."""
+            buckets: int = DEFAULT_BUCKETS, notes: list[str] | None = None) -> dict[str, Any]:
+    """Write the Parquet dataset and meta.json under `out_dir`; returns the meta (with counts:
+    `events` read, `client_events` judged, `ops`, `rows`). A torn last line goes to `notes`."""
     out = Path(out_dir)
     specs = {m.name: m for m in models}
     built = {m.name: m.build() for m in models}
     writers: dict[int, _BucketWriter] = {}
     nemesis: list[Event] = []
-    counts = {"ops": 0, "rows": 0}
-    for op, invocation in iter_ops(client_events(read_events(history, fmt), nemesis), str(history)):
+    counts = {"events": 0, "client_events": 0, "ops": 0, "rows": 0}
+
+    def counted(events: Iterable[Event], name: str) -> Iterator[Event]:
+        for e in events:
+            counts[name] += 1
+            yield e
+
+    events = counted(client_events(counted(read_events(history, fmt, notes), "events"), nemesis), "client_events")
+    for op, invocation in iter_ops(events, str(history)):
         counts["ops"] += 1
         for spec in models_for(invocation, specs):
             key = _key_of(built[spec.name], op)

@@ -1,0 +1,199 @@
+"""The linearizability check of a Parquet history on Spark, and `analyze_run` (the
+`kraftlab analyze RUN_DIR --spark MASTER` entry point).
+
+Why `groupBy(model, key).applyInPandas`: P-compositionality makes each key's sub-history an
+independent check, which is exactly a grouped map. Spark does the shuffle that brings one key's
+ops together (in the JVM, on Arrow batches: no Python pickling of rows as with RDDs), and each
+Python call gets one whole key as a pandas frame, runs the project's own per-key check
+(`checker.linear.keyed.check_key`) and returns one row. mapInPandas would need the keys to be
+pre-clustered per input split, and RDDs pay pickling for every row.
+
+The job runs in waves of Parquet buckets (each key lives in one bucket) with a small budget per
+key; after a wave with an illegal key it stops (early stop: the rest is not searched). Keys left
+`unknown` are re-checked with the large budget. The verdict merges exactly as the single process
+does (`checker.linear.race`: false > unknown > true, the same reasons), and the failing key's ops
+are read back and explained by `checker.run.linearizable_with_anomalies` (shortest failing
+prefix, partial linearizations, named anomaly cycles, pictures): the same results.json entry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+from checker.compose import compose
+from checker.fencing import check_fencing
+from checker.journal import load_journals
+from checker.linear.budget import Budget
+from checker.linear.keyed import check_key, op_to_dict
+from checker.linear.race import RaceResult, _finish
+from checker.linear.search import SearchResult
+from checker.raft import check_raft
+from checker.run import linearizable_with_anomalies
+from spark_analysis.convert import ModelSpec, convert, read_meta, row_op
+from spark_analysis.history_io import load_history_tolerant
+from spark_analysis.keys import decode_key
+from spark_analysis.session import spark_session
+from spark_analysis.stats import write_stats
+
+SMALL_BUDGET = Budget(seconds=5.0, max_configs=200_000)
+LARGE_BUDGET = Budget(seconds=120.0)
+RESULT_SCHEMA = "model string, key string, valid string, reason string, ops long, configurations long, seconds double"
+_VALID = {"true": True, "false": False}
+
+
+def _check_group(budget: dict[str, Any], models: dict[str, dict[str, Any]]) -> Any:
+    """The pandas function run on executors for one (model, key) group."""
+
+    def run(pdf: Any) -> Any:
+        import pandas as pd
+
+        pdf = pdf.sort_values("call")
+        model, key = pdf["model"].iloc[0], pdf["gkey"].iloc[0]
+        ops = [op_to_dict(row_op(r)) for r in pdf.to_dict("records")]
+        res = check_key(key, ops, models[model], budget)
+        valid = res["valid"]
+        return pd.DataFrame([{"model": model, "key": None if key != key else key,
+                              "valid": "true" if valid is True else "false" if valid is False else "unknown",
+                              "reason": res["reason"], "ops": res["ops"], "configurations": res["configurations"],
+                              "seconds": res["seconds"]}])
+
+    return run
+
+
+def _grouped(df: Any) -> Any:
+    return df.groupBy("model", "gkey")
+
+
+def _run(df: Any, budget: Budget, models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r.asDict() for r in _grouped(df).applyInPandas(_check_group(budget.to_json(), models),
+                                                            RESULT_SCHEMA).collect()]
+
+
+def _waves(bucket_ids: list[int], waves: int) -> list[list[int]]:
+    waves = max(1, min(waves, len(bucket_ids) or 1))
+    return [bucket_ids[i::waves] for i in range(waves)] if bucket_ids else [[]]
+
+
+def load_ops(spark: Any, dataset: str | Path) -> Any:
+    """The ops DataFrame with `gkey`: the key, or null for every op of a model whose history
+    cannot be split (some op has no key), as checker.linear.race.split does."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(str(Path(dataset) / "ops"))
+    whole = [r["model"] for r in df.filter(F.col("key").isNull()).select("model").distinct().collect()]
+    gkey = F.when(F.col("model").isin(whole), F.lit(None).cast("string")).otherwise(F.col("key")) if whole \
+        else F.col("key")
+    return df.withColumn("gkey", gkey)
+
+
+def check_dataset(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET, large: Budget = LARGE_BUDGET,
+                  waves: int = 4, out_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Check every model of a converted history; returns `linearizable-<model>` → result entry."""
+    from pyspark.sql import functions as F
+
+    meta = read_meta(dataset)
+    models = {m["name"]: m for m in meta["models"]}
+    df = load_ops(spark, dataset)
+    t0 = time.perf_counter()
+    results: list[dict[str, Any]] = []
+    plan = _waves(list(meta["bucket_ids"]), waves)
+    ran = 0
+    for wave in plan:
+        if wave:
+            results += _run(df.filter(F.col("bucket").isin(wave)), small, models)
+        ran += 1
+        if any(r["valid"] == "false" for r in results):
+            break
+    unknown = [r for r in results if r["valid"] == "unknown"]
+    if unknown and not any(r["valid"] == "false" for r in results):
+        redo = spark.createDataFrame([(r["model"], r["key"]) for r in unknown], "rmodel string, rkey string")
+        again = df.join(redo, (df["model"] == redo["rmodel"]) & df["gkey"].eqNullSafe(redo["rkey"]), "left_semi")
+        fresh = {(r["model"], r["key"]): r for r in _run(again, large, models)}
+        results = [fresh.get((r["model"], r["key"]), r) for r in results]
+    elapsed = time.perf_counter() - t0
+    spark_info = {"waves": len(plan), "waves_run": ran, "stopped_early": ran < len(plan),
+                  "rechecked_keys": len(unknown), "small_budget": small.to_json(), "large_budget": large.to_json()}
+    out: dict[str, dict[str, Any]] = {}
+    for name, spec in models.items():
+        mine = [r for r in results if r["model"] == name]
+        out[f"linearizable-{name}"] = _merge(spark, df, spec, mine, large, out_dir, elapsed, spark_info)
+    return out
+
+
+def _merge(spark: Any, df: Any, spec: dict[str, Any], rows: list[dict[str, Any]], budget: Budget,
+           out_dir: Path | None, elapsed: float, info: dict[str, Any]) -> dict[str, Any]:
+    """One model's results.json entry, as checker.linearizable.check_linearizable gives it."""
+    from pyspark.sql import functions as F
+
+    rows = sorted(rows, key=lambda r: (r["valid"] != "false", r["ops"], r["key"] or ""))
+    rr = RaceResult(True, partitions=len(rows))
+    for r in rows:
+        key: Hashable | None = decode_key(r["key"])
+        rr.results[key] = SearchResult(_VALID.get(r["valid"], "unknown"), r["reason"], int(r["configurations"]))
+    rr = _finish(rr)
+    stats = {"ops": sum(int(r["ops"]) for r in rows), "partitions": len(rows), "check_seconds": round(elapsed, 6),
+             "configurations": sum(int(r["configurations"]) for r in rows)}
+    spark_stats = {**info, "failing_keys": [decode_key(r["key"]) for r in rows if r["valid"] == "false"][:20],
+                   "unknown_keys": [decode_key(r["key"]) for r in rows if r["valid"] == "unknown"][:20]}
+    if rr.valid is not False:
+        return {"valid": rr.valid, "model": spec["name"], "explanation": rr.reason, "anomalies": [],
+                "stats": stats, "spark": spark_stats}
+    bad = rows[0]
+    sub = df.filter((F.col("model") == spec["name"]) & F.col("gkey").eqNullSafe(bad["key"])).toPandas()
+    ops = sorted((row_op(r) for r in sub.to_dict("records")), key=lambda o: o.call)
+    tag = f"linearizable-{spec['name']}"
+    res = linearizable_with_anomalies(ops, spec["name"], spec.get("initial"), bool(spec.get("nil_read_any")),
+                                      budget, out_dir, tag)
+    res["stats"] = stats
+    res["spark"] = spark_stats
+    return res
+
+
+def _paths(run_dir: Any) -> tuple[Path, Path, list[Path]]:
+    path = Path(getattr(run_dir, "path", run_dir))
+    history = Path(getattr(run_dir, "history", path / "history.jsonl"))
+    if hasattr(run_dir, "journals"):
+        journals = list(run_dir.journals().values())
+    else:
+        journals = sorted(p for p in (path / "nodes").glob("*/journal.jsonl") if p.is_file())
+    return path, history, journals
+
+
+def analyze_run(run_dir: Any, models: Sequence[str] | None = None, master: str | None = "local[2]",
+                session_timeout_ms: float = 9000.0, waves: int = 4, buckets: int | None = None) -> dict[str, Any]:
+    """Check a run directory on Spark; writes results.json (as the single-process path does),
+    spark-stats.json and spark-stats.png next to it, Spark's logs under `spark/logs/`."""
+    path, history, journal_paths = _paths(run_dir)
+    models = list(models) if models else ["topics", "registry", "isr"]
+    work = path / "spark"
+    dataset = work / "parquet"
+    notes: list[str] = []
+    meta = convert(history, dataset, [ModelSpec(m) for m in models], notes=notes,
+                   **({"buckets": buckets} if buckets else {}))
+    spark = spark_session(master, work / "logs")
+    out_dir = path / "checker"
+    lin = check_dataset(spark, dataset, waves=waves, out_dir=out_dir)
+    write_stats(spark, dataset, journal_paths, path / "spark-stats.json", path / "spark-stats.png")
+    checkers: dict[str, Any] = {name: (lambda r=r: r) for name, r in lin.items()}
+    if journal_paths:
+        journals = load_journals(journal_paths)
+        hist = load_history_tolerant(history)
+        checkers["raft"] = lambda: check_raft(journals)
+        checkers["fencing"] = lambda: check_fencing(journals, hist, session_timeout_ms=session_timeout_ms)
+    results = compose(checkers, timeout=600.0)
+    if not journal_paths:
+        results.setdefault("notes", []).append("no node journals in the run directory: Raft and fencing "
+                                               "invariants were not checked")
+        if results.get("valid") is True:
+            results["valid"] = "unknown"
+    if notes:
+        results.setdefault("notes", []).extend(notes)
+    results["history"] = {"events": meta["events"], "linearizable_events": meta["client_events"]}
+    results["engine"] = {"spark": spark.sparkContext.master, "parquet": str(dataset)}
+    (path / "results.json").write_text(json.dumps(json.loads(json.dumps(results, default=str)), indent=2))
+    return results
+
