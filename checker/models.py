@@ -335,9 +335,13 @@ class BrokerRegistry:
     def prepare(self, op: Op) -> Step | None:
         f, st, err = op.f, op.status, op.error
         if f == "read":
-            if st != "ok":
+            out = op.output if isinstance(op.output, dict) else {}
+            if st != "ok" or ("brokers" not in out and "unfenced" not in out):
                 return None
-            seen = {int(b): e for b, e in _field(op, "brokers", output=True).items()}
+            if "brokers" not in out:  # only the unfenced ones: each of them must be registered
+                live = {int(b) for b in out["unfenced"]}
+                return reads(lambda s: s if live <= {b for b, _, _ in s[1]} else ILLEGAL)
+            seen = {int(b): e for b, e in out["brokers"].items()}
             return lambda s: _observe_all(s, seen)
         b = int(_field(op, "broker"))
         if f == "register":

@@ -131,6 +131,8 @@ def test_registry() -> None:
     crashed = (1, "register", {"broker": 2, "incarnation": "c"}, "info", None)
     assert verdict(seq(r1, crashed, (1, "heartbeat", {"broker": 2, "epoch": 12}, "ok", None),
                        (2, "read", None, "ok", {"brokers": {"1": 10, "2": 12}})), "registry") is True
+    assert verdict(seq(r1, (2, "read", None, "ok", {"unfenced": [1]})), "registry") is True
+    assert verdict(seq(r1, (2, "read", None, "ok", {"unfenced": [1, 3]})), "registry") is False
     assert verdict(seq(r1, (2, "unregister", {"broker": 1}, "ok", None),
                        (2, "read", None, "ok", {"brokers": {"1": 10}})), "registry") is False
 
