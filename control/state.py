@@ -2,7 +2,8 @@
 `kraftlab test --lab NAME`, `kraftlab clean`) can reopen or remove the lab.
 
 One JSON file per lab in `$KRAFTLAB_STATE_DIR` (default `/var/lib/kraftlab/labs`), written
-atomically (tmp + rename).
+atomically (tmp + rename). Other parts keep their per-lab files in subdirectories
+(`deployments/NAME.json`, `nemesis/NAME.json`); they are removed with the lab.
 """
 
 from __future__ import annotations
@@ -84,8 +85,14 @@ def list_states() -> list[LabState]:
 
 
 def remove_state(name: str) -> bool:
+    """Remove the lab's state file and its companions that other parts keep beside it
+    (`<state dir>/<part>/<name>.json`: the deployment, the nemesis ledger); True if the lab had one."""
+    path = state_path(name)
+    if path.parent.is_dir():
+        for companion in path.parent.glob(f"*/{name}.json"):
+            companion.unlink(missing_ok=True)
     try:
-        state_path(name).unlink()
+        path.unlink()
         return True
     except FileNotFoundError:
         return False

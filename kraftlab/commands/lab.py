@@ -88,6 +88,13 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
+    from kraftlab.commands.clean import heal_faults
+
+    try:
+        if load_state(args.name).backend != "netns":  # hosts that outlive the lab: undo faults first
+            print(heal_faults(args.name))
+    except LookupError:
+        pass
     try:
         lab_down(args.name)
     except (SetupError, HostError, ValueError, OSError) as exc:

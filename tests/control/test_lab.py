@@ -96,7 +96,11 @@ def test_state_round_trip(state_dir: Path) -> None:
     save_state(s)
     assert load_state("lab1") == s
     assert [x.name for x in list_states()] == ["lab1"]
+    (state_dir / "deployments").mkdir()
+    (state_dir / "deployments" / "lab1.json").write_text("{}")
+    (state_dir / "deployments" / "lab2.json").write_text("{}")
     assert remove_state("lab1") and not remove_state("lab1")
+    assert [p.name for p in (state_dir / "deployments").iterdir()] == ["lab2.json"]
     with pytest.raises(LookupError, match="no lab named 'lab1'"):
         load_state("lab1")
 
