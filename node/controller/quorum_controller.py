@@ -174,6 +174,9 @@ class QuorumController:
         self._needs_activation_work = True
 
     def _renounce(self) -> None:
+        if self._future is not None and self.config.bugs.on("no-revert-on-resign"):
+            # BUG ZOO: no-revert-on-resign (KAFKA-13114) — the uncommitted state stays in the standby's image.
+            self.replay.image = self._future
         self._claimed_epoch = None
         self._future = None
         self.leases = cluster.Leases(self.config.session_timeout_ms, self.config.lease_journal_interval_ms)
@@ -190,6 +193,8 @@ class QuorumController:
         self._needs_activation_work = False
         events: list[JournalEvent] = []
         for b in sorted(self._future.brokers):
+            if self.config.bugs.on("forget-leases-on-failover"):
+                break  # BUG ZOO: forget-leases-on-failover (KAFKA-18138) — inherited brokers get no lease
             self.leases.touch(b, now_ms, events)
         self._outbox.extend(events)
         if METADATA_VERSION_FEATURE not in self._future.features:
@@ -253,6 +258,11 @@ class QuorumController:
             self._reply_error(token, request, ErrorCode.not_controller)
             for d in outcome.decisions:
                 self._outbox.append(JournalEvent("decision", {**d, "error": error_name(ErrorCode.not_controller)}))
+            return
+        if self.config.bugs.on("respond-before-commit"):
+            # BUG ZOO: respond-before-commit — answer now, before the batch is committed.
+            self._outbox.append(Reply(token, response))
+            self._outbox.extend(JournalEvent("decision", {**d, "offset": last}) for d in outcome.decisions)
             return
         self._held.append(_Held(last, token, request, response, outcome.decisions))
         self._release_committed()
