@@ -464,7 +464,15 @@ class PartitionState:
             def step(s: Any) -> Any:
                 if s is not None and (want_pe < s[0] or want_le < s[1]):
                     return ILLEGAL
-                return new if new[0] > want_pe else ILLEGAL
+                if new[0] > want_pe:
+                    return new
+                # a no-op (the ISR asked for is the current one): Kafka answers with the current
+                # state and the same partition epoch, changing nothing. The state it shows is the
+                # model's, or one the controller moved to on its own (fencing, elections) at that
+                # epoch, unseen until now.
+                if new[0] == want_pe and (s is None or s == new or s[0] < want_pe):
+                    return new
+                return ILLEGAL
 
             return step
         raise _bad(op, "isr ops are alter and read")
