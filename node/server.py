@@ -708,7 +708,10 @@ class RaftDriver:
         try:
             self.tick()
         except Exception:
-            log.exception("tick failed")
+            if self.failed is None:
+                log.exception("tick failed")
+                self._timer = None
+                self._schedule(None)  # never leave the core without a timer
 
     def cancel_timer(self) -> None:
         if self._timer is not None:
@@ -995,7 +998,13 @@ class NodeServer:
         if self.application is None or self.driver is None or self._stop.is_set():
             return
         now = self.driver.now()
-        wanted = self.application.tick(now)
+        wanted: int | None = None
+        try:
+            wanted = self.application.tick(now)
+        except (RaftSafetyError, LogCorruption, StorageError, OSError):
+            return  # the driver recorded the failure and stops the node
+        except Exception:
+            log.exception("application tick failed")  # keep ticking: leases and heartbeats must go on
         delay = MAX_TIMER_SLEEP_S if wanted is None else min(MAX_TIMER_SLEEP_S, max(0, wanted - now) / 1000.0)
         self._app_timer = asyncio.get_running_loop().call_later(delay, self._schedule_app_tick)
 

@@ -94,3 +94,29 @@ def test_request_refused_before_start_and_times_out_when_core_stays_silent() -> 
             await c.close()
 
     asyncio.run(run())
+
+
+def test_a_failing_tick_does_not_stop_the_timer() -> None:
+    async def run() -> None:
+        c = Cluster(1)
+        node = c.drivers[1].node
+        real_tick = node.tick
+        calls: list[int] = []
+
+        def flaky_tick(now: int):  # type: ignore[no-untyped-def]
+            calls.append(now)
+            if len(calls) == 1:
+                raise ValueError("planted")
+            return real_tick(now)
+
+        node.tick = flaky_tick  # type: ignore[method-assign]
+        c.start()
+        try:
+            async with asyncio.timeout(5):
+                while len(calls) < 3:  # ticks go on after the one that raised
+                    await asyncio.sleep(0.01)
+            assert await c.leader() == 1
+        finally:
+            await c.close()
+
+    asyncio.run(run())
