@@ -161,8 +161,11 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
             try:
                 live.phase = "lab"
                 lab, created = _open_lab(opts)
+                run.update_test(lab=lab.name, lab_created=created)
                 live.phase = "deploy"
                 dep = Deployment.create(lab, opts.topology, opts.config)
+                run.update_test(cluster_id=dep.state.cluster_id,
+                                nodes_roles={s.name: list(s.roles) for s in dep.state.specs})
                 dep.deploy(wait=opts.recovery_time)
                 scraper = MetricsScraper({s.name: f"{s.address}:{METRICS_PORT}" for s in dep.state.specs},
                                          run.metrics, history.now).start()

@@ -68,6 +68,10 @@ class RunDir:
     def read_test(self) -> dict[str, Any]:
         return json.loads(self.test_json.read_text()) if self.test_json.is_file() else {}
 
+    def update_test(self, **fields: Any) -> None:
+        """Add facts learnt during the run (the lab's name, the cluster id) to test.json."""
+        write_json(self.test_json, {**self.read_test(), **fields})
+
     def read_results(self) -> dict[str, Any] | None:
         return json.loads(self.results.read_text()) if self.results.is_file() else None
 
