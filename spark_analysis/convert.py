@@ -48,14 +48,20 @@ ROW_GROUP = 100_000
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model as it travels to executors: name and semantics."""
+    """A model as it travels to executors: name, semantics, and the label of its rows (the
+    `model` column; the name unless several histories share one dataset)."""
 
     name: str
     initial: Any = None
     nil_read_any: bool = False
+    tag: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.tag or self.name
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "initial": self.initial, "nil_read_any": self.nil_read_any}
+        return {"name": self.name, "initial": self.initial, "nil_read_any": self.nil_read_any, "label": self.label}
 
     def build(self) -> Model:
         return build_model(self.name, self.initial, self.nil_read_any)
@@ -131,39 +137,66 @@ def _key_of(model: Model, op: Op) -> str | None:
         return None
 
 
-def convert(history: str | Path, out_dir: str | Path, models: Sequence[ModelSpec], fmt: str | None = None,
-            buckets: int = DEFAULT_BUCKETS, notes: list[str] | None = None) -> dict[str, Any]:
-    """Write the Parquet dataset and meta.json under `out_dir`; returns the meta (with counts:
-    `events` read, `client_events` judged, `ops`, `rows`). A torn last line goes to `notes`."""
-    out = Path(out_dir)
-    specs = {m.name: m for m in models}
-    built = {m.name: m.build() for m in models}
-    writers: dict[int, _BucketWriter] = {}
-    nemesis: list[Event] = []
-    counts = {"events": 0, "client_events": 0, "ops": 0, "rows": 0}
+class DatasetWriter:
+    """Writes one Parquet dataset from one or more histories (each with its models)."""
 
-    def counted(events: Iterable[Event], name: str) -> Iterator[Event]:
+    def __init__(self, out_dir: str | Path, buckets: int = DEFAULT_BUCKETS) -> None:
+        self.out = Path(out_dir)
+        self.buckets = buckets
+        self.writers: dict[int, _BucketWriter] = {}
+        self.models: list[ModelSpec] = []
+        self.model_buckets: dict[str, set[int]] = {}
+        self.nemesis: list[Event] = []
+        self.sources: list[str] = []
+        self.counts = {"events": 0, "client_events": 0, "ops": 0, "rows": 0}
+
+    def _counted(self, events: Iterable[Event], name: str) -> Iterator[Event]:
         for e in events:
-            counts[name] += 1
+            self.counts[name] += 1
             yield e
 
-    events = counted(client_events(counted(read_events(history, fmt, notes), "events"), nemesis), "client_events")
-    for op, invocation in iter_ops(events, str(history)):
-        counts["ops"] += 1
-        for spec in models_for(invocation, specs):
-            key = _key_of(built[spec.name], op)
-            b = bucket_of(key, buckets)
-            if b not in writers:
-                writers[b] = _BucketWriter(out / "ops" / f"bucket={b:05d}" / "part-0.parquet")
-            writers[b].add(op_row(op, spec.name, key))
-            counts["rows"] += 1
-    for w in writers.values():
-        w.close()
-    meta = {"source": str(history), "models": [m.to_json() for m in models], "buckets": buckets,
-            "bucket_ids": sorted(writers), **counts,
-            "nemesis": [e.to_json() for e in nemesis]}
-    (out / "meta.json").write_text(json.dumps(meta, default=str))
-    return meta
+    def add(self, history: str | Path, models: Sequence[ModelSpec], fmt: str | None = None,
+            notes: list[str] | None = None) -> None:
+        """Stream one history in; its ops go to the models of `models_for`, labelled."""
+        specs = {m.name: m for m in models}
+        built = {m.label: m.build() for m in models}
+        self.models += models
+        self.sources.append(str(history))
+        raw = self._counted(read_events(history, fmt, notes), "events")
+        events = self._counted(client_events(raw, self.nemesis), "client_events")
+        for op, invocation in iter_ops(events, str(history)):
+            self.counts["ops"] += 1
+            for spec in models_for(invocation, specs):
+                key = _key_of(built[spec.label], op)
+                b = bucket_of(key, self.buckets)
+                if b not in self.writers:
+                    self.writers[b] = _BucketWriter(self.out / "ops" / f"bucket={b:05d}" / "part-0.parquet")
+                self.writers[b].add(op_row(op, spec.label, key))
+                self.model_buckets.setdefault(spec.label, set()).add(b)
+                self.counts["rows"] += 1
+
+    def close(self) -> dict[str, Any]:
+        """Finish the files and write meta.json; returns the meta (counts: `events` read,
+        `client_events` judged, `ops`, `rows`)."""
+        for w in self.writers.values():
+            w.close()
+        meta = {"source": self.sources[0] if len(self.sources) == 1 else self.sources,
+                "models": [m.to_json() for m in self.models], "buckets": self.buckets,
+                "bucket_ids": sorted(self.writers), **self.counts,
+                "model_buckets": {k: sorted(v) for k, v in self.model_buckets.items()},
+                "nemesis": [e.to_json() for e in self.nemesis]}
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "meta.json").write_text(json.dumps(meta, default=str))
+        return meta
+
+
+def convert(history: str | Path, out_dir: str | Path, models: Sequence[ModelSpec], fmt: str | None = None,
+            buckets: int = DEFAULT_BUCKETS, notes: list[str] | None = None) -> dict[str, Any]:
+    """Write one history's Parquet dataset and meta.json under `out_dir`; returns the meta.
+    A torn last line is dropped with a note in `notes`."""
+    w = DatasetWriter(out_dir, buckets)
+    w.add(history, models, fmt, notes)
+    return w.close()
 
 
 def read_meta(out_dir: str | Path) -> dict[str, Any]:

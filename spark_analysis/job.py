@@ -26,6 +26,7 @@ from typing import Any
 
 from checker.compose import compose
 from checker.fencing import check_fencing
+from checker.history import Op
 from checker.journal import load_journals
 from checker.linear.budget import Budget
 from checker.linear.keyed import check_key, op_to_dict
@@ -78,63 +79,94 @@ def _waves(bucket_ids: list[int], waves: int) -> list[list[int]]:
     return [bucket_ids[i::waves] for i in range(waves)] if bucket_ids else [[]]
 
 
-def load_ops(spark: Any, dataset: str | Path) -> Any:
+def load_ops(spark: Any, dataset: str | Path) -> tuple[Any, list[str]]:
     """The ops DataFrame with `gkey`: the key, or null for every op of a model whose history
-    cannot be split (some op has no key), as checker.linear.race.split does."""
+    cannot be split (some op has no key), as checker.linear.race.split does; and those models."""
     from pyspark.sql import functions as F
 
     df = spark.read.parquet(str(Path(dataset) / "ops"))
     whole = [r["model"] for r in df.filter(F.col("key").isNull()).select("model").distinct().collect()]
     gkey = F.when(F.col("model").isin(whole), F.lit(None).cast("string")).otherwise(F.col("key")) if whole \
         else F.col("key")
-    return df.withColumn("gkey", gkey)
+    return df.withColumn("gkey", gkey), whole
+
+
+def _select(df: Any, pairs: list[tuple[str, str | None]]) -> Any:
+    """The rows of these (model, key) groups (null keys match null)."""
+    spark = df.sparkSession
+    want = spark.createDataFrame(pairs, "rmodel string, rkey string")
+    return df.join(want, (df["model"] == want["rmodel"]) & df["gkey"].eqNullSafe(want["rkey"]), "left_semi")
 
 
 def check_dataset(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET, large: Budget = LARGE_BUDGET,
-                  waves: int = 4, out_dir: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Check every model of a converted history; returns `linearizable-<model>` → result entry."""
+                  waves: int = 4, out_dir: Path | None = None, stop_early: bool = True) -> dict[str, dict[str, Any]]:
+    """Check every model of a converted history; returns `linearizable-<label>` → result entry."""
     from pyspark.sql import functions as F
 
     meta = read_meta(dataset)
-    models = {m["name"]: m for m in meta["models"]}
-    df = load_ops(spark, dataset)
+    models = {m["label"]: m for m in meta["models"]}
+    df, whole = load_ops(spark, dataset)
     t0 = time.perf_counter()
     results: list[dict[str, Any]] = []
     plan = _waves(list(meta["bucket_ids"]), waves)
+    checked: set[int] = set()
     ran = 0
-    for wave in plan:
-        if wave:
-            results += _run(df.filter(F.col("bucket").isin(wave)), small, models)
-        ran += 1
-        if any(r["valid"] == "false" for r in results):
+    for i, wave in enumerate(plan):
+        part = F.col("bucket").isin(wave) & ~F.col("model").isin(whole)
+        results += _run(df.filter(part | F.col("model").isin(whole) if i == 0 else part), small, models)
+        checked.update(wave)
+        ran = i + 1
+        if stop_early and any(r["valid"] == "false" for r in results):
             break
     unknown = [r for r in results if r["valid"] == "unknown"]
-    if unknown and not any(r["valid"] == "false" for r in results):
-        redo = spark.createDataFrame([(r["model"], r["key"]) for r in unknown], "rmodel string, rkey string")
-        again = df.join(redo, (df["model"] == redo["rmodel"]) & df["gkey"].eqNullSafe(redo["rkey"]), "left_semi")
-        fresh = {(r["model"], r["key"]): r for r in _run(again, large, models)}
+    if unknown and not (stop_early and any(r["valid"] == "false" for r in results)):
+        fresh = {(r["model"], r["key"]): r for r in _run(_select(df, [(r["model"], r["key"]) for r in unknown]),
+                                                             large, models)}
         results = [fresh.get((r["model"], r["key"]), r) for r in results]
     elapsed = time.perf_counter() - t0
-    spark_info = {"waves": len(plan), "waves_run": ran, "stopped_early": ran < len(plan),
-                  "rechecked_keys": len(unknown), "small_budget": small.to_json(), "large_budget": large.to_json()}
+    bad = [r for r in sorted(results, key=_order) if r["valid"] == "false"]
+    first_bad: dict[str, dict[str, Any]] = {}
+    for r in bad:
+        first_bad.setdefault(r["model"], r)
+    failing = _failing_ops(df, [(r["model"], r["key"]) for r in first_bad.values()])
+    info = {"waves": len(plan), "waves_run": ran,
+            "stopped_early": not set(meta["bucket_ids"]) <= checked, "rechecked_keys": len(unknown),
+            "small_budget": small.to_json(), "large_budget": large.to_json()}
     out: dict[str, dict[str, Any]] = {}
-    for name, spec in models.items():
-        mine = [r for r in results if r["model"] == name]
-        out[f"linearizable-{name}"] = _merge(spark, df, spec, mine, large, out_dir, elapsed, spark_info)
+    for label, spec in models.items():
+        complete = label in whole or set(meta.get("model_buckets", {}).get(label, [])) <= checked
+        mine = [r for r in results if r["model"] == label]
+        out[f"linearizable-{label}"] = _merge(spec, mine, failing.get(label, []), large, out_dir, elapsed,
+                                              {**info, "complete": complete})
     return out
 
 
-def _merge(spark: Any, df: Any, spec: dict[str, Any], rows: list[dict[str, Any]], budget: Budget,
+def _order(r: dict[str, Any]) -> tuple[bool, int, str]:
+    """Which illegal key is explained: the smallest (fastest to explain), then by key."""
+    return (r["valid"] != "false", int(r["ops"]), r["key"] or "")
+
+
+def _failing_ops(df: Any, pairs: list[tuple[str, str | None]]) -> dict[str, list[Op]]:
+    """Each model's failing key's ops, read back in one query, in invocation order."""
+    if not pairs:
+        return {}
+    out: dict[str, list[Op]] = {}
+    for r in _select(df, pairs).toPandas().to_dict("records"):
+        out.setdefault(r["model"], []).append(row_op(r))
+    return {m: sorted(ops, key=lambda o: o.call) for m, ops in out.items()}
+
+
+def _merge(spec: dict[str, Any], rows: list[dict[str, Any]], failing: list[Op], budget: Budget,
            out_dir: Path | None, elapsed: float, info: dict[str, Any]) -> dict[str, Any]:
     """One model's results.json entry, as checker.linearizable.check_linearizable gives it."""
-    from pyspark.sql import functions as F
-
-    rows = sorted(rows, key=lambda r: (r["valid"] != "false", r["ops"], r["key"] or ""))
+    rows = sorted(rows, key=_order)
     rr = RaceResult(True, partitions=len(rows))
     for r in rows:
         key: Hashable | None = decode_key(r["key"])
         rr.results[key] = SearchResult(_VALID.get(r["valid"], "unknown"), r["reason"], int(r["configurations"]))
     rr = _finish(rr)
+    if rr.valid is True and not info["complete"]:
+        rr.valid, rr.reason = "unknown", "not every key was checked: the job stopped at an illegal key of another model"
     stats = {"ops": sum(int(r["ops"]) for r in rows), "partitions": len(rows), "check_seconds": round(elapsed, 6),
              "configurations": sum(int(r["configurations"]) for r in rows)}
     spark_stats = {**info, "failing_keys": [decode_key(r["key"]) for r in rows if r["valid"] == "false"][:20],
@@ -142,12 +174,8 @@ def _merge(spark: Any, df: Any, spec: dict[str, Any], rows: list[dict[str, Any]]
     if rr.valid is not False:
         return {"valid": rr.valid, "model": spec["name"], "explanation": rr.reason, "anomalies": [],
                 "stats": stats, "spark": spark_stats}
-    bad = rows[0]
-    sub = df.filter((F.col("model") == spec["name"]) & F.col("gkey").eqNullSafe(bad["key"])).toPandas()
-    ops = sorted((row_op(r) for r in sub.to_dict("records")), key=lambda o: o.call)
-    tag = f"linearizable-{spec['name']}"
-    res = linearizable_with_anomalies(ops, spec["name"], spec.get("initial"), bool(spec.get("nil_read_any")),
-                                      budget, out_dir, tag)
+    res = linearizable_with_anomalies(failing, spec["name"], spec.get("initial"), bool(spec.get("nil_read_any")),
+                                      budget, out_dir, f"linearizable-{spec['label']}")
     res["stats"] = stats
     res["spark"] = spark_stats
     return res

@@ -1,0 +1,118 @@
+"""The Spark path's pure parts, without a JVM: key encoding, streaming pairing (identical to
+checker.history.pair_ops), Parquet rows, fault windows, staleness, the quiet settings, and the
+synthetic histories' known verdicts (checked by the single-process checker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checker.formats import read_history
+from checker.history import Event, History, HistoryError, pair_ops
+from checker.linear.race import race
+from checker.models import build_model
+from checker.reference import DEFAULT_DIR, load_manifest
+from spark_analysis.keys import bucket_of, decode_key, encode_key
+from spark_analysis.pairing import client_events, iter_ops
+from spark_analysis.session import quiet_conf
+from spark_analysis.stats import fault_windows, staleness
+from spark_analysis.synth import generate
+
+REFS = load_manifest() if (DEFAULT_DIR / "manifest.json").exists() else []
+
+
+@pytest.mark.parametrize("key", [None, "k1", 7, ("t", 0), ("a", ("b", 1)), frozenset({"x", "y"})])
+def test_keys_round_trip(key: object) -> None:
+    text = encode_key(key)  # type: ignore[arg-type]
+    back = decode_key(text)
+    if isinstance(key, frozenset):
+        assert back == tuple(sorted(key, key=repr))
+    else:
+        assert back == key
+    assert bucket_of(text, 16) == bucket_of(encode_key(back), 16)
+
+
+def _pairs_equal(events: list[Event]) -> None:
+    want = {op.id: op for op in pair_ops(History(list(client_events(events))))}
+    got = {op.id: op for op, _ in iter_ops(client_events(events))}
+    assert got == want
+
+
+@pytest.mark.skipif(not REFS, reason="no external histories here")
+def test_streaming_pairing_equals_pair_ops_on_every_manifest_file() -> None:
+    for ref in REFS:
+        _pairs_equal(read_history(ref.path, ref.reader_format).events)
+
+
+def test_streaming_pairing_on_synthetic_with_crashes_and_nemesis(tmp_path: Path) -> None:
+    s = generate(tmp_path / "h.jsonl", 3000, keys=50, info_rate=0.1, seed=3)
+    events = read_history(s.path).events
+    assert any(e.process == "nemesis" for e in events)
+    _pairs_equal(events)
+
+
+def test_streaming_pairing_rejects_what_pair_ops_rejects() -> None:
+    bad = [Event(0, 1, "invoke", "read"), Event(1, 1, "invoke", "read")]
+    with pytest.raises(HistoryError):
+        list(iter_ops(bad))
+    with pytest.raises(HistoryError):
+        list(iter_ops([Event(0, 2, "ok", "read")]))
+
+
+def test_broker_reads_are_left_out_with_their_completions() -> None:
+    events = [Event(0, 1, "invoke", "list", {"broker_read": True}), Event(1, 1, "ok", "list", {"topics": []}),
+              Event(2, 1, "invoke", "list", {"broker_read": True, "final": True}), Event(3, 1, "ok", "list"),
+              Event(4, "nemesis", "info", "kill", None)]
+    nemesis: list[Event] = []
+    kept = list(client_events(events, nemesis))
+    assert [e.index for e in kept] == [2, 3]
+    assert [e.index for e in nemesis] == [4]
+
+
+def test_fault_windows_pair_openers_and_closers() -> None:
+    ops = [{"process": "nemesis", "type": "invoke", "f": "kill", "time": 5},
+           {"process": "nemesis", "type": "info", "f": "kill", "time": 10},
+           {"process": "nemesis", "type": "info", "f": "start-partition", "time": 12},
+           {"process": "nemesis", "type": "fail", "f": "pause", "time": 13},
+           {"process": "nemesis", "type": "info", "f": "restart", "time": 20},
+           {"process": "nemesis", "type": "info", "f": "clock-bump", "time": 30},
+           {"process": "nemesis", "type": "info", "f": "clock-reset", "time": 35}]
+    w = fault_windows(ops, end=100)
+    assert [(x["kind"], x["start"], x["end"]) for x in w] == [
+        ("kill", 10, 20), ("start-partition", 12, 100), ("clock-bump", 30, 35)]
+
+
+def test_staleness_is_commit_to_apply_delay_per_node(tmp_path: Path) -> None:
+    a, b = tmp_path / "n1.jsonl", tmp_path / "n2.jsonl"
+    a.write_text("\n".join(json.dumps(e) for e in [
+        {"ev": "hw", "hw": 5, "ts": 1000, "node": 1}, {"ev": "apply", "offset": 4, "ts": 1002, "node": 1},
+        {"ev": "hw", "hw": 9, "ts": 2000, "node": 1}]) + "\n")
+    b.write_text("\n".join(json.dumps(e) for e in [
+        {"ev": "apply", "offset": 4, "ts": 1500, "node": 2}, {"ev": "apply", "offset": 8, "ts": 2600, "node": 2},
+        {"ev": "apply", "offset": 20, "ts": 2700, "node": 2}]) + "\n")
+    st = staleness([a, b])
+    assert st["1"]["applied"] == 1 and st["1"]["max_ms"] == 2
+    assert st["2"]["applied"] == 2 and st["2"]["max_ms"] == 600 and st["2"]["p50_ms"] == 600
+
+
+def test_quiet_conf_binds_loopback_and_silences_the_ui(tmp_path: Path) -> None:
+    conf = quiet_conf("local[2]", tmp_path)
+    assert conf["spark.ui.enabled"] == "false" and conf["spark.ui.showConsoleProgress"] == "false"
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+    assert str(tmp_path) in conf["spark.driver.extraJavaOptions"]
+    assert "spark.driver.bindAddress" not in quiet_conf("spark://h:7077", None)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_synthetic_verdicts_are_known(tmp_path: Path, seed: int) -> None:
+    good = generate(tmp_path / "good.jsonl", 4000, keys=40, seed=seed, info_rate=0.05)
+    bad = generate(tmp_path / "bad.jsonl", 4000, keys=40, seed=seed, info_rate=0.05, plant=[2000])
+    assert good.valid and not bad.valid and len(bad.anomalies) == 1
+    model = build_model("kv")
+    assert race(pair_ops(read_history(good.path)), model, workers=1).valid is True
+    r = race(pair_ops(read_history(bad.path)), model, workers=1)
+    assert r.valid is False and r.failing_key == bad.anomalies[0]["key"]
+    line = bad.path.read_text().splitlines()[bad.anomalies[0]["line"] - 1]
+    assert json.loads(line)["value"]["key"] == bad.anomalies[0]["key"]
