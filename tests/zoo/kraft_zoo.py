@@ -1,0 +1,184 @@
+"""The bug zoo on the whole-cluster simulation (tests/controller/kraft_sim.py: the real Raft core,
+QuorumControllers and broker lifecycles over the simulated network) — the controller and broker bugs.
+
+A `ZooKraftSim` plants a BugSet in every controller's and broker's config and adds what the
+cluster simulation alone does not judge:
+- checker.fencing over the simulated nodes' journals (StaleEpochAccepted, FencedInIsr, …);
+- ServesWhileCutOff: a broker with no successful heartbeat for longer than its self-fence
+  timeout (+ two application ticks) still accepts client requests;
+- DeadBrokerUnfenced: a broker dead for longer than the session timeout plus a failover
+  allowance is still unfenced in the active controller's image;
+- EpochBumpedForSameIncarnation: two accepted registrations of one incarnation got different epochs.
+The cluster simulation's own checks (identical images, no fenced broker in an ISR, acknowledged
+topics kept, convergence) raise SimViolation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "controller"))
+
+from kio.schema.errors import ErrorCode
+from kraft_sim import APP_TICK_MS, FAULT, REPLY, RPC, KNode, KraftSim, SimViolation
+
+from checker.fencing import check_fencing
+from checker.journal import journals_from
+from node.bugs import NO_BUGS, BugSet
+from node.metadata.journal import JournalEvent
+from node.sim.zoo import SimOutcome
+
+FAILOVER_ALLOWANCE_MS = 8_000
+
+
+class ZooViolation(AssertionError):
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(f"{name}: {detail}")
+        self.name = name
+
+
+class ZooKraftSim(KraftSim):
+    def __init__(self, seed: int, bugs: BugSet = NO_BUGS, **kwargs: Any) -> None:
+        super().__init__(seed, **kwargs)
+        self.bugs = bugs
+        self.now = 0
+        self.last_hb_ok: dict[int, int] = {}
+        self.dead_since: dict[int, int] = {}
+        self.last_sent: dict[tuple[int, int], Any] = {}  # (broker, incarnation) → its last heartbeat request
+
+    def start(self, node: KNode, now: int) -> None:
+        self.journal.append((now, node.node_id, JournalEvent("start", {})))  # a new process life for the checker
+        super().start(node, now)
+        if node.ctrl is not None:
+            node.ctrl.config = dataclasses.replace(node.ctrl.config, bugs=self.bugs)
+        if node.lifecycle is not None:
+            node.lifecycle.config = dataclasses.replace(node.lifecycle.config, bugs=self.bugs)
+            self.last_hb_ok[node.node_id] = now
+        self.dead_since.pop(node.node_id, None)
+
+    def crash(self, node: KNode, now: int) -> None:
+        super().crash(node, now)
+        if not node.voter:
+            self.dead_since[node.node_id] = now
+
+    def _rpc(self, node: KNode, kind: str, token: int, request: Any, now: int) -> None:
+        if kind == "hb" and hasattr(request, "broker_epoch") and request.broker_epoch >= 0:
+            self.last_sent[(node.node_id, node.incarnation)] = request
+        super()._rpc(node, kind, token, request, now)
+
+    def _fault(self, payload: tuple[Any, ...], now: int) -> None:
+        if payload[0] != "zombie-heartbeat":
+            super()._fault(payload, now)
+            return
+        # A heartbeat of an earlier incarnation of the broker, delayed in the network past its
+        # restart and re-registration, reaches the active controller.
+        bid, inc = payload[1], payload[2]
+        sent = self.last_sent.get((bid, inc))
+        leaders = [n.node_id for n in self.nodes.values() if n.ctrl is not None and n.ctrl.active]
+        if sent is not None and leaders:
+            self._send(bid, leaders[0], RPC, (leaders[0], bid, inc, "hb", -1, sent), now)
+
+    def step(self, now: int, kind: int, payload: Any, fault_ms: int) -> None:
+        self.now = now
+        if kind == REPLY:
+            bid, binc, rkind, _token, response = payload
+            node = self.nodes[bid]
+            if rkind == "hb" and node.incarnation == binc and response.error_code == ErrorCode.none:
+                self.last_hb_ok[bid] = now
+        super().step(now, kind, payload, fault_ms)
+        self._check_brokers(now)
+
+    def _check_brokers(self, now: int) -> None:
+        for bid in self.broker_ids:
+            life = self.nodes[bid].lifecycle
+            if life is None or not life.accepting_client_requests():
+                continue
+            limit = life.config.effective_self_fence_timeout_ms + 2 * APP_TICK_MS
+            if now - self.last_hb_ok[bid] > limit:
+                raise ZooViolation("ServesWhileCutOff", f"broker {bid} serves {now - self.last_hb_ok[bid]} ms "
+                                                        f"after its last heartbeat (self-fence after {limit} ms)")
+        active = [n for n in self.nodes.values() if n.ctrl is not None and n.ctrl.active]
+        for bid, since in self.dead_since.items():
+            if now - since <= self.session_timeout_ms + FAILOVER_ALLOWANCE_MS:
+                continue
+            for n in active:
+                reg = n.ctrl.committed_image.brokers.get(bid)  # type: ignore[union-attr]
+                if reg is not None and not reg.fenced:
+                    raise ZooViolation("DeadBrokerUnfenced", f"broker {bid} dead since t={since} is unfenced "
+                                                             f"at t={now} on active controller {n.node_id}")
+
+    def journal_dicts(self) -> list[dict[str, Any]]:
+        return [{"ts": t, "mono": t * 1_000_000, "node": nid, **e.to_json()} for t, nid, e in self.journal]
+
+    def check_journals(self) -> None:
+        verdict = check_fencing(journals_from(self.journal_dicts()), None, self.session_timeout_ms, 2_000)
+        if verdict["valid"] is not True:
+            names = sorted({a["type"] for a in verdict["anomalies"]}) or ["unknown"]
+            raise ZooViolation("checker.fencing:" + ",".join(names), verdict["explanation"][:300])
+        seen: dict[tuple[int, str], int] = {}
+        for e in self.journal_dicts():
+            if e["ev"] == "decision" and e.get("api") == "BrokerRegistration" and e.get("error") == "NONE":
+                key = (int(e["broker"]), str(e["incarnation"]))
+                if seen.setdefault(key, int(e["broker_epoch"])) != int(e["broker_epoch"]):
+                    detail = f"broker {key[0]} incarnation {key[1]}: epochs {seen[key]} and {e['broker_epoch']}"
+                    raise ZooViolation("EpochBumpedForSameIncarnation", detail)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterScenario:
+    fault_ms: int = 15_000
+    settle_ms: int = 10_000
+    lossy: bool = False
+    scripted: tuple[tuple[int, tuple[Any, ...]], ...] = ()
+    """Extra fault events (at, payload) as kraft_sim's FAULT events."""
+
+
+_ZOMBIE_HEARTBEAT = ((5_000, ("crash", 9001, 102)), (6_000, ("undo-crash", 9001)),
+                     (9_000, ("zombie-heartbeat", 102, 1)), (12_000, ("zombie-heartbeat", 102, 1)))
+_DEAD_BROKER_AND_FAILOVER = ((6_000, ("crash", 9001, 102)), (6_200, ("crash", 9002, "leader")),
+                             (8_000, ("undo-crash", 9002)))
+
+CLUSTER_SCENARIOS: dict[str, ClusterScenario] = {
+    "respond-before-commit": ClusterScenario(),
+    "no-revert-on-resign": ClusterScenario(),
+    "accept-stale-broker-epoch": ClusterScenario(scripted=_ZOMBIE_HEARTBEAT),
+    "reregister-bumps-epoch": ClusterScenario(lossy=True),
+    "fenced-stays-in-isr": ClusterScenario(),
+    "forget-leases-on-failover": ClusterScenario(fault_ms=20_000, scripted=_DEAD_BROKER_AND_FAILOVER),
+    "no-self-fencing": ClusterScenario(),
+}
+
+
+def run_cluster_once(bug: str | None, seed: int, scenario: ClusterScenario) -> SimOutcome:
+    bugs = BugSet.of(bug) if bug else NO_BUGS
+    sim = ZooKraftSim(seed, bugs, lossy=scenario.lossy)
+    for at, payload in scenario.scripted:
+        sim.queue.push(at, FAULT, payload)
+    started = time.perf_counter()
+    caught: str | None = None
+    detail = ""
+    try:
+        sim.run(fault_ms=scenario.fault_ms, settle_ms=scenario.settle_ms, faults=not scenario.scripted)
+        sim.check_journals()
+        sim.check_converged()
+    except ZooViolation as e:
+        caught, detail = e.name, str(e)
+    except SimViolation as e:
+        caught, detail = "kraft_sim", str(e)
+    except (AssertionError, ValueError, KeyError) as e:
+        caught, detail = f"NodeStopped:{type(e).__name__}", str(e)
+    return SimOutcome(bug, seed, caught, detail, sim.now, time.perf_counter() - started)
+
+
+def hunt_cluster(bug: str, first_seed: int = 0, max_seeds: int = 10) -> SimOutcome:
+    scenario = CLUSTER_SCENARIOS[bug]
+    outcome = run_cluster_once(bug, first_seed, scenario)
+    for seed in range(first_seed + 1, first_seed + max_seeds):
+        if outcome.caught_by is not None:
+            break
+        outcome = run_cluster_once(bug, seed, scenario)
+    return outcome
