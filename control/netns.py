@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -120,7 +121,10 @@ def up(name: str, nodes: int = 5) -> LabState:
                   "-j", "ACCEPT")
         names = [f"n{i}" for i in range(1, nodes + 1)]
         addresses = {n: str(net[10 + i]) for i, n in enumerate(names, start=1)}
-        hosts_file = "127.0.0.1\tlocalhost\n" + "".join(f"{a}\t{n}\n" for n, a in addresses.items())
+        # the machine's hostname too: namespaces share it, and tools that resolve it (sudo) would wait on DNS
+        me = socket.gethostname()
+        hosts_file = ("127.0.0.1\tlocalhost\n" + ("" if me in addresses else f"127.0.1.1\t{me}\n")
+                      + "".join(f"{a}\t{n}\n" for n, a in addresses.items()))
         with IPRoute() as ipr:
             br = ipr.link_lookup(ifname=bridge)[0]
             for i, n in enumerate(names, start=1):

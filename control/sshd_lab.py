@@ -22,7 +22,7 @@ CONFIG = """\
 Port 22
 ListenAddress {address}
 HostKey {dir}/host_{name}
-AuthorizedKeysFile {dir}/authorized_keys
+AuthorizedKeysFile {dir}/authorized_keys .ssh/authorized_keys
 PidFile {dir}/sshd_{name}.pid
 UsePAM no
 PasswordAuthentication no

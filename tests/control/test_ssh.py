@@ -5,9 +5,13 @@ commands, and errors a user can act on."""
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import signal
 import socket
+import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -137,3 +141,61 @@ def test_daemons_and_lab_commands(ssh_lab: Lab, tmp_path: Path, capsys: pytest.C
     while h.daemon_running("ticker"):
         assert time.monotonic() < deadline
         time.sleep(0.02)
+
+
+@pytest.fixture
+def sudo_user(sshd: tuple[Lab, Path]) -> Iterator[tuple[str, Path]]:
+    """A throwaway non-root user with passwordless sudo and the test's key (removed afterwards)."""
+    if not shutil.which("sudo"):
+        r = subprocess.run("apt-get install -y -qq --no-install-recommends sudo", shell=True, capture_output=True,
+                           text=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        if r.returncode != 0:
+            pytest.skip(f"sudo is not installed and could not be: {r.stderr.strip()[-200:]}")
+    user = "kl" + secrets.token_hex(4)
+    _, nodes_file = sshd
+    key = read(str(nodes_file))[0].key
+    base = Path("/run/kraftlab") / f"test-home-{user}"  # root-owned 755 path, the user's home 700 below
+    home = base / user
+    sudoers = Path("/etc/sudoers.d") / user
+    try:
+        (home / ".ssh").mkdir(parents=True)
+        os.chmod(base, 0o755)
+        subprocess.run(["useradd", "-M", "-d", str(home), "-s", "/bin/sh", "-p", "*", user], check=True,
+                       capture_output=True)  # "*": no password, yet not a locked account (sshd refuses those)
+        shutil.copy(key + ".pub", home / ".ssh" / "authorized_keys")
+        subprocess.run(["chown", "-R", f"{user}:{user}", str(home)], check=True)
+        os.chmod(home, 0o700)
+        sudoers.write_text(f"{user} ALL=(ALL) NOPASSWD:ALL\n")
+        os.chmod(sudoers, 0o440)
+        yield user, nodes_file
+    finally:
+        sudoers.unlink(missing_ok=True)
+        for _ in range(50):  # the user's sshd session may take a moment to go
+            subprocess.run(["pkill", "-KILL", "-u", user], capture_output=True)
+            if subprocess.run(["userdel", user], capture_output=True).returncode in (0, 6):  # 6: no such user
+                break
+            time.sleep(0.1)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_non_root_user_goes_through_sudo(sudo_user: tuple[str, Path], tmp_path: Path) -> None:
+    user, nodes_file = sudo_user
+    e = entry(nodes_file, "n5", known_hosts=str(tmp_path / "kh"))
+    h = SshHost(NodeEntry(e.name, e.host, e.port, user, e.key, e.options), accept_new_host_keys=True)
+    try:
+        assert h.sudo
+        assert h.run("id -u", check=True).stdout == "0\n"
+        assert h.run("echo $SUDO_USER", check=True).stdout == f"{user}\n"
+        f = tmp_path / "f"
+        f.write_text("root-owned")
+        h.put(str(f), f"{h.workdir}/sudo-test/f")
+        assert h.run(f"stat -c %U {h.workdir}/sudo-test/f", check=True).stdout == "root\n"
+        h.run(f"chmod 600 {h.workdir}/sudo-test/f", check=True)
+        h.get(f"{h.workdir}/sudo-test/f", str(tmp_path / "back"))
+        assert (tmp_path / "back").read_text() == "root-owned"
+        pid = h.start_daemon("s", "sleep 300", log_path=f"{h.workdir}/sudo-test/s.log")
+        assert h.run(f"ps -o user= -p {pid}", check=True).stdout.strip() == "root"
+        assert h.signal_daemon("s", signal.SIGKILL)
+    finally:
+        h.run(f"rm -rf {h.workdir}/sudo-test")
+        h.close()
