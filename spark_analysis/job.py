@@ -79,12 +79,17 @@ def _waves(bucket_ids: list[int], waves: int) -> list[list[int]]:
     return [bucket_ids[i::waves] for i in range(waves)] if bucket_ids else [[]]
 
 
-def load_ops(spark: Any, dataset: str | Path) -> tuple[Any, list[str]]:
+def read_ops(spark: Any, dataset: str | Path, ops_url: str | None = None) -> Any:
+    """The ops table: `DATASET/ops`, or `ops_url` where executors read it on a cluster."""
+    return spark.read.parquet(ops_url or str(Path(dataset) / "ops"))
+
+
+def load_ops(spark: Any, dataset: str | Path, ops_url: str | None = None) -> tuple[Any, list[str]]:
     """The ops DataFrame with `gkey`: the key, or null for every op of a model whose history
     cannot be split (some op has no key), as checker.linear.race.split does; and those models."""
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(str(Path(dataset) / "ops"))
+    df = read_ops(spark, dataset, ops_url)
     whole = [r["model"] for r in df.filter(F.col("key").isNull()).select("model").distinct().collect()]
     gkey = F.when(F.col("model").isin(whole), F.lit(None).cast("string")).otherwise(F.col("key")) if whole \
         else F.col("key")
@@ -99,13 +104,14 @@ def _select(df: Any, pairs: list[tuple[str, str | None]]) -> Any:
 
 
 def check_dataset(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET, large: Budget = LARGE_BUDGET,
-                  waves: int = 4, out_dir: Path | None = None, stop_early: bool = True) -> dict[str, dict[str, Any]]:
+                  waves: int = 4, out_dir: Path | None = None, stop_early: bool = True,
+                  ops_url: str | None = None) -> dict[str, dict[str, Any]]:
     """Check every model of a converted history; returns `linearizable-<label>` → result entry."""
     from pyspark.sql import functions as F
 
     meta = read_meta(dataset)
     models = {m["label"]: m for m in meta["models"]}
-    df, whole = load_ops(spark, dataset)
+    df, whole = load_ops(spark, dataset, ops_url)
     t0 = time.perf_counter()
     results: list[dict[str, Any]] = []
     plan = _waves(list(meta["bucket_ids"]), waves)

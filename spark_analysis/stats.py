@@ -93,11 +93,14 @@ def staleness(journal_paths: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def compute(spark: Any, dataset: str | Path, journal_paths: Sequence[str | Path] = ()) -> dict[str, Any]:
+def compute(spark: Any, dataset: str | Path, journal_paths: Sequence[str | Path] = (),
+            ops_url: str | None = None) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    from spark_analysis.job import read_ops
+
     meta = read_meta(dataset)
-    df = spark.read.parquet(str(Path(dataset) / "ops"))
+    df = read_ops(spark, dataset, ops_url)
     last = df.agg(F.max("call_time")).collect()[0][0]
     windows = fault_windows(meta.get("nemesis", []), last)
     spans = _merged(windows)
@@ -152,8 +155,8 @@ def plot(stats: dict[str, Any], png: str | Path) -> Path:
 
 
 def write_stats(spark: Any, dataset: str | Path, journal_paths: Sequence[str | Path], out_json: str | Path,
-                out_png: str | Path | None = None) -> dict[str, Any]:
-    stats = compute(spark, dataset, journal_paths)
+                out_png: str | Path | None = None, ops_url: str | None = None) -> dict[str, Any]:
+    stats = compute(spark, dataset, journal_paths, ops_url)
     Path(out_json).write_text(json.dumps(stats, indent=2, default=str))
     if out_png is not None:
         plot(stats, out_png)
