@@ -1,0 +1,65 @@
+"""`kraftlab zoo`: run every planted bug (or some) end to end until a checker finds it, then a
+clean control run; print the table and exit 1 if any bug was missed or the control was not valid."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kraftlab.runner import BadArguments, TestOptions
+from kraftlab.store import DEFAULT_STORE
+from kraftlab.zoo import PLANS, Attempt, real_runner, run_zoo, select
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N, got {text!r}") from None
+    return k, n
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("zoo", help="run the planted bugs end to end; every one must be found (test-only switches)")
+    p.add_argument("bugs", nargs="*", metavar="BUG", help=f"bugs to run (default all): {', '.join(PLANS)}")
+    p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                   help="run every N-th bug starting at K (a rotating CI subset)")
+    p.add_argument("--attempt-time", type=float, default=60.0, help="workload seconds per attempt (default 60)")
+    p.add_argument("--budget", type=float, default=120.0,
+                   help="wall seconds per bug, attempts repeated with new seeds until found (default 120)")
+    p.add_argument("--seed", type=int, default=1, help="seed of each bug's first attempt (default 1)")
+    p.add_argument("--no-control", action="store_true", help="skip the clean control run")
+    p.add_argument("--nodes", type=int, default=5)
+    p.add_argument("--backend", default="netns", choices=["netns", "ssh", "docker", "vagrant"])
+    p.add_argument("--lab", default=None, help="use this existing lab instead of a fresh one per attempt")
+    p.add_argument("--recovery-time", type=float, default=60.0)
+    p.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    p.set_defaults(func=run)
+
+
+def _print_attempt(bug: str, a: Attempt) -> None:
+    outcome = f"found by {','.join(a.found_by)}" if a.found_by else f"not found (exit {a.code})"
+    print(f"{bug} seed {a.seed}: {outcome} in {a.seconds:.0f} s — {a.run_dir}", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        bugs = select(args.bugs, args.shard)
+    except ValueError as exc:
+        print(f"kraftlab zoo: {exc}", file=sys.stderr)
+        return 254
+    if args.attempt_time <= 0 or args.budget <= 0:
+        print("kraftlab zoo: --attempt-time and --budget must be positive", file=sys.stderr)
+        return 254
+    base = TestOptions(nodes=args.nodes, backend=args.backend, lab=args.lab, recovery_time=args.recovery_time,
+                       store=args.store)
+    try:
+        report = run_zoo(bugs, base, real_runner, attempt_s=args.attempt_time, budget_s=args.budget,
+                         seed=args.seed, control=not args.no_control, on_attempt=_print_attempt)
+    except BadArguments as exc:
+        print(f"kraftlab zoo: {exc}", file=sys.stderr)
+        return 254
+    print()
+    print(report.table())
+    return 0 if report.ok else 1

@@ -1,0 +1,200 @@
+"""The end-to-end bug zoo: for each planted bug, the workload and nemesis most likely to expose
+it, run as real tests (`kraftlab.runner.run_test`) of bounded length, repeated with new seeds
+until a checker finds the bug or the bug's budget runs out; then a clean control run that must
+come out valid.
+
+The node refuses the bug switch unless `kraftlab.unsafe.test.mode=true` (node/config.py); the
+zoo sets both keys. The bug names are the node's (node/bugs.py); they are repeated here, not
+imported, because the suite never imports the node. `ZooRunner` is the seam to the runner.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from kraftlab.runner import TestOptions
+
+LOSE_UNFLUSHED = {"kraftlab.unsafe.lose.unflushed": "true"}
+SNAPSHOT_OFTEN = {"metadata.snapshot.max.new.record.bytes": "4096"}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How to expose one bug end to end."""
+
+    workload: str
+    nemesis: str
+    config: dict[str, str] = field(default_factory=dict)
+
+
+PLANS: dict[str, Plan] = {
+    "hw-before-leader-change": Plan("mixed", "partition,kill"),
+    "resume-old-epoch": Plan("mixed", "kill", LOSE_UNFLUSHED),
+    "ack-before-fsync": Plan("mixed", "kill", LOSE_UNFLUSHED),
+    "quorum-state-no-fsync": Plan("registry", "kill,partition", LOSE_UNFLUSHED),
+    "no-check-quorum": Plan("topics", "partition"),
+    "vote-without-log-check": Plan("mixed", "partition,kill"),
+    "hw-before-truncate": Plan("mixed", "partition,kill"),
+    "respond-before-commit": Plan("topics", "partition,kill"),
+    "no-revert-on-resign": Plan("topics", "partition,kill"),
+    "accept-stale-broker-epoch": Plan("isr", "kill,partition"),
+    "reregister-bumps-epoch": Plan("registry", "partition,packet"),
+    "fenced-stays-in-isr": Plan("isr", "kill,partition"),
+    "forget-leases-on-failover": Plan("mixed", "kill"),
+    "no-self-fencing": Plan("mixed", "partition"),
+    "snapshot-id-off-by-one": Plan("mixed", "kill", SNAPSHOT_OFTEN),
+}
+CONTROL = Plan("mixed", "all")
+
+
+class ZooRunner(Protocol):
+    """Runs one test: (exit code, run directory holding results.json)."""
+
+    def __call__(self, opts: TestOptions) -> tuple[int, Path]: ...
+
+
+def real_runner(opts: TestOptions) -> tuple[int, Path]:
+    from kraftlab.runner import run_test
+
+    code, run = run_test(opts)
+    return code, run.path
+
+
+@dataclass(slots=True)
+class Attempt:
+    seed: int
+    code: int
+    run_dir: Path
+    seconds: float
+    found_by: list[str]
+
+
+@dataclass(slots=True)
+class BugResult:
+    bug: str
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return any(a.found_by for a in self.attempts)
+
+    @property
+    def found_by(self) -> list[str]:
+        return next((a.found_by for a in self.attempts if a.found_by), [])
+
+    @property
+    def time_to_detection(self) -> float | None:
+        """Seconds of zoo time (all attempts so far) until the finding attempt ended."""
+        total = 0.0
+        for a in self.attempts:
+            total += a.seconds
+            if a.found_by:
+                return total
+        return None
+
+    @property
+    def run_dir(self) -> Path | None:
+        hit = [a for a in self.attempts if a.found_by] or self.attempts[-1:]
+        return hit[0].run_dir if hit else None
+
+
+def failed_checkers(run_dir: Path) -> list[str]:
+    """The checkers whose verdict in `results.json` is false (empty when valid, unknown or missing)."""
+    try:
+        results: dict[str, Any] = json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        return []
+    if results.get("valid") is not False:
+        return []
+    found = sorted(name for name, r in results.get("checkers", {}).items()
+                   if isinstance(r, dict) and r.get("valid") is False)
+    return found or ["results"]
+
+
+def options_for(base: TestOptions, bug: str | None, plan: Plan, seed: int, attempt_s: float) -> TestOptions:
+    config = {**base.config, **plan.config}
+    if bug is not None:
+        config.update({"kraftlab.unsafe.test.mode": "true", "kraftlab.unsafe.bug": bug})
+    name = f"zoo-{bug or 'control'}"
+    return replace(base, workload=plan.workload, nemesis=plan.nemesis, seed=seed, time_limit=attempt_s,
+                   config=config, name=name)
+
+
+def hunt(bug: str, base: TestOptions, runner: ZooRunner, *, attempt_s: float, budget_s: float, seed: int,
+         on_attempt: Callable[[str, Attempt], None] | None = None) -> BugResult:
+    """Attempts with seeds `seed`, `seed + 1`, … until a checker finds `bug` or `budget_s` is spent."""
+    result = BugResult(bug)
+    spent = 0.0
+    while spent < budget_s:
+        opts = options_for(base, bug, PLANS[bug], seed + len(result.attempts), min(attempt_s, budget_s - spent))
+        started = time.monotonic()
+        code, run_dir = runner(opts)
+        seconds = time.monotonic() - started
+        spent += seconds
+        attempt = Attempt(opts.seed or 0, code, run_dir, seconds, failed_checkers(run_dir))
+        result.attempts.append(attempt)
+        if on_attempt is not None:
+            on_attempt(bug, attempt)
+        if attempt.found_by:
+            break
+    return result
+
+
+@dataclass(slots=True)
+class ZooReport:
+    bugs: list[BugResult]
+    control: Attempt | None
+
+    @property
+    def ok(self) -> bool:
+        control_ok = self.control is None or (self.control.code == 0 and not self.control.found_by)
+        return control_ok and all(b.found for b in self.bugs)
+
+    def table(self) -> str:
+        rows = [("bug", "found?", "found by", "time to detection", "attempts", "run directory")]
+        for b in self.bugs:
+            ttd = b.time_to_detection
+            rows.append((b.bug, "yes" if b.found else "NO", ",".join(b.found_by) or "-",
+                         f"{ttd:.0f} s" if ttd is not None else "-", str(len(b.attempts)), str(b.run_dir or "-")))
+        if self.control is not None:
+            c = self.control
+            verdict = "valid" if c.code == 0 else f"exit {c.code}"
+            rows.append(("(control: no bug)", verdict, ",".join(c.found_by) or "-", f"{c.seconds:.0f} s", "1",
+                         str(c.run_dir)))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def select(names: Sequence[str], shard: tuple[int, int] | None) -> list[str]:
+    """The bugs to run: `names` (validated), or one shard `(k, n)` of them (every n-th from k) for CI rotation."""
+    unknown = [n for n in names if n not in PLANS]
+    if unknown:
+        raise ValueError(f"unknown bug(s) {', '.join(unknown)}; known: {', '.join(PLANS)}")
+    chosen = list(names) or list(PLANS)
+    if shard is not None:
+        k, n = shard
+        if not 0 <= k < n:
+            raise ValueError(f"shard {k}/{n}: need 0 <= k < n")
+        chosen = chosen[k::n]
+    return chosen
+
+
+def run_zoo(bugs: Sequence[str], base: TestOptions, runner: ZooRunner, *, attempt_s: float, budget_s: float,
+            seed: int, control: bool = True,
+            on_attempt: Callable[[str, Attempt], None] | None = None) -> ZooReport:
+    results = [hunt(b, base, runner, attempt_s=attempt_s, budget_s=budget_s, seed=seed, on_attempt=on_attempt)
+               for b in bugs]
+    clean: Attempt | None = None
+    if control:
+        opts = options_for(base, None, CONTROL, seed, attempt_s)
+        started = time.monotonic()
+        code, run_dir = runner(opts)
+        clean = Attempt(seed, code, run_dir, time.monotonic() - started, failed_checkers(run_dir))
+        if on_attempt is not None:
+            on_attempt("control", clean)
+    return ZooReport(results, clean)
