@@ -275,6 +275,7 @@ def connect_all(name: str, backend: str, entries: list[NodeEntry], accept_new_ho
 
 
 def up(name: str, nodes: int = 0, *, nodes_file: str, accept_new_host_keys: bool = False) -> LabState:
+    """Open the hosts of a nodes file (which decides how many there are: `nodes` is not used)."""
     entries = nodesfile.read(nodes_file)
     return connect_all(name, "ssh", entries, accept_new_host_keys,
                        {"nodes_file": os.path.abspath(nodes_file), "status": "up"})
