@@ -196,10 +196,11 @@ def fence_expired(w: Write, leases: Leases) -> None:
 def unregister(w: Write, req: Any, leases: Leases) -> Outcome:
     bid = req.broker_id
     b = w.image.brokers.get(bid)
-    epoch = b.epoch if b is not None else -1
-    if b is not None:
-        w.emit(UnregisterBrokerRecord(broker_id=bid, broker_epoch=b.epoch))
-        w.fence_event(bid, "fence", "unregistered", b.epoch)
-        remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
-        leases.forget(bid)
-    return Outcome({"error_code": ErrorCode.none}, [_decision("UnregisterBroker", bid, epoch, ErrorCode.none)])
+    if b is None:  # as Kafka: unregistering an unknown broker is an error, not a no-op
+        code = ErrorCode.broker_id_not_registered
+        return Outcome({"error_code": code}, [_decision("UnregisterBroker", bid, -1, code)])
+    w.emit(UnregisterBrokerRecord(broker_id=bid, broker_epoch=b.epoch))
+    w.fence_event(bid, "fence", "unregistered", b.epoch)
+    remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
+    leases.forget(bid)
+    return Outcome({"error_code": ErrorCode.none}, [_decision("UnregisterBroker", bid, b.epoch, ErrorCode.none)])

@@ -177,4 +177,6 @@ def test_unregister_broker(h: Harness) -> None:
     assert 1 not in img.brokers
     p = img.topic("t").partitions[0]
     assert p.isr == (2,) and p.leader == 2
-    assert h.run(UnregisterBrokerRequest(broker_id=1)).error_code == ErrorCode.none
+    # a second unregister is refused, as Kafka refuses it (the registry model relies on that)
+    assert h.run(UnregisterBrokerRequest(broker_id=1)).error_code == ErrorCode.broker_id_not_registered
+    assert h.evs("decision")[-1]["error"] == "BROKER_ID_NOT_REGISTERED"

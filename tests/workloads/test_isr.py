@@ -8,7 +8,6 @@ import random
 from collections import Counter
 from typing import Any
 
-import pytest
 from wl_harness import completions, invoke, open_client, run, stale_alters, verdicts
 
 from workloads.agents import heartbeat_op, register_op
@@ -105,8 +104,6 @@ def test_generated_history_on_a_correct_cluster() -> None:
     assert v == {"registry": True, "topics": True}
 
 
-@pytest.mark.xfail(strict=True, reason="checker.models.PartitionState wants every ok alter to raise the partition "
-                   "epoch, but Kafka acknowledges an unchanged ISR with the same epoch (no record written)")
 def test_isr_model_accepts_a_correct_cluster() -> None:
     lines, _w = correct_run(4)
     assert verdicts(lines, ("isr",)) == {"isr": True}
