@@ -5,6 +5,7 @@
     kraft-node info --config F
     kraft-node start --config F
     kraft-node dump-log PATH...
+    kraft-node shell --directory DIR | --snapshot FILE [COMMAND...]
     kraft-node describe-quorum (--bootstrap-controller H:P | --bootstrap-server H:P)
     kraft-node describe-cluster --bootstrap-server H:P
     kraft-node cluster-id --bootstrap-server H:P
@@ -23,6 +24,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from node.config import ConfigError, NodeConfig, load_config
@@ -112,6 +114,144 @@ def cmd_dump_log(args: argparse.Namespace) -> int:
                 damaged = damaged or line.startswith("CORRUPT:")
                 print(line)
     return EXIT_FAILED if damaged else EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# The metadata shell: the image as a tree (ls / cd / cat / find), from files on disk
+
+
+def load_image(path: str) -> tuple[Any, int]:
+    """The metadata image of a snapshot file, or of a log directory (its latest snapshot, then
+    every record after it on disk, committed or not). Read-only. Returns (image, end offset)."""
+    from node.metadata.image import MetadataImage
+    from node.metadata.records import decode
+    from node.storage.dump import dumpable_files, file_kind, iter_file_batches
+    from node.storage.layout import parse_snapshot_name
+
+    files = [f for f in dumpable_files(path) if f.exists() and not f.name.endswith(".part")]
+    if not files:
+        raise CommandFailed(f"{path}: no metadata segment or snapshot found")
+    snapshots = [f for f in files if file_kind(f) == "snapshot"]
+    latest = max(snapshots, key=lambda f: parse_snapshot_name(f.name) or (0, 0), default=None)
+    image = MetadataImage()
+    start = 0
+    sources = [latest] if latest is not None else []
+    if Path(path).is_dir() or latest is None:
+        sources += [f for f in files if file_kind(f) == "segment"]
+    if latest is not None:
+        start = parse_snapshot_name(latest.name).offset  # type: ignore[union-attr]
+    end = start
+    try:
+        for f in sources:
+            is_snapshot = f == latest
+            for fb in iter_file_batches(f):
+                if fb.batch.control:
+                    continue
+                for i, record in enumerate(fb.batch.records):
+                    if record.value is not None and (is_snapshot or fb.batch.base_offset + i >= start):
+                        image.apply(decode(record.value))
+                if not is_snapshot:
+                    end = max(end, fb.batch.next_offset)
+    except Exception as e:
+        raise CommandFailed(f"{path}: cannot load the image: {e}") from None
+    return image, end
+
+
+def image_tree(image: Any) -> dict[str, Any]:
+    """The image as nested dicts: /brokers/ID, /topics/NAME/PARTITION, /features/NAME, /configs/..."""
+    import dataclasses as dc
+
+    def plain(value: Any) -> Any:
+        data = dc.asdict(value) if dc.is_dataclass(value) else value
+        return json.loads(json.dumps(data, default=str))
+
+    topics: dict[str, Any] = {}
+    for t in image.topics.values():
+        node: dict[str, Any] = {"id": str(t.topic_id)}
+        node.update({str(pid): plain(p) for pid, p in sorted(t.partitions.items())})
+        topics[t.name] = node
+    return {
+        "brokers": {str(b): plain(info) for b, info in sorted(image.brokers.items())},
+        "topics": dict(sorted(topics.items())),
+        "features": {k: v for k, v in sorted(image.features.items())},
+        "configs": {f"{kind}:{name}": dict(values) for (kind, name), values in sorted(image.configs.items())},
+    }
+
+
+def _walk(tree: dict[str, Any], cwd: str, target: str) -> tuple[str, Any]:
+    parts = [p for p in (target if target.startswith("/") else f"{cwd}/{target}").split("/") if p and p != "."]
+    resolved: list[str] = []
+    for p in parts:
+        if p == "..":
+            resolved = resolved[:-1]
+        else:
+            resolved.append(p)
+    node: Any = tree
+    for p in resolved:
+        if not isinstance(node, dict) or p not in node:
+            raise CommandFailed(f"{'/' + '/'.join(resolved)}: no such node")
+        node = node[p]
+    return "/" + "/".join(resolved), node
+
+
+def shell_command(tree: dict[str, Any], cwd: str, line: str) -> tuple[list[str], str]:
+    """Run one shell command; returns (output lines, new working directory)."""
+    words = line.split()
+    if not words:
+        return [], cwd
+    cmd, args = words[0], words[1:]
+    target = args[0] if args else cwd
+    if cmd == "pwd":
+        return [cwd], cwd
+    if cmd == "cd":
+        path, node = _walk(tree, cwd, args[0] if args else "/")
+        if not isinstance(node, dict):
+            raise CommandFailed(f"{path}: not a directory")
+        return [], path
+    if cmd == "ls":
+        path, node = _walk(tree, cwd, target)
+        if not isinstance(node, dict):
+            return [path.rsplit("/", 1)[-1]], cwd
+        return [f"{k}/" if isinstance(v, dict) else k for k, v in node.items()], cwd
+    if cmd == "cat":
+        path, node = _walk(tree, cwd, target)
+        return [json.dumps(node, sort_keys=True)], cwd
+    if cmd == "find":
+        path, node = _walk(tree, cwd, target)
+        out: list[str] = []
+
+        def visit(prefix: str, value: Any) -> None:
+            out.append(prefix or "/")
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    visit(f"{prefix}/{k}", v)
+
+        visit("" if path == "/" else path, node)
+        return out, cwd
+    if cmd == "help":
+        return ["commands: ls [PATH], cd PATH, cat PATH, find [PATH], pwd, help, exit"], cwd
+    raise CommandFailed(f"unknown command {cmd!r} (try help)")
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    image, end = load_image(args.directory or args.snapshot)
+    tree = image_tree(image)
+    cwd = "/"
+    if args.command_words:
+        lines, _ = shell_command(tree, cwd, " ".join(args.command_words))
+        print("\n".join(lines))
+        return EXIT_OK
+    print(f"metadata image up to offset {end} (records on disk, committed or not); type help", file=sys.stderr)
+    for line in sys.stdin:
+        if line.strip() in ("exit", "quit"):
+            break
+        try:
+            out, cwd = shell_command(tree, cwd, line)
+            if out:
+                print("\n".join(out), flush=True)
+        except CommandFailed as e:
+            print(e, file=sys.stderr, flush=True)
+    return EXIT_OK
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -305,6 +445,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="a segment, a snapshot, or a (metadata) log directory")
     p.add_argument("--batches-only", action="store_true", help="one line per batch, no records")
     p.set_defaults(func=cmd_dump_log)
+    p = sub.add_parser("shell", help="browse the metadata image of a log directory or snapshot (ls/cd/cat/find)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--directory", help="a metadata log directory (latest snapshot + log after it)")
+    source.add_argument("--snapshot", help="one snapshot file")
+    p.add_argument("command_words", nargs="*", metavar="COMMAND", help="run one command and exit")
+    p.set_defaults(func=cmd_shell)
     p = sub.add_parser("describe-quorum", help="JSON: leader, epoch, high-water mark, voters, observers")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-controller", type=host_port, metavar="HOST:PORT")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from kraftnode_helpers import free_ports, node_properties
 
-from node.cli import cluster_json, main, quorum_json
+from node.cli import CommandFailed, cluster_json, main, quorum_json
 from node.storage.meta_properties import random_cluster_id, read_meta_properties
 
 VOTERS = {1: 19093, 2: 19094, 3: 19095}
@@ -174,3 +175,55 @@ def test_dump_log_decodes_and_reports_damage(tmp_path: Path, capsys: pytest.Capt
     out = capsys.readouterr().out
     assert "CORRUPT:" in out and out.count("NO_OP_RECORD") == 1
     assert main(["dump-log", str(tmp_path / "nothing-here.log")]) == 1
+
+
+def test_shell_over_snapshot_and_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import uuid
+
+    from node.cli import image_tree, load_image, shell_command
+    from node.metadata.records import PartitionRecord, TopicRecord, to_log_record
+    from node.raft.ports import Batch, OffsetAndEpoch
+    from node.storage.log import DiskLog
+    from node.storage.snapshots import DiskSnapshotStore
+
+    meta = tmp_path / "meta"
+    t1, t2 = uuid.uuid4(), uuid.uuid4()
+    snap = [
+        TopicRecord(name="alpha", topic_id=t1),
+        PartitionRecord(partition_id=0, topic_id=t1, replicas=(1, 2), isr=(1, 2), leader=1),
+    ]
+    store = DiskSnapshotStore.in_log_dir(meta)
+    store.write(OffsetAndEpoch(2, 1), [to_log_record(r) for r in snap], 0)
+    with DiskLog.open(meta, snapshot_id=OffsetAndEpoch(2, 1)) as disk:
+        disk.reset_to_snapshot(OffsetAndEpoch(2, 1))
+        disk.append(
+            [
+                Batch(
+                    2,
+                    1,
+                    (
+                        to_log_record(TopicRecord(name="beta", topic_id=t2)),
+                        to_log_record(PartitionRecord(partition_id=0, topic_id=t2, replicas=(3,), isr=(3,), leader=3)),
+                    ),
+                )
+            ]
+        )
+        disk.flush()
+    image, end = load_image(str(meta))
+    assert end == 4 and sorted(t.name for t in image.topics.values()) == ["alpha", "beta"]
+    only_snapshot, _ = load_image(str(next(store.directory.glob("*.checkpoint"))))
+    assert [t.name for t in only_snapshot.topics.values()] == ["alpha"]
+
+    tree = image_tree(image)
+    assert shell_command(tree, "/", "ls")[0] == ["brokers/", "topics/", "features/", "configs/"]
+    assert shell_command(tree, "/", "ls topics")[0] == ["alpha/", "beta/"]
+    _, cwd = shell_command(tree, "/", "cd /topics/beta")
+    assert cwd == "/topics/beta"
+    assert json.loads(shell_command(tree, cwd, "cat 0")[0][0])["leader"] == 3
+    assert shell_command(tree, cwd, "cat ../alpha/id")[0] == [json.dumps(str(t1))]
+    assert "/topics/alpha/0" in shell_command(tree, "/", "find /topics")[0]
+    with pytest.raises(CommandFailed, match="no such node"):
+        shell_command(tree, "/", "cat /topics/gamma")
+
+    assert main(["shell", "--directory", str(meta), "ls", "/topics"]) == 0
+    assert capsys.readouterr().out.split() == ["alpha/", "beta/"]
