@@ -35,11 +35,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kraftlab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"kraftlab.commands.{info.name}")
+        try:
+            module = importlib.import_module(f"kraftlab.commands.{info.name}")
+        except ImportError as exc:  # one broken command must not take the others down
+            _register_broken(sub, info.name, exc)
+            continue
         register = getattr(module, "register", None)
         if register is not None:
             register(sub)
     return parser
+
+
+def _register_broken(sub: argparse._SubParsersAction, module: str, exc: ImportError) -> None:
+    """A command whose module cannot be imported: it says why when it is used."""
+    name = module.replace("_", "-")
+    p = sub.add_parser(name, help=f"(unavailable: {exc})", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def fail(args: argparse.Namespace) -> int:
+        print(f"kraftlab {name}: unavailable, its module failed to import: {exc}", file=sys.stderr)
+        return EXIT_CRASHED
+
+    p.set_defaults(func=fail)
 
 
 def main(argv: list[str] | None = None) -> int:
