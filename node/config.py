@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from node.bugs import NO_BUGS, BugSet, UnknownBug
+
 ROLES = ("broker", "controller")
 UNSAFE_TEST_MODE = "kraftlab.unsafe.test.mode"
 UNSAFE_KEYS = ("kraftlab.unsafe.bug", "kraftlab.unsafe.lose.unflushed")
@@ -198,6 +200,8 @@ class NodeConfig:
     broker_self_fence_timeout_ms: int = 18000
     unsafe_test_mode: bool = False
     unsafe_bug: str | None = None
+    bugs: BugSet = NO_BUGS
+    """The planted bugs `kraftlab.unsafe.bug` names (comma-separated; test mode only)."""
     unsafe_lose_unflushed: bool = False
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -412,6 +416,11 @@ def config_from_properties(props: dict[str, str]) -> NodeConfig:
             f"kraftlab.broker.self.fence.timeout.ms ({self_fence_ms}) must be longer than "
             f"broker.session.timeout.ms ({session_ms})"
         )
+    bug_names = r.str("kraftlab.unsafe.bug")
+    try:
+        bugs = BugSet.of(bug_names)
+    except UnknownBug as e:
+        raise ConfigError(f"kraftlab.unsafe.bug: {e}") from None
     journal = r.str("kraftlab.journal.file")
     clock = r.str("kraftlab.clock.file")
     metrics_port = r.int("kraftlab.metrics.port", 9100)
@@ -444,7 +453,8 @@ def config_from_properties(props: dict[str, str]) -> NodeConfig:
         metrics_port=metrics_port,
         broker_self_fence_timeout_ms=self_fence_ms,
         unsafe_test_mode=test_mode,
-        unsafe_bug=r.str("kraftlab.unsafe.bug"),
+        unsafe_bug=bug_names,
+        bugs=bugs,
         unsafe_lose_unflushed=r.bool("kraftlab.unsafe.lose.unflushed"),
         raw=dict(props),
     )

@@ -92,9 +92,6 @@ log = logging.getLogger("kraft-node")
 EXIT_OK = 0
 EXIT_FAILED = 1
 HW_CHECKPOINT_INTERVAL_S = 1.0
-BUGGY_CORES: dict[str, type[RaftCore]] = {}
-"""The bug zoo (`kraftlab.unsafe.bug`, test mode only): name → a RaftCore subclass with a planted bug.
-Empty until the bug zoo lands; a name not found here refuses to start rather than run correct code."""
 MAX_TIMER_SLEEP_S = 0.1  # re-check at least this often (the clock file may change the rate)
 RESIGN_GRACE_S = 0.5
 _APPROX_RECORD_BYTES = 64
@@ -277,6 +274,7 @@ class KraftApplication:
                     session_timeout_ms=config.broker_session_timeout_ms,
                     snapshot_max_new_record_bytes=config.metadata_snapshot_max_new_record_bytes,
                     seed=random.Random(os.urandom(8)).getrandbits(63),
+                    bugs=config.bugs,
                 ),
                 _ControllerWriter(context.appender),
             )
@@ -300,6 +298,7 @@ class KraftApplication:
                     session_timeout_ms=config.broker_session_timeout_ms,
                     self_fence_timeout_ms=config.broker_self_fence_timeout_ms,
                     retry_backoff_ms=max(config.retry_backoff_ms, 1),
+                    bugs=config.bugs,
                 )
             )
             self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle)
@@ -519,7 +518,10 @@ def open_storage(config: NodeConfig, journal: Journal) -> Storage:
     for event in disk_log.recovery.journal_events():
         fields = dict(event)
         journal.write(str(fields.pop("ev")), **fields)
-    return Storage(meta, disk_log, FileQuorumStateStore.in_log_dir(config.metadata_log_dir), snapshots)
+    quorum = FileQuorumStateStore.in_log_dir(
+        config.metadata_log_dir, config.bugs, lose_unflushed=config.unsafe_lose_unflushed
+    )
+    return Storage(meta, disk_log, quorum, snapshots)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -910,10 +912,8 @@ class NodeServer:
 
     async def _start(self) -> None:
         config = self.config
-        core_class = BUGGY_CORES.get(config.unsafe_bug, RaftCore) if config.unsafe_bug else RaftCore
-        if config.unsafe_bug and config.unsafe_bug not in BUGGY_CORES:
-            known = ", ".join(sorted(BUGGY_CORES)) or "none in this build"
-            raise StartupError(f"kraftlab.unsafe.bug={config.unsafe_bug}: unknown bug (known: {known})")
+        if config.bugs:
+            log.warning("TEST MODE: planted bugs on: %s", config.bugs)
         storage = self.storage = open_storage(config, self.journal)
         raft_config = RaftConfig(
             election_timeout_ms=config.election_timeout_ms,
@@ -923,7 +923,7 @@ class NodeServer:
             retry_backoff_ms=config.retry_backoff_ms,
             append_linger_ms=config.append_linger_ms,
         )
-        core = core_class(
+        core = RaftCore(
             raft_config,
             config.node_id,
             config.voter_ids,
@@ -932,6 +932,7 @@ class NodeServer:
             storage.snapshots,
             random.Random(os.urandom(16)),
             roles=sorted(config.roles, reverse=True),
+            bugs=config.bugs,
         )
         controller_apis = ApiRegistry() if config.controller_listener is not None else None
         broker_apis = ApiRegistry() if config.is_broker else None

@@ -156,9 +156,17 @@ def test_broker_only_rules() -> None:
 
 def test_unsafe_keys_accepted_in_test_mode() -> None:
     c = config_from_properties(
-        cfg(kraftlab_unsafe_test_mode="true", kraftlab_unsafe_bug="x", kraftlab_unsafe_lose_unflushed="true")
+        cfg(
+            kraftlab_unsafe_test_mode="true",
+            kraftlab_unsafe_bug="no-check-quorum, ack-before-fsync",
+            kraftlab_unsafe_lose_unflushed="true",
+        )
     )
-    assert c.unsafe_test_mode and c.unsafe_bug == "x" and c.unsafe_lose_unflushed
+    assert c.unsafe_test_mode and c.unsafe_lose_unflushed
+    assert c.bugs.on("no-check-quorum") and c.bugs.on("ack-before-fsync") and not c.bugs.on("no-self-fencing")
+    with pytest.raises(ConfigError, match=r"kraftlab\.unsafe\.bug: unknown bug\(s\) no-such-bug"):
+        config_from_properties(cfg(kraftlab_unsafe_test_mode="true", kraftlab_unsafe_bug="no-such-bug"))
+    assert not config_from_properties(cfg()).bugs
 
 
 def test_missing_file(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from kraftnode_helpers import free_ports, node_properties
 from node.config import config_from_properties
 from node.journal import read_journal
 from node.raft.ports import Batch, Record
-from node.server import EXIT_FAILED, NodeServer
+from node.server import EXIT_FAILED, KraftApplication, NodeServer
 from node.storage.layout import partition_dir
 from node.storage.log import DiskLog
 from node.storage.meta_properties import format_dirs, random_cluster_id
@@ -61,8 +61,24 @@ def test_listener_port_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "cannot listen on CONTROLLER://" in capsys.readouterr().err
 
 
-def test_unknown_bug_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = _config(tmp_path, **{"kraftlab.unsafe.test.mode": "true", "kraftlab.unsafe.bug": "no-such-bug"})
+def test_planted_bugs_reach_every_core(tmp_path: Path) -> None:
+    config = _config(tmp_path, **{"kraftlab.unsafe.test.mode": "true", "kraftlab.unsafe.bug": "no-check-quorum"})
     format_dirs(config.all_log_dirs, random_cluster_id(), 1)
-    assert asyncio.run(NodeServer(config).run()) == EXIT_FAILED
-    assert "kraftlab.unsafe.bug=no-such-bug: unknown bug" in capsys.readouterr().err
+
+    async def run() -> None:
+        server = NodeServer(config)
+        task = asyncio.create_task(server.run())
+        try:
+            async with asyncio.timeout(30):
+                while server.driver is None or not server.driver.started:
+                    assert not task.done()
+                    await asyncio.sleep(0.02)
+            assert server.driver.core.bugs.on("no-check-quorum")
+            assert server.storage is not None and server.storage.quorum.bugs.on("no-check-quorum")
+            app = server.application
+            assert isinstance(app, KraftApplication) and app.controller.config.bugs.on("no-check-quorum")
+        finally:
+            server.request_stop()
+            await asyncio.wait_for(task, 30)
+
+    asyncio.run(run())
