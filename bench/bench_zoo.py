@@ -1,0 +1,102 @@
+"""The full bug-zoo table: per bug, caught in every seed base?, by what, median time to detection.
+
+Simulator part (default): for each bug, `--seeds` hunts starting from different seed bases
+(0, 1000, 2000, …); time to detection is simulated time of the catching run plus the simulated
+time of the seeds tried before it, and the wall seconds the hunt took. Then `--controls` clean
+runs of every scenario, which must be caught by nothing (false alarms).
+End-to-end part (`--e2e`): `kraftlab.zoo` with each seed base, `--budget` wall seconds per bug;
+median wall time to detection, plus a clean control per seed base.
+
+    .venv/bin/python bench/bench_zoo.py [--seeds 3] [--max-seeds 40] [--controls 10] [--e2e --budget 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "zoo"))
+
+from kraft_zoo import CLUSTER_SCENARIOS, run_cluster_once
+
+from node.sim.zoo import RAFT_SCENARIOS, SimOutcome, run_once
+
+
+def _sim_hunt(bug: str, base: int, max_seeds: int) -> tuple[SimOutcome, int, float]:
+    """(catching or last outcome, simulated ms until caught, wall seconds)."""
+    sim_ms = 0
+    wall = time.perf_counter()
+    outcome: SimOutcome | None = None
+    for seed in range(base, base + max_seeds):
+        if bug in RAFT_SCENARIOS:
+            outcome = run_once(bug, seed)
+        else:
+            outcome = run_cluster_once(bug, seed, CLUSTER_SCENARIOS[bug])
+        sim_ms += outcome.sim_ms
+        if outcome.caught_by is not None:
+            break
+    assert outcome is not None
+    return outcome, sim_ms, time.perf_counter() - wall
+
+
+def bench_sim(seeds: int, max_seeds: int, controls: int) -> bool:
+    bugs = list(RAFT_SCENARIOS) + list(CLUSTER_SCENARIOS)
+    print(f"{'bug':28} {'caught':>7}  {'median sim s':>12}  {'median wall s':>13}  caught by")
+    all_caught = True
+    for bug in bugs:
+        runs = [_sim_hunt(bug, 1000 * i, max_seeds) for i in range(seeds)]
+        caught = [r for r in runs if r[0].caught_by is not None]
+        all_caught &= len(caught) == seeds
+        by = sorted({r[0].caught_by or "-" for r in caught})
+        sim_s = statistics.median(r[1] for r in caught) / 1000 if caught else float("nan")
+        wall_s = statistics.median(r[2] for r in caught) if caught else float("nan")
+        print(f"{bug:28} {len(caught):>3}/{seeds:<3}  {sim_s:>12.1f}  {wall_s:>13.2f}  {','.join(by)}", flush=True)
+    alarms = 0
+    wall = time.perf_counter()
+    for scenario in RAFT_SCENARIOS.values():
+        alarms += sum(run_once(None, 5000 + s, scenario).caught_by is not None for s in range(controls))
+    for cscenario in CLUSTER_SCENARIOS.values():
+        alarms += sum(run_cluster_once(None, 5000 + s, cscenario).caught_by is not None for s in range(controls))
+    total = controls * (len(RAFT_SCENARIOS) + len(CLUSTER_SCENARIOS))
+    print(f"false alarms in clean runs: {alarms}/{total} ({time.perf_counter() - wall:.0f} s)")
+    return all_caught and alarms == 0
+
+
+def bench_e2e(seeds: int, budget: float, attempt: float) -> bool:
+    from kraftlab.runner import TestOptions
+    from kraftlab.zoo import PLANS, real_runner, run_zoo
+
+    reports = [run_zoo(list(PLANS), TestOptions(), real_runner, attempt_s=attempt, budget_s=budget, seed=1 + 1000 * i)
+               for i in range(seeds)]
+    print(f"{'bug':28} {'found':>7}  {'median s to detection':>22}  found by")
+    for j, bug in enumerate(PLANS):
+        results = [r.bugs[j] for r in reports]
+        times = [t for t in (b.time_to_detection for b in results) if t is not None]
+        med = f"{statistics.median(times):.0f}" if times else "-"
+        by = sorted({c for b in results for c in b.found_by})
+        print(f"{bug:28} {len(times):>3}/{seeds:<3}  {med:>22}  {','.join(by) or '-'}")
+    clean = sum(1 for r in reports if r.control is not None and r.control.code == 0)
+    print(f"clean control runs valid: {clean}/{seeds}")
+    return all(r.ok for r in reports)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=3, help="seed bases per bug (default 3)")
+    p.add_argument("--max-seeds", type=int, default=40, help="simulator: seeds tried per hunt (default 40)")
+    p.add_argument("--controls", type=int, default=10, help="simulator: clean runs per scenario (default 10)")
+    p.add_argument("--e2e", action="store_true", help="also run the end-to-end zoo (long: real clusters)")
+    p.add_argument("--budget", type=float, default=120.0, help="end-to-end: wall seconds per bug (default 120)")
+    p.add_argument("--attempt", type=float, default=60.0, help="end-to-end: workload seconds per attempt")
+    args = p.parse_args()
+    ok = bench_sim(args.seeds, args.max_seeds, args.controls)
+    if args.e2e:
+        ok = bench_e2e(args.seeds, args.budget, args.attempt) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
