@@ -65,6 +65,9 @@ from node.raft.states import (
     majority,
 )
 
+ZOO_FLUSH_INTERVAL_MS = 1000
+"""BUG ZOO: ack-before-fsync — the period of the only flushes (like an OS writeback)."""
+
 
 class NotLeader(Exception):
     """`append` on a node that is not the leader; carries the leader it knows of."""
@@ -158,6 +161,7 @@ class RaftCore:
         self._failures = 0
         self._out = Output()
         self._zoo_hw_epoch = -1  # BUG ZOO: hw-before-leader-change — the epoch whose HW was initialised
+        self._zoo_flush_at = 0  # BUG ZOO: ack-before-fsync — when the periodic flush runs next
         self._handlers = {
             m.VoteRequest: self._on_vote_request,
             m.VoteResponse: self._on_vote_response,
@@ -317,13 +321,15 @@ class RaftCore:
 
     def _begin(self) -> None:
         self._out = Output()
-        if self.bugs.on("ack-before-fsync") and self.log.flushed_end_offset() < self.log.end_offset():
-            # BUG ZOO: ack-before-fsync — the flush of the previous step's appends happens only now,
-            # after their offsets were already acknowledged/counted (KAFKA-10533).
-            self.log.flush()
-            self._event("flush", end=self.log.flushed_end_offset())
 
     def _end(self, now: int) -> Output:
+        if self.bugs.on("ack-before-fsync") and now >= self._zoo_flush_at:
+            # BUG ZOO: ack-before-fsync (KAFKA-10533) — appends are flushed only by a periodic
+            # background flush, long after their offsets were acknowledged and counted.
+            self._zoo_flush_at = now + ZOO_FLUSH_INTERVAL_MS
+            if self.log.flushed_end_offset() < self.log.end_offset():
+                self.log.flush()
+                self._event("flush", end=self.log.flushed_end_offset())
         for _ in range(8):  # a transition made by the poll gets its own poll (to send its requests)
             state = self.state
             self._poll(now)
