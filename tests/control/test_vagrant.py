@@ -121,3 +121,48 @@ def test_provision_twice_in_a_chroot(chroot: Path, tmp_path: Path) -> None:
     r = subprocess.run(["chroot", str(chroot), "sh", "-c", "id kraftlab && /var/lib/kraftlab/venv/bin/kraft-node "
                         "random-uuid"], capture_output=True, text=True)
     assert r.returncode == 0 and re.search(r"^[A-Za-z0-9_-]{22}$", r.stdout.splitlines()[-1]), r.stderr
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_vagrant_backend_flow(sshd: tuple[object, Path], state_dir: Path, tmp_path: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lab up/down --backend vagrant` with a stand-in `vagrant` whose VMs are the sshd namespaces:
+    wheels built into the folder, `vagrant up`, ssh-config → nodes file, host keys recorded only
+    with the flag, then `vagrant destroy -f` on down."""
+    from control.labs import lab_down, lab_up
+    from control.nodesfile import read
+    from control.state import load_state
+    from kraftlab.cli import main
+
+    _, nodes_file = sshd
+    entries = read(str(nodes_file))
+    config = "".join(f"Host {e.name}\n  HostName {e.host}\n  User {e.user}\n  Port {e.port}\n"
+                     f"  UserKnownHostsFile /dev/null\n  IdentityFile {e.key}\n\n" for e in entries)
+    bin_dir, vdir, calls = tmp_path / "bin", tmp_path / "vagrant", tmp_path / "calls"
+    bin_dir.mkdir()
+    vdir.mkdir()
+    (tmp_path / "ssh-config").write_text(config)
+    fake = bin_dir / "vagrant"
+    fake.write_text(f"#!/bin/sh\necho \"$KRAFTLAB_VM_NODES $*\" >> {calls}\n"
+                    f"[ \"$1\" = ssh-config ] && cat {tmp_path}/ssh-config\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("KRAFTLAB_VM_SUBNET", entries[0].host.rsplit(".", 1)[0])  # the namespaces' /24: .11 …
+    name = "v" + os.urandom(4).hex()
+    with pytest.raises(Exception, match="unknown host key"):
+        lab_up(name, "vagrant", 5, vagrant_dir=str(vdir))
+    lab = lab_up(name, "vagrant", 5, vagrant_dir=str(vdir), accept_new_host_keys=True)
+    try:
+        assert list((vdir / "wheels").glob("kraftlab-*.whl"))
+        assert lab.addresses() == {e.name: e.host for e in entries}
+        assert {n: r.stdout for n, r in lab.run("id -u").items()} == {e.name: "0\n" for e in entries}
+        written = read(str(state_dir / f"{name}.nodes"))
+        assert [(e.name, e.host, e.address) for e in written] == [(e.name, e.host, e.host) for e in entries]
+        assert load_state(name).backend == "vagrant"
+    finally:
+        lab.close()
+        assert main(["lab", "down", "--name", name]) == 0
+    assert calls.read_text().splitlines() == ["5 up", "5 ssh-config", "5 up", "5 ssh-config", "5 destroy -f"]
+    assert not (state_dir / f"{name}.nodes").exists() and not (state_dir / f"{name}.known_hosts").exists()
+    lab_down(name)  # already gone: nothing to do
