@@ -1,6 +1,7 @@
 """vagrant/: the Vagrantfile parses (`ruby -c`) and validates (`vagrant validate`, installed from Debian
-when missing), its addresses agree with the backend's, and provision.sh runs twice in a Debian
-chroot (idempotent) leaving a node that runs (slow)."""
+when missing), its addresses agree with the backend's, `lab up/down --backend vagrant` works against
+a stand-in `vagrant` whose VMs are sshd namespaces, and provision.sh runs twice in a Debian chroot
+(idempotent) leaving a runnable kraft-node (slow)."""
 
 from __future__ import annotations
 
