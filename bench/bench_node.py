@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import datetime
 import signal
+import socket
 import statistics
 import sys
 import tempfile
@@ -93,16 +94,32 @@ def bench_failover(base: Path, rounds: int) -> list[float]:
     return times
 
 
-def bench_unfence(base: Path, brokers: int = 5) -> float:
+def _all_listening(ports: list[int]) -> bool:
+    for port in ports:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        except OSError:
+            return False
+    return True
+
+
+def bench_unfence(base: Path, brokers: int = 5) -> tuple[float, float]:
+    """(seconds from launching the processes to every broker unfenced, seconds of that spent
+    until every process listened: Python start-up and imports)."""
     c = ProcessCluster(base, brokers=brokers)
     try:
         t0 = time.monotonic()
         c.start_all()
+        ports = [*c.ports.values(), *c.broker_ports.values()]
+        ready: float | None = None
         address = ("127.0.0.1", c.broker_ports[c.broker_ids[0]])
         while True:
-            with contextlib.suppress(CommandFailed):
-                if len(asyncio.run(describe_cluster(address, 1.0))["brokers"]) == brokers:
-                    return time.monotonic() - t0
+            if ready is None and _all_listening(ports):
+                ready = time.monotonic() - t0
+            if ready is not None:
+                with contextlib.suppress(CommandFailed):
+                    if len(asyncio.run(describe_cluster(address, 1.0))["brokers"]) == brokers:
+                        return time.monotonic() - t0, ready
             if time.monotonic() - t0 > 120:
                 raise TimeoutError("brokers not unfenced within 120 s")
             time.sleep(0.05)
@@ -272,8 +289,12 @@ def main() -> int:
                 flush=True,
             )
         if "unfence" in only:
-            t = bench_unfence(Path(tmp) / "unfence")
-            print(f"start of 3 controllers + 5 brokers -> all brokers unfenced: {t:.2f} s (target <= 5 s)", flush=True)
+            t, ready = bench_unfence(Path(tmp) / "unfence")
+            print(
+                f"start of 3 controllers + 5 brokers -> all brokers unfenced: {t:.2f} s (target <= 5 s); "
+                f"{ready:.2f} s of it until every process listened, {t - ready:.2f} s after",
+                flush=True,
+            )
         if "topics" in only:
             elapsed, lats = bench_topics(Path(tmp) / "topics", args.topics, args.topics_per_request)
             print(
