@@ -49,19 +49,21 @@ def build_parser() -> argparse.ArgumentParser:
 def _register_broken(sub: argparse._SubParsersAction, module: str, exc: ImportError) -> None:
     """A command whose module cannot be imported: it says why when it is used."""
     name = module.replace("_", "-")
-    p = sub.add_parser(name, help=f"(unavailable: {exc})", add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    why = f"unavailable, its module failed to import: {exc}"
+    p = sub.add_parser(name, help=f"({why})", add_help=False)
 
     def fail(args: argparse.Namespace) -> int:
-        print(f"kraftlab {name}: unavailable, its module failed to import: {exc}", file=sys.stderr)
+        print(f"kraftlab {name}: {why}", file=sys.stderr)
         return EXIT_CRASHED
 
-    p.set_defaults(func=fail)
+    p.set_defaults(func=fail, broken=True)  # whatever arguments follow, it says why
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "broken", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -138,7 +138,7 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     opts = dataclasses.replace(opts, seed=seed)
     run = new_run(opts.test_name(), {k: (str(v) if isinstance(v, Path) else v)
-                                     for k, v in dataclasses.asdict(opts).items()})
+                                     for k, v in dataclasses.asdict(opts).items()}, store=opts.store)
     logging.basicConfig(filename=run.path / "runner.log", level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     history = HistoryWriter(run.history)

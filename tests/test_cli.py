@@ -31,6 +31,8 @@ def test_a_command_that_fails_to_import_does_not_break_the_others(
         return real(name, *a, **k)
 
     monkeypatch.setattr(cli.importlib, "import_module", fake)
+    assert main(["serve"]) == cli.EXIT_CRASHED
+    assert "missing_dependency" in capsys.readouterr().err
     assert main(["serve", "--port", "1"]) == cli.EXIT_CRASHED
     assert "missing_dependency" in capsys.readouterr().err
     # the other commands still parse and run
