@@ -34,7 +34,7 @@ class Plan:
 
 PLANS: dict[str, Plan] = {
     "hw-before-leader-change": Plan("mixed", "partition,kill"),
-    "resume-old-epoch": Plan("mixed", "kill", LOSE_UNFLUSHED),
+    "resume-old-epoch": Plan("mixed", "kill,disk", LOSE_UNFLUSHED),  # a torn tail on the restarted leader
     "ack-before-fsync": Plan("mixed", "kill", LOSE_UNFLUSHED),
     "quorum-state-no-fsync": Plan("registry", "kill,partition", LOSE_UNFLUSHED),
     "no-check-quorum": Plan("topics", "partition"),
