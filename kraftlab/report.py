@@ -20,8 +20,8 @@ from kraftlab.analysis import fault_windows, pair_ops
 from kraftlab.store import RunDir
 from workloads.history import read_history
 
-METRIC_NAMES = ("raft_high_watermark", "raft_current_epoch", "raft_current_leader", "metadata_lag",
-                "metadata_commit_latency_ms", "fenced_broker_count")
+METRIC_NAMES = ("kraft_raft_high_watermark", "kraft_raft_current_epoch", "kraft_raft_current_leader",
+                "kraft_metadata_lag", "kraft_metadata_commit_latency_ms", "kraft_metadata_commit_rate_per_sec")
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}

@@ -32,7 +32,7 @@ from kraftlab.checking import check_run, exit_code
 from kraftlab.deploy import BROKER_PORT, CONTROLLER_PORT, DEFAULT_TOPOLOGY, METRICS_PORT, TOPOLOGIES, Deployment
 from kraftlab.progress import ProgressDisplay, Snapshot
 from kraftlab.report import render
-from kraftlab.scrape import MetricsScraper
+from kraftlab.scrape import MetricsScraper, wait_caught_up
 from kraftlab.store import DEFAULT_STORE, RunDir, new_run, write_json
 from nemesis import schedule as nemesis_schedule
 from nemesis.core import Nemesis
@@ -169,7 +169,7 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
                 dep.deploy(wait=opts.recovery_time)
                 scraper = MetricsScraper({s.name: f"{s.address}:{METRICS_PORT}" for s in dep.state.specs},
                                          run.metrics, history.now).start()
-                _run_phases(opts, run, history, dep, live)
+                _run_phases(opts, run, history, dep, scraper, live)
             finally:
                 stop_ticker.set()
                 ticker.join()
@@ -206,7 +206,7 @@ def session_timeout_ms(config: dict[str, str]) -> float:
 
 
 def _run_phases(opts: TestOptions, run: RunDir, history: HistoryWriter, dep: Deployment,
-                live: _Live) -> None:
+                scraper: MetricsScraper, live: _Live) -> None:
     assert opts.seed is not None
     rng = random.Random(opts.seed)
     nem = prepare_run(dep.lab.name, dep, packages=opts.nemesis, interval=opts.nemesis_interval,
@@ -234,6 +234,9 @@ def _run_phases(opts: TestOptions, run: RunDir, history: HistoryWriter, dep: Dep
         if not dep.running(node):
             dep.start(node)
     dep.wait_healthy(opts.recovery_time)
+    # brokers serve reads from their own image: the final reads wait until every node has
+    # applied everything committed by now, so they observe the final state, not a lag
+    wait_caught_up(scraper, opts.recovery_time)
     live.phase = "final reads"
     asyncio.run(run_phase(workload.final, workload.factory, history, processes, nodes=workload.brokers,
                           concurrency=len(workload.brokers), rng=rng, op_timeout=opts.op_timeout + 1,

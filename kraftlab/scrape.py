@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -46,7 +48,8 @@ class MetricsScraper:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="metrics-scraper", daemon=True)
 
-    def scrape_once(self) -> list[dict[str, object]]:
+    def scrape_once(self) -> list[dict[str, Any]]:
+        """One sample per node that answered: {"time", "node", "metrics": {series: value}}."""
         lines = []
         for node, target in self.targets.items():
             try:
@@ -74,3 +77,30 @@ class MetricsScraper:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.timeout * len(self.targets) + 2)
+
+
+HW = "kraft_raft_high_watermark"
+LAG = "kraft_metadata_lag"
+
+
+def applied_offsets(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """Each node's applied metadata offset (its high-water mark less its metadata lag)."""
+    return {s["node"]: s["metrics"][HW] - s["metrics"][LAG] for s in samples
+            if HW in s["metrics"] and LAG in s["metrics"]}
+
+
+def wait_caught_up(scraper: MetricsScraper, timeout: float, poll: float = 0.25) -> dict[str, float]:
+    """Wait until every node has applied the metadata log up to the highest high-water mark any
+    node reported when the wait began (later writes, such as periodic no-op records, do not
+    move the goal). Returns the applied offsets; raises TimeoutError naming the laggards."""
+    goal = max((s["metrics"][HW] for s in scraper.scrape_once() if HW in s["metrics"]), default=0.0)
+    deadline = time.monotonic() + timeout
+    applied: dict[str, float] = {}
+    while True:
+        applied = applied_offsets(scraper.scrape_once())
+        behind = {n: applied.get(n) for n in scraper.targets if applied.get(n, -1.0) < goal}
+        if not behind:
+            return applied
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nodes not caught up to offset {goal:.0f} after {timeout:g}s: {behind}")
+        time.sleep(poll)

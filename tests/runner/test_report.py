@@ -36,8 +36,8 @@ def make_run(tmp_path: Path):
     with run.metrics.open("w") as f:
         for k in range(10):
             for node in ("n1", "n2"):
-                f.write(json.dumps({"time": k * 10**8, "node": node,
-                                    "metrics": {"raft_high_watermark": k * 3, "raft_current_epoch": 1}}) + "\n")
+                metrics = {"kraft_raft_high_watermark": k * 3, "kraft_raft_current_epoch": 1}
+                f.write(json.dumps({"time": k * 10**8, "node": node, "metrics": metrics}) + "\n")
     (run.node_dir("n1") / "journal.jsonl").write_text('{"ev":"start"}\n')
     (run.node_dir("n1") / "node.log").write_text("hello\n")
     return run

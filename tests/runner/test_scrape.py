@@ -8,7 +8,9 @@ import threading
 import time
 from pathlib import Path
 
-from kraftlab.scrape import MetricsScraper, parse_prometheus
+import pytest
+
+from kraftlab.scrape import HW, LAG, MetricsScraper, parse_prometheus, wait_caught_up
 
 TEXT = """# HELP raft_high_watermark The high-water mark
 # TYPE raft_high_watermark gauge
@@ -54,3 +56,33 @@ def test_scraper_writes_samples_and_skips_dead_nodes(tmp_path: Path) -> None:
     assert {x["node"] for x in samples} == {"n1"}
     assert all(x["metrics"]["raft_high_watermark"] == 42.0 for x in samples)
     assert [x["time"] for x in samples] == sorted(x["time"] for x in samples)
+
+
+class ScriptedScraper(MetricsScraper):
+    """Answers scrape_once from a script of (hw, lag) per node, one step per call."""
+
+    def __init__(self, steps: list[dict[str, tuple[float, float]]]) -> None:
+        super().__init__({n: "unused:0" for n in steps[0]}, Path("/dev/null"), lambda: 0)
+        self.steps = steps
+        self.calls = 0
+
+    def scrape_once(self) -> list[dict]:
+        step = self.steps[min(self.calls, len(self.steps) - 1)]
+        self.calls += 1
+        return [{"time": 0, "node": n, "metrics": {HW: hw, LAG: lag}} for n, (hw, lag) in step.items()]
+
+
+def test_wait_caught_up_waits_for_the_goal_not_later_writes() -> None:
+    s = ScriptedScraper([
+        {"n1": (10, 0), "n2": (8, 3)},  # goal: 10
+        {"n1": (12, 0), "n2": (9, 1)},  # n2 applied 8
+        {"n1": (14, 0), "n2": (11, 1)},  # n2 applied 10: done, though n1 has moved on
+    ])
+    assert wait_caught_up(s, timeout=5, poll=0.0) == {"n1": 14, "n2": 10}
+    assert s.calls == 3
+
+
+def test_wait_caught_up_names_the_laggard() -> None:
+    s = ScriptedScraper([{"n1": (10, 0), "n2": (3, 3)}])
+    with pytest.raises(TimeoutError, match="n2"):
+        wait_caught_up(s, timeout=0.05, poll=0.01)
