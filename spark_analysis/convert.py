@@ -58,7 +58,12 @@ class ModelSpec:
 
     @property
     def label(self) -> str:
-        return self.tag or self.name
+        return self.name if self.tag is None else self.tag
+
+    @property
+    def checker(self) -> str:
+        """Its entry in results.json: `linearizable-<label>`, or `linearizable` for label ''."""
+        return "linearizable" + (f"-{self.label}" if self.label else "")
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "initial": self.initial, "nil_read_any": self.nil_read_any, "label": self.label}
@@ -122,12 +127,21 @@ class _BucketWriter:
             self.writer.close()
 
 
-def models_for(event: Event, specs: dict[str, ModelSpec]) -> Iterable[ModelSpec]:
+def models_for(event: Event, specs: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """The models that judge this op: for an op with a `workload` field, the spec labelled with
+    that workload, else an unlabelled spec of its model (`checker.run.WORKLOAD_MODELS`); for an
+    op without one, every spec."""
     w = event.extra.get("workload")
     if w is None:
-        return specs.values()
-    name = WORKLOAD_MODELS.get(str(w))
-    return [specs[name]] if name in specs else []
+        return list(specs)
+    labelled = [s for s in specs if s.tag == str(w)]
+    return labelled or [s for s in specs if s.tag is None and s.name == WORKLOAD_MODELS.get(str(w))]
+
+
+def workload_specs(models: Sequence[str]) -> list[ModelSpec]:
+    """One spec per workload whose model is among `models`, labelled with the workload (the
+    results are then `linearizable-<workload>`, as the single-process run check names them)."""
+    return [ModelSpec(m, tag=w) for w, m in WORKLOAD_MODELS.items() if m in models]
 
 
 def _key_of(model: Model, op: Op) -> str | None:
@@ -158,7 +172,6 @@ class DatasetWriter:
     def add(self, history: str | Path, models: Sequence[ModelSpec], fmt: str | None = None,
             notes: list[str] | None = None) -> None:
         """Stream one history in; its ops go to the models of `models_for`, labelled."""
-        specs = {m.name: m for m in models}
         built = {m.label: m.build() for m in models}
         self.models += models
         self.sources.append(str(history))
@@ -166,7 +179,7 @@ class DatasetWriter:
         events = self._counted(client_events(raw, self.nemesis), "client_events")
         for op, invocation in iter_ops(events, str(history)):
             self.counts["ops"] += 1
-            for spec in models_for(invocation, specs):
+            for spec in models_for(invocation, models):
                 key = _key_of(built[spec.label], op)
                 b = bucket_of(key, self.buckets)
                 if b not in self.writers:

@@ -34,8 +34,8 @@ from checker.linear.race import RaceResult, _finish
 from checker.linear.search import SearchResult
 from checker.raft import check_raft
 from checker.run import linearizable_with_anomalies
-from spark_analysis.convert import ModelSpec, convert, read_meta, row_op
-from spark_analysis.history_io import load_history_tolerant
+from spark_analysis.convert import ModelSpec, convert, read_meta, row_op, workload_specs
+from spark_analysis.history_io import load_history_tolerant, read_events
 from spark_analysis.keys import decode_key
 from spark_analysis.session import spark_session
 from spark_analysis.stats import write_stats
@@ -142,9 +142,13 @@ def check_dataset(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET,
     for label, spec in models.items():
         complete = label in whole or set(meta.get("model_buckets", {}).get(label, [])) <= checked
         mine = [r for r in results if r["model"] == label]
-        out[f"linearizable-{label}"] = _merge(spec, mine, failing.get(label, []), large, out_dir, elapsed,
+        out[_checker(label)] = _merge(spec, mine, failing.get(label, []), large, out_dir, elapsed,
                                               {**info, "complete": complete})
     return out
+
+
+def _checker(label: str) -> str:
+    return ModelSpec("", tag=label).checker
 
 
 def _order(r: dict[str, Any]) -> tuple[bool, int, str]:
@@ -181,10 +185,20 @@ def _merge(spec: dict[str, Any], rows: list[dict[str, Any]], failing: list[Op], 
         return {"valid": rr.valid, "model": spec["name"], "explanation": rr.reason, "anomalies": [],
                 "stats": stats, "spark": spark_stats}
     res = linearizable_with_anomalies(failing, spec["name"], spec.get("initial"), bool(spec.get("nil_read_any")),
-                                      budget, out_dir, f"linearizable-{spec['label']}")
+                                      budget, out_dir, _checker(spec["label"]))
     res["stats"] = stats
     res["spark"] = spark_stats
     return res
+
+
+def _has_workloads(history: Path, look: int = 1000) -> bool:
+    """Whether the history's client ops carry `workload` fields (checked on its first lines)."""
+    for i, e in enumerate(read_events(history)):
+        if e.process != "nemesis" and "workload" in e.extra:
+            return True
+        if i >= look:
+            break
+    return False
 
 
 def _paths(run_dir: Any) -> tuple[Path, Path, list[Path]]:
@@ -202,11 +216,16 @@ def analyze_run(run_dir: Any, models: Sequence[str] | None = None, master: str |
     """Check a run directory on Spark; writes results.json (as the single-process path does),
     spark-stats.json and spark-stats.png next to it, Spark's logs under `spark/logs/`."""
     path, history, journal_paths = _paths(run_dir)
+    test = path / "test.json"
+    config = (json.loads(test.read_text()).get("config") or {}) if test.is_file() else {}
+    session_timeout_ms = float(config.get("broker.session.timeout.ms", session_timeout_ms))
     models = list(models) if models else ["topics", "registry", "isr"]
+    specs = workload_specs(models) if _has_workloads(history) else \
+        [ModelSpec(m, tag="" if len(models) == 1 else None) for m in models]
     work = path / "spark"
     dataset = work / "parquet"
     notes: list[str] = []
-    meta = convert(history, dataset, [ModelSpec(m) for m in models], notes=notes,
+    meta = convert(history, dataset, specs, notes=notes,
                    **({"buckets": buckets} if buckets else {}))
     spark = spark_session(master, work / "logs")
     out_dir = path / "checker"

@@ -62,12 +62,15 @@ def test_streaming_pairing_rejects_what_pair_ops_rejects() -> None:
 
 
 def test_broker_reads_are_left_out_with_their_completions() -> None:
-    events = [Event(0, 1, "invoke", "list", {"broker_read": True}), Event(1, 1, "ok", "list", {"topics": []}),
-              Event(2, 1, "invoke", "list", {"broker_read": True, "final": True}), Event(3, 1, "ok", "list"),
-              Event(4, "nemesis", "info", "kill", None)]
+    topics = {"workload": "topics"}
+    events = [Event(0, 1, "invoke", "list", {"broker_read": True}, extra=topics), Event(1, 1, "ok", "list"),
+              Event(2, 1, "invoke", "list", {"broker_read": True, "final": True}, extra=topics),
+              Event(3, 1, "ok", "list", {"topics": []}), Event(4, "nemesis", "info", "kill", None),
+              Event(5, 2, "invoke", "read", {"broker_read": True, "final": True}, extra={"workload": "isr"}),
+              Event(6, 2, "ok", "read"), Event(7, 2, "invoke", "alter", {}, extra={"workload": "isr"})]
     nemesis: list[Event] = []
     kept = list(client_events(events, nemesis))
-    assert [e.index for e in kept] == [2, 3]
+    assert [e.index for e in kept] == [2, 3, 7]
     assert [e.index for e in nemesis] == [4]
 
 
