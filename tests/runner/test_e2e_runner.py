@@ -1,0 +1,106 @@
+"""The main job end to end on a fresh five-namespace lab: `kraftlab test` ends in a verdict, a
+report and an exit code, and leaves nothing behind; a runner killed with SIGKILL mid-run leaves a
+history that `kraftlab clean` + `kraftlab analyze` still turn into a verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from control.leftovers import find
+from control.netns import lab_prefix
+
+pytestmark = [pytest.mark.e2e, pytest.mark.netns]
+
+KRAFTLAB = [sys.executable, "-m", "kraftlab.cli"]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    e = dict(os.environ)
+    e["KRAFTLAB_STATE_DIR"] = str(tmp_path / "labs")  # this test's labs only
+    e["KRAFTLAB_STORE"] = str(tmp_path / "store")
+    return e
+
+
+def _lab_of(run_dir: Path) -> str:
+    return json.loads((run_dir / "test.json").read_text())["lab"]
+
+
+def _clean(lab: str, env: dict[str, str]) -> None:
+    subprocess.run([*KRAFTLAB, "clean", "--lab", lab], env=env, capture_output=True, timeout=120)
+
+
+def test_short_test_run_is_valid_with_a_report_and_leaves_nothing(tmp_path: Path, env: dict[str, str]) -> None:
+    store = tmp_path / "store"
+    proc = subprocess.run([*KRAFTLAB, "test", "--workload", "topics", "--nemesis", "partition", "--time-limit", "12",
+                           "--nemesis-interval", "4", "--seed", "3", "--store", str(store)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    latest = (store / "latest").resolve()
+    lab = _lab_of(latest)
+    try:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        results = json.loads((latest / "results.json").read_text())
+        assert results["valid"] is True
+        assert set(results["checkers"]) >= {"linearizable-topics", "raft", "fencing"}
+        ops = [json.loads(x) for x in (latest / "history.jsonl").read_text().splitlines()]
+        assert sum(o["type"] == "ok" for o in ops) > 20
+        assert any(o["process"] == "nemesis" and o["f"] == "start-partition" for o in ops)
+        assert any(o.get("value", {}) and isinstance(o["value"], dict) and o["value"].get("final") for o in ops)
+        page = (latest / "report.html").read_text()
+        assert "valid" in page and page.count("data:image/png;base64,") >= 4
+        assert sorted(p.name for p in (latest / "nodes").iterdir()) == ["n1", "n2", "n3", "n4", "n5"]
+        assert all((latest / "nodes" / n / "journal.jsonl").is_file() for n in ("n1", "n4"))
+        assert (latest / "nemesis-schedule.json").is_file() and (latest / "metrics.jsonl").stat().st_size > 0
+        assert not find(re.escape(lab_prefix(lab))), "the run left kernel objects behind"
+    finally:
+        _clean(lab, env)
+
+
+def test_sigkilled_runner_then_clean_and_analyze(tmp_path: Path, env: dict[str, str]) -> None:
+    store = tmp_path / "store"
+    proc = subprocess.Popen([*KRAFTLAB, "test", "--workload", "topics", "--nemesis", "partition,kill",
+                             "--time-limit", "120", "--nemesis-interval", "3", "--seed", "5", "--store", str(store)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    lab = None
+    try:
+        deadline = time.monotonic() + 240
+        history = None
+        while time.monotonic() < deadline:
+            runs = list(store.glob("*/*/history.jsonl"))
+            if runs and runs[0].stat().st_size > 0:
+                history = runs[0]
+                text = history.read_text()
+                if text.count('"nemesis"') >= 2 and text.count('"ok"') > 20:
+                    break
+            assert proc.poll() is None, "the runner ended before it could be killed"
+            time.sleep(0.5)
+        assert history is not None, "no history appeared"
+        lab = _lab_of(history.parent)
+        os.kill(proc.pid, signal.SIGKILL)  # the runner only: its nodes and faults stay behind
+        proc.wait(timeout=30)
+        assert find(re.escape(lab_prefix(lab))), "expected leftovers of the killed run"
+        done = subprocess.run([*KRAFTLAB, "clean", "--lab", lab], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert not find(re.escape(lab_prefix(lab))), "clean left kernel objects behind"
+        out = subprocess.run([*KRAFTLAB, "analyze", str(history.parent)], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode in (0, 1, 2), out.stderr[-3000:]
+        results = json.loads((history.parent / "results.json").read_text())
+        assert results["valid"] in (True, False, "unknown")
+        assert results["checkers"]["linearizable-topics"]["valid"] is True
+        assert (history.parent / "report.html").is_file()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        if lab is not None:
+            _clean(lab, env)
