@@ -1,7 +1,8 @@
 """Facts derived from a history for reports and progress: op pairs with latencies, fault windows.
 
 Fault windows come from the nemesis ops, paired by `nemesis.fault.WINDOWS` (the `f` that opens
-a fault → the `f` that closes it): a window opens at an opener that was applied (not `fail`)
+a fault → the `f` that closes it): a window opens at the invocation of an opener that was
+applied (not `fail`)
 and closes at its closer; a closer shared by several openers (`clock-reset`, `restart`) closes
 them all; a window still open when the history ends closes there.
 """
@@ -75,15 +76,20 @@ def _closes(f: str) -> list[str]:
 
 def fault_windows(ops: Iterable[dict[str, Any]]) -> list[FaultWindow]:
     open_: dict[str, tuple[int, Any]] = {}
+    invoked: dict[str, int] = {}
     windows: list[FaultWindow] = []
     last = 0
     for op in ops:
         last = max(last, int(op.get("time") or 0))
-        if op.get("process") != "nemesis" or op["type"] == "invoke":
+        if op.get("process") != "nemesis":
             continue
         f = str(op["f"])
+        if op["type"] == "invoke":
+            invoked[f] = op["time"]  # the nemesis runs one op at a time: its completion follows
+            continue
         if f in OPENERS and op["type"] != "fail":
-            open_.setdefault(_kind(f), (op["time"], op.get("value")))
+            # in effect from the invocation on (a graceful stop of every node takes seconds)
+            open_.setdefault(_kind(f), (invoked.get(f, op["time"]), op.get("value")))
         for name in _closes(f):
             if name in open_:
                 t0, detail = open_.pop(name)

@@ -101,21 +101,40 @@ def throughput(pairs: Sequence[OpPair], windows: Sequence[FaultWindow], width_s:
     return _png(fig)
 
 
-def timeline(pairs: Sequence[OpPair], windows: Sequence[FaultWindow], max_processes: int = 60) -> bytes:
-    procs = sorted({p.process for p in pairs})[:max_processes]
-    row = {p: i for i, p in enumerate(procs)}
-    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.16 * len(procs) + 1)))
+def lanes(pairs: Sequence[OpPair]) -> dict[int, int]:
+    """A row for each process: a process retired after an `info` hands its row to the next one,
+    so rows are the client threads (as in Jepsen's timelines), not the ever-growing processes."""
+    spans: dict[int, list[float]] = {}
+    for p in pairs:
+        end = p.end if p.end is not None else float("inf")
+        s = spans.setdefault(p.process, [p.start, end])
+        s[0], s[1] = min(s[0], p.start), max(s[1], end)
+    free_at: list[float] = []
+    out: dict[int, int] = {}
+    for proc, (start, end) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+        row = next((i for i, t in enumerate(free_at) if t <= start), None)
+        if row is None:
+            row = len(free_at)
+            free_at.append(end)
+        free_at[row] = end
+        out[proc] = row
+    return out
+
+
+def timeline(pairs: Sequence[OpPair], windows: Sequence[FaultWindow]) -> bytes:
+    row = lanes(pairs)
+    n = max(row.values(), default=-1) + 1
+    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.22 * n + 1)))
     _shade(ax, windows)
     end_all = max((p.end or p.start for p in pairs), default=0)
     for p in pairs:
-        if p.process in row:
-            end = p.end if p.end is not None else end_all
-            ax.broken_barh([(p.start / 1e9, max((end - p.start) / 1e9, 0.002))], (row[p.process] - 0.4, 0.8),
-                           facecolors=COLORS[p.type])
-    ax.set_yticks(range(len(procs)), [str(p) for p in procs], fontsize=6)
+        end = p.end if p.end is not None else end_all
+        ax.broken_barh([(p.start / 1e9, max((end - p.start) / 1e9, 0.002))], (row[p.process] - 0.4, 0.8),
+                       facecolors=COLORS[p.type])
+    ax.set_yticks(range(n), [str(i) for i in range(n)], fontsize=6)
     ax.set_xlabel("time (s)")
-    ax.set_ylabel("process")
-    ax.set_title("Timeline (green ok, orange fail, red info)")
+    ax.set_ylabel("client thread")
+    ax.set_title("Timeline (green ok, orange fail, red info; a thread continues as a new process after info)")
     _legend(ax)
     return _png(fig)
 

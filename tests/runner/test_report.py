@@ -76,10 +76,24 @@ def test_report_of_an_empty_run(tmp_path: Path) -> None:
 def test_failed_faults_open_no_window_and_shared_closers_close_all() -> None:
     ops = [
         {"process": "nemesis", "type": "fail", "f": "start-packet", "time": 0, "value": {"netem": True}},
+        {"process": "nemesis", "type": "invoke", "f": "clock-bump", "time": 5, "value": {}},
         {"process": "nemesis", "type": "ok", "f": "clock-bump", "time": 10, "value": {}},
         {"process": "nemesis", "type": "ok", "f": "clock-rate", "time": 20, "value": {}},
         {"process": "nemesis", "type": "ok", "f": "clock-reset", "time": 30, "value": {}},
         {"process": "nemesis", "type": "info", "f": "graceful-stop", "time": 40, "value": {}},
     ]
     got = [(w.kind, w.start, w.end) for w in fault_windows(ops)]
-    assert got == [("clock-bump", 10, 30), ("clock-rate", 20, 30), ("graceful-stop", 40, 40)]
+    # a window starts at the opener's invocation when there is one
+    assert got == [("clock-bump", 5, 30), ("clock-rate", 20, 30), ("graceful-stop", 40, 40)]
+
+
+def test_timeline_lanes_reuse_rows_of_retired_processes() -> None:
+    from kraftlab.analysis import OpPair
+    from kraftlab.plots import lanes
+
+    def op(p: int, a: int, b: int | None) -> OpPair:
+        return OpPair(p, "create", "ok", a, b, "n1", None, None)
+
+    # process 0 retires at t=10 and thread 0 goes on as process 2; process 1 overlaps both
+    got = lanes([op(0, 0, 5), op(1, 1, 30), op(0, 6, 10), op(2, 11, 20), op(3, 31, None)])
+    assert got == {0: 0, 1: 1, 2: 0, 3: 0}
