@@ -9,7 +9,7 @@ VENV="$ROOT/.venv"
 PY=${PYTHON:-python3}
 EXTRAS=${KRAFTLAB_EXTRAS:-test}
 
-APT_PACKAGES=(iproute2 iptables procps psmisc openssh-server openssh-client rsync
+APT_PACKAGES=(iproute2 iptables procps psmisc openssh-server openssh-client rsync sudo
               debootstrap tshark ruby)
 
 need_apt=()
