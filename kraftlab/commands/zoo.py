@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=float, default=120.0,
                    help="wall seconds per bug, attempts repeated with new seeds until found (default 120)")
     p.add_argument("--seed", type=int, default=1, help="seed of each bug's first attempt (default 1)")
+    p.add_argument("--nemesis-interval", type=float, default=5.0,
+                   help="seconds between nemesis steps (default 5: more faults per bounded attempt)")
     p.add_argument("--no-control", action="store_true", help="skip the clean control run")
     p.add_argument("--nodes", type=int, default=5)
     p.add_argument("--backend", default="netns", choices=["netns", "ssh", "docker", "vagrant"])
@@ -49,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kraftlab zoo: {exc}", file=sys.stderr)
         return 254
-    if args.attempt_time <= 0 or args.budget <= 0:
-        print("kraftlab zoo: --attempt-time and --budget must be positive", file=sys.stderr)
+    if min(args.attempt_time, args.budget, args.nemesis_interval) <= 0:
+        print("kraftlab zoo: --attempt-time, --budget and --nemesis-interval must be positive", file=sys.stderr)
         return 254
     base = TestOptions(nodes=args.nodes, backend=args.backend, lab=args.lab, recovery_time=args.recovery_time,
-                       store=args.store)
+                       store=args.store, nemesis_interval=args.nemesis_interval)
     try:
         report = run_zoo(bugs, base, real_runner, attempt_s=args.attempt_time, budget_s=args.budget,
                          seed=args.seed, control=not args.no_control, on_attempt=_print_attempt)
