@@ -17,8 +17,8 @@ from typing import Any
 
 from kraftlab import plots
 from kraftlab.analysis import fault_windows, pair_ops
+from kraftlab.checking import load_history
 from kraftlab.store import RunDir
-from workloads.history import read_history
 
 METRIC_NAMES = ("kraft_raft_high_watermark", "kraft_raft_current_epoch", "kraft_raft_current_leader",
                 "kraft_metadata_lag", "kraft_metadata_commit_latency_ms", "kraft_metadata_commit_rate_per_sec")
@@ -75,7 +75,7 @@ def render(run: RunDir) -> Path:
     """Write `report.html` for a run directory and return its path."""
     test = run.read_test()
     results = run.read_results() or {"valid": "unknown", "checkers": {}}
-    ops = list(read_history(run.history)) if run.history.is_file() else []
+    ops = [e.to_json() for e in load_history(run.history)[0].events]
     pairs = pair_ops(ops)
     windows = fault_windows(ops)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_esc(test.get('name', 'run'))}"

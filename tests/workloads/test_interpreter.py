@@ -13,7 +13,7 @@ import pytest
 from workloads.client import Invocation
 from workloads.fake import FakeCluster, FakeFactory
 from workloads.generator import EachNodeOnce, FnGen, Limit, Mix, Stagger, TimeLimit
-from workloads.history import HistoryWriter, read_history
+from workloads.history import HistoryWriter
 from workloads.interpreter import ProcessIds, run_phase
 
 NODES = ["n1", "n2", "n3"]
@@ -114,20 +114,26 @@ def test_each_node_once_reads_every_node() -> None:
 
 
 def test_history_file_streams_and_survives_a_torn_tail(tmp_path) -> None:
+    from checker.history import HistoryError
+    from kraftlab.checking import load_history
+
     path = tmp_path / "history.jsonl"
     h = HistoryWriter(path)
-    h.record(0, "invoke", "create", "t1", node="n1")
-    h.record(0, "ok", "create", "t1", node="n1")
+    h.record(0, "invoke", "create", "t1", node="n1", workload="topics")
+    h.record(0, "ok", "create", "t1", node="n1", workload="topics")
     # readable while still open (flushed per op)
-    assert [o["type"] for o in read_history(path)] == ["invoke", "ok"]
+    events, notes = load_history(path)
+    assert [e.type for e in events.events] == ["invoke", "ok"] and not notes
+    assert events.events[0].extra == {"workload": "topics"}
     h.close()
     with open(path, "a") as f:
         f.write('{"index": 2, "time": 5, "proc')  # a runner killed mid-line
-    assert len(list(read_history(path))) == 2
+    events, notes = load_history(path)
+    assert len(events.events) == 2 and "torn last line" in notes[0]
     with open(path, "a") as f:
         f.write('\n{"index": 3}\n')
-    with pytest.raises(ValueError, match=r"history.jsonl:3: not JSON"):
-        list(read_history(path))
+    with pytest.raises(HistoryError, match=r"history.jsonl:3: not JSON"):
+        load_history(path)
 
 
 def test_process_numbers_never_repeat_across_phases() -> None:
