@@ -25,9 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from checker.history import Event, Op
 from checker.models import Model, build_model
 from checker.run import WORKLOAD_MODELS
@@ -35,13 +32,17 @@ from spark_analysis.history_io import read_events
 from spark_analysis.keys import bucket_of, encode_key
 from spark_analysis.pairing import client_events, iter_ops
 
-SCHEMA = pa.schema([
-    ("model", pa.string()), ("key", pa.string()), ("id", pa.int64()), ("call", pa.int64()), ("ret", pa.int64()),
-    ("process", pa.string()), ("f", pa.string()), ("status", pa.string()), ("value", pa.string()),
-    ("output", pa.string()), ("error", pa.string()), ("call_time", pa.int64()), ("ret_time", pa.int64()),
-    ("call_line", pa.int64()), ("ret_line", pa.int64()),
-])
-JSON_COLUMNS = ("process", "value", "output", "error")
+COLUMNS = (("model", "string"), ("key", "string"), ("id", "int64"), ("call", "int64"), ("ret", "int64"),
+           ("process", "string"), ("f", "string"), ("status", "string"), ("value", "string"), ("output", "string"),
+           ("error", "string"), ("call_time", "int64"), ("ret_time", "int64"), ("call_line", "int64"),
+           ("ret_line", "int64"))
+"""The ops table; `process`, `value`, `output` and `error` hold JSON text."""
+
+
+def schema() -> Any:
+    import pyarrow as pa  # the spark extra; imported late so the pure parts need none of it
+
+    return pa.schema([(name, getattr(pa, kind)()) for name, kind in COLUMNS])
 DEFAULT_BUCKETS = 32
 ROW_GROUP = 100_000
 
@@ -104,7 +105,7 @@ def _int_or_none(v: Any) -> int | None:
 class _BucketWriter:
     path: Path
     rows: list[dict[str, Any]] = field(default_factory=list)
-    writer: pq.ParquetWriter | None = None
+    writer: Any = None
 
     def add(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
@@ -114,11 +115,14 @@ class _BucketWriter:
     def flush(self) -> None:
         if not self.rows:
             return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         self.rows.sort(key=lambda r: (r["model"], r["key"] or "", r["call"]))
         if self.writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.writer = pq.ParquetWriter(self.path, SCHEMA, compression="zstd")
-        self.writer.write_table(pa.Table.from_pylist(self.rows, schema=SCHEMA))
+            self.writer = pq.ParquetWriter(self.path, schema(), compression="zstd")
+        self.writer.write_table(pa.Table.from_pylist(self.rows, schema=self.writer.schema))
         self.rows = []
 
     def close(self) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark")
+
 from checker.formats import read_history
 from checker.history import History
 from checker.linear.budget import Budget

@@ -119,3 +119,24 @@ def test_synthetic_verdicts_are_known(tmp_path: Path, seed: int) -> None:
     assert r.valid is False and r.failing_key == bad.anomalies[0]["key"]
     line = bad.path.read_text().splitlines()[bad.anomalies[0]["line"] - 1]
     assert json.loads(line)["value"]["key"] == bad.anomalies[0]["key"]
+
+
+def test_parquet_rows_give_back_the_ops_each_key_in_one_bucket(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from spark_analysis.convert import ModelSpec, convert, row_op
+
+    s = generate(tmp_path / "h.jsonl", 3000, keys=30, info_rate=0.1, seed=9)
+    meta = convert(s.path, tmp_path / "ds", [ModelSpec("kv")], buckets=4)
+    want = {op.id: op for op in pair_ops(History(list(client_events(read_history(s.path).events))))}
+    assert meta["ops"] == meta["rows"] == len(want) and len(meta["nemesis"]) == 4
+    seen: dict[str, str] = {}
+    got = {}
+    for f in sorted((tmp_path / "ds" / "ops").glob("bucket=*/part-0.parquet")):
+        rows = pq.read_table(f).to_pylist()
+        assert rows == sorted(rows, key=lambda r: (r["model"], r["key"], r["call"]))
+        for r in rows:
+            assert seen.setdefault(r["key"], f.parent.name) == f.parent.name
+            op = row_op(r)
+            got[op.id] = op
+            assert r["key"] == encode_key(op.value["key"])
+    assert got == want
