@@ -20,6 +20,7 @@ whole model's history one group, as `checker.linear.race.split` does (the job ap
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,6 +161,8 @@ class DatasetWriter:
 
     def __init__(self, out_dir: str | Path, buckets: int = DEFAULT_BUCKETS) -> None:
         self.out = Path(out_dir)
+        shutil.rmtree(self.out / "ops", ignore_errors=True)  # a re-analysis starts clean
+        (self.out / "meta.json").unlink(missing_ok=True)
         self.buckets = buckets
         self.writers: dict[int, _BucketWriter] = {}
         self.models: list[ModelSpec] = []
