@@ -19,7 +19,6 @@ import base64
 import json
 import os
 import shlex
-import signal
 import sys
 import time
 import uuid
@@ -33,6 +32,7 @@ from control.lab import Lab
 from control.ssh import SshHost
 from control.state import state_dir
 from control.wheels import WheelError, build_wheelhouse, install_script
+from nemesis.daemon_control import DaemonNodeControl
 
 DAEMON = "kraft-node"
 BROKER_PORT = 9092
@@ -203,14 +203,21 @@ class DeploymentState:
         return DeploymentState(**raw)
 
 
-class Deployment:
-    """The node deployed on a lab; implements `nemesis.ports.NodeControl`."""
+class Deployment(DaemonNodeControl):
+    """The node deployed on a lab: the nemesis's daemon control (signals, start, stop, paths)
+    filled in with the node's command, roles and workdirs, plus install, format, health and
+    collection."""
 
     def __init__(self, lab: Lab, state: DeploymentState, *, stop_timeout: float = 20.0) -> None:
         self.lab = lab
         self.state = state
-        self.stop_timeout = stop_timeout
         self._specs = {s.name: s for s in state.specs}
+        super().__init__(lab.hosts, daemon=DAEMON,
+                         command=lambda n: f"{self.kraft_node(n)} start --config {self.paths(n).config}",
+                         controllers=[s.name for s in state.specs if s.controller],
+                         brokers=[s.name for s in state.specs if s.broker],
+                         workdir=lambda n: self.lab.host(n).workdir, active=self.active_controller,
+                         reformat=self.reformat, stop_timeout=stop_timeout, env={"PYTHONUNBUFFERED": "1"})
 
     # -- creating ---------------------------------------------------------------------------------
 
@@ -282,46 +289,13 @@ class Deployment:
         self.start_all()
         return self.wait_healthy(wait)
 
-    # -- NodeControl ------------------------------------------------------------------------------
+    # -- NodeControl (the rest comes from DaemonNodeControl) --------------------------------------
 
     def nodes(self) -> list[str]:
         return [s.name for s in self.state.specs]
 
-    def controllers(self) -> list[str]:
-        return [s.name for s in self.state.specs if s.controller]
-
-    def brokers(self) -> list[str]:
-        return [s.name for s in self.state.specs if s.broker]
-
-    def host(self, node: str) -> Host:
-        return self.lab.host(node)
-
-    def start(self, node: str) -> None:
-        h, paths = self.lab.host(node), self.paths(node)
-        if h.daemon_running(DAEMON):
-            raise HostError(f"{node}: kraft-node is already running")
-        h.start_daemon(DAEMON, f"{self.kraft_node(node)} start --config {paths.config}", log_path=paths.log,
-                       env={"PYTHONUNBUFFERED": "1"})
-
     def start_all(self) -> None:
         self.lab.on(None, lambda h: self.start(h.name))
-
-    def _signal(self, node: str, sig: signal.Signals) -> None:
-        if not self.lab.host(node).signal_daemon(DAEMON, sig):
-            raise HostError(f"{node}: kraft-node is not running (cannot send {sig.name})")
-
-    def kill(self, node: str) -> None:
-        self._signal(node, signal.SIGKILL)
-        self._wait_gone(node, 5.0)
-
-    def stop(self, node: str, *, graceful: bool = True) -> None:
-        if not graceful:
-            self.kill(node)
-            return
-        self._signal(node, signal.SIGCONT)  # a paused node cannot act on SIGTERM
-        self._signal(node, signal.SIGTERM)
-        if not self._wait_gone(node, self.stop_timeout):
-            self.kill(node)
 
     def stop_all(self, *, graceful: bool = True) -> None:
         self.lab.on([n for n in self.nodes() if self.running(n)], lambda h: self.stop(h.name, graceful=graceful))
@@ -330,35 +304,6 @@ class Deployment:
         if self.running(node):
             self.stop(node)
         self.start(node)
-
-    def _wait_gone(self, node: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.running(node):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def pause(self, node: str) -> None:
-        self._signal(node, signal.SIGSTOP)
-
-    def resume(self, node: str) -> None:
-        self._signal(node, signal.SIGCONT)
-
-    def running(self, node: str) -> bool:
-        return self.lab.host(node).daemon_running(DAEMON)
-
-    def pid(self, node: str) -> int | None:
-        return self.lab.host(node).daemon_pid(DAEMON)
-
-    def data_dir(self, node: str) -> str:
-        return self.paths(node).data_dir
-
-    def metadata_log_dir(self, node: str) -> str:
-        return self.paths(node).metadata_dir
-
-    def clock_file(self, node: str) -> str:
-        return self.paths(node).clock_file
 
     def wipe(self, node: str) -> None:
         """Delete the node's data and metadata directories (the node must be down)."""

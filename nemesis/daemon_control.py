@@ -19,7 +19,8 @@ class DaemonNodeControl:
                  command: Callable[[str], str] | None = None, controllers: Sequence[str] | None = None,
                  brokers: Sequence[str] | None = None, workdir: Callable[[str], str] | None = None,
                  active: Callable[[], str | None] | None = None,
-                 reformat: Callable[[str], None] | None = None, stop_timeout: float = 20.0) -> None:
+                 reformat: Callable[[str], None] | None = None, stop_timeout: float = 20.0,
+                 env: dict[str, str] | None = None) -> None:
         self._hosts = {h.name: h for h in hosts}
         self.daemon = daemon
         self._command = command
@@ -29,6 +30,7 @@ class DaemonNodeControl:
         self._active = active
         self._reformat = reformat
         self.stop_timeout = stop_timeout
+        self._env = dict(env or {})
 
     def nodes(self) -> list[str]:
         return list(self._hosts)
@@ -51,8 +53,11 @@ class DaemonNodeControl:
     def start(self, node: str) -> None:
         if self._command is None:
             raise HostError(f"{node}: this lab has no deployed node command to start")
+        h = self.host(node)
+        if h.daemon_running(self.daemon):
+            raise HostError(f"{node}: {self.daemon} is already running")
         log = f"{self._workdir(node)}/{self.daemon}.log"
-        self.host(node).start_daemon(self.daemon, self._command(node), log_path=log)
+        h.start_daemon(self.daemon, self._command(node), log_path=log, env=self._env or None)
 
     def _signal(self, node: str, sig: signal.Signals) -> None:
         if not self.host(node).signal_daemon(self.daemon, sig):

@@ -110,10 +110,11 @@ def test_runner_stops_early_and_heals() -> None:
 
 
 def test_session_saves_the_schedule_records_into_the_history_and_replays(tmp_path: Path) -> None:
+    from checker.history import read_jsonl
     from nemesis.fault import WINDOWS
     from nemesis.ports import MemoryLedger
     from nemesis.session import history_recorder, prepare_run
-    from workloads.history import HistoryWriter, read_history
+    from workloads.history import HistoryWriter
 
     def one_run(run_dir: Path, replay_from: Path | None) -> list[tuple[str, str, object]]:
         run_dir.mkdir(parents=True)
@@ -126,7 +127,7 @@ def test_session_saves_the_schedule_records_into_the_history_and_replays(tmp_pat
         run.runner._thread.join(10)  # type: ignore[union-attr]
         run.stop()
         writer.close()
-        ops = list(read_history(run_dir / "history.jsonl"))
+        ops = [e.to_json() for e in read_jsonl(run_dir / "history.jsonl").events]
         assert ops and all(op["process"] == "nemesis" for op in ops)
         assert [op["index"] for op in ops] == list(range(len(ops)))
         assert run.nemesis.status() == {}
