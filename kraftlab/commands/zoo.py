@@ -41,7 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _print_attempt(bug: str, a: Attempt) -> None:
-    outcome = f"found by {','.join(a.found_by)}" if a.found_by else f"not found (exit {a.code})"
+    if a.found_by:
+        outcome = f"{'INVALID' if bug == 'control' else 'found'} by {','.join(a.found_by)}"
+    else:
+        outcome = ("valid" if a.code == 0 else f"exit {a.code}") if bug == "control" else f"not found (exit {a.code})"
     print(f"{bug} seed {a.seed}: {outcome} in {a.seconds:.0f} s — {a.run_dir}", flush=True)
 
 
