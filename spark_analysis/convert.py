@@ -85,13 +85,18 @@ def op_row(op: Op, model: str, key: str | None) -> dict[str, Any]:
             "call_line": op.call_line, "ret_line": op.ret_line}
 
 
+def row_dict(row: dict[str, Any]) -> dict[str, Any]:
+    """The op a row was made from, as the dict `checker.linear.keyed` takes (the inverse of `op_row`)."""
+    return {"id": int(row["id"]), "process": json.loads(row["process"]), "f": row["f"],
+            "value": json.loads(row["value"]), "output": json.loads(row["output"]), "status": row["status"],
+            "call": int(row["call"]), "ret": _int_or_none(row["ret"]), "error": json.loads(row["error"]),
+            "call_time": _int_or_none(row["call_time"]), "ret_time": _int_or_none(row["ret_time"]),
+            "call_line": int(row["call_line"]), "ret_line": int(row["ret_line"])}
+
+
 def row_op(row: dict[str, Any]) -> Op:
-    """The Op a row was made from (the inverse of `op_row`)."""
-    ret = row["ret"]
-    return Op(int(row["id"]), json.loads(row["process"]), row["f"], json.loads(row["value"]),
-              json.loads(row["output"]), row["status"], int(row["call"]), None if _null(ret) else int(ret),
-              json.loads(row["error"]), _int_or_none(row["call_time"]), _int_or_none(row["ret_time"]),
-              int(row["call_line"]), int(row["ret_line"]))
+    """The Op a row was made from."""
+    return Op(**row_dict(row))
 
 
 def _null(v: Any) -> bool:

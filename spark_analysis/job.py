@@ -29,12 +29,12 @@ from checker.fencing import check_fencing
 from checker.history import Op
 from checker.journal import load_journals
 from checker.linear.budget import Budget
-from checker.linear.keyed import check_key, op_to_dict
+from checker.linear.keyed import check_key
 from checker.linear.race import RaceResult, _finish
 from checker.linear.search import SearchResult
 from checker.raft import check_raft
 from checker.run import linearizable_with_anomalies
-from spark_analysis.convert import ModelSpec, convert, read_meta, row_op, workload_specs
+from spark_analysis.convert import ModelSpec, convert, read_meta, row_dict, row_op, workload_specs
 from spark_analysis.history_io import load_history_tolerant, read_events
 from spark_analysis.keys import decode_key
 from spark_analysis.session import spark_session
@@ -54,7 +54,7 @@ def _check_group(budget: dict[str, Any], models: dict[str, dict[str, Any]]) -> A
 
         pdf = pdf.sort_values("call")
         model, key = pdf["model"].iloc[0], pdf["gkey"].iloc[0]
-        ops = [op_to_dict(row_op(r)) for r in pdf.to_dict("records")]
+        ops = [row_dict(r) for r in pdf.to_dict("records")]
         res = check_key(key, ops, models[model], budget)
         valid = res["valid"]
         return pd.DataFrame([{"model": model, "key": None if key != key else key,
