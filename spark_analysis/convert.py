@@ -44,7 +44,7 @@ def schema() -> Any:
     import pyarrow as pa  # the spark extra; imported late so the pure parts need none of it
 
     return pa.schema([(name, getattr(pa, kind)()) for name, kind in COLUMNS])
-DEFAULT_BUCKETS = 32
+DEFAULT_BUCKETS = 128
 ROW_GROUP = 100_000
 
 

@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: the project (or 
 
 from checker.compose import compose
 from checker.linear.budget import Budget
-from spark_analysis.convert import ModelSpec, convert
+from spark_analysis.convert import DEFAULT_BUCKETS, ModelSpec, convert
 from spark_analysis.job import LARGE_BUDGET, SMALL_BUDGET, check_dataset
 from spark_analysis.session import spark_session
 from spark_analysis.stats import write_stats
@@ -39,7 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="output directory (default: next to the history)")
     p.add_argument("--master", default=None, help="Spark master (default: what spark-submit set, else local[2])")
     p.add_argument("--ops-url", default=None, help="where executors read the Parquet ops (default: DIR/parquet/ops)")
-    p.add_argument("--buckets", type=int, default=32)
+    p.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS, help="more for larger histories")
     p.add_argument("--waves", type=int, default=4)
     p.add_argument("--small-seconds", type=float, default=SMALL_BUDGET.seconds)
     p.add_argument("--large-seconds", type=float, default=LARGE_BUDGET.seconds)
