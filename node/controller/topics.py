@@ -45,9 +45,22 @@ def place(brokers: list[int], num_partitions: int, replication_factor: int, star
     return [tuple(brokers[(start + p + k) % n] for k in range(replication_factor)) for p in range(num_partitions)]
 
 
+MAX_RECORDS_PER_USER_OP = 10_000
+"""As Kafka's controller: one request may not make more records than this (a CreateTopics asking
+for two billion partitions must be refused before anything is built, not exhaust memory)."""
+
+
+def _check_size(w: Write, partitions: int) -> None:
+    if len(w.records) + partitions + 1 > MAX_RECORDS_PER_USER_OP:
+        raise Invalid(ErrorCode.policy_violation,
+                      f"the request would create more than {MAX_RECORDS_PER_USER_OP} records "
+                      f"({partitions} partitions asked for)")
+
+
 def _assignments(w: Write, topic: Any) -> list[tuple[int, ...]]:
     assignments = sorted(topic.assignments, key=lambda a: a.partition_index)
     if assignments:
+        _check_size(w, len(assignments))
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise Invalid(ErrorCode.invalid_request, "assignments given with num_partitions or replication_factor")
         if [a.partition_index for a in assignments] != list(range(len(assignments))):
@@ -73,6 +86,7 @@ def _assignments(w: Write, topic: Any) -> list[tuple[int, ...]]:
         raise Invalid(ErrorCode.invalid_partitions, "number of partitions must be larger than 0")
     if factor <= 0:
         raise Invalid(ErrorCode.invalid_replication_factor, "replication factor must be larger than 0")
+    _check_size(w, partitions)
     usable = w.image.usable_brokers()
     if factor > len(usable):
         raise Invalid(

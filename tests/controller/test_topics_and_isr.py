@@ -40,6 +40,9 @@ def test_create_topic_validation(h: Harness) -> None:
     assert h.create("x" * 250).error_code == ErrorCode.invalid_topic_exception
     assert h.create("big", rf=3).error_code == ErrorCode.invalid_replication_factor
     assert h.create("zero", partitions=0).error_code == ErrorCode.invalid_partitions
+    # an absurd partition count is refused before anything is built (it once exhausted memory)
+    assert h.create("huge", partitions=2**31 - 1).error_code == ErrorCode.policy_violation
+    assert h.image().topic("huge") is None
     assert h.create("asg", assignments={0: [1, 1]}).error_code == ErrorCode.invalid_replica_assignment
     assert h.create("asg", assignments={0: [1, 9]}).error_code == ErrorCode.invalid_replica_assignment
     assert h.create("asg", assignments={1: [1]}).error_code == ErrorCode.invalid_replica_assignment
