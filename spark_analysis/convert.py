@@ -128,7 +128,8 @@ class _BucketWriter:
         if self.writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.writer = pq.ParquetWriter(self.path, schema(), compression="zstd")
-        self.writer.write_table(pa.Table.from_pylist(self.rows, schema=self.writer.schema))
+        columns = {name: [r[name] for r in self.rows] for name, _ in COLUMNS}
+        self.writer.write_table(pa.Table.from_pydict(columns, schema=self.writer.schema))
         self.rows = []
 
     def close(self) -> None:
