@@ -159,7 +159,9 @@ class ZooReport:
         rows = [("bug", "found?", "found by", "time to detection", "attempts", "run directory")]
         for b in self.bugs:
             ttd = b.time_to_detection
-            rows.append((b.bug, "yes" if b.found else "NO", ",".join(b.found_by) or "-",
+            crashed = sum(1 for a in b.attempts if a.code == 255)  # a crashed run is no finding, but say so
+            missed = f"NO ({crashed} crashed)" if crashed else "NO"
+            rows.append((b.bug, "yes" if b.found else missed, ",".join(b.found_by) or "-",
                          f"{ttd:.0f} s" if ttd is not None else "-", str(len(b.attempts)), str(b.run_dir or "-")))
         if self.control is not None:
             c = self.control

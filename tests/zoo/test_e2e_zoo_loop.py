@@ -64,6 +64,8 @@ def test_a_missed_bug_fails_the_zoo_within_its_budget(tmp_path: Path) -> None:
     report = run_zoo(["ack-before-fsync"], Options(), runner, attempt_s=5, budget_s=1e-9, seed=1)
     assert not report.ok and not report.bugs[0].found and len(report.bugs[0].attempts) == 1
     assert "NO" in report.table()
+    report.bugs[0].attempts[0].code = 255
+    assert "NO (1 crashed)" in report.table()
 
 
 def test_an_invalid_control_fails_the_zoo(tmp_path: Path) -> None:
