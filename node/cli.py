@@ -48,9 +48,9 @@ class CommandFailed(Exception):
     """A command could not do its job; the message is printed as is."""
 
 
-def _config(path: str) -> NodeConfig:
+def _config(path: str, overrides: dict[str, str] | None = None) -> NodeConfig:
     try:
-        return load_config(path)
+        return load_config(path, overrides)
     except ConfigError as e:
         raise CommandFailed(f"{path}: {e}") from None
 
@@ -257,7 +257,12 @@ def cmd_shell(args: argparse.Namespace) -> int:
 def cmd_start(args: argparse.Namespace) -> int:
     from node.server import run_node  # imported here: the storage tool commands need none of it
 
-    return run_node(_config(args.config))
+    overrides = {}
+    if args.unsafe_bug:  # test-only: the config refuses them without test mode
+        overrides["kraftlab.unsafe.bug"] = ",".join(args.unsafe_bug)
+    if args.unsafe_test_mode:
+        overrides["kraftlab.unsafe.test.mode"] = "true"
+    return run_node(_config(args.config, overrides))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,6 +445,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_info)
     p = sub.add_parser("start", help="run the node in the foreground (SIGTERM: graceful stop)")
     p.add_argument("--config", "-c", required=True)
+    p.add_argument("--unsafe-bug", action="append", default=[], metavar="NAME",
+                   help="TEST ONLY: switch on a bug-zoo bug (docs/zoo.md); refused without --unsafe-test-mode")
+    p.add_argument("--unsafe-test-mode", action="store_true",
+                   help="TEST ONLY: allow the kraftlab.unsafe.* switches (never in production)")
     p.set_defaults(func=cmd_start)
     p = sub.add_parser("dump-log", help="decode metadata log segments and snapshots (KIP-631 JSON payloads)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="a segment, a snapshot, or a (metadata) log directory")

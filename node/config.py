@@ -460,11 +460,12 @@ def config_from_properties(props: dict[str, str]) -> NodeConfig:
     )
 
 
-def load_config(path: str | Path) -> NodeConfig:
-    """Read and validate a `server.properties` file."""
+def load_config(path: str | Path, overrides: dict[str, str] | None = None) -> NodeConfig:
+    """Read and validate a `server.properties` file; `overrides` (from command-line flags) replace
+    its keys before validation, so they are checked exactly like the file's."""
     p = Path(path)
     try:
         text = p.read_text(encoding="latin-1")
     except OSError as e:
         raise ConfigError(f"cannot read {p}: {e.strerror or e}") from None
-    return config_from_properties(parse_properties(text))
+    return config_from_properties({**parse_properties(text), **(overrides or {})})
