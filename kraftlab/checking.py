@@ -2,12 +2,9 @@
 
 The checkers, composed (false > unknown > true; a crash is unknown):
 - `linearizable-<workload>`: each workload's ops (split by their `workload` field) against its
-  model — the writes, and the FINAL reads taken after heal and recovery. Reads a broker served
-  during the run are left out (`workloads.catalog.linearizable`): Kafka's broker metadata is
-  eventually consistent, so a lagging broker is not a linearizability violation; those reads
-  go to the fencing checker's staleness/monotonic checks instead. A final topic `list` is
-  projected onto one `describe` per topic the history names, so the check stays per key
-  (P-compositionality) instead of folding every topic into one search.
+  model — the part `checker.judged` picks: the writes and the final reads taken after heal and
+  recovery, not the eventually consistent reads brokers served during the run (those go to the
+  fencing checker's staleness/monotonic checks).
 - `raft`: the Raft invariants over every node's journal.
 - `fencing`: the fencing invariants over the journals and the whole history.
 Anomaly pictures land under `<run>/checker/`, where the report picks them up.
@@ -24,11 +21,11 @@ from checker.compose import CheckerFn, compose
 from checker.fencing import check_fencing
 from checker.history import Event, History, parse_jsonl_line
 from checker.journal import load_journals
+from checker.judged import linearizable_part
 from checker.linear.budget import Budget
 from checker.raft import check_raft
 from checker.run import linearizable_with_anomalies, split_by_workload
 from kraftlab.store import RunDir, write_json
-from workloads import catalog
 
 
 def load_history(path: Path) -> tuple[History, list[str]]:
@@ -49,48 +46,6 @@ def load_history(path: Path) -> tuple[History, list[str]]:
                 break
             raise
     return History(events, str(path), "jsonl"), notes
-
-
-def _project_final_lists(events: list[Event]) -> list[Event]:
-    """Replace each final topics `list` (invocation + completion) by one `describe` per topic."""
-    topics = sorted({e.value["topic"] for e in events
-                     if e.extra.get("workload") == "topics" and isinstance(e.value, dict) and "topic" in e.value})
-    out: list[Event] = []
-    pending: dict[Any, Event] = {}
-    for e in events:
-        if e.extra.get("workload") != "topics" or e.f != "list":
-            out.append(e)
-            continue
-        if e.type == "invoke":
-            pending[e.process] = e
-            continue
-        inv = pending.pop(e.process, None)
-        if inv is None or e.type != "ok" or not isinstance(e.value, dict):
-            continue  # an unknown-outcome read observes nothing
-        listed = set(e.value.get("topics", []))
-        for i, t in enumerate(topics):
-            process = f"{inv.process}/{i}"  # distinct processes: the describes are concurrent
-            value = {**inv.value, "topic": t}
-            out.append(Event(inv.index, process, "invoke", "describe", value, inv.time, inv.node, None, inv.line,
-                             dict(inv.extra)))
-            out.append(Event(e.index, process, "ok", "describe", {"exists": t in listed}, e.time, e.node, None,
-                             e.line, dict(e.extra)))
-    return out
-
-
-def linearizable_part(history: History) -> History:
-    """What the linearizability checkers judge: client ops `workloads.catalog.linearizable`
-    accepts, with final topic lists projected per topic."""
-    keep: list[Event] = []
-    accepted: dict[Any, bool] = {}
-    for e in history.events:
-        if e.process == "nemesis":
-            continue
-        if e.type == "invoke":
-            accepted[e.process] = catalog.linearizable(e.to_json())
-        if accepted.get(e.process, True):
-            keep.append(e)
-    return History(_project_final_lists(keep), history.source, history.format)
 
 
 def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget | None = None,

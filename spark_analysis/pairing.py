@@ -13,39 +13,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from checker.history import Event, HistoryError, Op
+from checker.judged import client_events
 
-CHECKABLE_FINAL_READS = frozenset({("topics", "list"), ("topics", "describe")})
-"""Final broker reads a model can judge (the workloads' catalog says the same)."""
-
-
-def _is_broker_read(e: Event) -> bool:
-    v = e.value
-    if not isinstance(v, dict) or not v.get("broker_read"):
-        return False
-    return not (v.get("final") and (e.extra.get("workload"), e.f) in CHECKABLE_FINAL_READS)
-
-
-def client_events(events: Iterable[Event], nemesis: list[Event] | None = None) -> Iterator[Event]:
-    """The events a linearizability checker judges: no nemesis ops (appended to `nemesis` when
-    given) and no reads a broker served (eventually consistent by design: they go to the
-    staleness statistics instead), with their completions, except the final reads a model can
-    judge."""
-    skipped: set[Any] = set()
-    for e in events:
-        if e.process == "nemesis":
-            if nemesis is not None:
-                nemesis.append(e)
-            continue
-        if e.type == "invoke":
-            if _is_broker_read(e):
-                skipped.add(e.process)
-                continue
-            skipped.discard(e.process)
-        elif e.process in skipped:
-            skipped.discard(e.process)
-            continue
-        yield e
-
+__all__ = ["client_events", "iter_ops"]
 
 def iter_ops(events: Iterable[Event], source: str = "<stream>") -> Iterator[tuple[Op, Event]]:
     """(op, its invocation event) as each op completes; ops never completed (or ended `info`

@@ -12,16 +12,13 @@ per timeout and stay silent longer than it after a controlled shutdown.
 - `models`: the checker models to apply; each op's history field `workload` names its model.
 
 Broker reads are eventually consistent in Kafka, so they are marked `broker_read` (with the
-broker's node) and the final ones `final`. `linearizable(invocation)` says whether an op goes
-to the linearizability checker: writes, and final reads the model can take (only the topics
-`list`: the registry and isr reads lack broker epochs and partition epochs, which Kafka's broker
-APIs do not expose). `select(lines)` keeps those ops (invocation and completion lines) of a
-history; the other reads are for the staleness/monotonic checks.
+broker's node) and the final ones `final`; which ops the linearizability checker then judges is
+the checker's rule (`checker.judged`): writes, and the final reads a model can take.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +38,6 @@ MODELS: dict[str, tuple[str, ...]] = {
     "isr": ("isr", "registry", "topics"),  # its setup ops are registrations and topic creates
     "mixed": ("topics", "registry", "isr"),
 }
-CHECKABLE_READS = frozenset({("topics", "list"), ("topics", "describe")})
 
 
 @dataclass
@@ -81,29 +77,3 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
         main = TimeLimit(main, time_limit)
     factory = KafkaClientFactory(c, connector or TcpConnector(request_timeout=request_timeout), impl.handlers())
     return Workload(name, main, impl.final_reads(), factory, MODELS[name], brokers)
-
-
-def linearizable(invocation: Mapping[str, Any]) -> bool:
-    """Whether the op of this invocation line goes to the linearizability checker."""
-    v = invocation.get("value")
-    if not isinstance(v, Mapping) or not v.get("broker_read"):
-        return True
-    return bool(v.get("final")) and (invocation.get("workload"), invocation.get("f")) in CHECKABLE_READS
-
-
-def select(lines: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The ops of a history (invocation + completion lines, nemesis ops dropped) for the
-    linearizability checker; each completion follows its process's invocation."""
-    keep: dict[Any, bool] = {}
-    out = []
-    for line in lines:
-        p = line.get("process")
-        if p == "nemesis":
-            continue
-        if line.get("type") == "invoke":
-            keep[p] = linearizable(line)
-            if keep[p]:
-                out.append(line)
-        elif keep.pop(p, False):
-            out.append(line)
-    return out

@@ -5,7 +5,7 @@ registry, 2000+ for the isr agents); every op carries its own `workload` field (
 `registry`, `isr`), so the checker splits the history per model. The topics workload's `list`
 shows both prefixes, because the isr workload's topic creates are `topics` ops too. Broker
 reads are eventually consistent in Kafka and marked `broker_read` (see `workloads.ops`); the
-linearizability checker gets the writes plus the final reads (`catalog.linearizable`).
+linearizability checker gets the writes plus the final reads (`checker.judged`).
 """
 
 from __future__ import annotations

@@ -3,12 +3,15 @@ linearizability checker, and a mixed run with disjoint prefixes and agent ranges
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
-from wl_harness import run, stale_alters, verdicts
+from wl_harness import run, select, stale_alters, verdicts
 
-from workloads.catalog import WORKLOADS, build, linearizable, select
+from checker.history import parse_jsonl_line
+from checker.judged import judged
+from workloads.catalog import WORKLOADS, build
 from workloads.fake_kafka import FakeKafka
 
 
@@ -35,6 +38,10 @@ def test_which_ops_are_linearizable() -> None:
     final = {**read, "value": {**read["value"], "final": True}}
     reg_final = {"type": "invoke", "f": "read", "workload": "registry",
                  "value": {"node": "n1", "broker_read": True, "final": True}}
+
+    def linearizable(line: dict) -> bool:
+        return judged(parse_jsonl_line(json.dumps({"process": 0, **line}), "<test>", 1, 0))
+
     assert linearizable(write) and linearizable(final)
     assert not linearizable(read) and not linearizable(reg_final)
     lines = [{**write, "process": 0}, {**read, "process": 1}, {"process": 1, "type": "ok", "f": "list"},

@@ -6,9 +6,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from wl_harness import invoke, open_client, run, verdicts
+from wl_harness import invoke, open_client, run, select, verdicts
 
-from workloads.catalog import select
 from workloads.fake_kafka import FakeKafka
 from workloads.ops import broker_read, op
 from workloads.topics import TopicsWorkload

@@ -10,9 +10,10 @@ import random
 from typing import Any
 
 from checker.history import History, parse_jsonl_line
+from checker.judged import client_events
 from checker.linearizable import check_linearizable
 from checker.models import build_model
-from workloads.catalog import Workload, build, select
+from workloads.catalog import Workload, build
 from workloads.fake_kafka import FakeKafka
 from workloads.history import HistoryWriter
 from workloads.interpreter import ProcessIds, run_phase
@@ -36,6 +37,13 @@ def run(name: str, fake: FakeKafka, *, seconds: float = 1.5, seed: int = 1, rate
 
     asyncio.run(go())
     return [json.loads(line) for line in out.getvalue().splitlines()], w
+
+
+def select(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history lines the linearizability checker judges (checker.judged), as lines."""
+    events = [parse_jsonl_line(json.dumps(x), "<test>", i + 1, i) for i, x in enumerate(lines)]
+    keep = {e.index for e in client_events(events)}
+    return [x for i, x in enumerate(lines) if i in keep]
 
 
 def verdicts(lines: list[dict[str, Any]], models: tuple[str, ...]) -> dict[str, Any]:
