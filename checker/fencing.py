@@ -9,7 +9,8 @@
   longer than the session timeout plus the stated slack, and that controller neither fences it
   nor loses leadership in that time (measured on the controller's own clock).
 - FencedInIsr: after a controller fences or shuts down a broker (and before it unfences it),
-  it accepts an AlterPartition that puts that broker in an ISR or makes it leader.
+  it accepts an AlterPartition that puts that broker in an ISR or makes it leader — within one
+  term of that controller (another controller may unfence the broker between its terms).
 - LeaderOutsideIsr: an accepted AlterPartition whose leader is not in its ISR, or whose ISR is
   not within the replicas (when the decision names them).
 - EpochsGoBack: per partition, accepted AlterPartitions with partition epochs that do not grow
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+from collections.abc import Iterator
 from typing import Any
 
 from checker.history import History, pair_ops
@@ -125,12 +127,27 @@ def _in_log_order(entries: list[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: int(e["offset"]))
 
 
+def _fence_states(entries: list[Entry]) -> Iterator[tuple[Entry, dict[int, Entry]]]:
+    """A node's fence and AlterPartition events, term by term (a `role` event ends a term), each
+    with the brokers that node fenced in that term so far (the caller updates the dict). A
+    controller knows only the fences and unfences it decided while active: another controller
+    may unfence a broker between two of its terms, so its fences do not carry over."""
+    term: list[Entry] = []
+    for e in [*entries, None]:
+        if e is None or e.ev == "role":
+            fenced: dict[int, Entry] = {}
+            for x in _in_log_order(term):
+                yield x, fenced
+            term = []
+        elif e.ev == "fence" or _ok(e, "AlterPartition"):
+            term.append(e)
+
+
 def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
     by_part: dict[tuple[Any, int], list[Entry]] = {}
     for nid, entries in journals.by_node.items():
-        fenced: dict[int, Entry] = {}
         last: dict[tuple[Any, int], Entry] = {}
-        for e in _in_log_order([e for e in entries if e.ev == "fence" or _ok(e, "AlterPartition")]):
+        for e, fenced in _fence_states(entries):
             if e.ev == "fence":
                 b = int(e["broker"])
                 if e.get("action") == "unfence":

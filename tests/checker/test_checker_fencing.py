@@ -147,3 +147,17 @@ def test_fence_journalled_before_an_earlier_logged_decision_is_fine() -> None:
     decision["offset"] = 233  # now it took effect after the shutdown
     a = _only(check_fencing(journals_from(j.entries), None), "FencedInIsr")
     assert [e["offset"] for e in a["entries"]] == [fence["offset"], 233]
+
+
+def test_a_fence_does_not_outlive_the_controllers_term() -> None:
+    """Controller 1 shut broker 5 down, lost leadership (another controller unfenced 5 meanwhile),
+    and later, leader again, accepted an ISR with 5: no violation. In one term it is one."""
+    j = JB()
+    j.add(1, "fence", broker=5, action="shutdown", reason="controlled shutdown", epoch=6, offset=10)
+    j.add(1, "role", role="follower", epoch=2, leader=2, voted_for=None)
+    j.add(1, "role", role="leader", epoch=3, leader=1, voted_for=1)
+    j.add(1, "decision", api="AlterPartition", broker=4, broker_epoch=7, incarnation=None, error="NONE", topic="t",
+          partition=0, leader=4, leader_epoch=2, partition_epoch=5, isr=[4, 5], offset=40)
+    assert check_fencing(journals_from(j.entries), None)["valid"] is True
+    del j.entries[1:3]  # no leadership change between the fence and the decision
+    _only(check_fencing(journals_from(j.entries), None), "FencedInIsr")
