@@ -106,6 +106,8 @@ def _open_lab(opts: TestOptions) -> tuple[Lab, bool]:
     options: dict[str, Any] = {}
     if opts.backend == "ssh":
         options = {"nodes_file": opts.nodes_file, "accept_new_host_keys": opts.accept_new_host_keys}
+    elif opts.backend == "vagrant":
+        options = {"accept_new_host_keys": opts.accept_new_host_keys}
     return lab_up(name, opts.backend, opts.nodes, **options), True
 
 
