@@ -162,7 +162,7 @@ def test_kafka_python_admin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                     admin.create_topics([NewTopic(n, 1, 2) for n in names], timeout_ms=15000)
                 return True
 
-            eventually(create, what="topics created")
+            eventually(create, timeout=60.0, what="topics created")  # each try may wait 15 s on a loaded machine
             eventually(lambda: set(names) <= set(admin.list_topics()), what="topics listed")
 
             def described() -> bool:  # brokers apply committed metadata a fetch later: poll
