@@ -18,13 +18,14 @@ from node.cli import CommandFailed, append_test_records, describe_quorum
 from node.clock import SkewedClock
 from node.config import config_from_properties, render_properties
 from node.journal import MemoryJournal
+from node.process.commit_log import CommitLog
+from node.process.driver import RaftDriver
 from node.protocol.client import ProtocolClient
 from node.protocol.errors import RequestError
 from node.raft import messages as m
 from node.raft.config import RaftConfig
 from node.raft.core import RaftCore
 from node.raft.node import RaftNode
-from node.server import CommitLog, RaftDriver
 from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from node.storage.log import DiskLog
 from node.storage.meta_properties import format_dirs, random_cluster_id

@@ -12,8 +12,9 @@ from node import metrics as mx
 from node.cli import append_test_records, describe_quorum
 from node.config import config_from_properties
 from node.journal import read_journal
+from node.process.commit_log import CommitLog, CommitLogApplication
 from node.protocol.client import ProtocolClient
-from node.server import EXIT_OK, CommitLog, CommitLogApplication, NodeServer
+from node.server import EXIT_OK, NodeServer
 from node.storage.meta_properties import format_dirs, random_cluster_id
 
 

@@ -11,8 +11,9 @@ from kraftnode_helpers import free_ports, node_properties
 
 from node.config import config_from_properties
 from node.journal import read_journal
+from node.process.application import KraftApplication
 from node.raft.ports import Batch, Record
-from node.server import EXIT_FAILED, KraftApplication, NodeServer
+from node.server import EXIT_FAILED, NodeServer
 from node.storage.layout import partition_dir
 from node.storage.log import DiskLog
 from node.storage.meta_properties import format_dirs, random_cluster_id

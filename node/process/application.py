@@ -1,0 +1,311 @@
+"""The controller/broker application of the node process (`KraftApplication`): the quorum controller
+on the controller listener, the broker (registration, heartbeats, client APIs, forwarding to the
+active controller, controlled shutdown on SIGTERM) on the broker listener, and the API versions each
+listener serves."""
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from node import metrics as mx
+from node.broker import (
+    BrokerApis,
+    BrokerConfig,
+    BrokerEndpoint,
+    BrokerLifecycle,
+    BrokerMetadata,
+    BrokerState,
+    ClientReply,
+    Forward,
+    Refused,
+    SendToController,
+)
+from node.controller import ControllerConfig, QuorumController, Reply, error_response
+from node.controller import NotLeader as ControllerNotLeader
+from node.metadata.fanout import FanOut
+from node.metadata.journal import JournalEvent
+from node.process.seam import Appender, NodeContext, StartupError
+from node.protocol.client import ProtocolClient
+from node.protocol.errors import RequestError
+from node.protocol.registry import RequestContext
+from node.raft.core import NotLeader
+from node.raft.ports import Record, StateMachine
+
+log = logging.getLogger("kraft-node")
+
+# ---------------------------------------------------------------------------------------------
+# The controller and broker application
+
+
+CONTROLLER_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # name: (api key, min version, max version)
+    "BrokerRegistration": (62, 0, 4),
+    "BrokerHeartbeat": (63, 0, 1),
+    "UnregisterBroker": (64, 0, 0),
+    "CreateTopics": (19, 2, 7),
+    "DeleteTopics": (20, 1, 6),
+    "AlterPartition": (56, 2, 3),
+    "AlterPartitionReassignments": (45, 0, 0),
+    "ListPartitionReassignments": (46, 0, 0),
+    "ElectLeaders": (43, 0, 2),
+}
+# Client APIs stop at their last non-flexible versions for now: librdkafka 2.x sends flexible Metadata
+# requests (v9+) with a tagged field the schema does not define (and, in v12, a field v12 no longer
+# has); Kafka skips both, node.protocol's strict decoding closes the connection instead.
+BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
+    "Metadata": (3, 0, 8),
+    "DescribeCluster": (60, 0, 1),
+    "CreateTopics": (19, 2, 4),
+    "DeleteTopics": (20, 1, 3),
+}
+RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers by asking the active controller
+    "DescribeQuorum": (55, 1, 1),  # the version node.raft.wire maps
+    "UnregisterBroker": (64, 0, 0),
+}
+APP_TICK_MS = 50
+CONTROLLED_SHUTDOWN_WAIT_S = 15.0
+
+
+class _ControllerWriter:
+    """The controller's MetadataWriter over the process's appender (Raft's NotLeader translated)."""
+
+    def __init__(self, appender: Appender) -> None:
+        self._appender = appender
+
+    def append(self, records: Sequence[Record], now_ms: int) -> int:
+        try:
+            return self._appender.append(records, now_ms)
+        except NotLeader as e:
+            raise ControllerNotLeader(str(e)) from e
+
+
+class KraftApplication:
+    """The quorum controller (controller role) and the broker (broker role) of this process.
+
+    Requests arriving on the listeners get a token and wait for the `Reply`/`ClientReply` the
+    cores emit for it; the broker's registrations, heartbeats and forwarded admin requests go to
+    the active controller (the Raft leader) on its controller listener."""
+
+    def __init__(self, context: NodeContext) -> None:
+        self.ctx = context
+        config = context.config
+        self._tokens = 0
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._clients: dict[int, ProtocolClient] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timeout_s = config.request_timeout_ms / 1000.0
+        machines: list[StateMachine] = []
+        self.controller: Any = None
+        self.broker_metadata: Any = None
+        self.lifecycle: Any = None
+        self.apis: Any = None
+        if config.is_controller:
+            self.controller = QuorumController(
+                ControllerConfig(
+                    node_id=config.node_id,
+                    cluster_id=context.cluster_id,
+                    session_timeout_ms=config.broker_session_timeout_ms,
+                    snapshot_max_new_record_bytes=config.metadata_snapshot_max_new_record_bytes,
+                    seed=random.Random(os.urandom(8)).getrandbits(63),
+                    bugs=config.bugs,
+                ),
+                _ControllerWriter(context.appender),
+            )
+            machines.append(self.controller)
+            assert context.controller_apis is not None
+            for key, lo, hi in CONTROLLER_API_VERSIONS.values():
+                context.controller_apis.register(key, lo, hi, self._controller_request)
+        if config.is_broker:
+            self.broker_metadata = BrokerMetadata(journal_applies=self.controller is None)
+            endpoints = []
+            for e in config.broker_listeners:
+                adv = config.advertised(e.name) or e
+                endpoints.append(BrokerEndpoint(e.name, adv.connect_host(), adv.port))
+            self.lifecycle = BrokerLifecycle(
+                BrokerConfig(
+                    node_id=config.node_id,
+                    cluster_id=context.cluster_id,
+                    incarnation_id=uuid.uuid4(),
+                    listeners=tuple(endpoints),
+                    heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+                    session_timeout_ms=config.broker_session_timeout_ms,
+                    self_fence_timeout_ms=config.broker_self_fence_timeout_ms,
+                    retry_backoff_ms=max(config.retry_backoff_ms, 1),
+                    bugs=config.bugs,
+                )
+            )
+            self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle)
+            machines.append(self.broker_metadata)
+            assert context.broker_apis is not None
+            for key, lo, hi in BROKER_API_VERSIONS.values():
+                context.broker_apis.register(key, lo, hi, self._client_request)
+            for key, lo, hi in RELAYED_API_VERSIONS.values():
+                context.broker_apis.register(key, lo, hi, self._relay)
+        if not machines:
+            raise StartupError("process.roles names neither broker nor controller")
+        self._machine: StateMachine = machines[0] if len(machines) == 1 else FanOut(*machines)
+
+    @property
+    def state_machine(self) -> StateMachine:
+        return self._machine
+
+    def _now(self) -> int:
+        return self.ctx.clock.mono_ns() // 1_000_000
+
+    # ---- requests from the listeners -----------------------------------------------------------
+
+    async def _await_token(self, start: Callable[[int, int], None], request: Any) -> Any:
+        self._tokens += 1
+        token = self._tokens
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = future
+        try:
+            now = self._now()
+            start(token, now)
+            self._drain(now)
+            return await asyncio.wait_for(future, self._timeout_s + 1.0)
+        except TimeoutError:
+            return error_response(request, ErrorCode.request_timed_out)
+        finally:
+            self._waiting.pop(token, None)
+
+    async def _controller_request(self, request: Any, context: RequestContext) -> Any:
+        return await self._await_token(lambda token, now: self.controller.handle_request(token, request, now), request)
+
+    async def _client_request(self, request: Any, context: RequestContext) -> Any:
+        return await self._await_token(
+            lambda token, now: self.apis.handle(token, request, now, context.listener or "PLAINTEXT"), request
+        )
+
+    # ---- outputs -------------------------------------------------------------------------------
+
+    def _resolve(self, token: Any, response: Any = None, error: BaseException | None = None) -> None:
+        future = self._waiting.get(token)
+        if future is None or future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(response)
+
+    def _drain(self, now: int) -> None:
+        outputs: list[Any] = []
+        if self.controller is not None:
+            outputs += self.controller.take_outputs()
+        if self.lifecycle is not None:
+            outputs += self.lifecycle.take_outputs() + self.apis.take_outputs() + self.broker_metadata.take_outputs()
+        for out in outputs:
+            if isinstance(out, Reply | ClientReply):
+                self._resolve(out.token, out.response)
+            elif isinstance(out, Refused):
+                self._resolve(out.token, error=ConnectionRefusedError(f"broker refuses requests: {out.reason}"))
+            elif isinstance(out, JournalEvent):
+                self.ctx.journal.write(out.ev, **out.fields)
+            elif isinstance(out, SendToController):
+                self._to_controller(out.token, out.request, forward=False)
+            elif isinstance(out, Forward):
+                self._to_controller(out.token, out.request, forward=True)
+        self._update_metrics()
+
+    def _update_metrics(self) -> None:
+        if self.controller is None or not self.controller.active:
+            return
+        brokers = self.controller.committed_image.brokers.values()
+        fenced = sum(1 for b in brokers if b.fenced)
+        self.ctx.metrics.set(mx.FENCED_BROKERS, fenced)
+        self.ctx.metrics.set(mx.UNFENCED_BROKERS, len(brokers) - fenced)
+
+    def _to_controller(self, token: int, request: Any, *, forward: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._exchange(token, request, forward))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _controller_client(self) -> ProtocolClient | None:
+        """A client of the active controller's listener (the Raft leader), or None when unknown."""
+        controller_id = self.broker_metadata.controller_id
+        voter = self.ctx.config.voter(controller_id) if controller_id is not None else None
+        if voter is None:
+            return None
+        client = self._clients.get(voter.node_id)
+        if client is None:
+            client = self._clients[voter.node_id] = ProtocolClient(
+                voter.host,
+                voter.port,
+                client_id=f"broker-{self.ctx.config.node_id}",
+                request_timeout=self._timeout_s,
+                connect_timeout=self._timeout_s,
+            )
+        return client
+
+    async def _exchange(self, token: int, request: Any, forward: bool) -> None:
+        client = self._controller_client()
+        response: Any = None
+        sent = False
+        if client is not None:
+            try:
+                response = await client.send(request)
+            except RequestError as e:
+                sent = not e.definite
+                log.debug("%s to the controller failed: %s", type(request).__name__, e)
+        else:
+            await asyncio.sleep(self.ctx.config.retry_backoff_ms / 1000.0)
+        now = self._now()
+        if forward:
+            if response is not None:
+                self.apis.on_forward_response(token, response)
+            else:
+                self.apis.on_forward_failure(token, now, sent=sent)
+        elif response is not None:
+            self.lifecycle.on_response(token, response, now)
+        else:
+            self.lifecycle.on_failure(token, now)
+        self._drain(now)
+
+    async def _relay(self, request: Any, context: RequestContext) -> Any:
+        """DescribeQuorum and UnregisterBroker on a broker listener: asked of the active controller
+        and its answer returned as is (same API version)."""
+
+        if not self.lifecycle.accepting_client_requests():
+            raise ConnectionRefusedError("the broker is not serving clients")
+        client = self._controller_client()
+        if client is None:
+            return error_response(request, ErrorCode.not_controller)
+        try:
+            return await client.send(request)
+        except RequestError as e:
+            return error_response(request, ErrorCode.not_controller if e.definite else ErrorCode.request_timed_out)
+
+    # ---- time and stop -------------------------------------------------------------------------
+
+    def after_step(self, now_ms: int) -> None:
+        self._drain(now_ms)
+
+    def tick(self, now_ms: int) -> int | None:
+        if self.controller is not None:
+            self.controller.tick(now_ms)
+        if self.lifecycle is not None:
+            self.lifecycle.start(now_ms)
+            self.lifecycle.tick(now_ms, self.broker_metadata.highest_offset)
+            self.apis.tick(now_ms)
+        self._drain(now_ms)
+        return now_ms + APP_TICK_MS
+
+    async def stop(self) -> None:
+        if self.lifecycle is not None:
+            self.lifecycle.begin_controlled_shutdown(self._now())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CONTROLLED_SHUTDOWN_WAIT_S):
+                    while self.lifecycle.state != BrokerState.SHUTTING_DOWN:
+                        self.tick(self._now())
+                        await asyncio.sleep(APP_TICK_MS / 1000.0)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for client in self._clients.values():
+            await client.close()

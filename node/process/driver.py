@@ -1,0 +1,244 @@
+"""The Raft driver: feeds the sans-IO core (through `RaftNode`) with events and real time, one step at a
+time, and applies its outputs in order — journal events, metrics, messages to send, commits
+completing appends. The core makes every storage effect of a step durable before returning it, so
+messages go out as soon as a step returns (flush first, then send)."""
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from node import metrics as mx
+from node.clock import Clock
+from node.journal import Journal
+from node.process.storage import journal_corruption
+from node.raft import messages as m
+from node.raft.core import Commit, Output, RaftCore, RaftSafetyError
+from node.raft.node import RaftNode
+from node.raft.ports import Batch, LogCorruption, Record
+from node.storage.errors import StorageError
+
+log = logging.getLogger("kraft-node")
+
+MAX_TIMER_SLEEP_S = 0.1  # re-check at least this often (the clock file may change the rate)
+
+# ---------------------------------------------------------------------------------------------
+# The Raft driver: one step at a time, outputs applied in order
+
+
+@dataclass(slots=True)
+class _PendingAppend:
+    last_offset: int
+    future: asyncio.Future[int]
+
+
+@dataclass(slots=True)
+class _Inbound:
+    future: asyncio.Future[m.Message]
+
+
+class RaftDriver:
+    """Feeds the core (through `RaftNode`) with events and real time and applies its outputs."""
+
+    def __init__(
+        self,
+        node: RaftNode,
+        clock: Clock,
+        journal: Journal,
+        metrics: mx.Registry,
+        send: Callable[[m.Envelope], None],
+    ) -> None:
+        self.node = node
+        self.core: RaftCore = node.core
+        self.clock = clock
+        self.journal = journal
+        self.metrics = metrics
+        self._send = send
+        self._queue: list[Output] = []
+        self._applying = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline: int | None = None
+        self._inbound: dict[int, _Inbound] = {}
+        self._next_ref = 0
+        self._appends: list[_PendingAppend] = []
+        self._rate = mx.WindowedRate()
+        self._last_role: str | None = None
+        self._snapshot_offset = 0  # end offset of the latest snapshot (from the core's snapshot events)
+        self.failed: BaseException | None = None
+        self.stopped = asyncio.Event()
+        self.after_step: Callable[[int], None] | None = None
+        self.started = False
+
+    def now(self) -> int:
+        return self.clock.mono_ns() // 1_000_000
+
+    # ---- steps -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._step(lambda now: self.node.start(now))
+        self.started = True
+
+    def handle(self, envelope: m.Envelope) -> None:
+        self._step(lambda now: self.node.handle(envelope, now))
+
+    def tick(self) -> None:
+        self._timer = None
+        self._step(lambda now: self.node.tick(now))
+
+    def append(self, records: Sequence[Record]) -> int:
+        """Append as leader now (raises NotLeader); returns the base offset."""
+        base_holder: list[int] = []
+
+        def step(now: int) -> Output:
+            base, out = self.node.append(records, now)
+            base_holder.append(base)
+            return out
+
+        self._step(step)
+        return base_holder[0]
+
+    def resign(self) -> None:
+        self._step(lambda now: self.node.resign(now))
+
+    def _step(self, step: Callable[[int], Output]) -> None:
+        if self.failed is not None:
+            raise RuntimeError("the Raft core has stopped") from self.failed
+        try:
+            out = step(self.now())
+        except (RaftSafetyError, LogCorruption, StorageError, OSError) as e:
+            self._fail(e)
+            raise
+        self._queue.append(out)
+        if self._applying:
+            return  # a state machine callback appended: its output is applied after this one
+        self._applying = True
+        try:
+            while self._queue:
+                self._apply(self._queue.pop(0))
+        finally:
+            self._applying = False
+        if self.after_step is not None:
+            self.after_step(self.now())
+
+    def _fail(self, error: BaseException) -> None:
+        log.error("stopping: %s", error)
+        self.failed = error
+        if isinstance(error, LogCorruption):
+            journal_corruption(self.journal, error, "metadata log")
+        self.stopped.set()
+
+    # ---- outputs -----------------------------------------------------------------------------
+
+    def _apply(self, out: Output) -> None:
+        now = self.now()
+        for event in out.events:
+            fields = dict(event)
+            ev = str(fields.pop("ev"))
+            self.journal.write(ev, **fields)
+            if ev == "role" and fields.get("role") == "candidate":
+                self.metrics.inc(mx.RAFT_ELECTIONS)
+            elif ev == "snapshot" and fields.get("action") in ("create", "load", "fetch"):
+                self._snapshot_offset = max(self._snapshot_offset, int(fields.get("offset", 0)))
+        for update in out.updates:
+            if isinstance(update, Commit):
+                self._on_commit(update.batches, now)
+        for envelope in out.messages:
+            pending = self._inbound.pop(envelope.ref, None) if isinstance(envelope.ref, int) else None
+            if pending is not None and not m.is_request(envelope.message):
+                if not pending.future.done():
+                    pending.future.set_result(envelope.message)
+            else:
+                self._send(envelope)
+        self._settle_appends(now)
+        self._update_gauges(now)
+        self._schedule(out.deadline)
+
+    def _on_commit(self, batches: Sequence[Batch], now: int) -> None:
+        count = 0
+        for batch in batches:
+            count += 1
+            if self.core.is_leader and not batch.control:
+                self.metrics.set(mx.METADATA_COMMIT_LATENCY_MS, max(0, now - batch.append_time_ms))
+        self._rate.record(float(now), count)
+
+    def _settle_appends(self, now: int) -> None:
+        hw = self.core.high_watermark
+        keep: list[_PendingAppend] = []
+        for p in self._appends:
+            if p.future.done():
+                continue
+            if p.last_offset < hw:
+                p.future.set_result(p.last_offset)
+            else:
+                keep.append(p)
+        self._appends = keep
+
+    def _update_gauges(self, now: int) -> None:
+        core = self.core
+        g = self.metrics
+        g.set(mx.RAFT_EPOCH, core.epoch)
+        leader = core.leader_id
+        g.set(mx.RAFT_LEADER, -1 if leader is None else leader)
+        g.set(mx.RAFT_HIGH_WATERMARK, core.high_watermark)
+        g.set(mx.RAFT_LOG_END_OFFSET, core.log.end_offset())
+        g.set(mx.METADATA_LAG, max(0, core.high_watermark - core.applied_offset))
+        g.set(mx.METADATA_COMMIT_RATE, self._rate.rate(float(now)))
+        g.set(mx.METADATA_SNAPSHOT_OFFSET_LAG, core.high_watermark - self._snapshot_offset)
+        role = str(core.role)
+        if role != self._last_role:
+            g.set_role(role)
+            self._last_role = role
+
+    # ---- timer -------------------------------------------------------------------------------
+
+    def _schedule(self, deadline: int | None) -> None:
+        if self.stopped.is_set():
+            return
+        now = self.now()
+        delay_s = MAX_TIMER_SLEEP_S if deadline is None else max(0.0, (deadline - now) / 1000.0)
+        delay_s = min(delay_s, MAX_TIMER_SLEEP_S)
+        if self._timer is not None:
+            if self._deadline == deadline and deadline is not None:
+                return
+            self._timer.cancel()
+        self._deadline = deadline
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        try:
+            self.tick()
+        except Exception:
+            if self.failed is None:
+                log.exception("tick failed")
+                self._timer = None
+                self._schedule(None)  # never leave the core without a timer
+
+    def cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # ---- requests from peers, and appends ----------------------------------------------------
+
+    async def request(self, src: int, message: m.Message, timeout_s: float) -> m.Message:
+        """Route a request from `src` into the core; wait for the response it emits for it."""
+        if not self.started or self.failed is not None:
+            raise ConnectionRefusedError("the Raft core is not running")
+        self._next_ref += 1
+        ref = self._next_ref
+        future: asyncio.Future[m.Message] = asyncio.get_running_loop().create_future()
+        self._inbound[ref] = _Inbound(future)
+        try:
+            self.handle(m.Envelope(src, self.core.node_id, message, ref))
+            return await asyncio.wait_for(future, timeout_s)
+        finally:
+            self._inbound.pop(ref, None)
+
+    async def append_and_wait(self, records: Sequence[Record], timeout_s: float) -> int:
+        """Append as leader and wait until committed; returns the base offset."""
+        base = self.append(records)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._appends.append(_PendingAppend(base + len(records) - 1, future))
+        self._settle_appends(self.now())
+        await asyncio.wait_for(future, timeout_s)
+        return base

@@ -1,0 +1,67 @@
+"""The seam between the node process and what runs on top of Raft in it: the `Application` protocol,
+the `NodeContext` it is built with, the `Appender` it writes through, and `StartupError`."""
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from node import metrics as mx
+from node.clock import Clock
+from node.config import NodeConfig
+from node.journal import Journal
+from node.protocol.registry import ApiRegistry
+from node.raft.ports import Record, StateMachine
+
+log = logging.getLogger("kraft-node")
+
+
+class StartupError(Exception):
+    """The node cannot start; the message says why and what to do."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The application seam: what sits on top of Raft in this process
+
+
+class Appender(Protocol):
+    """How an application writes to the metadata log: one batch, on the leader only
+    (`node.raft.core.NotLeader` otherwise); returns the batch's base offset."""
+
+    def append(self, records: Sequence[Record], now_ms: int) -> int: ...
+
+
+@dataclass(slots=True)
+class NodeContext:
+    """What the process hands an application when it builds it."""
+
+    config: NodeConfig
+    cluster_id: str
+    clock: Clock
+    journal: Journal
+    metrics: mx.Metrics
+    appender: Appender
+    controller_apis: ApiRegistry | None
+    broker_apis: ApiRegistry | None
+
+
+class Application(Protocol):
+    """The controller/broker side of a node. Built once storage is open, before the core starts."""
+
+    @property
+    def state_machine(self) -> StateMachine: ...
+
+    def after_step(self, now_ms: int) -> None:
+        """Called after every Raft step the process applied (commits may have completed requests)."""
+        ...
+
+    def tick(self, now_ms: int) -> int | None:
+        """Time passed; returns the next time (node ms) it wants a tick, or None."""
+        ...
+
+    async def stop(self) -> None:
+        """Graceful stop (a broker's controlled shutdown); called before the core stops."""
+        ...
+
+
+ApplicationFactory = Callable[[NodeContext], Application]

@@ -1,0 +1,69 @@
+"""Opening a node's storage at start-up: meta.properties checked in every log dir, the metadata log
+recovered (recovery events journalled; corruption below the high-water mark stops the node), the
+quorum-state file and the snapshot store."""
+
+import logging
+from dataclasses import dataclass
+
+from node.config import NodeConfig
+from node.journal import Journal
+from node.process.seam import StartupError
+from node.raft.ports import LogCorruption
+from node.storage.errors import StorageError
+from node.storage.log import DiskLog
+from node.storage.meta_properties import MetaProperties, load_and_validate
+from node.storage.quorum_state import FileQuorumStateStore
+from node.storage.snapshots import DiskSnapshotStore
+
+log = logging.getLogger("kraft-node")
+
+# ---------------------------------------------------------------------------------------------
+# Storage
+
+
+@dataclass(slots=True)
+class Storage:
+    meta: MetaProperties
+    log: DiskLog
+    quorum: FileQuorumStateStore
+    snapshots: DiskSnapshotStore
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def journal_corruption(journal: Journal, error: LogCorruption, path: str) -> None:
+    """The `corruption` event for damage the node refuses to serve (always below the high-water mark)."""
+    journal.write(
+        "corruption",
+        path=getattr(error, "path", path),
+        offset=getattr(error, "offset", -1),
+        reason=getattr(error, "reason", str(error)),
+        below_hw=True,
+    )
+
+
+def open_storage(config: NodeConfig, journal: Journal) -> Storage:
+    """Check meta.properties in every log dir, then open and recover the metadata log."""
+    try:
+        meta = load_and_validate(config.all_log_dirs, config.node_id)
+    except (StorageError, ValueError) as e:
+        raise StartupError(f"{e} (format them with `kraft-node format --config ... --cluster-id ...`)") from e
+    snapshots = DiskSnapshotStore.in_log_dir(config.metadata_log_dir)
+    try:
+        disk_log = DiskLog.open(
+            config.metadata_log_dir,
+            segment_bytes=config.metadata_log_segment_bytes,
+            lose_unflushed=config.unsafe_lose_unflushed,
+            snapshot_id=snapshots.latest(),
+        )
+    except LogCorruption as e:
+        journal_corruption(journal, e, str(config.metadata_log_dir))
+        raise StartupError(f"metadata log corrupt: {e}") from e
+    for event in disk_log.recovery.journal_events():
+        fields = dict(event)
+        journal.write(str(fields.pop("ev")), **fields)
+    quorum = FileQuorumStateStore.in_log_dir(
+        config.metadata_log_dir, config.bugs, lose_unflushed=config.unsafe_lose_unflushed
+    )
+    return Storage(meta, disk_log, quorum, snapshots)
