@@ -3,7 +3,9 @@
 The history is split by each op's `workload` field (docs/workload-ops.md) and each part is
 checked for linearizability against its model (`model` overrides, for a history without that
 field); an illegal part also gets its anomaly graph (named cycles, drawn). Journals get the
-Raft and fencing invariants. Everything runs under checker.compose.
+Raft and fencing invariants. Everything runs under checker.compose, each checker in its own
+process: a hard time limit (by default the search budget plus `GRACE` seconds, for the
+explanation, the pictures and the journal checkers) and an optional memory limit stop it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from checker.linear.budget import Budget
 from checker.linearizable import _safe, check_linearizable
 from checker.models import build_model
 from checker.raft import check_raft
+
+GRACE = 120.0
+"""Seconds a checker process gets beyond the linearizability budget before it is killed."""
 
 WORKLOAD_MODELS = {"topics": "topics", "registry": "registry", "isr": "isr", "register": "cas-register"}
 
@@ -71,7 +76,7 @@ def check_run(history_path: str | Path | None = None, journal_paths: list[str | 
               model: str | None = None, out_dir: str | Path | None = None, budget: Budget | None = None,
               initial: Any = None, fmt: str | None = None, nil_read_any: bool = False,
               session_timeout_ms: float = 9000.0, slack_ms: float = 3000.0,
-              timeout: float | None = None) -> dict[str, Any]:
+              timeout: float | None = None, memory_bytes: int | None = None) -> dict[str, Any]:
     """Check whatever is given; writes `results.json` under `out_dir` when given."""
     budget = budget or Budget()
     out = Path(out_dir) if out_dir is not None else None
@@ -86,7 +91,7 @@ def check_run(history_path: str | Path | None = None, journal_paths: list[str | 
         journals = load_journals(journal_paths)
         checkers["raft"] = functools.partial(check_raft, journals)
         checkers["fencing"] = functools.partial(check_fencing, journals, history, session_timeout_ms, slack_ms)
-    results = compose(checkers, timeout)
+    results = compose(checkers, timeout if timeout is not None else budget.seconds + GRACE, memory_bytes=memory_bytes)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(results, indent=2, default=str))

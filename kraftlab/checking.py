@@ -8,6 +8,11 @@ The checkers, composed (false > unknown > true; a crash is unknown):
 - `raft`: the Raft invariants over every node's journal.
 - `fencing`: the fencing invariants over the journals and the whole history.
 Anomaly pictures land under `<run>/checker/`, where the report picks them up.
+
+Each checker runs in its own process (checker.isolate) under a hard wall-clock limit and an
+address-space limit: past either it is killed (with any workers it forked) and reported
+`unknown`, naming the checker and the limit. The linearizability search's own budget ends it
+cleanly well before that; the process limit is the backstop for every checker.
 """
 
 from __future__ import annotations
@@ -48,8 +53,14 @@ def load_history(path: Path) -> tuple[History, list[str]]:
     return History(events, str(path), "jsonl"), notes
 
 
+CHECK_SECONDS = 900.0
+"""Hard wall-clock limit of each checker process."""
+CHECK_MEMORY_BYTES = 4_000_000_000
+"""Address-space limit of each checker process (RLIMIT_AS)."""
+
+
 def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget | None = None,
-              timeout: float | None = 900.0) -> dict[str, Any]:
+              timeout: float | None = CHECK_SECONDS, memory_bytes: int | None = CHECK_MEMORY_BYTES) -> dict[str, Any]:
     """Check a run directory, write `results.json`, and return it."""
     history, notes = load_history(run.history)
     journal_paths = list(run.journals().values())
@@ -66,7 +77,7 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
         journals = load_journals(journal_paths)
         checkers["raft"] = functools.partial(check_raft, journals)
         checkers["fencing"] = functools.partial(check_fencing, journals, history, session_timeout_ms)
-    results = compose(checkers, timeout=timeout)
+    results = compose(checkers, timeout=timeout, memory_bytes=memory_bytes)
     if not journal_paths:
         notes.append("no node journals in the run directory: Raft and fencing invariants were not checked")
         if results.get("valid") is True:
