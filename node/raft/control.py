@@ -1,34 +1,50 @@
-"""Control records the Raft core writes itself: the LeaderChangeMessage (and its decoding).
+"""Control records: Kafka's ControlRecordType key (the one definition, also used by node.storage) and
+the LeaderChangeMessage the Raft core writes itself (and its decoding).
 
-Encoded as Kafka does: the key is the control record key (version int16, type int16) and the
-value the flexible-version LeaderChangeMessage v0 (version int16, LeaderId int32, Voters and
-GrantingVoters as compact arrays of {VoterId int32}, empty tagged fields).
+A control record's key is `version (int16) = 0, type (int16)` as Kafka's ControlRecordType writes
+it. The LeaderChangeMessage value is the flexible-version LeaderChangeMessage v0 (version int16,
+LeaderId int32, Voters and GrantingVoters as compact arrays of {VoterId int32}, empty tagged fields).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from enum import IntEnum
 
 from node.raft.ports import Record
 
-LEADER_CHANGE = 2
-SNAPSHOT_HEADER = 3
-SNAPSHOT_FOOTER = 4
-
 _KEY = struct.Struct(">hh")
 _I32 = struct.Struct(">i")
+CONTROL_KEY_VERSION = 0
 
 
-def control_key(kind: int) -> bytes:
-    return _KEY.pack(0, kind)
+class ControlRecordType(IntEnum):
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
 
 
-def control_type(record: Record) -> int | None:
-    """The control type of a control record's key, or None when the key is not one."""
-    if record.key is None or len(record.key) != _KEY.size:
-        return None
-    return _KEY.unpack(record.key)[1]
+LEADER_CHANGE = ControlRecordType.LEADER_CHANGE
+
+
+def control_key(kind: ControlRecordType) -> bytes:
+    return _KEY.pack(CONTROL_KEY_VERSION, int(kind))
+
+
+def control_type(key: bytes | None) -> int:
+    """The control record type a key encodes (an int: unknown types are returned, not rejected);
+    ValueError when the key is not a control record key."""
+    if key is None or len(key) < _KEY.size:
+        raise ValueError(f"control record key too short: {key!r}")
+    version, kind = _KEY.unpack_from(key)
+    if version != CONTROL_KEY_VERSION:
+        raise ValueError(f"unsupported control record key version {version}")
+    return int(kind)
 
 
 def _voter_array(ids: Sequence[int]) -> bytes:
@@ -46,7 +62,7 @@ def leader_change_record(leader_id: int, voters: Sequence[int], granting: Sequen
 
 def decode_leader_change(record: Record) -> tuple[int, list[int], list[int]]:
     """(leader id, voters, granting voters) of a LeaderChangeMessage record."""
-    if control_type(record) != LEADER_CHANGE or record.value is None:
+    if control_type(record.key) != LEADER_CHANGE or record.value is None:
         raise ValueError("not a LeaderChangeMessage record")
     data = record.value
     leader_id = _I32.unpack_from(data, 2)[0]

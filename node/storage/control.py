@@ -1,7 +1,7 @@
-"""Control records of the metadata log: Kafka's ControlRecordType key and the snapshot header/footer.
+"""Control records of the metadata log: the snapshot header/footer (and the control key, re-exported).
 
-A control record's key is `version (int16) = 0, type (int16)` as Kafka's ControlRecordType writes
-it; its value is the control message serialised by `kio` without a version prefix
+The key (`ControlRecordType`, `control_key`, `control_type`) is defined once in node.raft.control and
+re-exported here; a control record's value is the control message serialised by `kio` without a version prefix
 (SnapshotHeaderRecord v0 and SnapshotFooterRecord v0 here; LeaderChangeMessage is the Raft layer's).
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Callable
-from enum import IntEnum
 from typing import TypeVar
 
 from kio.schema.snapshot_footer_record.v0.data import SnapshotFooterRecord
@@ -19,35 +18,18 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.static.primitive import i16, i64
 
+from node.raft.control import ControlRecordType, control_key, control_type
 from node.raft.ports import Record
 
-_KEY = struct.Struct(">hh")
-CONTROL_KEY_VERSION = 0
-
-
-class ControlRecordType(IntEnum):
-    ABORT = 0
-    COMMIT = 1
-    LEADER_CHANGE = 2
-    SNAPSHOT_HEADER = 3
-    SNAPSHOT_FOOTER = 4
-    KRAFT_VERSION = 5
-    KRAFT_VOTERS = 6
-
-
-def control_key(kind: ControlRecordType) -> bytes:
-    return _KEY.pack(CONTROL_KEY_VERSION, int(kind))
-
-
-def control_type(key: bytes | None) -> int:
-    """The control record type a key encodes (an int: unknown types are returned, not rejected)."""
-    if key is None or len(key) < _KEY.size:
-        raise ValueError(f"control record key too short: {key!r}")
-    version, kind = _KEY.unpack_from(key)
-    if version != CONTROL_KEY_VERSION:
-        raise ValueError(f"unsupported control record key version {version}")
-    return int(kind)
-
+__all__ = [
+    "ControlRecordType",
+    "control_key",
+    "control_type",
+    "parse_snapshot_footer",
+    "parse_snapshot_header",
+    "snapshot_footer",
+    "snapshot_header",
+]
 
 T = TypeVar("T")
 _write_header = entity_writer(SnapshotHeaderRecord)

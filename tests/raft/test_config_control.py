@@ -50,9 +50,11 @@ def test_parse_voters() -> None:
 
 def test_leader_change_record_round_trip() -> None:
     record = leader_change_record(3, [1, 2, 3], [2, 3])
-    assert control_type(record) == LEADER_CHANGE
+    assert control_type(record.key) == LEADER_CHANGE
     assert record.key == b"\x00\x00\x00\x02"
     assert decode_leader_change(record) == (3, [1, 2, 3], [2, 3])
-    assert control_type(Record(None, b"x")) is None
+    for bad_key in (None, b"x", b"\x00\x01\x00\x02"):  # missing, too short, unknown key version
+        with pytest.raises(ValueError):
+            control_type(bad_key)
     with pytest.raises(ValueError):
         decode_leader_change(Record(b"\x00\x00\x00\x03", b""))

@@ -68,7 +68,7 @@ def test_new_leader_writes_leader_change_and_waits_for_majority_before_hw(make_c
     out = h.outputs[-1]
     assert [u for u in out.updates if isinstance(u, LeaderChange)] == [LeaderChange(1, 1, True)]
     (batch,) = h.log.batches()
-    assert batch.control and batch.epoch == 1 and control_type(batch.records[0]) == LEADER_CHANGE
+    assert batch.control and batch.epoch == 1 and control_type(batch.records[0].key) == LEADER_CHANGE
     assert decode_leader_change(batch.records[0]) == (1, [1, 2, 3], [1, 2])
     assert h.log.flushed_end_offset() == 1
     assert h.core.high_watermark == 0
