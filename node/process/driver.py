@@ -16,11 +16,13 @@ from node.raft import messages as m
 from node.raft.core import Commit, Output, RaftCore, RaftSafetyError
 from node.raft.node import RaftNode
 from node.raft.ports import Batch, LogCorruption, Record
+from node.raft.states import Leader
 from node.storage.errors import StorageError
 
 log = logging.getLogger("kraft-node")
 
 MAX_TIMER_SLEEP_S = 0.1  # re-check at least this often (the clock file may change the rate)
+QUORUM_SAMPLE_MS = 1000  # a leader journals the age of each voter's last Fetch at most this often
 
 # ---------------------------------------------------------------------------------------------
 # The Raft driver: one step at a time, outputs applied in order
@@ -64,6 +66,7 @@ class RaftDriver:
         self._rate = mx.WindowedRate()
         self._last_role: str | None = None
         self._snapshot_offset = 0  # end offset of the latest snapshot (from the core's snapshot events)
+        self._quorum_sampled_ms: int | None = None
         self.failed: BaseException | None = None
         self.stopped = asyncio.Event()
         self.after_step: Callable[[int], None] | None = None
@@ -151,6 +154,7 @@ class RaftDriver:
                 self._send(envelope)
         self._settle_appends(now)
         self._update_gauges(now)
+        self._sample_quorum(now)
         self._schedule(out.deadline)
 
     def _on_commit(self, batches: Sequence[Batch], now: int) -> None:
@@ -172,6 +176,20 @@ class RaftDriver:
             else:
                 keep.append(p)
         self._appends = keep
+
+    def _sample_quorum(self, now: int) -> None:
+        """Journal `quorum` (a leader's last-Fetch age per voter, at most once per QUORUM_SAMPLE_MS)
+        so a checker can see a leader that kept leading without hearing from a majority."""
+        state = self.core.state
+        if not isinstance(state, Leader):
+            self._quorum_sampled_ms = None
+            return
+        if self._quorum_sampled_ms is not None and now - self._quorum_sampled_ms < QUORUM_SAMPLE_MS:
+            return
+        self._quorum_sampled_ms = now
+        ages = {str(v): max(0, now - p.last_fetch_ms) for v, p in state.voters.items() if v != self.core.node_id}
+        self.journal.write("quorum", epoch=state.epoch, fetch_age_ms=ages,
+                           check_quorum_ms=self.core.config.check_quorum_timeout_ms)
 
     def _update_gauges(self, now: int) -> None:
         core = self.core
