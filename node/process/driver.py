@@ -13,7 +13,7 @@ from node.clock import Clock
 from node.journal import Journal
 from node.process.storage import journal_corruption
 from node.raft import messages as m
-from node.raft.core import Commit, Output, RaftCore, RaftSafetyError
+from node.raft.core import Commit, NotLeader, Output, RaftCore, RaftSafetyError
 from node.raft.node import RaftNode
 from node.raft.ports import Batch, LogCorruption, Record
 from node.raft.states import Leader
@@ -67,6 +67,7 @@ class RaftDriver:
         self._last_role: str | None = None
         self._snapshot_offset = 0  # end offset of the latest snapshot (from the core's snapshot events)
         self._quorum_sampled_ms: int | None = None
+        self._fatal_seen: set[str] = set()  # errors already journalled as `fatal` (a failing tick repeats)
         self.failed: BaseException | None = None
         self.stopped = asyncio.Event()
         self.after_step: Callable[[int], None] | None = None
@@ -111,6 +112,11 @@ class RaftDriver:
         except (RaftSafetyError, LogCorruption, StorageError, OSError) as e:
             self._fail(e)
             raise
+        except NotLeader:
+            raise
+        except Exception as e:
+            self._journal_fatal(e)
+            raise
         self._queue.append(out)
         if self._applying:
             return  # a state machine callback appended: its output is applied after this one
@@ -128,7 +134,20 @@ class RaftDriver:
         self.failed = error
         if isinstance(error, LogCorruption):
             journal_corruption(self.journal, error, "metadata log")
+        elif isinstance(error, RaftSafetyError):
+            self._journal_fatal(error)
         self.stopped.set()
+
+    def _journal_fatal(self, error: BaseException) -> None:
+        """Journal `fatal` once per distinct error: the core broke its own invariants (a safety
+        error, or any unexpected exception in a step) — a bug, never a fault of the environment."""
+        text = f"{type(error).__name__}: {error}"
+        if text in self._fatal_seen:
+            return
+        self._fatal_seen.add(text)
+        core = self.core
+        self.journal.write("fatal", error=text, stopped=self.failed is error, epoch=core.epoch,
+                           hw=core.high_watermark, applied=core.applied_offset, log_end=core.log.end_offset())
 
     # ---- outputs -----------------------------------------------------------------------------
 
