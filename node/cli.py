@@ -482,7 +482,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def load_kio_without_hypothesis() -> bool:
+    """Load kio's static types as if hypothesis were not installed; True when it did.
+
+    kio registers a hypothesis strategy for each of its types when `import hypothesis.strategies`
+    succeeds (kio.static._phantom), which costs a `kraft-node` process about a third of its
+    start-up; the node never uses them. Only when kio is not loaded yet (a fresh process): hypothesis
+    is reported absent (the documented `sys.modules[name] = None` way) while kio loads, then made
+    importable again. A process that already loaded kio (a test run) is left untouched."""
+    if "kio" in sys.modules or "hypothesis" in sys.modules:
+        return False
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]
+    try:
+        importlib.import_module("kio.static.primitive")
+    finally:
+        del sys.modules["hypothesis"]
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the `kraft-node` program itself (tests pass argv and keep kio's strategies)
+        load_kio_without_hypothesis()
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

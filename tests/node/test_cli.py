@@ -243,3 +243,20 @@ def test_start_unsafe_bug_flag_is_refused_without_test_mode(
     assert main(["start", "--config", cfg, "--unsafe-test-mode", "--unsafe-bug", "ack-before-fsync"]) == 1
     err = capsys.readouterr().err
     assert "kraftlab.unsafe" not in err and ("formatted" in err or "does not exist" in err), err
+
+
+def test_kraft_node_process_loads_kio_without_hypothesis() -> None:
+    """A fresh process loads kio with hypothesis reported absent (start-up cost), then hypothesis is
+    importable again; a process that already loaded kio is left alone."""
+    code = (
+        "import sys\n"
+        "from node.cli import load_kio_without_hypothesis as load\n"
+        "assert load()\n"
+        "import node.server\n"
+        "assert 'hypothesis' not in sys.modules, 'hypothesis imported'\n"
+        "import hypothesis.strategies\n"
+        "assert not load()\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
