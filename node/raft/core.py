@@ -757,7 +757,10 @@ class RaftCore:
             return None, None
         found = log.end_offset_for_epoch(last_epoch)
         if found.epoch != last_epoch or found.offset < offset:
-            if found.offset < start:
+            if found.offset < start or found.epoch > last_epoch:
+                # No epoch <= last_epoch left in the log (the answer is the log start and the epoch
+                # before it): the replica's records before our log start differ from ours, and only
+                # the snapshot covers them.
                 return None, self.snapshots.latest()
             return found, None
         return None, None
@@ -940,13 +943,27 @@ class RaftCore:
             fetch.position += len(resp.data)
         if fetch.position >= resp.size:
             state.snapshot = None
-            self._install_snapshot(fetch.snapshot_id)
+            self._install_snapshot(fetch.snapshot_id, state, now)
 
-    def _install_snapshot(self, sid: OffsetAndEpoch) -> None:
-        """A follower replaces its log and state by a snapshot fetched from the leader."""
+    def _install_snapshot(self, sid: OffsetAndEpoch, state: Follower, now: int) -> None:
+        """A follower replaces its log and state by a snapshot fetched from the leader. Fetched bytes
+        that fail validation are dropped (the store does so) and the fetch starts over: the next
+        Fetch names the leader's snapshot again (damage in transit or in the leader's copy is not a
+        reason to stop)."""
         if isinstance(self.state, Leader):
             raise RaftSafetyError("a leader never loads a snapshot")
-        self.snapshots.freeze(sid)
+        try:
+            self.snapshots.freeze(sid)
+        except ValueError as e:
+            self._event(
+                "corruption",
+                path=f"fetched snapshot {sid.offset}-{sid.epoch}",
+                offset=sid.offset,
+                reason=str(e),
+                below_hw=False,
+            )
+            state.retry_at = now + self.config.retry_backoff_ms
+            return
         self._event("snapshot", action="fetch", offset=sid.offset, epoch=sid.epoch)
         old_end = self.log.end_offset()
         self.log.reset_to_snapshot(sid)

@@ -167,7 +167,8 @@ class SnapshotStore(Protocol):
         ...
 
     def freeze(self, snapshot_id: OffsetAndEpoch) -> None:
-        """Validate (CRCs, header/footer) and make a fetched snapshot complete and durable."""
+        """Validate (CRCs, header/footer) and make a fetched snapshot complete and durable; a
+        snapshot failing validation raises ValueError and its partial data is dropped."""
         ...
 
     def read_records(self, snapshot_id: OffsetAndEpoch) -> list[Record]:

@@ -56,9 +56,7 @@ class MemoryLog:
         for batch in reversed(self._batches):
             if batch.epoch <= epoch:
                 return OffsetAndEpoch(batch.next_offset, batch.epoch)
-        if self._start > 0 and self._start_epoch <= epoch:
-            return OffsetAndEpoch(self._start, self._start_epoch)
-        return OffsetAndEpoch(0, 0)
+        return OffsetAndEpoch(self._start, self._start_epoch)  # as DiskLog: the log start and the epoch before it
 
     def append(self, batches: Sequence[Batch]) -> None:
         for batch in batches:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from raft_harness import Harness, events, sent
 
@@ -218,6 +220,60 @@ def test_lagging_follower_fetches_a_snapshot_in_chunks(make_core) -> None:
     assert [u for u in out.updates if isinstance(u, LoadSnapshot)] == [LoadSnapshot(OffsetAndEpoch(4, 1), state)]
     assert follower.log.start_offset() == 4 and follower.core.high_watermark == 4
     assert follower.core.applied_offset == 4
+
+
+def test_a_fetched_snapshot_failing_validation_is_dropped_and_fetched_again(make_core) -> None:
+    config = RaftConfig(fetch_snapshot_max_bytes=8, append_linger_ms=0)
+    leader = make_core(config=config)
+    now = elect(leader)
+    leader.core.append([Record(None, b"v%d" % i) for i in range(3)], now)
+    leader.deliver(2, m.FetchRequest(1, 2, 4, 1, 0), now + 1)
+    state = [Record(b"k", b"state-bytes")]
+    leader.step(leader.core.create_snapshot(OffsetAndEpoch(4, 1), state, now + 2))
+    follower = make_core(node_id=3, config=config)
+    follower.start(0)
+    request = sent(follower.deliver(1, m.BeginQuorumEpochRequest(1, 1), now + 3), m.FetchRequest)[0]
+    t = now + 4
+    wanted = m.FetchRequest | m.FetchSnapshotRequest
+    damaged = loaded = 0
+    while not loaded:
+        reply = sent(leader.deliver(3, request.message, t, ref=request.ref), m.FetchResponse | m.FetchSnapshotResponse)
+        response = reply[0].message
+        if isinstance(response, m.FetchSnapshotResponse) and response.position == 8 and not damaged:
+            response = dataclasses.replace(response, data=bytes(b ^ 0xFF for b in response.data))  # damaged in transit
+            damaged += 1
+        out = follower.answer(request, response, t)
+        if events(out, "corruption"):
+            assert not any(isinstance(u, LoadSnapshot) for u in out.updates)
+            assert events(out, "corruption")[0]["below_hw"] is False
+            assert follower.snapshots.latest() is None and follower.core.role is Role.FOLLOWER
+            damaged += 1
+        loaded = sum(isinstance(u, LoadSnapshot) for u in out.updates)
+        t += 1
+        request = next((e for e in out.messages if isinstance(e.message, wanted)), None)
+        if request is None:  # backing off after the failed freeze
+            t += config.retry_backoff_ms
+            out = follower.tick(t)
+            request = next(e for e in out.messages if isinstance(e.message, wanted))
+        assert t < now + 5000
+    assert damaged == 2  # one chunk damaged, one failed freeze
+    assert follower.snapshots.latest() == OffsetAndEpoch(4, 1) and follower.core.applied_offset == 4
+
+
+def test_fetch_from_an_epoch_older_than_the_log_start_gets_the_snapshot(make_core) -> None:
+    """The log's answer for an epoch below every epoch it holds is (log start, snapshot epoch): the
+    replica's tail before our start differs from ours, so it must take the snapshot (a diverging
+    epoch at the log start would have it truncate to the start and fetch the same answer forever)."""
+    leader = make_core(config=RaftConfig(append_linger_ms=0))
+    now = elect(leader)
+    leader.core.append([Record(None, b"v%d" % i) for i in range(3)], now)
+    leader.deliver(2, m.FetchRequest(1, 2, 4, 1, 0), now + 1)
+    leader.step(leader.core.create_snapshot(OffsetAndEpoch(4, 1), [Record(b"k", b"s")], now + 2))
+    assert leader.log.end_offset_for_epoch(0) == OffsetAndEpoch(4, 1)
+    out = leader.deliver(3, m.FetchRequest(1, 3, 6, 0, 0), now + 3)
+    (reply,) = sent(out, m.FetchResponse)
+    assert reply.message.diverging_epoch is None
+    assert reply.message.snapshot_id == OffsetAndEpoch(4, 1)
 
 
 def test_check_quorum_resigns_a_leader_nobody_fetches_from(make_core) -> None:

@@ -52,7 +52,7 @@ def test_snapshot_start_and_epoch_fallback() -> None:
     log.append([batch(0, 1), batch(2, 2), batch(4, 2)])
     log.delete_before(4)
     assert (log.start_offset(), log.end_offset()) == (4, 6)
-    assert log.end_offset_for_epoch(1) == OffsetAndEpoch(0, 0)  # older than the snapshot: below the start
+    assert log.end_offset_for_epoch(1) == OffsetAndEpoch(4, 2)  # older than the start: the start and its epoch
     log.reset_to_snapshot(OffsetAndEpoch(10, 5))
     assert (log.start_offset(), log.end_offset(), log.last_epoch()) == (10, 10, 5)
     assert log.end_offset_for_epoch(7) == OffsetAndEpoch(10, 5)

@@ -98,21 +98,12 @@ class SimImpl(Impl):
 
 
 SIM_CLASS, SIM_MISSING = find_sim_log()
-# Known divergence, reported to the simulator's owner: when no batch has an epoch <= the one asked
-# for, node.sim's MemoryLog answers (0, 0) unless the snapshot epoch is <= it, where Kafka (and
-# DiskLog) answer the snapshot id / log start and its epoch (KafkaMetadataLog.endOffsetForEpoch).
-SIM_EPOCH_FALLBACK = pytest.mark.xfail(
-    reason="MemoryLog.end_offset_for_epoch falls back to (0, 0) below the snapshot epoch", strict=False
-)
 IMPLS = [pytest.param(DiskImpl(), id="disk")]
 IMPLS.append(
     pytest.param(SimImpl(SIM_CLASS), id="sim")
     if SIM_CLASS is not None
     else pytest.param(None, id="sim", marks=pytest.mark.skip(reason=SIM_MISSING))
 )
-IMPLS_SIM_FALLBACK_XFAIL = [
-    pytest.param(*p.values, id=p.id, marks=[*p.marks, SIM_EPOCH_FALLBACK]) if p.id == "sim" else p for p in IMPLS
-]
 
 
 @pytest.fixture(params=IMPLS)
@@ -193,7 +184,6 @@ def test_truncate_inside_a_batch_keeps_the_records_before_the_offset(new_log: Ca
     assert log.end_offset_for_epoch(2) == OffsetAndEpoch(4, 2)
 
 
-@pytest.mark.parametrize("impl", IMPLS_SIM_FALLBACK_XFAIL)
 def test_reset_to_snapshot(new_log: Callable[[], ReplicatedLog]) -> None:
     log = new_log()
     log.append(batches(0, [1, 1]))
