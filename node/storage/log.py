@@ -8,7 +8,9 @@ would lose records below the durable high-water mark (`hw-checkpoint`, written b
 `checkpoint_hw`): then `CommittedDataDamaged` (a `ports.LogCorruption`) is raised and nothing is
 served or changed; an unreadable `hw-checkpoint` raises it too.
 
-Writes go to the OS at `append` and are fsynced at `flush`. Test-only `lose_unflushed=True` keeps
+Writes go to the OS at `append` and are fsynced at `flush`, or by a flush split in three so that
+the fsync can run on a thread while the event loop goes on (`begin_flush` on the loop, then
+`FlushTicket.sync` on any thread, then `complete_flush` on the loop). Test-only `lose_unflushed=True` keeps
 un-flushed bytes in process memory until `flush` instead: a SIGKILL then loses exactly what was
 never fsynced, which emulates a power loss that wipes the page cache (without it, SIGKILL loses
 nothing, since the kernel still holds the written pages).
@@ -17,8 +19,10 @@ nothing, since the kernel still holds the written pages).
 from __future__ import annotations
 
 import logging
+import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from node.raft.ports import Batch, OffsetAndEpoch
@@ -35,6 +39,35 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 1 << 30  # Kafka's metadata.log.segment.bytes default
 CACHE_BATCHES = 4096
+
+
+@dataclass(slots=True)
+class FlushTicket:
+    """What one split flush makes durable: duplicates of the dirty segments' descriptors (a segment
+    deleted meanwhile stays fsyncable), the bytes each covers, and the log end they cover."""
+
+    generation: int
+    end: int
+    covers: list[tuple[Segment, int]]
+    directory: Path | None
+    dir_generation: int
+    fds: list[int] = field(default_factory=list)
+
+    def sync(self) -> None:
+        """The fsyncs (blocking; safe on any thread). Closes the duplicated descriptors."""
+        try:
+            for fd in self.fds:
+                os.fsync(fd)
+            if self.directory is not None:
+                fsync_dir(self.directory)
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Close the duplicated descriptors without syncing (a flush abandoned at shutdown)."""
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            os.close(fd)
 
 
 class DiskLog:
@@ -59,6 +92,8 @@ class DiskLog:
         self._end = 0
         self._flushed_end = 0
         self._dir_dirty = False
+        self._dir_generation = 0  # bumped whenever the directory gets dirty
+        self._generation = 0  # bumped by every truncation: a flush begun before it covers nothing after it
         self._cache: dict[int, Batch] = {}
 
     # ---- opening and recovery -------------------------------------------------------------
@@ -222,6 +257,7 @@ class DiskLog:
             return
         if offset < self._start:
             raise ValueError(f"cannot truncate to {offset}, below the log start {self._start}")
+        self._generation += 1
         i = bisect_right(self._bases, offset) - 1
         cut = self._bases[i]
         prefix = None
@@ -232,7 +268,7 @@ class DiskLog:
         keep = self._segments.index(seg)
         for later in self._segments[keep + 1 :]:
             later.delete()
-            self._dir_dirty = True
+            self._dirty_dir()
         del self._segments[keep + 1 :]
         seg.truncate(self._positions[i])
         for lst in (self._bases, self._positions, self._sizes, self._segs):
@@ -253,10 +289,35 @@ class DiskLog:
         self._flush_dir()
         self._flushed_end = self._end
 
+    def begin_flush(self) -> FlushTicket:
+        """First part of a split flush (on the thread that appends): hand everything written to the
+        OS and note what `FlushTicket.sync` will make durable."""
+        ticket = FlushTicket(
+            self._generation, self._end, [], self.directory if self._dir_dirty else None, self._dir_generation
+        )
+        for seg in self._segments:
+            if seg.dirty:
+                seg.hand_to_os()
+                ticket.covers.append((seg, seg.written))
+                ticket.fds.append(os.dup(seg.fd))
+        return ticket
+
+    def complete_flush(self, ticket: FlushTicket) -> None:
+        """Last part of a split flush (on the thread that appends), after `ticket.sync()` returned:
+        the durable end moves to what the ticket covered, unless the log was truncated meanwhile."""
+        if ticket.generation != self._generation:
+            return
+        for seg, written in ticket.covers:
+            seg.durable = max(seg.durable, written)
+        if ticket.directory is not None and ticket.dir_generation == self._dir_generation:
+            self._dir_dirty = False
+        self._flushed_end = max(self._flushed_end, ticket.end)
+
     def flushed_end_offset(self) -> int:
         return self._flushed_end
 
     def reset_to_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        self._generation += 1
         for seg in reversed(self._segments):  # newest first: a crash leaves a contiguous prefix
             seg.delete()
         fsync_dir(self.directory)
@@ -289,7 +350,7 @@ class DiskLog:
         self._start = self._segments[0].base_offset
         self._epochs.truncate_from_start(self._start, self._end)
         self._cache = {b: v for b, v in self._cache.items() if b >= self._start}
-        self._dir_dirty = True
+        self._dirty_dir()
         self._flush_dir()
 
     # ---- beyond the protocol --------------------------------------------------------------
@@ -317,8 +378,12 @@ class DiskLog:
     def _roll(self, base_offset: int) -> Segment:
         seg = Segment(self.directory / segment_name(base_offset), base_offset, self.lose_unflushed, create=True)
         self._segments.append(seg)
-        self._dir_dirty = True
+        self._dirty_dir()
         return seg
+
+    def _dirty_dir(self) -> None:
+        self._dir_dirty = True
+        self._dir_generation += 1
 
     def _flush_dir(self) -> None:
         if self._dir_dirty:

@@ -64,13 +64,17 @@ class Segment:
         return b"".join(parts)
 
     def flush(self) -> None:
+        self.hand_to_os()
+        if self.durable != self.written:
+            os.fsync(self.fd)
+            self.durable = self.written
+
+    def hand_to_os(self) -> None:
+        """Write the pending bytes (lose_unflushed mode) to the OS: an fsync then covers them."""
         if self.pending:
             data = bytes(self.pending)
             self.pending.clear()
             self._write(data)
-        if self.durable != self.written:
-            os.fsync(self.fd)
-            self.durable = self.written
 
     def truncate(self, size: int) -> None:
         """Cut the segment to `size` bytes; a cut into OS-visible bytes is fsynced at once."""
