@@ -5,9 +5,12 @@ Simulator part (default): for each bug, `--seeds` hunts starting from different 
 time of the seeds tried before it, and the wall seconds the hunt took. Then `--controls` clean
 runs of every scenario, which must be caught by nothing (false alarms).
 End-to-end part (`--e2e`): `kraftlab.zoo` with each seed base, `--budget` wall seconds per bug;
-median wall time to detection, plus a clean control per seed base.
+median wall time to detection, plus a clean control per seed base. `--bugs` limits it to some bugs.
+False alarms end to end (`--e2e-controls N`): N clean runs of the zoo's control plan (mixed
+workload, every fault, no bug), each must come out valid; prints each verdict and the total.
 
     .venv/bin/python bench/bench_zoo.py [--seeds 3] [--max-seeds 40] [--controls 10] [--e2e --budget 120]
+    .venv/bin/python bench/bench_zoo.py --no-sim --e2e-controls 10 [--attempt 60]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "zoo")
 
 from kraft_zoo import CLUSTER_SCENARIOS, run_cluster_once
 
+from kraftlab.zoo import Attempt, attempt_line
 from node.sim.zoo import RAFT_SCENARIOS, SimOutcome, run_once
 
 
@@ -65,14 +69,15 @@ def bench_sim(seeds: int, max_seeds: int, controls: int) -> bool:
     return all_caught and alarms == 0
 
 
-def bench_e2e(seeds: int, budget: float, attempt: float) -> bool:
+def bench_e2e(seeds: int, budget: float, attempt: float, bugs: list[str]) -> bool:
     from kraftlab.runner import TestOptions
-    from kraftlab.zoo import PLANS, real_runner, run_zoo
+    from kraftlab.zoo import real_runner, run_zoo, select
 
-    reports = [run_zoo(list(PLANS), TestOptions(), real_runner, attempt_s=attempt, budget_s=budget, seed=1 + 1000 * i)
-               for i in range(seeds)]
+    chosen = select(bugs, None)
+    reports = [run_zoo(chosen, TestOptions(nemesis_interval=5.0), real_runner, attempt_s=attempt, budget_s=budget,
+                       seed=1 + 1000 * i, on_attempt=_print_attempt) for i in range(seeds)]
     print(f"{'bug':28} {'found':>7}  {'median s to detection':>22}  found by")
-    for j, bug in enumerate(PLANS):
+    for j, bug in enumerate(chosen):
         results = [r.bugs[j] for r in reports]
         times = [t for t in (b.time_to_detection for b in results) if t is not None]
         med = f"{statistics.median(times):.0f}" if times else "-"
@@ -83,6 +88,27 @@ def bench_e2e(seeds: int, budget: float, attempt: float) -> bool:
     return all(r.ok for r in reports)
 
 
+def _print_attempt(bug: str, a: Attempt) -> None:
+    print(f"  {attempt_line(bug, a)}", flush=True)
+
+
+def bench_e2e_controls(n: int, attempt: float, first_seed: int) -> bool:
+    """N clean control runs end to end; every one must be valid (exit 0, no checker false)."""
+    from kraftlab.runner import TestOptions
+    from kraftlab.zoo import control_run, real_runner
+
+    alarms, unknown, seconds = 0, 0, []
+    for i in range(n):
+        a = control_run(TestOptions(nemesis_interval=5.0), real_runner, attempt_s=attempt, seed=first_seed + i)
+        seconds.append(a.seconds)
+        alarms += bool(a.found_by)
+        unknown += a.code != 0 and not a.found_by
+        print(attempt_line("control", a), flush=True)
+    print(f"end-to-end false alarms: {alarms}/{n}; not valid otherwise (unknown/crashed): {unknown}/{n}; "
+          f"median run {statistics.median(seconds):.0f} s")
+    return alarms == 0 and unknown == 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=3, help="seed bases per bug (default 3)")
@@ -91,10 +117,19 @@ def main() -> int:
     p.add_argument("--e2e", action="store_true", help="also run the end-to-end zoo (long: real clusters)")
     p.add_argument("--budget", type=float, default=120.0, help="end-to-end: wall seconds per bug (default 120)")
     p.add_argument("--attempt", type=float, default=60.0, help="end-to-end: workload seconds per attempt")
+    p.add_argument("--bugs", nargs="*", default=[], help="end-to-end: only these bugs (default all)")
+    p.add_argument("--e2e-controls", type=int, default=0, metavar="N",
+                   help="end-to-end: N clean control runs (mixed, all faults, no bug), counting false alarms")
+    p.add_argument("--control-seed", type=int, default=101, help="end-to-end: seed of the first control run")
+    p.add_argument("--no-sim", action="store_true", help="skip the simulator table")
     args = p.parse_args()
-    ok = bench_sim(args.seeds, args.max_seeds, args.controls)
+    ok = True
+    if not args.no_sim:
+        ok = bench_sim(args.seeds, args.max_seeds, args.controls)
     if args.e2e:
-        ok = bench_e2e(args.seeds, args.budget, args.attempt) and ok
+        ok = bench_e2e(args.seeds, args.budget, args.attempt, args.bugs) and ok
+    if args.e2e_controls:
+        ok = bench_e2e_controls(args.e2e_controls, args.attempt, args.control_seed) and ok
     return 0 if ok else 1
 
 

@@ -10,14 +10,19 @@ imported, because the suite never imports the node. `ZooRunner` is the seam to t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from kraftlab.runner import TestOptions
+from kraftlab.zoo_schedules import RECIPES, targeted
+from nemesis.schedule import save
 
 LOSE_UNFLUSHED = {"kraftlab.unsafe.lose.unflushed": "true"}
 SNAPSHOT_OFTEN = {"metadata.snapshot.max.new.record.bytes": "4096"}
@@ -25,23 +30,29 @@ SNAPSHOT_OFTEN = {"metadata.snapshot.max.new.record.bytes": "4096"}
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """How to expose one bug end to end."""
+    """How to expose one bug end to end: a workload, and either random faults from the nemesis
+    packages or, with `recipe`, a targeted schedule (kraftlab.zoo_schedules) of those packages."""
 
     workload: str
     nemesis: str
     config: dict[str, str] = field(default_factory=dict)
+    recipe: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.recipe is not None and self.recipe not in RECIPES:
+            raise ValueError(f"unknown recipe {self.recipe!r}; known: {', '.join(RECIPES)}")
 
 
 PLANS: dict[str, Plan] = {
-    "hw-before-leader-change": Plan("mixed", "partition,kill"),
+    "hw-before-leader-change": Plan("mixed", "partition", recipe="lagging-voter-meets-new-leader"),
     "resume-old-epoch": Plan("mixed", "kill,disk", LOSE_UNFLUSHED),  # a torn tail on the restarted leader
     "ack-before-fsync": Plan("mixed", "kill", LOSE_UNFLUSHED),
-    "quorum-state-no-fsync": Plan("registry", "kill,partition", LOSE_UNFLUSHED),
+    "quorum-state-no-fsync": Plan("mixed", "partition,kill", LOSE_UNFLUSHED, recipe="stale-epoch"),
     "no-check-quorum": Plan("topics", "partition"),
-    "vote-without-log-check": Plan("mixed", "partition,kill"),
+    "vote-without-log-check": Plan("mixed", "partition,kill", recipe="lagging-voter-first-candidate"),
     "hw-before-truncate": Plan("mixed", "partition,kill"),
     "respond-before-commit": Plan("topics", "partition,kill"),
-    "no-revert-on-resign": Plan("topics", "partition,kill"),
+    "no-revert-on-resign": Plan("topics", "partition,kill", recipe="resign-then-failover"),
     "accept-stale-broker-epoch": Plan("isr", "kill,partition"),
     "reregister-bumps-epoch": Plan("registry", "partition,packet"),
     "fenced-stays-in-isr": Plan("isr", "kill,partition"),
@@ -72,6 +83,15 @@ class Attempt:
     run_dir: Path
     seconds: float
     found_by: list[str]
+
+
+def attempt_line(bug: str, a: Attempt) -> str:
+    """One progress line: what an attempt (or the control, `bug` "control") came to."""
+    if a.found_by:
+        outcome = f"{'INVALID' if bug == 'control' else 'found'} by {','.join(a.found_by)}"
+    else:
+        outcome = ("valid" if a.code == 0 else f"exit {a.code}") if bug == "control" else f"not found (exit {a.code})"
+    return f"{bug} seed {a.seed}: {outcome} in {a.seconds:.0f} s — {a.run_dir}"
 
 
 @dataclass(slots=True)
@@ -125,16 +145,40 @@ def options_for(base: TestOptions, bug: str | None, plan: Plan, seed: int, attem
                    config=config, name=name)
 
 
+@contextlib.contextmanager
+def scheduled(opts: TestOptions, plan: Plan) -> Iterator[TestOptions]:
+    """`opts` as they are, or, for a targeted plan, replaying the recipe's schedule for this seed
+    (written to a temporary directory for the run; the run keeps its own copy)."""
+    if plan.recipe is None:
+        yield opts
+        return
+    schedule = targeted(plan.recipe, seed=opts.seed or 0, duration=opts.time_limit, nodes=opts.nodes,
+                        topology=opts.topology)
+    folder = Path(tempfile.mkdtemp(prefix="kraftlab-zoo-"))
+    try:
+        save(schedule, folder)
+        yield replace(opts, replay_nemesis=str(folder))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_one(runner: ZooRunner, opts: TestOptions, plan: Plan) -> tuple[int, Path, float]:
+    """(exit code, run directory, wall seconds) of one attempt."""
+    started = time.monotonic()
+    with scheduled(opts, plan) as ready:
+        code, run_dir = runner(ready)
+    return code, run_dir, time.monotonic() - started
+
+
 def hunt(bug: str, base: TestOptions, runner: ZooRunner, *, attempt_s: float, budget_s: float, seed: int,
          on_attempt: Callable[[str, Attempt], None] | None = None) -> BugResult:
     """Attempts with seeds `seed`, `seed + 1`, … until a checker finds `bug` or `budget_s` is spent."""
     result = BugResult(bug)
     spent = 0.0
     while spent < budget_s:
-        opts = options_for(base, bug, PLANS[bug], seed + len(result.attempts), min(attempt_s, budget_s - spent))
-        started = time.monotonic()
-        code, run_dir = runner(opts)
-        seconds = time.monotonic() - started
+        plan = PLANS[bug]
+        opts = options_for(base, bug, plan, seed + len(result.attempts), min(attempt_s, budget_s - spent))
+        code, run_dir, seconds = run_one(runner, opts, plan)
         spent += seconds
         attempt = Attempt(opts.seed or 0, code, run_dir, seconds, failed_checkers(run_dir))
         result.attempts.append(attempt)
@@ -193,10 +237,13 @@ def run_zoo(bugs: Sequence[str], base: TestOptions, runner: ZooRunner, *, attemp
                for b in bugs]
     clean: Attempt | None = None
     if control:
-        opts = options_for(base, None, CONTROL, seed, attempt_s)
-        started = time.monotonic()
-        code, run_dir = runner(opts)
-        clean = Attempt(seed, code, run_dir, time.monotonic() - started, failed_checkers(run_dir))
+        clean = control_run(base, runner, attempt_s=attempt_s, seed=seed)
         if on_attempt is not None:
             on_attempt("control", clean)
     return ZooReport(results, clean)
+
+
+def control_run(base: TestOptions, runner: ZooRunner, *, attempt_s: float, seed: int) -> Attempt:
+    """One clean run of the control plan (no bug): any failed checker is a false alarm."""
+    code, run_dir, seconds = run_one(runner, options_for(base, None, CONTROL, seed, attempt_s), CONTROL)
+    return Attempt(seed, code, run_dir, seconds, failed_checkers(run_dir))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kraftlab.runner import BadArguments, TestOptions
 from kraftlab.store import DEFAULT_STORE
-from kraftlab.zoo import PLANS, Attempt, real_runner, run_zoo, select
+from kraftlab.zoo import PLANS, Attempt, attempt_line, real_runner, run_zoo, select
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -41,11 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _print_attempt(bug: str, a: Attempt) -> None:
-    if a.found_by:
-        outcome = f"{'INVALID' if bug == 'control' else 'found'} by {','.join(a.found_by)}"
-    else:
-        outcome = ("valid" if a.code == 0 else f"exit {a.code}") if bug == "control" else f"not found (exit {a.code})"
-    print(f"{bug} seed {a.seed}: {outcome} in {a.seconds:.0f} s — {a.run_dir}", flush=True)
+    print(attempt_line(bug, a), flush=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,121 @@
+"""Targeted nemesis schedules for the bug zoo: the interleaving that exposes a rare bug, repeated.
+
+A random schedule reaches the rare interleavings (a lagging voter meeting a leader change, a node
+learning an epoch it cannot fetch) too seldom for a bounded attempt. Each recipe here is one cycle
+of explicit nemesis steps, made only of the nemesis's own operations (partitions with explicit
+victims or grudges, kills and restarts of named nodes), like the simulator's zoo scenarios
+(node/sim/zoo.py). The node and role of each victim are drawn from the seed, cycle after cycle,
+and the steps are written as a normal nemesis schedule that the runner replays, so a finding is
+reproduced by replaying its run's `nemesis-schedule.json`.
+
+The recipes name hosts as every backend's fresh lab does (n1 … nN, controllers first: kraftlab.deploy.plan).
+The active controller is resolved (DescribeQuorum) by asking the first running controller, so a
+victim whose isolation must not mislead that question is never the first controller.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kraftlab.deploy import DEFAULT_TOPOLOGY, plan
+from nemesis.schedule import Schedule, Step
+
+Steps = list[tuple[float, str, str, dict[str, object]]]  # (seconds into the cycle, package, f, value)
+
+
+@dataclass(frozen=True, slots=True)
+class Roles:
+    nodes: list[str]
+    controllers: list[str]
+    brokers: list[str]
+
+
+def roles(nodes: int, topology: str = DEFAULT_TOPOLOGY) -> Roles:
+    specs = plan(topology, {f"n{i}": "" for i in range(1, nodes + 1)})
+    return Roles([s.name for s in specs], [s.name for s in specs if s.controller],
+                 [s.name for s in specs if s.broker])
+
+
+def _isolate(node: str) -> dict[str, object]:
+    return {"topology": "isolate-node", "nodes": [node]}
+
+
+def stale_epoch(rng: random.Random, r: Roles) -> Steps:
+    """quorum-state-no-fsync: a voter `a` misses an election (isolated while `b` and `c`, killed and
+    restarted, elect a new epoch), then hears of the new epoch from a voter it can reach while the
+    new leader stays out of its reach: it records the epoch (one quorum-state write) but fetches
+    nothing of it, so only the quorum-state remembers the epoch. A SIGKILL then brings back the
+    previous epoch if that write was never made durable (MonotonicEpoch). Cutting `a` from `b`
+    works when `b` won the election: drawn per cycle."""
+    a, b, c = rng.sample(r.controllers, 3)
+    return [(0.0, "partition", "start-partition", _isolate(a)),
+            (0.5, "kill", "kill", {"nodes": sorted([b, c])}),
+            (1.0, "kill", "restart", {"nodes": sorted([b, c])}),
+            (7.0, "partition", "start-partition", {"grudge": {a: [b], b: [a]}}),
+            (9.5, "kill", "kill", {"nodes": [a]}),
+            (10.0, "kill", "restart", {"nodes": [a]}),
+            (10.5, "partition", "stop-partition", {})]
+
+
+def lagging_voter_meets_new_leader(rng: random.Random, r: Roles) -> Steps:
+    """hw-before-leader-change: a voter `a` lags (isolated while the others commit), then rejoins at
+    the moment the active controller is isolated: the remaining follower wins the next epoch with
+    `a`'s vote, and `a`'s first fetch (at its old end offset) is what a majority holds when the new
+    leader first computes its high-water mark (MonotonicHighWatermark)."""
+    a = rng.choice(r.controllers[1:])
+    return [(0.0, "partition", "start-partition", _isolate(a)),
+            (5.0, "partition", "start-partition", {"topology": "isolate-controller"}),
+            (10.0, "partition", "stop-partition", {})]
+
+
+def lagging_voter_first_candidate(rng: random.Random, r: Roles) -> Steps:
+    """vote-without-log-check: a voter `a` lags (isolated while the others commit) and keeps asking
+    for votes; the others are killed, `a` rejoins, and the others restart with fresh election
+    timers, so `a`'s request is usually the first they see. Granting it without the log check
+    elects a leader missing committed entries (LeaderCompleteness, CommittedPrefixAgreement)."""
+    a = rng.choice(r.controllers)
+    others = sorted(c for c in r.controllers if c != a)
+    return [(0.0, "partition", "start-partition", _isolate(a)),
+            (5.0, "kill", "kill", {"nodes": others}),
+            (5.5, "partition", "stop-partition", {}),
+            (6.0, "kill", "restart", {"nodes": others})]
+
+
+def resign_then_failover(rng: random.Random, r: Roles) -> Steps:
+    """no-revert-on-resign: the active controller is isolated while clients' requests reach it (it
+    appends, cannot commit, resigns after the check-quorum timeout), the partition heals, and the
+    new active controller is killed so the resigned one may lead again, answering from its image."""
+    del rng
+    return [(0.0, "partition", "start-partition", {"topology": "isolate-controller"}),
+            (6.0, "partition", "stop-partition", {}),
+            (7.0, "kill", "kill", {"target": "controller"}),
+            (7.5, "kill", "restart", {})]
+
+
+Recipe = Callable[[random.Random, Roles], Steps]
+RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds)
+    "stale-epoch": (stale_epoch, 13.0),
+    "lagging-voter-meets-new-leader": (lagging_voter_meets_new_leader, 12.0),
+    "lagging-voter-first-candidate": (lagging_voter_first_candidate, 12.0),
+    "resign-then-failover": (resign_then_failover, 11.0),
+}
+
+
+def targeted(recipe: str, *, seed: int, duration: float, nodes: int, topology: str = DEFAULT_TOPOLOGY) -> Schedule:
+    """Cycles of `recipe` from the seed, every step before `duration`; the runner heals what is left."""
+    make, cycle = RECIPES[recipe]
+    r = roles(nodes, topology)
+    if len(r.controllers) < 3:
+        raise ValueError(f"recipe {recipe} needs at least 3 controllers, the topology has {r.controllers}")
+    rng = random.Random(seed)
+    sched = Schedule(seed, cycle, duration, sorted({"partition", "kill"}), r.nodes, r.controllers,
+                     [b for b in r.brokers if b not in r.controllers] or r.brokers)
+    start = 2.0  # the first cycle starts once the workload runs
+    while start < duration:
+        for at, package, f, value in make(rng, r):
+            if start + at < duration:
+                sched.steps.append(Step(round(start + at, 3), package, f, dict(value)))
+        start += cycle
+    return sched

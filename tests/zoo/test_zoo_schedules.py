@@ -1,0 +1,102 @@
+"""The zoo's targeted schedules: every step is an operation the nemesis applies (on an in-memory
+lab), each recipe keeps its shape (who is isolated, killed, restarted, and when), schedules are a
+pure function of the seed, and a targeted plan's attempt replays its recipe's schedule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kraftlab.runner import TestOptions as Options
+from kraftlab.zoo import PLANS, Plan, hunt
+from kraftlab.zoo_schedules import RECIPES, roles, targeted
+from nemesis.core import Nemesis
+from nemesis.fakes import FakeNodeControl
+from nemesis.ports import MemoryLedger
+from nemesis.schedule import load
+
+
+def _apply(recipe: str, seed: int) -> tuple[list[str], FakeNodeControl]:
+    """Fire the whole schedule at a fake five-node lab (3 combined controllers); the ops' outcomes."""
+    control = FakeNodeControl(combined=True, leader="n2")
+    nemesis = Nemesis("z", control, ledger=MemoryLedger(), seed=seed, local_boot_id="local")
+    outcomes = []
+    try:
+        for step in targeted(recipe, seed=seed, duration=60, nodes=5).steps:
+            done = nemesis.invoke(step.f, step.value)
+            outcomes.append(f"{step.f}:{done.type}:{done.error or ''}")
+        nemesis.heal_all()
+    finally:
+        nemesis.close()
+    return outcomes, control
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_every_step_applies_and_the_lab_ends_whole(recipe: str) -> None:
+    outcomes, control = _apply(recipe, seed=7)
+    assert outcomes and all(":ok:" in o for o in outcomes), outcomes
+    assert all(control.running(n) for n in control.nodes())
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_schedules_are_a_function_of_the_seed_and_stay_within_the_attempt(recipe: str) -> None:
+    a, b = targeted(recipe, seed=3, duration=40, nodes=5), targeted(recipe, seed=3, duration=40, nodes=5)
+    assert a.to_json() == b.to_json()
+    assert all(0 < s.at < 40 for s in a.steps)
+    assert [s.at for s in a.steps] == sorted(s.at for s in a.steps)
+    victims = {json.dumps(s.value, sort_keys=True) for r in range(20)
+               for s in targeted(recipe, seed=r, duration=40, nodes=5).steps}
+    assert len(victims) > 3 or recipe == "resign-then-failover"  # the victims vary with the seed
+
+
+def test_stale_epoch_isolates_a_voter_while_the_others_restart_then_cuts_it_from_one_and_kills_it() -> None:
+    steps = targeted("stale-epoch", seed=5, duration=14, nodes=5).steps
+    (a,) = steps[0].value["nodes"]
+    others = steps[1].value["nodes"]
+    assert a not in others and sorted([a, *others]) == roles(5).controllers
+    assert [s.f for s in steps] == ["start-partition", "kill", "restart", "start-partition", "kill", "restart",
+                                    "stop-partition"]
+    grudge = steps[3].value["grudge"]
+    assert set(grudge) == {a, grudge[a][0]} and grudge[a][0] in others
+    assert steps[4].value == {"nodes": [a]}
+
+
+def test_the_lagging_voter_is_never_the_controller_asked_who_leads() -> None:
+    first = roles(5).controllers[0]
+    for seed in range(30):
+        steps = targeted("lagging-voter-meets-new-leader", seed=seed, duration=13, nodes=5).steps
+        assert steps[0].value["nodes"] != [first]
+        assert steps[1].value == {"topology": "isolate-controller"}
+
+
+def test_a_targeted_plan_replays_its_recipe_and_cleans_up(tmp_path: Path) -> None:
+    seen: list[Options] = []
+    schedules = []
+
+    def runner(opts: Options) -> tuple[int, Path]:
+        seen.append(opts)
+        assert opts.replay_nemesis is not None
+        schedules.append(load(opts.replay_nemesis).to_json())
+        run = tmp_path / f"run{len(seen)}"
+        run.mkdir()
+        (run / "results.json").write_text(json.dumps({"valid": False, "checkers": {"raft": {"valid": False}}}))
+        return 1, run
+
+    bug = next(b for b, p in PLANS.items() if p.recipe == "stale-epoch")
+    result = hunt(bug, Options(), runner, attempt_s=30, budget_s=100, seed=4)
+    assert len(result.attempts) == 1 and result.found_by == ["raft"]
+    assert schedules[0] == targeted("stale-epoch", seed=4, duration=30, nodes=5).to_json()
+    assert not Path(seen[0].replay_nemesis or "").exists()  # the temporary schedule is gone
+    assert seen[0].config["kraftlab.unsafe.lose.unflushed"] == "true"
+
+
+def test_random_plans_replay_nothing_and_unknown_recipes_are_refused(tmp_path: Path) -> None:
+    def runner(opts: Options) -> tuple[int, Path]:
+        assert opts.replay_nemesis is None
+        return 0, tmp_path
+
+    hunt("no-self-fencing", Options(), runner, attempt_s=5, budget_s=1e-9, seed=1)
+    with pytest.raises(ValueError):
+        Plan("mixed", "kill", recipe="no-such-recipe")
