@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from control.host import CommandResult, HostError
+from control.identity import HostIdentity
 
 Reply = CommandResult | Callable[[str], CommandResult]
 
@@ -28,33 +29,19 @@ class FakeDaemon:
     signals: list[signal.Signals] = field(default_factory=list)
 
 
-class FakeHost:
+class FakeHost(HostIdentity):
     """A Host that lives in memory."""
 
     _next_pid = 1000
 
     def __init__(self, name: str, address: str = "127.0.0.1", workdir: str | None = None) -> None:
-        self._name = name
-        self._address = address
-        self._workdir = workdir or f"/var/lib/kraftlab/{name}"
+        super().__init__(name, address, workdir or f"/var/lib/kraftlab/{name}")
         self.commands: list[str] = []
         self.files: dict[str, bytes] = {}
         self.daemons: dict[str, FakeDaemon] = {}
         self.unreachable = False
         self.closed = False
         self._handlers: list[tuple[re.Pattern[str], Reply]] = []
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def address(self) -> str:
-        return self._address
-
-    @property
-    def workdir(self) -> str:
-        return self._workdir
 
     def on(self, pattern: str, reply: Reply) -> None:
         """Answer commands matching `pattern` with `reply` (a result, or a function of the command)."""

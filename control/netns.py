@@ -23,6 +23,7 @@ from pyroute2 import IPRoute, NetNS, netns
 
 from control import leftovers, subnet
 from control.host import CommandResult, HostError
+from control.identity import HostIdentity
 from control.preflight import require_commands, require_root
 from control.shell import ShellDaemons
 from control.state import HostRecord, LabState, load_state, remove_state, save_state
@@ -35,26 +36,12 @@ def lab_prefix(name: str) -> str:
     return "kl" + hashlib.sha1(name.encode()).hexdigest()[:5]
 
 
-class NetnsHost(ShellDaemons):
+class NetnsHost(HostIdentity, ShellDaemons):
     """A node that is a network namespace on this machine; commands run with `ip netns exec`."""
 
     def __init__(self, name: str, address: str, namespace: str, workdir: str) -> None:
-        self._name = name
-        self._address = address
+        super().__init__(name, address, workdir)
         self.namespace = namespace
-        self._workdir = workdir
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def address(self) -> str:
-        return self._address
-
-    @property
-    def workdir(self) -> str:
-        return self._workdir
 
     def run(self, command: str, *, timeout: float = 60.0, check: bool = False) -> CommandResult:
         argv = ["ip", "netns", "exec", self.namespace, "sh", "-c", command]
