@@ -3,10 +3,12 @@ fixed addresses and NET_ADMIN (so nemesis iptables rules work inside).
 
 Images are built offline: `kraftlab-base:bookworm` from a debootstrap minbase root (cached: built
 once, about 45 s), then `kraftlab-node:<digest of the project's sources>`, a layer with the
-project's wheels installed in a venv at /opt/kraftlab/venv. PID 1 of each container is a tiny
-reaper; daemons (the node) are started with `docker exec` through the shared shell scripts, each
-in its own session, and signals go to the daemon's process group inside the container, so
-STOP/CONT stop exactly the node.
+project's wheels installed in a venv at /opt/kraftlab/venv. The node is each container's PID 1: a
+tiny launcher idles as PID 1 (reaping orphans) until the node is started, then execs it; signals
+(TERM/KILL/STOP/CONT) go to PID 1 with the Docker API, so they mean exactly what they say, and when
+the node exits the container stops. Restarting the node starts the same container again, with the
+same workdir volume (data, logs, config). Other daemons are started with `docker exec` through the
+shared shell scripts, each in its own session.
 Every object carries the label `kraftlab.lab=NAME`; `remove_lab_objects` finds them by it.
 """
 
@@ -16,7 +18,9 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
@@ -27,6 +31,7 @@ from typing import Any
 
 from control import subnet
 from control.host import CommandResult, HostError
+from control.identity import HostIdentity
 from control.netns import lab_prefix
 from control.preflight import SetupError, require_commands, require_root
 from control.shell import ShellDaemons
@@ -38,8 +43,31 @@ NODE_REPO = "kraftlab-node"
 BASE_PACKAGES = "python3,python3-venv,iproute2,iptables,procps"
 WORKDIR = "/var/lib/kraftlab"
 LABEL = "kraftlab.lab"
-REAPER = ("import os,signal,time\nsignal.signal(signal.SIGTERM,lambda *a:os._exit(0))\nwhile True:\n"
-          " try: os.wait()\n except ChildProcessError: time.sleep(0.5)\n")
+PID1_DAEMON = "kraft-node"  # the daemon that runs as the container's PID 1
+LAUNCH_FILE = "pid1.sh"  # <workdir>/run/pid1.sh: the command the launcher execs
+LAUNCHER_MARK = "# kraftlab-launcher"
+# PID 1 until the node starts: reaps orphans, exits on SIGTERM (`docker stop`), and on SIGUSR1 (or every
+# second) looks for the launch file; found, it execs `sh FILE`, which execs the node: the node is PID 1.
+LAUNCHER = f"""{LAUNCHER_MARK}
+import os, signal, sys
+path = sys.argv[1]
+def reap(*_):
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+signal.signal(signal.SIGCHLD, reap)
+signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGUSR1}})
+while not os.path.exists(path):
+    signal.sigtimedwait({{signal.SIGUSR1}}, 1.0)
+os.rename(path, path + ".taken")
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGUSR1}})
+for s in (signal.SIGTERM, signal.SIGCHLD):
+    signal.signal(s, signal.SIG_DFL)
+os.execv("/bin/sh", ["sh", path + ".taken"])
+"""
 DOCKERD_LOG = "/var/log/kraftlab-dockerd.log"
 
 
@@ -169,25 +197,18 @@ def wheels_digest(wheels: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-class DockerHost(ShellDaemons):
-    def __init__(self, name: str, address: str, container: str, workdir: str = WORKDIR) -> None:
-        self._name = name
-        self._address = address
+class DockerHost(HostIdentity, ShellDaemons):
+    """A container. The daemon named `pid1` (the node) runs as the container's PID 1: the launcher
+    execs it, so signals sent with the Docker API reach exactly the node, and when it exits the
+    container stops. Other daemons run beside it through the shared shell scripts. Commands on a
+    stopped container start it again first (the launcher idles: the host is there, the node is not)."""
+
+    def __init__(self, name: str, address: str, container: str, workdir: str = WORKDIR,
+                 pid1: str = PID1_DAEMON) -> None:
+        super().__init__(name, address, workdir)
         self.container_name = container
-        self._workdir = workdir
+        self.pid1 = pid1
         self._container: Any = None
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def address(self) -> str:
-        return self._address
-
-    @property
-    def workdir(self) -> str:
-        return self._workdir
 
     def container(self) -> Any:
         import docker
@@ -199,18 +220,81 @@ class DockerHost(ShellDaemons):
                 raise HostError(f"{self._name}: container {self.container_name} does not exist") from None
         return self._container
 
+    def _exec(self, argv: list[str]) -> tuple[int, bytes | None, bytes | None]:
+        import docker
+
+        for attempt in (1, 2):
+            try:
+                code, (out, err) = self.container().exec_run(argv, demux=True)
+                return code, out, err
+            except docker.errors.APIError as exc:
+                if attempt == 1 and exc.status_code == 409:  # not running: the node exited; start the host again
+                    self.container().start()
+                    continue
+                raise HostError(f"{self._name}: docker exec failed: {exc}") from None
+            except Exception as exc:
+                raise HostError(f"{self._name}: docker exec failed: {exc}") from None
+        raise AssertionError("unreachable")
+
     def run(self, command: str, *, timeout: float = 60.0, check: bool = False) -> CommandResult:
         start = time.monotonic()
-        try:
-            code, (out, err) = self.container().exec_run(
-                ["timeout", "-s", "KILL", f"{timeout:g}", "sh", "-c", command], demux=True)
-        except Exception as exc:
-            raise HostError(f"{self._name}: docker exec failed: {exc}") from None
+        code, out, err = self._exec(["timeout", "-s", "KILL", f"{timeout:g}", "sh", "-c", command])
         stdout, stderr = (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace")
         if code == 137 and time.monotonic() - start >= timeout:
             code, stderr = 124, stderr + f"\ntimed out after {timeout:g}s"
         result = CommandResult(self._name, command, code, stdout, stderr)
         return result.check() if check else result
+
+    # -- the PID-1 daemon -------------------------------------------------------------------------
+
+    def _launch_file(self) -> str:
+        return f"{self._workdir}/run/{LAUNCH_FILE}"
+
+    def _pid1_is_daemon(self) -> bool:
+        c = self.container()
+        c.reload()
+        if c.status != "running":
+            return False
+        code, _, _ = self._exec(["grep", "-qF", LAUNCHER_MARK, "/proc/1/cmdline"])  # 1: not the launcher
+        return code == 1
+
+    def start_daemon(self, name: str, command: str, *, log_path: str, env: dict[str, str] | None = None) -> int:
+        if name != self.pid1:
+            return super().start_daemon(name, command, log_path=log_path, env=env)
+        if self._pid1_is_daemon():
+            raise HostError(f"{self._name}: daemon {name} is already running")
+        script = pid1_script(command, log_path, env)
+        launch = shlex.quote(self._launch_file())
+        log_dir = shlex.quote(log_path.rsplit("/", 1)[0] or "/")
+        self.run(f"mkdir -p {log_dir} {shlex.quote(self._workdir)}/run && cat > {launch}.tmp <<'KRAFTLAB_EOF'\n"
+                 f"{script}KRAFTLAB_EOF\nmv {launch}.tmp {launch}", check=True)
+        self.container().kill(signal="SIGUSR1")  # wakes the launcher (it also checks the file every second)
+        deadline = time.monotonic() + 10.0
+        while self.run(f"test -e {launch}").ok:
+            if time.monotonic() > deadline:
+                raise HostError(f"{self._name}: the container's launcher did not take the command for {name}")
+            time.sleep(0.02)
+        return 1
+
+    def signal_daemon(self, name: str, sig: signal.Signals) -> bool:
+        if name != self.pid1:
+            return super().signal_daemon(name, sig)
+        if not self._pid1_is_daemon():
+            return False
+        import docker
+
+        try:
+            self.container().kill(signal=sig.name)
+        except docker.errors.APIError:  # it exited in between
+            return False
+        return True
+
+    def daemon_pid(self, name: str) -> int | None:
+        if name != self.pid1:
+            return super().daemon_pid(name)
+        return 1 if self._pid1_is_daemon() else None
+
+    # -- files ------------------------------------------------------------------------------------
 
     def put(self, local_path: str, remote_path: str) -> None:
         parent, base = os.path.split(remote_path.rstrip("/"))
@@ -243,11 +327,21 @@ class DockerHost(ShellDaemons):
         self._container = None
 
 
+def pid1_script(command: str, log_path: str, env: dict[str, str] | None) -> str:
+    """What the launcher runs with `sh`: exec the command (so it becomes PID 1) with its output in the log."""
+    q = shlex.quote
+    env_prefix = " ".join(q(f"{k}={v}") for k, v in (env or {}).items())
+    return f"exec env {env_prefix} {command} >>{q(log_path)} 2>&1 </dev/null\n"
+
+
 def open_hosts(state: LabState) -> list[DockerHost]:
-    return [DockerHost(h.name, h.address, str(h.extra["container"]), h.workdir) for h in state.hosts]
+    return [DockerHost(h.name, h.address, str(h.extra["container"]), h.workdir, str(h.extra.get("pid1", PID1_DAEMON)))
+            for h in state.hosts]
 
 
-def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None) -> LabState:
+def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None, pid1: str = PID1_DAEMON) -> LabState:
+    """Containers n1…nN idling under the launcher, each with its workdir on a named volume (kept when the
+    container stops and starts again); `pid1` names the daemon that will run as PID 1."""
     c = client()
     prefix = lab_prefix(name)
     if c.containers.list(all=True, filters={"label": f"{LABEL}={name}"}):
@@ -269,14 +363,17 @@ def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None) -> LabState
         addresses = {n: str(net[10 + i]) for i, n in enumerate(names, start=1)}
         for n in names:
             cname = f"{prefix}-{n}"
-            host_config = c.api.create_host_config(cap_add=["NET_ADMIN"], extra_hosts=addresses)
+            volume = c.volumes.create(f"{cname}-work", labels={LABEL: name})
+            host_config = c.api.create_host_config(cap_add=["NET_ADMIN"], extra_hosts=addresses,
+                                                   binds={volume.name: {"bind": WORKDIR, "mode": "rw"}})
             netcfg = c.api.create_networking_config(
                 {network.name: c.api.create_endpoint_config(ipv4_address=addresses[n])})
-            created = c.api.create_container(image, command=["python3", "-c", REAPER], name=cname, hostname=n,
+            launcher = ["python3", "-c", LAUNCHER, f"{WORKDIR}/run/{LAUNCH_FILE}"]
+            created = c.api.create_container(image, command=launcher, name=cname, hostname=n,
                                              labels={LABEL: name}, host_config=host_config,
                                              networking_config=netcfg, working_dir="/")
             c.api.start(created["Id"])
-            state.hosts.append(HostRecord(n, addresses[n], WORKDIR, {"container": cname}))
+            state.hosts.append(HostRecord(n, addresses[n], WORKDIR, {"container": cname, "pid1": pid1}))
         state.info["status"] = "up"
         save_state(state)
         return state
@@ -296,6 +393,9 @@ def remove_lab_objects(name: str | None) -> int:
         count += 1
     for network in c.networks.list(filters=flt):
         network.remove()
+        count += 1
+    for volume in c.volumes.list(filters=flt):
+        volume.remove(force=True)
         count += 1
     return count
 

@@ -107,6 +107,77 @@ def test_down_removes_everything(engine: None, state_dir: Path, lab_name: str) -
     assert not c.networks.list(filters={"label": f"{LABEL}={lab_name}"})
 
 
+def pid1_cmdline(lab: Lab, node: str) -> str:
+    return lab.host(node).run("tr '\\0' ' ' < /proc/1/cmdline", check=True).stdout
+
+
+def container_state(lab: Lab, node: str) -> dict[str, object]:
+    from control.containers import DockerHost
+
+    h = lab.host(node)
+    assert isinstance(h, DockerHost)
+    c = h.container()
+    c.reload()
+    return dict(c.attrs["State"])
+
+
+def answers(address: str) -> bool:
+    from control.host import HostError
+    from kraftlab.deploy import direct_query
+
+    try:
+        direct_query("cluster", address, timeout=1.0)
+        return True
+    except HostError:
+        return False
+
+
+@pytest.mark.e2e
+def test_node_is_pid1(engine: None, state_dir: Path, lab_name: str) -> None:
+    """The node is PID 1 of its container: signals from the Docker API mean what they say (STOP stops it
+    answering, CONT resumes it, TERM is a controlled shutdown with exit 0, KILL kills), and a restart is
+    the same container with the same workdir volume."""
+    from kraftlab.deploy import Deployment
+
+    lab = lab_up(lab_name, "docker", 3)
+    try:
+        assert "launcher" in pid1_cmdline(lab, "n1")  # idle until the node starts
+        d = Deployment.create(lab, topology="combined")
+        d.deploy(wait=90)
+        for n in lab.names:
+            assert "kraft-node start --config" in pid1_cmdline(lab, n)
+            assert d.pid(n) == 1
+        broker = next(n for n in lab.names if n != d.active_controller())
+        address = lab.host(broker).address
+        assert answers(address)
+        d.pause(broker)
+        assert lab.host(broker).run("grep '^State:' /proc/1/status").stdout.split()[1] == "T"
+        assert not answers(address) and container_state(lab, broker)["Status"] == "running"
+        d.resume(broker)
+        assert answers(address)
+
+        log_before = int(lab.host(broker).run(f"wc -c < {d.paths(broker).log}", check=True).stdout)
+        d.stop(broker)  # SIGTERM to PID 1: the node's own handler, a clean exit
+        state = container_state(lab, broker)
+        assert state["Status"] == "exited" and state["ExitCode"] == 0, state
+        d.start(broker)  # the same container again, its data and log kept on the volume
+        assert "kraft-node start" in pid1_cmdline(lab, broker)
+        d.wait_healthy(60)
+        assert lab.host(broker).run(f"test -f {d.paths(broker).metadata_dir}/meta.properties").ok
+        assert int(lab.host(broker).run(f"wc -c < {d.paths(broker).log}", check=True).stdout) > log_before
+
+        leader = d.active_controller()
+        assert leader is not None
+        d.kill(leader)
+        assert container_state(lab, leader)["ExitCode"] == 137
+        assert not d.running(leader) and lab.host(leader).run("true").ok  # commands still work on its host
+        d.start(leader)
+        d.wait_healthy(60)
+    finally:
+        lab.close()
+        clean(lab_name)
+
+
 @pytest.mark.e2e
 def test_docker_cluster(engine: None, state_dir: Path, lab_name: str, tmp_path: Path) -> None:
     from cluster_checks import run_cluster
