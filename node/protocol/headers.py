@@ -16,8 +16,10 @@ from functools import cache
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from node.protocol.bounds import skip_tagged_fields
@@ -49,6 +51,14 @@ class RequestFrame:
     header_version: int
     payload: bytes
     body_offset: int
+
+
+def has_schema(api_key: int, api_version: int) -> bool:
+    """Whether kio has the request and response schemas of an api key/version, from kio's index alone
+    (importing a schema module is what costs: a server checks its whole version ranges at start-up)."""
+    versions = schema_name_map.get(api_key_map.get(api_key, ""), {})
+    entities = versions.get(api_version, {})
+    return EntityType.request in entities and EntityType.response in entities
 
 
 @cache

@@ -15,7 +15,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 
 from node.protocol.api_versions import API_VERSIONS_RANGE, ApiRange, Feature, FinalizedFeatures, answer_api_versions
 from node.protocol.errors import UnsupportedApi
-from node.protocol.headers import API_VERSIONS_KEY, request_schema, response_schema
+from node.protocol.headers import API_VERSIONS_KEY, has_schema, request_schema
 
 HandlerResult: TypeAlias = ResponsePayload | Awaitable[ResponsePayload | None] | None
 
@@ -72,8 +72,8 @@ class ApiRegistry:
         if not 0 <= min_version <= max_version:
             raise ValueError(f"bad version range {min_version}..{max_version}")
         for version in range(min_version, max_version + 1):
-            request_schema(api_key, version)  # raises UnsupportedApi if kio lacks a schema
-            response_schema(api_key, version)
+            if not has_schema(api_key, version):  # schemas load when a request first needs them
+                raise UnsupportedApi(f"unknown api key {api_key} version {version}")
         self._entries[api_key] = ApiEntry(api_key, min_version, max_version, handler)
 
     def supports(self, api_key: int, api_version: int) -> bool:
