@@ -105,6 +105,7 @@ class BrokerLifecycle:
     _in_flight: _InFlight | None = None
     _next_send_ms: int = 0
     _last_ok_ms: int | None = None
+    _journalled_failure_ms: int | None = None
     _outbox: list[SendToController | JournalEvent] = field(default_factory=list)
 
     # ---- queries --------------------------------------------------------------------------
@@ -128,6 +129,16 @@ class BrokerLifecycle:
 
     def _journal(self, state: str) -> None:
         self._outbox.append(JournalEvent("broker_state", {"broker": self.config.node_id, "state": state}))
+
+    def _journal_heartbeat(self, ok: bool, now_ms: int) -> None:
+        """`heartbeat`: every successful answer of the quorum, and failures (at most one a second),
+        after the self-fence check, so a checker can tell how long the broker served unheard."""
+        if not ok:
+            if self._journalled_failure_ms is not None and now_ms - self._journalled_failure_ms < 1000:
+                return
+            self._journalled_failure_ms = now_ms
+        fields = {"broker": self.config.node_id, "ok": ok, "self_fence_ms": self.config.effective_self_fence_timeout_ms}
+        self._outbox.append(JournalEvent("heartbeat", fields))
 
     def start(self, now_ms: int) -> None:
         if self.state != BrokerState.NOT_RUNNING:
@@ -216,6 +227,7 @@ class BrokerLifecycle:
         self._in_flight = None
         self._next_send_ms = now_ms + self.config.retry_backoff_ms
         self._check_self_fence(now_ms)
+        self._journal_heartbeat(False, now_ms)
 
     def on_response(self, token: int, response: Any, now_ms: int) -> None:
         flight = self._in_flight
@@ -230,6 +242,7 @@ class BrokerLifecycle:
 
     def _ok(self, now_ms: int) -> None:
         self._last_ok_ms = now_ms
+        self._journal_heartbeat(True, now_ms)
         if self.self_fenced:
             self.self_fenced = False
             self._journal("UNFENCED_SELF")

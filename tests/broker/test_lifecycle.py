@@ -149,7 +149,7 @@ def test_unit_stale_epoch_reregisters_and_one_request_in_flight() -> None:
         send.token, BrokerRegistrationResponse(throttle_time=0, error_code=ErrorCode.none, broker_epoch=42), 20
     )
     lc.tick(20, 41)
-    (hb,) = lc.take_outputs()
+    (hb,) = [o for o in lc.take_outputs() if isinstance(o, SendToController)]
     assert hb.request.broker_epoch == 42 and hb.request.want_fence and hb.request.current_metadata_offset == 41
     lc.on_response(
         hb.token,
