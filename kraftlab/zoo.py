@@ -83,6 +83,9 @@ class Attempt:
     run_dir: Path
     seconds: float
     found_by: list[str]
+    verdict_s: float | None = None
+    """Seconds from the attempt's start until its verdict (results.json) was written; the report
+    rendered after it is not part of detection."""
 
 
 def attempt_line(bug: str, a: Attempt) -> str:
@@ -91,7 +94,8 @@ def attempt_line(bug: str, a: Attempt) -> str:
         outcome = f"{'INVALID' if bug == 'control' else 'found'} by {','.join(a.found_by)}"
     else:
         outcome = ("valid" if a.code == 0 else f"exit {a.code}") if bug == "control" else f"not found (exit {a.code})"
-    return f"{bug} seed {a.seed}: {outcome} in {a.seconds:.0f} s — {a.run_dir}"
+    verdict = f" (verdict at {a.verdict_s:.0f} s)" if a.verdict_s is not None else ""
+    return f"{bug} seed {a.seed}: {outcome} in {a.seconds:.0f} s{verdict} — {a.run_dir}"
 
 
 @dataclass(slots=True)
@@ -109,12 +113,13 @@ class BugResult:
 
     @property
     def time_to_detection(self) -> float | None:
-        """Seconds of zoo time (all attempts so far) until the finding attempt ended."""
+        """Wall seconds from the first attempt's start until the finding attempt's verdict: every
+        earlier attempt whole, then the finding one up to its results.json."""
         total = 0.0
         for a in self.attempts:
-            total += a.seconds
             if a.found_by:
-                return total
+                return total + (a.verdict_s if a.verdict_s is not None else a.seconds)
+            total += a.seconds
         return None
 
     @property
@@ -162,12 +167,17 @@ def scheduled(opts: TestOptions, plan: Plan) -> Iterator[TestOptions]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_one(runner: ZooRunner, opts: TestOptions, plan: Plan) -> tuple[int, Path, float]:
-    """(exit code, run directory, wall seconds) of one attempt."""
-    started = time.monotonic()
+def run_one(runner: ZooRunner, opts: TestOptions, plan: Plan) -> Attempt:
+    """One attempt: run it, read which checkers failed and when the verdict was written."""
+    started, wall = time.monotonic(), time.time()
     with scheduled(opts, plan) as ready:
         code, run_dir = runner(ready)
-    return code, run_dir, time.monotonic() - started
+    seconds = time.monotonic() - started
+    try:
+        verdict_s: float | None = min(seconds, max(0.0, (run_dir / "results.json").stat().st_mtime - wall))
+    except OSError:
+        verdict_s = None
+    return Attempt(opts.seed or 0, code, run_dir, seconds, failed_checkers(run_dir), verdict_s)
 
 
 def hunt(bug: str, base: TestOptions, runner: ZooRunner, *, attempt_s: float, budget_s: float, seed: int,
@@ -178,9 +188,8 @@ def hunt(bug: str, base: TestOptions, runner: ZooRunner, *, attempt_s: float, bu
     while spent < budget_s:
         plan = PLANS[bug]
         opts = options_for(base, bug, plan, seed + len(result.attempts), min(attempt_s, budget_s - spent))
-        code, run_dir, seconds = run_one(runner, opts, plan)
-        spent += seconds
-        attempt = Attempt(opts.seed or 0, code, run_dir, seconds, failed_checkers(run_dir))
+        attempt = run_one(runner, opts, plan)
+        spent += attempt.seconds
         result.attempts.append(attempt)
         if on_attempt is not None:
             on_attempt(bug, attempt)
@@ -245,5 +254,4 @@ def run_zoo(bugs: Sequence[str], base: TestOptions, runner: ZooRunner, *, attemp
 
 def control_run(base: TestOptions, runner: ZooRunner, *, attempt_s: float, seed: int) -> Attempt:
     """One clean run of the control plan (no bug): any failed checker is a false alarm."""
-    code, run_dir, seconds = run_one(runner, options_for(base, None, CONTROL, seed, attempt_s), CONTROL)
-    return Attempt(seed, code, run_dir, seconds, failed_checkers(run_dir))
+    return run_one(runner, options_for(base, None, CONTROL, seed, attempt_s), CONTROL)

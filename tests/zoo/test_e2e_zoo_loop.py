@@ -11,7 +11,7 @@ import pytest
 
 from kraftlab.cli import main
 from kraftlab.runner import TestOptions as Options
-from kraftlab.zoo import PLANS, failed_checkers, run_zoo, select
+from kraftlab.zoo import PLANS, Attempt, BugResult, failed_checkers, run_zoo, select
 from node.bugs import BY_NAME
 
 
@@ -92,3 +92,15 @@ def test_shards_rotate_through_every_bug() -> None:
 
 def test_cli_refuses_unknown_bugs() -> None:
     assert main(["zoo", "no-such-bug"]) == 254
+
+
+def test_time_to_detection_counts_earlier_attempts_whole_and_the_finding_one_to_its_verdict(tmp_path: Path) -> None:
+    result = BugResult("ack-before-fsync", [Attempt(1, 0, tmp_path, 100.0, []),
+                                            Attempt(2, 1, tmp_path, 80.0, ["raft"], verdict_s=50.0)])
+    assert result.time_to_detection == 150.0
+    assert BugResult("ack-before-fsync", [Attempt(1, 0, tmp_path, 100.0, [])]).time_to_detection is None
+    runner = FakeRunner(tmp_path, found_at=1)
+    (found,) = run_zoo(["ack-before-fsync"], Options(), runner, attempt_s=5, budget_s=100, seed=1,
+                       control=False).bugs
+    a = found.attempts[0]
+    assert a.verdict_s is not None and 0 <= a.verdict_s <= a.seconds
