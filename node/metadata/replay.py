@@ -9,10 +9,21 @@ one and add their own reactions per batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from node.metadata.image import MetadataImage
 from node.metadata.journal import JournalEvent
-from node.metadata.records import decode, from_log_record, to_log_record, type_name
+from node.metadata.records import (
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    UnfenceBrokerRecord,
+    decode,
+    from_log_record,
+    to_log_record,
+    type_name,
+)
 from node.raft.ports import Batch, OffsetAndEpoch, Record
 
 
@@ -56,7 +67,8 @@ class CommittedReplay:
                 self.new_bytes += len(rec.value or b"")
                 if self.journal_applies:
                     self.events.append(
-                        JournalEvent("apply", {"offset": offset, "type": type_name(metadata), "crc": rec.crc()})
+                        JournalEvent("apply", {"offset": offset, "type": type_name(metadata), "crc": rec.crc(),
+                                               "batch_end": batch.next_offset, **_left(self.image, metadata)})
                     )
         self.next_offset = batch.next_offset
         self.last_epoch = batch.epoch
@@ -69,3 +81,16 @@ class CommittedReplay:
         self.last_snapshot = snapshot_id
         self.new_bytes = 0
         return snapshot_id, [to_log_record(r) for r in self.image.to_records()]
+
+
+def _left(image: MetadataImage, record: MetadataRecord) -> dict[str, Any]:
+    """What an applied record left in the image, for the fencing checker: a partition's ISR and
+    leader after a partition record, a broker's id after a fence or unfence."""
+    if isinstance(record, PartitionRecord | PartitionChangeRecord):
+        topic = image.topics.get(record.topic_id)
+        p = topic.partitions.get(record.partition_id) if topic is not None else None
+        if topic is not None and p is not None:
+            return {"topic": topic.name, "partition": record.partition_id, "isr": list(p.isr), "leader": p.leader}
+    elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
+        return {"broker": record.id}
+    return {}
