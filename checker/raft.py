@@ -8,8 +8,14 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
   an empty log — new or wiped storage — starts the node's history over).
 - MonotonicHighWatermark: a node's high-water mark never goes down within one process life.
 - MajorityReachedHighWatermark: when a leader advances its high-water mark to H, a majority of
-  voters have appended the entry at H-1 (same epoch and CRC) or hold a snapshot covering it.
-  Cross-node order is not trusted (clocks skew), so "have" means at some point in their journal.
+  voters hold the entry at H-1 (same epoch and CRC) durably — appended and covered by a later
+  `flush` (the durable end), or by a snapshot. Cross-node order is not trusted (clocks skew), so
+  "hold" means at some point in their journal. And a follower's high-water mark never goes
+  beyond its own durable end: it journals `flush` before the Fetch that acknowledges the offsets
+  (a node writes a step's journal events before it sends the step's messages) and learns a HW
+  no higher than its log. (A leader may: with a deferred leader flush, as in Kafka, a majority
+  of followers can commit what the leader has not flushed yet.) A journal with no `flush` event
+  at all (older nodes, hand-built journals) counts appends as durable.
 - CommittedPrefixAgreement: every node that saw an offset committed saw the same CRC there, no
   node's final log differs from a committed CRC, and no node truncates an entry below its own
   high-water mark (except to replace its log with a snapshot, or to cut a corrupt tail found on
@@ -18,6 +24,13 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
   epoch at the moment it became leader.
 - NoUncommittedApply: a node applies an offset only below its high-water mark, with the
   committed CRC.
+- StaleLeader: a leader's `quorum` samples (the age of each voter's last Fetch) never show,
+  twice in a row in one epoch, fewer than a majority (counting the leader) heard from within the
+  check-quorum timeout (1.5 × fetch timeout) plus a slack: such a leader must have resigned.
+  Two samples, because one sample's clock reading may differ from the step's it follows.
+- NodeStoppedOnSafetyError: a node journalled `fatal` — its Raft core hit a safety error or an
+  unexpected exception (for example a read at an offset that is not a batch boundary): the node
+  stops or is stuck, which is a finding, not an inconclusive run.
 """
 
 from __future__ import annotations
@@ -29,7 +42,9 @@ from checker.invariant import Violation, result
 from checker.journal import Entry, Journals
 
 INVARIANTS = ["SingleLeader", "MonotonicEpoch", "MonotonicHighWatermark", "MajorityReachedHighWatermark",
-              "CommittedPrefixAgreement", "LeaderCompleteness", "NoUncommittedApply"]
+              "CommittedPrefixAgreement", "LeaderCompleteness", "NoUncommittedApply", "StaleLeader",
+              "NodeStoppedOnSafetyError"]
+STALE_LEADER_SLACK_MS = 1000.0
 
 
 @dataclass
@@ -42,8 +57,22 @@ class _Node:
     epoch: int = -1
     epoch_entry: Entry | None = None
     role: str = "unattached"
-    ever: dict[int, set[tuple[int, int]]] = field(default_factory=dict)  # offset → {(epoch, crc)} ever appended
+    ever: dict[int, set[tuple[int, int]]] = field(default_factory=dict)  # offset → {(epoch, crc)} ever durable
     snap_max: int = 0
+    durable: int = 0  # the durable end offset (last flush, cut by truncations; a restart's log end)
+    flush_entry: Entry | None = None
+    reports_flush: bool = False  # the journal has `flush` events; else appends count as durable
+    durable_reported: bool = False
+    stale_sample: Entry | None = None  # the last `quorum` sample, if it showed no majority
+    stale_reported: int = -1  # the epoch whose StaleLeader is reported already
+
+    def make_durable(self, end: int) -> None:
+        """Everything in the log below `end` is durable from now on."""
+        for o in range(self.durable, end):
+            have = self.log.get(o)
+            if have is not None:
+                self.ever.setdefault(o, set()).add((have[0], have[1]))
+        self.durable = end
 
 
 @dataclass
@@ -55,10 +84,35 @@ class _Commit:
     append: Entry  # the append that wrote the entry
 
 
-def check_raft(journals: Journals, voters: list[int] | None = None) -> dict[str, Any]:
+def _sample_quorum(st: _Node, e: Entry, slack_ms: float, vs: list[Violation]) -> None:
+    """A leader's `quorum` sample: the voters it heard a Fetch from within the check-quorum
+    timeout plus slack, itself included; StaleLeader on the second stale sample of an epoch."""
+    ages = {int(v): float(a) for v, a in (e.get("fetch_age_ms") or {}).items()}
+    limit = float(e["check_quorum_ms"]) + slack_ms
+    heard = 1 + sum(1 for a in ages.values() if a <= limit)
+    need = (len(ages) + 1) // 2 + 1
+    if heard >= need:
+        st.stale_sample = None
+        return
+    prev = st.stale_sample
+    st.stale_sample = e
+    epoch = int(e["epoch"])
+    if prev is None or int(prev["epoch"]) != epoch or st.stale_reported == epoch:
+        return
+    st.stale_reported = epoch
+    silent = sorted(v for v, a in ages.items() if a > limit)
+    vs.append(Violation("StaleLeader",
+                        f"node {e.node} still led epoch {epoch} though it had heard no Fetch from voters {silent} "
+                        f"for over {limit:g} ms (check-quorum {e['check_quorum_ms']} ms + slack {slack_ms:g} ms): "
+                        f"{heard} of {len(ages) + 1} voters, a majority is {need}", [prev, e]))
+
+
+def check_raft(journals: Journals, voters: list[int] | None = None,
+               stale_leader_slack_ms: float = STALE_LEADER_SLACK_MS) -> dict[str, Any]:
     """Check the invariants above; `voters` defaults to the union of `start` events' voters."""
     vs: list[Violation] = []
-    nodes: dict[int, _Node] = {n: _Node() for n in journals.by_node}
+    nodes: dict[int, _Node] = {n: _Node(reports_flush=any(e.ev == "flush" for e in es))
+                               for n, es in journals.by_node.items()}
     if voters is None:
         found = {v for e in journals.all() if e.ev == "start" for v in e.get("voters") or []}
         voters = sorted(found) or sorted(journals.by_node)
@@ -72,12 +126,16 @@ def check_raft(journals: Journals, voters: list[int] | None = None) -> dict[str,
         st = nodes[nid]
         for e in entries:
             ev = e.ev
+            if ev in ("start", "role"):
+                st.stale_sample = None
             if ev == "start":
                 st.log_start = int(e.get("log_start", 0))
                 st.log_end = int(e.get("log_end", 0))
                 if st.log_end == 0:  # new or wiped storage: this node's durable history starts over
                     st.epoch, st.epoch_entry = -1, None
                 st.log = {o: x for o, x in st.log.items() if st.log_start <= o < st.log_end}
+                st.durable, st.flush_entry, st.durable_reported = 0, e, False
+                st.make_durable(st.log_end)  # what a restart recovers is on disk
                 st.hw = int(e.get("hw", 0) or 0)
                 st.hw_entry = e
                 st.role = "unattached"
@@ -94,8 +152,14 @@ def check_raft(journals: Journals, voters: list[int] | None = None) -> dict[str,
                 base, ep = int(e["base"]), int(e["epoch"])
                 for j, crc in enumerate(e["crcs"]):
                     st.log[base + j] = (ep, int(crc), e)
-                    st.ever.setdefault(base + j, set()).add((ep, int(crc)))
                 st.log_end = base + len(e["crcs"])
+                st.durable = min(st.durable, base)
+                if not st.reports_flush:
+                    st.make_durable(st.log_end)
+            elif ev == "flush":
+                st.durable = min(st.durable, st.log_end)
+                st.make_durable(min(int(e["end"]), st.log_end))
+                st.flush_entry = e
             elif ev == "truncate":
                 to = int(e["to"])
                 if e.get("reason") not in ("snapshot", "corrupt-tail") and to < st.hw:
@@ -104,6 +168,7 @@ def check_raft(journals: Journals, voters: list[int] | None = None) -> dict[str,
                                         [x for x in (st.hw_entry, e) if x is not None]))
                 st.log = {o: x for o, x in st.log.items() if o < to}
                 st.log_end = to
+                st.durable = min(st.durable, to)
             elif ev == "snapshot":
                 if e.get("action") in ("load", "fetch"):
                     off = int(e["offset"])
@@ -111,6 +176,7 @@ def check_raft(journals: Journals, voters: list[int] | None = None) -> dict[str,
                     st.snap_max = max(st.snap_max, off)
                     st.log = {o: x for o, x in st.log.items() if o >= off}
                     st.log_end = max(st.log_end, off)
+                    st.durable = max(st.durable, off)  # a snapshot is durable before it is loaded
             elif ev == "hw":
                 hw = int(e["hw"])
                 if hw < st.hw and st.hw_entry is not None and st.hw_entry.ev == "hw":
@@ -131,10 +197,24 @@ def check_raft(journals: Journals, voters: list[int] | None = None) -> dict[str,
                                             f"but with CRC {have[1]} on node {nid}", [c.append, c.entry, have[2], e]))
                     elif hw_epoch < c.hw_epoch:
                         committed[o] = _Commit(c.crc, c.epoch, hw_epoch, e, c.append)
+                if st.role != "leader" and hw > max(st.durable, st.snap_max) and not st.durable_reported:
+                    st.durable_reported = True  # once per process life: every later HW repeats it
+                    vs.append(Violation("MajorityReachedHighWatermark",
+                                        f"node {nid} ({st.role}) took high-water mark {hw} while its durable (flushed) "
+                                        f"log ended at {st.durable}: the Fetch that acknowledged those offsets came "
+                                        "before their flush", [x for x in (st.flush_entry, e) if x is not None]))
                 if st.role == "leader" and hw > st.hw and hw - 1 in st.log:
                     ep, crc, _ = st.log[hw - 1]
                     leader_hw.append((e, hw, ep, crc))
                 st.hw, st.hw_entry = max(st.hw, hw), e
+            elif ev == "quorum":
+                _sample_quorum(st, e, stale_leader_slack_ms, vs)
+            elif ev == "fatal":
+                vs.append(Violation("NodeStoppedOnSafetyError",
+                                    f"node {nid} {'stopped' if e.get('stopped') else 'is stuck'} on an internal error "
+                                    f"of its Raft core: {e.get('error')} (epoch {e.get('epoch')}, applied up to "
+                                    f"{e.get('applied')}, high-water mark {e.get('hw')}, log end {e.get('log_end')})",
+                                    [e]))
             elif ev == "apply":
                 applies.append((e, st.hw))
 
