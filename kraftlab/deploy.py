@@ -29,6 +29,7 @@ from typing import Any
 
 from control.host import Host, HostError
 from control.lab import Lab
+from control.netns import NetnsHost
 from control.ssh import SshHost
 from control.state import state_dir
 from control.wheels import WheelError, build_wheelhouse, install_script
@@ -211,6 +212,7 @@ class Deployment(DaemonNodeControl):
     def __init__(self, lab: Lab, state: DeploymentState, *, stop_timeout: float = 20.0) -> None:
         self.lab = lab
         self.state = state
+        self.timings: dict[str, float] = {}  # seconds per phase of the last deploy / wait_healthy
         self._specs = {s.name: s for s in state.specs}
         super().__init__(lab.hosts, daemon=DAEMON,
                          command=lambda n: f"{self.kraft_node(n)} start --config {self.paths(n).config}",
@@ -273,6 +275,9 @@ class Deployment(DaemonNodeControl):
         self.lab.on(nodes, lambda h: self._format(h.name, ignore_formatted=False))
 
     def _format(self, node: str, *, ignore_formatted: bool) -> None:
+        if isinstance(self.lab.host(node), NetnsHost):  # this machine's files: no process to start
+            format_here(node, self.paths(node).config, self.state.cluster_id, ignore_formatted=ignore_formatted)
+            return
         flag = " --ignore-formatted" if ignore_formatted else ""
         r = self.lab.host(node).run(f"{self.kraft_node(node)} format --config {self.paths(node).config} "
                                     f"--cluster-id {self.state.cluster_id}{flag}", timeout=60)
@@ -280,14 +285,25 @@ class Deployment(DaemonNodeControl):
             raise DeployError(f"{node}: kraft-node format failed ({r.exit_code}): {(r.stderr or r.stdout).strip()}")
 
     def deploy(self, *, wait: float = 60.0) -> str:
-        """A fresh cluster: install, stop what runs, wipe, configure, format, start all, wait until healthy."""
+        """A fresh cluster: install, stop what runs, wipe, configure, format, start all, wait until healthy.
+        Every step runs on all hosts at once; `timings` says how long each took."""
+        self.timings = {}
+        t = time.monotonic()
         self.install()
         self.stop_all(graceful=False)
-        self.lab.on(None, lambda h: self.wipe(h.name))
+        self.lab.on(None, lambda h: self._wipe(h.name))
         self.configure()
+        t = self._phase("prepare", t)
         self.format()
+        t = self._phase("format", t)
         self.start_all()
+        self._phase("start", t)
         return self.wait_healthy(wait)
+
+    def _phase(self, name: str, since: float) -> float:
+        now = time.monotonic()
+        self.timings[name] = now - since
+        return now
 
     # -- NodeControl (the rest comes from DaemonNodeControl) --------------------------------------
 
@@ -298,7 +314,11 @@ class Deployment(DaemonNodeControl):
         self.lab.on(None, lambda h: self.start(h.name))
 
     def stop_all(self, *, graceful: bool = True) -> None:
-        self.lab.on([n for n in self.nodes() if self.running(n)], lambda h: self.stop(h.name, graceful=graceful))
+        self.lab.on([n for n, up in self.alive().items() if up], lambda h: self.stop(h.name, graceful=graceful))
+
+    def alive(self) -> dict[str, bool]:
+        """Whether each node's process runs, asked of all hosts at once."""
+        return self.lab.on(None, lambda h: self.running(h.name))
 
     def restart(self, node: str) -> None:
         if self.running(node):
@@ -309,6 +329,9 @@ class Deployment(DaemonNodeControl):
         """Delete the node's data and metadata directories (the node must be down)."""
         if self.running(node):
             raise HostError(f"{node}: stop kraft-node before wiping its data")
+        self._wipe(node)
+
+    def _wipe(self, node: str) -> None:
         p = self.paths(node)
         self.lab.host(node).run(f"rm -rf {p.data_dir} {p.metadata_dir} && mkdir -p {p.data_dir} {p.metadata_dir}",
                                 check=True)
@@ -318,13 +341,14 @@ class Deployment(DaemonNodeControl):
 
     # -- health -----------------------------------------------------------------------------------
 
-    def _ask(self, kind: str, candidates: list[str]) -> dict[str, Any]:
+    def _ask(self, kind: str, candidates: list[str], alive: dict[str, bool] | None = None) -> dict[str, Any]:
         """DescribeQuorum (`kind` "quorum", on controllers) or DescribeCluster ("cluster", on brokers):
         asked directly from here where the runner reaches the nodes (namespaces, containers), else
-        with `kraft-node describe-…` run on the node's host (VMs behind SSH)."""
+        with `kraft-node describe-…` run on the node's host (VMs behind SSH). Skips nodes not running
+        (`alive` when the caller just asked, else each is asked)."""
         errors = []
         for node in candidates:
-            if not self.running(node):
+            if not (alive[node] if alive is not None else self.running(node)):
                 continue
             address = self._specs[node].address
             try:
@@ -344,11 +368,11 @@ class Deployment(DaemonNodeControl):
             raise HostError((r.stderr or r.stdout).strip()[-300:])
         return dict(json.loads(r.stdout))
 
-    def describe_quorum(self) -> dict[str, Any]:
-        return self._ask("quorum", self.controllers())
+    def describe_quorum(self, alive: dict[str, bool] | None = None) -> dict[str, Any]:
+        return self._ask("quorum", self.controllers(), alive)
 
-    def describe_cluster(self) -> dict[str, Any]:
-        return self._ask("cluster", self.brokers())
+    def describe_cluster(self, alive: dict[str, bool] | None = None) -> dict[str, Any]:
+        return self._ask("cluster", self.brokers(), alive)
 
     def active_controller(self) -> str | None:
         try:
@@ -357,34 +381,47 @@ class Deployment(DaemonNodeControl):
             return None
         return next((s.name for s in self.state.specs if s.node_id == leader), None)
 
-    def health(self) -> tuple[bool, str]:
+    def health(self, alive: dict[str, bool] | None = None) -> tuple[bool, str]:
         """(healthy, what is missing): a quorum leader, and every broker registered and unfenced."""
+        return self._status(alive)[1:]
+
+    def _status(self, alive: dict[str, bool] | None) -> tuple[int | None, bool, str]:
+        """(quorum leader or None, healthy, what is missing)."""
         try:
-            leader = quorum_leader(self.describe_quorum())
+            leader = quorum_leader(self.describe_quorum(alive))
         except (HostError, ValueError) as exc:
-            return False, str(exc)
+            return None, False, str(exc)
         if leader is None:
-            return False, "no quorum leader yet"
+            return None, False, "no quorum leader yet"
         if not self.brokers():
-            return True, f"leader {leader}"
+            return leader, True, f"leader {leader}"
         try:
-            brokers = unfenced_brokers(self.describe_cluster())
+            brokers = unfenced_brokers(self.describe_cluster(alive))
         except (HostError, ValueError) as exc:
-            return False, str(exc)
+            return leader, False, str(exc)
         want = {self._specs[n].node_id for n in self.brokers()}
         if not want <= brokers:
-            return False, f"leader {leader}, brokers not registered and unfenced: {sorted(want - brokers)}"
-        return True, f"leader {leader}, brokers {sorted(brokers)} unfenced"
+            return leader, False, f"leader {leader}, brokers not registered and unfenced: {sorted(want - brokers)}"
+        return leader, True, f"leader {leader}, brokers {sorted(brokers)} unfenced"
 
-    def wait_healthy(self, timeout: float = 60.0, poll: float = 0.25) -> str:
-        deadline = time.monotonic() + timeout
+    def wait_healthy(self, timeout: float = 60.0, poll: float = 0.05) -> str:
+        """Poll (every `poll` s) until healthy; `timings` gets "leader" (until a quorum leader was first
+        seen) and "unfenced" (from then until healthy)."""
+        start = time.monotonic()
+        deadline = start + timeout
+        leader_at: float | None = None
         why = "not checked"
         while time.monotonic() < deadline:
-            dead = [n for n in self.nodes() if not self.running(n)]
+            alive = self.alive()
+            dead = [n for n, up in alive.items() if not up]
             if dead:
                 raise DeployError("kraft-node exited on " + "; ".join(self.describe_failure(n) for n in dead))
-            ok, why = self.health()
+            leader, ok, why = self._status(alive)
+            if leader is not None and leader_at is None:
+                leader_at = time.monotonic()
             if ok:
+                seen = leader_at if leader_at is not None else start
+                self.timings.update(leader=seen - start, unfenced=time.monotonic() - seen)
                 return why
             time.sleep(poll)
         raise DeployError(f"cluster not healthy after {timeout:g}s: {why}\n"
@@ -463,6 +500,21 @@ def unfenced_brokers(cluster: dict[str, Any]) -> set[int]:
         if bid is not None and not fenced:
             out.add(int(bid))
     return out
+
+
+def format_here(node: str, config_path: str, cluster_id: str, *, ignore_formatted: bool) -> None:
+    """`kraft-node format` in this process, for hosts whose files are this machine's (namespaces): the
+    same functions the command calls, without starting a Python process per node."""
+    from node.config import ConfigError, load_config
+    from node.storage.errors import StorageError
+    from node.storage.meta_properties import format_dirs, validate_cluster_id
+
+    try:
+        config = load_config(config_path)
+        validate_cluster_id(cluster_id)
+        format_dirs(config.all_log_dirs, cluster_id, config.node_id, ignore_formatted)
+    except (ConfigError, ValueError, StorageError, OSError) as exc:
+        raise DeployError(f"{node}: kraft-node format failed: {exc}") from None
 
 
 def load_deployment(lab: Lab) -> Deployment:
