@@ -1,11 +1,15 @@
 """The Raft driver: feeds the sans-IO core (through `RaftNode`) with events and real time, one step at a
 time, and applies its outputs in order — journal events, metrics, messages to send, commits
 completing appends. The core makes every storage effect of a step durable before returning it, so
-messages go out as soon as a step returns (flush first, then send)."""
+messages go out as soon as a step returns (flush first, then send) — except the leader's own
+appends on a disk log: the core defers their flush (`RaftCore.deferred_flush`) and the driver runs
+it on a flush thread after sending the step's messages, so followers fetch (and fsync) while the
+leader fsyncs; when the fsync is done the core is told (`flushed`) and counts it."""
 
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from node import metrics as mx
@@ -18,6 +22,7 @@ from node.raft.node import RaftNode
 from node.raft.ports import Batch, LogCorruption, Record
 from node.raft.states import Leader
 from node.storage.errors import StorageError
+from node.storage.log import DiskLog, FlushTicket
 
 log = logging.getLogger("kraft-node")
 
@@ -72,6 +77,14 @@ class RaftDriver:
         self.stopped = asyncio.Event()
         self.after_step: Callable[[int], None] | None = None
         self.started = False
+        # The deferred leader flush: on a disk log only (an in-memory log flushes for free).
+        self._disk_log = node.core.log if isinstance(node.core.log, DiskLog) else None
+        self._flusher: ThreadPoolExecutor | None = None
+        self._flushing: FlushTicket | None = None
+        self._flush_wanted = 0
+        if self._disk_log is not None:
+            node.core.deferred_flush = True
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="raft-flush")
 
     def now(self) -> int:
         return self.clock.mono_ns() // 1_000_000
@@ -171,10 +184,52 @@ class RaftDriver:
                     pending.future.set_result(envelope.message)
             else:
                 self._send(envelope)
+        if out.flush_to is not None:
+            self._flush_wanted = max(self._flush_wanted, out.flush_to)
+            self._start_flush()
         self._settle_appends(now)
         self._update_gauges(now)
         self._sample_quorum(now)
         self._schedule(out.deadline)
+
+    # ---- the deferred leader flush -------------------------------------------------------------
+
+    def _start_flush(self) -> None:
+        """Begin a flush on the flush thread, unless one runs (its completion starts the next)."""
+        disk = self._disk_log
+        if disk is None or self._flusher is None or self._flushing is not None or self.failed is not None:
+            return
+        if disk.flushed_end_offset() >= min(self._flush_wanted, disk.end_offset()):
+            return
+        ticket = disk.begin_flush()
+        self._flushing = ticket
+        loop = asyncio.get_running_loop()
+        done: Future[None] = self._flusher.submit(ticket.sync)
+        done.add_done_callback(lambda f: loop.call_soon_threadsafe(self._flush_done, f))
+
+    def _flush_done(self, done: Future[None]) -> None:
+        ticket, self._flushing = self._flushing, None
+        assert ticket is not None and self._disk_log is not None
+        error = done.exception()
+        if error is not None:
+            # An fsync that failed may have dropped the dirty pages: nothing about them is known.
+            self._fail(error)
+            return
+        if self.failed is not None or self.stopped.is_set():
+            return
+        self._disk_log.complete_flush(ticket)
+        try:
+            self._step(lambda now: self.node.flushed(now))
+        except Exception:
+            if self.failed is None:
+                log.exception("flushed step failed")
+        self._start_flush()
+
+    def close(self) -> None:
+        """Stop the flush thread (a flush under way completes; the log's own close flushes the rest)."""
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
+            self._flusher = None
 
     def _on_commit(self, batches: Sequence[Batch], now: int) -> None:
         count = 0

@@ -9,6 +9,7 @@ API (stable; the server and the simulator drive it)::
     base, out = core.append(records, now_ms) # leader only: raises NotLeader otherwise
     out = core.resign(now_ms)                # graceful: hand leadership to the most caught-up voter
     out = core.create_snapshot(snapshot_id, records, now_ms)  # at a committed offset
+    out = core.flushed(now_ms)               # deferred flush only: the log is durable to out.flush_to
     core.describe_quorum(now_ms)             # what DescribeQuorum answers
 
 Every step returns an `Output`:
@@ -22,6 +23,17 @@ Every step returns an `Output`:
 - `updates`: for the StateMachine, in order: `LoadSnapshot`, `Commit` (batches below the
   high-water mark, never twice), `LeaderChange`.
 - `deadline`: the absolute time (ms) at which `tick` must be called next (None: no timer).
+- `flush_to`: None, unless `deferred_flush` is on (below) and the step appended as leader without
+  flushing: then the driver must make the log durable up to at least this offset (after sending
+  the step's messages, on any thread, as it likes) and then call `flushed`.
+
+Deferred leader flush (`core.deferred_flush = True`, set by a driver that can flush off its event
+loop, before `start`): as in Kafka, the leader's own appends are not fsynced within the step, so
+followers can fetch them while the leader's fsync runs (the two fsyncs overlap instead of adding
+up). The leader counts only its own flushed end offset toward the high-water mark, so nothing is
+committed on the strength of its unflushed tail; `flushed` lets it count what became durable. Every
+other write stays synchronous: a voter's Fetch offset and votes still imply durability, and a leader
+leaving office flushes its tail before its next message.
 
 `now_ms` is the node's monotonic clock in ms; it must never go backwards. Leader batches carry it
 as their append time. Correlation: each request the core sends carries a fresh `ref` in its
@@ -110,6 +122,7 @@ class Output:
     events: list[dict[str, Any]] = field(default_factory=list)
     updates: list[Update] = field(default_factory=list)
     deadline: int | None = None
+    flush_to: int | None = None
 
     def merge(self, later: Output) -> None:
         """Append a later step's output (its deadline supersedes this one's)."""
@@ -117,6 +130,8 @@ class Output:
         self.events.extend(later.events)
         self.updates.extend(later.updates)
         self.deadline = later.deadline
+        if later.flush_to is not None:
+            self.flush_to = max(self.flush_to or 0, later.flush_to)
 
 
 class RaftCore:
@@ -136,9 +151,11 @@ class RaftCore:
         journal: bool = True,
         roles: Sequence[str] | None = None,
         bugs: BugSet | None = None,
+        deferred_flush: bool = False,
     ) -> None:
         if bugs is not None:
             self.bugs = bugs
+        self.deferred_flush = deferred_flush
         self.config = config
         self.node_id = node_id
         self.voters: tuple[int, ...] = tuple(sorted(set(voters)))
@@ -160,6 +177,7 @@ class RaftCore:
         self._ref = 0
         self._failures = 0
         self._out = Output()
+        self._flush_journalled = -1
         self._zoo_hw_epoch = -1  # BUG ZOO: hw-before-leader-change — the epoch whose HW was initialised
         self._zoo_flush_at = 0  # BUG ZOO: ack-before-fsync — when the periodic flush runs next
         self._handlers = {
@@ -276,6 +294,16 @@ class RaftCore:
             self._drain(state, now)
         return base, self._end(now)
 
+    def flushed(self, now: int) -> Output:
+        """The driver made the log durable up to `log.flushed_end_offset()` (deferred flush): the
+        leader counts it toward the high-water mark."""
+        self._begin()
+        self._journal_flush()
+        state = self.state
+        if isinstance(state, Leader):
+            self._maybe_advance_hw(state)
+        return self._end(now)
+
     def resign(self, now: int) -> Output:
         """Graceful resignation (controlled shutdown): EndQuorumEpoch naming the most caught-up voters first."""
         self._begin()
@@ -329,7 +357,7 @@ class RaftCore:
             self._zoo_flush_at = now + ZOO_FLUSH_INTERVAL_MS
             if self.log.flushed_end_offset() < self.log.end_offset():
                 self.log.flush()
-                self._event("flush", end=self.log.flushed_end_offset())
+                self._journal_flush(always=True)
         for _ in range(8):  # a transition made by the poll gets its own poll (to send its requests)
             state = self.state
             self._poll(now)
@@ -383,6 +411,11 @@ class RaftCore:
 
     def _set_state(self, state: EpochState, now: int) -> None:
         old = self.state
+        if isinstance(old, Leader) and self.log.flushed_end_offset() < self.log.end_offset():
+            # Deferred flush: nothing this node says from now on (Fetch offsets, votes) may count
+            # an unflushed tail as durable.
+            self.log.flush()
+            self._journal_flush()
         if isinstance(old, Leader) and old.parked and old is not state:
             for p in old.parked.values():
                 self._out.messages.append(
@@ -835,9 +868,16 @@ class RaftCore:
             self._complete_parked(state)
 
     def _append_local(self, batches: Sequence[Batch], leader: bool) -> None:
-        self.log.append(batches)
-        if not self.bugs.on("ack-before-fsync"):  # BUG ZOO: ack-before-fsync defers this to the next step
-            self.log.flush()
+        log = self.log
+        log.append(batches)
+        deferred = False
+        if self.bugs.on("ack-before-fsync"):
+            pass  # BUG ZOO: ack-before-fsync defers this to the periodic flush
+        elif leader and self.deferred_flush:
+            deferred = True
+            self._out.flush_to = log.end_offset()
+        else:
+            log.flush()
         if self.journal:
             for b in batches:
                 self._event(
@@ -848,7 +888,15 @@ class RaftCore:
                     control=b.control,
                     leader=leader,
                 )
-            self._event("flush", end=self.log.flushed_end_offset())
+            if not deferred:
+                self._journal_flush(always=True)
+
+    def _journal_flush(self, always: bool = False) -> None:
+        """The `flush` event, when the durable end moved since the last one (or `always`)."""
+        end = self.log.flushed_end_offset()
+        if always or end != self._flush_journalled:
+            self._flush_journalled = end
+            self._event("flush", end=end)
 
     # ----------------------------------------------------------------- Fetch (follower side)
 

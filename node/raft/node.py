@@ -38,6 +38,9 @@ class RaftNode:
     def resign(self, now: int) -> Output:
         return self._apply(self.core.resign(now), now)
 
+    def flushed(self, now: int) -> Output:
+        return self._apply(self.core.flushed(now), now)
+
     def _apply(self, out: Output, now: int) -> Output:
         machine = self.machine
         for update in out.updates:

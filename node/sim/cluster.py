@@ -22,7 +22,7 @@ from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotSto
 from node.sim.network import Network
 from node.sim.scheduler import EventQueue
 
-DELIVER, TICK, CLIENT, FAULT = 0, 1, 2, 3
+DELIVER, TICK, CLIENT, FAULT, FLUSH = 0, 1, 2, 3, 4
 # Events at one virtual instant beyond this mean a node spins without letting time pass.
 _MAX_EVENTS_AT_ONE_TIME = 20_000
 
@@ -38,6 +38,10 @@ class SimParams:
     append_interval_ms: int = 40
     snapshot_every: int = 25
     snapshot_chunk_bytes: int = 16
+    flush_delay_ms: int = 0
+    """0: every append is flushed within its step. Above 0: the leader's appends are flushed by a
+    deferred flush (the core's `deferred_flush`) that completes 1..flush_delay_ms ms later; a crash
+    before then loses them."""
     journal: bool = False
 
     def replay_command(self) -> str:
@@ -45,7 +49,8 @@ class SimParams:
             f".venv/bin/python -m node.sim.replay --seed {self.seed} --voters {self.voters} "
             f"--observers {self.observers} --faults {','.join(self.faults) or 'none'} "
             f"--fault-ms {self.fault_ms} --settle-ms {self.settle_ms} --snapshot-every {self.snapshot_every} "
-            f"--append-interval-ms {self.append_interval_ms} --snapshot-chunk-bytes {self.snapshot_chunk_bytes}"
+            f"--append-interval-ms {self.append_interval_ms} --snapshot-chunk-bytes {self.snapshot_chunk_bytes} "
+            f"--flush-delay-ms {self.flush_delay_ms}"
         )
 
 
@@ -73,6 +78,7 @@ class SimNode:
     machine: CounterMachine | None = None
     incarnation: int = 0
     tick_at: int | None = None
+    flush_pending: bool = False
 
     @property
     def core(self) -> RaftCore | None:
@@ -133,6 +139,7 @@ class Simulation:
             node.snapshots,
             random.Random(seed),
             journal=self.params.journal,
+            deferred_flush=self.params.flush_delay_ms > 0,
         )
         machine = CounterMachine()
         nid = node.node_id
@@ -147,6 +154,7 @@ class Simulation:
         node.machine = machine
         node.raft = RaftNode(core, machine, self.params.snapshot_every)
         node.tick_at = None
+        node.flush_pending = False
         self._dispatch(node, node.raft.start(now), now)
 
     def crash_node(self, node: SimNode, wipe: bool) -> None:
@@ -204,6 +212,15 @@ class Simulation:
                 node.tick_at = None
                 self._dispatch(node, node.raft.tick(now), now)
                 touched = node
+            elif kind == FLUSH:
+                node_id, inc = payload
+                node = nodes[node_id]
+                if node.raft is None or node.incarnation != inc:
+                    continue
+                node.flush_pending = False
+                node.log.flush()
+                self._dispatch(node, node.raft.flushed(now), now)
+                touched = node
             elif kind == CLIENT:
                 touched = self._client(now)
             else:
@@ -227,6 +244,9 @@ class Simulation:
         for env in out.messages:
             for delay in network.delays(env.src, env.dst):
                 queue.push(now + delay, DELIVER, (env, inc, self.nodes[env.dst].incarnation))
+        if out.flush_to is not None and not node.flush_pending:
+            node.flush_pending = True
+            queue.push(now + 1 + self.rng.randrange(self.params.flush_delay_ms), FLUSH, (node.node_id, inc))
         deadline = out.deadline
         if deadline is not None:
             if deadline < now:

@@ -26,6 +26,7 @@ def parse(argv: list[str] | None = None) -> SimParams:
     parser.add_argument("--snapshot-every", type=int, default=_DEFAULTS.snapshot_every)
     parser.add_argument("--append-interval-ms", type=int, default=_DEFAULTS.append_interval_ms)
     parser.add_argument("--snapshot-chunk-bytes", type=int, default=_DEFAULTS.snapshot_chunk_bytes)
+    parser.add_argument("--flush-delay-ms", type=int, default=_DEFAULTS.flush_delay_ms)
     args = parser.parse_args(argv)
     faults = tuple(f for f in args.faults.split(",") if f and f != "none")
     return SimParams(
@@ -38,6 +39,7 @@ def parse(argv: list[str] | None = None) -> SimParams:
         snapshot_every=args.snapshot_every,
         append_interval_ms=args.append_interval_ms,
         snapshot_chunk_bytes=args.snapshot_chunk_bytes,
+        flush_delay_ms=args.flush_delay_ms,
     )
 
 

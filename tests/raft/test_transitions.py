@@ -276,6 +276,42 @@ def test_fetch_from_an_epoch_older_than_the_log_start_gets_the_snapshot(make_cor
     assert reply.message.snapshot_id == OffsetAndEpoch(4, 1)
 
 
+def test_deferred_flush_leader_serves_its_unflushed_tail_but_counts_only_what_is_flushed(make_core) -> None:
+    h = make_core(config=RaftConfig(append_linger_ms=0))
+    h.core.deferred_flush = True
+    now = elect(h)
+    assert h.outputs[-1].flush_to == 1 and h.log.flushed_end_offset() == 0
+    h.log.flush()
+    h.step(h.core.flushed(now))
+    out = h.deliver(2, m.FetchRequest(1, 2, 1, 1, 0), now + 1)
+    assert h.core.high_watermark == 1
+    out = h.deliver(3, m.FetchRequest(1, 3, 1, 1, 500), now + 1, ref="parked")
+    assert not sent(out, m.FetchResponse)  # parked: nothing new to send
+    _, out = h.core.append([Record(None, b"a"), Record(None, b"b")], now + 2)
+    assert out.flush_to == 3 and h.log.flushed_end_offset() == 1
+    assert events(out, "flush") == []
+    (answer,) = sent(out, m.FetchResponse)  # the parked fetch gets the unflushed batch at once
+    assert answer.ref == "parked" and answer.message.batches[0].base_offset == 1
+    h.deliver(2, m.FetchRequest(1, 2, 3, 1, 0), now + 3)
+    assert h.core.high_watermark == 1  # one follower has it durably, the leader not yet: no majority
+    h.log.flush()
+    out = h.step(h.core.flushed(now + 4))
+    assert h.core.high_watermark == 3
+    assert events(out, "flush") == [{"ev": "flush", "end": 3}]
+
+
+def test_deferred_flush_leader_flushes_its_tail_on_leaving_office(make_core) -> None:
+    h = make_core(config=RaftConfig(append_linger_ms=0))
+    h.core.deferred_flush = True
+    now = elect(h)
+    h.core.append([Record(None, b"a")], now + 1)
+    assert h.log.flushed_end_offset() < h.log.end_offset()
+    out = h.deliver(2, m.BeginQuorumEpochRequest(2, 2), now + 2)
+    assert h.core.role is Role.FOLLOWER
+    assert h.log.flushed_end_offset() == h.log.end_offset() == 2
+    assert sent(out, m.FetchRequest)[0].message.fetch_offset == 2
+
+
 def test_check_quorum_resigns_a_leader_nobody_fetches_from(make_core) -> None:
     h = make_core()
     now = elect(h)

@@ -27,6 +27,25 @@ class FollowerSkipsFlush(RaftCore):
             self.log.flush()
 
 
+class _ClaimsUnflushedDurable:
+    """A log view whose durable end is its end: what a leader sees if it counts its unflushed tail."""
+
+    def __init__(self, log: object) -> None:
+        self._log = log
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._log, name)
+
+    def flushed_end_offset(self) -> int:
+        return self._log.end_offset()  # type: ignore[attr-defined, no-any-return]
+
+
+class LeaderCountsUnflushedTail(RaftCore):
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.log = _ClaimsUnflushedDurable(self.log)  # type: ignore[assignment]
+
+
 class ForgetsQuorumState(RaftCore):
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
@@ -40,10 +59,21 @@ class IgnoresDivergence(RaftCore):
 
 
 def first_violation(
-    core_class: type[RaftCore], faults: tuple[str, ...], seeds: int = 40, snapshot_every: int = 25
+    core_class: type[RaftCore],
+    faults: tuple[str, ...],
+    seeds: int = 40,
+    snapshot_every: int = 25,
+    flush_delay_ms: int = 0,
 ) -> str:
     for seed in range(seeds):
-        params = SimParams(seed=seed, voters=3, observers=1, faults=faults, snapshot_every=snapshot_every)
+        params = SimParams(
+            seed=seed,
+            voters=3,
+            observers=1,
+            faults=faults,
+            snapshot_every=snapshot_every,
+            flush_delay_ms=flush_delay_ms,
+        )
         try:
             run(params, core_class=core_class)
         except InvariantViolation as exc:
@@ -59,6 +89,17 @@ def test_hw_without_majority_is_caught() -> None:
 
 def test_follower_acknowledging_unflushed_data_is_caught() -> None:
     assert first_violation(FollowerSkipsFlush, ()) == "MajorityReachedHighWatermark"
+
+
+def test_leader_counting_its_unflushed_tail_is_caught() -> None:
+    """With the deferred leader flush, the leader's tail is not durable until its flush completes: a
+    leader counting it toward the HW commits what a crash of it (plus one follower) would lose."""
+    assert first_violation(LeaderCountsUnflushedTail, ("crash",), flush_delay_ms=20) == "MajorityReachedHighWatermark"
+
+
+def test_deferred_leader_flush_keeps_every_invariant() -> None:
+    for seed in range(6):
+        run(SimParams(seed=seed, voters=3, observers=1, faults=("crash", "partition", "delay"), flush_delay_ms=20))
 
 
 def test_lost_quorum_state_is_caught() -> None:

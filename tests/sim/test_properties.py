@@ -28,9 +28,16 @@ def run_or_explain(params: SimParams) -> None:
     faults=st.sets(st.sampled_from(FAULT_KINDS)),
     snapshot_every=st.sampled_from([0, 5, 25, 100]),
     append_interval_ms=st.sampled_from([10, 40, 200]),
+    flush_delay_ms=st.sampled_from([0, 3, 20]),
 )
 def test_invariants_and_liveness_under_faults(
-    seed: int, voters: int, observers: int, faults: set[str], snapshot_every: int, append_interval_ms: int
+    seed: int,
+    voters: int,
+    observers: int,
+    faults: set[str],
+    snapshot_every: int,
+    append_interval_ms: int,
+    flush_delay_ms: int,
 ) -> None:
     params = SimParams(
         seed=seed,
@@ -39,5 +46,6 @@ def test_invariants_and_liveness_under_faults(
         faults=tuple(sorted(faults)),
         snapshot_every=snapshot_every,
         append_interval_ms=append_interval_ms,
+        flush_delay_ms=flush_delay_ms,
     )
     run_or_explain(params)
