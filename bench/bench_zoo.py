@@ -69,7 +69,7 @@ def bench_sim(seeds: int, max_seeds: int, controls: int) -> bool:
     return all_caught and alarms == 0
 
 
-def bench_e2e(seeds: int, budget: float, attempt: float, bugs: list[str]) -> bool:
+def bench_e2e(seeds: int, budget: float, attempt: float | None, bugs: list[str]) -> bool:
     from kraftlab.runner import TestOptions
     from kraftlab.zoo import real_runner, run_zoo, select
 
@@ -92,7 +92,7 @@ def _print_attempt(bug: str, a: Attempt) -> None:
     print(f"  {attempt_line(bug, a)}", flush=True)
 
 
-def bench_e2e_controls(n: int, attempt: float, first_seed: int) -> bool:
+def bench_e2e_controls(n: int, attempt: float | None, first_seed: int) -> bool:
     """N clean control runs end to end; every one must be valid (exit 0, no checker false)."""
     from kraftlab.runner import TestOptions
     from kraftlab.zoo import control_run, real_runner
@@ -116,7 +116,8 @@ def main() -> int:
     p.add_argument("--controls", type=int, default=10, help="simulator: clean runs per scenario (default 10)")
     p.add_argument("--e2e", action="store_true", help="also run the end-to-end zoo (long: real clusters)")
     p.add_argument("--budget", type=float, default=120.0, help="end-to-end: wall seconds per bug (default 120)")
-    p.add_argument("--attempt", type=float, default=60.0, help="end-to-end: workload seconds per attempt")
+    p.add_argument("--attempt", type=float, default=None,
+                   help="end-to-end: workload seconds per attempt (default: each plan's)")
     p.add_argument("--bugs", nargs="*", default=[], help="end-to-end: only these bugs (default all)")
     p.add_argument("--e2e-controls", type=int, default=0, metavar="N",
                    help="end-to-end: N clean control runs (mixed, all faults, no bug), counting false alarms")

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("bugs", nargs="*", metavar="BUG", help=f"bugs to run (default all): {', '.join(PLANS)}")
     p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                    help="run every N-th bug starting at K (a rotating CI subset)")
-    p.add_argument("--attempt-time", type=float, default=60.0, help="workload seconds per attempt (default 60)")
+    p.add_argument("--attempt-time", type=float, default=None,
+                   help="workload seconds per attempt (default: the bug's plan: 60, or 25-28 for targeted schedules)")
     p.add_argument("--budget", type=float, default=120.0,
                    help="wall seconds per bug, attempts repeated with new seeds until found (default 120)")
     p.add_argument("--seed", type=int, default=1, help="seed of each bug's first attempt (default 1)")
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kraftlab zoo: {exc}", file=sys.stderr)
         return 254
-    if min(args.attempt_time, args.budget, args.nemesis_interval) <= 0:
+    if min(x for x in (args.attempt_time, args.budget, args.nemesis_interval) if x is not None) <= 0:
         print("kraftlab zoo: --attempt-time, --budget and --nemesis-interval must be positive", file=sys.stderr)
         return 254
     base = TestOptions(nodes=args.nodes, backend=args.backend, lab=args.lab, recovery_time=args.recovery_time,

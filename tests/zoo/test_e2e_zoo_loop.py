@@ -104,3 +104,13 @@ def test_time_to_detection_counts_earlier_attempts_whole_and_the_finding_one_to_
                        control=False).bugs
     a = found.attempts[0]
     assert a.verdict_s is not None and 0 <= a.verdict_s <= a.seconds
+
+
+def test_attempts_last_the_plans_time_unless_told(tmp_path: Path) -> None:
+    runner = FakeRunner(tmp_path, found_at=1)
+    run_zoo(["quorum-state-no-fsync", "no-self-fencing"], Options(), runner, attempt_s=None, budget_s=100, seed=1)
+    assert [c.time_limit for c in runner.calls] == [PLANS["quorum-state-no-fsync"].attempt_s,
+                                                    PLANS["no-self-fencing"].attempt_s, 60.0]
+    run_zoo(["no-self-fencing"], Options(), runner, attempt_s=7, budget_s=100, seed=1, control=False)
+    assert runner.calls[-1].time_limit == 7
+    assert main(["zoo", "no-self-fencing", "--attempt-time", "0"]) == 254
