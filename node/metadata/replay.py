@@ -18,6 +18,7 @@ from node.metadata.records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    RemoveTopicRecord,
     UnfenceBrokerRecord,
     decode,
     from_log_record,
@@ -85,12 +86,16 @@ class CommittedReplay:
 
 def _left(image: MetadataImage, record: MetadataRecord) -> dict[str, Any]:
     """What an applied record left in the image, for the fencing checker: a partition's ISR and
-    leader after a partition record, a broker's id after a fence or unfence."""
+    leader after a partition record (with the topic id: a deleted topic's name can come back), the
+    topic id a topic removal drops, a broker's id after a fence or unfence."""
     if isinstance(record, PartitionRecord | PartitionChangeRecord):
         topic = image.topics.get(record.topic_id)
         p = topic.partitions.get(record.partition_id) if topic is not None else None
         if topic is not None and p is not None:
-            return {"topic": topic.name, "partition": record.partition_id, "isr": list(p.isr), "leader": p.leader}
+            return {"topic": topic.name, "topic_id": str(record.topic_id), "partition": record.partition_id,
+                    "isr": list(p.isr), "leader": p.leader}
+    elif isinstance(record, RemoveTopicRecord):
+        return {"topic_id": str(record.topic_id)}
     elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
         return {"broker": record.id}
     return {}
