@@ -12,8 +12,8 @@
   moves its leaderships and ISR memberships away and ShouldShutDown is answered once it leads
   nothing; WantFence on an unfenced broker fences it.
 - Leases live in memory on the active controller only; a newly active controller grants every
-  registered broker a fresh one. An expired lease fences the broker: FenceBrokerRecord, then
-  the broker leaves every ISR and leadership (partitions.remove_broker).
+  registered broker a fresh one. An expired lease fences the broker: it leaves every ISR and
+  leadership (partitions.remove_broker), then FenceBrokerRecord (last, as in Kafka).
 """
 
 from __future__ import annotations
@@ -180,12 +180,14 @@ def heartbeat(w: Write, req: Any, leases: Leases) -> Outcome:
 
 
 def fence(w: Write, bid: int, epoch: int, reason: str) -> None:
-    """Fence an unfenced broker and take it out of every ISR and leadership."""
+    """Take an unfenced broker out of every ISR and leadership, then fence it (Kafka's order: the
+    records of a large fence span several batches, and at no committed offset between them is a
+    fenced broker in an ISR)."""
+    if not w.config.bugs.on("fenced-stays-in-isr"):
+        # BUG ZOO: fenced-stays-in-isr (KAFKA-13173) — the fenced broker keeps its ISR places and leaderships
+        remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
     w.emit(FenceBrokerRecord(id=bid, epoch=epoch))
     w.fence_event(bid, "fence", reason, epoch)
-    if w.config.bugs.on("fenced-stays-in-isr"):
-        return  # BUG ZOO: fenced-stays-in-isr (KAFKA-13173) — the fenced broker keeps its ISR places and leaderships
-    remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
 
 
 def fence_expired(w: Write, leases: Leases) -> None:
@@ -199,8 +201,8 @@ def unregister(w: Write, req: Any, leases: Leases) -> Outcome:
     if b is None:  # as Kafka: unregistering an unknown broker is an error, not a no-op
         code = ErrorCode.broker_id_not_registered
         return Outcome({"error_code": code}, [_decision("UnregisterBroker", bid, -1, code)])
+    remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
     w.emit(UnregisterBrokerRecord(broker_id=bid, broker_epoch=b.epoch))
     w.fence_event(bid, "fence", "unregistered", b.epoch)
-    remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
     leases.forget(bid)
     return Outcome({"error_code": ErrorCode.none}, [_decision("UnregisterBroker", bid, b.epoch, ErrorCode.none)])

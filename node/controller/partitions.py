@@ -41,8 +41,11 @@ def change(
     adding: tuple[int, ...] | None = None,
     prefer_preferred: bool = False,
     unclean: bool = False,
+    ineligible: int | None = None,
 ) -> PartitionChangeRecord | None:
-    """The record moving the partition to the wanted state, or None if it is already there."""
+    """The record moving the partition to the wanted state, or None if it is already there.
+    `ineligible`: a broker to treat as unusable whatever the image says (one being fenced or
+    unregistered by records that come after this one)."""
     p = image.topics[topic_id].partitions[partition_id]
     new_replicas = p.replicas if replicas is None else replicas
     new_removing = p.removing if removing is None else removing
@@ -56,8 +59,11 @@ def change(
             new_replicas, new_removing, new_adding = target, (), ()
             new_isr = _ordered([r for r in new_isr if r in target], target)
 
+    def usable(b: int) -> bool:
+        return b != ineligible and image.is_usable(b)
+
     def eligible(b: int) -> bool:
-        return b in new_isr and image.is_usable(b)
+        return b in new_isr and usable(b)
 
     leader = NO_LEADER
     if prefer_preferred and new_replicas and eligible(new_replicas[0]):
@@ -69,9 +75,9 @@ def change(
     if leader == NO_LEADER and not new_isr:
         if p.isr and not elr:
             elr = tuple(p.isr)
-        back = next((r for r in new_replicas if r in elr and image.is_usable(r)), NO_LEADER)
+        back = next((r for r in new_replicas if r in elr and usable(r)), NO_LEADER)
         if back == NO_LEADER and unclean:
-            back = next((r for r in new_replicas if image.is_usable(r)), NO_LEADER)
+            back = next((r for r in new_replicas if usable(r)), NO_LEADER)
         if back != NO_LEADER:
             leader, new_isr, elr = back, (back,), ()
     elif new_isr:
@@ -94,12 +100,14 @@ def change(
 
 
 def remove_broker(image: MetadataImage, broker_id: int, emit: Emit, *, unclean: bool = False) -> int:
-    """Remove `broker_id` from every ISR and leadership (it must already be ineligible in `image`).
-    Emits one record per changed partition; returns how many."""
+    """Remove `broker_id` from every ISR and leadership, treating it as ineligible (so this may come
+    before the record that fences or unregisters it, as in Kafka). Emits one record per changed
+    partition; returns how many."""
     n = 0
     for topic, pid, p in image.partitions():
         if broker_id in p.isr or p.leader == broker_id:
-            rec = change(image, topic.topic_id, pid, isr=tuple(b for b in p.isr if b != broker_id), unclean=unclean)
+            isr = tuple(b for b in p.isr if b != broker_id)
+            rec = change(image, topic.topic_id, pid, isr=isr, unclean=unclean, ineligible=broker_id)
             if rec is not None:
                 emit(rec)
                 n += 1

@@ -7,9 +7,10 @@ the committed image into a "future" image, grants every registered broker a fres
 writes the bootstrap metadata.version if none is finalized.
 
 An active controller decides a request against the future image (`Write`), appends the records
-as one batch, replays them into the future image at once, and holds the response until the
-batch is committed (a request that wrote nothing waits for everything written before it, so its
-answer never shows uncommitted state). Losing leadership (a leader change, or `NotLeader` from
+(one batch for the `ATOMIC_APIS`, bounded batches otherwise: `write.split_batches`), replays
+them into the future image at once, and holds the response until the last batch is committed
+(a request that wrote nothing waits for everything written before it, so its answer never shows
+uncommitted state). Losing leadership (a leader change, or `NotLeader` from
 an append) reverts: the future image is dropped and every held request is answered
 NOT_CONTROLLER. A standby answers NOT_CONTROLLER at once.
 
@@ -39,7 +40,7 @@ from node.controller.ports import (
     NotLeader,
     Reply,
 )
-from node.controller.write import Outcome, Write
+from node.controller.write import Outcome, Write, split_batches
 from node.metadata.image import MetadataImage
 from node.metadata.journal import JournalEvent
 from node.metadata.records import FeatureLevelRecord, to_log_record
@@ -47,6 +48,10 @@ from node.metadata.replay import CommittedReplay
 from node.raft.ports import Batch, OffsetAndEpoch, Record
 
 Output = Reply | JournalEvent
+ATOMIC_APIS = frozenset({"CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs"})
+"""Requests whose records are committed all or nothing (one batch; their handlers bound the count).
+The others (registration, heartbeats with their fences and elections, unregistration, ISR changes,
+reassignments, leader elections) may span several batches, as in Kafka."""
 Handler = Callable[[Write, Any], Outcome]
 
 CONTROLLER_APIS = (
@@ -202,9 +207,9 @@ class QuorumController:
             w.emit(FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION))
             self._commit_write(w)
 
-    def _write(self, now_ms: int) -> Write:
+    def _write(self, now_ms: int, atomic: bool = True) -> Write:
         assert self._future is not None
-        return Write(self._future, self.config, now_ms, self._next_offset, self.rng)
+        return Write(self._future, self.config, now_ms, self._next_offset, self.rng, atomic)
 
     def _commit_write(self, w: Write) -> int | None:
         """Append the write's records; the last offset written so far, or None if leadership is lost.
@@ -214,12 +219,14 @@ class QuorumController:
         journalled later, when their records commit)."""
         last: int | None = self._next_offset - 1
         if w.records:
+            records = [to_log_record(r) for r in w.records]
             try:
-                base = self.log.append([to_log_record(r) for r in w.records], w.now_ms)
+                for chunk in [records] if w.atomic else split_batches(records):
+                    base = self.log.append(chunk, w.now_ms)
+                    self._next_offset = base + len(chunk)
             except NotLeader:
                 last = None
             else:
-                self._next_offset = base + len(w.records)
                 last = self._next_offset - 1
         self._outbox.extend(JournalEvent(e.ev, {**e.fields, "offset": last}) for e in w.events)
         if last is None:
@@ -235,7 +242,7 @@ class QuorumController:
         self._activation_work(now_ms)
         if self._future is None:
             return
-        w = self._write(now_ms)
+        w = self._write(now_ms, atomic=False)
         cluster.fence_expired(w, self.leases)
         self._commit_write(w)
 
@@ -250,7 +257,7 @@ class QuorumController:
         if self._future is None:
             self._reply_error(token, request, ErrorCode.not_controller)
             return
-        w = self._write(now_ms)
+        w = self._write(now_ms, atomic=api in ATOMIC_APIS)
         outcome = handler(w, request)
         response = respond(request, outcome.values)
         last = self._commit_write(w)
