@@ -16,7 +16,7 @@ from typing import Any
 from checker.history import History, Op, pair_ops
 from checker.linear.budget import Budget
 from checker.linear.explain import explain
-from checker.linear.race import race, split
+from checker.linear.race import ACROSS_KEYS, race, split
 from checker.linear.search import INVALID
 from checker.models import Model
 
@@ -44,7 +44,11 @@ def check_linearizable(history: History | list[Op], model: Model, budget: Budget
         "stats": {"ops": len(ops), "partitions": rr.partitions, "check_seconds": round(elapsed, 6),
                   "configurations": sum(r.configs for r in rr.results.values())},
     }
-    if rr.valid is INVALID:
+    if rr.valid is INVALID and rr.failing_key == ACROSS_KEYS:
+        out["explanation"] = f"not linearizable across keys: {rr.reason}"
+        out["anomalies"].append({"type": "cross-key", "key": ACROSS_KEYS, "explanation": rr.reason,
+                                 "ops": [op_json(o) for o in rr.involved]})
+    elif rr.valid is INVALID:
         key: Hashable | None = rr.failing_key
         sub = split(ops, model).get(key, ops)
         if explain_seconds > 0:

@@ -5,6 +5,10 @@ when the op's observed output cannot happen in that state. States are hashable a
 by value (the search memoises on them). `prepare` returns None for an op that must be left out
 (a `fail` that is no observation, or a crashed op that cannot change the state). A model that
 is a product of independent per-key models says so with `partition_key` (P-compositionality).
+Two optional hooks extend that (checker.linear.race.split uses them): `project(op, keys)` turns
+an op that spans keys (a read of the whole set) into one op per key, each with that key's part
+of what was observed; `cross_check(ops)` tests what little a keyed model still constrains across
+keys (the registry's broker-epoch order) over the whole history.
 
 The op formats are in docs/workload-ops.md.
 """
@@ -12,9 +16,10 @@ The op formats are in docs/workload-ops.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from checker.epoch_order import violation as epoch_order_violation
 from checker.history import Op
 
 ILLEGAL: Any = object()
@@ -250,16 +255,36 @@ class Kv:
 
 @dataclass
 class TopicSet:
-    """The set of topics: create-if-absent, delete, describe, list (docs/workload-ops.md)."""
+    """The set of topics: create-if-absent, delete, describe, list (docs/workload-ops.md).
+
+    Keyed by topic (each topic's presence is its own register: create, delete and describe
+    touch one topic). A `list` reads the whole set at once; `project` turns it into one
+    `describe` per topic (the topics the history names or the list shows), each at the list's
+    interval. Sound — a history linearizable as a whole stays so per topic, so never a false
+    alarm — but weaker: per topic the describes may take effect at different instants, so a
+    list that could only be a torn snapshot (t1 already created and t2 not yet, against the real
+    order) goes unseen. `keyed=False` (model `topics-whole`) checks the whole set instead.
+    """
 
     initial: tuple[str, ...] = ()
     name: str = "topics"
+    keyed: bool = True
 
     def init(self) -> Hashable:
-        return frozenset(self.initial)
+        return frozenset(self.initial)  # per topic too: each op looks at its own topic only
 
     def partition_key(self, op: Op) -> Hashable | None:
-        return None if op.f == "list" else _field(op, "topic")
+        return None if op.f == "list" or not self.keyed else _field(op, "topic")
+
+    def project(self, op: Op, keys: set[Hashable]) -> list[tuple[Hashable, Op]] | None:
+        if not self.keyed or op.f != "list":
+            return None
+        if op.status != "ok":
+            return []  # an unknown-outcome read observes nothing
+        listed = {str(t) for t in _field(op, "topics", output=True)}
+        topics = sorted({str(k) for k in keys} | listed | set(self.initial))
+        return [(t, replace(op, f="describe", value={"topic": t, "from": "list"},
+                            output={"topic": t, "exists": t in listed})) for t in topics]
 
     def describe_state(self, state: Any) -> str:
         return "{" + ", ".join(sorted(state)) + "}"
@@ -317,15 +342,43 @@ class BrokerRegistry:
     are metadata-log offsets, so every successful registration gets a larger one than any
     before. A crashed registration leaves the broker registered with an epoch not yet known,
     recorded as ("?", lower bound) and fixed by the first later observation of it.
+
+    Keyed by broker id (P-compositionality): register, heartbeat and unregister name one broker,
+    and one broker's registration, epoch and incarnation change only by its own ops. The state
+    above is then one broker's, its top epoch that broker's highest — the per-broker part of
+    "epochs only grow". The part that spans brokers (epochs are issued in increasing order over
+    all brokers) is `cross_check`, checker.epoch_order, over the whole history. A read of the
+    whole set ({"brokers": {...}}) is projected to one read per broker (the brokers the history
+    names or the read shows): "b at epoch e", or "b not registered"; an {"unfenced": [...]} read
+    to "b is registered" for each listed b. The projections are sound (a history linearizable as
+    a whole stays so per broker: never a false alarm) but weaker: they drop the read's
+    atomicity across brokers, so a torn snapshot of several brokers goes unseen.
+    `keyed=False` (model `registry-whole`) checks everything in one search instead.
     """
 
     name: str = "registry"
+    keyed: bool = True
 
     def init(self) -> Hashable:
         return (NO_EPOCH, ())
 
     def partition_key(self, op: Op) -> Hashable | None:
-        return None
+        return None if op.f == "read" or not self.keyed else int(_field(op, "broker"))
+
+    def project(self, op: Op, keys: set[Hashable]) -> list[tuple[Hashable, Op]] | None:
+        if not self.keyed or op.f != "read":
+            return None
+        out = op.output if isinstance(op.output, dict) else {}
+        if op.status != "ok" or ("brokers" not in out and "unfenced" not in out):
+            return []  # observes nothing (prepare drops it too)
+        if "brokers" not in out:
+            return [(b, replace(op, output={"unfenced": [b]})) for b in sorted({int(x) for x in out["unfenced"]})]
+        seen = {int(b): e for b, e in out["brokers"].items()}
+        return [(b, replace(op, output={"brokers": {str(b): seen[b]} if b in seen else {}}))
+                for b in sorted({int(k) for k in keys} | set(seen))]  # type: ignore[call-overload]
+
+    def cross_check(self, ops: list[Op]) -> tuple[str, list[Op]] | None:
+        return epoch_order_violation(ops) if self.keyed else None
 
     def describe_state(self, state: Any) -> str:
         top, regs = state
@@ -495,7 +548,8 @@ def _may_move(s: Any, seen: Any) -> bool:
 
 # --- lookup -------------------------------------------------------------------------------------
 
-MODELS = ("register", "cas-register", "kv", "kv-whole", "multi-register", "mutex", "topics", "registry", "isr")
+MODELS = ("register", "cas-register", "kv", "kv-whole", "multi-register", "mutex", "topics", "topics-whole", "registry",
+          "registry-whole", "isr")
 
 
 def build_model(name: str, initial: Any = None, nil_read_any: bool = False) -> Model:
@@ -510,10 +564,10 @@ def build_model(name: str, initial: Any = None, nil_read_any: bool = False) -> M
         return MultiRegister(initial)
     if name == "mutex":
         return Mutex()
-    if name == "topics":
-        return TopicSet(tuple(initial or ()))
-    if name == "registry":
-        return BrokerRegistry()
+    if name in ("topics", "topics-whole"):
+        return TopicSet(tuple(initial or ()), keyed=name == "topics")
+    if name in ("registry", "registry-whole"):
+        return BrokerRegistry(keyed=name == "registry")
     if name == "isr":
         return PartitionState()
     raise ValueError(f"unknown model {name!r}; one of {', '.join(MODELS)}")

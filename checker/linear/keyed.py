@@ -1,6 +1,8 @@
 """Per-key checking with serialisable inputs and outputs, for callers on other machines
 (Spark executors): `check_key` checks one key's sub-history under a budget and returns a
-plain dict; `merge_keys` folds such dicts into one verdict (false > unknown > true).
+plain dict; `merge_keys` folds such dicts into one verdict (false > unknown > true). A model
+with a constraint across keys (the registry's broker-epoch order) also needs
+`check_across_keys` over all of that model's ops, its result merged like a key's.
 
 Ops travel as dicts with the `Op` fields (see `op_to_dict`); the model as
 {"name", "initial", "nil_read_any"}; the budget as `Budget.to_json()`.
@@ -14,7 +16,7 @@ from typing import Any
 
 from checker.history import Op
 from checker.linear.budget import Budget
-from checker.linear.race import merge_verdicts
+from checker.linear.race import ACROSS_KEYS, merge_verdicts
 from checker.linear.search import search
 from checker.models import build_model
 
@@ -41,6 +43,22 @@ def check_key(key: Any, ops: list[dict[str, Any]], model: dict[str, Any],
         valid, reason, configs = "unknown", f"{type(exc).__name__}: {exc}", 0
     return {"key": key, "valid": valid, "reason": reason or "linearizable", "ops": len(ops),
             "configurations": configs, "seconds": round(time.perf_counter() - t0, 6)}
+
+
+def check_across_keys(ops: list[dict[str, Any]], model: dict[str, Any]) -> dict[str, Any] | None:
+    """The model's cross-key check (None when it has none), as a `check_key` result."""
+    t0 = time.perf_counter()
+    m = build_model(model["name"], model.get("initial"), bool(model.get("nil_read_any", False)))
+    check = getattr(m, "cross_check", None)
+    if check is None:
+        return None
+    try:
+        found = check([op_from_dict(d) for d in ops])
+        valid, reason = (True, "linearizable") if found is None else (False, found[0])
+    except Exception as exc:  # a malformed op: unknown, with why
+        valid, reason = "unknown", f"{type(exc).__name__}: {exc}"
+    return {"key": ACROSS_KEYS, "valid": valid, "reason": reason, "ops": 0, "configurations": 0,
+            "seconds": round(time.perf_counter() - t0, 6)}
 
 
 def merge_keys(results: list[dict[str, Any]]) -> dict[str, Any]:

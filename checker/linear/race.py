@@ -36,17 +36,54 @@ class RaceResult:
     failing_key: Hashable | None = None
     results: dict[Hashable, SearchResult] = field(default_factory=dict)
     partitions: int = 0
+    involved: list[Op] = field(default_factory=list)
+    """The ops a cross-key violation names (failing_key ACROSS_KEYS)."""
+
+
+ACROSS_KEYS = "(across keys)"
+"""The failing key of a violation found by a model's `cross_check` rather than by one key's search."""
 
 
 def split(ops: list[Op], model: Model) -> dict[Hashable, list[Op]]:
-    """Ops by key, or everything under the key None when any op spans keys."""
+    """Ops by key; an op that spans keys is projected onto each key when the model can
+    (`project`), else everything goes under the key None (one search)."""
     groups: dict[Hashable, list[Op]] = {}
+    spanning: list[Op] = []
+    project = getattr(model, "project", None)
     for op in ops:
         k = model.partition_key(op)
-        if k is None:
+        if k is not None:
+            groups.setdefault(k, []).append(op)
+        elif project is None:
             return {None: list(ops)}
-        groups.setdefault(k, []).append(op)
+        else:
+            spanning.append(op)
+    if spanning:
+        keys: set[Hashable] = set(groups)
+        for op in spanning:  # the keys the spanning ops name themselves count too
+            parts = project(op, set())
+            if parts is None:
+                return {None: list(ops)}
+            keys.update(k for k, _ in parts)
+        for op in spanning:
+            for k, sub in project(op, keys):
+                groups.setdefault(k, []).append(sub)
+        for group in groups.values():
+            group.sort(key=lambda o: o.call)
     return groups or {None: []}
+
+
+def cross_check(ops: list[Op], model: Model, groups: dict[Hashable, list[Op]]) -> RaceResult | None:
+    """A keyed model's constraint across keys (`cross_check`), when the history was split."""
+    check = getattr(model, "cross_check", None)
+    if check is None or None in groups:
+        return None
+    found = check(ops)
+    if found is None:
+        return None
+    reason, involved = found
+    return RaceResult(INVALID, reason, ACROSS_KEYS, {ACROSS_KEYS: SearchResult(INVALID, reason)}, len(groups),
+                      involved)
 
 
 def merge_verdicts(verdicts: list[bool | str]) -> bool | str:
@@ -124,6 +161,9 @@ def race(ops: list[Op], model: Model, budget: Budget | None = None, workers: int
     """Check every key's sub-history; see the module docstring."""
     budget = budget or Budget()
     groups = split(ops, model)
+    across = cross_check(ops, model, groups)  # cheap (no search): first
+    if across is not None:
+        return across
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = min(workers if workers is not None else cpus, len(groups))
     forkable = threading.current_thread() is threading.main_thread() and threading.active_count() == 1

@@ -34,7 +34,7 @@ def test_merge_order() -> None:
 def test_compose_runs_in_parallel_and_turns_crashes_into_unknown() -> None:
     def slow(v: Any) -> Any:
         def fn() -> dict[str, Any]:
-            time.sleep(0.3)
+            time.sleep(0.5)
             return {"valid": v}
         return fn
 
@@ -43,7 +43,7 @@ def test_compose_runs_in_parallel_and_turns_crashes_into_unknown() -> None:
 
     t0 = time.monotonic()
     res = compose({"a": slow(True), "b": slow(True), "c": boom})
-    assert time.monotonic() - t0 < 0.55
+    assert time.monotonic() - t0 < 1.3  # one after another: 1.5 s
     assert res["valid"] == "unknown"
     assert res["checkers"]["c"]["valid"] == "unknown" and "RuntimeError: kaput" in res["checkers"]["c"]["error"]
     assert compose({"a": slow(True), "b": slow(False), "c": boom})["valid"] is False
