@@ -1,7 +1,7 @@
 """vagrant/: the Vagrantfile parses (`ruby -c`) and validates (`vagrant validate`, installed from Debian
 when missing), its addresses agree with the backend's, `lab up/down --backend vagrant` works against
 a stand-in `vagrant` whose VMs are sshd namespaces, and provision.sh runs twice in a Debian chroot
-(idempotent) leaving a runnable kraft-node (slow)."""
+(idempotent) after which a single combined node starts there and becomes leader (slow)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def chroot(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.slow
-def test_provision_twice_in_a_chroot(chroot: Path, tmp_path: Path) -> None:
+def test_provision_twice_in_a_chroot(chroot: Path, state_dir: Path, tmp_path: Path) -> None:
     from control.wheels import build_wheelhouse
 
     build_wheelhouse(chroot / "tmp" / "kraftlab-wheels")
@@ -122,6 +122,33 @@ def test_provision_twice_in_a_chroot(chroot: Path, tmp_path: Path) -> None:
     r = subprocess.run(["chroot", str(chroot), "sh", "-c", "id kraftlab && /var/lib/kraftlab/venv/bin/kraft-node "
                         "random-uuid"], capture_output=True, text=True)
     assert r.returncode == 0 and re.search(r"^[A-Za-z0-9_-]{22}$", r.stdout.splitlines()[-1]), r.stderr
+    start_single_node(chroot, tmp_path)
+
+
+def start_single_node(root: Path, tmp_path: Path) -> None:
+    """The node as provisioned: one combined broker+controller (one voter) in the tree, on the loopback of
+    its own network namespace, formatted, started, leader with its broker unfenced, then stopped."""
+    from chroot_host import ChrootHost
+
+    from control.lab import Lab
+    from kraftlab.deploy import Deployment
+
+    host = ChrootHost("n1", root, "klchroot-" + os.urandom(4).hex())
+    lab = Lab("chroot-" + os.urandom(4).hex(), "chroot", [host])
+    try:
+        d = Deployment.create(lab, topology="combined")
+        assert d.kraft_node("n1") == "/var/lib/kraftlab/venv/bin/kraft-node"  # where provision.sh put it
+        d.deploy(wait=60)
+        assert d.active_controller() == "n1" and d.health()[0]
+        assert host.processes()  # the node runs inside the tree
+        d.stop("n1")
+        assert not d.running("n1") and not host.processes()
+        got = d.collect(tmp_path / "nodes")
+        assert {"kraft-node.log", "journal.jsonl", "server.properties"} <= set(got["n1"])
+    finally:
+        lab.close()
+    assert not host.processes()
+    assert host.namespace not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
 
 
 @pytest.mark.netns
