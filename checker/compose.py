@@ -48,14 +48,17 @@ def merge(verdicts: list[Any]) -> bool | str:
 
 
 def run_one(fn: CheckerFn) -> dict[str, Any]:
-    """Call one checker; a crash or a result without a verdict is `unknown`, never valid."""
+    """Call one checker; a crash or a result without a verdict is `unknown`, never valid. The
+    result gets `wall_seconds`, the checker's own time."""
+    t0 = time.monotonic()
     try:
         res = fn()
     except BaseException as exc:  # a crashing checker is unknown, never valid
-        return {"valid": UNKNOWN, "explanation": f"checker crashed: {type(exc).__name__}: {exc}",
-                "error": traceback.format_exc()}
+        res = {"valid": UNKNOWN, "explanation": f"checker crashed: {type(exc).__name__}: {exc}",
+               "error": traceback.format_exc()}
     if not isinstance(res, dict) or res.get("valid") not in (True, False, UNKNOWN):
-        return {"valid": UNKNOWN, "explanation": f"checker returned no verdict: {res!r:.200}"}
+        res = {"valid": UNKNOWN, "explanation": f"checker returned no verdict: {res!r:.200}"}
+    res.setdefault("wall_seconds", round(time.monotonic() - t0, 3))
     return res
 
 
