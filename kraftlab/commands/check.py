@@ -30,6 +30,10 @@ def register(subparsers: Any) -> None:
                    help="a node journal.jsonl, or a directory searched for journal*.jsonl (repeatable)")
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds for the linearizability search")
     p.add_argument("--memory-mb", type=int, default=1500, help="resident memory budget of the search, MB")
+    p.add_argument("--hard-limit", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock limit of each checker's process, then it is killed (default: --time-limit + 120)")
+    p.add_argument("--process-memory-mb", type=int, default=None,
+                   help="address-space limit of each checker's process, MB (default: none)")
     p.add_argument("--session-timeout-ms", type=float, default=9000.0)
     p.add_argument("--fence-slack-ms", type=float, default=3000.0)
     p.add_argument("--out", help="directory for results.json and pictures")
@@ -63,8 +67,9 @@ def _check(args: argparse.Namespace) -> int:
             return EXIT_BAD_ARGS
         journals += found
     try:
+        memory = args.process_memory_mb * 1_000_000 if args.process_memory_mb else None
         results = check_run(args.file, list(journals), args.model, args.out, budget, initial, args.format,
-                            args.nil_read_any, args.session_timeout_ms, args.fence_slack_ms)
+                            args.nil_read_any, args.session_timeout_ms, args.fence_slack_ms, args.hard_limit, memory)
     except (HistoryError, ValueError, OSError) as exc:
         print(f"kraftlab check: {exc}", file=sys.stderr)
         return EXIT_BAD_ARGS

@@ -122,3 +122,17 @@ def test_in_threads_seam_runs_in_this_process_and_reports_but_cannot_stop() -> N
     slow = compose({"slow": lambda: {"valid": release.wait(5)}}, timeout=0.1, runner=InThreads())
     release.set()
     assert slow["valid"] == "unknown" and "not killable" in slow["checkers"]["slow"]["explanation"]
+
+
+def test_check_command_kills_a_search_past_its_hard_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    from test_checker_compose import main
+
+    from checker.reference import DEFAULT_DIR
+
+    c50 = DEFAULT_DIR / "anishathalye__porcupine" / "test_data" / "kv" / "c50-ok.txt"
+    if not c50.is_file():
+        pytest.skip(f"no {c50}")
+    t0 = time.monotonic()
+    code = main(["check", str(c50), "--model", "kv-whole", "--time-limit", "600", "--hard-limit", "2", "--json"])
+    assert code == 2 and time.monotonic() - t0 < 20
+    assert "still running at its time limit of 2 s" in capsys.readouterr().out
