@@ -7,16 +7,29 @@
   registration of the same broker had replaced.
 - SessionNotFenced: a broker the active controller unfenced goes silent (no accepted heartbeat)
   longer than the session timeout plus the stated slack, and that controller neither fences it
-  nor loses leadership in that time (measured on the controller's own clock).
+  nor loses leadership in that time (measured on the controller's own clock) — and is still
+  active a second after its journal first shows that (a paused controller first acts after it
+  resumes: its first steps may come before the tick that fences or resigns).
 - FencedInIsr: after a controller fences or shuts down a broker (and before it unfences it),
   it accepts an AlterPartition that puts that broker in an ISR or makes it leader — within one
-  term of that controller (another controller may unfence the broker between its terms).
+  term of that controller (another controller may unfence the broker between its terms). And
+  from the committed records every node applies (`apply` events with `batch_end` and the state
+  a record left): once a batch holding a FenceBrokerRecord is applied, the fenced broker is in
+  no ISR and leads nothing (until an UnfenceBrokerRecord) — judged at the end of each batch,
+  since the fence and the ISR changes it causes are written together.
 - LeaderOutsideIsr: an accepted AlterPartition whose leader is not in its ISR, or whose ISR is
   not within the replicas (when the decision names them).
 - EpochsGoBack: per partition, accepted AlterPartitions with partition epochs that do not grow
   strictly (an accepted no-op, `changed: false`, repeats the current one) or leader epochs that
   shrink as partition epochs grow (all controllers together).
 - MetadataGoesBack: a node applies offsets out of order within one process life.
+- EpochBumpedForSameIncarnation: in log order (decisions carry the offset their records
+  commit at), a successful registration of the incarnation that holds the broker's live
+  registration (no unregistration or other incarnation since) returns a different broker epoch.
+- SelfFencing: a broker (its `heartbeat` outcomes and `broker_state`s) whose last successful
+  heartbeat is older than its self-fence timeout plus the slack, twice in a row (two failure
+  samples, since one sample's clock reading may differ from the step's it follows), while it is
+  RUNNING and not FENCED_SELF — it kept accepting client requests it must refuse.
 - AckedLost: an acknowledged create (or registration) is missing from the last successful read
   of the topic list (or of the registry) though no delete (unregister) of it was attempted.
 Also measured (reported, not judged): how far behind each node's last applied offset is at the
@@ -35,10 +48,10 @@ from checker.invariant import Violation, result
 from checker.journal import Entry, Journals
 
 INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced", "FencedInIsr",
-              "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "AckedLost"]
-NOT_CHECKED = {
-    "SelfFencing": "journals carry no broker-side heartbeat outcomes, so when a broker lost the quorum is unknown",
-}
+              "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "EpochBumpedForSameIncarnation", "SelfFencing",
+              "AckedLost"]
+SERVING = ("RUNNING", "PENDING_CONTROLLED_SHUTDOWN")
+CONFIRM_MS = 1000.0
 
 
 def _ok(e: Entry, api: str) -> bool:
@@ -81,15 +94,20 @@ def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
                                         f"it knew registration epoch {newer[-1]['broker_epoch']}", [newer[-1], e]))
 
 
-def _expire(watched: dict[int, Entry], now: int, at: Entry | None, nid: int, limit_ns: float,
+def _expire(watched: dict[int, Entry], overdue: dict[int, Entry], e: Entry, nid: int, limit_ns: float,
             vs: list[Violation], timeout_ms: float, slack_ms: float) -> None:
+    """SessionNotFenced once the controller was still active CONFIRM_MS after it first showed a
+    broker overdue: a controller paused past the limit gets its first steps after it resumes."""
     for b, last in list(watched.items()):
-        if now - last.mono > limit_ns:
+        if e.mono - last.mono <= limit_ns:
+            continue
+        first = overdue.setdefault(b, e)
+        if e.mono - first.mono >= CONFIRM_MS * 1_000_000:
             vs.append(Violation("SessionNotFenced",
-                                f"controller {nid} kept broker {b} unfenced {(now - last.mono) / 1e6:.0f} ms "
+                                f"controller {nid} kept broker {b} unfenced {(e.mono - last.mono) / 1e6:.0f} ms "
                                 f"after its last heartbeat (session {timeout_ms:g} ms + slack {slack_ms:g} ms)",
-                                [last] + ([at] if at is not None else [])))
-            del watched[b]
+                                [last, first, e]))
+            del watched[b], overdue[b]
 
 
 def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, slack_ms: float) -> None:
@@ -97,23 +115,25 @@ def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, 
     for nid, entries in journals.by_node.items():
         leading = False
         watched: dict[int, Entry] = {}  # broker → last sign of life (unfence or accepted heartbeat)
+        overdue: dict[int, Entry] = {}  # broker → the first event that showed it overdue
 
         for e in entries:
             if leading:
-                _expire(watched, e.mono, e, nid, limit_ns, vs, timeout_ms, slack_ms)
+                _expire(watched, overdue, e, nid, limit_ns, vs, timeout_ms, slack_ms)
             if e.ev in ("role", "start"):
                 leading = e.ev == "role" and e.get("role") == "leader"
                 watched.clear()
+                overdue.clear()
             elif e.ev == "fence" and leading:
                 b = int(e["broker"])
+                overdue.pop(b, None)
                 if e.get("action") == "unfence":
                     watched[b] = e
                 else:
                     watched.pop(b, None)
             elif _ok(e, "BrokerHeartbeat") and int(e["broker"]) in watched:
                 watched[int(e["broker"])] = e
-        if leading and entries:
-            _expire(watched, entries[-1].mono, None, nid, limit_ns, vs, timeout_ms, slack_ms)
+                overdue.pop(int(e["broker"]), None)
 
 
 def _in_log_order(entries: list[Entry]) -> list[Entry]:
@@ -198,6 +218,103 @@ def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
                                                     f"to {b['leader_epoch']} as the partition epoch grew", [a, b]))
 
 
+def _judge_batch(fenced: dict[int, Entry], parts: dict[tuple[str, int], Entry],
+                 reported: set[tuple[int, int, str, int]], vs: list[Violation]) -> None:
+    """At the end of an applied batch: no fenced broker in an ISR or leading."""
+    for b, f in fenced.items():
+        for key, p in parts.items():
+            if b not in [int(x) for x in p.get("isr") or []] and int(p.get("leader", -1)) != b:
+                continue
+            tag = (b, int(f["offset"]), key[0], key[1])
+            if tag not in reported:
+                reported.add(tag)
+                vs.append(Violation("FencedInIsr", f"broker {b} was fenced at offset {f['offset']} but "
+                                                   f"{p.get('topic')}-{key[1]} kept it (ISR {p.get('isr')}, leader "
+                                                   f"{p.get('leader')}) after that batch, as node {f.node} applied it",
+                                    [f, p]))
+
+
+def _check_applied_fences(journals: Journals, vs: list[Violation]) -> None:
+    """FencedInIsr over the committed records each node applied, judged at batch ends. Only
+    partition applies that carry the topic id count (a deleted topic's name can come back)."""
+    reported: set[tuple[int, int, str, int]] = set()
+    for entries in journals.by_node.values():
+        fenced: dict[int, Entry] = {}  # broker → the apply of its FenceBrokerRecord
+        parts: dict[tuple[str, int], Entry] = {}  # (topic id, partition) → the apply that left its state
+        batch: int | None = None
+        for e in entries:
+            if e.ev == "start" or (e.ev == "snapshot" and e.get("action") in ("load", "fetch")):
+                fenced, parts, batch = {}, {}, None  # a new image; a crash may have cut the last batch short
+                continue
+            if e.ev != "apply" or e.get("batch_end") is None:
+                continue
+            if batch is not None and int(e["batch_end"]) != batch:
+                _judge_batch(fenced, parts, reported, vs)
+            batch = int(e["batch_end"])
+            kind = e.get("type")
+            if kind == "FenceBrokerRecord" and e.get("broker") is not None:
+                fenced[int(e["broker"])] = e
+            elif kind == "UnfenceBrokerRecord" and e.get("broker") is not None:
+                fenced.pop(int(e["broker"]), None)
+            elif kind == "RemoveTopicRecord" and e.get("topic_id") is not None:
+                parts = {k: p for k, p in parts.items() if k[0] != e["topic_id"]}
+            elif e.get("isr") is not None and e.get("topic_id") is not None:
+                parts[(str(e["topic_id"]), int(e.get("partition", 0)))] = e
+
+
+def _check_reregistration(journals: Journals, vs: list[Violation]) -> None:
+    """EpochBumpedForSameIncarnation: registrations and unregistrations in log order."""
+    events = [e for e in journals.all() if _ok(e, "BrokerRegistration") or _ok(e, "UnregisterBroker")]
+    if all(e.get("offset") is not None for e in events):
+        events.sort(key=lambda e: int(e["offset"]))
+    live: dict[int, Entry] = {}  # broker → its live registration
+    for e in events:
+        b = int(e["broker"])
+        if e.get("api") == "UnregisterBroker":
+            live.pop(b, None)
+            continue
+        held = live.get(b)
+        if held is not None and held.get("incarnation") == e.get("incarnation") and int(
+                held["broker_epoch"]) != int(e["broker_epoch"]):
+            vs.append(Violation("EpochBumpedForSameIncarnation",
+                                f"controller {e.node} registered broker {b}'s incarnation {e.get('incarnation')} "
+                                f"again with epoch {e['broker_epoch']}, though it held epoch {held['broker_epoch']}",
+                                [held, e]))
+        live[b] = e
+
+
+def _check_self_fencing(journals: Journals, vs: list[Violation], slack_ms: float) -> None:
+    for nid, entries in journals.by_node.items():
+        serving = self_fenced = False
+        last_ok: Entry | None = None
+        late: Entry | None = None  # a first failure sample past the limit
+        for e in entries:
+            if e.ev == "start":
+                serving = self_fenced = False
+                last_ok = late = None
+            elif e.ev == "broker_state" and int(e.get("broker", nid)) == nid:
+                state = e.get("state")
+                if state in ("FENCED_SELF", "UNFENCED_SELF"):
+                    self_fenced = state == "FENCED_SELF"
+                else:
+                    serving = state in SERVING
+            elif e.ev == "heartbeat" and e.get("ok"):
+                last_ok, late = e, None
+            elif e.ev == "heartbeat" and last_ok is not None and serving and not self_fenced:
+                limit = float(e["self_fence_ms"]) + slack_ms
+                silent = (e.mono - last_ok.mono) / 1e6
+                if silent <= limit:
+                    continue
+                if late is None:
+                    late = e
+                    continue
+                vs.append(Violation("SelfFencing",
+                                    f"broker {nid} kept serving (RUNNING, not FENCED_SELF) {silent:.0f} ms after its "
+                                    f"last successful heartbeat (self-fence timeout {e['self_fence_ms']} ms + slack "
+                                    f"{slack_ms:g} ms)", [last_ok, late, e]))
+                last_ok = late = None  # once per silence
+
+
 def _check_metadata(journals: Journals, vs: list[Violation]) -> dict[str, Any]:
     commit_ts: dict[int, float] = {}
     for entries in journals.by_node.values():
@@ -279,8 +396,11 @@ def check_fencing(journals: Journals, history: History | None = None, session_ti
     _check_epochs(journals, vs)
     _check_sessions(journals, vs, session_timeout_ms, slack_ms)
     _check_partitions(journals, vs)
+    _check_applied_fences(journals, vs)
+    _check_reregistration(journals, vs)
+    _check_self_fencing(journals, vs, slack_ms)
     stats = _check_metadata(journals, vs)
     if history is not None:
         _check_acked(history, vs)
     stats["session_timeout_ms"], stats["slack_ms"] = session_timeout_ms, slack_ms
-    return result(vs, INVARIANTS if history is not None else INVARIANTS[:-1], NOT_CHECKED, stats)
+    return result(vs, INVARIANTS if history is not None else INVARIANTS[:-1], None, stats)

@@ -30,7 +30,7 @@ def _line(j: JB, e: dict[str, Any]) -> str:
 def test_healthy_run_passes() -> None:
     res = _check(healthy_fencing())
     assert res["valid"] is True, res["anomalies"]
-    assert "SelfFencing" in res["not_checked"]
+    assert "SelfFencing" in res["checked"] and "not_checked" not in res
 
 
 def test_stale_epoch_heartbeat_accepted() -> None:
@@ -65,8 +65,31 @@ def test_silent_broker_not_fenced() -> None:
     last = j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
     late = j.add(1, "lease", broker=7, expires_ms=0)
     late["mono"] = last["mono"] + 11_000_000_000  # 11 s later, nothing fenced broker 4
+    still = j.add(1, "lease", broker=7, expires_ms=0)
+    still["mono"] = late["mono"] + 1_000_000_000  # and the controller is still active a second later
     a = _only(_check(j), "SessionNotFenced")
     assert a["entries"][0]["where"] == _line(j, last)
+    assert a["entries"][-1]["where"] == _line(j, still)
+
+
+def test_controller_resuming_from_a_pause_and_resigning_is_fine() -> None:
+    j = JB()
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    last = j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
+    resumed = j.add(1, "role", role="resigned", epoch=1, leader=1, voted_for=None)
+    resumed["mono"] = last["mono"] + 15_000_000_000  # paused 15 s; its first step resigns
+    assert _check(j)["valid"] is True
+
+
+def test_controller_resuming_from_a_pause_and_fencing_at_once_is_fine() -> None:
+    j = JB()
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    last = j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
+    queued = j.add(1, "lease", broker=7, expires_ms=0)
+    queued["mono"] = last["mono"] + 15_000_000_000  # a queued request is handled first
+    fenced = j.add(1, "fence", broker=4, action="fence", reason="session timeout", epoch=5)
+    fenced["mono"] = queued["mono"] + 50_000_000  # then the tick fences
+    assert _check(j)["valid"] is True
 
 
 def test_broker_fenced_in_time_is_fine() -> None:
