@@ -30,7 +30,8 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
   Two samples, because one sample's clock reading may differ from the step's it follows.
 - NodeStoppedOnSafetyError: a node journalled `fatal` — its Raft core hit a safety error or an
   unexpected exception (for example a read at an offset that is not a batch boundary): the node
-  stops or is stuck, which is a finding, not an inconclusive run.
+  stops or is stuck, which is a finding, not an inconclusive run — unless that process life also
+  journalled `corruption` (damaged storage, as the disk nemesis makes, may fail anywhere).
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ class _Commit:
     append: Entry  # the append that wrote the entry
 
 
+def _fatal(e: Entry) -> Violation:
+    return Violation("NodeStoppedOnSafetyError",
+                     f"node {e.node} {'stopped' if e.get('stopped') else 'is stuck'} on an internal error of its "
+                     f"Raft core: {e.get('error')} (epoch {e.get('epoch')}, applied up to {e.get('applied')}, "
+                     f"high-water mark {e.get('hw')}, log end {e.get('log_end')})", [e])
+
+
 def _sample_quorum(st: _Node, e: Entry, slack_ms: float, vs: list[Violation]) -> None:
     """A leader's `quorum` sample: the voters it heard a Fetch from within the check-quorum
     timeout plus slack, itself included; StaleLeader on the second stale sample of an epoch."""
@@ -124,7 +132,15 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
 
     for nid, entries in journals.by_node.items():
         st = nodes[nid]
-        for e in entries:
+        life_fatal: list[Entry] = []
+        life_damaged = False
+        for e in [*entries, None]:
+            if e is None or e.ev == "start":
+                if not life_damaged:
+                    vs.extend(_fatal(x) for x in life_fatal)
+                life_fatal, life_damaged = [], False
+                if e is None:
+                    break
             ev = e.ev
             if ev in ("start", "role"):
                 st.stale_sample = None
@@ -210,11 +226,9 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
             elif ev == "quorum":
                 _sample_quorum(st, e, stale_leader_slack_ms, vs)
             elif ev == "fatal":
-                vs.append(Violation("NodeStoppedOnSafetyError",
-                                    f"node {nid} {'stopped' if e.get('stopped') else 'is stuck'} on an internal error "
-                                    f"of its Raft core: {e.get('error')} (epoch {e.get('epoch')}, applied up to "
-                                    f"{e.get('applied')}, high-water mark {e.get('hw')}, log end {e.get('log_end')})",
-                                    [e]))
+                life_fatal.append(e)
+            elif ev == "corruption":
+                life_damaged = True
             elif ev == "apply":
                 applies.append((e, st.hw))
 

@@ -152,3 +152,14 @@ def test_fatal_core_error_is_a_finding() -> None:
     assert a["entries"][0]["where"] == _where(j, bad)
     assert "node 2 is stuck" in a["explanation"] and "offset 2 is not a batch boundary" in a["explanation"]
     assert "applied up to 2" in a["explanation"]
+
+
+def test_fatal_error_on_damaged_storage_is_not_judged() -> None:
+    """The disk nemesis damages storage on purpose: a life that journalled `corruption` may fail anywhere."""
+    j = _flushing_cluster()
+    j.add(2, "corruption", path="00000000000000000000.log", offset=1, reason="crc mismatch", below_hw=False)
+    j.add(2, "fatal", error="ValueError: bad batch", stopped=False, epoch=1, hw=0, applied=0, log_end=3)
+    j.add(2, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=1, hw=0)
+    later = j.add(2, "fatal", error="ValueError: bad batch", stopped=False, epoch=1, hw=0, applied=0, log_end=1)
+    a = _only(_check(j), "NodeStoppedOnSafetyError")  # the next life has no damage: judged
+    assert a["entries"][0]["where"] == _where(j, later)
