@@ -1,6 +1,6 @@
-"""Raft RPCs over the Kafka protocol: `PeerLinks` (one client per voter; responses fed back to the core
-with the request's ref) and `register_raft_apis` (the listener side, refusing other clusters' requests
-without reaching the core)."""
+"""Raft RPCs over the Kafka protocol: `PeerLinks` (one client per voter; responses — or `RequestFailed`
+when none will come — fed back to the core with the request's ref) and `register_raft_apis` (the
+listener side, refusing other clusters' requests without reaching the core)."""
 
 import asyncio
 import logging
@@ -10,7 +10,7 @@ from typing import Any
 from node.config import NodeConfig
 from node.process.driver import RaftDriver
 from node.protocol.client import ProtocolClient
-from node.protocol.errors import RequestError
+from node.protocol.errors import RequestError, RequestTimedOut
 from node.protocol.registry import ApiRegistry, RequestContext
 from node.raft import messages as m
 from node.raft import wire
@@ -66,6 +66,9 @@ class PeerLinks:
             response = await client.send(request)
         except RequestError as e:
             log.debug("%s to %d failed: %s", type(envelope.message).__name__, envelope.dst, e)
+            # The core retries after a backoff, and a vote round stops waiting for this voter.
+            error = m.Errors.REQUEST_TIMED_OUT if isinstance(e, RequestTimedOut) else m.Errors.BROKER_NOT_AVAILABLE
+            self._deliver(m.Envelope(envelope.dst, envelope.src, m.RequestFailed(error), envelope.ref))
             return
         try:
             message = wire.response_from_wire(response)

@@ -40,6 +40,11 @@ as their append time. Correlation: each request the core sends carries a fresh `
 envelope (a negative integer, so a transport can tell it from its own tags); the transport must
 deliver the matching response with the same `ref` (responses with an unknown `ref` are ignored as
 stale). For a request it receives, the core copies the incoming envelope's `ref` onto its response.
+A transport that learns a request will get no response (connection refused or lost) should deliver
+`messages.RequestFailed` with that `ref`: the core then retries that peer after a backoff that grows
+with its consecutive failures, and a (pre-)vote round counts the peer as not granting, so that a
+round that can no longer win ends at once (a split vote between two live nodes while the third is
+down is settled in a backoff, not a whole election timeout).
 """
 
 from __future__ import annotations
@@ -174,6 +179,7 @@ class RaftCore:
         self._persisted: tuple[int, int | None, int | None] | None = None
         self._announced: tuple[int | None, int, bool] | None = None
         self._inflight: dict[int, tuple[int, int]] = {}
+        self._unreachable: dict[int, int] = {}  # consecutive failed requests per peer (RequestFailed)
         self._ref = 0
         self._failures = 0
         self._out = Output()
@@ -193,6 +199,7 @@ class RaftCore:
             m.FetchSnapshotResponse: self._on_fetch_snapshot_response,
             m.DescribeQuorumRequest: self._on_describe_request,
             m.DescribeQuorumResponse: self._on_ignored,
+            m.RequestFailed: self._on_request_failed,
         }
 
     # ----------------------------------------------------------------- read-only views
@@ -388,7 +395,32 @@ class RaftCore:
         if entry is None or entry[0] != envelope.ref:
             return False
         del self._inflight[envelope.src]
+        if self._unreachable:
+            self._unreachable.pop(envelope.src, None)
         return True
+
+    def _on_request_failed(self, env: m.Envelope, failed: m.RequestFailed, now: int) -> None:
+        """The request outstanding to `env.src` will get no response: retry it after a backoff."""
+        entry = self._inflight.get(env.src)
+        if entry is None or entry[0] != env.ref:
+            return
+        strikes = self._unreachable.get(env.src, 0)
+        self._unreachable[env.src] = strikes + 1
+        wait = min(self.config.election_backoff_max_ms, self.config.retry_backoff_ms << min(strikes, 10))
+        self._inflight[env.src] = (0, now + wait)  # ref 0 is never a request's (they are negative)
+        state = self.state
+        if isinstance(state, Prospective | Candidate):
+            state.rejected.add(env.src)
+            self._round_lost(state, now)
+
+    def _round_lost(self, state: Prospective | Candidate, now: int) -> None:
+        """A (pre-)vote round rejected by a majority (explicitly or unreachable) ends after a backoff."""
+        if len(state.rejected) < self._majority:
+            return
+        if isinstance(state, Prospective):
+            state.deadline = min(state.deadline, now)  # the poll starts the next round after a backoff
+        else:
+            state.deadline = min(state.deadline, now + self._backoff())
 
     def _election_timeout(self) -> int:
         t = self.config.election_timeout_ms
@@ -674,12 +706,14 @@ class RaftCore:
             (state.granted if ok else state.rejected).add(env.src)
             if len(state.granted) >= self._majority:
                 self._become_candidate(now)
+            else:
+                self._round_lost(state, now)
         elif isinstance(state, Candidate) and resp.epoch == state.epoch:
             (state.granted if ok else state.rejected).add(env.src)
             if len(state.granted) >= self._majority:
                 self._become_leader(now)
-            elif len(state.rejected) >= self._majority:
-                state.deadline = min(state.deadline, now + self._backoff())
+            else:
+                self._round_lost(state, now)
 
     # ----------------------------------------------------------------- Begin/EndQuorumEpoch
 

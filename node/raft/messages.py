@@ -161,6 +161,15 @@ class DescribeQuorumResponse:
     observers: tuple[ReplicaState, ...] = ()
 
 
+@dataclass(slots=True)
+class RequestFailed:
+    """Not a wire message: a transport's report, in place of the response, that a request got none —
+    the connection was refused or lost (`BROKER_NOT_AVAILABLE`, as Kafka's network channel reports a
+    disconnect) or it timed out (`REQUEST_TIMED_OUT`). Delivered with the request's `ref`."""
+
+    error: Errors = Errors.BROKER_NOT_AVAILABLE
+
+
 Request = (
     VoteRequest
     | BeginQuorumEpochRequest
@@ -177,7 +186,7 @@ Response = (
     | FetchSnapshotResponse
     | DescribeQuorumResponse
 )
-Message = Request | Response
+Message = Request | Response | RequestFailed
 
 REQUEST_TYPES: tuple[type, ...] = (
     VoteRequest,

@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from node.raft import messages as m
 from node.raft.config import RaftConfig
 from node.raft.core import NotLeader, Output, RaftCore
 from node.raft.node import RaftNode
@@ -196,12 +197,12 @@ class Simulation:
             if kind == DELIVER:
                 env, src_inc, dst_inc = payload
                 node = nodes[env.dst]
-                if (
-                    node.raft is None
-                    or node.incarnation != dst_inc
-                    or nodes[env.src].incarnation != src_inc
-                    or self.network.blocked(env.src, env.dst)
-                ):
+                if nodes[env.src].incarnation != src_inc or self.network.blocked(env.src, env.dst):
+                    continue
+                if node.raft is None:
+                    self._refuse(env, now)
+                    continue
+                if node.incarnation != dst_inc:
                     continue
                 self._dispatch(node, node.raft.handle(env, now), now)
                 touched = node
@@ -254,6 +255,15 @@ class Simulation:
             if node.tick_at is None or deadline < node.tick_at:
                 node.tick_at = deadline
                 queue.push(deadline, TICK, node.node_id)
+
+    def _refuse(self, env: m.Envelope, now: int) -> None:
+        """A request reaching a crashed node: the sender's transport learns the connection was refused."""
+        if not m.is_request(env.message):
+            return
+        src = self.nodes[env.src]
+        for delay in self.network.delays(env.dst, env.src)[:1]:
+            refused = m.Envelope(env.dst, env.src, m.RequestFailed(m.Errors.BROKER_NOT_AVAILABLE), env.ref)
+            self.queue.push(now + delay, DELIVER, (refused, self.nodes[env.dst].incarnation, src.incarnation))
 
     def _client(self, now: int) -> SimNode | None:
         self.queue.push(now + 1 + self.rng.randrange(2 * self.params.append_interval_ms), CLIENT, None)

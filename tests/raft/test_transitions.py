@@ -312,6 +312,42 @@ def test_deferred_flush_leader_flushes_its_tail_on_leaving_office(make_core) -> 
     assert sent(out, m.FetchRequest)[0].message.fetch_offset == 2
 
 
+def test_split_vote_with_a_voter_down_ends_after_a_backoff_not_an_election_timeout(make_core) -> None:
+    h = make_core()
+    out = h.start(0)
+    now = out.deadline
+    out = h.tick(now)
+    pre = {e.dst: e for e in sent(out, m.VoteRequest)}
+    out = h.answer(pre[2], m.VoteResponse(E.NONE, 0, None, True, True), now + 1)
+    assert h.core.role is Role.CANDIDATE
+    votes = {e.dst: e for e in sent(out, m.VoteRequest)}
+    out = h.answer(votes[2], m.VoteResponse(E.NONE, 1, None, False, False), now + 2)  # 2 is a candidate too
+    assert out.deadline is not None and out.deadline >= now + 1000  # 3 may still answer
+    out = h.answer(votes[3], m.RequestFailed(E.BROKER_NOT_AVAILABLE), now + 3)  # 3 is down
+    assert out.deadline is not None and out.deadline <= now + 3 + h.core.config.retry_backoff_ms * 2
+    out = h.tick(out.deadline)
+    assert h.core.role is Role.PROSPECTIVE
+
+
+def test_a_refused_request_is_retried_after_a_growing_backoff(make_core) -> None:
+    h = make_core(node_id=2)
+    h.start(0)
+    out = h.deliver(1, m.BeginQuorumEpochRequest(1, 1), 10)
+    fetch = sent(out, m.FetchRequest)[0]
+    t = 10
+    for backoff in (20, 40, 80):
+        out = h.answer(fetch, m.RequestFailed(E.BROKER_NOT_AVAILABLE), t)
+        assert not sent(out, m.FetchRequest) and out.deadline == t + backoff
+        assert not sent(h.tick(t + backoff - 1), m.FetchRequest)
+        t += backoff
+        fetch = sent(h.tick(t), m.FetchRequest)[0]
+    out = h.answer(fetch, m.FetchResponse(E.NONE, 1, 1, 0), t + 2)  # an answer resets the backoff
+    fetch = sent(out, m.FetchRequest)[0]
+    assert h.answer(fetch, m.RequestFailed(E.BROKER_NOT_AVAILABLE), t + 3).deadline == t + 23
+    stale = h.answer(fetch, m.RequestFailed(E.BROKER_NOT_AVAILABLE), t + 4)  # its ref is no longer outstanding
+    assert stale.deadline == t + 23
+
+
 def test_check_quorum_resigns_a_leader_nobody_fetches_from(make_core) -> None:
     h = make_core()
     now = elect(h)
