@@ -82,7 +82,7 @@ def bench_commands(commands: int) -> None:
         shutil.rmtree(key_dir, ignore_errors=True)
 
 
-PHASES = ("prepare", "format", "start", "leader", "unfenced")  # Deployment.timings, in order
+PHASES = ("prepare", "format", "start", "answer", "leader", "unfenced")  # Deployment.timings, in order
 
 
 def deploy_once(lab: Lab) -> tuple[float, dict[str, float]]:

@@ -383,45 +383,52 @@ class Deployment(DaemonNodeControl):
 
     def health(self, alive: dict[str, bool] | None = None) -> tuple[bool, str]:
         """(healthy, what is missing): a quorum leader, and every broker registered and unfenced."""
-        return self._status(alive)[1:]
+        status = self._status(alive)
+        return status.healthy, status.why
 
-    def _status(self, alive: dict[str, bool] | None) -> tuple[int | None, bool, str]:
-        """(quorum leader or None, healthy, what is missing)."""
+    def _status(self, alive: dict[str, bool] | None) -> Health:
         try:
-            leader = quorum_leader(self.describe_quorum(alive))
+            quorum = self.describe_quorum(alive)
+            leader = quorum_leader(quorum)
         except (HostError, ValueError) as exc:
-            return None, False, str(exc)
+            return Health(False, None, False, str(exc))
         if leader is None:
-            return None, False, "no quorum leader yet"
+            return Health(True, None, False, "no quorum leader yet")
         if not self.brokers():
-            return leader, True, f"leader {leader}"
+            return Health(True, leader, True, f"leader {leader}")
         try:
             brokers = unfenced_brokers(self.describe_cluster(alive))
         except (HostError, ValueError) as exc:
-            return leader, False, str(exc)
+            return Health(True, leader, False, str(exc))
         want = {self._specs[n].node_id for n in self.brokers()}
         if not want <= brokers:
-            return leader, False, f"leader {leader}, brokers not registered and unfenced: {sorted(want - brokers)}"
-        return leader, True, f"leader {leader}, brokers {sorted(brokers)} unfenced"
+            return Health(True, leader, False,
+                          f"leader {leader}, brokers not registered and unfenced: {sorted(want - brokers)}")
+        return Health(True, leader, True, f"leader {leader}, brokers {sorted(brokers)} unfenced")
 
     def wait_healthy(self, timeout: float = 60.0, poll: float = 0.05) -> str:
-        """Poll (every `poll` s) until healthy; `timings` gets "leader" (until a quorum leader was first
-        seen) and "unfenced" (from then until healthy)."""
+        """Poll (every `poll` s) until healthy; `timings` gets "answer" (until a controller first
+        answered DescribeQuorum), "leader" (from then until it named a leader) and "unfenced" (from
+        then until every broker was unfenced)."""
         start = time.monotonic()
         deadline = start + timeout
-        leader_at: float | None = None
+        seen: dict[str, float] = {}
         why = "not checked"
         while time.monotonic() < deadline:
             alive = self.alive()
             dead = [n for n, up in alive.items() if not up]
             if dead:
                 raise DeployError("kraft-node exited on " + "; ".join(self.describe_failure(n) for n in dead))
-            leader, ok, why = self._status(alive)
-            if leader is not None and leader_at is None:
-                leader_at = time.monotonic()
-            if ok:
-                seen = leader_at if leader_at is not None else start
-                self.timings.update(leader=seen - start, unfenced=time.monotonic() - seen)
+            status = self._status(alive)
+            now = time.monotonic()
+            if status.answered:
+                seen.setdefault("answer", now)
+            if status.leader is not None:
+                seen.setdefault("leader", now)
+            why = status.why
+            if status.healthy:
+                answer, leader = seen.get("answer", start), seen.get("leader", start)
+                self.timings.update(answer=answer - start, leader=leader - answer, unfenced=now - leader)
                 return why
             time.sleep(poll)
         raise DeployError(f"cluster not healthy after {timeout:g}s: {why}\n"
@@ -500,6 +507,14 @@ def unfenced_brokers(cluster: dict[str, Any]) -> set[int]:
         if bid is not None and not fenced:
             out.add(int(bid))
     return out
+
+
+@dataclass(frozen=True)
+class Health:
+    answered: bool  # a controller answered DescribeQuorum
+    leader: int | None
+    healthy: bool  # a leader, and every broker registered and unfenced
+    why: str
 
 
 def format_here(node: str, config_path: str, cluster_id: str, *, ignore_formatted: bool) -> None:

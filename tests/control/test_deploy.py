@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,37 @@ def test_wait_healthy(state_dir: Path) -> None:
     assert d.active_controller() == "n2"
     state["fenced"] = set()
     assert d.wait_healthy(1.0) == "leader 2, brokers [1, 2, 3, 4, 5] unfenced"
+
+
+def test_wait_healthy_times_each_phase(state_dir: Path) -> None:
+    """Refused, then answering without a leader, then a leader with fenced brokers, then healthy: each
+    phase's time is the polls it lasted."""
+    lab = fake_lab(3, "ssh")
+    d = Deployment.create(lab, "combined")
+    d.start_all()
+    polls = iter([0] * 4 + [1] * 3 + [2] * 5 + [3] * 100)  # per DescribeQuorum asked
+    stage = {"now": 0}
+
+    def quorum(_: str) -> CommandResult:
+        stage["now"] = next(polls)
+        if stage["now"] == 0:
+            return CommandResult("", "", 1, "", "connection refused")
+        return CommandResult("", "", 0, json.dumps({"leader": -1 if stage["now"] == 1 else 1}), "")
+
+    def cluster(_: str) -> CommandResult:
+        brokers = [{"id": i, "fenced": stage["now"] < 3 and i == 3} for i in (1, 2, 3)]
+        return CommandResult("", "", 0, json.dumps({"brokers": brokers}), "")
+
+    for h in fakes(lab):
+        h.on("describe-quorum", quorum)
+        h.on("describe-cluster", cluster)
+    began = time.monotonic()
+    d.wait_healthy(5.0, poll=0.02)
+    elapsed = time.monotonic() - began
+    t = d.timings
+    # 4 refusals (a poll asks each controller in turn: 2 polls), 3 polls without a leader, 5 with a fenced broker
+    assert t["answer"] >= 0.02 and t["leader"] >= 0.06 and t["unfenced"] >= 0.1, t
+    assert t["answer"] + t["leader"] + t["unfenced"] <= elapsed, (t, elapsed)
 
 
 def test_a_node_that_dies_is_named_with_its_log(state_dir: Path) -> None:
