@@ -53,7 +53,7 @@ PLANS: dict[str, Plan] = {
     "ack-before-fsync": Plan("mixed", "kill", LOSE_UNFLUSHED),
     "quorum-state-no-fsync": Plan("mixed", "partition,kill", LOSE_UNFLUSHED, recipe="stale-epoch",
                                   attempt_s=28),
-    "no-check-quorum": Plan("topics", "partition"),
+    "no-check-quorum": Plan("topics", "partition", recipe="isolate-leader", attempt_s=25),
     "vote-without-log-check": Plan("mixed", "partition,kill", recipe="lagging-voter-first-candidate",
                                    attempt_s=25),
     "hw-before-truncate": Plan("mixed", "partition,kill"),

@@ -94,12 +94,31 @@ def resign_then_failover(rng: random.Random, r: Roles) -> Steps:
             (7.5, "kill", "restart", {})]
 
 
+def isolate_leader(rng: random.Random, r: Roles) -> Steps:
+    """no-check-quorum: the active controller cut off from everyone for 9 s, well past the
+    check-quorum timeout (1.5 × fetch timeout) and two of its quorum samples (StaleLeader)."""
+    del rng, r
+    return [(0.0, "partition", "start-partition", {"topology": "isolate-controller"}),
+            (9.0, "partition", "stop-partition", {})]
+
+
+def leader_crash_loop(rng: random.Random, r: Roles) -> Steps:
+    """resume-old-epoch: the active controller SIGKILLed (losing what it had not flushed, with
+    `kraftlab.unsafe.lose.unflushed`) and restarted at once, so it comes back while its followers
+    still hold its epoch's tail; a restarted leader must never lead that epoch again."""
+    del rng, r
+    return [(0.0, "kill", "kill", {"target": "controller"}),
+            (0.3, "kill", "restart", {})]
+
+
 Recipe = Callable[[random.Random, Roles], Steps]
 RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds)
     "stale-epoch": (stale_epoch, 13.0),
     "lagging-voter-meets-new-leader": (lagging_voter_meets_new_leader, 12.0),
     "lagging-voter-first-candidate": (lagging_voter_first_candidate, 12.0),
     "resign-then-failover": (resign_then_failover, 11.0),
+    "isolate-leader": (isolate_leader, 11.0),
+    "leader-crash-loop": (leader_crash_loop, 5.0),
 }
 
 

