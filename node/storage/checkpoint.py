@@ -1,12 +1,14 @@
 """The `hw-checkpoint` file: a durable lower bound of the high-water mark, in Kafka's checkpoint format.
 
-Written atomically by the log's owner now and then; read on open so that recovery can tell a torn
+Written atomically by the log's owner now and then (from any thread: writes are serialised, so the
+owner may keep the fsyncs off its event loop); read on open so that recovery can tell a torn
 uncommitted tail (truncate it) from damage to committed data (refuse to serve it). The format is
 Kafka's offset checkpoint file: a version line, an entry count, then `topic partition offset`.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from node.storage.atomic import write_atomically
@@ -20,6 +22,7 @@ PARTITION = 0
 class HighWatermarkCheckpoint:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._lock = threading.Lock()
 
     def read(self) -> int:
         """The checkpointed high-water mark; 0 when no checkpoint was ever written."""
@@ -42,4 +45,5 @@ class HighWatermarkCheckpoint:
     def write(self, hw: int) -> None:
         if hw < 0:
             raise ValueError(f"negative high-water mark {hw}")
-        write_atomically(self.path, f"{VERSION}\n1\n{TOPIC} {PARTITION} {hw}\n".encode("ascii"))
+        with self._lock:
+            write_atomically(self.path, f"{VERSION}\n1\n{TOPIC} {PARTITION} {hw}\n".encode("ascii"))
