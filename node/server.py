@@ -238,7 +238,8 @@ class NodeServer:
             hw = self.driver.core.high_watermark
             if hw != last:
                 try:
-                    self.storage.log.checkpoint_hw(hw)
+                    # two fsyncs: on a thread, not in the event loop (a stall of every Raft step)
+                    await asyncio.get_running_loop().run_in_executor(None, self.storage.log.checkpoint_hw, hw)
                     last = hw
                 except OSError as e:
                     log.warning("high-water mark checkpoint failed: %s", e)
