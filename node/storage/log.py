@@ -57,7 +57,7 @@ class FlushTicket:
         """The fsyncs (blocking; safe on any thread). Closes the duplicated descriptors."""
         try:
             for fd in self.fds:
-                os.fsync(fd)
+                os.fdatasync(fd)  # as Segment.flush
             if self.directory is not None:
                 fsync_dir(self.directory)
         finally:

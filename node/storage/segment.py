@@ -66,7 +66,8 @@ class Segment:
     def flush(self) -> None:
         self.hand_to_os()
         if self.durable != self.written:
-            os.fsync(self.fd)
+            # fdatasync: the data and the metadata needed to read it back (the size), not the times
+            os.fdatasync(self.fd)
             self.durable = self.written
 
     def hand_to_os(self) -> None:
