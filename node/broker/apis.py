@@ -4,7 +4,8 @@
   request came in on); leaders, leader epochs, replicas and ISRs from the broker's image;
   LEADER_NOT_AVAILABLE for a leaderless partition, fenced replicas listed as offline;
   UNKNOWN_TOPIC_OR_PARTITION for an unknown requested topic (no auto-creation).
-- DescribeCluster (any version): cluster id and the unfenced brokers.
+- DescribeCluster (any version): cluster id and the unfenced brokers (fenced ones too, marked,
+  when a v2 request asks with IncludeFencedBrokers).
 - CreateTopics / DeleteTopics / IncrementalAlterConfigs / AlterConfigs (any version): forwarded
   to the active controller as v7 / v6 / v1 / v2 (`Forward`), and the controller's answer relayed
   back in the client's version. DescribeConfigs: the dynamic configs from the broker's image. A forward
@@ -96,12 +97,25 @@ def _controller_for_clients(image: MetadataImage) -> int:
     return unfenced[0] if unfenced else -1
 
 
-def _visible_brokers(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+"""Kafka's value of the *_authorized_operations fields when the client did not ask for them."""
+
+
+def _visible_brokers(image: MetadataImage, listener: str, include_fenced: bool = False) -> list[dict[str, Any]]:
     out = []
     for b in sorted(image.brokers.values(), key=lambda b: b.id):
         ep = b.endpoint(listener)
-        if not b.fenced and ep is not None:
-            out.append({"node_id": b.id, "broker_id": b.id, "host": ep.host, "port": ep.port, "rack": b.rack})
+        if (include_fenced or not b.fenced) and ep is not None:
+            out.append(
+                {
+                    "node_id": b.id,
+                    "broker_id": b.id,
+                    "host": ep.host,
+                    "port": ep.port,
+                    "rack": b.rack,
+                    "is_fenced": b.fenced,
+                }
+            )
     return out
 
 
@@ -133,7 +147,15 @@ def metadata_response(request: Any, image: MetadataImage, cluster_id: str, liste
                     "offline_replicas": tuple(r for r in p.replicas if not image.is_usable(r)),
                 }
             )
-        out.append({"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id, "partitions": parts})
+        out.append(
+            {
+                "error_code": ErrorCode.none,
+                "name": topic.name,
+                "topic_id": topic.topic_id,
+                "partitions": parts,
+                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            }
+        )
     return respond(
         request,
         {
@@ -141,6 +163,7 @@ def metadata_response(request: Any, image: MetadataImage, cluster_id: str, liste
             "cluster_id": cluster_id,
             "controller_id": _controller_for_clients(image),
             "topics": out,
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         },
     )
 
@@ -154,7 +177,8 @@ def describe_cluster_response(request: Any, image: MetadataImage, cluster_id: st
             "error_code": ErrorCode.none,
             "cluster_id": cluster_id,
             "controller_id": _controller_for_clients(image),
-            "brokers": _visible_brokers(image, listener),
+            "brokers": _visible_brokers(image, listener, bool(getattr(request, "include_fenced_brokers", False))),
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         },
     )
 

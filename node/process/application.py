@@ -5,6 +5,7 @@ listener serves."""
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import os
 import random
@@ -54,15 +55,19 @@ CONTROLLER_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # name: (api key, 
     "AlterPartitionReassignments": (45, 0, 0),
     "ListPartitionReassignments": (46, 0, 0),
     "ElectLeaders": (43, 0, 2),
+    "IncrementalAlterConfigs": (44, 0, 1),
+    "AlterConfigs": (33, 0, 2),
 }
-# Client APIs stop at their last non-flexible versions for now: librdkafka 2.x sends flexible Metadata
-# requests (v9+) with a tagged field the schema does not define (and, in v12, a field v12 no longer
-# has); Kafka skips both, node.protocol's strict decoding closes the connection instead.
+# The flexible versions too (node.protocol skips unknown tagged fields and trailing bytes, as Kafka
+# does): today's Kafka's ranges, DescribeCluster v2 (fenced brokers on request) included.
 BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
-    "Metadata": (3, 0, 8),
-    "DescribeCluster": (60, 0, 1),
-    "CreateTopics": (19, 2, 4),
-    "DeleteTopics": (20, 1, 3),
+    "Metadata": (3, 0, 12),
+    "DescribeCluster": (60, 0, 2),
+    "CreateTopics": (19, 2, 7),
+    "DeleteTopics": (20, 1, 6),
+    "DescribeConfigs": (32, 1, 4),
+    "AlterConfigs": (33, 0, 2),
+    "IncrementalAlterConfigs": (44, 0, 1),
 }
 RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers by asking the active controller
     "DescribeQuorum": (55, 1, 1),  # the version node.raft.wire maps
@@ -160,6 +165,13 @@ class KraftApplication:
 
     # ---- requests from the listeners -----------------------------------------------------------
 
+    def _wait_s(self, request: Any) -> float:
+        """How long a request may take: its own timeout field (CreateTopics, DeleteTopics: the
+        client's patience, which an election may well need) or the quorum request timeout."""
+        own = getattr(request, "timeout", None)
+        own_s = own.total_seconds() if isinstance(own, datetime.timedelta) else 0.0
+        return max(self._timeout_s, own_s)
+
     async def _await_token(self, start: Callable[[int, int], None], request: Any) -> Any:
         self._tokens += 1
         token = self._tokens
@@ -169,7 +181,7 @@ class KraftApplication:
             now = self._now()
             start(token, now)
             self._drain(now)
-            return await asyncio.wait_for(future, self._timeout_s + 1.0)
+            return await asyncio.wait_for(future, self._wait_s(request) + 1.0)
         except TimeoutError:
             return error_response(request, ErrorCode.request_timed_out)
         finally:
@@ -249,7 +261,7 @@ class KraftApplication:
         sent = False
         if client is not None:
             try:
-                response = await client.send(request)
+                response = await client.send(request, timeout=self._wait_s(request))
             except RequestError as e:
                 sent = not e.definite
                 log.debug("%s to the controller failed: %s", type(request).__name__, e)

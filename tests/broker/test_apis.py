@@ -11,6 +11,7 @@ from kio.schema.create_topics.v4.request import CreatableTopic as CT4
 from kio.schema.create_topics.v4.request import CreateTopicsRequest as CreateTopics4
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as DeleteTopics1
 from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest as DescribeCluster2
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v1.request import MetadataRequest as Metadata1
 from kio.schema.metadata.v12.request import MetadataRequest as Metadata12
@@ -49,6 +50,7 @@ def test_create_forwarded_in_client_version_and_visible_in_metadata(mc: MiniClus
     assert {b.host for b in md.brokers} == {"10.0.0.101", "10.0.0.102", "10.0.0.103"}
     (t,) = md.topics
     assert t.name == "t1" and len(t.partitions) == 3
+    assert t.topic_authorized_operations == -(2**31)  # Kafka's value when not asked for
     img = mc.active().committed_image
     for p in t.partitions:
         ip = img.topic("t1").partitions[p.partition_index]
@@ -67,6 +69,14 @@ def test_fenced_broker_hidden_from_metadata_and_not_leader_or_isr(mc: MiniCluste
         assert p.leader_id != 102 and 102 not in p.isr_nodes
     dc = mc.client(101, "dc", DescribeClusterRequest(include_cluster_authorized_operations=False)).response
     assert sorted(b.broker_id for b in dc.brokers) == [101, 103] and dc.cluster_id == CLUSTER_ID
+    # DescribeCluster v2 lists fenced brokers too when asked, marked
+    asked = DescribeCluster2(include_cluster_authorized_operations=False, endpoint_type=1, include_fenced_brokers=True)
+    dc2 = mc.client(101, "dc2", asked).response
+    assert {b.broker_id: b.is_fenced for b in dc2.brokers} == {101: False, 102: True, 103: False}
+    not_asked = DescribeCluster2(
+        include_cluster_authorized_operations=False, endpoint_type=1, include_fenced_brokers=False
+    )
+    assert sorted(b.broker_id for b in mc.client(101, "dc3", not_asked).response.brokers) == [101, 103]
 
 
 def test_unknown_topic_and_delete_forwarding(mc: MiniCluster) -> None:
