@@ -178,8 +178,12 @@ class RaftDriver:
             if isinstance(update, Commit):
                 self._on_commit(update.batches, now)
         for envelope in out.messages:
-            pending = self._inbound.pop(envelope.ref, None) if isinstance(envelope.ref, int) else None
-            if pending is not None and not m.is_request(envelope.message):
+            # A response answers a request routed in by `request` (positive refs; the core's own
+            # requests carry negative ones); everything else goes to the transport.
+            pending = None
+            if isinstance(envelope.ref, int) and not m.is_request(envelope.message):
+                pending = self._inbound.pop(envelope.ref, None)
+            if pending is not None:
                 if not pending.future.done():
                     pending.future.set_result(envelope.message)
             else:
