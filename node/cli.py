@@ -5,7 +5,7 @@
     kraft-node info --config F
     kraft-node start --config F
     kraft-node dump-log PATH...
-    kraft-node shell --directory DIR | --snapshot FILE [COMMAND...]
+    kraft-node shell --directory DIR | --snapshot FILE | --bootstrap-controller H:P[,H:P...] [COMMAND...]
     kraft-node describe-quorum (--bootstrap-controller H:P | --bootstrap-server H:P)
     kraft-node describe-cluster --bootstrap-server H:P
     kraft-node cluster-id --bootstrap-server H:P
@@ -22,6 +22,7 @@ import asyncio
 import datetime
 import importlib
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -117,7 +118,7 @@ def cmd_dump_log(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# The metadata shell: the image as a tree (ls / cd / cat / find), from files on disk
+# The metadata shell (node.metadata.shell): the image from files on disk or from a live quorum
 
 
 def load_image(path: str) -> tuple[Any, int]:
@@ -157,100 +158,39 @@ def load_image(path: str) -> tuple[Any, int]:
     return image, end
 
 
-def image_tree(image: Any) -> dict[str, Any]:
-    """The image as nested dicts: /brokers/ID, /topics/NAME/PARTITION, /features/NAME, /configs/..."""
-    import dataclasses as dc
+def _shell_image(args: argparse.Namespace) -> tuple[Any, str]:
+    """The image the shell browses and a line saying where it comes from."""
+    if args.bootstrap_controller:
+        from node.metadata.live import LiveFetchError, fetch_image
 
-    def plain(value: Any) -> Any:
-        data = dc.asdict(value) if dc.is_dataclass(value) else value
-        return json.loads(json.dumps(data, default=str))
-
-    topics: dict[str, Any] = {}
-    for t in image.topics.values():
-        node: dict[str, Any] = {"id": str(t.topic_id)}
-        node.update({str(pid): plain(p) for pid, p in sorted(t.partitions.items())})
-        topics[t.name] = node
-    return {
-        "brokers": {str(b): plain(info) for b, info in sorted(image.brokers.items())},
-        "topics": dict(sorted(topics.items())),
-        "features": {k: v for k, v in sorted(image.features.items())},
-        "configs": {f"{kind}:{name}": dict(values) for (kind, name), values in sorted(image.configs.items())},
-    }
-
-
-def _walk(tree: dict[str, Any], cwd: str, target: str) -> tuple[str, Any]:
-    parts = [p for p in (target if target.startswith("/") else f"{cwd}/{target}").split("/") if p and p != "."]
-    resolved: list[str] = []
-    for p in parts:
-        if p == "..":
-            resolved = resolved[:-1]
-        else:
-            resolved.append(p)
-    node: Any = tree
-    for p in resolved:
-        if not isinstance(node, dict) or p not in node:
-            raise CommandFailed(f"{'/' + '/'.join(resolved)}: no such node")
-        node = node[p]
-    return "/" + "/".join(resolved), node
-
-
-def shell_command(tree: dict[str, Any], cwd: str, line: str) -> tuple[list[str], str]:
-    """Run one shell command; returns (output lines, new working directory)."""
-    words = line.split()
-    if not words:
-        return [], cwd
-    cmd, args = words[0], words[1:]
-    target = args[0] if args else cwd
-    if cmd == "pwd":
-        return [cwd], cwd
-    if cmd == "cd":
-        path, node = _walk(tree, cwd, args[0] if args else "/")
-        if not isinstance(node, dict):
-            raise CommandFailed(f"{path}: not a directory")
-        return [], path
-    if cmd == "ls":
-        path, node = _walk(tree, cwd, target)
-        if not isinstance(node, dict):
-            return [path.rsplit("/", 1)[-1]], cwd
-        return [f"{k}/" if isinstance(v, dict) else k for k, v in node.items()], cwd
-    if cmd == "cat":
-        path, node = _walk(tree, cwd, target)
-        return [json.dumps(node, sort_keys=True)], cwd
-    if cmd == "find":
-        path, node = _walk(tree, cwd, target)
-        out: list[str] = []
-
-        def visit(prefix: str, value: Any) -> None:
-            out.append(prefix or "/")
-            if isinstance(value, dict):
-                for k, v in value.items():
-                    visit(f"{prefix}/{k}", v)
-
-        visit("" if path == "/" else path, node)
-        return out, cwd
-    if cmd == "help":
-        return ["commands: ls [PATH], cd PATH, cat PATH, find [PATH], pwd, help, exit"], cwd
-    raise CommandFailed(f"unknown command {cmd!r} (try help)")
+        try:
+            image, end = asyncio.run(fetch_image(args.bootstrap_controller, args.timeout))
+        except LiveFetchError as e:
+            raise CommandFailed(str(e)) from None
+        return image, f"committed metadata image of the quorum up to offset {end}"
+    image, end = load_image(args.directory or args.snapshot)
+    return image, f"metadata image up to offset {end} (records on disk, committed or not)"
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    image, end = load_image(args.directory or args.snapshot)
-    tree = image_tree(image)
-    cwd = "/"
+    from node.metadata.shell import MetadataShell, image_tree
+
+    image, origin = _shell_image(args)
+    shell = MetadataShell(image_tree(image))
     if args.command_words:
-        lines, _ = shell_command(tree, cwd, " ".join(args.command_words))
-        print("\n".join(lines))
+        out = shell.run(shlex.join(args.command_words))
+        if out.startswith("error:"):
+            raise CommandFailed(out.removeprefix("error:").strip())
+        if out:
+            print(out)
         return EXIT_OK
-    print(f"metadata image up to offset {end} (records on disk, committed or not); type help", file=sys.stderr)
+    print(f"{origin}; type help", file=sys.stderr)
     for line in sys.stdin:
         if line.strip() in ("exit", "quit"):
             break
-        try:
-            out, cwd = shell_command(tree, cwd, line)
-            if out:
-                print("\n".join(out), flush=True)
-        except CommandFailed as e:
-            print(e, file=sys.stderr, flush=True)
+        out = shell.run(line)
+        if out:
+            print(out, file=sys.stderr if out.startswith("error:") else sys.stdout, flush=True)
     return EXIT_OK
 
 
@@ -267,6 +207,11 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # Queries over the Kafka protocol
+
+
+def host_ports(text: str) -> list[tuple[str, int]]:
+    """A comma-separated list of HOST:PORT."""
+    return [host_port(part) for part in text.split(",") if part.strip()]
 
 
 def host_port(text: str) -> tuple[str, int]:
@@ -454,10 +399,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="a segment, a snapshot, or a (metadata) log directory")
     p.add_argument("--batches-only", action="store_true", help="one line per batch, no records")
     p.set_defaults(func=cmd_dump_log)
-    p = sub.add_parser("shell", help="browse the metadata image of a log directory or snapshot (ls/cd/cat/find)")
+    p = sub.add_parser("shell", help="browse the metadata image of a log directory, a snapshot or a live quorum")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--directory", help="a metadata log directory (latest snapshot + log after it)")
     source.add_argument("--snapshot", help="one snapshot file")
+    source.add_argument(
+        "--bootstrap-controller",
+        type=host_ports,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="controllers of a live quorum: the committed image, read from the leader",
+    )
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds (live quorum)")
     p.add_argument("command_words", nargs="*", metavar="COMMAND", help="run one command and exit")
     p.set_defaults(func=cmd_shell)
     p = sub.add_parser("describe-quorum", help="JSON: leader, epoch, high-water mark, voters, observers")
