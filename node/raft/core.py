@@ -443,7 +443,12 @@ class RaftCore:
 
     def _set_state(self, state: EpochState, now: int) -> None:
         old = self.state
-        if isinstance(old, Leader) and self.log.flushed_end_offset() < self.log.end_offset():
+        if (
+            isinstance(old, Leader)
+            and self.deferred_flush
+            and self.log.flushed_end_offset() < self.log.end_offset()
+            and not self.bugs.on("ack-before-fsync")  # BUG ZOO: ack-before-fsync leaves the tail to its flusher
+        ):
             # Deferred flush: nothing this node says from now on (Fetch offsets, votes) may count
             # an unflushed tail as durable.
             self.log.flush()
