@@ -34,7 +34,7 @@ from control.host import CommandResult, HostError
 from control.identity import HostIdentity
 from control.netns import lab_prefix
 from control.preflight import SetupError, require_commands, require_root
-from control.shell import ShellDaemons
+from control.shell import ShellDaemons, pid_file
 from control.state import HostRecord, LabState, remove_state, save_state
 from control.wheels import build_wheelhouse, source_digest
 
@@ -46,11 +46,14 @@ LABEL = "kraftlab.lab"
 PID1_DAEMON = "kraft-node"  # the daemon that runs as the container's PID 1
 LAUNCH_FILE = "pid1.sh"  # <workdir>/run/pid1.sh: the command the launcher execs
 LAUNCHER_MARK = "# kraftlab-launcher"
-# PID 1 until the node starts: reaps orphans, exits on SIGTERM (`docker stop`), and on SIGUSR1 (or every
-# second) looks for the launch file; found, it execs `sh FILE`, which execs the node: the node is PID 1.
+# PID 1 until the node starts: removes the node's pid file left by an earlier run of the container, reaps
+# orphans, exits on SIGTERM (`docker stop`), and on SIGUSR1 (or every second) looks for the launch file;
+# found, it execs `sh FILE`, which writes the pid file and execs the node: the node is PID 1.
 LAUNCHER = f"""{LAUNCHER_MARK}
 import os, signal, sys
-path = sys.argv[1]
+path, pid_file = sys.argv[1:3]
+if os.path.exists(pid_file):
+    os.remove(pid_file)
 def reap(*_):
     try:
         while os.waitpid(-1, os.WNOHANG)[0] > 0:
@@ -263,7 +266,7 @@ class DockerHost(HostIdentity, ShellDaemons):
             return super().start_daemon(name, command, log_path=log_path, env=env)
         if self._pid1_is_daemon():
             raise HostError(f"{self._name}: daemon {name} is already running")
-        script = pid1_script(command, log_path, env)
+        script = pid1_script(command, log_path, env, pid_file(self._workdir, name))
         launch = shlex.quote(self._launch_file())
         log_dir = shlex.quote(log_path.rsplit("/", 1)[0] or "/")
         self.run(f"mkdir -p {log_dir} {shlex.quote(self._workdir)}/run && cat > {launch}.tmp <<'KRAFTLAB_EOF'\n"
@@ -327,11 +330,12 @@ class DockerHost(HostIdentity, ShellDaemons):
         self._container = None
 
 
-def pid1_script(command: str, log_path: str, env: dict[str, str] | None) -> str:
-    """What the launcher runs with `sh`: exec the command (so it becomes PID 1) with its output in the log."""
+def pid1_script(command: str, log_path: str, env: dict[str, str] | None, pid_path: str) -> str:
+    """What the launcher runs with `sh`: record pid 1 in the daemon's pid file (what `lab status` reads),
+    then exec the command (so it becomes PID 1) with its output in the log."""
     q = shlex.quote
     env_prefix = " ".join(q(f"{k}={v}") for k, v in (env or {}).items())
-    return f"exec env {env_prefix} {command} >>{q(log_path)} 2>&1 </dev/null\n"
+    return f"echo 1 > {q(pid_path)}\nexec env {env_prefix} {command} >>{q(log_path)} 2>&1 </dev/null\n"
 
 
 def open_hosts(state: LabState) -> list[DockerHost]:
@@ -368,7 +372,7 @@ def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None, pid1: str =
                                                    binds={volume.name: {"bind": WORKDIR, "mode": "rw"}})
             netcfg = c.api.create_networking_config(
                 {network.name: c.api.create_endpoint_config(ipv4_address=addresses[n])})
-            launcher = ["python3", "-c", LAUNCHER, f"{WORKDIR}/run/{LAUNCH_FILE}"]
+            launcher = ["python3", "-c", LAUNCHER, f"{WORKDIR}/run/{LAUNCH_FILE}", pid_file(WORKDIR, pid1)]
             created = c.api.create_container(image, command=launcher, name=cname, hostname=n,
                                              labels={LABEL: name}, host_config=host_config,
                                              networking_config=netcfg, working_dir="/")

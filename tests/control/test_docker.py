@@ -133,7 +133,17 @@ def answers(address: str) -> bool:
 
 
 @pytest.mark.e2e
-def test_node_is_pid1(engine: None, state_dir: Path, lab_name: str) -> None:
+def status_rows(lab_name: str, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """`kraftlab lab status`: what it says runs on each host."""
+    from kraftlab.cli import main
+
+    capsys.readouterr()
+    assert main(["lab", "status", "--name", lab_name]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines() if line.startswith("  n")]
+    return {r[0].strip(): r[2] for r in rows}
+
+
+def test_node_is_pid1(engine: None, state_dir: Path, lab_name: str, capsys: pytest.CaptureFixture[str]) -> None:
     """The node is PID 1 of its container: signals from the Docker API mean what they say (STOP stops it
     answering, CONT resumes it, TERM is a controlled shutdown with exit 0, KILL kills), and a restart is
     the same container with the same workdir volume."""
@@ -150,8 +160,10 @@ def test_node_is_pid1(engine: None, state_dir: Path, lab_name: str) -> None:
         broker = next(n for n in lab.names if n != d.active_controller())
         address = lab.host(broker).address
         assert answers(address)
+        assert status_rows(lab_name, capsys)[broker] == "kraft-node[1] running"
         d.pause(broker)
         assert lab.host(broker).run("grep '^State:' /proc/1/status").stdout.split()[1] == "T"
+        assert status_rows(lab_name, capsys)[broker] == "kraft-node[1] paused"
         assert not answers(address) and container_state(lab, broker)["Status"] == "running"
         d.resume(broker)
         assert answers(address)
@@ -160,9 +172,14 @@ def test_node_is_pid1(engine: None, state_dir: Path, lab_name: str) -> None:
         d.stop(broker)  # SIGTERM to PID 1: the node's own handler, a clean exit
         state = container_state(lab, broker)
         assert state["Status"] == "exited" and state["ExitCode"] == 0, state
+        assert status_rows(lab_name, capsys)[broker] == "no daemons"  # the host is back (idle), the node is not
         d.start(broker)  # the same container again, its data and log kept on the volume
         assert "kraft-node start" in pid1_cmdline(lab, broker)
         d.wait_healthy(60)
+        deadline = time.monotonic() + 30
+        while not answers(address):  # the others may call it healthy before it answers itself
+            assert time.monotonic() < deadline, d.log_tail(broker)
+            time.sleep(0.1)
         assert lab.host(broker).run(f"test -f {d.paths(broker).metadata_dir}/meta.properties").ok
         assert int(lab.host(broker).run(f"wc -c < {d.paths(broker).log}", check=True).stdout) > log_before
 
