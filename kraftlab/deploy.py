@@ -350,15 +350,18 @@ class Deployment(DaemonNodeControl):
         for node in candidates:
             if not (alive[node] if alive is not None else self.running(node)):
                 continue
-            address = self._specs[node].address
             try:
-                if self.lab.backend in DIRECT_BACKENDS:
-                    return direct_query(kind, address)
-                return self._ask_on_host(kind, node, address)
+                return self._ask_node(kind, node)
             except HostError as exc:
                 errors.append(f"{node}: {exc}")
         what = "controller" if kind == "quorum" else "broker"
         raise HostError(f"describe-{kind} failed: " + ("; ".join(errors) or f"no {what} is running"))
+
+    def _ask_node(self, kind: str, node: str) -> dict[str, Any]:
+        address = self._specs[node].address
+        if self.lab.backend in DIRECT_BACKENDS:
+            return direct_query(kind, address)
+        return self._ask_on_host(kind, node, address)
 
     def _ask_on_host(self, kind: str, node: str, address: str) -> dict[str, Any]:
         flag, port = ("--bootstrap-controller", CONTROLLER_PORT) if kind == "quorum" else ("--bootstrap-server",
@@ -387,6 +390,10 @@ class Deployment(DaemonNodeControl):
         return status.healthy, status.why
 
     def _status(self, alive: dict[str, bool] | None) -> Health:
+        """Healthy when a controller names a leader and every broker answers DescribeCluster itself (a
+        broker refuses while it starts: a restarted one still listed unfenced from before does not count)
+        with every broker registered and unfenced in its view."""
+        alive = alive if alive is not None else self.alive()
         try:
             quorum = self.describe_quorum(alive)
             leader = quorum_leader(quorum)
@@ -396,10 +403,12 @@ class Deployment(DaemonNodeControl):
             return Health(True, None, False, "no quorum leader yet")
         if not self.brokers():
             return Health(True, leader, True, f"leader {leader}")
+        running = [n for n in self.brokers() if alive[n]]
         try:
-            brokers = unfenced_brokers(self.describe_cluster(alive))
+            views = self.lab.on(running, lambda h: unfenced_brokers(self._ask_node("cluster", h.name)))
         except (HostError, ValueError) as exc:
-            return Health(True, leader, False, str(exc))
+            return Health(True, leader, False, f"describe-cluster failed: {exc}")
+        brokers = set.intersection(*views.values()) if views else set()
         want = {self._specs[n].node_id for n in self.brokers()}
         if not want <= brokers:
             return Health(True, leader, False,

@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -142,26 +143,34 @@ def test_wait_healthy(state_dir: Path) -> None:
     lab = fake_lab(5, "ssh")  # queries run on the hosts (the runner may not reach VMs itself)
     d = Deployment.create(lab)
     d.start_all()
-    state = {"leader": -1, "fenced": {4, 5}}
+    state: dict[str, object] = {"leader": -1, "fenced": {4, 5}, "starting": set()}
 
     def quorum(_: str) -> CommandResult:
         return CommandResult("", "", 0, json.dumps({"leader": state["leader"], "epoch": 3}), "")
 
-    def cluster(_: str) -> CommandResult:
-        fenced = state["fenced"]
-        assert isinstance(fenced, set)
-        brokers = [{"id": i, "fenced": i in fenced} for i in range(1, 6)]
-        return CommandResult("", "", 0, json.dumps({"cluster_id": "x", "brokers": brokers}), "")
+    def cluster(host: str) -> Callable[[str], CommandResult]:
+        def answer(_: str) -> CommandResult:
+            fenced, starting = state["fenced"], state["starting"]
+            assert isinstance(fenced, set) and isinstance(starting, set)
+            if host in starting:
+                return CommandResult("", "", 1, "", "broker refuses requests: STARTING")
+            brokers = [{"id": i, "fenced": i in fenced} for i in range(1, 6)]
+            return CommandResult("", "", 0, json.dumps({"cluster_id": "x", "brokers": brokers}), "")
+        return answer
 
     for h in fakes(lab):
         h.on("describe-quorum", quorum)
-        h.on("describe-cluster", cluster)
+        h.on("describe-cluster", cluster(h.name))
     assert d.health() == (False, "no quorum leader yet")
     state["leader"] = 2
     ok, why = d.health()
     assert not ok and why == "leader 2, brokers not registered and unfenced: [4, 5]"
     assert d.active_controller() == "n2"
     state["fenced"] = set()
+    state["starting"] = {"n4"}  # restarted: the others still list it unfenced, it refuses until it runs
+    ok, why = d.health()
+    assert not ok and why == "describe-cluster failed: n4: broker refuses requests: STARTING"
+    state["starting"] = set()
     assert d.wait_healthy(1.0) == "leader 2, brokers [1, 2, 3, 4, 5] unfenced"
 
 
