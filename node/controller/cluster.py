@@ -179,20 +179,34 @@ def heartbeat(w: Write, req: Any, leases: Leases) -> Outcome:
     return answer(ErrorCode.none, caught_up=caught_up, fenced=after.fenced, shut_down=shut_down)
 
 
-def fence(w: Write, bid: int, epoch: int, reason: str) -> None:
+def fence(w: Write, bid: int, epoch: int, reason: str, limit: int | None = None) -> int | None:
     """Take an unfenced broker out of every ISR and leadership, then fence it (Kafka's order: the
     records of a large fence span several batches, and at no committed offset between them is a
-    fenced broker in an ISR)."""
+    fenced broker in an ISR). With a `limit`, at most that many partitions change now and the
+    broker is fenced only once none is left: returns the changes made when done, None when not."""
+    changed = 0
     if not w.config.bugs.on("fenced-stays-in-isr"):
         # BUG ZOO: fenced-stays-in-isr (KAFKA-13173) — the fenced broker keeps its ISR places and leaderships
-        remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
+        changed = remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election, limit=limit)
+        if limit is not None and changed >= limit:
+            return None  # maybe more: the next call goes on (the broker stays unfenced until then)
     w.emit(FenceBrokerRecord(id=bid, epoch=epoch))
     w.fence_event(bid, "fence", reason, epoch)
+    return changed
 
 
-def fence_expired(w: Write, leases: Leases) -> None:
+def fence_expired(w: Write, leases: Leases, budget: int | None = None) -> bool:
+    """Fence the brokers whose lease expired, within a `budget` of partition changes; True when
+    every one of them is fenced, False when some work is left for the next tick."""
     for bid in leases.expired(w.image, w.now_ms):
-        fence(w, bid, w.image.brokers[bid].epoch, "session timeout")
+        done = fence(w, bid, w.image.brokers[bid].epoch, "session timeout", budget)
+        if done is None:
+            return False
+        if budget is not None:
+            budget -= done
+            if budget <= 0:
+                return not leases.expired(w.image, w.now_ms)
+    return True
 
 
 def unregister(w: Write, req: Any, leases: Leases) -> Outcome:

@@ -99,12 +99,16 @@ def change(
     return None if rec == unchanged else rec
 
 
-def remove_broker(image: MetadataImage, broker_id: int, emit: Emit, *, unclean: bool = False) -> int:
+def remove_broker(
+    image: MetadataImage, broker_id: int, emit: Emit, *, unclean: bool = False, limit: int | None = None
+) -> int:
     """Remove `broker_id` from every ISR and leadership, treating it as ineligible (so this may come
     before the record that fences or unregisters it, as in Kafka). Emits one record per changed
-    partition; returns how many."""
+    partition, at most `limit` (then it stops: call again for the rest); returns how many."""
     n = 0
     for topic, pid, p in image.partitions():
+        if limit is not None and n >= limit:
+            break
         if broker_id in p.isr or p.leader == broker_id:
             isr = tuple(b for b in p.isr if b != broker_id)
             rec = change(image, topic.topic_id, pid, isr=isr, unclean=unclean, ineligible=broker_id)

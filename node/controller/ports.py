@@ -1,7 +1,7 @@
 """The controller's seams: its configuration, the Raft write port, and its outputs.
 
 `MetadataWriter` is what the controller needs from Raft: `append(records, now_ms)` appends the
-records as ONE batch (so a request's records commit atomically) and returns the base offset,
+records as ONE batch (the controller decides what must be atomic) and returns the base offset,
 or raises `NotLeader` when this node is not (or no longer) the leader. The Raft core's driver
 adapts its own append to it (translating its not-leader exception into this one).
 `InMemoryLog` is the trivial implementation used by tests (a single log, no replication).
@@ -43,6 +43,10 @@ class ControllerConfig:
     snapshot_max_new_record_bytes: int = 20 * 1024 * 1024
     """metadata.snapshot.max.new.record.bytes: `snapshot_due()` once this much was applied."""
     lease_journal_interval_ms: int = 1000
+    fence_changes_per_tick: int = 2_000
+    """At most this many partitions leave a fenced broker's ISRs per tick (the rest on the next
+    ticks, the FenceBrokerRecord after the last): a broker of 100,000 partitions must not stall the
+    active controller's event loop past the followers' fetch timeout."""
     seed: int = 0
     """Seeds topic ids and placement (the core is deterministic; the process passes a random seed)."""
     bugs: BugSet = NO_BUGS

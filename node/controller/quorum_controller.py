@@ -92,6 +92,7 @@ class QuorumController:
         self._next_offset = 0
         self._held: deque[_Held] = deque()
         self._needs_activation_work = False
+        self._fencing = False
         self._outbox: list[Output] = []
         self._handlers: dict[str, Handler] = {
             "BrokerRegistration": lambda w, r: cluster.register(w, r, self.leases),
@@ -132,7 +133,11 @@ class QuorumController:
 
     def next_deadline_ms(self) -> int | None:
         """When the driver should call `tick` next at the latest (the earliest lease expiry)."""
-        return self.leases.next_expiry_ms(self._future) if self._future is not None else None
+        if self._future is None:
+            return None
+        if self._fencing:
+            return 0  # a fence is half done: as soon as possible (other events may run in between)
+        return self.leases.next_expiry_ms(self._future)
 
     def take_outputs(self) -> list[Output]:
         out, self._outbox = self._outbox, []
@@ -179,6 +184,7 @@ class QuorumController:
         self._needs_activation_work = True
 
     def _renounce(self) -> None:
+        self._fencing = False
         if self._future is not None and self.config.bugs.on("no-revert-on-resign"):
             # BUG ZOO: no-revert-on-resign (KAFKA-13114) — the uncommitted state stays in the standby's image.
             self.replay.image = self._future
@@ -243,7 +249,7 @@ class QuorumController:
         if self._future is None:
             return
         w = self._write(now_ms, atomic=False)
-        cluster.fence_expired(w, self.leases)
+        self._fencing = not cluster.fence_expired(w, self.leases, self.config.fence_changes_per_tick)
         self._commit_write(w)
 
     def handle_request(self, token: Any, request: Any, now_ms: int) -> None:

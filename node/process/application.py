@@ -299,14 +299,18 @@ class KraftApplication:
         self._drain(now_ms)
 
     def tick(self, now_ms: int) -> int | None:
+        wanted = now_ms + APP_TICK_MS
         if self.controller is not None:
             self.controller.tick(now_ms)
+            due = self.controller.next_deadline_ms()  # 0 while a large fence is under way
+            if due is not None:
+                wanted = min(wanted, max(due, now_ms))
         if self.lifecycle is not None:
             self.lifecycle.start(now_ms)
             self.lifecycle.tick(now_ms, self.broker_metadata.highest_offset)
             self.apis.tick(now_ms)
         self._drain(now_ms)
-        return now_ms + APP_TICK_MS
+        return wanted
 
     async def stop(self) -> None:
         if self.lifecycle is not None:

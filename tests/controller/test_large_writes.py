@@ -1,6 +1,6 @@
 """Large writes: a fence touching more partitions than one batch holds spans several bounded
-batches with the fence record last (no committed offset shows a fenced broker in an ISR), while
-CreateTopics stays one atomic batch."""
+batches with the fence record last (no committed offset shows a fenced broker in an ISR), and is
+spread over ticks so it never stalls the controller; CreateTopics stays one atomic batch."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_split_batches_bounds_count_and_bytes() -> None:
 
 
 def test_fence_of_many_partitions_spans_bounded_batches_fence_last() -> None:
-    h = Harness(session_timeout_ms=9_000)
+    h = Harness(session_timeout_ms=9_000, fence_changes_per_tick=100_000)  # the whole fence in one tick
     epochs = h.start_brokers(1, 2, 3)
     per_topic = 5_000
     topics = 3  # 15,000 partitions with broker 1 in every ISR: more than one batch of changes
@@ -63,3 +63,26 @@ def test_fence_of_many_partitions_spans_bounded_batches_fence_last() -> None:
         assert 1 not in p.isr and p.leader in (2, 3)
     h.commit()
     assert h.active().committed_image == h.image()
+
+
+def test_large_fence_spread_over_ticks_fences_after_the_last_change() -> None:
+    h = Harness(session_timeout_ms=9_000, fence_changes_per_tick=1_000)
+    epochs = h.start_brokers(1, 2, 3)
+    h.create("t", assignments={p: [1, 2, 3] for p in range(3_500)})
+    h.tick(5_000)
+    h.heartbeat(2, epochs[2])
+    h.heartbeat(3, epochs[3])
+    ticks = 0
+    h.tick(5_000)  # broker 1's lease expired
+    while not h.image().brokers[1].fenced:
+        ticks += 1
+        assert h.active().next_deadline_ms() == 0  # half done: tick again at once
+        in_isr = sum(1 in p.isr for _, _, p in h.image().partitions())
+        assert in_isr == 3_500 - 1_000 * ticks
+        h.commit()
+        h.tick(0)
+        assert ticks < 10
+    assert ticks == 3
+    assert not any(1 in p.isr or p.leader == 1 for _, _, p in h.image().partitions())
+    assert [e["action"] for e in h.evs("fence") if e["broker"] == 1] == ["unfence", "fence"]  # one fence
+    assert h.active().next_deadline_ms() != 0
