@@ -167,3 +167,34 @@ def test_fast_partition_encoder_matches_kio(pid, tid, replicas, isr, removing, a
     r._WRITERS[PartitionRecord](buf, rec)
     assert encode(rec) == bytes([0, 3, 0]) + buf.getvalue()
     assert decode(encode(rec)) == rec
+
+
+@given(
+    pid=st.integers(min_value=0, max_value=2**31 - 1),
+    tid=uuids,
+    isr=st.none() | int_lists,
+    leader=st.integers(min_value=-2, max_value=2**31 - 1),
+    replicas=st.none() | int_lists,
+    removing=st.none() | int_lists,
+    adding=st.none() | int_lists,
+    elr=st.none() | int_lists,
+)
+def test_fast_partition_change_encoder_matches_kio(pid, tid, isr, leader, replicas, removing, adding, elr) -> None:
+    import io
+
+    from node.metadata import records as r
+
+    rec = PartitionChangeRecord(
+        partition_id=pid,
+        topic_id=tid,
+        isr=isr,
+        leader=leader,
+        replicas=replicas,
+        removing_replicas=removing,
+        adding_replicas=adding,
+        last_known_elr=elr,
+    )
+    buf = io.BytesIO()
+    r._WRITERS[PartitionChangeRecord](buf, rec)
+    assert encode(rec) == bytes([0, 5, 0]) + buf.getvalue()
+    assert decode(encode(rec)) == rec
