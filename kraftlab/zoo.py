@@ -26,6 +26,7 @@ from nemesis.schedule import save
 
 LOSE_UNFLUSHED = {"kraftlab.unsafe.lose.unflushed": "true"}
 SNAPSHOT_OFTEN = {"metadata.snapshot.max.new.record.bytes": "4096"}
+SHORT_SESSION = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}  # self-fence at 8 s
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ PLANS: dict[str, Plan] = {
     "reregister-bumps-epoch": Plan("registry", "partition,packet"),
     "fenced-stays-in-isr": Plan("isr", "kill,partition"),
     "forget-leases-on-failover": Plan("mixed", "kill"),
-    "no-self-fencing": Plan("mixed", "partition"),
+    "no-self-fencing": Plan("mixed", "partition", SHORT_SESSION, recipe="isolate-broker", attempt_s=24),
     "snapshot-id-off-by-one": Plan("mixed", "kill", SNAPSHOT_OFTEN),
 }
 CONTROL = Plan("mixed", "all")

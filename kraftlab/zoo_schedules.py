@@ -111,6 +111,15 @@ def leader_crash_loop(rng: random.Random, r: Roles) -> Steps:
             (0.3, "kill", "restart", {})]
 
 
+def isolate_broker(rng: random.Random, r: Roles) -> Steps:
+    """no-self-fencing: a broker-only node cut off from every controller (clients still reach it)
+    for 14 s, past its self-fence timeout (2 × session timeout; the plan shortens the session) plus
+    the checker's slack and two failed-heartbeat samples (SelfFencing)."""
+    brokers = [b for b in r.brokers if b not in r.controllers] or r.brokers
+    return [(0.0, "partition", "start-partition", _isolate(rng.choice(brokers))),
+            (14.0, "partition", "stop-partition", {})]
+
+
 Recipe = Callable[[random.Random, Roles], Steps]
 RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds)
     "stale-epoch": (stale_epoch, 13.0),
@@ -119,6 +128,7 @@ RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds
     "resign-then-failover": (resign_then_failover, 11.0),
     "isolate-leader": (isolate_leader, 11.0),
     "leader-crash-loop": (leader_crash_loop, 5.0),
+    "isolate-broker": (isolate_broker, 17.0),
 }
 
 

@@ -98,6 +98,6 @@ def test_random_plans_replay_nothing_and_unknown_recipes_are_refused(tmp_path: P
         assert opts.replay_nemesis is None
         return 0, tmp_path
 
-    hunt("no-self-fencing", Options(), runner, attempt_s=5, budget_s=1e-9, seed=1)
+    hunt("accept-stale-broker-epoch", Options(), runner, attempt_s=5, budget_s=1e-9, seed=1)
     with pytest.raises(ValueError):
         Plan("mixed", "kill", recipe="no-such-recipe")
