@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checker.formats import read_history
 from checker.history import pair_ops
-from checker.linear.budget import Budget
+from checker.linear.budget import Budget, rss_bytes
 from checker.linear.race import race
 from checker.reference import Reference, load_manifest
 
@@ -55,7 +55,8 @@ def _word(v: Any) -> str:
 def _child(path: str, fmt: str, ref: Reference, seconds: float, rss: int, q: Any) -> None:
     ops = pair_ops(read_history(path, fmt))
     t0 = time.perf_counter()
-    res = race(ops, ref.build(False), Budget(seconds=seconds, max_rss_bytes=rss), workers=1)
+    # the budget counts what the search adds; `rss` bounds the whole process
+    res = race(ops, ref.build(False), Budget(seconds=seconds, max_rss_bytes=rss - rss_bytes()), workers=1)
     q.put((time.perf_counter() - t0, res.valid, res.reason, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
 
 

@@ -20,7 +20,9 @@ def rss_bytes() -> int:
 
 @dataclass(frozen=True)
 class Budget:
-    """Limits for one check: wall seconds, resident memory, memoised configurations."""
+    """Limits for one check: wall seconds, resident memory the check adds (above what its
+    process held when it began: a forked checker starts with its parent's pages), memoised
+    configurations."""
 
     seconds: float = 60.0
     max_rss_bytes: int = 1_500_000_000
@@ -44,6 +46,7 @@ class Meter:
         self.budget = budget
         self.deadline = deadline if deadline is not None else time.monotonic() + budget.seconds
         self._rss_at = 0.0
+        self.baseline = rss_bytes()
 
     def exceeded(self, configs: int) -> str | None:
         now = time.monotonic()
@@ -55,7 +58,8 @@ class Meter:
             return None
         self._rss_at = now
         rss = rss_bytes()
-        if rss > self.budget.max_rss_bytes:
+        if rss - self.baseline > self.budget.max_rss_bytes:
             limit = self.budget.max_rss_bytes // 1_000_000
-            return f"memory budget of {limit} MB exhausted ({rss // 1_000_000} MB resident)"
+            return (f"memory budget of {limit} MB exhausted ({(rss - self.baseline) // 1_000_000} MB more than "
+                    f"the {self.baseline // 1_000_000} MB resident when the check began)")
         return None
