@@ -43,6 +43,9 @@ class SimParams:
     """0: every append is flushed within its step. Above 0: the leader's appends are flushed by a
     deferred flush (the core's `deferred_flush`) that completes 1..flush_delay_ms ms later; a crash
     before then loses them."""
+    refusals: bool = False
+    """False: a crashed node is silent (its host is down: requests to it time out). True: its host
+    refuses connections (the process died): requests to it fail at once (`RequestFailed`)."""
     journal: bool = False
 
     def replay_command(self) -> str:
@@ -51,7 +54,7 @@ class SimParams:
             f"--observers {self.observers} --faults {','.join(self.faults) or 'none'} "
             f"--fault-ms {self.fault_ms} --settle-ms {self.settle_ms} --snapshot-every {self.snapshot_every} "
             f"--append-interval-ms {self.append_interval_ms} --snapshot-chunk-bytes {self.snapshot_chunk_bytes} "
-            f"--flush-delay-ms {self.flush_delay_ms}"
+            f"--flush-delay-ms {self.flush_delay_ms}{' --refusals' if self.refusals else ''}"
         )
 
 
@@ -200,7 +203,8 @@ class Simulation:
                 if nodes[env.src].incarnation != src_inc or self.network.blocked(env.src, env.dst):
                     continue
                 if node.raft is None:
-                    self._refuse(env, now)
+                    if self.params.refusals:
+                        self._refuse(env, now)
                     continue
                 if node.incarnation != dst_inc:
                     continue

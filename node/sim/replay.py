@@ -27,6 +27,7 @@ def parse(argv: list[str] | None = None) -> SimParams:
     parser.add_argument("--append-interval-ms", type=int, default=_DEFAULTS.append_interval_ms)
     parser.add_argument("--snapshot-chunk-bytes", type=int, default=_DEFAULTS.snapshot_chunk_bytes)
     parser.add_argument("--flush-delay-ms", type=int, default=_DEFAULTS.flush_delay_ms)
+    parser.add_argument("--refusals", action="store_true", help="crashed nodes refuse connections")
     args = parser.parse_args(argv)
     faults = tuple(f for f in args.faults.split(",") if f and f != "none")
     return SimParams(
@@ -40,6 +41,7 @@ def parse(argv: list[str] | None = None) -> SimParams:
         append_interval_ms=args.append_interval_ms,
         snapshot_chunk_bytes=args.snapshot_chunk_bytes,
         flush_delay_ms=args.flush_delay_ms,
+        refusals=args.refusals,
     )
 
 

@@ -29,6 +29,7 @@ def run_or_explain(params: SimParams) -> None:
     snapshot_every=st.sampled_from([0, 5, 25, 100]),
     append_interval_ms=st.sampled_from([10, 40, 200]),
     flush_delay_ms=st.sampled_from([0, 3, 20]),
+    refusals=st.booleans(),
 )
 def test_invariants_and_liveness_under_faults(
     seed: int,
@@ -38,6 +39,7 @@ def test_invariants_and_liveness_under_faults(
     snapshot_every: int,
     append_interval_ms: int,
     flush_delay_ms: int,
+    refusals: bool,
 ) -> None:
     params = SimParams(
         seed=seed,
@@ -47,5 +49,6 @@ def test_invariants_and_liveness_under_faults(
         snapshot_every=snapshot_every,
         append_interval_ms=append_interval_ms,
         flush_delay_ms=flush_delay_ms,
+        refusals=refusals,
     )
     run_or_explain(params)

@@ -24,7 +24,7 @@ def test_same_parameters_same_run() -> None:
 
 
 def test_replay_command_runs(capsys) -> None:  # type: ignore[no-untyped-def]
-    params = SimParams(seed=5, voters=3, observers=1, faults=("crash", "oneway"))
+    params = SimParams(seed=5, voters=3, observers=1, faults=("crash", "oneway"), flush_delay_ms=5, refusals=True)
     command = params.replay_command()
     assert command.startswith(".venv/bin/python -m node.sim.replay --seed 5 --voters 3 --observers 1")
     args = command.split("node.sim.replay ", 1)[1].split()
@@ -100,7 +100,8 @@ def test_journal_events_follow_the_contract(flush_delay_ms: int) -> None:
 
 
 def test_requests_to_a_crashed_node_are_refused_and_the_cluster_goes_on() -> None:
-    sim = Simulation(SimParams(seed=3, voters=3, fault_ms=6000), faults=[FaultEvent(2000, "crash", ("leader", 1))])
+    params = SimParams(seed=3, voters=3, fault_ms=6000, refusals=True)
+    sim = Simulation(params, faults=[FaultEvent(2000, "crash", ("leader", 1))])
     refused = 0
     refuse = sim._refuse
 
