@@ -1,12 +1,18 @@
-"""Spark path vs one process on generated kv histories with planted anomalies... or none.
+"""Spark path vs one process on generated kv histories (valid: both must check every key).
 
-For each size (default 1M ops; `--sizes 1000000,10000000`) over `--keys` keys (10,000): a
-valid generated history is checked (1) by the single-process checker (read, pair, race — the
-race forks one worker per core, as `kraftlab analyze` does), and (2) on Spark (`--master`,
-default local[2]: convert to Parquet, start the session, check). Each runs in a child process;
-printed: wall time per phase, the peak resident memory of the whole process tree (sampled
-from /proc every 0.2 s) and of its largest single process (a Spark executor's JVM or Python
-worker). Medians over `--repeat` runs. Run: `.venv/bin/python bench/bench_spark.py`.
+For each size (default 1M ops; `--sizes 1000000,10000000`) over `--keys` keys (10,000), the
+same history is checked:
+- by one process, the anchor: the single-process path of `kraftlab analyze` on the same input
+  (read the history, keep the judged client events, pair them, race the keys' searches with
+  `checker.linearizable.check_linearizable`: the race forks a worker per core);
+- on Spark (`--master`, default local[2]): convert to Parquet on every core, start the session,
+  check every key on the executors (`spark_analysis.job.check_dataset`).
+Each runs in a child process; printed: wall time per phase, and memory sampled from /proc every
+0.5 s over the child's process tree: peak RSS of the largest single process (a Spark executor
+JVM or Python worker, a forked race worker), and peak total PSS (shared pages split between the
+processes that share them, so forked copy-on-write pages are not counted twice). A child still
+running after `--timeout` seconds is stopped and its phases so far are printed. Medians over
+`--repeat` runs, then the scaling figures. Run: `nice -n 10 .venv/bin/python bench/bench_spark.py`.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -28,82 +35,127 @@ sys.path.insert(0, str(ROOT))
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _tree_rss(pid: int) -> tuple[int, int]:
-    """(sum, max) RSS in bytes over `pid` and its descendants."""
+def _tree(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
     for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                parts = fh.read().rsplit(")", 1)[1].split()
-            children.setdefault(int(parts[1]), []).append(int(d))
-            rss[int(d)] = int(parts[21]) * PAGE
-        except (OSError, IndexError, ValueError):
-            continue
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    children.setdefault(int(fh.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+            except (OSError, IndexError, ValueError):
+                continue
     todo, seen = [pid], []
     while todo:
         p = todo.pop()
         seen.append(p)
         todo += children.get(p, [])
-    sizes = [rss.get(p, 0) for p in seen]
-    return sum(sizes), max(sizes, default=0)
+    return seen
 
 
-def measure(cmd: list[str]) -> dict[str, Any]:
-    """Run a child; its JSON output plus wall seconds and peak tree/single RSS (MB)."""
+def _mem(pid: int) -> tuple[int, int]:
+    """(rss, pss) in bytes of one process (0, 0 if it is gone)."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, pss
+
+
+def measure(cmd: list[str], timeout: float) -> dict[str, Any]:
+    """Run a child; its last JSON line plus wall seconds, peak single-process RSS and total PSS (MB)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    peak = [0, 0]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True)
+    peak = {"proc_rss": 0, "tree_pss": 0}
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            total, single = _tree_rss(proc.pid)
-            peak[0], peak[1] = max(peak[0], total), max(peak[1], single)
-            done.wait(0.2)
+            mems = [_mem(p) for p in _tree(proc.pid)]
+            peak["proc_rss"] = max(peak["proc_rss"], max((r for r, _ in mems), default=0))
+            peak["tree_pss"] = max(peak["tree_pss"], sum(p for _, p in mems))
+            done.wait(0.5)
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
-    out, err = proc.communicate()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        stopped = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        stopped = True
     done.set()
     th.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd} failed ({proc.returncode}):\n{err[-3000:]}")
-    res = json.loads(out.strip().splitlines()[-1])
-    res.update(wall_s=round(time.perf_counter() - t0, 2), peak_tree_mb=peak[0] // 2**20, peak_proc_mb=peak[1] // 2**20)
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    res: dict[str, Any] = lines[-1] if lines else {}
+    if stopped:
+        res["stopped_after_s"] = round(timeout)
+    elif proc.returncode != 0:
+        res["failed"] = f"exit {proc.returncode}: {err.strip().splitlines()[-1] if err.strip() else ''}"
+    res.update(wall_s=round(time.perf_counter() - t0, 1), peak_proc_rss_mb=peak["proc_rss"] // 2**20,
+               peak_tree_pss_mb=peak["tree_pss"] // 2**20)
     return res
 
 
-def child_single(history: str) -> dict[str, Any]:
+def _progress(state: dict[str, Any]) -> None:
+    print(json.dumps(state), flush=True)
+
+
+def child_single(history: str) -> None:
     from checker.formats import read_history
-    from checker.history import pair_ops
-    from checker.linear.race import race
+    from checker.history import History, pair_ops
+    from checker.judged import client_events
+    from checker.linearizable import check_linearizable
     from checker.models import build_model
 
+    state: dict[str, Any] = {}
     t0 = time.perf_counter()
-    ops = pair_ops(read_history(history))
+    h = read_history(history)
+    ops = pair_ops(History(list(client_events(h.events)), h.source, h.format))
+    del h
+    state["read_pair_s"] = round(time.perf_counter() - t0, 1)
+    _progress(state)
     t1 = time.perf_counter()
-    r = race(ops, build_model("kv"))
-    return {"valid": r.valid, "read_s": round(t1 - t0, 2), "check_s": round(time.perf_counter() - t1, 2)}
+    r = check_linearizable(ops, build_model("kv"))
+    state.update(valid=r["valid"], keys=r["stats"]["partitions"], check_s=round(time.perf_counter() - t1, 1))
+    _progress(state)
 
 
-def child_spark(history: str, master: str, work: str) -> dict[str, Any]:
+def child_spark(history: str, master: str, work: str) -> None:
     from spark_analysis.convert import ModelSpec, convert
     from spark_analysis.job import check_dataset
     from spark_analysis.session import spark_session
 
+    state: dict[str, Any] = {}
     t0 = time.perf_counter()
-    convert(history, Path(work) / "parquet", [ModelSpec("kv")])
+    meta = convert(history, Path(work) / "parquet", [ModelSpec("kv")])
+    state.update(convert_s=round(time.perf_counter() - t0, 1), chunks=meta["chunks"])
+    _progress(state)
     t1 = time.perf_counter()
     spark = spark_session(master, Path(work) / "logs")
+    state["session_s"] = round(time.perf_counter() - t1, 1)
+    _progress(state)
     t2 = time.perf_counter()
     r = check_dataset(spark, Path(work) / "parquet")["linearizable-kv"]
-    t3 = time.perf_counter()
+    state.update(valid=r["valid"], keys=r["stats"]["partitions"], check_s=round(time.perf_counter() - t2, 1))
+    _progress(state)
     spark.stop()
-    return {"valid": r["valid"], "convert_s": round(t1 - t0, 2), "session_s": round(t2 - t1, 2),
-            "check_s": round(t3 - t2, 2)}
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, v in runs[0].items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    return {**runs[0], **{k: statistics.median(r[k] for r in runs if k in r) for k in keys}}
+
+
+def _finished(r: dict[str, Any]) -> bool:
+    return "valid" in r and "stopped_after_s" not in r and "failed" not in r
 
 
 def main() -> int:
@@ -112,38 +164,50 @@ def main() -> int:
     p.add_argument("--keys", type=int, default=10_000)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=2400.0, help="seconds before a child is stopped")
+    p.add_argument("--only", choices=["single", "spark"], default=None)
     p.add_argument("--dir", default=None, help="where histories are generated (kept between runs)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         kind, *rest = args.child
-        print(json.dumps(child_single(*rest) if kind == "single" else child_spark(*rest)))
+        child_single(*rest) if kind == "single" else child_spark(*rest)
         return 0
     from spark_analysis.synth import generate
 
     base = Path(args.dir or tempfile.mkdtemp(prefix="bench-spark-"))
     base.mkdir(parents=True, exist_ok=True)
     print(f"machine: {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}; master {args.master}; keys {args.keys}")
+    kinds = [args.only] if args.only else ["single", "spark"]
+    table: dict[int, dict[str, dict[str, Any]]] = {}
     for size in (int(s) for s in args.sizes.split(",")):
         h = base / f"kv-{size}-{args.keys}.jsonl"
         if not h.is_file():
             t0 = time.perf_counter()
             generate(h, size, keys=args.keys, seed=size)
             print(f"{size:>10} ops: generated in {time.perf_counter() - t0:.1f} s ({h.stat().st_size // 2**20} MB)")
-        rows: dict[str, list[dict[str, Any]]] = {"single": [], "spark": []}
-        for _ in range(args.repeat):
-            me = [sys.executable, str(Path(__file__).resolve()), "--child"]
-            rows["single"].append(measure([*me, "single", str(h)]))
-            with tempfile.TemporaryDirectory(dir=base) as work:
-                rows["spark"].append(measure([*me, "spark", str(h), args.master, work]))
-        for kind, runs in rows.items():
-            med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if isinstance(runs[0][k], int | float)
-                   and not isinstance(runs[0][k], bool)}
-            detail = ", ".join(f"{k} {v:g}" for k, v in med.items())
-            print(f"{size:>10} ops  {kind:<6} valid={runs[0]['valid']}  {detail}")
-        ratio = statistics.median(r["wall_s"] for r in rows["single"]) / statistics.median(
-            r["wall_s"] for r in rows["spark"])
-        print(f"{size:>10} ops  speed-up of Spark over one process: {ratio:.2f}x")
+        me = [sys.executable, str(Path(__file__).resolve()), "--child"]
+        for kind in kinds:
+            runs = []
+            for _ in range(args.repeat):
+                if kind == "single":
+                    runs.append(measure([*me, "single", str(h)], args.timeout))
+                else:
+                    with tempfile.TemporaryDirectory(dir=base) as work:
+                        runs.append(measure([*me, "spark", str(h), args.master, work], args.timeout))
+            med = _median(runs)
+            table.setdefault(size, {})[kind] = med
+            print(f"{size:>10} ops  {kind:<6} " + ", ".join(f"{k} {v}" for k, v in med.items()), flush=True)
+    print("scaling (wall s; peak largest-process RSS MB; peak total PSS MB):")
+    for size, row in table.items():
+        cells = [f"{k} {r['wall_s']:g} s{'' if _finished(r) else ' (unfinished)'}, {r['peak_proc_rss_mb']} MB, "
+                 f"{r['peak_tree_pss_mb']} MB" for k, r in row.items()]
+        ratio = ""
+        if len(row) == 2 and _finished(row["spark"]):
+            s, k = row["single"], row["spark"]
+            ratio = f"; one process / Spark wall: {s['wall_s'] / k['wall_s']:.2f}" + (
+                "" if _finished(s) else " (one process unfinished: a lower bound)")
+        print(f"{size:>10} ops: " + " | ".join(cells) + ratio)
     return 0
 
 

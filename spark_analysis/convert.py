@@ -1,15 +1,19 @@
-"""History → Parquet: the paired client ops, one row per op and per model that judges it,
-bucketed by key and sorted by key and invocation within each row group.
+"""History → Parquet: the paired client ops (spark_analysis.table), converted on every core.
+
+A JSON Lines history is cut into chunks of about `chunk_bytes` at line starts; worker processes
+parse, pair and write one chunk each (spark_analysis.chunks) while this process stitches the ops
+that cross chunk boundaries (spark_analysis.stitch). Memory: a chunk per worker, whatever the
+history's size. EDN and etcd logs (small, external) are one chunk, read whole with
+`checker.formats.read_history`.
 
 Layout of the output directory:
-- `ops/bucket=NNNNN/part-0.parquet`: every key lives in exactly one bucket (a stable hash of the
-  key), so a reader can take a bucket at a time; rows are sorted by (model, key, call);
-- `meta.json`: source, models, counts, the bucket count, and the nemesis events (few; the fault
-  windows of the statistics come from them).
-
-The conversion streams (`checker.history.iter_jsonl` and `spark_analysis.pairing`): memory is
-bounded by the open invocations plus one row group per bucket, whatever the history's size. EDN
-and etcd logs (small, external) are read whole with `checker.formats.read_history`.
+- `ops/part-SSS-CCCCC.parquet` (history SSS, chunk CCCCC; `part-SSS-stitch.parquet` for the ops
+  that cross chunks or never complete): rows sorted by (bucket, model, key, call), a row group per
+  bucket. The files partition the history by time; every key lives in one bucket (a stable hash);
+- `skipped-SSS.npy`, `invocations-SSS.npy`: the ordinals that are no judged client event, and
+  those of the judged invocations (see `to_positions`; 8 bytes per op, the parent holds them);
+- `meta.json`: sources, models (and which history each came from), counts, the bucket count,
+  the buckets each model uses, and the nemesis events (few: the statistics' fault windows).
 
 Which model judges an op: its `workload` field mapped by `checker.run.WORKLOAD_MODELS` when that
 model is among those asked for; an op without the field goes to every model asked for. The key
@@ -19,211 +23,185 @@ whole model's history one group, as `checker.linear.race.split` does (the job ap
 
 from __future__ import annotations
 
+import bisect
 import json
+import multiprocessing
+import os
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from checker.history import Event, Op
-from checker.models import Model, build_model
-from checker.run import WORKLOAD_MODELS
-from spark_analysis.history_io import read_events
-from spark_analysis.keys import bucket_of, encode_key
-from spark_analysis.pairing import client_events, iter_ops
+from checker.formats import detect_format, read_history
+from checker.history import Op
+from spark_analysis.chunks import NO_INDEX, ChunkResult, ChunkTask, Failure, scan_events, scan_jsonl_chunk
+from spark_analysis.stitch import Stitcher
+from spark_analysis.table import DEFAULT_BUCKETS, ModelSpec, RowSink, workload_specs
 
-COLUMNS = (("model", "string"), ("key", "string"), ("id", "int64"), ("call", "int64"), ("ret", "int64"),
-           ("process", "string"), ("f", "string"), ("status", "string"), ("value", "string"), ("output", "string"),
-           ("error", "string"), ("call_time", "int64"), ("ret_time", "int64"), ("call_line", "int64"),
-           ("ret_line", "int64"))
-"""The ops table; `process`, `value`, `output` and `error` hold JSON text."""
+__all__ = ["CHUNK_BYTES", "DEFAULT_BUCKETS", "DatasetWriter", "ModelSpec", "convert", "read_meta", "to_positions",
+           "workload_specs"]
+
+CHUNK_BYTES = 32 * 2**20
 
 
-def schema() -> Any:
-    import pyarrow as pa  # the spark extra; imported late so the pure parts need none of it
-
-    return pa.schema([(name, getattr(pa, kind)()) for name, kind in COLUMNS])
-DEFAULT_BUCKETS = 128
-ROW_GROUP = 100_000
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """A model as it travels to executors: name, semantics, and the label of its rows (the
-    `model` column; the name unless several histories share one dataset)."""
-
-    name: str
-    initial: Any = None
-    nil_read_any: bool = False
-    tag: str | None = None
-
-    @property
-    def label(self) -> str:
-        return self.name if self.tag is None else self.tag
-
-    @property
-    def checker(self) -> str:
-        """Its entry in results.json: `linearizable-<label>`, or `linearizable` for label ''."""
-        return "linearizable" + (f"-{self.label}" if self.label else "")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "initial": self.initial, "nil_read_any": self.nil_read_any, "label": self.label}
-
-    def build(self) -> Model:
-        return build_model(self.name, self.initial, self.nil_read_any)
-
-
-def _dumps(v: Any) -> str:
-    return json.dumps(v, default=str, sort_keys=True)
-
-
-def op_row(op: Op, model: str, key: str | None) -> dict[str, Any]:
-    return {"model": model, "key": key, "id": op.id, "call": op.call, "ret": op.ret, "process": _dumps(op.process),
-            "f": op.f, "status": op.status, "value": _dumps(op.value), "output": _dumps(op.output),
-            "error": _dumps(op.error), "call_time": op.call_time, "ret_time": op.ret_time,
-            "call_line": op.call_line, "ret_line": op.ret_line}
-
-
-def row_dict(row: dict[str, Any]) -> dict[str, Any]:
-    """The op a row was made from, as the dict `checker.linear.keyed` takes (the inverse of `op_row`)."""
-    return {"id": int(row["id"]), "process": json.loads(row["process"]), "f": row["f"],
-            "value": json.loads(row["value"]), "output": json.loads(row["output"]), "status": row["status"],
-            "call": int(row["call"]), "ret": _int_or_none(row["ret"]), "error": json.loads(row["error"]),
-            "call_time": _int_or_none(row["call_time"]), "ret_time": _int_or_none(row["ret_time"]),
-            "call_line": int(row["call_line"]), "ret_line": int(row["ret_line"])}
-
-
-def row_op(row: dict[str, Any]) -> Op:
-    """The Op a row was made from."""
-    return Op(**row_dict(row))
-
-
-def _null(v: Any) -> bool:
-    return v is None or v != v  # pandas gives NaN for missing ints
-
-
-def _int_or_none(v: Any) -> int | None:
-    return None if _null(v) else int(v)
-
-
-@dataclass
-class _BucketWriter:
-    path: Path
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    writer: Any = None
-
-    def add(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= ROW_GROUP:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.rows:
-            return
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        self.rows.sort(key=lambda r: (r["model"], r["key"] or "", r["call"]))
-        if self.writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.writer = pq.ParquetWriter(self.path, schema(), compression="zstd")
-        columns = {name: [r[name] for r in self.rows] for name, _ in COLUMNS}
-        self.writer.write_table(pa.Table.from_pydict(columns, schema=self.writer.schema))
-        self.rows = []
-
-    def close(self) -> None:
-        self.flush()
-        if self.writer is not None:
-            self.writer.close()
-
-
-def models_for(event: Event, specs: Sequence[ModelSpec]) -> list[ModelSpec]:
-    """The models that judge this op: for an op with a `workload` field, the spec labelled with
-    that workload, else an unlabelled spec of its model (`checker.run.WORKLOAD_MODELS`); for an
-    op without one, every spec."""
-    w = event.extra.get("workload")
-    if w is None:
-        return list(specs)
-    labelled = [s for s in specs if s.tag == str(w)]
-    return labelled or [s for s in specs if s.tag is None and s.name == WORKLOAD_MODELS.get(str(w))]
-
-
-def workload_specs(models: Sequence[str]) -> list[ModelSpec]:
-    """One spec per workload whose model is among `models`, labelled with the workload (the
-    results are then `linearizable-<workload>`, as the single-process run check names them)."""
-    return [ModelSpec(m, tag=w) for w, m in WORKLOAD_MODELS.items() if m in models]
-
-
-def _key_of(model: Model, op: Op) -> str | None:
-    try:
-        return encode_key(model.partition_key(op))
-    except Exception:  # a malformed op: the whole model's history is one group, the search says why
-        return None
+def chunk_bounds(path: Path, chunk_bytes: int) -> list[tuple[int, int, int]]:
+    """(start, end, first line) of each chunk: byte ranges cut at line starts."""
+    size = path.stat().st_size
+    starts = [0]
+    with open(path, "rb") as fh:
+        for k in range(1, -(-size // chunk_bytes)):
+            fh.seek(max(k * chunk_bytes, starts[-1]))
+            fh.readline()
+            if fh.tell() < size and fh.tell() > starts[-1]:
+                starts.append(fh.tell())
+        ends = [*starts[1:], size]
+        out, line = [], 1
+        for start, end in zip(starts, ends, strict=True):
+            out.append((start, end, line))
+            fh.seek(start)
+            left = end - start
+            while left > 0:
+                block = fh.read(min(left, 16 * 2**20))
+                line += block.count(b"\n")
+                left -= len(block)
+    return out
 
 
 class DatasetWriter:
     """Writes one Parquet dataset from one or more histories (each with its models)."""
 
-    def __init__(self, out_dir: str | Path, buckets: int = DEFAULT_BUCKETS) -> None:
+    def __init__(self, out_dir: str | Path, buckets: int = DEFAULT_BUCKETS, workers: int | None = None,
+                 chunk_bytes: int = CHUNK_BYTES) -> None:
         self.out = Path(out_dir)
         shutil.rmtree(self.out / "ops", ignore_errors=True)  # a re-analysis starts clean
-        (self.out / "meta.json").unlink(missing_ok=True)
+        for old in [self.out / "meta.json", *self.out.glob("skipped-*.npy"), *self.out.glob("invocations-*.npy")]:
+            old.unlink(missing_ok=True)
         self.buckets = buckets
-        self.writers: dict[int, _BucketWriter] = {}
+        self.workers = workers or _cpus()
+        self.chunk_bytes = chunk_bytes
         self.models: list[ModelSpec] = []
+        self.model_source: dict[str, int] = {}
         self.model_buckets: dict[str, set[int]] = {}
-        self.nemesis: list[Event] = []
+        self.nemesis: list[dict[str, Any]] = []
         self.sources: list[str] = []
-        self.counts = {"events": 0, "client_events": 0, "ops": 0, "rows": 0}
+        self.counts = {"events": 0, "client_events": 0, "ops": 0, "rows": 0, "chunks": 0}
 
-    def _counted(self, events: Iterable[Event], name: str) -> Iterator[Event]:
-        for e in events:
-            self.counts[name] += 1
-            yield e
+    def _part(self, src: int, chunk: int | str) -> Path:
+        return self.out / "ops" / (f"part-{src:03d}-{chunk:05d}.parquet" if isinstance(chunk, int)
+                                   else f"part-{src:03d}-{chunk}.parquet")
+
+    def _chunks(self, path: Path, src: int, models: Sequence[ModelSpec], fmt: str) -> Iterator[ChunkResult | Failure]:
+        if fmt != "jsonl":
+            events = enumerate(read_history(path, fmt).events, 1)
+            yield scan_events(events, RowSink(models, self.buckets), str(path), 0, self._part(src, 0))
+            return
+        bounds = chunk_bounds(path, self.chunk_bytes)
+        specs = tuple(m.to_json() for m in models)
+        tasks = [ChunkTask(str(path), i, start, end, line, specs, self.buckets, str(self._part(src, i)),
+                           i == len(bounds) - 1) for i, (start, end, line) in enumerate(bounds)]
+        workers = min(self.workers, len(tasks))
+        if workers <= 1:
+            yield from map(scan_jsonl_chunk, tasks)
+            return
+        # fork (cheap) unless another thread could be caught holding a lock (a py4j client's)
+        alone = threading.current_thread() is threading.main_thread() and threading.active_count() == 1
+        with multiprocessing.get_context("fork" if alone else "spawn").Pool(workers) as pool:
+            yield from pool.imap(scan_jsonl_chunk, tasks)
 
     def add(self, history: str | Path, models: Sequence[ModelSpec], fmt: str | None = None,
             notes: list[str] | None = None) -> None:
-        """Stream one history in; its ops go to the models of `models_for`, labelled."""
-        built = {m.label: m.build() for m in models}
+        """Convert one history; its ops go to the models of `table.models_for`, labelled."""
+        import numpy as np
+
+        path = Path(history)
+        src = len(self.sources)
+        self.sources.append(str(path))
         self.models += models
-        self.sources.append(str(history))
-        raw = self._counted(read_events(history, fmt, notes), "events")
-        events = self._counted(client_events(raw, self.nemesis), "client_events")
-        for op, invocation in iter_ops(events, str(history)):
-            self.counts["ops"] += 1
-            for spec in models_for(invocation, models):
-                key = _key_of(built[spec.label], op)
-                b = bucket_of(key, self.buckets)
-                if b not in self.writers:
-                    self.writers[b] = _BucketWriter(self.out / "ops" / f"bucket={b:05d}" / "part-0.parquet")
-                self.writers[b].add(op_row(op, spec.label, key))
-                self.model_buckets.setdefault(spec.label, set()).add(b)
-                self.counts["rows"] += 1
+        self.model_source.update({m.label: src for m in models})
+        sink = RowSink(models, self.buckets)
+        stitcher = Stitcher(sink, str(path))
+        skipped: list[Any] = []
+        invocations: list[Any] = []
+        blanks: list[int] = []
+        events = dropped = 0
+        for r in self._chunks(path, src, models, fmt or detect_format(path)):
+            if isinstance(r, Failure):
+                raise r.error()
+            stitcher.take(r)
+            skipped.append(np.asarray(r.skipped, dtype=np.int64))
+            invocations.append(np.asarray(r.invocations, dtype=np.int64))
+            events += r.events
+            dropped += len(r.skipped) - len(r.blanks)
+            self.counts["ops"] += r.ops
+            self.counts["rows"] += r.rows
+            self.counts["chunks"] += 1
+            for label, bs in r.model_buckets.items():
+                self.model_buckets.setdefault(label, set()).update(bs)
+            blanks += r.blanks  # chunks come in order: stays sorted
+            for ordinal, e in r.nemesis:
+                if e.index == NO_INDEX:  # its rank among the file's non-blank lines, as checker.history gives it
+                    e = replace(e, index=ordinal - 1 - bisect.bisect_left(blanks, ordinal))
+                self.nemesis.append(e.to_json())
+            if notes is not None:
+                notes.extend(r.notes)
+        stitcher.finish()
+        sink.write(self._part(src, "stitch"))
+        for label, bs in sink.model_buckets.items():
+            self.model_buckets.setdefault(label, set()).update(bs)
+        skipped.append(np.asarray(stitcher.skipped, dtype=np.int64))
+        self.out.mkdir(parents=True, exist_ok=True)
+        np.save(self.out / f"skipped-{src:03d}.npy", np.unique(np.concatenate(skipped)))
+        np.save(self.out / f"invocations-{src:03d}.npy", np.concatenate(invocations))
+        self.counts["events"] += events
+        self.counts["client_events"] += events - dropped - len(stitcher.skipped)
+        self.counts["ops"] += sink.ops
+        self.counts["rows"] += sink.rows
 
     def close(self) -> dict[str, Any]:
-        """Finish the files and write meta.json; returns the meta (counts: `events` read,
-        `client_events` judged, `ops`, `rows`)."""
-        for w in self.writers.values():
-            w.close()
+        """Write meta.json; returns the meta (counts: `events` read, `client_events` judged,
+        `ops`, `rows`, `chunks`)."""
         meta = {"source": self.sources[0] if len(self.sources) == 1 else self.sources,
-                "models": [m.to_json() for m in self.models], "buckets": self.buckets,
-                "bucket_ids": sorted(self.writers), **self.counts,
-                "model_buckets": {k: sorted(v) for k, v in self.model_buckets.items()},
-                "nemesis": [e.to_json() for e in self.nemesis]}
+                "models": [m.to_json() for m in self.models], "model_source": self.model_source,
+                "buckets": self.buckets, "bucket_ids": sorted(set().union(*self.model_buckets.values())),
+                **self.counts, "model_buckets": {k: sorted(v) for k, v in self.model_buckets.items()},
+                "nemesis": self.nemesis}
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "meta.json").write_text(json.dumps(meta, default=str))
         return meta
 
 
 def convert(history: str | Path, out_dir: str | Path, models: Sequence[ModelSpec], fmt: str | None = None,
-            buckets: int = DEFAULT_BUCKETS, notes: list[str] | None = None) -> dict[str, Any]:
+            buckets: int = DEFAULT_BUCKETS, notes: list[str] | None = None, workers: int | None = None,
+            chunk_bytes: int = CHUNK_BYTES) -> dict[str, Any]:
     """Write one history's Parquet dataset and meta.json under `out_dir`; returns the meta.
     A torn last line is dropped with a note in `notes`."""
-    w = DatasetWriter(out_dir, buckets)
+    w = DatasetWriter(out_dir, buckets, workers, chunk_bytes)
     w.add(history, models, fmt, notes)
     return w.close()
 
 
 def read_meta(out_dir: str | Path) -> dict[str, Any]:
     return json.loads((Path(out_dir) / "meta.json").read_text())
+
+
+def to_positions(ops: list[Op], dataset: str | Path, label: str) -> list[Op]:
+    """Ops read back from the table with the positions and ids `checker.history.pair_ops` gives
+    them: an ordinal o is at position o - 1 - (skipped ordinals before o); an op's id is the
+    number of judged invocations before its own."""
+    import numpy as np
+
+    src = read_meta(dataset).get("model_source", {}).get(label, 0)
+    skipped = np.load(Path(dataset) / f"skipped-{src:03d}.npy", mmap_mode="r")
+    invocations = np.load(Path(dataset) / f"invocations-{src:03d}.npy", mmap_mode="r")
+
+    def pos(o: int) -> int:
+        return int(o - 1 - np.searchsorted(skipped, o))
+
+    return [replace(op, id=int(np.searchsorted(invocations, op.call)), call=pos(op.call),
+                    ret=None if op.ret is None else pos(op.ret)) for op in ops]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +33,15 @@ from checker.fencing import check_fencing
 from checker.history import Op
 from checker.journal import load_journals
 from checker.linear.budget import Budget
-from checker.linear.keyed import check_key
-from checker.linear.race import RaceResult, _finish
-from checker.linear.search import SearchResult
+from checker.linear.keyed import check_key, merge_keys
 from checker.raft import check_raft
 from checker.run import linearizable_with_anomalies
-from spark_analysis.convert import ModelSpec, convert, read_meta, row_dict, row_op, workload_specs
+from spark_analysis.convert import ModelSpec, convert, read_meta, to_positions, workload_specs
 from spark_analysis.history_io import load_history_tolerant, read_events
 from spark_analysis.keys import decode_key
 from spark_analysis.session import spark_session
 from spark_analysis.stats import write_stats
+from spark_analysis.table import frame_ops
 
 SMALL_BUDGET = Budget(seconds=5.0, max_configs=200_000)
 LARGE_BUDGET = Budget(seconds=120.0)
@@ -62,13 +61,9 @@ def _check_group(budget: dict[str, Any], models: dict[str, dict[str, Any]], stop
     def run(pdf: Any) -> Any:
         import pandas as pd
 
-        model = pdf["model"].iloc[0]
-        rows = pdf.sort_values("call").to_dict("records")
-        by_key: dict[Any, list[dict[str, Any]]] = {}
-        for r in rows:
-            by_key.setdefault(None if r["gkey"] != r["gkey"] else r["gkey"], []).append(row_dict(r))
+        model = pdf["model"].iat[0]
         out = []
-        for key, ops in sorted(by_key.items(), key=lambda kv: len(kv[1])):
+        for key, ops in sorted(frame_ops(pdf, "gkey").items(), key=lambda kv: len(kv[1])):
             res = check_key(key, ops, models[model], budget)
             out.append({"model": model, "key": key, "valid": _verdict(res["valid"]), "reason": res["reason"],
                         "ops": res["ops"], "configurations": res["configurations"], "seconds": res["seconds"]})
@@ -86,9 +81,12 @@ def _run(df: Any, budget: Budget, models: dict[str, dict[str, Any]], stop_early:
     return [r.asDict() for r in df.groupBy("model", "gbucket").applyInPandas(fn, RESULT_SCHEMA).collect()]
 
 
-def _waves(bucket_ids: list[int], waves: int) -> list[list[int]]:
-    waves = max(1, min(waves, len(bucket_ids) or 1))
-    return [bucket_ids[i::waves] for i in range(waves)] if bucket_ids else [[]]
+def _waves(bucket_ids: list[int], waves: int) -> list[tuple[int, int]]:
+    """Contiguous bucket ranges [lo, hi] (a range filter skips Parquet row groups by their statistics)."""
+    ids = sorted(bucket_ids)
+    n = max(1, min(waves, len(ids)))
+    cuts = [len(ids) * i // n for i in range(n + 1)]
+    return [(ids[cuts[i]], ids[cuts[i + 1] - 1]) for i in range(n) if cuts[i + 1] > cuts[i]] or [(0, -1)]
 
 
 def read_ops(spark: Any, dataset: str | Path, ops_url: str | None = None) -> Any:
@@ -130,10 +128,10 @@ def check_dataset(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET,
     plan = _waves(list(meta["bucket_ids"]), waves)
     checked: set[int] = set()
     ran = 0
-    for i, wave in enumerate(plan):
-        part = F.col("bucket").isin(wave) & ~F.col("model").isin(whole)
+    for i, (lo, hi) in enumerate(plan):
+        part = F.col("bucket").between(lo, hi) & ~F.col("model").isin(whole)
         results += _run(df.filter(part | F.col("model").isin(whole) if i == 0 else part), small, models, stop_early)
-        checked.update(wave)
+        checked.update(b for b in meta["bucket_ids"] if lo <= b <= hi)
         ran = i + 1
         if stop_early and any(r["valid"] == "false" for r in results):
             break
@@ -147,7 +145,7 @@ def check_dataset(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET,
     first_bad: dict[str, dict[str, Any]] = {}
     for r in bad:
         first_bad.setdefault(r["model"], r)
-    failing = _failing_ops(df, [(r["model"], r["key"]) for r in first_bad.values()])
+    failing = _failing_ops(df, dataset, [(r["model"], r["key"]) for r in first_bad.values()])
     info = {"waves": len(plan), "waves_run": ran,
             "stopped_early": not set(meta["bucket_ids"]) <= checked, "rechecked_keys": len(unknown),
             "small_budget": small.to_json(), "large_budget": large.to_json()}
@@ -169,33 +167,33 @@ def _order(r: dict[str, Any]) -> tuple[bool, int, str]:
     return (r["valid"] != "false", int(r["ops"]), r["key"] or "")
 
 
-def _failing_ops(df: Any, pairs: list[tuple[str, str | None]]) -> dict[str, list[Op]]:
-    """Each model's failing key's ops, read back in one query, in invocation order."""
+def _failing_ops(df: Any, dataset: str | Path, pairs: list[tuple[str, str | None]]) -> dict[str, list[Op]]:
+    """Each model's failing key's ops, read back in one query, in invocation order, with the
+    positions the single-process checker gives them (its explanations name them)."""
     if not pairs:
         return {}
     out: dict[str, list[Op]] = {}
-    for r in _select(df, pairs).toPandas().to_dict("records"):
-        out.setdefault(r["model"], []).append(row_op(r))
-    return {m: sorted(ops, key=lambda o: o.call) for m, ops in out.items()}
+    for model, rows in _select(df, pairs).toPandas().groupby("model"):
+        ops = [Op(**d) for key_ops in frame_ops(rows, "gkey").values() for d in key_ops]
+        out[str(model)] = to_positions(sorted(ops, key=lambda o: o.call), dataset, str(model))
+    return out
 
 
 def _merge(spec: dict[str, Any], rows: list[dict[str, Any]], failing: list[Op], budget: Budget,
            out_dir: Path | None, elapsed: float, info: dict[str, Any]) -> dict[str, Any]:
     """One model's results.json entry, as checker.linearizable.check_linearizable gives it."""
     rows = sorted(rows, key=_order)
-    rr = RaceResult(True, partitions=len(rows))
-    for r in rows:
-        key: Hashable | None = decode_key(r["key"])
-        rr.results[key] = SearchResult(_VALID.get(r["valid"], "unknown"), r["reason"], int(r["configurations"]))
-    rr = _finish(rr)
-    if rr.valid is True and not info["complete"]:
-        rr.valid, rr.reason = "unknown", "not every key was checked: the job stopped at an illegal key of another model"
+    merged = merge_keys([{**r, "key": decode_key(r["key"]), "valid": _VALID.get(r["valid"], "unknown"),
+                          "ops": int(r["ops"])} for r in rows])
+    valid, reason = merged["valid"], merged["explanation"]
+    if valid is True and not info["complete"]:
+        valid, reason = "unknown", "not every key was checked: the job stopped at an illegal key of another model"
     stats = {"ops": sum(int(r["ops"]) for r in rows), "partitions": len(rows), "check_seconds": round(elapsed, 6),
              "configurations": sum(int(r["configurations"]) for r in rows)}
     spark_stats = {**info, "failing_keys": [decode_key(r["key"]) for r in rows if r["valid"] == "false"][:20],
                    "unknown_keys": [decode_key(r["key"]) for r in rows if r["valid"] == "unknown"][:20]}
-    if rr.valid is not False:
-        return {"valid": rr.valid, "model": spec["name"], "explanation": rr.reason, "anomalies": [],
+    if valid is not False:
+        return {"valid": valid, "model": spec["name"], "explanation": reason, "anomalies": [],
                 "stats": stats, "spark": spark_stats}
     res = linearizable_with_anomalies(failing, spec["name"], spec.get("initial"), bool(spec.get("nil_read_any")),
                                       budget, out_dir, _checker(spec["label"]))

@@ -23,8 +23,11 @@ def _tuples(v: Any) -> Any:
     return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
 
 
+_encode = json.JSONEncoder(sort_keys=True, default=str).encode
+
+
 def encode_key(key: Hashable | None) -> str | None:
-    return None if key is None else json.dumps(_plain(key), sort_keys=True, default=str)
+    return None if key is None else _encode(_plain(key))
 
 
 def decode_key(text: str | None) -> Hashable | None:

@@ -16,12 +16,12 @@ pytest.importorskip("pyspark")
 
 from checker.formats import read_history
 from checker.history import History
+from checker.judged import client_events
 from checker.linear.budget import Budget
 from checker.reference import DEFAULT_DIR, Reference, load_manifest
 from checker.run import linearizable_with_anomalies
 from spark_analysis.convert import DatasetWriter, ModelSpec, convert
 from spark_analysis.job import analyze_run, check_dataset
-from spark_analysis.pairing import client_events
 from spark_analysis.synth import generate
 
 pytestmark = pytest.mark.spark

@@ -1,6 +1,5 @@
-"""The Spark path's pure parts, without a JVM: key encoding, streaming pairing (identical to
-checker.history.pair_ops), Parquet rows, fault windows, staleness, the quiet settings, and the
-synthetic histories' known verdicts (checked by the single-process checker)."""
+"""The Spark path's pure parts, without a JVM: key encoding, Parquet rows, fault windows,
+staleness, the quiet settings, and the synthetic histories' known verdicts (checked by the single-process checker)."""
 
 from __future__ import annotations
 
@@ -10,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from checker.formats import read_history
-from checker.history import Event, History, HistoryError, pair_ops
+from checker.history import Event, History, pair_ops
+from checker.judged import client_events
 from checker.linear.race import race
 from checker.models import build_model
 from checker.reference import DEFAULT_DIR, load_manifest
 from spark_analysis.keys import bucket_of, decode_key, encode_key
-from spark_analysis.pairing import client_events, iter_ops
 from spark_analysis.session import quiet_conf
 from spark_analysis.stats import fault_windows, staleness
 from spark_analysis.synth import generate
@@ -32,33 +31,6 @@ def test_keys_round_trip(key: object) -> None:
     else:
         assert back == key
     assert bucket_of(text, 16) == bucket_of(encode_key(back), 16)
-
-
-def _pairs_equal(events: list[Event]) -> None:
-    want = {op.id: op for op in pair_ops(History(list(client_events(events))))}
-    got = {op.id: op for op, _ in iter_ops(client_events(events))}
-    assert got == want
-
-
-@pytest.mark.skipif(not REFS, reason="no external histories here")
-def test_streaming_pairing_equals_pair_ops_on_every_manifest_file() -> None:
-    for ref in REFS:
-        _pairs_equal(read_history(ref.path, ref.reader_format).events)
-
-
-def test_streaming_pairing_on_synthetic_with_crashes_and_nemesis(tmp_path: Path) -> None:
-    s = generate(tmp_path / "h.jsonl", 3000, keys=50, info_rate=0.1, seed=3)
-    events = read_history(s.path).events
-    assert any(e.process == "nemesis" for e in events)
-    _pairs_equal(events)
-
-
-def test_streaming_pairing_rejects_what_pair_ops_rejects() -> None:
-    bad = [Event(0, 1, "invoke", "read"), Event(1, 1, "invoke", "read")]
-    with pytest.raises(HistoryError):
-        list(iter_ops(bad))
-    with pytest.raises(HistoryError):
-        list(iter_ops([Event(0, 2, "ok", "read")]))
 
 
 def test_broker_reads_are_left_out_with_their_completions() -> None:
@@ -123,20 +95,24 @@ def test_synthetic_verdicts_are_known(tmp_path: Path, seed: int) -> None:
 
 def test_parquet_rows_give_back_the_ops_each_key_in_one_bucket(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    from spark_analysis.convert import ModelSpec, convert, row_op
+    from checker.history import Op
+    from spark_analysis.convert import ModelSpec, convert, to_positions
+    from spark_analysis.table import frame_ops
 
     s = generate(tmp_path / "h.jsonl", 3000, keys=30, info_rate=0.1, seed=9)
-    meta = convert(s.path, tmp_path / "ds", [ModelSpec("kv")], buckets=4)
-    want = {op.id: op for op in pair_ops(History(list(client_events(read_history(s.path).events))))}
-    assert meta["ops"] == meta["rows"] == len(want) and len(meta["nemesis"]) == 4
-    seen: dict[str, str] = {}
-    got = {}
-    for f in sorted((tmp_path / "ds" / "ops").glob("bucket=*/part-0.parquet")):
-        rows = pq.read_table(f).to_pylist()
-        assert rows == sorted(rows, key=lambda r: (r["model"], r["key"], r["call"]))
+    meta = convert(s.path, tmp_path / "ds", [ModelSpec("kv")], buckets=4, chunk_bytes=20_000)
+    want = sorted(pair_ops(History(list(client_events(read_history(s.path).events)))), key=lambda o: o.call)
+    assert meta["ops"] == meta["rows"] == len(want) and len(meta["nemesis"]) == 4 and meta["chunks"] > 10
+    bucket_of_key: dict[str, int] = {}
+    got: list[Op] = []
+    for f in sorted((tmp_path / "ds" / "ops").glob("part-*.parquet")):
+        table = pq.read_table(f)
+        rows = table.to_pylist()
+        assert rows == sorted(rows, key=lambda r: (r["bucket"], r["model"], r["key"], r["call"]))
         for r in rows:
-            assert seen.setdefault(r["key"], f.parent.name) == f.parent.name
-            op = row_op(r)
-            got[op.id] = op
-            assert r["key"] == encode_key(op.value["key"])
+            assert bucket_of_key.setdefault(r["key"], r["bucket"]) == r["bucket"] == bucket_of(r["key"], 4)
+        for key, ops in frame_ops(table.to_pandas()).items():
+            assert all(key == encode_key(d["value"]["key"]) for d in ops)
+            got += [Op(**d) for d in ops]
+    got = to_positions(sorted(got, key=lambda o: o.call), tmp_path / "ds", "kv")
     assert got == want
