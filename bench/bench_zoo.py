@@ -11,6 +11,7 @@ workload, every fault, no bug), each must come out valid; prints each verdict an
 
     .venv/bin/python bench/bench_zoo.py [--seeds 3] [--max-seeds 40] [--controls 10] [--e2e --budget 120]
     .venv/bin/python bench/bench_zoo.py --no-sim --e2e-controls 10 [--attempt 60]
+    .venv/bin/python bench/bench_zoo.py --no-sim --recipe-controls      # each targeted schedule, no bug
 """
 
 from __future__ import annotations
@@ -109,6 +110,20 @@ def bench_e2e_controls(n: int, attempt: float | None, first_seed: int) -> bool:
     return alarms == 0 and unknown == 0
 
 
+def bench_recipe_controls(attempt: float | None, seed: int) -> bool:
+    """Every targeted recipe once on the correct node (no bug): each run must be valid."""
+    from kraftlab.runner import TestOptions
+    from kraftlab.zoo import control_run, real_runner, targeted_plans
+
+    alarms = 0
+    for recipe, plan in targeted_plans().items():
+        a = control_run(TestOptions(), real_runner, attempt_s=attempt, seed=seed, plan=plan)
+        alarms += a.code != 0
+        print(f"  recipe {recipe}: {attempt_line('control', a)}", flush=True)
+    print(f"targeted recipes on the correct node: {alarms} not valid of {len(targeted_plans())}")
+    return alarms == 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=3, help="seed bases per bug (default 3)")
@@ -122,6 +137,8 @@ def main() -> int:
     p.add_argument("--e2e-controls", type=int, default=0, metavar="N",
                    help="end-to-end: N clean control runs (mixed, all faults, no bug), counting false alarms")
     p.add_argument("--control-seed", type=int, default=101, help="end-to-end: seed of the first control run")
+    p.add_argument("--recipe-controls", action="store_true",
+                   help="end-to-end: every targeted recipe once without its bug (must be valid)")
     p.add_argument("--no-sim", action="store_true", help="skip the simulator table")
     args = p.parse_args()
     ok = True
@@ -129,6 +146,8 @@ def main() -> int:
         ok = bench_sim(args.seeds, args.max_seeds, args.controls)
     if args.e2e:
         ok = bench_e2e(args.seeds, args.budget, args.attempt, args.bugs) and ok
+    if args.recipe_controls:
+        ok = bench_recipe_controls(args.attempt, args.control_seed) and ok
     if args.e2e_controls:
         ok = bench_e2e_controls(args.e2e_controls, args.attempt, args.control_seed) and ok
     return 0 if ok else 1

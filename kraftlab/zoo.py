@@ -261,7 +261,14 @@ def run_zoo(bugs: Sequence[str], base: TestOptions, runner: ZooRunner, *, attemp
     return ZooReport(results, clean)
 
 
-def control_run(base: TestOptions, runner: ZooRunner, *, attempt_s: float | None, seed: int) -> Attempt:
-    """One clean run of the control plan (no bug): any failed checker is a false alarm."""
-    limit = CONTROL.attempt_s if attempt_s is None else attempt_s
-    return run_one(runner, options_for(base, None, CONTROL, seed, limit), CONTROL)
+def control_run(base: TestOptions, runner: ZooRunner, *, attempt_s: float | None, seed: int,
+                plan: Plan = CONTROL) -> Attempt:
+    """One clean run (no bug) of the control plan, or of another plan: any failed checker is a false alarm."""
+    limit = plan.attempt_s if attempt_s is None else attempt_s
+    return run_one(runner, options_for(base, None, plan, seed, limit), plan)
+
+
+def targeted_plans() -> dict[str, Plan]:
+    """Each targeted recipe's plan (by recipe name): run without its bug, it is the control of
+    the recipe (a schedule that only a checker's false alarm could fail)."""
+    return {p.recipe: p for p in PLANS.values() if p.recipe is not None}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kraftlab.runner import TestOptions as Options
-from kraftlab.zoo import PLANS, Plan, hunt
+from kraftlab.zoo import PLANS, Plan, control_run, hunt, targeted_plans
 from kraftlab.zoo_schedules import RECIPES, roles, targeted
 from nemesis.core import Nemesis
 from nemesis.fakes import FakeNodeControl
@@ -101,3 +101,19 @@ def test_random_plans_replay_nothing_and_unknown_recipes_are_refused(tmp_path: P
     hunt("accept-stale-broker-epoch", Options(), runner, attempt_s=5, budget_s=1e-9, seed=1)
     with pytest.raises(ValueError):
         Plan("mixed", "kill", recipe="no-such-recipe")
+
+
+def test_a_recipe_control_replays_the_recipe_on_the_correct_node(tmp_path: Path) -> None:
+    seen: list[Options] = []
+
+    def runner(opts: Options) -> tuple[int, Path]:
+        seen.append(opts)
+        assert opts.replay_nemesis is not None and load(opts.replay_nemesis).steps
+        return 0, tmp_path
+
+    plans = targeted_plans()
+    assert set(plans) == {p.recipe for p in PLANS.values() if p.recipe}
+    a = control_run(Options(), runner, attempt_s=None, seed=3, plan=plans["stale-epoch"])
+    assert a.code == 0 and "kraftlab.unsafe.bug" not in seen[0].config
+    assert seen[0].config["kraftlab.unsafe.lose.unflushed"] == "true"  # the correct node survives power loss
+    assert seen[0].time_limit == plans["stale-epoch"].attempt_s
