@@ -177,6 +177,12 @@ class RaftDriver:
         for update in out.updates:
             if isinstance(update, Commit):
                 self._on_commit(update.batches, now)
+        # Latency: commits are acknowledged and the leader's flush thread woken before the step's
+        # messages are handed on (neither depends on them; both are on a commit's critical path).
+        self._settle_appends(now)
+        if out.flush_to is not None:
+            self._flush_wanted = max(self._flush_wanted, out.flush_to)
+            self._start_flush()
         for envelope in out.messages:
             # A response answers a request routed in by `request` (positive refs; the core's own
             # requests carry negative ones); everything else goes to the transport.
@@ -188,10 +194,6 @@ class RaftDriver:
                     pending.future.set_result(envelope.message)
             else:
                 self._send(envelope)
-        if out.flush_to is not None:
-            self._flush_wanted = max(self._flush_wanted, out.flush_to)
-            self._start_flush()
-        self._settle_appends(now)
         self._update_gauges(now)
         self._sample_quorum(now)
         self._schedule(out.deadline)
