@@ -81,7 +81,7 @@ class CommittedReplay:
         snapshot_id = OffsetAndEpoch(self.next_offset, self.last_epoch)
         self.last_snapshot = snapshot_id
         self.new_bytes = 0
-        return snapshot_id, [to_log_record(r) for r in self.image.to_records()]
+        return snapshot_id, [to_log_record(r) for r in self.image.iter_records()]
 
 
 def _left(image: MetadataImage, record: MetadataRecord) -> dict[str, Any]:
