@@ -7,8 +7,9 @@ project's wheels installed in a venv at /opt/kraftlab/venv. The node is each con
 tiny launcher idles as PID 1 (reaping orphans) until the node is started, then execs it; signals
 (TERM/KILL/STOP/CONT) go to PID 1 with the Docker API, so they mean exactly what they say, and when
 the node exits the container stops. Restarting the node starts the same container again, with the
-same workdir volume (data, logs, config). Other daemons are started with `docker exec` through the
-shared shell scripts, each in its own session.
+same workdir volume (data, logs, config), in the same network namespace: that belongs to a holder
+container (`…-nI-net`, a `sleep`), so the address and any nemesis iptables rules outlive the node.
+Other daemons are started with `docker exec` through the shared shell scripts, each in its own session.
 Every object carries the label `kraftlab.lab=NAME`; `remove_lab_objects` finds them by it.
 """
 
@@ -44,6 +45,7 @@ BASE_PACKAGES = "python3,python3-venv,iproute2,iptables,procps"
 WORKDIR = "/var/lib/kraftlab"
 LABEL = "kraftlab.lab"
 PID1_DAEMON = "kraft-node"  # the daemon that runs as the container's PID 1
+HOLDER_SUFFIX = "-net"  # the container holding node NAME's network namespace is NAME-net
 LAUNCH_FILE = "pid1.sh"  # <workdir>/run/pid1.sh: the command the launcher execs
 LAUNCHER_MARK = "# kraftlab-launcher"
 # PID 1 until the node starts: removes the node's pid file left by an earlier run of the container, reaps
@@ -232,7 +234,8 @@ class DockerHost(HostIdentity, ShellDaemons):
                 return code, out, err
             except docker.errors.APIError as exc:
                 if attempt == 1 and exc.status_code == 409:  # not running: the node exited; start the host again
-                    self.container().start()
+                    self.container().start()  # idle: the launcher is PID 1, the node's pid file is stale
+                    self.container().exec_run(["rm", "-f", pid_file(self._workdir, self.pid1)])
                     continue
                 raise HostError(f"{self._name}: docker exec failed: {exc}") from None
             except Exception as exc:
@@ -367,15 +370,20 @@ def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None, pid1: str =
         addresses = {n: str(net[10 + i]) for i, n in enumerate(names, start=1)}
         for n in names:
             cname = f"{prefix}-{n}"
-            volume = c.volumes.create(f"{cname}-work", labels={LABEL: name})
-            host_config = c.api.create_host_config(cap_add=["NET_ADMIN"], extra_hosts=addresses,
-                                                   binds={volume.name: {"bind": WORKDIR, "mode": "rw"}})
+            # the network namespace lives in a holder container, so the node's container can stop and start
+            # again (kill, restart) without losing its address or the nemesis's iptables rules in force
             netcfg = c.api.create_networking_config(
                 {network.name: c.api.create_endpoint_config(ipv4_address=addresses[n])})
+            holder = c.api.create_container(image, command=["sleep", "infinity"], name=f"{cname}{HOLDER_SUFFIX}",
+                                            hostname=n, labels={LABEL: name}, networking_config=netcfg,
+                                            host_config=c.api.create_host_config(extra_hosts=addresses))
+            c.api.start(holder["Id"])
+            volume = c.volumes.create(f"{cname}-work", labels={LABEL: name})
+            host_config = c.api.create_host_config(cap_add=["NET_ADMIN"], network_mode=f"container:{holder['Id']}",
+                                                   binds={volume.name: {"bind": WORKDIR, "mode": "rw"}})
             launcher = ["python3", "-c", LAUNCHER, f"{WORKDIR}/run/{LAUNCH_FILE}", pid_file(WORKDIR, pid1)]
-            created = c.api.create_container(image, command=launcher, name=cname, hostname=n,
-                                             labels={LABEL: name}, host_config=host_config,
-                                             networking_config=netcfg, working_dir="/")
+            created = c.api.create_container(image, command=launcher, name=cname, labels={LABEL: name},
+                                             host_config=host_config, working_dir="/")
             c.api.start(created["Id"])
             state.hosts.append(HostRecord(n, addresses[n], WORKDIR, {"container": cname, "pid1": pid1}))
         state.info["status"] = "up"
@@ -392,7 +400,8 @@ def remove_lab_objects(name: str | None) -> int:
     c = client()
     flt = {"label": LABEL if name is None else f"{LABEL}={name}"}
     count = 0
-    for container in c.containers.list(all=True, filters=flt):
+    containers = c.containers.list(all=True, filters=flt)
+    for container in sorted(containers, key=lambda x: x.name.endswith(HOLDER_SUFFIX)):  # holders last
         container.remove(force=True)
         count += 1
     for network in c.networks.list(filters=flt):
