@@ -7,6 +7,11 @@ partitioning (the whole map as one state); kv c50 without partitioning runs once
 process, under a time and memory budget, and its peak resident memory is printed.
 
     .venv/bin/python bench/bench_checker.py [--runs 7] [--budget 60] [--skip-c50-whole]
+    .venv/bin/python bench/bench_checker.py --run RUN_DIR [--runs 3]
+
+With `--run`, a stored run's history instead: each workload's judged part checked with its
+keyed model and with the unsplit one (`registry-whole`, `topics-whole`), median wall and CPU
+seconds of the search in this process (no worker processes), partitions and verdicts.
 
 Targets (issue 7): etcd total ≤ 150 ms; kv c50 partitioned ≤ 340 ms; kv c10 unpartitioned
 ≤ 2 s; kv c50 unpartitioned ends (verdict or unknown) under 2 GB.
@@ -60,12 +65,41 @@ def _child(path: str, fmt: str, ref: Reference, seconds: float, rss: int, q: Any
     q.put((time.perf_counter() - t0, res.valid, res.reason, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
 
 
+def bench_run(run_dir: Path, runs: int) -> int:
+    """Keyed vs unsplit check of each workload of a stored run."""
+    from checker.judged import linearizable_part
+    from checker.models import MODELS, build_model
+    from checker.run import split_by_workload
+    from kraftlab.checking import load_history
+
+    t0 = time.perf_counter()
+    history, _ = load_history(run_dir / "history.jsonl")
+    lin = linearizable_part(history)
+    print(f"{run_dir}: {len(history.events)} events, {len(lin.events)} judged; loaded in "
+          f"{time.perf_counter() - t0:.1f} s; load average {os.getloadavg()[0]:.1f}")
+    for w, (name, part) in split_by_workload(lin).items():
+        ops = pair_ops(part)
+        for model in [name, f"{name}-whole"] if f"{name}-whole" in MODELS else [name]:
+            walls, cpus = [], []
+            for _ in range(runs):
+                w0, c0 = time.perf_counter(), time.process_time()
+                res = race(ops, build_model(model), Budget(seconds=600), workers=1)
+                walls.append(time.perf_counter() - w0)
+                cpus.append(time.process_time() - c0)
+            print(f"  {w:10s} {model:15s} {len(ops):6d} ops  {res.partitions:3d} partitions  {_word(res.valid):8s} "
+                  f"wall {statistics.median(walls):7.2f} s  cpu {statistics.median(cpus):7.2f} s")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--budget", type=float, default=60.0, help="seconds for kv c50 without partitioning")
     ap.add_argument("--skip-c50-whole", action="store_true")
+    ap.add_argument("--run", type=Path, help="a stored run directory: its workloads keyed vs unsplit")
     args = ap.parse_args()
+    if args.run:
+        return bench_run(args.run, args.runs)
     refs = load_manifest()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times suffer under load; "
           "cpu = this process's CPU time)")

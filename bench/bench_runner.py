@@ -55,6 +55,8 @@ def run(workload: str, nemesis: str, duration: float, rate: float, store: Path) 
                 first_op.append(now)
             if first_op and now <= first_op[0] + duration:  # the workload phase only, not the check
                 samples.append((now, rss_mb()))
+            elif first_op:
+                return  # gone before the check starts: checkers are then forked, not pickled to a forkserver
 
     start_rss = rss_mb()
     th = threading.Thread(target=sample, daemon=True)

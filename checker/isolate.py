@@ -10,9 +10,11 @@ the limit reports that; one that dies without a word (killed, out of memory) is 
 its exit status.
 
 Children are forked when this process has a single thread (cheap, nothing to pickle); with other
-threads running (the runner's, Spark's) a fork could inherit a lock some thread held, so the
-"forkserver" context is used and the checker must be picklable — one that is not (a lambda)
-runs in a thread of this process instead, with a note that no limit can stop it.
+threads running (Spark's, a benchmark's sampler) a fork could inherit a lock some thread held, so
+the "forkserver" context is used and the checker must be picklable — one that is not (a lambda)
+runs in a thread of this process instead, with a note that no limit can stop it. Pickling is not
+free: a 10-minute run's history and journals take tens of seconds each, so callers should check
+from a single thread where they can (the runner does: its threads are joined by then).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import concurrent.futures as cf
 import contextlib
 import functools
 import json
+import logging
 import multiprocessing
 import multiprocessing.connection as mpc
 import os
@@ -34,6 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from checker.compose import UNKNOWN, CheckerFn, InThreads, Limits, run_one, timed_out
+
+log = logging.getLogger(__name__)
 
 PRELOAD = ["checker.run"]
 """Modules the forkserver imports once, so its children start with the checkers loaded."""
@@ -101,6 +106,9 @@ class Processes:
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
             ctx.set_forkserver_preload(PRELOAD)
+            if self.context is None:
+                log.info("checkers go to a forkserver (their inputs are pickled): other threads are running: %s",
+                         ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread()))
         deadline = None if limits.seconds is None else time.monotonic() + limits.seconds
         results: dict[str, dict[str, Any]] = {}
         children: list[_Child] = []
