@@ -50,7 +50,7 @@ class Plan:
 PLANS: dict[str, Plan] = {
     "hw-before-leader-change": Plan("mixed", "partition", recipe="lagging-voter-meets-new-leader",
                                     attempt_s=25),
-    "resume-old-epoch": Plan("mixed", "kill,disk", LOSE_UNFLUSHED),  # a torn tail on the restarted leader
+    "resume-old-epoch": Plan("mixed", "kill", LOSE_UNFLUSHED, recipe="leader-crash-loop", attempt_s=25),
     "ack-before-fsync": Plan("mixed", "kill", LOSE_UNFLUSHED),
     "quorum-state-no-fsync": Plan("mixed", "partition,kill", LOSE_UNFLUSHED, recipe="stale-epoch",
                                   attempt_s=28),
@@ -151,7 +151,9 @@ def failed_checkers(run_dir: Path) -> list[str]:
 def options_for(base: TestOptions, bug: str | None, plan: Plan, seed: int, attempt_s: float) -> TestOptions:
     config = {**base.config, **plan.config}
     if bug is not None:
-        config.update({"kraftlab.unsafe.test.mode": "true", "kraftlab.unsafe.bug": bug})
+        config["kraftlab.unsafe.bug"] = bug
+    if any(k.startswith("kraftlab.unsafe.") for k in config):  # the node refuses them outside test mode
+        config["kraftlab.unsafe.test.mode"] = "true"
     name = f"zoo-{bug or 'control'}"
     return replace(base, workload=plan.workload, nemesis=plan.nemesis, seed=seed, time_limit=attempt_s,
                    config=config, name=name)

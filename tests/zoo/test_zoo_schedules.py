@@ -116,4 +116,5 @@ def test_a_recipe_control_replays_the_recipe_on_the_correct_node(tmp_path: Path)
     a = control_run(Options(), runner, attempt_s=None, seed=3, plan=plans["stale-epoch"])
     assert a.code == 0 and "kraftlab.unsafe.bug" not in seen[0].config
     assert seen[0].config["kraftlab.unsafe.lose.unflushed"] == "true"  # the correct node survives power loss
+    assert seen[0].config["kraftlab.unsafe.test.mode"] == "true"  # which the node allows in test mode only
     assert seen[0].time_limit == plans["stale-epoch"].attempt_s
