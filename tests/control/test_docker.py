@@ -1,6 +1,7 @@
 """The Docker backend against a real engine the test starts (dockerd without host iptables changes):
 offline images, fixed addresses, names, reachability, NET_ADMIN, daemons and signals, files, and
-removal of everything labelled for the lab."""
+removal of everything labelled for the lab; and (e2e) the node as its container's PID 1: Docker API
+signals, controlled shutdown, restart of the same container keeping its volume and network rules."""
 
 from __future__ import annotations
 
