@@ -58,9 +58,9 @@ PLANS: dict[str, Plan] = {
     "vote-without-log-check": Plan("mixed", "partition,kill", recipe="lagging-voter-first-candidate",
                                    attempt_s=25),
     "hw-before-truncate": Plan("mixed", "partition,kill"),
-    "respond-before-commit": Plan("topics", "partition,kill"),
+    "respond-before-commit": Plan("topics", "partition,kill", recipe="resign-then-failover", attempt_s=25),
     "no-revert-on-resign": Plan("topics", "partition,kill", recipe="resign-then-failover"),
-    "accept-stale-broker-epoch": Plan("isr", "kill,partition"),
+    "accept-stale-broker-epoch": Plan("registry", "partition", attempt_s=30),  # its zombie agents send old epochs
     "reregister-bumps-epoch": Plan("registry", "partition,packet"),
     "fenced-stays-in-isr": Plan("isr", "kill,partition"),
     "forget-leases-on-failover": Plan("mixed", "kill"),
