@@ -8,6 +8,10 @@ process, under a time and memory budget, and its peak resident memory is printed
 
     .venv/bin/python bench/bench_checker.py [--runs 7] [--budget 60] [--skip-c50-whole]
     .venv/bin/python bench/bench_checker.py --run RUN_DIR [--runs 3]
+    .venv/bin/python bench/bench_checker.py --registry-sim
+
+`--registry-sim`: simulated registry histories (10 clients, 10 brokers, some crashed ops;
+tests/checker/checker_registry_sim.py) checked per broker and unsplit, CPU seconds.
 
 With `--run`, a stored run's history instead: each workload's judged part checked with its
 keyed model and with the unsplit one (`registry-whole`, `topics-whole`), median wall and CPU
@@ -91,15 +95,34 @@ def bench_run(run_dir: Path, runs: int) -> int:
     return 0
 
 
+def bench_registry_sim(budget: float) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "checker"))
+    from checker_registry_sim import RegistrySim
+
+    from checker.models import build_model
+
+    for n, crash in ((2000, 0.0), (2000, 0.05), (4000, 0.05)):
+        ops = pair_ops(RegistrySim(7, None, brokers=10, processes=10, ops=n, crash_rate=crash).run())
+        for m in ("registry", "registry-whole"):
+            c0, w0 = time.process_time(), time.perf_counter()
+            r = race(ops, build_model(m), Budget(seconds=budget), workers=1)
+            print(f"  {n} ops, crash rate {crash}: {m:15s} {_word(r.valid):8s} {r.partitions:2d} partitions  "
+                  f"wall {time.perf_counter() - w0:6.2f} s  cpu {time.process_time() - c0:6.2f} s  {r.reason[:70]}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--budget", type=float, default=60.0, help="seconds for kv c50 without partitioning")
     ap.add_argument("--skip-c50-whole", action="store_true")
     ap.add_argument("--run", type=Path, help="a stored run directory: its workloads keyed vs unsplit")
+    ap.add_argument("--registry-sim", action="store_true", help="simulated registry histories, keyed vs unsplit")
     args = ap.parse_args()
     if args.run:
         return bench_run(args.run, args.runs)
+    if args.registry_sim:
+        return bench_registry_sim(args.budget)
     refs = load_manifest()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times suffer under load; "
           "cpu = this process's CPU time)")
