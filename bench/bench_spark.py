@@ -11,7 +11,9 @@ Each runs in a child process; printed: wall time per phase, and memory sampled f
 0.5 s over the child's process tree: peak RSS of the largest single process (a Spark executor
 JVM or Python worker, a forked race worker), and peak total PSS (shared pages split between the
 processes that share them, so forked copy-on-write pages are not counted twice). A child still
-running after `--timeout` seconds is stopped and its phases so far are printed. Medians over
+running after `--timeout` seconds is stopped and its phases so far are printed; a one-process
+child is capped at `--single-max-gb` of address space per process (a MemoryError rather than
+the machine's OOM killer) and goes first if the machine runs out of memory. Medians over
 `--repeat` runs, then the scaling figures. Run: `nice -n 10 .venv/bin/python bench/bench_spark.py`.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -67,11 +70,25 @@ def _mem(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-def measure(cmd: list[str], timeout: float) -> dict[str, Any]:
+def _limits(max_gb: float | None) -> Any:
+    """The child's set-up: it goes first if the machine runs out of memory (a shared machine), and
+    a process of it larger than `max_gb` gets a MemoryError instead of the OOM killer."""
+
+    def setup() -> None:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")
+        if max_gb:
+            lim = int(max_gb * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+
+    return setup
+
+
+def measure(cmd: list[str], timeout: float, max_gb: float | None = None) -> dict[str, Any]:
     """Run a child; its last JSON line plus wall seconds, peak single-process RSS and total PSS (MB)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_limits(max_gb))
     peak = {"proc_rss": 0, "tree_pss": 0}
     done = threading.Event()
 
@@ -166,6 +183,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--timeout", type=float, default=2400.0, help="seconds before a child is stopped")
     p.add_argument("--only", choices=["single", "spark"], default=None)
+    p.add_argument("--single-max-gb", type=float, default=16.0,
+                   help="address-space cap of each one-process child (a MemoryError, not the OOM killer)")
     p.add_argument("--dir", default=None, help="where histories are generated (kept between runs)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -191,7 +210,7 @@ def main() -> int:
             runs = []
             for _ in range(args.repeat):
                 if kind == "single":
-                    runs.append(measure([*me, "single", str(h)], args.timeout))
+                    runs.append(measure([*me, "single", str(h)], args.timeout, args.single_max_gb))
                 else:
                     with tempfile.TemporaryDirectory(dir=base) as work:
                         runs.append(measure([*me, "spark", str(h), args.master, work], args.timeout))

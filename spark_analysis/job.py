@@ -4,20 +4,23 @@
 Why `groupBy(model, bucket).applyInPandas`: P-compositionality makes each key's sub-history an
 independent check, which is a grouped map. Spark does the shuffle that brings a group's ops
 together (in the JVM, on Arrow batches: no Python pickling of rows as with RDDs), and each
-Python call gets whole keys as a pandas frame and runs the project's own per-key check
-(`checker.linear.keyed.check_key`) on each, returning one row per key. The group is the key's
-Parquet bucket rather than the key itself: grouping per key cost a pandas frame in and out per
-key (10,000 keys: minutes of overhead on two cores), while a bucket's frame stays bounded (the
-bucket count scales it). mapInPandas would need the input splits to hold whole keys, which
-Spark does not promise; RDDs pay pickling for every row.
+Python call gets whole keys as a pandas frame, decodes its columns whole
+(`spark_analysis.table.frame_ops`) and runs the project's own per-key check
+(`checker.linear.keyed.check_key`) on each key, returning one row per key. The group is the
+key's bucket rather than the key itself: grouping per key cost a pandas frame in and out per key
+(10,000 keys: minutes of overhead on two cores), while a bucket's frame stays bounded (the bucket
+count scales it). mapInPandas would need the input splits to hold whole keys: the Parquet files
+partition the history by time (one per conversion chunk), so a key spans files; RDDs pay
+pickling for every row.
 
-The job runs in waves of buckets with a small budget per key; inside a group the first illegal
-key ends the group, and after a wave with an illegal key the job stops (early stop: the rest is
-not searched). Keys left
-`unknown` are re-checked with the large budget. The verdict merges exactly as the single process
-does (`checker.linear.race`: false > unknown > true, the same reasons), and the failing key's ops
-are read back and explained by `checker.run.linearizable_with_anomalies` (shortest failing
-prefix, partial linearizations, named anomaly cycles, pictures): the same results.json entry.
+The job runs in waves (contiguous bucket ranges: Parquet row groups of other buckets are skipped)
+with a small budget per key; inside a group the first illegal key ends the group, and after a
+wave with an illegal key the job stops (early stop: the rest is not searched). Keys left
+`unknown` are re-checked with the large budget. Verdicts merge with `checker.linear.keyed.
+merge_keys` (false > unknown > true), and the failing key's ops are read back, given the
+single process's positions and ids (`spark_analysis.convert.to_positions`) and explained by
+`checker.run.linearizable_with_anomalies` (shortest failing prefix, partial linearizations,
+named anomaly cycles, pictures): the same results.json entry.
 """
 
 from __future__ import annotations
