@@ -85,6 +85,6 @@ def test_capture_decodes_as_kafka(tmp_path: Path) -> None:
     malformed = [ln for ln in known if "Malformed" in ln]
     assert not malformed, "\n".join(malformed[:10])
     # the dissector fully decoded real traffic: client metadata and the admin requests
-    assert any("Metadata" in ln and "Request" in ln for ln in known)
+    assert any("Metadata" in ln and "Request" in ln for ln in known), {ln.split("Kafka ")[-1] for ln in lines}
     assert any("CreateTopics" in ln for ln in lines) and any("DeleteTopics" in ln for ln in lines)
     assert len(known) >= 20
