@@ -110,17 +110,18 @@ def bench_e2e_controls(n: int, attempt: float | None, first_seed: int) -> bool:
     return alarms == 0 and unknown == 0
 
 
-def bench_recipe_controls(attempt: float | None, seed: int) -> bool:
-    """Every targeted recipe once on the correct node (no bug): each run must be valid."""
+def bench_recipe_controls(attempt: float | None, seed: int, only: list[str]) -> bool:
+    """Every targeted recipe (or those in `only`) once on the correct node (no bug): each run must be valid."""
     from kraftlab.runner import TestOptions
     from kraftlab.zoo import control_run, real_runner, targeted_plans
 
     alarms = 0
-    for recipe, plan in targeted_plans().items():
+    chosen = {r: p for r, p in targeted_plans().items() if not only or r in only}
+    for recipe, plan in chosen.items():
         a = control_run(TestOptions(), real_runner, attempt_s=attempt, seed=seed, plan=plan)
         alarms += a.code != 0
         print(f"  recipe {recipe}: {attempt_line('control', a)}", flush=True)
-    print(f"targeted recipes on the correct node: {alarms} not valid of {len(targeted_plans())}")
+    print(f"targeted recipes on the correct node: {alarms} not valid of {len(chosen)}")
     return alarms == 0
 
 
@@ -137,8 +138,8 @@ def main() -> int:
     p.add_argument("--e2e-controls", type=int, default=0, metavar="N",
                    help="end-to-end: N clean control runs (mixed, all faults, no bug), counting false alarms")
     p.add_argument("--control-seed", type=int, default=101, help="end-to-end: seed of the first control run")
-    p.add_argument("--recipe-controls", action="store_true",
-                   help="end-to-end: every targeted recipe once without its bug (must be valid)")
+    p.add_argument("--recipe-controls", nargs="*", metavar="RECIPE", default=None,
+                   help="end-to-end: every targeted recipe (or these) once without its bug (must be valid)")
     p.add_argument("--no-sim", action="store_true", help="skip the simulator table")
     args = p.parse_args()
     ok = True
@@ -146,8 +147,8 @@ def main() -> int:
         ok = bench_sim(args.seeds, args.max_seeds, args.controls)
     if args.e2e:
         ok = bench_e2e(args.seeds, args.budget, args.attempt, args.bugs) and ok
-    if args.recipe_controls:
-        ok = bench_recipe_controls(args.attempt, args.control_seed) and ok
+    if args.recipe_controls is not None:
+        ok = bench_recipe_controls(args.attempt, args.control_seed, args.recipe_controls) and ok
     if args.e2e_controls:
         ok = bench_e2e_controls(args.e2e_controls, args.attempt, args.control_seed) and ok
     return 0 if ok else 1

@@ -123,6 +123,21 @@ def isolate_broker(rng: random.Random, r: Roles) -> Steps:
             (14.0, "partition", "stop-partition", {})]
 
 
+def registration_retry(rng: random.Random, r: Roles) -> Steps:
+    """reregister-bumps-epoch: a broker-only node restarts (a fresh incarnation registers), and the
+    active controller is paused (SIGSTOP) for 1.8 s three times while it does: a request sent in a
+    pause times out (the plan's 1 s request timeout) and the broker retries the same incarnation;
+    the controller, resumed within the followers' fetch timeout so it stays leader, then reads
+    both. A retry of a registered incarnation must get the same epoch
+    (EpochBumpedForSameIncarnation)."""
+    brokers = [b for b in r.brokers if b not in r.controllers] or r.brokers
+    b = rng.choice(brokers)
+    steps: Steps = [(0.0, "kill", "kill", {"nodes": [b]}), (0.2, "kill", "restart", {"nodes": [b]})]
+    for at in (1.0, 3.0, 5.0):
+        steps += [(at, "pause", "pause", {"target": "controller"}), (at + 1.8, "pause", "resume", {})]
+    return steps
+
+
 Recipe = Callable[[random.Random, Roles], Steps]
 RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds)
     "stale-epoch": (stale_epoch, 13.0),
@@ -132,6 +147,7 @@ RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds
     "isolate-leader": (isolate_leader, 11.0),
     "leader-crash-loop": (leader_crash_loop, 5.0),
     "isolate-broker": (isolate_broker, 17.0),
+    "registration-retry": (registration_retry, 9.0),
 }
 
 
@@ -142,7 +158,7 @@ def targeted(recipe: str, *, seed: int, duration: float, nodes: int, topology: s
     if len(r.controllers) < 3:
         raise ValueError(f"recipe {recipe} needs at least 3 controllers, the topology has {r.controllers}")
     rng = random.Random(seed)
-    sched = Schedule(seed, cycle, duration, sorted({"partition", "kill"}), r.nodes, r.controllers,
+    sched = Schedule(seed, cycle, duration, sorted({"partition", "kill", "pause"}), r.nodes, r.controllers,
                      [b for b in r.brokers if b not in r.controllers] or r.brokers)
     start = 2.0  # the first cycle starts once the workload runs
     while start < duration:
