@@ -25,7 +25,7 @@ from control import leftovers, subnet
 from control.host import CommandResult, HostError
 from control.identity import HostIdentity
 from control.preflight import require_commands, require_root
-from control.shell import ShellDaemons
+from control.shell import ShellDaemons, local_daemon_pid
 from control.state import HostRecord, LabState, load_state, remove_state, save_state
 
 WORK_ROOT = Path(os.environ.get("KRAFTLAB_NETNS_ROOT", "/var/lib/kraftlab/netns"))
@@ -55,6 +55,9 @@ class NetnsHost(HostIdentity, ShellDaemons):
             out, err = proc.communicate()
             result = CommandResult(self._name, command, 124, out, err + f"\ntimed out after {timeout:g}s")
         return result.check() if check else result
+
+    def daemon_pid(self, name: str) -> int | None:
+        return local_daemon_pid(self._workdir, name)  # polled often: no `ip netns exec` per question
 
     def put(self, local_path: str, remote_path: str) -> None:
         _copy(local_path, remote_path)

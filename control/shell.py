@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 import signal
+from pathlib import Path
 
 from control.host import CommandResult, HostError
 
@@ -52,6 +53,18 @@ def status_script(workdir: str, name: str) -> str:
     """Print the daemon's pid and exit 0 when it runs (stopped counts as running); exit 1 otherwise."""
     pidf = shlex.quote(pid_file(workdir, name))
     return f"{_LIVE}\n[ -s {pidf} ] || exit 1\np=$(cat {pidf})\nalive $p || exit 1\necho $p\n"
+
+
+def local_daemon_pid(workdir: str, name: str) -> int | None:
+    """What `status_script` finds, read directly from this machine's files and /proc (for hosts that
+    share both with the suite, such as network namespaces): no process started."""
+    try:
+        pid = int(Path(pid_file(workdir, name)).read_text().strip())
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    state = stat.rsplit(")", 1)[-1].split()[:1]
+    return pid if state and state[0] != "Z" else None
 
 
 class ShellDaemons:

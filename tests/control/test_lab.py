@@ -139,3 +139,29 @@ def test_unknown_backend_is_refused() -> None:
 
     with pytest.raises(ValueError, match="unknown backend 'lxc'"):
         backend_module("lxc")
+
+
+def test_local_daemon_pid(tmp_path: Path) -> None:
+    """Liveness read from this machine's pid files and /proc, as the namespace hosts do."""
+    import os
+    import subprocess
+    import time
+
+    from control.shell import local_daemon_pid, pid_file
+
+    workdir = str(tmp_path)
+    assert local_daemon_pid(workdir, "d") is None  # no pid file
+    Path(pid_file(workdir, "d")).parent.mkdir(parents=True)
+    Path(pid_file(workdir, "d")).write_text(f"{os.getpid()}\n")
+    assert local_daemon_pid(workdir, "d") == os.getpid()
+    Path(pid_file(workdir, "d")).write_text("not a pid\n")
+    assert local_daemon_pid(workdir, "d") is None
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":  # exited, not reaped
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    Path(pid_file(workdir, "d")).write_text(f"{child.pid}\n")
+    assert local_daemon_pid(workdir, "d") is None  # a zombie is not running
+    child.wait()
+    assert local_daemon_pid(workdir, "d") is None  # gone
