@@ -7,8 +7,13 @@ every epoch it ever had (zombies send with old ones on purpose), when it last he
 Beliefs only steer the generators; the history records what was sent and answered.
 
 Ops (checker model `registry`, history field `workload: "registry"`):
-- `register` {"broker", "incarnation"} → {"epoch"}; fail DUPLICATE_BROKER_REGISTRATION (another
-  incarnation holds a live lease), INCONSISTENT_CLUSTER_ID, ...
+- `register` {"broker", "incarnation"[, "retry"]} → {"epoch"}; fail DUPLICATE_BROKER_REGISTRATION
+  (another incarnation holds a live lease), INCONSISTENT_CLUSTER_ID, ... A re-send of the same
+  incarnation says why in `retry`: "in-doubt" (the previous send ended `info`: timed out, connection
+  lost, NOT_CONTROLLER; a new process re-sends it, as a real broker retries a registration whose
+  answer it never saw) or "duplicate" (sent again after an `ok`: the first answer was not seen in
+  time). The controller must answer a live incarnation's re-send with the epoch it already has
+  (KAFKA-16952 is the bug where it issues a new one).
 - `heartbeat` {"broker", "epoch", "want_fence", "want_shut_down", "offset"[, "zombie"]} →
   {"fenced", "should_shut_down", "caught_up"}; fail STALE_BROKER_EPOCH (the broker's epoch is
   not this one) or BROKER_ID_NOT_REGISTERED.
@@ -26,7 +31,7 @@ from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 
-from workloads.client import Invocation
+from workloads.client import DefiniteFailure, Invocation
 from workloads.kafka import check, error_name
 from workloads.session import Handlers, Session
 
@@ -47,6 +52,19 @@ class Agent:
     epochs: list[int] = field(default_factory=list)
     last_heartbeat: float = -1e9
     down_until: float | None = None  # shut down: silent until then, then registers anew
+    attempt: str | None = None  # the incarnation of the latest registration sent as a new one
+    resend: tuple[str, str] | None = None  # (incarnation, "in-doubt" | "duplicate"): may be re-sent
+
+    def in_doubt(self, incarnation: str) -> None:
+        """A registration of `incarnation` ended without a definite answer: re-sendable, unless
+        the agent has moved on to another incarnation since."""
+        if incarnation == self.attempt:
+            self.resend = (incarnation, "in-doubt")
+
+    def acknowledged(self, incarnation: str) -> None:
+        """A registration of `incarnation` was answered ok: a duplicate send may follow."""
+        if incarnation == self.attempt and self.resend is None:
+            self.resend = (incarnation, "duplicate")
 
     def registered(self, incarnation: str, epoch: int) -> None:
         self.incarnation, self.epoch, self.fenced, self.down_until = incarnation, epoch, True, None
@@ -83,9 +101,19 @@ class AgentBook:
 
 
 def register_op(agent: Agent, rng: random.Random) -> Invocation:
-    """A registration as a new incarnation (a seeded random UUID)."""
-    incarnation = uuid.UUID(int=rng.getrandbits(128), version=4)
-    return Invocation("register", {"broker": agent.id, "incarnation": str(incarnation)}, {"workload": REGISTRY})
+    """A registration as a new incarnation (a seeded random UUID); the agent moves on to it."""
+    incarnation = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    agent.attempt, agent.resend = incarnation, None
+    return Invocation("register", {"broker": agent.id, "incarnation": incarnation}, {"workload": REGISTRY})
+
+
+def resend_op(agent: Agent) -> Invocation:
+    """The agent's pending re-send (`Agent.resend`) of a registration with the same incarnation."""
+    assert agent.resend is not None
+    incarnation, why = agent.resend
+    agent.resend = None
+    return Invocation("register", {"broker": agent.id, "incarnation": incarnation, "retry": why},
+                      {"workload": REGISTRY})
 
 
 def heartbeat_op(agent: Agent, epoch: int, *, want_fence: bool = False, want_shut_down: bool = False,
@@ -118,10 +146,19 @@ def agent_handlers(books: list[AgentBook]) -> Handlers:
             features=(Feature(name="metadata.version", min_supported_version=METADATA_VERSION_RANGE[0],
                               max_supported_version=METADATA_VERSION_RANGE[1]),),
             rack=None)
-        resp = await session.controller.send(req, lambda r: r.error_code)
-        check(resp.error_code, v)
-        if (a := agent_of(v["broker"])) is not None:
+        a = agent_of(v["broker"])
+        try:
+            resp = await session.controller.send(req, lambda r: r.error_code)
+            check(resp.error_code, v)
+        except DefiniteFailure:
+            raise
+        except BaseException:  # the op completes info (a timeout cancels us): its outcome is unknown
+            if a is not None:
+                a.in_doubt(v["incarnation"])
+            raise
+        if a is not None:
             a.registered(v["incarnation"], int(resp.broker_epoch))
+            a.acknowledged(v["incarnation"])
         return {"epoch": int(resp.broker_epoch)}
 
     async def heartbeat(session: Session, inv: Invocation) -> Any:

@@ -14,7 +14,8 @@ Faults (seeded): `p_not_controller` (answer NOT_CONTROLLER, having applied or no
 refuse connections. Planted bugs (`bugs`): `accept-stale-epoch` (heartbeats and AlterPartition
 ignore the broker epoch), `lose-acked-create` (a create answers NONE but is not applied),
 `alter-ignores-epoch` (AlterPartition skips the partition-epoch check), `reuse-epoch`
-(a registration gets the previous registration's epoch).
+(a registration gets the previous registration's epoch), `reregister-bumps-epoch` (KAFKA-16952:
+a re-sent registration of the registered incarnation gets a new epoch, fenced again).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ from node.protocol.errors import ClientClosed, ConnectFailed, ConnectionLost, Re
 
 ZERO = datetime.timedelta(0)
 CLUSTER_ID = "fake-cluster-0000000000"
-BUGS = frozenset({"accept-stale-epoch", "lose-acked-create", "alter-ignores-epoch", "reuse-epoch"})
+BUGS = frozenset({"accept-stale-epoch", "lose-acked-create", "alter-ignores-epoch", "reuse-epoch",
+                  "reregister-bumps-epoch"})
 SERVED = {3: 12, 18: 0, 19: 7, 20: 6, 55: 1, 56: 3, 60: 1, 62: 4, 63: 1, 64: 0}  # api key → the one version
 WRITES = (reg_req.BrokerRegistrationRequest, hb_req.BrokerHeartbeatRequest, un_req.UnregisterBrokerRequest,
           ap_req.AlterPartitionRequest, ct_req.CreateTopicsRequest, dt_req.DeleteTopicsRequest)
@@ -208,10 +210,11 @@ class FakeKafka:
         if req.cluster_id != CLUSTER_ID:
             return answer(ErrorCode.inconsistent_cluster_id)
         old = self.brokers.get(req.broker_id)
-        if old is not None and old.incarnation == req.incarnation_id:
+        same = old is not None and old.incarnation == req.incarnation_id
+        if old is not None and same and "reregister-bumps-epoch" not in self.bugs:
             old.last_contact = self.clock()
             return answer(ErrorCode.none, old.epoch)
-        if old is not None and self._alive(old):
+        if old is not None and not same and self._alive(old):
             return answer(ErrorCode.duplicate_broker_registration)
         epoch = self._next_offset()
         if "reuse-epoch" in self.bugs and old is not None:

@@ -7,6 +7,12 @@ and re-register as a new incarnation while the old one may still be alive (the c
 answer DUPLICATE_BROKER_REGISTRATION while its lease is live). Zombie agents keep heartbeating
 with an old epoch on purpose (STALE_BROKER_EPOCH expected). Op formats: `workloads.agents`.
 
+Re-sends, as real brokers do (KAFKA-16952 is about them): after a registration ends `info`
+(timed out, connection lost, NOT_CONTROLLER) its process is retired, and a new process usually
+re-sends `register` with the SAME incarnation before the agent moves on; now and then an agent
+also re-sends right after an `ok` (a duplicate send). The value says `"retry": "in-doubt"` or
+`"duplicate"`. A correct controller answers a live incarnation's re-send with the epoch it has.
+
 Reads: `read` {"node", "broker_read": true[, "final": true], "api"} → {"unfenced": [agent ids]}
 via DescribeCluster or Metadata on a broker. Kafka's broker APIs show only unfenced brokers and
 no broker epochs, so these reads are NOT the `registry` model's `read` (which needs every
@@ -23,7 +29,16 @@ from typing import Any
 
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
-from workloads.agents import REGISTRY, Agent, AgentBook, agent_handlers, heartbeat_op, register_op, unregister_op
+from workloads.agents import (
+    REGISTRY,
+    Agent,
+    AgentBook,
+    agent_handlers,
+    heartbeat_op,
+    register_op,
+    resend_op,
+    unregister_op,
+)
 from workloads.client import Invocation
 from workloads.generator import Context, FnGen
 from workloads.kafka import check
@@ -68,6 +83,22 @@ def shut_down(a: Agent, now: float, restart_after: float) -> Invocation:
     return heartbeat_op(a, a.epoch, want_shut_down=True)
 
 
+P_RESEND = {"in-doubt": 0.7, "duplicate": 0.1}  # how often a pending re-send is sent, by why
+
+
+def resend(book: AgentBook, rng: Any) -> Invocation | None:
+    """The first pending re-send (by agent id) the dice allow; pending ones not sent are dropped
+    (the agent moves on)."""
+    for b in book.ids:
+        a = book[b]
+        if a.resend is None:
+            continue
+        if a.down_until is None and rng.random() < P_RESEND[a.resend[1]]:
+            return resend_op(a)
+        a.resend = None
+    return None
+
+
 def lifecycle_op(book: AgentBook, ctx: Context, session_timeout: float) -> Invocation | None:
     """The keepalive (every sixth of the session timeout) or restart an agent is due for, if
     any (most of the time)."""
@@ -94,6 +125,8 @@ class RegistryWorkload:
         return {**agent_handlers([self.book]), (REGISTRY, "read"): read_handler(self.book)}
 
     def next_op(self, ctx: Context) -> Invocation:
+        if (again := resend(self.book, ctx.rng)) is not None:
+            return again
         if (due := lifecycle_op(self.book, ctx, self.session_timeout)) is not None:
             return due
         a = self.book[ctx.rng.choice(self.book.ids)]
