@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from node.metadata.records import (
@@ -300,7 +300,7 @@ class MetadataImage:
                 yield ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=v)
 
     @classmethod
-    def from_records(cls, records: list[MetadataRecord]) -> MetadataImage:
+    def from_records(cls, records: Iterable[MetadataRecord]) -> MetadataImage:
         image = cls()
         for r in records:
             image.apply(r)

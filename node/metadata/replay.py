@@ -8,7 +8,9 @@ one and add their own reactions per batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import gc
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from node.metadata.image import MetadataImage
@@ -26,6 +28,20 @@ from node.metadata.records import (
     type_name,
 )
 from node.raft.ports import Batch, OffsetAndEpoch, Record
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No garbage collection while a large image is built: its objects all live on, and the
+    collector would scan the growing heap again and again (loading 100,000 partitions took three
+    times as long). Reference counting still frees garbage; the collector resumes afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class CommittedReplay:
@@ -46,7 +62,8 @@ class CommittedReplay:
         return out
 
     def load_snapshot(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record]) -> None:
-        self.image = MetadataImage.from_records([decode(r.value) for r in records if r.value is not None])
+        with gc_paused():
+            self.image = MetadataImage.from_records(decode(r.value) for r in records if r.value is not None)
         self.next_offset = snapshot_id.offset
         self.last_epoch = snapshot_id.epoch
         self.last_snapshot = snapshot_id
