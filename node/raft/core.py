@@ -31,7 +31,9 @@ Deferred leader flush (`core.deferred_flush = True`, set by a driver that can fl
 loop, before `start`): as in Kafka, the leader's own appends are not fsynced within the step, so
 followers can fetch them while the leader's fsync runs (the two fsyncs overlap instead of adding
 up). The leader counts only its own flushed end offset toward the high-water mark, so nothing is
-committed on the strength of its unflushed tail; `flushed` lets it count what became durable. Every
+committed on the strength of its unflushed tail; `flushed` lets it count what became durable — only
+a flush reported by `flushed` (or done by the core itself) counts, never the log's flushed end as a
+flush thread may have moved it, and its `flush` event is journalled before any `hw` it enables. Every
 other write stays synchronous: a voter's Fetch offset and votes still imply durability, and a leader
 leaving office flushes its tail before its next message.
 
@@ -183,7 +185,10 @@ class RaftCore:
         self._ref = 0
         self._failures = 0
         self._out = Output()
-        self._flush_journalled = -1
+        # The durable end offset this core has counted and journalled (`flush`): raised only by a flush
+        # the core did itself or one the driver reported (`flushed`), cut by truncations. The leader
+        # counts this, never the log's own flushed end, which a driver's flush thread may move earlier.
+        self._durable = -1
         self._zoo_hw_epoch = -1  # BUG ZOO: hw-before-leader-change — the epoch whose HW was initialised
         self._zoo_flush_at = 0  # BUG ZOO: ack-before-fsync — when the periodic flush runs next
         self._handlers = {
@@ -252,6 +257,7 @@ class RaftCore:
             log_end=self.log.end_offset(),
             hw=self._hw,
         )
+        self._durable = self.log.flushed_end_offset()  # recovery keeps only the durable log
         if latest is not None:
             self._out.updates.append(LoadSnapshot(latest, self.snapshots.read_records(latest)))
             self._event("snapshot", action="load", offset=latest.offset, epoch=latest.epoch)
@@ -302,8 +308,9 @@ class RaftCore:
         return base, self._end(now)
 
     def flushed(self, now: int) -> Output:
-        """The driver made the log durable up to `log.flushed_end_offset()` (deferred flush): the
-        leader counts it toward the high-water mark."""
+        """The driver completed a flush (deferred flush): the log is durable up to
+        `log.flushed_end_offset()`. The core journals `flush` and only then counts it toward the
+        high-water mark (a flush completed but not yet reported here is not counted)."""
         self._begin()
         self._journal_flush()
         state = self.state
@@ -340,7 +347,7 @@ class RaftCore:
 
         def replica(rid: int, p: Progress) -> m.ReplicaState:
             if rid == self.node_id:
-                return m.ReplicaState(rid, self.log.flushed_end_offset(), now, now)
+                return m.ReplicaState(rid, self._durable_end(), now, now)
             return m.ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
 
         return m.DescribeQuorumResponse(
@@ -859,7 +866,7 @@ class RaftCore:
             # BUG ZOO: ack-before-fsync — the leader counts its own unflushed end offset.
             candidate = state.quorum_end_offset(self.node_id, self.log.end_offset())
         else:
-            candidate = state.quorum_end_offset(self.node_id, self.log.flushed_end_offset())
+            candidate = state.quorum_end_offset(self.node_id, self._durable_end())
         if self.bugs.on("hw-before-leader-change"):
             return self._zoo_advance_hw_early(state, candidate)
         if candidate <= state.epoch_start_offset or candidate <= self._hw:
@@ -927,15 +934,21 @@ class RaftCore:
                     control=b.control,
                     leader=leader,
                 )
-            if not deferred:
-                self._journal_flush(always=True)
+        if not deferred:
+            self._journal_flush(always=True)
 
     def _journal_flush(self, always: bool = False) -> None:
-        """The `flush` event, when the durable end moved since the last one (or `always`)."""
+        """Count a completed flush as durable and journal `flush` (when the durable end moved since
+        the last one, or `always`): before any `hw` it enables, since both go out in step order."""
         end = self.log.flushed_end_offset()
-        if always or end != self._flush_journalled:
-            self._flush_journalled = end
+        if always or end != self._durable:
+            self._durable = end
             self._event("flush", end=end)
+
+    def _durable_end(self) -> int:
+        """This node's own durable end as counted toward the HW: what `flush` events reported, no more
+        than the log still holds durably (a truncation cuts it)."""
+        return min(self._durable, self.log.flushed_end_offset())
 
     # ----------------------------------------------------------------- Fetch (follower side)
 
@@ -985,6 +998,7 @@ class RaftCore:
             raise RaftSafetyError(f"node {self.node_id}: truncation to {target} below the high-water mark {self._hw}")
         if target < old_end:
             log.truncate_to(target)
+            self._durable = min(self._durable, target)
             self._event("truncate", to=target, **{"from": old_end}, reason="diverging")
 
     # ----------------------------------------------------------------- FetchSnapshot
@@ -1054,6 +1068,7 @@ class RaftCore:
         self._event("snapshot", action="fetch", offset=sid.offset, epoch=sid.epoch)
         old_end = self.log.end_offset()
         self.log.reset_to_snapshot(sid)
+        self._durable = sid.offset  # the snapshot is durable and the log now starts (and ends) there
         self._event("truncate", to=sid.offset, **{"from": old_end}, reason="snapshot")
         self._out.updates.append(LoadSnapshot(sid, self.snapshots.read_records(sid)))
         self._event("snapshot", action="load", offset=sid.offset, epoch=sid.epoch)

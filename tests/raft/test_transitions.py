@@ -300,6 +300,28 @@ def test_deferred_flush_leader_serves_its_unflushed_tail_but_counts_only_what_is
     assert events(out, "flush") == [{"ev": "flush", "end": 3}]
 
 
+def test_deferred_flush_leader_counts_only_flushes_reported_to_it(make_core) -> None:
+    """A flush thread may finish the fsync (the log's flushed end moves) before the driver reports it
+    with `flushed`: until then the leader must not count it, so its `flush` event precedes the HW."""
+    h = make_core(config=RaftConfig(append_linger_ms=0))
+    h.core.deferred_flush = True
+    now = elect(h)
+    h.log.flush()
+    h.step(h.core.flushed(now))
+    h.deliver(2, m.FetchRequest(1, 2, 1, 1, 0), now + 1)
+    assert h.core.high_watermark == 1
+    h.core.append([Record(None, b"a"), Record(None, b"b")], now + 2)
+    h.log.flush()  # the fsync completed on the flush thread; not reported yet
+    out = h.deliver(2, m.FetchRequest(1, 2, 3, 1, 0), now + 3)
+    assert h.core.high_watermark == 1 and events(out, "hw") == []
+    assert h.core.describe_quorum(now + 3).voters[0].log_end_offset == 1  # its own durable end, as counted
+    out = h.step(h.core.flushed(now + 4))
+    assert [(e["ev"], e.get("end", e.get("hw"))) for e in out.events if e["ev"] in ("flush", "hw")] == [
+        ("flush", 3),
+        ("hw", 3),
+    ]
+
+
 def test_deferred_flush_leader_flushes_its_tail_on_leaving_office(make_core) -> None:
     h = make_core(config=RaftConfig(append_linger_ms=0))
     h.core.deferred_flush = True
