@@ -66,6 +66,7 @@ def test_daemon_signals(netns_lab: Lab) -> None:
     h = netns_lab.host("n2")
     pid = h.start_daemon("sleeper", "sleep 300", log_path=f"{h.workdir}/logs/sleeper.log", env={"X": "1"})
     assert h.daemon_pid("sleeper") == pid and os.path.exists(f"{h.workdir}/logs/sleeper.log")
+    wait_until(lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep"))  # the pid is known first
     assert Path(f"/proc/{pid}/environ").read_bytes().split(b"\0").count(b"X=1") == 1
     state = lambda: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]  # noqa: E731
     assert h.signal_daemon("sleeper", signal.SIGSTOP)
