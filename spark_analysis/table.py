@@ -82,37 +82,29 @@ def op_row(op: Op, model: str, key: str | None, bucket: int = 0) -> dict[str, An
 
 OP_COLUMNS = ("id", "process", "f", "value", "output", "status", "call", "ret", "error", "call_time", "ret_time",
               "call_line", "ret_line")
-_MISSING = object()
+JSON_COLUMNS = frozenset({"process", "value", "output", "error"})
+
+
+def _decode_all(texts: list[str]) -> list[Any]:
+    """Many JSON texts in one call of the C decoder (one per text costs its Python wrapper each time)."""
+    return json.loads("[" + ",".join(texts) + "]") if texts else []
 
 
 def frame_ops(pdf: Any, key_column: str = "key") -> dict[str | None, list[dict[str, Any]]]:
     """A pandas frame of rows → each key's ops as dicts of `Op` fields (what `checker.linear.keyed`
-    takes; `Op(**d)` makes the op), in call order:
-    columns taken whole (no per-row Series), the small repeated JSON texts (processes, errors)
-    decoded once."""
+    takes; `Op(**d)` makes the op), in call order: columns taken whole, JSON columns decoded
+    whole."""
     pdf = pdf.sort_values([key_column, "call"], kind="stable")
-    memo: dict[str, Any] = {}
-    loads = json.loads
-
-    def small(text: str) -> Any:
-        v = memo.get(text, _MISSING)
-        if v is _MISSING:
-            v = loads(text)
-            if isinstance(v, dict | list):
-                return v
-            memo[text] = v
-        return v
-
+    cols = [_decode_all(pdf[c].tolist()) if c in JSON_COLUMNS else pdf[c].tolist() for c in OP_COLUMNS]
     out: dict[str | None, list[dict[str, Any]]] = {}
-    cols = [pdf[c].tolist() for c in OP_COLUMNS]
     for key, i, proc, f, value, output, status, call, ret, error, ct, rt, cl, rl in zip(
             pdf[key_column].tolist(), *cols, strict=True):
         if key != key:  # NaN: the key null
             key = None
         out.setdefault(key, []).append(
-            {"id": int(i), "process": small(proc), "f": f, "value": loads(value), "output": loads(output),
-             "status": status, "call": int(call), "ret": int_or_none(ret), "error": small(error),
-             "call_time": int_or_none(ct), "ret_time": int_or_none(rt), "call_line": int(cl), "ret_line": int(rl)})
+            {"id": int(i), "process": proc, "f": f, "value": value, "output": output, "status": status,
+             "call": int(call), "ret": int_or_none(ret), "error": error, "call_time": int_or_none(ct),
+             "ret_time": int_or_none(rt), "call_line": int(cl), "ret_line": int(rl)})
     return out
 
 
