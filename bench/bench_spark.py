@@ -7,7 +7,8 @@ same history is checked:
   `checker.linearizable.check_linearizable`: the race forks a worker per core);
 - on Spark (`--master`, default local[2]): convert to Parquet on every core, start the session,
   check every key on the executors (`spark_analysis.job.check_dataset`).
-Each runs in a child process; printed: wall time per phase, and memory sampled from /proc every
+Each runs in a child process; printed: wall time per phase, the CPU seconds of the whole process tree (what a shared,
+loaded machine distorts least; processes not reaped by their parents are missed), and memory sampled from /proc every
 0.5 s over the child's process tree: peak RSS of the largest single process (a Spark executor
 JVM or Python worker, a forked race worker), and peak total PSS (shared pages split between the
 processes that share them, so forked copy-on-write pages are not counted twice). A child still
@@ -87,6 +88,7 @@ def _limits(max_gb: float | None) -> Any:
 def measure(cmd: list[str], timeout: float, max_gb: float | None = None) -> dict[str, Any]:
     """Run a child; its last JSON line plus wall seconds, peak single-process RSS and total PSS (MB)."""
     t0 = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             start_new_session=True, preexec_fn=_limits(max_gb))
     peak = {"proc_rss": 0, "tree_pss": 0}
@@ -116,8 +118,10 @@ def measure(cmd: list[str], timeout: float, max_gb: float | None = None) -> dict
         res["stopped_after_s"] = round(timeout)
     elif proc.returncode != 0:
         res["failed"] = f"exit {proc.returncode}: {err.strip().splitlines()[-1] if err.strip() else ''}"
-    res.update(wall_s=round(time.perf_counter() - t0, 1), peak_proc_rss_mb=peak["proc_rss"] // 2**20,
-               peak_tree_pss_mb=peak["tree_pss"] // 2**20)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    res.update(wall_s=round(time.perf_counter() - t0, 1), cpu_s=round(cpu, 1),
+               peak_proc_rss_mb=peak["proc_rss"] // 2**20, peak_tree_pss_mb=peak["tree_pss"] // 2**20)
     return res
 
 
@@ -217,9 +221,10 @@ def main() -> int:
             med = _median(runs)
             table.setdefault(size, {})[kind] = med
             print(f"{size:>10} ops  {kind:<6} " + ", ".join(f"{k} {v}" for k, v in med.items()), flush=True)
-    print("scaling (wall s; peak largest-process RSS MB; peak total PSS MB):")
+    print("scaling (wall s; CPU s; peak largest-process RSS MB; peak total PSS MB):")
     for size, row in table.items():
-        cells = [f"{k} {r['wall_s']:g} s{'' if _finished(r) else ' (unfinished)'}, {r['peak_proc_rss_mb']} MB, "
+        cells = [f"{k} {r['wall_s']:g} s{'' if _finished(r) else ' (unfinished)'}, {r.get('cpu_s', '?')} CPU s, "
+                 f"{r['peak_proc_rss_mb']} MB, "
                  f"{r['peak_tree_pss_mb']} MB" for k, r in row.items()]
         ratio = ""
         if len(row) == 2 and _finished(row["spark"]):
