@@ -54,6 +54,12 @@ class Agent:
     down_until: float | None = None  # shut down: silent until then, then registers anew
     attempt: str | None = None  # the incarnation of the latest registration sent as a new one
     resend: tuple[str, str] | None = None  # (incarnation, "in-doubt" | "duplicate"): may be re-sent
+    registering_since: float | None = None  # a registration of it is in flight since then (generator time)
+
+    def registering(self, now: float, patience: float) -> bool:
+        """A registration is in flight: a broker process registers once at a time. Forgotten after
+        `patience` (an op the interpreter could not even send never reaches the handler)."""
+        return self.registering_since is not None and now - self.registering_since < patience
 
     def in_doubt(self, incarnation: str) -> None:
         """A registration of `incarnation` ended without a definite answer: re-sendable, unless
@@ -156,6 +162,9 @@ def agent_handlers(books: list[AgentBook]) -> Handlers:
             if a is not None:
                 a.in_doubt(v["incarnation"])
             raise
+        finally:
+            if a is not None:
+                a.registering_since = None
         if a is not None:
             a.registered(v["incarnation"], int(resp.broker_epoch))
             a.acknowledged(v["incarnation"])

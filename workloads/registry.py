@@ -86,14 +86,15 @@ def shut_down(a: Agent, now: float, restart_after: float) -> Invocation:
 P_RESEND = {"in-doubt": 0.7, "duplicate": 0.1}  # how often a pending re-send is sent, by why
 
 
-def resend(book: AgentBook, rng: Any) -> Invocation | None:
+def resend(book: AgentBook, ctx: Context) -> Invocation | None:
     """The first pending re-send (by agent id) the dice allow; pending ones not sent are dropped
     (the agent moves on)."""
     for b in book.ids:
         a = book[b]
         if a.resend is None:
             continue
-        if a.down_until is None and rng.random() < P_RESEND[a.resend[1]]:
+        if a.down_until is None and ctx.rng.random() < P_RESEND[a.resend[1]]:
+            a.registering_since = ctx.time
             return resend_op(a)
         a.resend = None
     return None
@@ -125,7 +126,7 @@ class RegistryWorkload:
         return {**agent_handlers([self.book]), (REGISTRY, "read"): read_handler(self.book)}
 
     def next_op(self, ctx: Context) -> Invocation:
-        if (again := resend(self.book, ctx.rng)) is not None:
+        if (again := resend(self.book, ctx)) is not None:
             return again
         if (due := lifecycle_op(self.book, ctx, self.session_timeout)) is not None:
             return due
@@ -135,7 +136,10 @@ class RegistryWorkload:
             old = [e for e in a.epochs if e != a.epoch] or a.epochs
             return heartbeat_op(a, ctx.rng.choice(old), zombie=True)
         if a.epoch is None:
-            return register_op(a, ctx.rng) if r < 0.8 else self._read(ctx)
+            if r >= 0.8 or a.registering(ctx.time, self.session_timeout):
+                return self._read(ctx)
+            a.registering_since = ctx.time
+            return register_op(a, ctx.rng)
         if a.down_until is not None:
             return self._read(ctx)
         if r < 0.4:

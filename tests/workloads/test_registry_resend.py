@@ -202,3 +202,19 @@ def test_generated_histories_expose_the_planted_bug() -> None:
     """Whether a bump is seen depends on timing (a re-send must follow a seen ok): a few runs."""
     found = [len(epoch_bumps(generated(seed, BUG))) for seed in range(1, 4)]
     assert any(found), found
+
+
+def test_an_agent_registers_once_at_a_time() -> None:
+    fake = FakeKafka()
+    w = RegistryWorkload(["n1", "n2", "n3"], agents=1, zombies=0)
+    first = w.next_op(ctx(0.1))
+    assert first.f == "register" and w.book[1000].registering(1.0, w.session_timeout)
+    assert w.next_op(ctx(0.1)).f == "read"  # in flight: no second incarnation meanwhile
+    fake.p_timeout, fake.rng = 1.0, Dice(0.9)  # not applied, no answer
+    assert invoke(open_client(fake, w.handlers()), first).type == "info"
+    assert not w.book[1000].registering(1.0, w.session_timeout)
+    again = w.next_op(ctx(0.1))
+    assert again.value == {**first.value, "retry": "in-doubt"}
+    stuck = Context(time=w.session_timeout + 1, process=9, worker=0, node="n1", nodes=["n1"], rng=Dice(0.1))
+    new = w.next_op(stuck)
+    assert new.f == "register" and new.value["incarnation"] != first.value["incarnation"]  # the re-send was never answered: given up after a session timeout
