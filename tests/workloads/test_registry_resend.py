@@ -216,5 +216,5 @@ def test_an_agent_registers_once_at_a_time() -> None:
     again = w.next_op(ctx(0.1))
     assert again.value == {**first.value, "retry": "in-doubt"}
     stuck = Context(time=w.session_timeout + 1, process=9, worker=0, node="n1", nodes=["n1"], rng=Dice(0.1))
-    new = w.next_op(stuck)
-    assert new.f == "register" and new.value["incarnation"] != first.value["incarnation"]  # the re-send was never answered: given up after a session timeout
+    new = w.next_op(stuck)  # the re-send was never answered: given up after a session timeout
+    assert new.f == "register" and new.value["incarnation"] != first.value["incarnation"]
