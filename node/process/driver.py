@@ -65,6 +65,7 @@ class RaftDriver:
         self._applying = False
         self._timer: asyncio.TimerHandle | None = None
         self._deadline: int | None = None
+        self._gauges: dict[str, float] = {}  # last value set of each gauge (a step sets only changes)
         self._inbound: dict[int, _Inbound] = {}
         self._next_ref = 0
         self._appends: list[_PendingAppend] = []
@@ -120,8 +121,9 @@ class RaftDriver:
     def _step(self, step: Callable[[int], Output]) -> None:
         if self.failed is not None:
             raise RuntimeError("the Raft core has stopped") from self.failed
+        now = self.now()
         try:
-            out = step(self.now())
+            out = step(now)
         except (RaftSafetyError, LogCorruption, StorageError, OSError) as e:
             self._fail(e)
             raise
@@ -136,11 +138,11 @@ class RaftDriver:
         self._applying = True
         try:
             while self._queue:
-                self._apply(self._queue.pop(0))
+                self._apply(self._queue.pop(0), now)
         finally:
             self._applying = False
         if self.after_step is not None:
-            self.after_step(self.now())
+            self.after_step(now)
 
     def _fail(self, error: BaseException) -> None:
         log.error("stopping: %s", error)
@@ -164,8 +166,8 @@ class RaftDriver:
 
     # ---- outputs -----------------------------------------------------------------------------
 
-    def _apply(self, out: Output) -> None:
-        now = self.now()
+    def _apply(self, out: Output, now: int) -> None:
+        """Apply one step's output; `now` is the step's time (one clock read per step)."""
         for event in out.events:
             fields = dict(event)
             ev = str(fields.pop("ev"))
@@ -196,7 +198,7 @@ class RaftDriver:
                 self._send(envelope)
         self._update_gauges(now)
         self._sample_quorum(now)
-        self._schedule(out.deadline)
+        self._schedule(out.deadline, now)
 
     # ---- the deferred leader flush -------------------------------------------------------------
 
@@ -273,26 +275,32 @@ class RaftDriver:
 
     def _update_gauges(self, now: int) -> None:
         core = self.core
-        g = self.metrics
-        g.set(mx.RAFT_EPOCH, core.epoch)
         leader = core.leader_id
-        g.set(mx.RAFT_LEADER, -1 if leader is None else leader)
-        g.set(mx.RAFT_HIGH_WATERMARK, core.high_watermark)
-        g.set(mx.RAFT_LOG_END_OFFSET, core.log.end_offset())
-        g.set(mx.METADATA_LAG, max(0, core.high_watermark - core.applied_offset))
-        g.set(mx.METADATA_COMMIT_RATE, self._rate.rate(float(now)))
-        g.set(mx.METADATA_SNAPSHOT_OFFSET_LAG, core.high_watermark - self._snapshot_offset)
+        hw = core.high_watermark
+        gauge = self._gauge
+        gauge(mx.RAFT_EPOCH, core.epoch)
+        gauge(mx.RAFT_LEADER, -1 if leader is None else leader)
+        gauge(mx.RAFT_HIGH_WATERMARK, hw)
+        gauge(mx.RAFT_LOG_END_OFFSET, core.log.end_offset())
+        gauge(mx.METADATA_LAG, max(0, hw - core.applied_offset))
+        gauge(mx.METADATA_COMMIT_RATE, self._rate.rate(float(now)))
+        gauge(mx.METADATA_SNAPSHOT_OFFSET_LAG, hw - self._snapshot_offset)
         role = str(core.role)
         if role != self._last_role:
-            g.set_role(role)
+            self.metrics.set_role(role)
             self._last_role = role
+
+    def _gauge(self, name: str, value: float) -> None:
+        """Set a gauge unless it already holds `value` (most steps change one or two of them)."""
+        if self._gauges.get(name) != value:
+            self._gauges[name] = value
+            self.metrics.set(name, value)
 
     # ---- timer -------------------------------------------------------------------------------
 
-    def _schedule(self, deadline: int | None) -> None:
+    def _schedule(self, deadline: int | None, now: int) -> None:
         if self.stopped.is_set():
             return
-        now = self.now()
         delay_s = MAX_TIMER_SLEEP_S if deadline is None else max(0.0, (deadline - now) / 1000.0)
         delay_s = min(delay_s, MAX_TIMER_SLEEP_S)
         if self._timer is not None:
@@ -309,7 +317,7 @@ class RaftDriver:
             if self.failed is None:
                 log.exception("tick failed")
                 self._timer = None
-                self._schedule(None)  # never leave the core without a timer
+                self._schedule(None, self.now())  # never leave the core without a timer
 
     def cancel_timer(self) -> None:
         if self._timer is not None:
@@ -318,19 +326,37 @@ class RaftDriver:
 
     # ---- requests from peers, and appends ----------------------------------------------------
 
-    async def request(self, src: int, message: m.Message, timeout_s: float) -> m.Message:
-        """Route a request from `src` into the core; wait for the response it emits for it."""
+    def submit(self, src: int, message: m.Message, timeout_s: float) -> asyncio.Future[m.Message]:
+        """Route a request from `src` into the core now; the future holds the response it emits for
+        it — usually already done (answered within the step), else it fails with TimeoutError after
+        `timeout_s`. A caller can answer a done one without a task or a timer."""
         if not self.started or self.failed is not None:
             raise ConnectionRefusedError("the Raft core is not running")
         self._next_ref += 1
         ref = self._next_ref
-        future: asyncio.Future[m.Message] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[m.Message] = loop.create_future()
         self._inbound[ref] = _Inbound(future)
         try:
             self.handle(m.Envelope(src, self.core.node_id, message, ref))
-            return await asyncio.wait_for(future, timeout_s)
-        finally:
+        except BaseException:
             self._inbound.pop(ref, None)
+            raise
+        if future.done():
+            self._inbound.pop(ref, None)
+            return future
+        timeout = loop.call_later(timeout_s, _time_out, future)
+
+        def release(_: asyncio.Future[m.Message]) -> None:
+            timeout.cancel()
+            self._inbound.pop(ref, None)
+
+        future.add_done_callback(release)
+        return future
+
+    async def request(self, src: int, message: m.Message, timeout_s: float) -> m.Message:
+        """Route a request from `src` into the core; wait for the response it emits for it."""
+        return await self.submit(src, message, timeout_s)
 
     async def append_and_wait(self, records: Sequence[Record], timeout_s: float) -> int:
         """Append as leader and wait until committed; returns the base offset."""
@@ -340,3 +366,8 @@ class RaftDriver:
         self._settle_appends(self.now())
         await asyncio.wait_for(future, timeout_s)
         return base
+
+
+def _time_out(future: asyncio.Future[m.Message]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError("no response from the Raft core in time"))

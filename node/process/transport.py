@@ -112,19 +112,27 @@ def refusal(message: m.Message, error: m.Errors, epoch: int) -> m.Response:
     return m.DescribeQuorumResponse(error, None, epoch, -1)
 
 
+async def _later(future: asyncio.Future[m.Message]) -> Any:
+    return wire.response_to_wire(await future)  # type: ignore[arg-type]
+
+
 def register_raft_apis(registry: ApiRegistry, driver: RaftDriver, cluster_id: str, timeout_s: float) -> None:
     """Serve Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum, each in
     the one version `node.raft.wire` maps. A request naming another cluster id is answered
     INCONSISTENT_CLUSTER_ID without reaching the core (a node of another cluster must not vote)."""
 
-    async def handle(request: Any, context: RequestContext) -> Any:
+    def handle(request: Any, context: RequestContext) -> Any:
+        """The response entity at once when the core answered within its step (most requests: no
+        task, no timer), else an awaitable of it (a parked Fetch)."""
         message = wire.request_from_wire(request)
         sender_cluster = getattr(request, "cluster_id", None)
         if sender_cluster is not None and sender_cluster != cluster_id:
             log.warning("refusing %s from %s: cluster id %s", type(message).__name__, context.peer, sender_cluster)
             return wire.response_to_wire(refusal(message, m.Errors.INCONSISTENT_CLUSTER_ID, driver.core.epoch))
-        response = await driver.request(request_source(message), message, timeout_s)
-        return wire.response_to_wire(response)  # type: ignore[arg-type]
+        future = driver.submit(request_source(message), message, timeout_s)
+        if future.done():
+            return wire.response_to_wire(future.result())  # type: ignore[arg-type]
+        return _later(future)
 
     for entity in wire.REQUEST_ENTITIES.values():
         version = int(entity.__version__)

@@ -214,28 +214,7 @@ def response_to_wire(message: m.Response) -> Any:
             error_code=ErrorCode.none, topics=(dq_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),)
         )
     if isinstance(message, m.FetchResponse):
-        div = message.diverging_epoch
-        snap = message.snapshot_id
-        part = f_resp.PartitionData(
-            partition_index=PARTITION,
-            error_code=_err(message.error),
-            high_watermark=i64(message.high_watermark),
-            log_start_offset=i64(message.log_start_offset),
-            diverging_epoch=f_resp.EpochEndOffset(epoch=i32(div.epoch), end_offset=i64(div.offset))
-            if div is not None
-            else f_resp.EpochEndOffset(),
-            current_leader=f_resp.LeaderIdAndEpoch(leader_id=_bid(message.leader_id), leader_epoch=i32(message.epoch)),
-            snapshot_id=f_resp.SnapshotId(end_offset=i64(snap.offset), epoch=i32(snap.epoch))
-            if snap is not None
-            else f_resp.SnapshotId(),
-            aborted_transactions=None,
-            records=Records(encode_batches(message.batches)) if message.batches else None,
-        )
-        return f_resp.FetchResponse(
-            throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
-            error_code=ErrorCode.none,
-            responses=(f_resp.FetchableTopicResponse(topic=METADATA_TOPIC, partitions=(part,)),),
-        )
+        return _fetch_response_to_wire(message)
     if isinstance(message, m.FetchSnapshotResponse):
         sid = message.snapshot_id or OffsetAndEpoch(-1, -1)
         part = fs_resp.PartitionSnapshot(
@@ -253,6 +232,57 @@ def response_to_wire(message: m.Response) -> Any:
             topics=(fs_resp.TopicSnapshot(name=METADATA_TOPIC, partitions=(part,)),),
         )
     raise TypeError(f"not a Raft response: {type(message).__name__}")
+
+
+# One encoded Fetch response kept: the followers fetching the same offset get the same response (same
+# batches, the same high-water mark), so the second one reuses the first's entity. Batches are
+# compared by identity (the log hands out the same objects for a recent batch), never by content.
+_last_fetch: tuple[tuple[Any, ...], Any, tuple[Any, ...]] | None = None
+
+
+def _fetch_key(message: m.FetchResponse) -> tuple[Any, ...]:
+    return (
+        message.error,
+        message.epoch,
+        message.leader_id,
+        message.high_watermark,
+        message.log_start_offset,
+        message.diverging_epoch,
+        message.snapshot_id,
+        *map(id, message.batches),
+    )
+
+
+def _fetch_response_to_wire(message: m.FetchResponse) -> Any:
+    global _last_fetch
+    key = _fetch_key(message)
+    cached = _last_fetch
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    div = message.diverging_epoch
+    snap = message.snapshot_id
+    part = f_resp.PartitionData(
+        partition_index=PARTITION,
+        error_code=_err(message.error),
+        high_watermark=i64(message.high_watermark),
+        log_start_offset=i64(message.log_start_offset),
+        diverging_epoch=f_resp.EpochEndOffset(epoch=i32(div.epoch), end_offset=i64(div.offset))
+        if div is not None
+        else f_resp.EpochEndOffset(),
+        current_leader=f_resp.LeaderIdAndEpoch(leader_id=_bid(message.leader_id), leader_epoch=i32(message.epoch)),
+        snapshot_id=f_resp.SnapshotId(end_offset=i64(snap.offset), epoch=i32(snap.epoch))
+        if snap is not None
+        else f_resp.SnapshotId(),
+        aborted_transactions=None,
+        records=Records(encode_batches(message.batches)) if message.batches else None,
+    )
+    entity = f_resp.FetchResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+        error_code=ErrorCode.none,
+        responses=(f_resp.FetchableTopicResponse(topic=METADATA_TOPIC, partitions=(part,)),),
+    )
+    _last_fetch = (key, entity, message.batches)  # the batches stay referenced: their ids stay theirs
+    return entity
 
 
 # ---------------------------------------------------------------------------- from the wire

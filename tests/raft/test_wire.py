@@ -87,3 +87,16 @@ def test_a_request_for_another_topic_is_refused() -> None:
     other = type(entity)(topics=(type(entity.topics[0])(topic_name="other", partitions=entity.topics[0].partitions),))
     with pytest.raises(wire.WireError):
         wire.request_from_wire(other)
+
+
+def test_followers_fetching_the_same_batches_share_one_response_entity() -> None:
+    batch = Batch(5, 2, (Record(b"k", b"v"),), False, 1234)
+    first = wire.response_to_wire(m.FetchResponse(m.Errors.NONE, 2, 1, 6, 0, (batch,)))
+    assert wire.response_to_wire(m.FetchResponse(m.Errors.NONE, 2, 1, 6, 0, (batch,))) is first
+    # another high-water mark, or equal content in other objects: encoded afresh, and still right
+    other_hw = wire.response_to_wire(m.FetchResponse(m.Errors.NONE, 2, 1, 5, 0, (batch,)))
+    assert other_hw is not first and other_hw.responses[0].partitions[0].high_watermark == 5
+    copy = Batch(5, 2, (Record(b"k", b"v2"),), False, 1234)
+    fresh = wire.response_to_wire(m.FetchResponse(m.Errors.NONE, 2, 1, 5, 0, (copy,)))
+    assert fresh is not other_hw
+    assert wire.response_from_wire(fresh).batches == (copy,)
