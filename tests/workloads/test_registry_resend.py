@@ -27,8 +27,8 @@ BUG = frozenset({"reregister-bumps-epoch"})
 class Dice(random.Random):
     """A seeded random source whose `random()` always rolls `roll` (choices stay seeded)."""
 
-    def __init__(self, roll: float) -> None:
-        super().__init__(0)
+    def __init__(self, roll: float, seed: int = 0) -> None:
+        super().__init__(seed)
         self.roll = roll
 
     def random(self) -> float:
@@ -215,6 +215,6 @@ def test_an_agent_registers_once_at_a_time() -> None:
     assert not w.book[1000].registering(1.0, w.session_timeout)
     again = w.next_op(ctx(0.1))
     assert again.value == {**first.value, "retry": "in-doubt"}
-    stuck = Context(time=w.session_timeout + 1, process=9, worker=0, node="n1", nodes=["n1"], rng=Dice(0.1))
+    stuck = Context(time=w.session_timeout + 1, process=9, worker=0, node="n1", nodes=["n1"], rng=Dice(0.1, seed=1))
     new = w.next_op(stuck)  # the re-send was never answered: given up after a session timeout
     assert new.f == "register" and new.value["incarnation"] != first.value["incarnation"]
