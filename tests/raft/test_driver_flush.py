@@ -53,6 +53,12 @@ def test_single_voter_commits_only_what_its_flush_thread_made_durable(tmp_path: 
         log.close()
     assert all(hw <= durable for hw, durable, _ in seen)  # one voter: the HW is its own durable end
     assert any(durable < end for _, durable, end in seen)  # appends were left to the flush thread
+    durable = 0  # one voter: every journalled hw is backed by a flush journalled before it
+    for e in journal.entries:
+        if e["ev"] == "flush":
+            durable = e["end"]
+        elif e["ev"] == "hw":
+            assert e["hw"] <= durable, e
     flushes = [e["end"] for e in journal.entries if e["ev"] == "flush"]
     assert flushes and flushes == sorted(flushes) and flushes[-1] == core.high_watermark
     # fewer flushes than appends when appends arrive during a flush (one fsync covers them all)
