@@ -19,6 +19,7 @@ The replica/destination ids a wire message does not carry are passed by the call
 from __future__ import annotations
 
 import datetime
+import functools
 from typing import Any
 
 from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
@@ -43,6 +44,16 @@ from node.storage.batches import decode_batches, encode_batches
 
 METADATA_TOPIC = TopicName("__cluster_metadata")
 PARTITION = i32(0)
+# Constant fields, validated once (a kio phantom value is checked at each construction).
+_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+_NO_LOG_START = i64(-1)
+_ANY_BYTES = i32(2**31 - 1)
+_MIN_BYTES = i32(0)
+
+
+@functools.lru_cache(maxsize=16)
+def _max_wait(ms: int) -> Any:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
 
 REQUEST_ENTITIES: dict[type, type] = {
     m.VoteRequest: v_req.VoteRequest,
@@ -139,14 +150,14 @@ def request_to_wire(message: m.Request, cluster_id: str | None = None, destinati
             current_leader_epoch=i32(message.epoch),
             fetch_offset=i64(message.fetch_offset),
             last_fetched_epoch=i32(message.last_fetched_epoch),
-            log_start_offset=i64(-1),
-            partition_max_bytes=i32(2**31 - 1),
+            log_start_offset=_NO_LOG_START,
+            partition_max_bytes=_ANY_BYTES,
         )
         return f_req.FetchRequest(
             cluster_id=cluster_id,
             replica_id=BrokerId(message.replica_id),
-            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=message.max_wait_ms)),
-            min_bytes=i32(0),
+            max_wait=_max_wait(message.max_wait_ms),
+            min_bytes=_MIN_BYTES,
             topics=(f_req.FetchTopic(topic=METADATA_TOPIC, partitions=(part,)),),
             forgotten_topics_data=(),
         )
@@ -227,7 +238,7 @@ def response_to_wire(message: m.Response) -> Any:
             unaligned_records=Records(message.data),
         )
         return fs_resp.FetchSnapshotResponse(
-            throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+            throttle_time=_NO_THROTTLE,
             error_code=ErrorCode.none,
             topics=(fs_resp.TopicSnapshot(name=METADATA_TOPIC, partitions=(part,)),),
         )
@@ -277,7 +288,7 @@ def _fetch_response_to_wire(message: m.FetchResponse) -> Any:
         records=Records(encode_batches(message.batches)) if message.batches else None,
     )
     entity = f_resp.FetchResponse(
-        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+        throttle_time=_NO_THROTTLE,
         error_code=ErrorCode.none,
         responses=(f_resp.FetchableTopicResponse(topic=METADATA_TOPIC, partitions=(part,)),),
     )
