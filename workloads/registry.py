@@ -136,10 +136,7 @@ class RegistryWorkload:
             old = [e for e in a.epochs if e != a.epoch] or a.epochs
             return heartbeat_op(a, ctx.rng.choice(old), zombie=True)
         if a.epoch is None:
-            if r >= 0.8 or a.registering(ctx.time, self.session_timeout):
-                return self._read(ctx)
-            a.registering_since = ctx.time
-            return register_op(a, ctx.rng)
+            return self._register(a, ctx) if r < 0.8 else self._read(ctx)
         if a.down_until is not None:
             return self._read(ctx)
         if r < 0.4:
@@ -148,10 +145,18 @@ class RegistryWorkload:
             a.last_heartbeat = ctx.time
             return heartbeat_op(a, a.epoch)
         if r < 0.55:
-            return register_op(a, ctx.rng)  # a new incarnation while the old one may be alive
+            return self._register(a, ctx)  # a new incarnation while the old one may be alive
         if r < 0.62:
             return unregister_op(a)
         return self._read(ctx)
+
+    def _register(self, a: Agent, ctx: Context) -> Invocation:
+        """A new incarnation of `a`, unless one of its registrations is in flight (a read then):
+        a broker registers once at a time, so one that ends info is re-sent, not overtaken."""
+        if a.registering(ctx.time, self.session_timeout):
+            return self._read(ctx)
+        a.registering_since = ctx.time
+        return register_op(a, ctx.rng)
 
     def _read(self, ctx: Context) -> Invocation:
         api = ctx.rng.choice(["DescribeCluster", "Metadata"])
