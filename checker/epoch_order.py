@@ -6,8 +6,9 @@ per broker id (P-compositionality, checker.models.BrokerRegistry) plus this test
 history, which needs no search: each issued epoch e gets a window of real time in which it must
 have been issued, and the epochs must fit their windows in increasing order.
 
-- e cannot be issued before the invocation of the registration that returned it (the earliest,
-  when the same incarnation registered again and got it again), nor, for an epoch only observed
+- e cannot be issued before the invocation of the first registration attempt of the incarnation
+  that got it (a retry after a lost answer gets the epoch an earlier attempt took), nor, for an
+  epoch only observed
   (a crashed registration's, fixed by a later heartbeat or read), before the earliest crashed
   registration of that broker; nor before the invocation of any op that saw the same broker at
   a lower epoch (that op took effect while e did not exist yet).
@@ -33,6 +34,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from checker.history import Op
 
@@ -75,14 +77,19 @@ def violation(ops: list[Op]) -> tuple[str, list[Op]] | None:
     seen = [s for op in ops for s in sightings(op)]
     windows: dict[tuple[int, int], Window] = {}  # (epoch, broker)
     given: dict[int, Sighting] = {}
+    attempts: dict[tuple[int, Any], Op] = {}  # (broker, incarnation): its earliest registration attempt
+    for op in sorted((o for o in ops if o.f == "register" and isinstance(o.value, dict)), key=lambda o: o.call):
+        attempts.setdefault((int(op.value["broker"]), op.value.get("incarnation")), op)
     for s in sorted((s for s in seen if s.op.f == "register"), key=lambda s: s.op.call):
         first = given.setdefault(s.epoch, s)
         if (first.broker, first.op.value.get("incarnation")) != (s.broker, s.op.value.get("incarnation")):
             return (f"broker epoch {s.epoch} was given to two registrations: {first.op.label()} "
                     f"(line {first.op.call_line}) and {s.op.label()} (line {s.op.call_line})", [first.op, s.op])
         if (s.epoch, s.broker) not in windows:
-            windows[(s.epoch, s.broker)] = Window(s.epoch, s.broker, s.op.call, s.op,
-                                                  "the registration that got it was invoked")
+            start = attempts.get((s.broker, s.op.value.get("incarnation")), s.op)
+            why = ("the registration that got it was invoked" if start is s.op else
+                   "the first attempt of that incarnation's registration (a retry gets its epoch) was invoked")
+            windows[(s.epoch, s.broker)] = Window(s.epoch, s.broker, start.call, start, why)
     crashed: dict[int, Op] = {}
     for op in ops:
         if op.f == "register" and op.status == "info" and isinstance(op.value, dict):

@@ -341,7 +341,9 @@ class BrokerRegistry:
     State: (highest broker epoch issued, ((broker, epoch, incarnation), ...)). Broker epochs
     are metadata-log offsets, so every successful registration gets a larger one than any
     before. A crashed registration leaves the broker registered with an epoch not yet known,
-    recorded as ("?", lower bound) and fixed by the first later observation of it.
+    recorded as ("?", lower bound) and fixed by the first later observation of it. A retry of
+    the incarnation already registered (the client re-sends after a lost answer) writes nothing
+    and is answered with that registration's epoch — the one a crashed attempt took, if so.
 
     Keyed by broker id (P-compositionality): register, heartbeat and unregister name one broker,
     and one broker's registration, epoch and incarnation change only by its own ops. The state
@@ -404,12 +406,15 @@ class BrokerRegistry:
                     return None
                 return reads(lambda s: s if any(x == b and i != inc for x, _, i in s[1]) else ILLEGAL)
             if st == "info":
-                return lambda s: _set(s, b, ("?", s[0]), inc)
+                # a retry of the registered incarnation changes nothing; else a new epoch, not yet known
+                return lambda s: s if _incarnation_of(s, b) == inc else _set(s, b, ("?", s[0]), inc)
             ep = int(_field(op, "epoch", output=True))
 
             def register(s: Any) -> Any:
-                if any(x == b and i == inc and e == ep for x, e, i in s[1]):
-                    return s  # the same incarnation again: the controller answers with its epoch
+                if _incarnation_of(s, b) == inc:
+                    # a retry of the registered incarnation gets its epoch again (never a new one,
+                    # KAFKA-16952); an earlier attempt that crashed may have taken that epoch
+                    return _observe(s, b, ep)
                 return _set((ep, s[1]), b, ep, inc) if ep > s[0] else ILLEGAL
 
             return register
@@ -435,6 +440,13 @@ class BrokerRegistry:
 
 def _ep(e: Any) -> str:
     return f">{e[1]}" if isinstance(e, tuple) else str(e)
+
+
+def _incarnation_of(s: Any, b: int) -> Any:
+    for x, _, inc in s[1]:
+        if x == b:
+            return inc
+    return None
 
 
 def _epoch_of(s: Any, b: int) -> Any:

@@ -55,6 +55,15 @@ REGISTRY_CASES: dict[str, tuple[list[tuple[Any, ...]], bool]] = {
         *reg(1, 5, "b", 12), (0, "invoke", "register", {"broker": 4, "incarnation": "a"}),
         (0, "info", "register", None), *hb(2, 4, 15), *reg(1, 6, "d", 30),
     ], True),
+    "a retry after a lost answer gets the epoch the lost attempt took": ([
+        (0, "invoke", "register", {"broker": 4, "incarnation": "a"}), (1, "invoke", "register",
+                                                                         {"broker": 5, "incarnation": "b"}),
+        (0, "info", "register", None), (1, "ok", "register", {"epoch": 12}),
+        *reg(2, 4, "a", 10), *reg(2, 4, "a", 10), *hb(1, 4, 10),
+    ], True),
+    "a retry of a live incarnation answered with a new epoch (KAFKA-16952)": ([
+        *reg(0, 4, "a", 10), *reg(1, 5, "b", 12), *reg(0, 4, "a", 14),
+    ], False),
     "heartbeat accepted with an epoch the broker does not have": ([*reg(0, 4, "a", 10), *hb(1, 4, 9)], False),
     "lost registration (stale epoch refused for the current epoch)": ([*reg(0, 4, "a", 10), *hb(1, 4, 10, ok=False)],
                                                                        False),
