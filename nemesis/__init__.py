@@ -21,7 +21,7 @@ op fires) | controllers | brokers).
 | start-packet | `kind`: loss, bandwidth, delay, duplicate, reorder (netem) | nodes, rule or qdisc |
 | stop-packet | — | hosts cleared |
 | start-disk | nodes, `damage` (disk.DAMAGES), `seed`, `amount` | per node: file, sizes, flipped bits |
-| stop-disk | — | `formatted` (wiped ones), `restarted` |
+| stop-disk | `watch_s` | `formatted`, `restarted`, `rebuilt` (refusing observers re-made), `refused` (voters) |
 
 A kill of a node started with `kraftlab.unsafe.lose.unflushed=true` also loses its un-fsynced log
 writes: the node keeps them in process memory in that mode, so SIGKILL emulates a power failure that

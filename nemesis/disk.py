@@ -1,6 +1,12 @@
 """Disk faults on a stopped node: the node is SIGKILLed, its metadata log directory damaged, and it
 is started again on `stop-disk` (after a format, when the data directory was wiped).
 
+A node whose damage reaches committed data (below its checkpointed high-water mark) must refuse to
+start: that is the node doing its job. `stop-disk` then does what an operator does with a broker-only
+node (an observer, whose log the quorum can give back): wipe, format, start — and says so in its
+result (`rebuilt`). A voter that refuses is left down (`refused`), since rebuilding a voter's log
+breaks Raft's stable-storage assumption.
+
 Layout (node/storage): `<metadata.log.dir>/__cluster_metadata-0/` holds `<20-digit offset>.log`
 segments, `*.checkpoint` snapshots and the `quorum-state` file.
 """
@@ -10,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import shlex
+import time
 from typing import Any
 
 from nemesis.context import FaultContext
@@ -19,6 +26,7 @@ from nemesis.process import resolve_nodes
 
 DAMAGES: tuple[str, ...] = ("truncate-tail", "flip-bits", "delete-quorum-state", "wipe")
 PARTITION_DIR = "__cluster_metadata-0"
+STARTUP_WATCH_S = 6.0  # a node that refuses damaged storage exits within its start-up
 
 # Runs on the host: damages files and prints, as JSON, exactly what it did.
 _DAMAGER = r"""
@@ -111,8 +119,37 @@ class DiskFault:
             if not control.running(node):
                 control.start(node)
                 restarted.append(node)
+        watch = [n for n in restarted if n not in formatted]
+        rebuilt, refused = self._rebuild_refusals(watch, float(value.get("watch_s", STARTUP_WATCH_S)))
+        for node in sorted(in_force):
             self.ctx.state.drop("disk", node)
-        return {"restarted": restarted, "formatted": formatted}
+        return {"restarted": restarted, "formatted": formatted + rebuilt, "rebuilt": rebuilt, "refused": refused}
+
+    def _rebuild_refusals(self, nodes: list[str], watch_s: float) -> tuple[list[str], list[str]]:
+        """Nodes that exited within `watch_s` of their restart refused their damaged storage: observers
+        are wiped, formatted and started again; voters are left down and named."""
+        control = self.ctx.control
+        deadline = time.monotonic() + watch_s
+        down: set[str] = set()
+        while nodes and time.monotonic() < deadline:
+            down |= {n for n in nodes if not control.running(n)}
+            if len(down) == len(nodes):
+                break
+            time.sleep(0.2)
+        voters = set(control.controllers())
+        rebuilt, refused = [], []
+        for node in sorted(down):
+            if node in voters:
+                refused.append(node)
+                continue
+            result = control.host(node).run(damage_command("wipe", control.metadata_log_dir(node),
+                                                           control.data_dir(node), 0, 0), timeout=60)
+            if not result.ok:
+                raise FaultError(f"{node}: could not wipe its refused storage: {result.stderr.strip()[-300:]}")
+            control.reformat(node)
+            control.start(node)
+            rebuilt.append(node)
+        return rebuilt, refused
 
     def heal_ops(self) -> list[tuple[str, dict[str, Any]]]:
         return [("stop-disk", {})] if self.ctx.state.get("disk") else []

@@ -13,6 +13,7 @@ import pytest
 from conftest import Recorded
 
 from control.host import CommandResult
+from nemesis import disk
 from nemesis.core import Nemesis
 from nemesis.fakes import FakeNodeControl
 from nemesis.ports import MemoryLedger
@@ -196,7 +197,9 @@ def test_loss_and_bandwidth_and_their_heal(nemesis: Nemesis, control: FakeNodeCo
     assert nemesis.status() == {}
 
 
-def test_disk_fault_kills_damages_and_restarts(nemesis: Nemesis, control: FakeNodeControl) -> None:
+def test_disk_fault_kills_damages_and_restarts(nemesis: Nemesis, control: FakeNodeControl,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(disk, "STARTUP_WATCH_S", 0.3)
     control.host("n2").on("truncate-tail", CommandResult("n2", "", 0, '{"action": "truncate-tail"}\n', ""))
     done = nemesis.invoke("start-disk", {"nodes": ["n2"], "damage": "truncate-tail", "seed": 3, "amount": 50})
     assert done.type == "ok" and done.value["done"] == {"n2": {"action": "truncate-tail"}}
@@ -206,6 +209,30 @@ def test_disk_fault_kills_damages_and_restarts(nemesis: Nemesis, control: FakeNo
     assert [c.f for c in nemesis.heal_all()] == ["stop-disk"]
     assert control.nodes_by_name["n4"].formats == 1 and control.nodes_by_name["n2"].formats == 0
     assert control.nodes_by_name["n2"].state == "running" == control.nodes_by_name["n4"].state
+
+
+def test_disk_heal_rebuilds_an_observer_that_refuses_its_damaged_log_and_leaves_a_voter_down(
+        nemesis: Nemesis, control: FakeNodeControl, monkeypatch: pytest.MonkeyPatch) -> None:
+    refusing = {"n2", "n4"}  # n2 is a voter, n4 a broker-only node: both exit at start on the damage
+    real_start = control.start
+
+    def start(node: str) -> None:
+        real_start(node)
+        if node in refusing:
+            refusing.discard(node)
+            control.nodes_by_name[node].state = "killed"
+
+    monkeypatch.setattr(control, "start", start)
+    for node in ("n2", "n4"):
+        control.host(node).on("flip-bits", CommandResult(node, "", 0, '{"action": "flip-bits"}\n', ""))
+        nemesis.invoke("start-disk", {"nodes": [node], "damage": "flip-bits", "seed": 1})
+    healed = nemesis.invoke("stop-disk", {"watch_s": 2.0})
+    assert healed.type == "ok"
+    assert healed.value["rebuilt"] == ["n4"] and healed.value["refused"] == ["n2"]
+    assert control.nodes_by_name["n4"].formats == 1 and control.nodes_by_name["n4"].state == "running"
+    assert control.nodes_by_name["n2"].formats == 0 and control.nodes_by_name["n2"].state == "killed"
+    wiped = {n for n in ("n2", "n4") if any("' wipe " in c for c in cmds(control, n))}  # the damager's action arg
+    assert wiped == {"n4"}
 
 
 def test_state_survives_in_the_ledger(control: FakeNodeControl) -> None:
