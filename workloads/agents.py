@@ -9,11 +9,12 @@ Beliefs only steer the generators; the history records what was sent and answere
 Ops (checker model `registry`, history field `workload: "registry"`):
 - `register` {"broker", "incarnation"[, "retry"]} → {"epoch"}; fail DUPLICATE_BROKER_REGISTRATION
   (another incarnation holds a live lease), INCONSISTENT_CLUSTER_ID, ... A re-send of the same
-  incarnation says why in `retry`: "in-doubt" (the previous send ended `info`: timed out, connection
-  lost, NOT_CONTROLLER; a new process re-sends it, as a real broker retries a registration whose
-  answer it never saw) or "duplicate" (sent again after an `ok`: the first answer was not seen in
-  time). The controller must answer a live incarnation's re-send with the epoch it already has
-  (KAFKA-16952 is the bug where it issues a new one).
+  incarnation says why in `retry`: "in-doubt" (the previous send got no answer: it ended `info` —
+  timed out, connection lost, NOT_CONTROLLER — or was not even sent; a new process re-sends it
+  after a backoff, as a real broker retries a registration whose answer it never saw) or
+  "duplicate" (sent again after an `ok`: the first answer was not seen in time). The controller
+  must answer a live incarnation's re-send with the epoch it already has (KAFKA-16952 is the bug
+  where it issues a new one).
 - `heartbeat` {"broker", "epoch", "want_fence", "want_shut_down", "offset"[, "zombie"]} →
   {"fenced", "should_shut_down", "caught_up"}; fail STALE_BROKER_EPOCH (the broker's epoch is
   not this one) or BROKER_ID_NOT_REGISTERED.
@@ -39,6 +40,7 @@ REGISTRY = "registry"
 # Agents advertise a closed loopback port: nobody should ever connect to a simulated broker.
 AGENT_HOST, AGENT_PORT = "127.0.0.1", 1
 METADATA_VERSION_RANGE = (1, 30)
+NOT_SENT = "not-sent"  # how a DefiniteFailure that never reached the cluster starts (workloads.kafka)
 CAUGHT_UP = 2**62  # a metadata offset beyond any epoch: the agent says it has replayed everything
 
 
@@ -54,6 +56,7 @@ class Agent:
     down_until: float | None = None  # shut down: silent until then, then registers anew
     attempt: str | None = None  # the incarnation of the latest registration sent as a new one
     resend: tuple[str, str] | None = None  # (incarnation, "in-doubt" | "duplicate"): may be re-sent
+    resend_due: float | None = None  # when the pending re-send goes out (after a backoff)
     registering_since: float | None = None  # a registration of it is in flight since then (generator time)
 
     def registering(self, now: float, patience: float) -> bool:
@@ -62,8 +65,8 @@ class Agent:
         return self.registering_since is not None and now - self.registering_since < patience
 
     def in_doubt(self, incarnation: str) -> None:
-        """A registration of `incarnation` ended without a definite answer: re-sendable, unless
-        the agent has moved on to another incarnation since."""
+        """A registration of `incarnation` got no answer (it ended info, or was not even sent):
+        re-sendable, unless the agent has moved on to another incarnation since."""
         if incarnation == self.attempt:
             self.resend = (incarnation, "in-doubt")
 
@@ -109,7 +112,7 @@ class AgentBook:
 def register_op(agent: Agent, rng: random.Random) -> Invocation:
     """A registration as a new incarnation (a seeded random UUID); the agent moves on to it."""
     incarnation = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-    agent.attempt, agent.resend = incarnation, None
+    agent.attempt, agent.resend, agent.resend_due = incarnation, None, None
     return Invocation("register", {"broker": agent.id, "incarnation": incarnation}, {"workload": REGISTRY})
 
 
@@ -117,7 +120,7 @@ def resend_op(agent: Agent) -> Invocation:
     """The agent's pending re-send (`Agent.resend`) of a registration with the same incarnation."""
     assert agent.resend is not None
     incarnation, why = agent.resend
-    agent.resend = None
+    agent.resend = agent.resend_due = None
     return Invocation("register", {"broker": agent.id, "incarnation": incarnation, "retry": why},
                       {"workload": REGISTRY})
 
@@ -146,17 +149,20 @@ def agent_handlers(books: list[AgentBook]) -> Handlers:
 
     async def register(session: Session, inv: Invocation) -> Any:
         v = inv.value
-        req = BrokerRegistrationRequest(
-            broker_id=v["broker"], cluster_id=await session.cluster_id(), incarnation_id=uuid.UUID(v["incarnation"]),
-            listeners=(Listener(name="PLAINTEXT", host=AGENT_HOST, port=AGENT_PORT, security_protocol=0),),
-            features=(Feature(name="metadata.version", min_supported_version=METADATA_VERSION_RANGE[0],
-                              max_supported_version=METADATA_VERSION_RANGE[1]),),
-            rack=None)
         a = agent_of(v["broker"])
         try:
+            req = BrokerRegistrationRequest(
+                broker_id=v["broker"], cluster_id=await session.cluster_id(),
+                incarnation_id=uuid.UUID(v["incarnation"]),
+                listeners=(Listener(name="PLAINTEXT", host=AGENT_HOST, port=AGENT_PORT, security_protocol=0),),
+                features=(Feature(name="metadata.version", min_supported_version=METADATA_VERSION_RANGE[0],
+                                  max_supported_version=METADATA_VERSION_RANGE[1]),),
+                rack=None)
             resp = await session.controller.send(req, lambda r: r.error_code)
             check(resp.error_code, v)
-        except DefiniteFailure:
+        except DefiniteFailure as e:
+            if a is not None and e.error.startswith(NOT_SENT):  # no answer either: a broker tries again
+                a.in_doubt(v["incarnation"])
             raise
         except BaseException:  # the op completes info (a timeout cancels us): its outcome is unknown
             if a is not None:

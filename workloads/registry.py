@@ -9,8 +9,9 @@ with an old epoch on purpose (STALE_BROKER_EPOCH expected). Op formats: `workloa
 
 Re-sends, as real brokers do (KAFKA-16952 is about them): after a registration ends `info`
 (timed out, connection lost, NOT_CONTROLLER) its process is retired, and a new process usually
-re-sends `register` with the SAME incarnation before the agent moves on; now and then an agent
-also re-sends right after an `ok` (a duplicate send). The value says `"retry": "in-doubt"` or
+re-sends `register` with the SAME incarnation, after a backoff, before the agent moves on (also
+when a send could not even go out); now and then an agent also re-sends right after an `ok` (a
+duplicate send). The value says `"retry": "in-doubt"` or
 `"duplicate"`. A correct controller answers a live incarnation's re-send with the epoch it has.
 
 Reads: `read` {"node", "broker_read": true[, "final": true], "api"} → {"unfenced": [agent ids]}
@@ -83,20 +84,27 @@ def shut_down(a: Agent, now: float, restart_after: float) -> Invocation:
     return heartbeat_op(a, a.epoch, want_shut_down=True)
 
 
-P_RESEND = {"in-doubt": 0.7, "duplicate": 0.1}  # how often a pending re-send is sent, by why
+P_RESEND = {"in-doubt": 0.8, "duplicate": 0.1}  # how often a pending re-send is sent, by why
+RESEND_BACKOFF = {"in-doubt": 0.5, "duplicate": 0.0}  # seconds before it goes out
 
 
 def resend(book: AgentBook, ctx: Context) -> Invocation | None:
-    """The first pending re-send (by agent id) the dice allow; pending ones not sent are dropped
-    (the agent moves on)."""
+    """The first pending re-send (by agent id) that is due. Each pending one is rolled for once:
+    dropped (the agent moves on), or held for its backoff, during which the agent starts no new
+    incarnation (it is still registering)."""
     for b in book.ids:
         a = book[b]
         if a.resend is None:
             continue
-        if a.down_until is None and ctx.rng.random() < P_RESEND[a.resend[1]]:
-            a.registering_since = ctx.time
+        why = a.resend[1]
+        if a.down_until is not None or (a.resend_due is None and ctx.rng.random() >= P_RESEND[why]):
+            a.resend = a.resend_due = None
+            continue
+        if a.resend_due is None:
+            a.resend_due = ctx.time + RESEND_BACKOFF[why]
+        a.registering_since = ctx.time
+        if ctx.time >= a.resend_due:
             return resend_op(a)
-        a.resend = None
     return None
 
 

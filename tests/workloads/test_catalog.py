@@ -7,7 +7,7 @@ import json
 import random
 
 import pytest
-from wl_harness import run, select, stale_alters, verdicts, without_in_doubt_resends
+from wl_harness import run, select, stale_alters, verdicts
 
 from checker.history import parse_jsonl_line
 from checker.judged import judged
@@ -69,8 +69,7 @@ def test_info_retires_the_process() -> None:
     assert retired
 
 
-def test_mixed_keeps_workloads_apart_and_checks_valid(monkeypatch: pytest.MonkeyPatch) -> None:
-    without_in_doubt_resends(monkeypatch)
+def test_mixed_keeps_workloads_apart_and_checks_valid() -> None:
     fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(3), p_timeout=0.02, p_not_controller=0.02)
     lines, _w = run("mixed", fake, seconds=2.5, seed=3)
     invokes = [x for x in lines if x["type"] == "invoke"]

@@ -6,8 +6,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-import pytest
-from wl_harness import completions, invoke, open_client, run, verdicts, without_in_doubt_resends
+from wl_harness import completions, invoke, open_client, run, verdicts
 
 from workloads.agents import heartbeat_op, register_op, unregister_op
 from workloads.fake_kafka import FakeKafka
@@ -70,8 +69,7 @@ def test_controlled_shutdown_is_acknowledged_and_the_agent_stays_silent() -> Non
     assert fake.brokers[1002].shutting_down
 
 
-def test_generated_history_has_zombies_duplicates_and_checks_valid(monkeypatch: pytest.MonkeyPatch) -> None:
-    without_in_doubt_resends(monkeypatch)
+def test_generated_history_has_zombies_duplicates_and_checks_valid() -> None:
     fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(5), p_timeout=0.02, p_lost=0.02,
                      p_not_controller=0.02)
     lines, w = run("registry", fake, seconds=2.0, seed=5)

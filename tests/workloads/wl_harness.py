@@ -18,18 +18,6 @@ from workloads.fake_kafka import FakeKafka
 from workloads.history import HistoryWriter
 from workloads.interpreter import ProcessIds, run_phase
 
-CHECKER_PENDING = ("the registry model accepts a new epoch for a live incarnation's re-send, and checker.epoch_order "
-                   "starts an epoch's window at its first ok registration, not at an earlier info one of the same "
-                   "incarnation (a false alarm on a correct re-send after an info; see the workloads report)")
-
-
-def without_in_doubt_resends(monkeypatch: Any) -> None:
-    """Until the checker change in CHECKER_PENDING lands: no re-sends after an info, so a
-    correct fake's registry history checks valid every time."""
-    from workloads.registry import P_RESEND
-
-    monkeypatch.setitem(P_RESEND, "in-doubt", 0.0)
-
 
 def run(name: str, fake: FakeKafka, *, seconds: float = 1.5, seed: int = 1, rate: float = 400.0,
         concurrency: int = 6, op_timeout: float = 1.0) -> tuple[list[dict[str, Any]], Workload]:
