@@ -16,12 +16,15 @@ from typing import Any
 from node.metadata.image import MetadataImage
 from node.metadata.journal import JournalEvent
 from node.metadata.records import (
+    BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    RegisterBrokerRecord,
     RemoveTopicRecord,
     UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
     decode,
     from_log_record,
     to_log_record,
@@ -104,7 +107,9 @@ class CommittedReplay:
 def _left(image: MetadataImage, record: MetadataRecord) -> dict[str, Any]:
     """What an applied record left in the image, for the fencing checker: a partition's ISR and
     leader after a partition record (with the topic id: a deleted topic's name can come back), the
-    topic id a topic removal drops, a broker's id after a fence or unfence."""
+    topic id a topic removal drops, a broker's id after a fence or unfence, and after any other broker
+    record (registration, unregistration, registration change) its id and whether it is fenced now
+    (absent: unregistered)."""
     if isinstance(record, PartitionRecord | PartitionChangeRecord):
         topic = image.topics.get(record.topic_id)
         p = topic.partitions.get(record.partition_id) if topic is not None else None
@@ -115,4 +120,7 @@ def _left(image: MetadataImage, record: MetadataRecord) -> dict[str, Any]:
         return {"topic_id": str(record.topic_id)}
     elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
         return {"broker": record.id}
+    elif isinstance(record, RegisterBrokerRecord | UnregisterBrokerRecord | BrokerRegistrationChangeRecord):
+        b = image.brokers.get(record.broker_id)
+        return {"broker": record.broker_id, **({"fenced": b.fenced} if b is not None else {})}
     return {}
