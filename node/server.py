@@ -262,6 +262,7 @@ class NodeServer:
         if driver is not None:
             driver.stopped.set()
             driver.cancel_timer()
+            driver.close()  # the flush thread ends (a flush under way completes) before the log closes
         if self._hw_task is not None:
             self._hw_task.cancel()
             await asyncio.gather(self._hw_task, return_exceptions=True)

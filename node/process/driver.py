@@ -130,7 +130,10 @@ class RaftDriver:
         except NotLeader:
             raise
         except Exception as e:
-            self._journal_fatal(e)
+            if e is self.node.machine_error:
+                self._fail(e)  # the committed log could not be applied: fail-stop
+            else:
+                self._journal_fatal(e)
             raise
         self._queue.append(out)
         if self._applying:
@@ -145,11 +148,16 @@ class RaftDriver:
             self.after_step(now)
 
     def _fail(self, error: BaseException) -> None:
+        """Fail-stop: no further step runs (the server sees `stopped` and exits non-zero). A safety
+        error or a state machine that cannot apply the committed log is journalled `fatal` with
+        stopped:true; the first failure is the one kept (a nested step may fail on its way out)."""
+        if self.failed is not None:
+            return
         log.error("stopping: %s", error)
         self.failed = error
         if isinstance(error, LogCorruption):
             journal_corruption(self.journal, error, "metadata log")
-        elif isinstance(error, RaftSafetyError):
+        elif isinstance(error, RaftSafetyError) or error is self.node.machine_error:
             self._journal_fatal(error)
         self.stopped.set()
 

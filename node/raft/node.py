@@ -21,6 +21,7 @@ class RaftNode:
         self.machine = machine
         self.snapshot_every_records = snapshot_every_records
         self._since_snapshot = 0
+        self.machine_error: Exception | None = None
 
     def start(self, now: int) -> Output:
         return self._apply(self.core.start(now), now)
@@ -42,6 +43,25 @@ class RaftNode:
         return self._apply(self.core.flushed(now), now)
 
     def _apply(self, out: Output, now: int) -> Output:
+        try:
+            taken = self._feed(out)
+        except Exception as e:
+            # The state machine no longer follows the committed log: a driver must stop the node
+            # (fail-stop), never let it keep voting or leading. Raised as is (the simulator's zoo
+            # tells a machine's refusal by its type); `machine_error` says where it came from.
+            self.machine_error = e
+            raise
+        if taken is not None:
+            snapshot_id, records = taken
+            if self.core.bugs.on("snapshot-id-off-by-one"):
+                # BUG ZOO: snapshot-id-off-by-one (KAFKA-14618) — the id names the last included
+                # offset instead of the exclusive end offset.
+                snapshot_id = OffsetAndEpoch(snapshot_id.offset - 1, snapshot_id.epoch)
+            out.merge(self.core.create_snapshot(snapshot_id, records, now))
+        return out
+
+    def _feed(self, out: Output) -> tuple[OffsetAndEpoch, list[Record]] | None:
+        """Hand a step's updates to the state machine; the snapshot to take now, if one is due."""
         machine = self.machine
         for update in out.updates:
             if isinstance(update, Commit):
@@ -53,13 +73,6 @@ class RaftNode:
             elif isinstance(update, LeaderChange):
                 machine.handle_leader_change(update.leader_id, update.epoch, update.local_is_leader)
         if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
-            taken = machine.snapshot_records()
             self._since_snapshot = 0
-            if taken is not None:
-                snapshot_id, records = taken
-                if self.core.bugs.on("snapshot-id-off-by-one"):
-                    # BUG ZOO: snapshot-id-off-by-one (KAFKA-14618) — the id names the last included
-                    # offset instead of the exclusive end offset.
-                    snapshot_id = OffsetAndEpoch(snapshot_id.offset - 1, snapshot_id.epoch)
-                out.merge(self.core.create_snapshot(snapshot_id, records, now))
-        return out
+            return machine.snapshot_records()
+        return None
