@@ -5,11 +5,13 @@
   of RegisterBrokerRecords, so "older" is plain integer order).
 - OldIncarnationAccepted: a controller accepts a registration from an incarnation that a newer
   registration of the same broker had replaced.
-- SessionNotFenced: a broker the active controller unfenced goes silent (no accepted heartbeat)
-  longer than the session timeout plus the stated slack, and that controller neither fences it
-  nor loses leadership in that time (measured on the controller's own clock) — and is still
-  active a second after its journal first shows that (a paused controller first acts after it
-  resumes: its first steps may come before the tick that fences or resigns).
+- SessionNotFenced: a broker the active controller unfenced, or found unfenced in its committed
+  image when it became active (its first high-water mark as leader), goes silent (no accepted
+  heartbeat) longer than the session timeout plus the stated slack — counted from that unfence,
+  heartbeat or activation — and that controller neither fences it nor loses leadership in that
+  time (measured on the controller's own clock) — and is still active a second after its journal
+  first shows that (a paused controller first acts after it resumes: its first steps may come
+  before the tick that fences or resigns). A killed broker must be fenced like a silent one.
 - FencedInIsr: after a controller fences or shuts down a broker (and before it unfences it),
   it accepts an AlterPartition that puts that broker in an ISR or makes it leader — within one
   term of that controller (another controller may unfence the broker between its terms). And
@@ -103,37 +105,100 @@ def _expire(watched: dict[int, Entry], overdue: dict[int, Entry], e: Entry, nid:
             continue
         first = overdue.setdefault(b, e)
         if e.mono - first.mono >= CONFIRM_MS * 1_000_000:
+            since = ("since it became active with the broker unfenced in its image" if last.ev == "hw"
+                     else "after its last heartbeat")
             vs.append(Violation("SessionNotFenced",
                                 f"controller {nid} kept broker {b} unfenced {(e.mono - last.mono) / 1e6:.0f} ms "
-                                f"after its last heartbeat (session {timeout_ms:g} ms + slack {slack_ms:g} ms)",
+                                f"{since} (session {timeout_ms:g} ms + slack {slack_ms:g} ms)",
                                 [last, first, e]))
             del watched[b], overdue[b]
+
+
+def _applied_fenced(e: Entry) -> bool | None:
+    """Whether an applied broker record left its broker fenced (None: not a broker record, or a
+    journal that does not name the broker). An unregistration leaves no broker: fenced too."""
+    kind = e.get("type")
+    if e.get("broker") is None or kind not in ("FenceBrokerRecord", "UnfenceBrokerRecord", "RegisterBrokerRecord",
+                                               "UnregisterBrokerRecord", "BrokerRegistrationChangeRecord"):
+        return None
+    if kind in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
+        return kind == "FenceBrokerRecord"
+    return bool(e.get("fenced", True))
+
+
+class _Term:
+    """One node's view for SessionNotFenced: the brokers its applied image holds unfenced, and
+    while it is the active controller the brokers it must keep a session for, each with its last
+    sign of life. Activation is the leader's first `hw` in its epoch (the LeaderChange is
+    committed: the controller takes over the committed image and leases every broker in it);
+    from then on every broker unfenced in the image is watched from activation, except those
+    this controller decided a fence or unfence for (its own events say what it did)."""
+
+    def __init__(self) -> None:
+        self.unfenced: set[int] = set()
+        self.leading = False
+        self.active: Entry | None = None
+        self.watched: dict[int, Entry] = {}  # broker → last sign of life (activation, unfence, heartbeat)
+        self.overdue: dict[int, Entry] = {}  # broker → the first event that showed it overdue
+        self.decided: dict[int, float] = {}  # broker → log offset of this term's last fence event for it
+
+    def new_term(self, leading: bool) -> None:
+        self.leading, self.active = leading, None
+        self.watched.clear()
+        self.overdue.clear()
+        self.decided.clear()
+
+    def activate(self, e: Entry) -> None:
+        self.active = e
+        for b in sorted(self.unfenced - set(self.decided) - set(self.watched)):
+            self.watched[b] = e
+
+    def fence_event(self, e: Entry) -> None:
+        b = int(e["broker"])
+        self.decided[b] = float(e["offset"]) if e.get("offset") is not None else float("inf")
+        self.overdue.pop(b, None)
+        if e.get("action") == "unfence":
+            self.watched[b] = e
+        else:
+            self.watched.pop(b, None)
+
+    def applied(self, e: Entry, fenced: bool) -> None:
+        b = int(e["broker"])
+        if fenced:
+            self.unfenced.discard(b)
+        else:
+            self.unfenced.add(b)
+        if self.active is None or self.decided.get(b, -1.0) > int(e["offset"]):
+            return  # not active yet, or this controller decided later what becomes of the broker
+        if fenced:
+            self.watched.pop(b, None)
+            self.overdue.pop(b, None)
+        elif b not in self.watched and b not in self.decided:
+            self.watched[b] = self.active  # an older leader's unfence, committed as this one took over
 
 
 def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, slack_ms: float) -> None:
     limit_ns = (timeout_ms + slack_ms) * 1_000_000
     for nid, entries in journals.by_node.items():
-        leading = False
-        watched: dict[int, Entry] = {}  # broker → last sign of life (unfence or accepted heartbeat)
-        overdue: dict[int, Entry] = {}  # broker → the first event that showed it overdue
-
+        t = _Term()
         for e in entries:
-            if leading:
-                _expire(watched, overdue, e, nid, limit_ns, vs, timeout_ms, slack_ms)
+            if t.leading:
+                _expire(t.watched, t.overdue, e, nid, limit_ns, vs, timeout_ms, slack_ms)
+            if e.ev == "start" or (e.ev == "snapshot" and e.get("action") in ("load", "fetch")):
+                t.unfenced.clear()  # a new image: only what is applied from now on is known
             if e.ev in ("role", "start"):
-                leading = e.ev == "role" and e.get("role") == "leader"
-                watched.clear()
-                overdue.clear()
-            elif e.ev == "fence" and leading:
-                b = int(e["broker"])
-                overdue.pop(b, None)
-                if e.get("action") == "unfence":
-                    watched[b] = e
-                else:
-                    watched.pop(b, None)
-            elif _ok(e, "BrokerHeartbeat") and int(e["broker"]) in watched:
-                watched[int(e["broker"])] = e
-                overdue.pop(int(e["broker"]), None)
+                t.new_term(e.ev == "role" and e.get("role") == "leader")
+            elif e.ev == "hw" and t.leading and t.active is None:
+                t.activate(e)
+            elif e.ev == "apply":
+                fenced = _applied_fenced(e)
+                if fenced is not None:
+                    t.applied(e, fenced)
+            elif e.ev == "fence" and t.leading:
+                t.fence_event(e)
+            elif _ok(e, "BrokerHeartbeat") and int(e["broker"]) in t.watched:
+                t.watched[int(e["broker"])] = e
+                t.overdue.pop(int(e["broker"]), None)
 
 
 def _in_log_order(entries: list[Entry]) -> list[Entry]:
