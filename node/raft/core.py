@@ -263,7 +263,9 @@ class RaftCore:
             self._event("snapshot", action="load", offset=latest.offset, epoch=latest.epoch)
         stored = self.quorum.read()
         log_epoch = self.log.last_epoch()
-        if stored is None or log_epoch > stored.leader_epoch:
+        if stored is None and latest is None and self.log.end_offset() == 0 and self.is_voter:
+            self._set_state(Unattached(0, None, self._fresh_deadline(now)), now)
+        elif stored is None or log_epoch > stored.leader_epoch:
             self._set_state(Unattached(max(log_epoch, 0), None, self._unattached_deadline(now)), now)
         else:
             self._persisted = (stored.leader_epoch, stored.leader_id, stored.voted_id)
@@ -442,6 +444,16 @@ class RaftCore:
             return now
         return now + (self._election_timeout() if self.is_voter else 0)
 
+    def _fresh_deadline(self, now: int) -> int:
+        """A fresh voter (no quorum-state, empty log, no snapshot: the quorum's first start) knows
+        there is no leader to wait for: as KIP-595's bootstrap has it, it begins the vote once it
+        can reach the voters, after a short random delay in [0, retry backoff) instead of a whole
+        election timeout. It still pre-votes first (a pre-vote changes nobody's state), and every
+        later election keeps the randomised election timeout."""
+        if len(self.voters) == 1:
+            return now
+        return now + self.rng.randrange(0, max(1, self.config.retry_backoff_ms))
+
     def _resigned(self, epoch: int, successors: tuple[int, ...], now: int) -> Resigned:
         wait = self._election_timeout() if self._others else 0  # a lone voter has nobody to wait for
         return Resigned(epoch, now + wait, successors, set(self._others))
@@ -588,14 +600,18 @@ class RaftCore:
                 self._send(v, request, now)
 
     def _bootstrap_fetch(self, state: Unattached, now: int) -> None:
-        """An observer that knows no leader asks a random voter (whose answer names the leader)."""
-        idle = [v for v in self.voters if v not in self._inflight]
-        if idle:
+        """An observer that knows no leader asks a random voter (whose answer names the leader), one
+        request at a time, every retry backoff (as Kafka's observers do): not once per election
+        timeout, which left brokers up to seconds behind a new leader. Voters backing off after a
+        failed request (RequestFailed) are skipped until their backoff ends."""
+        inflight = self._inflight
+        idle = [v for v in self.voters if v not in inflight]
+        if idle and not any(ref != 0 for ref, _ in inflight.values()):  # ref 0: a peer backing off
             target = idle[self.rng.randrange(len(idle))]
             self._send(
                 target, m.FetchRequest(state.epoch, self.node_id, self.log.end_offset(), self.log.last_epoch()), now
             )
-        state.deadline = now + self._election_timeout()
+        state.deadline = now + self.config.retry_backoff_ms
 
     def _poll_follower(self, state: Follower, now: int) -> None:
         if now >= state.deadline:
@@ -819,6 +835,7 @@ class RaftCore:
             and not hw_moved
             and req.max_wait_ms > 0
             and req.fetch_offset >= self.log.end_offset()
+            and (progress is None or progress.hw_sent >= self._hw)
         ):
             deadline = now + min(req.max_wait_ms, self.config.fetch_max_wait_ms)
             state.parked[env.src] = ParkedFetch(env.src, req.fetch_offset, req.last_fetched_epoch, env.ref, deadline)
@@ -857,6 +874,9 @@ class RaftCore:
         response = m.FetchResponse(
             error, state.epoch, self.node_id, self._hw, log.start_offset(), batches, diverging, snapshot_id
         )
+        progress = state.voters.get(dst) or state.observers.get(dst)
+        if progress is not None:
+            progress.hw_sent = self._hw
         self._out.messages.append(m.Envelope(self.node_id, dst, response, ref))
 
     def _maybe_advance_hw(self, state: Leader) -> bool:

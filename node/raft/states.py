@@ -80,6 +80,10 @@ class Progress:
     end_offset: int = 0
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    # The high-water mark the last Fetch response to this replica carried: a Fetch from a replica
+    # that has not been told the current one is answered at once, never parked (the HW must reach
+    # observers promptly, as Kafka's KIP-1166 does with the replica's HW in its Fetch).
+    hw_sent: int = -1
 
 
 @dataclass(slots=True)

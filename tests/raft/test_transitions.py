@@ -13,6 +13,7 @@ from node.raft.control import LEADER_CHANGE, control_type, decode_leader_change
 from node.raft.core import Commit, LeaderChange, LoadSnapshot, NotLeader
 from node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
 from node.raft.states import Role
+from node.sim.memory import MemoryLog, MemoryQuorumStateStore
 
 E = m.Errors
 
@@ -32,13 +33,35 @@ def elect(h: Harness, now: int = 0) -> int:
     return now + 2
 
 
-def test_fresh_voter_waits_a_randomised_election_timeout(make_core) -> None:
+def test_fresh_voter_prevotes_after_a_short_random_delay(make_core) -> None:
+    """The quorum's first start (no quorum-state, empty log): a pre-vote within [0, retry backoff)."""
+    deadlines = set()
     for seed in range(20):
         h = make_core(seed=seed)
         out = h.start(100)
         assert h.core.role is Role.UNATTACHED and h.core.epoch == 0
-        assert 1100 <= out.deadline < 2100
+        assert 100 <= out.deadline < 120
+        deadlines.add(out.deadline)
         assert events(out, "start")[0]["voters"] == [1, 2, 3]
+        out = h.tick(out.deadline)
+        assert h.core.role is Role.PROSPECTIVE and all(e.message.pre_vote for e in sent(out, m.VoteRequest))
+    assert len(deadlines) > 1  # randomised
+
+
+def test_restarted_voter_waits_a_randomised_election_timeout(make_core) -> None:
+    """Any start but the first (a quorum-state, or a log) keeps the election timeout in [T, 2T)."""
+    for seed in range(20):
+        quorum = MemoryQuorumStateStore()
+        quorum.write(QuorumStateData(3, None, None, (1, 2, 3)))
+        h = make_core(seed=seed, quorum=quorum)
+        out = h.start(100)
+        assert h.core.role is Role.UNATTACHED and h.core.epoch == 3
+        assert 1100 <= out.deadline < 2100
+    for seed in range(5):
+        log = MemoryLog()
+        log.append([Batch(0, 1, (Record(None, b"x"),), False, 0)])
+        h = make_core(seed=seed, log=log)
+        assert 1100 <= h.start(100).deadline < 2100
 
 
 def test_prevote_changes_no_durable_state(make_core) -> None:
@@ -89,12 +112,33 @@ def test_leader_parks_a_fetch_until_new_data(make_core) -> None:
     h = make_core(config=RaftConfig(append_linger_ms=0))
     now = elect(h)
     h.deliver(2, m.FetchRequest(1, 2, 1, 1, 500), now + 1)
+    h.deliver(3, m.FetchRequest(1, 3, 1, 1, 500), now + 2)  # answered: 3 learns the HW (1)
     out = h.deliver(3, m.FetchRequest(1, 3, 1, 1, 500), now + 2, ref="r3")
-    assert not sent(out, m.FetchResponse)  # parked: nothing new
+    assert not sent(out, m.FetchResponse)  # parked: nothing new, and 3 knows the HW
     base, out = h.core.append([Record(None, b"x")], now + 3)
     assert base == 1
     (reply,) = [e for e in sent(out, m.FetchResponse) if e.dst == 3]
     assert reply.ref == "r3" and reply.message.batches[0].records == (Record(None, b"x"),)
+
+
+def test_a_fetch_from_a_replica_behind_the_hw_it_was_told_is_answered_at_once(make_core) -> None:
+    """A replica whose last response carried an older HW is not parked (the HW reaches observers
+    promptly): here observer 7 fetched the new batch before it was committed, then fetches again."""
+    h = make_core(config=RaftConfig(append_linger_ms=0))
+    now = elect(h)
+    h.deliver(2, m.FetchRequest(1, 2, 1, 1, 500), now + 1)  # HW 1
+    h.deliver(7, m.FetchRequest(1, 7, 1, 1, 500), now + 1)  # the observer is told HW 1
+    h.core.append([Record(None, b"x")], now + 2)
+    out = h.deliver(7, m.FetchRequest(1, 7, 1, 1, 500), now + 3)
+    (got,) = sent(out, m.FetchResponse)
+    assert got.message.high_watermark == 1 and len(got.message.batches) == 1
+    out = h.deliver(2, m.FetchRequest(1, 2, 2, 1, 500), now + 4)  # HW 2, told to 2 at once
+    assert [e.message.high_watermark for e in sent(out, m.FetchResponse)] == [2]
+    out = h.deliver(7, m.FetchRequest(1, 7, 2, 1, 500), now + 5)  # 7 was told HW 1 only: answered
+    (got,) = sent(out, m.FetchResponse)
+    assert got.dst == 7 and got.message.high_watermark == 2 and not got.message.batches
+    out = h.deliver(7, m.FetchRequest(1, 7, 2, 1, 500), now + 6)  # now it knows: parked
+    assert not sent(out, m.FetchResponse)
 
 
 def test_linger_groups_appends_into_one_batch(make_core) -> None:
@@ -285,6 +329,7 @@ def test_deferred_flush_leader_serves_its_unflushed_tail_but_counts_only_what_is
     h.step(h.core.flushed(now))
     out = h.deliver(2, m.FetchRequest(1, 2, 1, 1, 0), now + 1)
     assert h.core.high_watermark == 1
+    h.deliver(3, m.FetchRequest(1, 3, 1, 1, 0), now + 1)  # 3 learns the HW
     out = h.deliver(3, m.FetchRequest(1, 3, 1, 1, 500), now + 1, ref="parked")
     assert not sent(out, m.FetchResponse)  # parked: nothing new to send
     _, out = h.core.append([Record(None, b"a"), Record(None, b"b")], now + 2)
@@ -416,6 +461,26 @@ def test_observer_finds_and_follows_the_leader(make_core) -> None:
     assert sent(out, m.FetchRequest)[0].dst == 2
     out = h.deliver(2, m.VoteRequest(4, 2, 9, 9), 6)
     assert not sent(out, m.VoteResponse)[0].message.granted
+
+
+def test_observer_without_a_leader_asks_again_after_the_retry_backoff(make_core) -> None:
+    """One bootstrap Fetch at a time; a voter that names no leader yet is followed by the next probe
+    within the retry backoff (20 ms), not an election timeout; a refused voter is skipped."""
+    h = make_core(node_id=7)
+    out = h.start(0)
+    (probe,) = sent(out, m.FetchRequest)
+    assert out.deadline == 20
+    out = h.tick(20)
+    assert not sent(out, m.FetchRequest)  # still waiting for the first answer: no second probe
+    assert out.deadline == 40  # and no busy timer in the meantime
+    out = h.answer(probe, m.FetchResponse(E.NOT_LEADER_OR_FOLLOWER, 0, None), 25)
+    assert h.core.leader_id is None and out.deadline == 40
+    (probe,) = sent(h.tick(40), m.FetchRequest)
+    h.answer(probe, m.RequestFailed(), 41)  # refused: that voter backs off (20 ms, then more)
+    (probe2,) = sent(h.tick(60), m.FetchRequest)
+    assert probe2.dst != probe.dst
+    out = h.answer(probe2, m.FetchResponse(E.NOT_LEADER_OR_FOLLOWER, 1, 3), 62)
+    assert h.core.leader_id == 3 and sent(out, m.FetchRequest)[0].dst == 3
 
 
 def test_end_quorum_epoch_lets_the_preferred_successor_go_first(make_core) -> None:
