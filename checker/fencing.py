@@ -114,16 +114,27 @@ def _expire(watched: dict[int, Entry], overdue: dict[int, Entry], e: Entry, nid:
             del watched[b], overdue[b]
 
 
-def _applied_fenced(e: Entry) -> bool | None:
-    """Whether an applied broker record left its broker fenced (None: not a broker record, or a
-    journal that does not name the broker). An unregistration leaves no broker: fenced too."""
+def _broker_offsets(journals: Journals) -> dict[int, int]:
+    """Log offset → broker of every committed registration and unregistration decision (they carry
+    the offset of their record): names the broker of an `apply` from journals whose broker record
+    applies do not carry it."""
+    return {int(e["offset"]): int(e["broker"]) for e in journals.all()
+            if (_ok(e, "BrokerRegistration") or _ok(e, "UnregisterBroker")) and e.get("offset") is not None}
+
+
+def _applied_fenced(e: Entry, brokers: dict[int, int]) -> tuple[int, bool] | None:
+    """The broker an applied broker record is about and whether it left it fenced (None: not a
+    broker record, or its broker is unknown). An unregistration leaves no broker: fenced too."""
     kind = e.get("type")
-    if e.get("broker") is None or kind not in ("FenceBrokerRecord", "UnfenceBrokerRecord", "RegisterBrokerRecord",
+    b = e.get("broker")
+    if b is None and kind in ("RegisterBrokerRecord", "UnregisterBrokerRecord"):
+        b = brokers.get(int(e["offset"]))
+    if b is None or kind not in ("FenceBrokerRecord", "UnfenceBrokerRecord", "RegisterBrokerRecord",
                                                "UnregisterBrokerRecord", "BrokerRegistrationChangeRecord"):
         return None
     if kind in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
-        return kind == "FenceBrokerRecord"
-    return bool(e.get("fenced", True))
+        return int(b), kind == "FenceBrokerRecord"
+    return int(b), bool(e.get("fenced", True))
 
 
 class _Term:
@@ -162,8 +173,7 @@ class _Term:
         else:
             self.watched.pop(b, None)
 
-    def applied(self, e: Entry, fenced: bool) -> None:
-        b = int(e["broker"])
+    def applied(self, e: Entry, b: int, fenced: bool) -> None:
         if fenced:
             self.unfenced.discard(b)
         else:
@@ -179,6 +189,7 @@ class _Term:
 
 def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, slack_ms: float) -> None:
     limit_ns = (timeout_ms + slack_ms) * 1_000_000
+    brokers = _broker_offsets(journals)
     for nid, entries in journals.by_node.items():
         t = _Term()
         for e in entries:
@@ -186,14 +197,14 @@ def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, 
                 _expire(t.watched, t.overdue, e, nid, limit_ns, vs, timeout_ms, slack_ms)
             if e.ev == "start" or (e.ev == "snapshot" and e.get("action") in ("load", "fetch")):
                 t.unfenced.clear()  # a new image: only what is applied from now on is known
-            if e.ev in ("role", "start"):
+            if e.ev in ("role", "start", "corruption"):  # storage damage is found by a restarting process
                 t.new_term(e.ev == "role" and e.get("role") == "leader")
             elif e.ev == "hw" and t.leading and t.active is None:
                 t.activate(e)
             elif e.ev == "apply":
-                fenced = _applied_fenced(e)
-                if fenced is not None:
-                    t.applied(e, fenced)
+                change = _applied_fenced(e, brokers)
+                if change is not None:
+                    t.applied(e, *change)
             elif e.ev == "fence" and t.leading:
                 t.fence_event(e)
             elif _ok(e, "BrokerHeartbeat") and int(e["broker"]) in t.watched:

@@ -151,3 +151,12 @@ def test_a_restarted_node_forgets_its_old_image() -> None:
     j.at(2, 5.1, "hw", hw=8, epoch=3)
     _steps(j, 2, 6, 25)
     assert _session_alarms(_check(j)) == []
+
+
+def test_a_restart_that_finds_damaged_storage_ends_the_term() -> None:
+    j, _ = _failover()
+    j.at(2, 4, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
+    # killed at 5 s; restarts refuse to start on damaged records (no `start` line, only `corruption`)
+    j.at(2, 20, "corruption", path="x.log", offset=2, reason="CRC mismatch", below_hw=True)
+    j.at(2, 25, "corruption", path="x.log", offset=2, reason="CRC mismatch", below_hw=True)
+    assert _session_alarms(_check(j)) == []
