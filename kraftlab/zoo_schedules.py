@@ -138,6 +138,20 @@ def registration_retry(rng: random.Random, r: Roles) -> Steps:
     return steps
 
 
+def dead_broker_failover(rng: random.Random, r: Roles) -> Steps:
+    """forget-leases-on-failover: a broker-only node is SIGKILLed and stays down while the active
+    controller is isolated (it resigns; another takes over with the dead broker unfenced in its
+    image). The new active controller must lease it and fence it one session timeout later; with
+    the plan's 4 s session the checker's limit (session + slack + a second) passes within the 14 s
+    the broker stays down (SessionNotFenced)."""
+    brokers = [b for b in r.brokers if b not in r.controllers] or r.brokers
+    b = rng.choice(brokers)
+    return [(0.0, "kill", "kill", {"nodes": [b]}),
+            (0.5, "partition", "start-partition", {"topology": "isolate-controller"}),
+            (14.0, "partition", "stop-partition", {}),
+            (14.5, "kill", "restart", {"nodes": [b]})]
+
+
 Recipe = Callable[[random.Random, Roles], Steps]
 RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds)
     "stale-epoch": (stale_epoch, 13.0),
@@ -148,6 +162,7 @@ RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds
     "leader-crash-loop": (leader_crash_loop, 5.0),
     "isolate-broker": (isolate_broker, 17.0),
     "registration-retry": (registration_retry, 9.0),
+    "dead-broker-failover": (dead_broker_failover, 16.0),
 }
 
 
