@@ -64,7 +64,9 @@ PLANS: dict[str, Plan] = {
     # the targeted "registration-retry" recipe missed in 3 attempts; random packet faults found it in 2
     "reregister-bumps-epoch": Plan("registry", "partition,packet", attempt_s=30),
     "fenced-stays-in-isr": Plan("isr", "kill,partition"),
-    "forget-leases-on-failover": Plan("mixed", "kill"),
+    # random kills rarely leave a broker down across a failover for a whole session: a targeted cycle does
+    "forget-leases-on-failover": Plan("mixed", "kill,partition", SHORT_SESSION, recipe="dead-broker-failover",
+                                      attempt_s=18),
     "no-self-fencing": Plan("mixed", "partition", SHORT_SESSION, recipe="isolate-broker", attempt_s=24),
     "snapshot-id-off-by-one": Plan("mixed", "kill", SNAPSHOT_OFTEN),
 }
