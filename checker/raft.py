@@ -10,7 +10,12 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
 - MajorityReachedHighWatermark: when a leader advances its high-water mark to H, a majority of
   voters hold the entry at H-1 (same epoch and CRC) durably — appended and covered by a later
   `flush` (the durable end), or by a snapshot. Cross-node order is not trusted (clocks skew), so
-  "hold" means at some point in their journal. And a follower's high-water mark never goes
+  for the other voters "hold" means at some point in their journal; the leader's own copy counts
+  only if its flush is journalled before that `hw` line (the core counts its own durable end
+  only from flushes it journalled). A journal may be cut early (copied from a live node), so a
+  voter whose journal ends before the leader's `hw` line (by the wall clock) and never shows a
+  high-water mark of H or more (which would come after the leader's) is unknown, and the HW is
+  reported only if the holders and the unknown together are no majority. And a follower's high-water mark never goes
   beyond its own durable end: it journals `flush` before the Fetch that acknowledges the offsets
   (a node writes a step's journal events before it sends the step's messages) and learns a HW
   no higher than its log. (A leader may: with a deferred leader flush, as in Kafka, a majority
@@ -58,7 +63,11 @@ class _Node:
     epoch: int = -1
     epoch_entry: Entry | None = None
     role: str = "unattached"
-    ever: dict[int, set[tuple[int, int]]] = field(default_factory=dict)  # offset → {(epoch, crc)} ever durable
+    ever: dict[int, dict[tuple[int, int], int]] = field(default_factory=dict)  # offset → {(epoch, crc) ever
+    # durable → the journal position (index in this node's journal) where it first became durable}
+    pos: int = 0  # the position of the journal line being replayed
+    top_hw: int = 0  # the highest high-water mark this node's journal ever shows (its journal reaches that far)
+    last_ts: float = 0.0  # the wall clock of its journal's last line
     snap_max: int = 0
     durable: int = 0  # the durable end offset (last flush, cut by truncations; a restart's log end)
     flush_entry: Entry | None = None
@@ -72,7 +81,7 @@ class _Node:
         for o in range(self.durable, end):
             have = self.log.get(o)
             if have is not None:
-                self.ever.setdefault(o, set()).add((have[0], have[1]))
+                self.ever.setdefault(o, {}).setdefault((have[0], have[1]), self.pos)
         self.durable = end
 
 
@@ -83,6 +92,22 @@ class _Commit:
     hw_epoch: int  # the epoch of the high-water mark event that committed it
     entry: Entry  # that high-water mark event
     append: Entry  # the append that wrote the entry
+
+
+def _held(st: _Node, hw: int, epoch: int, crc: int, before: int | None) -> bool:
+    """Whether a node held the entry at `hw - 1` durably (flushed, or under a snapshot) at some point
+    of its journal, or — for the leader judging its own HW (`before`: that `hw` line's position) —
+    before that line: the leader journals the flush that counts its own log before the `hw` it allows."""
+    first = st.ever.get(hw - 1, {}).get((epoch, crc))
+    return (first is not None and (before is None or first < before)) or st.snap_max >= hw
+
+
+def _maybe_cut(st: _Node | None, e: Entry, hw: int) -> bool:
+    """Whether a voter's journal may end before a leader's `hw` line `e` (copied from a live node):
+    it never shows a high-water mark of `hw` or more (which only comes after the leader's) and its
+    last line is not later than `e` by the wall clocks (skewed clocks make this lenient, not wrong,
+    once the clock faults are healed at the end of a run)."""
+    return st is None or (st.top_hw < hw and st.last_ts <= e.ts)
 
 
 def _fatal(e: Entry) -> Violation:
@@ -127,14 +152,16 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
     leaders: dict[int, list[Entry]] = {}
     committed: dict[int, _Commit] = {}
     elections: list[tuple[Entry, dict[int, tuple[int, int, Entry]], int]] = []
-    leader_hw: list[tuple[Entry, int, int, int]] = []  # (hw entry, hw, entry epoch, crc) on leaders
+    leader_hw: list[tuple[Entry, int, int, int, int]] = []  # (hw entry, hw, entry epoch, crc, position) on leaders
     applies: list[tuple[Entry, int]] = []  # (apply entry, node hw then)
 
     for nid, entries in journals.by_node.items():
         st = nodes[nid]
         life_fatal: list[Entry] = []
         life_damaged = False
-        for e in [*entries, None]:
+        st.last_ts = entries[-1].ts if entries else 0.0
+        for pos, e in enumerate([*entries, None]):
+            st.pos = pos
             if e is None or e.ev == "start":
                 if not life_damaged:
                     vs.extend(_fatal(x) for x in life_fatal)
@@ -153,6 +180,7 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
                 st.durable, st.flush_entry, st.durable_reported = 0, e, False
                 st.make_durable(st.log_end)  # what a restart recovers is on disk
                 st.hw = int(e.get("hw", 0) or 0)
+                st.top_hw = max(st.top_hw, st.hw)
                 st.hw_entry = e
                 st.role = "unattached"
             elif ev == "role":
@@ -190,11 +218,13 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
                     off = int(e["offset"])
                     st.log_start = max(st.log_start, off)
                     st.snap_max = max(st.snap_max, off)
+                    st.top_hw = max(st.top_hw, off)
                     st.log = {o: x for o, x in st.log.items() if o >= off}
                     st.log_end = max(st.log_end, off)
                     st.durable = max(st.durable, off)  # a snapshot is durable before it is loaded
             elif ev == "hw":
                 hw = int(e["hw"])
+                st.top_hw = max(st.top_hw, hw)
                 if hw < st.hw and st.hw_entry is not None and st.hw_entry.ev == "hw":
                     vs.append(Violation("MonotonicHighWatermark",
                                         f"node {nid} high-water mark went from {st.hw} back to {hw}",
@@ -221,7 +251,7 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
                                         "before their flush", [x for x in (st.flush_entry, e) if x is not None]))
                 if st.role == "leader" and hw > st.hw and hw - 1 in st.log:
                     ep, crc, _ = st.log[hw - 1]
-                    leader_hw.append((e, hw, ep, crc))
+                    leader_hw.append((e, hw, ep, crc, pos))
                 st.hw, st.hw_entry = max(st.hw, hw), e
             elif ev == "quorum":
                 _sample_quorum(st, e, stale_leader_slack_ms, vs)
@@ -238,10 +268,10 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
                                 es))
 
     majority = len(voters) // 2 + 1
-    for e, hw, ep, crc in leader_hw:
-        holders = [v for v in voters if v in nodes and ((ep, crc) in nodes[v].ever.get(hw - 1, set())
-                                                       or nodes[v].snap_max >= hw)]
-        if len(holders) < majority:
+    for e, hw, ep, crc, pos in leader_hw:
+        holders = [v for v in voters if v in nodes and _held(nodes[v], hw, ep, crc, pos if v == e.node else None)]
+        unknown = [v for v in voters if v not in holders and _maybe_cut(nodes.get(v), e, hw)]
+        if len(holders) + len(unknown) < majority:
             vs.append(Violation("MajorityReachedHighWatermark",
                                 f"leader {e.node} advanced the high-water mark to {hw} but only {holders} of voters "
                                 f"{voters} ever held offset {hw - 1} (epoch {ep}); a majority is {majority}", [e]))

@@ -54,6 +54,9 @@ def test_high_water_mark_without_a_majority() -> None:
     j = healthy_raft()
     j.add(2, "append", base=4, epoch=2, crcs=[22], control=False, leader=True)
     j.add(2, "hw", hw=5, epoch=2)
+    assert _check(j)["valid"] is True  # the followers' journals may have been cut before their flush
+    for n in (1, 3):  # they were not: they go on past the leader's HW without offset 4
+        j.add(n, "role", role="follower", epoch=2, leader=2, voted_for=2)
     a = _only(_check(j), "MajorityReachedHighWatermark")
     assert a["entries"][0]["hw"] == 5 and a["entries"][0]["node"] == 2
 

@@ -87,6 +87,8 @@ def test_majority_counts_only_flushed_entries() -> None:
     """The leader alone flushed offset 2; the followers appended it but never flushed it."""
     j = _flushing_cluster(follower_flushes=False)
     bad = j.add(1, "hw", hw=3, epoch=1)
+    for n in (2, 3):  # their journals go on (not cut before a flush)
+        j.add(n, "role", role="follower", epoch=1, leader=1, voted_for=1)
     a = _only(_check(j), "MajorityReachedHighWatermark")
     assert a["entries"] == [a["entries"][0]] and a["entries"][0]["where"] == _where(j, bad)
     assert "only [1]" in a["explanation"]
@@ -106,6 +108,70 @@ def test_a_restart_recovers_its_log_end_as_durable() -> None:
     j.add(2, "role", role="follower", epoch=1, leader=1, voted_for=1)
     j.add(2, "hw", hw=3, epoch=1)
     assert _check(j)["valid"] is True
+
+
+# ---- the leader's own durable end: only flushes journalled before its HW count -------------------
+
+
+def _leader_appends_offset_3(j: JB) -> None:
+    """After `_flushing_cluster` (0-2 committed everywhere): node 1 appends offset 3, node 2 too."""
+    for n in (1, 2, 3):
+        j.add(n, "hw", hw=3, epoch=1)
+    j.add(1, "append", base=3, epoch=1, crcs=[14], control=False, leader=True)
+    j.add(2, "append", base=3, epoch=1, crcs=[14], control=False, leader=False)
+    j.add(2, "flush", end=4)
+
+
+def _journals_go_on(j: JB) -> None:
+    for n in (2, 3):  # the followers' journals go on past the leader's HW (not cut short)
+        j.add(n, "role", role="follower", epoch=1, leader=1, voted_for=1)
+
+
+def test_leader_flush_journalled_after_its_hw_does_not_count() -> None:
+    j = _flushing_cluster()
+    _leader_appends_offset_3(j)
+    bad = j.add(1, "hw", hw=4, epoch=1)
+    j.add(1, "flush", end=4)  # too late: the HW counted an unflushed leader log
+    _journals_go_on(j)
+    a = _only(_check(j), "MajorityReachedHighWatermark")
+    assert a["entries"][0]["where"] == _where(j, bad) and "only [2]" in a["explanation"]
+
+
+def test_leader_flush_journalled_before_its_hw_counts() -> None:
+    j = _flushing_cluster()
+    _leader_appends_offset_3(j)
+    j.add(1, "flush", end=4)
+    j.add(1, "hw", hw=4, epoch=1)
+    _journals_go_on(j)
+    assert _check(j)["valid"] is True
+
+
+def test_followers_flushes_count_in_any_cross_node_order() -> None:
+    """Other nodes' clocks and line order say nothing about the leader's: a follower's flush
+    journalled (by the wall clock) after the leader's HW still counts."""
+    j = _flushing_cluster()
+    for n in (1, 2, 3):
+        j.add(n, "hw", hw=3, epoch=1)
+    j.add(1, "append", base=3, epoch=1, crcs=[14], control=False, leader=True)
+    j.add(1, "hw", hw=4, epoch=1)
+    j.add(2, "append", base=3, epoch=1, crcs=[14], control=False, leader=False)
+    j.add(2, "flush", end=4)
+    j.add(3, "append", base=3, epoch=1, crcs=[14], control=False, leader=False)
+    j.add(3, "flush", end=4)
+    j.add(1, "flush", end=4)
+    assert _check(j)["valid"] is True
+
+
+def test_a_hw_after_the_end_of_a_cut_journal_is_not_judged() -> None:
+    """Journals copied from live nodes: node 3's ends before the leader's last HW, so the HW is
+    unjudged (node 3 may have flushed offset 3 just after its copy) — until its journal goes on."""
+    j = _flushing_cluster()
+    _leader_appends_offset_3(j)
+    j.add(1, "hw", hw=4, epoch=1)
+    j.add(1, "flush", end=4)
+    assert _check(j)["valid"] is True
+    _journals_go_on(j)
+    assert _only(_check(j), "MajorityReachedHighWatermark")["entries"][0]["hw"] == 4
 
 
 # ---- no-check-quorum: a leader that heard from nobody ------------------------------------------
