@@ -56,6 +56,12 @@ def run(workload: str, nemesis: str, duration: float, rate: float, store: Path) 
             if first_op and now <= first_op[0] + duration:  # the workload phase only, not the check
                 samples.append((now, rss_mb()))
             elif first_op:
+                # printed now: the check and the report that follow can take long on a long run
+                steady_now = [(t, m) for t, m in samples if t > first_op[0] + min(60.0, duration / 2)]
+                end = samples[-1][1] if samples else 0.0
+                top = max((m for _, m in samples), default=0.0)
+                print(f"workload phase over: rss start {start_rss:.1f} MB, end {end:.1f} MB, max {top:.1f} MB, "
+                      f"growth {slope(steady_now):.2f} MB/min", flush=True)
                 return  # gone before the check starts: checkers are then forked, not pickled to a forkserver
 
     start_rss = rss_mb()
