@@ -54,6 +54,8 @@ INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced"
               "AckedLost"]
 SERVING = ("RUNNING", "PENDING_CONTROLLED_SHUTDOWN")
 CONFIRM_MS = 1000.0
+BROKER_RECORDS = ("FenceBrokerRecord", "UnfenceBrokerRecord", "RegisterBrokerRecord", "UnregisterBrokerRecord",
+                  "BrokerRegistrationChangeRecord")
 
 
 def _ok(e: Entry, api: str) -> bool:
@@ -105,7 +107,7 @@ def _expire(watched: dict[int, Entry], overdue: dict[int, Entry], e: Entry, nid:
             continue
         first = overdue.setdefault(b, e)
         if e.mono - first.mono >= CONFIRM_MS * 1_000_000:
-            since = ("since it became active with the broker unfenced in its image" if last.ev == "hw"
+            since = ("since it became active with the broker unfenced in its image" if last.ev in ("hw", "apply")
                      else "after its last heartbeat")
             vs.append(Violation("SessionNotFenced",
                                 f"controller {nid} kept broker {b} unfenced {(e.mono - last.mono) / 1e6:.0f} ms "
@@ -129,8 +131,7 @@ def _applied_fenced(e: Entry, brokers: dict[int, int]) -> tuple[int, bool] | Non
     b = e.get("broker")
     if b is None and kind in ("RegisterBrokerRecord", "UnregisterBrokerRecord"):
         b = brokers.get(int(e["offset"]))
-    if b is None or kind not in ("FenceBrokerRecord", "UnfenceBrokerRecord", "RegisterBrokerRecord",
-                                               "UnregisterBrokerRecord", "BrokerRegistrationChangeRecord"):
+    if b is None or kind not in BROKER_RECORDS:
         return None
     if kind in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
         return int(b), kind == "FenceBrokerRecord"
@@ -140,15 +141,17 @@ def _applied_fenced(e: Entry, brokers: dict[int, int]) -> tuple[int, bool] | Non
 class _Term:
     """One node's view for SessionNotFenced: the brokers its applied image holds unfenced, and
     while it is the active controller the brokers it must keep a session for, each with its last
-    sign of life. Activation is the leader's first `hw` in its epoch (the LeaderChange is
-    committed: the controller takes over the committed image and leases every broker in it);
-    from then on every broker unfenced in the image is watched from activation, except those
-    this controller decided a fence or unfence for (its own events say what it did)."""
+    sign of life. Activation is the leader's first `hw` H in its epoch (the LeaderChange is
+    committed: the controller takes over the committed image and leases every broker in it),
+    or its last apply below H if its replay lags behind; from then on every broker unfenced in
+    the image is watched from activation, except those this controller decided a fence or
+    unfence for (its own events say what it did)."""
 
     def __init__(self) -> None:
         self.unfenced: set[int] = set()
         self.leading = False
-        self.active: Entry | None = None
+        self.active: Entry | None = None  # the activation (then the last apply below its HW)
+        self.active_hw = 0
         self.watched: dict[int, Entry] = {}  # broker → last sign of life (activation, unfence, heartbeat)
         self.overdue: dict[int, Entry] = {}  # broker → the first event that showed it overdue
         self.decided: dict[int, float] = {}  # broker → log offset of this term's last fence event for it
@@ -160,9 +163,18 @@ class _Term:
         self.decided.clear()
 
     def activate(self, e: Entry) -> None:
-        self.active = e
+        self.active, self.active_hw = e, int(e["hw"])
         for b in sorted(self.unfenced - set(self.decided) - set(self.watched)):
             self.watched[b] = e
+
+    def replayed(self, e: Entry) -> None:
+        """An apply below the activating HW: the controller is active once it has replayed it."""
+        if self.active is None or int(e["offset"]) >= self.active_hw:
+            return
+        old, self.active = self.active, e
+        for b, w in self.watched.items():
+            if w is old:
+                self.watched[b] = e
 
     def fence_event(self, e: Entry) -> None:
         b = int(e["broker"])
@@ -202,6 +214,7 @@ def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, 
             elif e.ev == "hw" and t.leading and t.active is None:
                 t.activate(e)
             elif e.ev == "apply":
+                t.replayed(e)
                 change = _applied_fenced(e, brokers)
                 if change is not None:
                     t.applied(e, *change)

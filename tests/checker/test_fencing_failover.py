@@ -125,11 +125,11 @@ def test_an_older_leaders_fence_committed_at_takeover_is_clean() -> None:
 def test_an_older_leaders_unfence_committed_at_takeover_is_inherited() -> None:
     j = Clocks()
     j.at(2, 3, "role", role="leader", epoch=2, leader=2, voted_for=2)
-    active = j.at(2, 3.1, "hw", hw=6, epoch=2)
-    j.at(2, 3.2, "apply", offset=4, type="UnfenceBrokerRecord", crc=2, batch_end=5, broker=4)
+    j.at(2, 3.1, "hw", hw=6, epoch=2)
+    taken_over = j.at(2, 3.2, "apply", offset=4, type="UnfenceBrokerRecord", crc=2, batch_end=5, broker=4)
     _steps(j, 2, 4, 20)
     alarms = _session_alarms(_check(j))
-    assert len(alarms) == 1 and alarms[0]["entries"][0]["where"] == _where(j, active)
+    assert len(alarms) == 1 and alarms[0]["entries"][0]["where"] == _where(j, taken_over)
 
 
 def test_own_unfence_applied_after_own_fence_is_not_inherited() -> None:
@@ -160,3 +160,20 @@ def test_a_restart_that_finds_damaged_storage_ends_the_term() -> None:
     j.at(2, 20, "corruption", path="x.log", offset=2, reason="CRC mismatch", below_hw=True)
     j.at(2, 25, "corruption", path="x.log", offset=2, reason="CRC mismatch", below_hw=True)
     assert _session_alarms(_check(j)) == []
+
+
+def test_a_new_controller_replaying_a_backlog_is_judged_from_its_replay() -> None:
+    """Its replay lags: it applies the entries below its first HW 5 s later, and only then takes
+    over (and leases) the image; it fences the dead broker a session after that."""
+    j, _ = _failover()
+    j.at(2, 8.1, "apply", offset=5, type="TopicRecord", crc=9, batch_end=6)
+    _steps(j, 2, 9, 17)
+    j.at(2, 17.2, "fence", broker=4, action="fence", reason="session timeout", epoch=5, offset=7)
+    _steps(j, 2, 18, 30)
+    assert _session_alarms(_check(j)) == []
+    j, _ = _failover()
+    replayed = j.at(2, 8.1, "apply", offset=5, type="TopicRecord", crc=9, batch_end=6)
+    _steps(j, 2, 9, 30)  # never fenced: judged from the replay
+    alarms = _session_alarms(_check(j))
+    assert len(alarms) == 1 and "became active" in alarms[0]["explanation"]
+    assert alarms[0]["entries"][0]["where"] == _where(j, replayed)
