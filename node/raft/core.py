@@ -835,7 +835,7 @@ class RaftCore:
             and not hw_moved
             and req.max_wait_ms > 0
             and req.fetch_offset >= self.log.end_offset()
-            and (progress is None or progress.hw_sent >= self._hw)
+            and (progress is None or req.replica_id in state.voters or progress.hw_sent >= self._hw)
         ):
             deadline = now + min(req.max_wait_ms, self.config.fetch_max_wait_ms)
             state.parked[env.src] = ParkedFetch(env.src, req.fetch_offset, req.last_fetched_epoch, env.ref, deadline)

@@ -80,9 +80,11 @@ class Progress:
     end_offset: int = 0
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
-    # The high-water mark the last Fetch response to this replica carried: a Fetch from a replica
+    # The high-water mark the last Fetch response to this replica carried: a Fetch from an observer
     # that has not been told the current one is answered at once, never parked (the HW must reach
-    # observers promptly, as Kafka's KIP-1166 does with the replica's HW in its Fetch).
+    # brokers promptly, as Kafka's KIP-1166 does with the replica's HW in its Fetch). Voters keep
+    # parking: their HW comes with the next batch, and an extra response per commit would cost the
+    # leader's commit path (a voter's HW gates nothing).
     hw_sent: int = -1
 
 
