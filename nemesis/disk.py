@@ -26,7 +26,7 @@ from nemesis.process import resolve_nodes
 
 DAMAGES: tuple[str, ...] = ("truncate-tail", "flip-bits", "delete-quorum-state", "wipe")
 PARTITION_DIR = "__cluster_metadata-0"
-STARTUP_WATCH_S = 6.0  # a node that refuses damaged storage exits within its start-up
+STARTUP_WATCH_S = 10.0  # a node that refuses damaged storage exits within its start-up
 
 # Runs on the host: damages files and prints, as JSON, exactly what it did.
 _DAMAGER = r"""
