@@ -26,7 +26,8 @@ from nemesis.process import resolve_nodes
 
 DAMAGES: tuple[str, ...] = ("truncate-tail", "flip-bits", "delete-quorum-state", "wipe")
 PARTITION_DIR = "__cluster_metadata-0"
-STARTUP_WATCH_S = 10.0  # a node that refuses damaged storage exits within its start-up
+STARTUP_WATCH_S = 10.0  # a node that refuses damaged storage exits within its start-up; a NodeControl
+# may say otherwise with a `startup_watch_s` attribute (the in-memory one: its nodes start at once)
 
 # Runs on the host: damages files and prints, as JSON, exactly what it did.
 _DAMAGER = r"""
@@ -120,7 +121,8 @@ class DiskFault:
                 control.start(node)
                 restarted.append(node)
         watch = [n for n in restarted if n not in formatted]
-        rebuilt, refused = self._rebuild_refusals(watch, float(value.get("watch_s", STARTUP_WATCH_S)))
+        default_watch = getattr(control, "startup_watch_s", STARTUP_WATCH_S)
+        rebuilt, refused = self._rebuild_refusals(watch, float(value.get("watch_s", default_watch)))
         for node in sorted(in_force):
             self.ctx.state.drop("disk", node)
         return {"restarted": restarted, "formatted": formatted + rebuilt, "rebuilt": rebuilt, "refused": refused}
@@ -131,9 +133,9 @@ class DiskFault:
         control = self.ctx.control
         deadline = time.monotonic() + watch_s
         down: set[str] = set()
-        while nodes and time.monotonic() < deadline:
+        while nodes:
             down |= {n for n in nodes if not control.running(n)}
-            if len(down) == len(nodes):
+            if len(down) == len(nodes) or time.monotonic() >= deadline:
                 break
             time.sleep(0.2)
         voters = set(control.controllers())

@@ -27,6 +27,7 @@ class FakeNodeControl:
     n_controllers: int = 3
     combined: bool = False
     leader: str | None = "n1"
+    startup_watch_s: float = 0.0  # processes start (or refuse) at once: stop-disk need not wait
     nodes_by_name: dict[str, FakeNode] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
 

@@ -13,7 +13,6 @@ import pytest
 from conftest import Recorded
 
 from control.host import CommandResult
-from nemesis import disk
 from nemesis.core import Nemesis
 from nemesis.fakes import FakeNodeControl
 from nemesis.ports import MemoryLedger
@@ -197,9 +196,7 @@ def test_loss_and_bandwidth_and_their_heal(nemesis: Nemesis, control: FakeNodeCo
     assert nemesis.status() == {}
 
 
-def test_disk_fault_kills_damages_and_restarts(nemesis: Nemesis, control: FakeNodeControl,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(disk, "STARTUP_WATCH_S", 0.3)
+def test_disk_fault_kills_damages_and_restarts(nemesis: Nemesis, control: FakeNodeControl) -> None:
     control.host("n2").on("truncate-tail", CommandResult("n2", "", 0, '{"action": "truncate-tail"}\n', ""))
     done = nemesis.invoke("start-disk", {"nodes": ["n2"], "damage": "truncate-tail", "seed": 3, "amount": 50})
     assert done.type == "ok" and done.value["done"] == {"n2": {"action": "truncate-tail"}}
