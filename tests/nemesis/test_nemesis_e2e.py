@@ -120,17 +120,19 @@ def test_damaged_committed_log_is_refused_then_a_wiped_broker_recovers(deploymen
     assert not deployment.running("n5")  # type: ignore[attr-defined]
     healed = nemesis.invoke("stop-disk").value
     assert healed["restarted"] == ["n5"] and healed["refused"] == []
-    events = wait_for(lambda: [e for e in journal_after(deployment, "n5", start) if e["ev"] == "corruption"], 20)
-    assert events and events[0]["path"].endswith(".log"), events
     # Whether the cut reached committed records depends on where the once-a-second high-water
     # mark checkpoint stood at the kill; the node must act on which it was: refuse committed
-    # damage (stop; stop-disk then rebuilds the broker-only node), or cut an uncommitted torn tail
-    # and go on (the storage tests pin each case).
-    if events[0]["below_hw"]:
-        if healed["rebuilt"] == ["n5"]:
-            assert healed["formatted"] == ["n5"] and deployment.running("n5")  # type: ignore[attr-defined]
-        else:  # it refused after stop-disk's watch (a loaded machine): still down
-            wait_for(lambda: not deployment.running("n5"), 20)  # type: ignore[attr-defined]
+    # damage (stop; stop-disk then rebuilds the broker-only node, as `wipe` does: a new journal
+    # too), or cut an uncommitted torn tail and go on (the storage tests pin each case).
+    if healed["rebuilt"] == ["n5"]:
+        assert healed["formatted"] == ["n5"] and deployment.running("n5")  # type: ignore[attr-defined]
+        deployment.kill("n5")  # type: ignore[attr-defined]
+        _wipe_and_recover(nemesis)
+        return
+    events = wait_for(lambda: [e for e in journal_after(deployment, "n5", start) if e["ev"] == "corruption"], 20)
+    assert events and events[0]["path"].endswith(".log"), events
+    if events[0]["below_hw"]:  # it refused after stop-disk's watch (a loaded machine): still down
+        wait_for(lambda: not deployment.running("n5"), 20)  # type: ignore[attr-defined]
     else:
         truncs = wait_for(lambda: [e for e in journal_after(deployment, "n5", start)
                                    if e["ev"] == "truncate" and e.get("reason") == "corrupt-tail"], 20)
@@ -138,6 +140,10 @@ def test_damaged_committed_log_is_refused_then_a_wiped_broker_recovers(deploymen
         assert healed["rebuilt"] == [] and deployment.running("n5")  # type: ignore[attr-defined]
     if deployment.running("n5"):  # type: ignore[attr-defined]
         deployment.kill("n5")  # type: ignore[attr-defined]
-    # an operator's way back for a broker: wipe, format again, start; it refetches the metadata log
+    _wipe_and_recover(nemesis)
+
+
+def _wipe_and_recover(nemesis: Nemesis) -> None:
+    """An operator's way back for a broker: wipe, format again, start; it refetches the metadata log."""
     assert nemesis.invoke("start-disk", {"nodes": ["n5"], "damage": "wipe"}).type == "ok"
     assert nemesis.invoke("stop-disk").value == {"restarted": ["n5"], "formatted": ["n5"], "rebuilt": [], "refused": []}
