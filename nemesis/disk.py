@@ -4,8 +4,9 @@ is started again on `stop-disk` (after a format, when the data directory was wip
 A node whose damage reaches committed data (below its checkpointed high-water mark) must refuse to
 start: that is the node doing its job. `stop-disk` then does what an operator does with a broker-only
 node (an observer, whose log the quorum can give back): wipe, format, start — and says so in its
-result (`rebuilt`). Like the `wipe` damage, that starts the node's journal afresh. A voter that refuses is left down (`refused`), since rebuilding a voter's log
-breaks Raft's stable-storage assumption.
+result (`rebuilt`). Like the `wipe` damage, that starts the node's journal afresh. A voter that
+refuses is left down (`refused`), since rebuilding a voter's log breaks Raft's stable-storage
+assumption.
 
 Layout (node/storage): `<metadata.log.dir>/__cluster_metadata-0/` holds `<20-digit offset>.log`
 segments, `*.checkpoint` snapshots and the `quorum-state` file.
