@@ -60,3 +60,16 @@ def healthy_fencing() -> JB:
           topic="t", partition=0, leader=4, leader_epoch=1, partition_epoch=2, isr=[4, 5])
     j.add(1, "fence", broker=4, action="fence", reason="session expired", epoch=5)
     return j
+
+
+def only_anomaly(res: dict[str, Any], invariant: str) -> dict[str, Any]:
+    """The one anomaly of an invalid result, which must be of `invariant`."""
+    assert res["valid"] is False
+    kinds = [a["type"] for a in res["anomalies"]]
+    assert kinds == [invariant], kinds
+    return res["anomalies"][0]
+
+
+def line_of(j: JB, e: dict[str, Any]) -> str:
+    """Where entry `e` stands in the journal a checker reads from `j` (file:line)."""
+    return f"journal.jsonl:{j.entries.index(e) + 1}"

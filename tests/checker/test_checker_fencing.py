@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checker_journals import JB, healthy_fencing
+from checker_journals import JB, healthy_fencing, only_anomaly
 
 from checker.fencing import check_fencing
 from checker.history import Event, History
@@ -15,12 +15,6 @@ from checker.journal import journals_from
 def _check(j: JB, history: History | None = None) -> dict[str, Any]:
     return check_fencing(journals_from(j.entries, "journal.jsonl"), history, session_timeout_ms=9000, slack_ms=1000)
 
-
-def _only(res: dict[str, Any], invariant: str) -> dict[str, Any]:
-    assert res["valid"] is False
-    kinds = [a["type"] for a in res["anomalies"]]
-    assert kinds == [invariant], kinds
-    return res["anomalies"][0]
 
 
 def _line(j: JB, e: dict[str, Any]) -> str:
@@ -37,7 +31,7 @@ def test_stale_epoch_heartbeat_accepted() -> None:
     j = healthy_fencing()
     j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE")
     bad = j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
-    a = _only(_check(j), "StaleEpochAccepted")
+    a = only_anomaly(_check(j), "StaleEpochAccepted")
     assert a["entries"][-1]["where"] == _line(j, bad)
 
 
@@ -54,7 +48,7 @@ def test_old_incarnation_accepted() -> None:
     j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE")
     bad = j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=12, incarnation="inc-a",
                 error="NONE")
-    a = _only(_check(j), "OldIncarnationAccepted")
+    a = only_anomaly(_check(j), "OldIncarnationAccepted")
     assert a["entries"][-1]["where"] == _line(j, bad)
 
 
@@ -67,7 +61,7 @@ def test_silent_broker_not_fenced() -> None:
     late["mono"] = last["mono"] + 11_000_000_000  # 11 s later, nothing fenced broker 4
     still = j.add(1, "lease", broker=7, expires_ms=0)
     still["mono"] = late["mono"] + 1_000_000_000  # and the controller is still active a second later
-    a = _only(_check(j), "SessionNotFenced")
+    a = only_anomaly(_check(j), "SessionNotFenced")
     assert a["entries"][0]["where"] == _line(j, last)
     assert a["entries"][-1]["where"] == _line(j, still)
 
@@ -107,7 +101,7 @@ def test_fenced_broker_put_in_isr() -> None:
     j = healthy_fencing()
     bad = j.add(1, "decision", api="AlterPartition", broker=5, broker_epoch=6, incarnation=None, error="NONE",
                 topic="t", partition=0, leader=5, leader_epoch=1, partition_epoch=3, isr=[4, 5])
-    a = _only(_check(j), "FencedInIsr")
+    a = only_anomaly(_check(j), "FencedInIsr")
     assert a["entries"][-1]["where"] == _line(j, bad)
 
 
@@ -115,14 +109,14 @@ def test_leader_outside_isr() -> None:
     j = healthy_fencing()
     j.add(1, "decision", api="AlterPartition", broker=5, broker_epoch=6, incarnation=None, error="NONE",
           topic="u", partition=1, leader=5, leader_epoch=1, partition_epoch=1, isr=[6])
-    _only(_check(j), "LeaderOutsideIsr")
+    only_anomaly(_check(j), "LeaderOutsideIsr")
 
 
 def test_partition_epoch_going_back() -> None:
     j = healthy_fencing()
     bad = j.add(1, "decision", api="AlterPartition", broker=5, broker_epoch=6, incarnation=None, error="NONE",
                 topic="t", partition=0, leader=5, leader_epoch=2, partition_epoch=2, isr=[5])
-    a = _only(_check(j), "EpochsGoBack")
+    a = only_anomaly(_check(j), "EpochsGoBack")
     assert a["entries"][-1]["where"] == _line(j, bad)
 
 
@@ -134,14 +128,14 @@ def test_repeated_no_op_alter_partition_is_fine() -> None:
     j.entries.append(fence)
     assert _check(j)["valid"] is True
     j.entries[-2]["changed"] = True  # a change must bring a new partition epoch
-    _only(_check(j), "EpochsGoBack")
+    only_anomaly(_check(j), "EpochsGoBack")
 
 
 def test_metadata_view_going_back() -> None:
     j = healthy_fencing()
     j.add(2, "apply", offset=3, type="TopicRecord", crc=1)
     bad = j.add(2, "apply", offset=2, type="TopicRecord", crc=1)
-    a = _only(_check(j), "MetadataGoesBack")
+    a = only_anomaly(_check(j), "MetadataGoesBack")
     assert a["entries"][-1]["where"] == _line(j, bad)
 
 
@@ -155,7 +149,7 @@ def test_acknowledged_create_lost() -> None:
         _ev(2, 1, "invoke", "create", {"topic": "b"}), _ev(3, 1, "ok", "create", {"topic": "b"}),
         _ev(4, 0, "invoke", "list", None), _ev(5, 0, "ok", "list", {"topics": ["a"]}),
     ])
-    a = _only(_check(healthy_fencing(), h), "AckedLost")
+    a = only_anomaly(_check(healthy_fencing(), h), "AckedLost")
     assert "topic b" in a["explanation"] and "line 4" in a["explanation"]
 
 
@@ -168,7 +162,7 @@ def test_fence_journalled_before_an_earlier_logged_decision_is_fine() -> None:
                      topic="t", partition=0, leader=5, leader_epoch=1, partition_epoch=3, isr=[4, 5], offset=231)
     assert check_fencing(journals_from(j.entries), None)["valid"] is True
     decision["offset"] = 233  # now it took effect after the shutdown
-    a = _only(check_fencing(journals_from(j.entries), None), "FencedInIsr")
+    a = only_anomaly(check_fencing(journals_from(j.entries), None), "FencedInIsr")
     assert [e["offset"] for e in a["entries"]] == [fence["offset"], 233]
 
 
@@ -183,4 +177,4 @@ def test_a_fence_does_not_outlive_the_controllers_term() -> None:
           partition=0, leader=4, leader_epoch=2, partition_epoch=5, isr=[4, 5], offset=40)
     assert check_fencing(journals_from(j.entries), None)["valid"] is True
     del j.entries[1:3]  # no leadership change between the fence and the decision
-    _only(check_fencing(journals_from(j.entries), None), "FencedInIsr")
+    only_anomaly(check_fencing(journals_from(j.entries), None), "FencedInIsr")

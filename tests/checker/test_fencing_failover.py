@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from checker_journals import JB
+from checker_journals import JB, line_of
 
 from checker.fencing import check_fencing
 from checker.journal import journals_from
@@ -56,9 +56,6 @@ def _session_alarms(res: dict[str, Any]) -> list[dict[str, Any]]:
     return [a for a in res["anomalies"] if a["type"] == "SessionNotFenced"]
 
 
-def _where(j: JB, e: dict[str, Any]) -> str:
-    return f"journal.jsonl:{j.entries.index(e) + 1}"
-
 
 def test_inherited_dead_broker_never_fenced_is_reported() -> None:
     j, active = _failover()
@@ -66,7 +63,7 @@ def test_inherited_dead_broker_never_fenced_is_reported() -> None:
     alarms = _session_alarms(_check(j))
     assert len(alarms) == 1
     assert "broker 4" in alarms[0]["explanation"] and "became active" in alarms[0]["explanation"]
-    assert alarms[0]["entries"][0]["where"] == _where(j, active)
+    assert alarms[0]["entries"][0]["where"] == line_of(j, active)
 
 
 def test_inherited_dead_broker_fenced_after_the_session_is_clean() -> None:
@@ -91,7 +88,7 @@ def test_heartbeats_that_stop_after_activation_are_judged_from_the_last_one() ->
     assert _session_alarms(_check(j)) == []  # 11 s after the heartbeat: within 9 + 3 s
     _steps(j, 2, 17, 19)
     alarms = _session_alarms(_check(j))
-    assert len(alarms) == 1 and alarms[0]["entries"][0]["where"] == _where(j, last)
+    assert len(alarms) == 1 and alarms[0]["entries"][0]["where"] == line_of(j, last)
 
 
 def test_paused_new_controller_resigning_at_its_first_step_is_clean() -> None:
@@ -129,7 +126,7 @@ def test_an_older_leaders_unfence_committed_at_takeover_is_inherited() -> None:
     taken_over = j.at(2, 3.2, "apply", offset=4, type="UnfenceBrokerRecord", crc=2, batch_end=5, broker=4)
     _steps(j, 2, 4, 20)
     alarms = _session_alarms(_check(j))
-    assert len(alarms) == 1 and alarms[0]["entries"][0]["where"] == _where(j, taken_over)
+    assert len(alarms) == 1 and alarms[0]["entries"][0]["where"] == line_of(j, taken_over)
 
 
 def test_own_unfence_applied_after_own_fence_is_not_inherited() -> None:
@@ -176,4 +173,4 @@ def test_a_new_controller_replaying_a_backlog_is_judged_from_its_replay() -> Non
     _steps(j, 2, 9, 30)  # never fenced: judged from the replay
     alarms = _session_alarms(_check(j))
     assert len(alarms) == 1 and "became active" in alarms[0]["explanation"]
-    assert alarms[0]["entries"][0]["where"] == _where(j, replayed)
+    assert alarms[0]["entries"][0]["where"] == line_of(j, replayed)

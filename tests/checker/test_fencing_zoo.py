@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checker_journals import JB
+from checker_journals import JB, line_of, only_anomaly
 
 from checker.fencing import check_fencing
 from checker.journal import journals_from
@@ -19,15 +19,6 @@ def _check(j: JB) -> dict[str, Any]:
     return check_fencing(journals_from(j.entries, "journal.jsonl"), None, session_timeout_ms=9000, slack_ms=2000)
 
 
-def _only(res: dict[str, Any], invariant: str) -> dict[str, Any]:
-    assert res["valid"] is False
-    kinds = [a["type"] for a in res["anomalies"]]
-    assert kinds == [invariant], kinds
-    return res["anomalies"][0]
-
-
-def _where(j: JB, e: dict[str, Any]) -> str:
-    return f"journal.jsonl:{j.entries.index(e) + 1}"
 
 
 def _at(e: dict[str, Any], mono_ns: int) -> dict[str, Any]:
@@ -85,8 +76,8 @@ def test_broker_serving_while_cut_off_is_reported_once() -> None:
     bad = _at(j.add(4, "heartbeat", broker=4, ok=False, self_fence_ms=4000), 17_500_000_000)
     for t in (19, 20, 21):
         _at(j.add(4, "heartbeat", broker=4, ok=False, self_fence_ms=4000), t * S)
-    a = _only(_check(j), "SelfFencing")
-    assert [e["where"] for e in a["entries"]] == [_where(j, ok), _where(j, first), _where(j, bad)]
+    a = only_anomaly(_check(j), "SelfFencing")
+    assert [e["where"] for e in a["entries"]] == [line_of(j, ok), line_of(j, first), line_of(j, bad)]
     assert "broker 4 kept serving" in a["explanation"] and "7500 ms" in a["explanation"]
 
 
@@ -123,8 +114,8 @@ def test_fenced_broker_left_in_the_isr_is_reported_once() -> None:
         _apply(j, node, 3, 4, "RegisterBrokerRecord")
         if node == 1:
             first_state, first_fence = state, fence
-    a = _only(_check(j), "FencedInIsr")
-    assert [e["where"] for e in a["entries"]] == [_where(j, first_fence), _where(j, first_state)]
+    a = only_anomaly(_check(j), "FencedInIsr")
+    assert [e["where"] for e in a["entries"]] == [line_of(j, first_fence), line_of(j, first_state)]
     assert "broker 4 was fenced at offset 1" in a["explanation"]
 
 
@@ -186,4 +177,4 @@ def test_a_retried_registration_with_a_new_epoch_is_reported() -> None:
     found = [a for a in res["anomalies"] if a["type"] == "EpochBumpedForSameIncarnation"]
     assert [a["type"] for a in res["anomalies"]] == ["EpochBumpedForSameIncarnation"] * 2
     assert "again with epoch 12, though it held epoch 10" in found[0]["explanation"]
-    assert [e["where"] for e in found[1]["entries"]] == [_where(j, held), _where(j, bad)]
+    assert [e["where"] for e in found[1]["entries"]] == [line_of(j, held), line_of(j, bad)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checker_journals import JB
+from checker_journals import JB, line_of, only_anomaly
 
 from checker.journal import journals_from
 from checker.raft import check_raft
@@ -16,15 +16,6 @@ def _check(j: JB) -> dict[str, Any]:
     return check_raft(journals_from(j.entries, "journal.jsonl"))
 
 
-def _only(res: dict[str, Any], invariant: str) -> dict[str, Any]:
-    assert res["valid"] is False
-    kinds = [a["type"] for a in res["anomalies"]]
-    assert kinds == [invariant], kinds
-    return res["anomalies"][0]
-
-
-def _where(j: JB, e: dict[str, Any]) -> str:
-    return f"journal.jsonl:{j.entries.index(e) + 1}"
 
 
 def _flushing_cluster(follower_flushes: bool = True) -> JB:
@@ -77,10 +68,10 @@ def test_follower_taking_a_hw_beyond_its_flush_is_reported_once() -> None:
     flush3 = j.add(3, "flush", end=3)  # node 3 flushes in time (after its periodic flush)
     j.add(3, "hw", hw=3, epoch=1)
     res = _check(j)
-    a = _only(res, "MajorityReachedHighWatermark")
+    a = only_anomaly(res, "MajorityReachedHighWatermark")
     assert "node 2 (follower) took high-water mark 3" in a["explanation"] and "ended at 0" in a["explanation"]
-    assert a["entries"][-1]["where"] == _where(j, bad)
-    assert all(e["where"] != _where(j, flush3) for e in a["entries"])
+    assert a["entries"][-1]["where"] == line_of(j, bad)
+    assert all(e["where"] != line_of(j, flush3) for e in a["entries"])
 
 
 def test_majority_counts_only_flushed_entries() -> None:
@@ -89,8 +80,8 @@ def test_majority_counts_only_flushed_entries() -> None:
     bad = j.add(1, "hw", hw=3, epoch=1)
     for n in (2, 3):  # their journals go on (not cut before a flush)
         j.add(n, "role", role="follower", epoch=1, leader=1, voted_for=1)
-    a = _only(_check(j), "MajorityReachedHighWatermark")
-    assert a["entries"] == [a["entries"][0]] and a["entries"][0]["where"] == _where(j, bad)
+    a = only_anomaly(_check(j), "MajorityReachedHighWatermark")
+    assert a["entries"] == [a["entries"][0]] and a["entries"][0]["where"] == line_of(j, bad)
     assert "only [1]" in a["explanation"]
 
 
@@ -133,8 +124,8 @@ def test_leader_flush_journalled_after_its_hw_does_not_count() -> None:
     bad = j.add(1, "hw", hw=4, epoch=1)
     j.add(1, "flush", end=4)  # too late: the HW counted an unflushed leader log
     _journals_go_on(j)
-    a = _only(_check(j), "MajorityReachedHighWatermark")
-    assert a["entries"][0]["where"] == _where(j, bad) and "only [2]" in a["explanation"]
+    a = only_anomaly(_check(j), "MajorityReachedHighWatermark")
+    assert a["entries"][0]["where"] == line_of(j, bad) and "only [2]" in a["explanation"]
 
 
 def test_leader_flush_journalled_before_its_hw_counts() -> None:
@@ -171,7 +162,7 @@ def test_a_hw_after_the_end_of_a_cut_journal_is_not_judged() -> None:
     j.add(1, "flush", end=4)
     assert _check(j)["valid"] is True
     _journals_go_on(j)
-    assert _only(_check(j), "MajorityReachedHighWatermark")["entries"][0]["hw"] == 4
+    assert only_anomaly(_check(j), "MajorityReachedHighWatermark")["entries"][0]["hw"] == 4
 
 
 # ---- no-check-quorum: a leader that heard from nobody ------------------------------------------
@@ -201,8 +192,8 @@ def test_stale_leader_still_leading_is_reported_once() -> None:
     first = _quorum(j, 1, 1, {2: 4100, 3: 4200})
     second = _quorum(j, 1, 1, {2: 5100, 3: 5200})
     _quorum(j, 1, 1, {2: 6100, 3: 6200})  # the same epoch: reported once
-    a = _only(_check(j), "StaleLeader")
-    assert [e["where"] for e in a["entries"]] == [_where(j, first), _where(j, second)]
+    a = only_anomaly(_check(j), "StaleLeader")
+    assert [e["where"] for e in a["entries"]] == [line_of(j, first), line_of(j, second)]
     assert "node 1 still led epoch 1" in a["explanation"] and "[2, 3]" in a["explanation"]
 
 
@@ -214,8 +205,8 @@ def test_fatal_core_error_is_a_finding() -> None:
     j.add(1, "hw", hw=3, epoch=1)
     bad = j.add(2, "fatal", error="ValueError: offset 2 is not a batch boundary of the log [0, 3)", stopped=False,
                 epoch=1, hw=3, applied=2, log_end=3)
-    a = _only(_check(j), "NodeStoppedOnSafetyError")
-    assert a["entries"][0]["where"] == _where(j, bad)
+    a = only_anomaly(_check(j), "NodeStoppedOnSafetyError")
+    assert a["entries"][0]["where"] == line_of(j, bad)
     assert "node 2 is stuck" in a["explanation"] and "offset 2 is not a batch boundary" in a["explanation"]
     assert "applied up to 2" in a["explanation"]
 
@@ -227,5 +218,5 @@ def test_fatal_error_on_damaged_storage_is_not_judged() -> None:
     j.add(2, "fatal", error="ValueError: bad batch", stopped=False, epoch=1, hw=0, applied=0, log_end=3)
     j.add(2, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=1, hw=0)
     later = j.add(2, "fatal", error="ValueError: bad batch", stopped=False, epoch=1, hw=0, applied=0, log_end=1)
-    a = _only(_check(j), "NodeStoppedOnSafetyError")  # the next life has no damage: judged
-    assert a["entries"][0]["where"] == _where(j, later)
+    a = only_anomaly(_check(j), "NodeStoppedOnSafetyError")  # the next life has no damage: judged
+    assert a["entries"][0]["where"] == line_of(j, later)
