@@ -233,7 +233,9 @@ class DockerHost(HostIdentity, ShellDaemons):
                 code, (out, err) = self.container().exec_run(argv, demux=True)
                 return code, out, err
             except docker.errors.APIError as exc:
-                if attempt == 1 and exc.status_code == 409:  # not running: the node exited; start the host again
+                # not running: the node exited (409 at create; 500 "is not running" when it exited between
+                # create and start); start the host again
+                if attempt == 1 and (exc.status_code == 409 or "is not running" in str(exc)):
                     self.container().start()  # idle: the launcher is PID 1, the node's pid file is stale
                     self.container().exec_run(["rm", "-f", pid_file(self._workdir, self.pid1)])
                     continue
