@@ -45,6 +45,7 @@ BASE_PACKAGES = "python3,python3-venv,iproute2,iptables,procps"
 WORKDIR = "/var/lib/kraftlab"
 LABEL = "kraftlab.lab"
 PID1_DAEMON = "kraft-node"  # the daemon that runs as the container's PID 1
+PRUNE_AFTER_S = 24 * 3600.0  # node images older than this (and unused) are removed after a build
 HOLDER_SUFFIX = "-net"  # the container holding node NAME's network namespace is NAME-net
 LAUNCH_FILE = "pid1.sh"  # <workdir>/run/pid1.sh: the command the launcher execs
 LAUNCHER_MARK = "# kraftlab-launcher"
@@ -188,7 +189,40 @@ def ensure_node_image(c: Any, wheelhouse: Path | None = None) -> str:
         except docker.errors.BuildError as exc:
             log = "".join(str(x.get("stream", "")) for x in exc.build_log)
             raise SetupError(f"building {tag} failed: {exc}: {log[-1500:]}") from None
+    prune_node_images(c, keep=tag)
     return tag
+
+
+def prune_node_images(c: Any, keep: str, older_than_s: float = PRUNE_AFTER_S, now: float | None = None) -> list[str]:
+    """Remove node images other than `keep` built more than `older_than_s` ago: one is built per source
+    change (~300 MB), so without this a CI machine's disk fills. A younger image may belong to a run of
+    another checkout starting right now; an image a container still uses is refused by Docker and kept.
+    Returns the tags removed."""
+    import docker
+
+    cutoff = (time.time() if now is None else now) - older_than_s
+    removed: list[str] = []
+    for image in c.images.list(name=NODE_REPO):
+        tags = [t for t in image.tags if t.startswith(f"{NODE_REPO}:")]
+        if not tags or keep in image.tags or _created_at(image.attrs.get("Created", "")) > cutoff:
+            continue
+        try:
+            c.images.remove(image.id)
+        except docker.errors.APIError:  # in use by a container (of a lab still up), or already gone
+            continue
+        removed.extend(tags)
+    return removed
+
+
+def _created_at(created: str) -> float:
+    """Docker's RFC 3339 `Created` (nanoseconds, `Z`) as epoch seconds; unparsable counts as new (kept)."""
+    from datetime import datetime
+
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", created)
+    if not m:
+        return float("inf")
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    return datetime.fromisoformat(m.group(1) + zone).timestamp() + float(m.group(2) or 0)
 
 
 def wheels_digest(wheels: Path) -> str:
