@@ -48,6 +48,7 @@ TOPOLOGIES: dict[str, tuple[int | None, bool]] = {
     "combined": (None, True),  # every node is a combined controller+broker
 }
 DEFAULT_TOPOLOGY = "combined+brokers"
+FATAL_SCAN_S = 1.0  # wait_healthy looks for `fatal` journal events this often
 
 DEFAULT_PROPERTIES: dict[str, str] = {
     "controller.quorum.election.timeout.ms": "1000",
@@ -423,11 +424,18 @@ class Deployment(DaemonNodeControl):
         deadline = start + timeout
         seen: dict[str, float] = {}
         why = "not checked"
+        next_fatal_scan = start + FATAL_SCAN_S  # a deploy healthy within a second never scans
         while time.monotonic() < deadline:
             alive = self.alive()
             dead = [n for n, up in alive.items() if not up]
             if dead:
                 raise DeployError("kraft-node exited on " + "; ".join(self.describe_failure(n) for n in dead))
+            if time.monotonic() >= next_fatal_scan:
+                next_fatal_scan = time.monotonic() + FATAL_SCAN_S
+                fatal = self.fatal_errors([n for n, up in alive.items() if up])
+                if fatal:
+                    raise DeployError("kraft-node journalled a fatal error (a bug in the node: it will not become "
+                                      "healthy) on " + "; ".join(f"{n}: {e}" for n, e in sorted(fatal.items())))
             status = self._status(alive)
             now = time.monotonic()
             if status.answered:
@@ -442,6 +450,25 @@ class Deployment(DaemonNodeControl):
             time.sleep(poll)
         raise DeployError(f"cluster not healthy after {timeout:g}s: {why}\n"
                           + "\n".join(self.describe_failure(n) for n in self.nodes()))
+
+    def fatal_errors(self, nodes: list[str]) -> dict[str, str]:
+        """The first `fatal` journal event's error per node that has one. A node journals `fatal` only
+        when it broke its own invariants, so waiting for it to become healthy is waiting for nothing."""
+        if not nodes:
+            return {}
+        pattern = shlex.quote('"ev":"fatal"')
+
+        def first_fatal(h: Host) -> str | None:
+            r = h.run(f"grep -m1 -F {pattern} {shlex.quote(self.paths(h.name).journal)} 2>/dev/null", timeout=10)
+            if r.exit_code != 0 or not r.stdout.strip():
+                return None
+            try:
+                return str(json.loads(r.stdout.splitlines()[0]).get("error", "?"))
+            except ValueError:
+                return r.stdout.strip()[:300]
+
+        found = self.lab.on(nodes, first_fatal)
+        return {n: e for n, e in found.items() if e is not None}
 
     def log_tail(self, node: str, lines: int = 20) -> str:
         r = self.lab.host(node).run(f"tail -n {lines} {self.paths(node).log} 2>&1", timeout=10)

@@ -265,3 +265,30 @@ def test_state_round_trip(state_dir: Path) -> None:
     assert DeploymentState.load("dlab") == d.state
     with pytest.raises(LookupError, match="no deployment"):
         DeploymentState.load("other")
+
+
+def test_a_node_that_journalled_fatal_ends_the_wait_at_once(state_dir: Path) -> None:
+    """A running node whose journal holds a `fatal` event (it broke its own invariants) will never be
+    healthy: the wait names it and its error instead of polling out its whole timeout."""
+    lab = fake_lab()
+    d = Deployment.create(lab)
+    d.start_all()
+    for h in fakes(lab):
+        h.on("describe-quorum", h.reply("", 0, json.dumps({"leader": -1, "epoch": 3})))
+    n2 = fakes(lab)[1]
+    fatal = {"ev": "fatal", "node": 2, "error": "ImageError: topic t4 already exists", "stopped": False}
+    n2.on(r"grep -m1 -F .*/n2/.*journal\.jsonl", n2.reply("", 0, json.dumps(fatal, separators=(",", ":")) + "\n"))
+    began = time.monotonic()
+    with pytest.raises(DeployError, match=r"fatal error .* n2: ImageError: topic t4 already exists"):
+        d.wait_healthy(30.0, poll=0.05)
+    assert time.monotonic() - began < 5.0
+
+
+def test_fatal_scan_reads_only_fatal_events(state_dir: Path) -> None:
+    lab = fake_lab(3)
+    d = Deployment.create(lab, "combined")
+    d.start_all()
+    assert d.fatal_errors(["n1", "n2", "n3"]) == {}  # grep finds nothing on any node
+    n3 = fakes(lab)[2]
+    n3.on(r"grep -m1 -F .*journal\.jsonl", n3.reply("", 0, "not json at all\n"))
+    assert d.fatal_errors(["n3"]) == {"n3": "not json at all"}
