@@ -59,7 +59,7 @@ PLANS: dict[str, Plan] = {
                                    attempt_s=25),
     "hw-before-truncate": Plan("mixed", "partition,kill"),
     "respond-before-commit": Plan("topics", "partition,kill", recipe="resign-then-failover", attempt_s=25),
-    "no-revert-on-resign": Plan("topics", "partition,kill", recipe="resign-then-failover"),
+    "no-revert-on-resign": Plan("topics", "partition,kill", recipe="resign-then-failover", attempt_s=25),
     "accept-stale-broker-epoch": Plan("registry", "partition", attempt_s=30),  # its zombie agents send old epochs
     # the targeted "registration-retry" recipe missed in 3 attempts; random packet faults found it in 2
     "reregister-bumps-epoch": Plan("registry", "partition,packet", attempt_s=30),
