@@ -16,7 +16,7 @@ from typing import Any
 
 from checker.history import Op
 from checker.linear.budget import Budget
-from checker.linear.race import ACROSS_KEYS, merge_verdicts
+from checker.linear.race import ACROSS_KEYS, explain_keys, merge_verdicts
 from checker.linear.search import search
 from checker.models import build_model
 
@@ -66,12 +66,7 @@ def merge_keys(results: list[dict[str, Any]]) -> dict[str, Any]:
     valid = merge_verdicts([r["valid"] for r in results])
     bad = [r for r in results if r["valid"] is False]
     unknown = [r for r in results if r["valid"] not in (True, False)]
-    if bad:
-        expl = "not linearizable on key(s) " + ", ".join(repr(r["key"]) for r in bad[:10])
-    elif unknown:
-        expl = "; ".join(f"key {r['key']!r}: {r['reason']}" for r in unknown[:5])
-    else:
-        expl = f"all {len(results)} keys linearizable"
+    expl = explain_keys([(r["key"], r["valid"], r["reason"]) for r in results])
     return {"valid": valid, "explanation": expl, "keys": len(results),
             "failing_keys": [r["key"] for r in bad], "unknown_keys": [r["key"] for r in unknown],
             "ops": sum(r["ops"] for r in results)}

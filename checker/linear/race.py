@@ -126,15 +126,26 @@ def race_in_process(groups: dict[Hashable, list[Op]], model: Model, meter: Meter
     return _finish(out)
 
 
+def explain_keys(results: list[tuple[Hashable | None, bool | str, str]]) -> str:
+    """The wording of a merge of per-key results `(key, valid, reason)`, whoever checked the keys
+    (this race, or Spark executors merged by `spark_analysis`): the first illegal key and why;
+    else the first three keys left unknown and why; else that every partition is linearizable.
+    The key None (a history checked whole) is not named."""
+
+    def said(k: Hashable | None, reason: str) -> str:
+        return f"key {k!r}: {reason}" if k is not None else reason
+
+    bad = [said(k, reason) for k, v, reason in results if v is INVALID]
+    if bad:
+        return bad[0]
+    unknown = [said(k, reason) for k, v, reason in results if v is not VALID]
+    return "; ".join(unknown[:3]) if unknown else "every partition is linearizable"
+
+
 def _finish(out: RaceResult) -> RaceResult:
     out.valid = merge_verdicts([r.valid for r in out.results.values()])
-    for k, r in out.results.items():
-        if r.valid is INVALID:
-            out.failing_key, out.reason = k, f"key {k!r}: {r.reason}" if k is not None else r.reason
-            return out
-    unknown = [f"key {k!r}: {r.reason}" if k is not None else r.reason
-               for k, r in out.results.items() if r.valid == UNKNOWN]
-    out.reason = "; ".join(unknown[:3]) if unknown else "every partition is linearizable"
+    out.failing_key = next((k for k, r in out.results.items() if r.valid is INVALID), None)
+    out.reason = explain_keys([(k, r.valid, r.reason) for k, r in out.results.items()])
     return out
 
 
