@@ -8,7 +8,7 @@ op fires) | controllers | brokers).
 
 | f | value (what is asked) | completion value (what was done) |
 | --- | --- | --- |
-| start-partition | `topology` (+ `seed`, `nodes`, `from`, `to`) or `grudge` | `grudge`: receiver → dropped |
+| start-partition | `topology` (+ `seed`, `nodes`, `from`, `to`) or `grudge`; `drop`* | `grudge`: receiver → dropped |
 | stop-partition | — | `healed`: hosts whose lab chain was flushed |
 | kill / graceful-stop | nodes/target | `nodes`, `signal` (SIGKILL / SIGTERM) |
 | restart | nodes (default: every killed/stopped one) | `nodes`, `already` (were running) |
@@ -22,6 +22,9 @@ op fires) | controllers | brokers).
 | stop-packet | — | hosts cleared |
 | start-disk | nodes, `damage` (disk.DAMAGES), `seed`, `amount` | per node: file, sizes, flipped bits |
 | stop-disk | `watch_s` | `formatted`, `restarted`, `rebuilt` (refusing observers re-made), `refused` (voters) |
+
+*`drop`: `all` (default) or `new-connections`: only the TCP SYNs from the senders are dropped, so
+a receiver cannot be connected to by them but still reaches them over connections it opens.
 
 A kill of a node started with `kraftlab.unsafe.lose.unflushed=true` also loses its un-fsynced log
 writes: the node keeps them in process memory in that mode, so SIGKILL emulates a power failure that

@@ -54,8 +54,18 @@ def load_script(chain: str, rules: Iterable[str], *, hook: bool) -> str:
     return f"{script} && {hook_script(chain)}" if hook else script
 
 
-def drop_rules(addresses: Iterable[str]) -> list[str]:
-    return [f"-s {addr}/32 -j DROP" for addr in sorted(set(addresses))]
+DROP_MODES: tuple[str, ...] = ("all", "new-connections")
+
+
+def drop_rules(addresses: Iterable[str], *, mode: str = "all") -> list[str]:
+    """DROP rules for traffic from `addresses`: all of it, or (`new-connections`) only the TCP SYNs
+    that open a connection, so the receiver refuses to be connected to by those senders while the
+    connections it opens to them (their SYN-ACKs and data) still work: an asymmetric cut for
+    connection-oriented protocols, where a plain one-way drop cuts both directions."""
+    if mode not in DROP_MODES:
+        raise ValueError(f"unknown drop mode {mode!r}; known: {', '.join(DROP_MODES)}")
+    match = "-p tcp --syn " if mode == "new-connections" else ""
+    return [f"-s {addr}/32 {match}-j DROP" for addr in sorted(set(addresses))]
 
 
 def loss_rules(probability: float) -> list[str]:

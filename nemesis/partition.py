@@ -1,4 +1,8 @@
-"""Partitions: a grudge applied as DROP rules on each receiving host's lab chain; heal flushes it."""
+"""Partitions: a grudge applied as DROP rules on each receiving host's lab chain; heal flushes it.
+
+`drop: new-connections` drops only the connection-opening SYNs of the grudge: each receiver cannot
+be connected to by the hosts it holds a grudge against, but still reaches them over the connections
+it opens itself."""
 
 from __future__ import annotations
 
@@ -40,17 +44,21 @@ class PartitionFault:
             raise FaultError(str(exc)) from exc
 
     def start(self, value: dict[str, Any]) -> dict[str, Any]:
+        mode = value.get("drop", "all")
+        if mode not in netfilter.DROP_MODES:
+            raise FaultError(f"unknown drop mode {mode!r}; known: {', '.join(netfilter.DROP_MODES)}")
         grudge = self.grudge_for(value)
         nodes = self.ctx.control.nodes()
         unknown = (set(grudge) | set().union(*grudge.values())) - set(nodes) if grudge else set()
         if unknown:
             raise FaultError(f"grudge names unknown nodes {sorted(unknown)}")
-        done = {"topology": value.get("topology", "grudge"), "grudge": g.to_json(grudge)}
+        done = {"topology": value.get("topology", "grudge"), "grudge": g.to_json(grudge),
+                **({"drop": mode} if mode != "all" else {})}
         self.ctx.state.put("partition", "grudge", done["grudge"])
         scripts = {}
         for node in nodes:
             addresses = [self.ctx.address(src) for src in grudge.get(node, ())]
-            scripts[node] = netfilter.load_script(self.chain, netfilter.drop_rules(addresses),
+            scripts[node] = netfilter.load_script(self.chain, netfilter.drop_rules(addresses, mode=mode),
                                                   hook=node not in self._hooked)
         self.ctx.run_each(scripts)
         self._hooked.update(nodes)
