@@ -71,19 +71,26 @@ def lagging_voter_meets_new_leader(rng: random.Random, r: Roles) -> Steps:
 
 
 def lagging_voter_first_candidate(rng: random.Random, r: Roles) -> Steps:
-    """vote-without-log-check: a voter `a` is down for 5 s while the others commit; then the
-    others go down and `a` comes back alone, its election timer runs out and it keeps asking for
-    votes (refused at once by the dead peers, so it retries within a second); the others come
-    back with fresh timers and `a`'s request is usually the first they see. Granting it without
-    the log check elects a leader missing committed entries (LeaderCompleteness,
-    CommittedPrefixAgreement). Kills, not a partition: requests into a partition hang until
-    their timeout, and `a` would ask too late."""
+    """vote-without-log-check: a voter `a` is down for 5 s while the others commit. Then `a` is made
+    the only voter that can gather a majority: the others may no longer open connections to it
+    (an asymmetric cut: it still reaches them over the connections it opens), the active controller
+    is killed, and so are enough other voters that the up-to-date survivors are one vote short of a
+    majority (none with 3 voters, one with 5). `a` restarts: no survivor can win (none can ask
+    `a`), while `a`'s (pre-)vote requests reach them once their fetch timeout has made them give up
+    on the dead leader. Granting them without the log check elects `a`, whose log lacks committed
+    entries (LeaderCompleteness, CommittedPrefixAgreement); the correct node grants nothing and the
+    quorum waits until the cut heals and the dead voters return."""
     a = rng.choice(r.controllers)
     others = sorted(c for c in r.controllers if c != a)
-    return [(0.0, "kill", "kill", {"nodes": [a]}),
-            (5.0, "kill", "kill", {"nodes": others}),
-            (5.2, "kill", "restart", {"nodes": [a]}),
-            (8.5, "kill", "restart", {"nodes": others})]
+    majority = len(r.controllers) // 2 + 1
+    extra = sorted(rng.sample(others, len(r.controllers) - majority - 1))  # down with `a`; the leader follows
+    cut = {"grudge": {a: others}, "drop": "new-connections"}
+    return [(0.0, "kill", "kill", {"nodes": sorted([a, *extra])}),
+            (5.0, "partition", "start-partition", cut),
+            (5.1, "kill", "kill", {"target": "controller"}),
+            (5.3, "kill", "restart", {"nodes": [a]}),
+            (13.0, "partition", "stop-partition", {}),
+            (13.2, "kill", "restart", {})]
 
 
 def resign_then_failover(rng: random.Random, r: Roles) -> Steps:
@@ -156,7 +163,7 @@ Recipe = Callable[[random.Random, Roles], Steps]
 RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds)
     "stale-epoch": (stale_epoch, 13.0),
     "lagging-voter-meets-new-leader": (lagging_voter_meets_new_leader, 12.0),
-    "lagging-voter-first-candidate": (lagging_voter_first_candidate, 13.0),
+    "lagging-voter-first-candidate": (lagging_voter_first_candidate, 15.0),
     "resign-then-failover": (resign_then_failover, 11.0),
     "isolate-leader": (isolate_leader, 11.0),
     "leader-crash-loop": (leader_crash_loop, 5.0),

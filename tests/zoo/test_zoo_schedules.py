@@ -18,9 +18,17 @@ from nemesis.ports import MemoryLedger
 from nemesis.schedule import load
 
 
+class FailoverControl(FakeNodeControl):
+    """A fake lab whose active controller fails over as a real one does: `leader` while it runs,
+    else the first running controller (a recipe's "kill the active controller" never hits a dead node)."""
+
+    def active_controller(self) -> str | None:
+        return next((c for c in [self.leader, *self.controllers()] if c is not None and self.running(c)), None)
+
+
 def _apply(recipe: str, seed: int) -> tuple[list[str], FakeNodeControl]:
     """Fire the whole schedule at a fake five-node lab (3 combined controllers); the ops' outcomes."""
-    control = FakeNodeControl(combined=True, leader="n2")
+    control = FailoverControl(combined=True, leader="n2")
     nemesis = Nemesis("z", control, ledger=MemoryLedger(), seed=seed, local_boot_id="local")
     outcomes = []
     try:
@@ -70,6 +78,38 @@ def test_the_lagging_voter_is_never_the_controller_asked_who_leads() -> None:
         steps = targeted("lagging-voter-meets-new-leader", seed=seed, duration=13, nodes=5).steps
         assert steps[0].value["nodes"] != [first]
         assert steps[1].value == {"topology": "isolate-controller"}
+
+
+@pytest.mark.parametrize(("topology", "voters"), [("combined+brokers", 3), ("combined", 5)])
+def test_the_lagging_voter_is_the_only_one_that_can_win(topology: str, voters: int) -> None:
+    """Whoever leads when the cycle starts: once `a` restarts, the running up-to-date voters are one
+    vote short of a majority and cannot open connections to `a` (only `a` can ask), the cut heals
+    after `a` has had its fetch timeout and more, and every node runs again at the end."""
+    majority = voters // 2 + 1
+    for seed in range(12):
+        steps = targeted("lagging-voter-first-candidate", seed=seed, duration=17, nodes=5, topology=topology).steps
+        assert [s.f for s in steps] == ["kill", "start-partition", "kill", "restart", "stop-partition", "restart"]
+        (a,) = steps[3].value["nodes"]
+        assert a in steps[0].value["nodes"] and len(steps[0].value["nodes"]) == voters - majority
+        assert steps[1].value == {"grudge": {a: sorted(c for c in roles(5, topology).controllers if c != a)},
+                                  "drop": "new-connections"}
+        assert steps[2].value == {"target": "controller"}
+        assert steps[4].at - steps[3].at >= 7.0  # a (re)start, a fetch timeout (2 s) and the vote, under load
+        for leader in (c for c in roles(5, topology).controllers if c not in steps[0].value["nodes"]):
+            control = FailoverControl(size=5, n_controllers=voters, combined=True, leader=leader)
+            nemesis = Nemesis("z", control, ledger=MemoryLedger(), seed=seed, local_boot_id="local")
+            try:
+                for step in steps[:4]:
+                    assert nemesis.invoke(step.f, step.value).type == "ok", step
+                up_to_date = [c for c in control.controllers() if c != a and control.running(c)]
+                assert control.running(a) and not control.running(leader)
+                assert len(up_to_date) == majority - 1, (leader, up_to_date)
+                assert set(up_to_date) <= set(nemesis.status()["partition"]["grudge"][a])
+                for step in steps[4:]:
+                    assert nemesis.invoke(step.f, step.value).type == "ok", step
+                assert all(control.running(n) for n in control.nodes()) and not nemesis.status()
+            finally:
+                nemesis.close()
 
 
 def test_a_targeted_plan_replays_its_recipe_and_cleans_up(tmp_path: Path) -> None:
