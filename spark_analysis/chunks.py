@@ -74,8 +74,9 @@ class ChunkResult:
     events: int
     ops: int
     rows: int
-    model_buckets: dict[str, set[int]]
     notes: list[str]
+    files: list[tuple[str, list[int]]]
+    whole: set[str]
 
 
 class ChunkScanner:
@@ -153,7 +154,8 @@ class ChunkScanner:
     def result(self, index: int) -> ChunkResult:
         return ChunkResult(index, self.prefixes, self.open, self.skipping, self.skipped, self.invocations,
                            self.blanks, self.nemesis,
-                           self.events, self.sink.ops, self.sink.rows, self.sink.model_buckets, self.notes)
+                           self.events, self.sink.ops, self.sink.rows, self.notes,
+                           self.sink.files, self.sink.whole)
 
 
 @dataclass(frozen=True)

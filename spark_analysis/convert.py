@@ -2,18 +2,20 @@
 
 A JSON Lines history is cut into chunks of about `chunk_bytes` at line starts; worker processes
 parse, pair and write one chunk each (spark_analysis.chunks) while this process stitches the ops
-that cross chunk boundaries (spark_analysis.stitch). Memory: a chunk per worker, whatever the
-history's size. EDN and etcd logs (small, external) are one chunk, read whole with
-`checker.formats.read_history`.
+that cross chunk boundaries (spark_analysis.stitch). Then workers gather each key bucket's rows
+from every chunk file into one file (spark_analysis.layout), and the chunk files are deleted.
+Memory: a chunk, or a bucket, per worker, whatever the history's size. EDN and etcd logs (small,
+external) are one chunk, read whole with `checker.formats.read_history`.
 
 Layout of the output directory:
-- `ops/part-SSS-CCCCC.parquet` (history SSS, chunk CCCCC; `part-SSS-stitch.parquet` for the ops
-  that cross chunks or never complete): rows sorted by (bucket, model, key, call), a row group per
-  bucket. The files partition the history by time; every key lives in one bucket (a stable hash);
+- `ops/bucket-BBBBB.parquet`: the rows of the keys of bucket BBBBB (a stable hash of the key),
+  of every history and model, sorted by (model, key, call): each key's rows are whole in one
+  file; `ops/whole-III.parquet`: a model checked whole (key null, sorted by call);
 - `skipped-SSS.npy`, `invocations-SSS.npy`: the ordinals that are no judged client event, and
   those of the judged invocations (see `to_positions`; 8 bytes per op, the parent holds them);
 - `meta.json`: sources, models (and which history each came from), counts, the bucket count,
-  the buckets each model uses, and the nemesis events (few: the statistics' fault windows).
+  the files (and the models in each), the models checked whole, and the nemesis events (few:
+  the statistics' fault windows).
 
 Which model judges an op: its `workload` field mapped by `checker.run.WORKLOAD_MODELS` when that
 model is among those asked for; an op without the field goes to every model asked for. The key
@@ -37,6 +39,7 @@ from typing import Any
 from checker.formats import detect_format, read_history
 from checker.history import Op
 from spark_analysis.chunks import NO_INDEX, ChunkResult, ChunkTask, Failure, scan_events, scan_jsonl_chunk
+from spark_analysis.layout import Written, gather, plan
 from spark_analysis.stitch import Stitcher
 from spark_analysis.table import DEFAULT_BUCKETS, ModelSpec, RowSink, workload_specs
 
@@ -79,7 +82,8 @@ class DatasetWriter:
     def __init__(self, out_dir: str | Path, buckets: int = DEFAULT_BUCKETS, workers: int | None = None,
                  chunk_bytes: int = CHUNK_BYTES) -> None:
         self.out = Path(out_dir)
-        shutil.rmtree(self.out / "ops", ignore_errors=True)  # a re-analysis starts clean
+        for old_dir in (self.out / "ops", self.out / "chunks"):  # a re-analysis starts clean
+            shutil.rmtree(old_dir, ignore_errors=True)
         for old in [self.out / "meta.json", *self.out.glob("skipped-*.npy"), *self.out.glob("invocations-*.npy")]:
             old.unlink(missing_ok=True)
         self.buckets = buckets
@@ -87,13 +91,14 @@ class DatasetWriter:
         self.chunk_bytes = chunk_bytes
         self.models: list[ModelSpec] = []
         self.model_source: dict[str, int] = {}
-        self.model_buckets: dict[str, set[int]] = {}
+        self.chunk_files: list[tuple[str, list[int]]] = []
+        self.whole: set[str] = set()
         self.nemesis: list[dict[str, Any]] = []
         self.sources: list[str] = []
         self.counts = {"events": 0, "client_events": 0, "ops": 0, "rows": 0, "chunks": 0}
 
     def _part(self, src: int, chunk: int | str) -> Path:
-        return self.out / "ops" / (f"part-{src:03d}-{chunk:05d}.parquet" if isinstance(chunk, int)
+        return self.out / "chunks" / (f"part-{src:03d}-{chunk:05d}.parquet" if isinstance(chunk, int)
                                    else f"part-{src:03d}-{chunk}.parquet")
 
     def _chunks(self, path: Path, src: int, models: Sequence[ModelSpec], fmt: str) -> Iterator[ChunkResult | Failure]:
@@ -105,14 +110,7 @@ class DatasetWriter:
         specs = tuple(m.to_json() for m in models)
         tasks = [ChunkTask(str(path), i, start, end, line, specs, self.buckets, str(self._part(src, i)),
                            i == len(bounds) - 1) for i, (start, end, line) in enumerate(bounds)]
-        workers = min(self.workers, len(tasks))
-        if workers <= 1:
-            yield from map(scan_jsonl_chunk, tasks)
-            return
-        # fork (cheap) unless another thread could be caught holding a lock (a py4j client's)
-        alone = threading.current_thread() is threading.main_thread() and threading.active_count() == 1
-        with multiprocessing.get_context("fork" if alone else "spawn").Pool(workers) as pool:
-            yield from pool.imap(scan_jsonl_chunk, tasks)
+        yield from _pool_map(scan_jsonl_chunk, tasks, self.workers)
 
     def add(self, history: str | Path, models: Sequence[ModelSpec], fmt: str | None = None,
             notes: list[str] | None = None) -> None:
@@ -141,8 +139,8 @@ class DatasetWriter:
             self.counts["ops"] += r.ops
             self.counts["rows"] += r.rows
             self.counts["chunks"] += 1
-            for label, bs in r.model_buckets.items():
-                self.model_buckets.setdefault(label, set()).update(bs)
+            self.chunk_files += r.files
+            self.whole |= r.whole
             blanks += r.blanks  # chunks come in order: stays sorted
             for ordinal, e in r.nemesis:
                 if e.index == NO_INDEX:  # its rank among the file's non-blank lines, as checker.history gives it
@@ -152,8 +150,8 @@ class DatasetWriter:
                 notes.extend(r.notes)
         stitcher.finish()
         sink.write(self._part(src, "stitch"))
-        for label, bs in sink.model_buckets.items():
-            self.model_buckets.setdefault(label, set()).update(bs)
+        self.chunk_files += sink.files
+        self.whole |= sink.whole
         skipped.append(np.asarray(stitcher.skipped, dtype=np.int64))
         self.out.mkdir(parents=True, exist_ok=True)
         np.save(self.out / f"skipped-{src:03d}.npy", np.unique(np.concatenate(skipped)))
@@ -164,14 +162,19 @@ class DatasetWriter:
         self.counts["rows"] += sink.rows
 
     def close(self) -> dict[str, Any]:
-        """Write meta.json; returns the meta (counts: `events` read, `client_events` judged,
-        `ops`, `rows`, `chunks`)."""
+        """Gather the buckets' files, write meta.json; returns the meta (counts: `events` read,
+        `client_events` judged, `ops`, `rows`, `chunks`)."""
+        ops = self.out / "ops"
+        ops.mkdir(parents=True, exist_ok=True)
+        whole = sorted(self.whole)
+        written: list[Written] = [w for ws in _pool_map(gather, plan(self.chunk_files, whole, ops, 4 * self.workers),
+                                                        self.workers) for w in ws]
+        shutil.rmtree(self.out / "chunks", ignore_errors=True)
         meta = {"source": self.sources[0] if len(self.sources) == 1 else self.sources,
                 "models": [m.to_json() for m in self.models], "model_source": self.model_source,
-                "buckets": self.buckets, "bucket_ids": sorted(set().union(*self.model_buckets.values())),
-                **self.counts, "model_buckets": {k: sorted(v) for k, v in self.model_buckets.items()},
+                "buckets": self.buckets, **self.counts, "whole_models": whole,
+                "files": [{"name": w.name, "models": list(w.models)} for w in sorted(written, key=lambda w: w.name)],
                 "nemesis": self.nemesis}
-        self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "meta.json").write_text(json.dumps(meta, default=str))
         return meta
 
@@ -184,6 +187,18 @@ def convert(history: str | Path, out_dir: str | Path, models: Sequence[ModelSpec
     w = DatasetWriter(out_dir, buckets, workers, chunk_bytes)
     w.add(history, models, fmt, notes)
     return w.close()
+
+
+def _pool_map(fn: Any, tasks: Sequence[Any], workers: int) -> Iterator[Any]:
+    """fn over tasks in order, on up to `workers` processes (in this one when a single will do)."""
+    workers = min(workers, len(tasks))
+    if workers <= 1:
+        yield from map(fn, tasks)
+        return
+    # fork (cheap) unless another thread could be caught holding a lock (a py4j client's)
+    alone = threading.current_thread() is threading.main_thread() and threading.active_count() == 1
+    with multiprocessing.get_context("fork" if alone else "spawn").Pool(workers) as pool:
+        yield from pool.imap(fn, tasks)
 
 
 def read_meta(out_dir: str | Path) -> dict[str, Any]:

@@ -1,164 +1,198 @@
 """The linearizability check of a Parquet history on Spark, and `analyze_run` (the
 `kraftlab analyze RUN_DIR --spark MASTER` entry point).
 
-Why `groupBy(model, bucket).applyInPandas`: P-compositionality makes each key's sub-history an
-independent check, which is a grouped map. Spark does the shuffle that brings a group's ops
-together (in the JVM, on Arrow batches: no Python pickling of rows as with RDDs), and each
-Python call gets whole keys as a pandas frame, decodes its columns whole
-(`spark_analysis.table.frame_ops`) and runs the project's own per-key check
-(`checker.linear.keyed.check_key`) on each key, returning one row per key. The group is the
-key's bucket rather than the key itself: grouping per key cost a pandas frame in and out per key
-(10,000 keys: minutes of overhead on two cores), while a bucket's frame stays bounded (the bucket
-count scales it). mapInPandas would need the input splits to hold whole keys: the Parquet files
-partition the history by time (one per conversion chunk), so a key spans files; RDDs pay
-pickling for every row.
+Why `mapInPandas` over whole files: P-compositionality makes each key's sub-history an
+independent check, and the conversion already wrote every key's rows whole and contiguous in
+one file (spark_analysis.layout: one file per key bucket, sorted by model, key and invocation).
+So the job reads each file as one partition (`spark.sql.files.maxPartitionBytes` and
+`openCostInBytes` set so that no file is split, nor two files packed together) and the Python
+side consumes the partition's Arrow batches in order, checking each key's contiguous run of rows
+as soon as it ends (`checker.linear.keyed.check_key`): no shuffle (grouping with
+`applyInPandas` made Spark sort and move every row through the JVM once more: most of the
+executors' CPU), and a Python worker holds one Arrow batch and one key at a time. An RDD would
+pay pickling for every row.
 
-The job runs in waves (contiguous bucket ranges: Parquet row groups of other buckets are skipped)
-with a small budget per key; inside a group the first illegal key ends the group, and after a
-wave with an illegal key the job stops (early stop: the rest is not searched). Keys left
-`unknown` are re-checked with the large budget. Verdicts merge with `checker.linear.keyed.
-merge_keys` (false > unknown > true), and the failing key's ops are read back, given the
-single process's positions and ids (`spark_analysis.convert.to_positions`) and explained by
-`checker.run.linearizable_with_anomalies` (shortest failing prefix, partial linearizations,
-named anomaly cycles, pictures): the same results.json entry.
+Waves: one wave over every file with the small budget per key (a partition stops at its first
+illegal key), then, unless a key was illegal, one wave re-checking only the keys left `unknown`
+(the files that hold them, filtered to those keys) with the large budget. `waves` > 1 splits the
+first wave into groups of files and stops after a group with an illegal key (the rest is not
+searched). Verdicts merge with `checker.linear.keyed.merge_keys` (false > unknown > true; the
+wording is the single process's, `checker.linear.race.explain_keys`). An illegal key's ops are
+read back, given the single process's positions and ids (`spark_analysis.convert.to_positions`)
+and explained as the single process does (`spark_analysis.checks.explain_failure`); `plan_checks`
+returns every model's check as a picklable callable, so callers hand them to `checker.compose`,
+whose processes can be killed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from checker.compose import compose
-from checker.fencing import check_fencing
+from checker.compose import CheckerFn, compose
 from checker.history import Op
-from checker.journal import load_journals
 from checker.linear.budget import Budget
 from checker.linear.keyed import check_key, merge_keys
-from checker.raft import check_raft
-from checker.run import linearizable_with_anomalies
+from spark_analysis import checks
 from spark_analysis.convert import ModelSpec, convert, read_meta, to_positions, workload_specs
-from spark_analysis.history_io import load_history_tolerant, read_events
-from spark_analysis.keys import decode_key
+from spark_analysis.history_io import read_events
+from spark_analysis.keys import bucket_of, decode_key
+from spark_analysis.layout import bucket_name, whole_name
 from spark_analysis.session import spark_session
 from spark_analysis.stats import write_stats
-from spark_analysis.table import frame_ops
+from spark_analysis.table import frame_ops, frame_runs
 
 SMALL_BUDGET = Budget(seconds=5.0, max_configs=200_000)
 LARGE_BUDGET = Budget(seconds=120.0)
+RESULT_COLUMNS = ("model", "key", "valid", "reason", "ops", "configurations", "seconds")
 RESULT_SCHEMA = "model string, key string, valid string, reason string, ops long, configurations long, seconds double"
+WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(2**40), "spark.sql.files.openCostInBytes": str(2**40)}
+"""A file is never split (it is smaller than a split) nor packed with another (each costs a split)."""
 _VALID = {"true": True, "false": False}
+Pair = tuple[str, str | None]
 
 
 def _verdict(v: Any) -> str:
     return "true" if v is True else "false" if v is False else "unknown"
 
 
-def _check_group(budget: dict[str, Any], models: dict[str, dict[str, Any]], stop_early: bool) -> Any:
-    """The pandas function run on executors for one (model, bucket) group: every key in it is
-    checked on its own (`check_key`), smallest first; with `stop_early`, the first illegal key
-    ends the group."""
-
-    def run(pdf: Any) -> Any:
-        import pandas as pd
-
-        model = pdf["model"].iat[0]
-        out = []
-        for key, ops in sorted(frame_ops(pdf, "gkey").items(), key=lambda kv: len(kv[1])):
-            res = check_key(key, ops, models[model], budget)
-            out.append({"model": model, "key": key, "valid": _verdict(res["valid"]), "reason": res["reason"],
-                        "ops": res["ops"], "configurations": res["configurations"], "seconds": res["seconds"]})
-            if stop_early and res["valid"] is False:
-                break
-        return pd.DataFrame(out, columns=["model", "key", "valid", "reason", "ops", "configurations", "seconds"])
-
-    return run
+def key_runs(batches: Iterator[Any]) -> Iterator[tuple[str, str | None, list[dict[str, Any]]]]:
+    """(model, key, ops) of each contiguous run of rows of a partition's pandas batches, yielded
+    once the run is known to be whole (the next run began, or the batches ended): a key may
+    straddle batches, never files."""
+    carry: tuple[str, str | None, list[dict[str, Any]]] | None = None
+    for pdf in batches:
+        for run in frame_runs(pdf):
+            if carry is not None and run[:2] == carry[:2]:
+                carry[2].extend(run[2])
+                continue
+            if carry is not None:
+                yield carry
+            carry = run
+    if carry is not None:
+        yield carry
 
 
-def _run(df: Any, budget: Budget, models: dict[str, dict[str, Any]], stop_early: bool) -> list[dict[str, Any]]:
-    """Check the keys of `df`, grouped by bucket (each key lives in one): one Python call per
-    bucket rather than per key keeps the per-call overhead of pandas off small keys."""
-    fn = _check_group(budget.to_json(), models, stop_early)
-    return [r.asDict() for r in df.groupBy("model", "gbucket").applyInPandas(fn, RESULT_SCHEMA).collect()]
+def check_partition(batches: Iterator[Any], models: dict[str, dict[str, Any]], budget: dict[str, Any],
+                    stop_early: bool, wanted: frozenset[Pair] | None) -> Iterator[Any]:
+    """The function mapInPandas runs on a partition: every key (of `wanted`, when given) checked
+    on its own; with `stop_early`, the first illegal key ends the partition."""
+    import pandas as pd
+
+    out = []
+    for model, key, ops in key_runs(batches):
+        if wanted is not None and (model, key) not in wanted:
+            continue
+        res = check_key(key, ops, models[model], budget)
+        out.append((model, key, _verdict(res["valid"]), res["reason"], res["ops"], res["configurations"],
+                    res["seconds"]))
+        if stop_early and res["valid"] is False:
+            break
+    yield pd.DataFrame(out, columns=list(RESULT_COLUMNS))
 
 
-def _waves(bucket_ids: list[int], waves: int) -> list[tuple[int, int]]:
-    """Contiguous bucket ranges [lo, hi] (a range filter skips Parquet row groups by their statistics)."""
-    ids = sorted(bucket_ids)
-    n = max(1, min(waves, len(ids)))
-    cuts = [len(ids) * i // n for i in range(n + 1)]
-    return [(ids[cuts[i]], ids[cuts[i + 1] - 1]) for i in range(n) if cuts[i + 1] > cuts[i]] or [(0, -1)]
+def _run(df: Any, budget: Budget, models: dict[str, dict[str, Any]], stop_early: bool,
+         wanted: frozenset[Pair] | None = None) -> list[dict[str, Any]]:
+    fn = functools.partial(check_partition, models=models, budget=budget.to_json(), stop_early=stop_early,
+                           wanted=wanted)
+    return [r.asDict() for r in df.mapInPandas(fn, RESULT_SCHEMA).collect()]
+
+
+def _waves(files: list[str], waves: int) -> list[list[str]]:
+    n = max(1, min(waves, len(files)))
+    cuts = [len(files) * i // n for i in range(n + 1)]
+    return [files[cuts[i]:cuts[i + 1]] for i in range(n) if cuts[i + 1] > cuts[i]]
+
+
+def _base(dataset: str | Path, ops_url: str | None) -> str:
+    return (ops_url or str(Path(dataset) / "ops")).rstrip("/")
 
 
 def read_ops(spark: Any, dataset: str | Path, ops_url: str | None = None) -> Any:
-    """The ops table: `DATASET/ops`, or `ops_url` where executors read it on a cluster."""
-    return spark.read.parquet(ops_url or str(Path(dataset) / "ops"))
+    """The whole ops table: `DATASET/ops`, or `ops_url` where executors read it on a cluster."""
+    return spark.read.parquet(_base(dataset, ops_url))
 
 
-def load_ops(spark: Any, dataset: str | Path, ops_url: str | None = None) -> tuple[Any, list[str]]:
-    """The ops DataFrame with `gkey`: the key, or null for every op of a model whose history
-    cannot be split (some op has no key), as checker.linear.race.split does; and those models."""
+def _read(spark: Any, base: str, names: Sequence[str]) -> Any:
+    """These files of the dataset, each one partition."""
+    for k, v in WHOLE_FILES.items():
+        spark.conf.set(k, v)
+    return spark.read.parquet(*(f"{base}/{n}" for n in names))
+
+
+def _file_of(meta: dict[str, Any], model: str, key: str | None) -> str:
+    """The file that holds a key's rows (a model checked whole: its own file)."""
+    if key is None:
+        return whole_name(meta["whole_models"].index(model))
+    return bucket_name(bucket_of(key, meta["buckets"]))
+
+
+def _only(spark: Any, base: str, meta: dict[str, Any], pairs: Sequence[Pair]) -> Any:
+    """The rows of these keys: their files, filtered (the filter keeps each file's order)."""
     from pyspark.sql import functions as F
 
-    df = read_ops(spark, dataset, ops_url)
-    whole = [r["model"] for r in df.filter(F.col("key").isNull()).select("model").distinct().collect()]
-    gkey = F.when(F.col("model").isin(whole), F.lit(None).cast("string")).otherwise(F.col("key")) if whole \
-        else F.col("key")
-    gbucket = F.when(F.col("model").isin(whole), F.lit(-1)).otherwise(F.col("bucket")) if whole else F.col("bucket")
-    return df.withColumn("gkey", gkey).withColumn("gbucket", gbucket), whole
+    df = _read(spark, base, sorted({_file_of(meta, m, k) for m, k in pairs}))
+    keys = sorted({k for _, k in pairs if k is not None})
+    whole = sorted({m for m, k in pairs if k is None})
+    cond = F.col("key").isin(keys) if keys else F.lit(False)
+    if whole:
+        cond = cond | (F.col("key").isNull() & F.col("model").isin(whole))
+    return df.filter(cond)
 
 
-def _select(df: Any, pairs: list[tuple[str, str | None]]) -> Any:
-    """The rows of these (model, key) groups (null keys match null)."""
-    spark = df.sparkSession
-    want = spark.createDataFrame(pairs, "rmodel string, rkey string")
-    return df.join(want, (df["model"] == want["rmodel"]) & df["gkey"].eqNullSafe(want["rkey"]), "left_semi")
-
-
-def check_dataset(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET, large: Budget = LARGE_BUDGET,
-                  waves: int = 4, out_dir: Path | None = None, stop_early: bool = True,
-                  ops_url: str | None = None) -> dict[str, dict[str, Any]]:
-    """Check every model of a converted history; returns `linearizable-<label>` → result entry."""
-    from pyspark.sql import functions as F
-
+def plan_checks(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET, large: Budget = LARGE_BUDGET,
+                waves: int = 1, out_dir: Path | None = None, stop_early: bool = True,
+                ops_url: str | None = None) -> dict[str, CheckerFn]:
+    """Run the job over every model of a converted history; returns `linearizable-<label>` →
+    a picklable callable giving its results.json entry (a failing key's explanation is left to
+    the callable: hand them to `checker.compose`)."""
     meta = read_meta(dataset)
     models = {m["label"]: m for m in meta["models"]}
-    df, whole = load_ops(spark, dataset, ops_url)
+    base = _base(dataset, ops_url)
+    files = [f["name"] for f in meta["files"]]
     t0 = time.perf_counter()
     results: list[dict[str, Any]] = []
-    plan = _waves(list(meta["bucket_ids"]), waves)
-    checked: set[int] = set()
-    ran = 0
-    for i, (lo, hi) in enumerate(plan):
-        part = F.col("bucket").between(lo, hi) & ~F.col("model").isin(whole)
-        results += _run(df.filter(part | F.col("model").isin(whole) if i == 0 else part), small, models, stop_early)
-        checked.update(b for b in meta["bucket_ids"] if lo <= b <= hi)
-        ran = i + 1
+    plan = _waves(files, waves)
+    checked: set[str] = set()
+    for names in plan:
+        results += _run(_read(spark, base, names), small, models, stop_early)
+        checked.update(names)
         if stop_early and any(r["valid"] == "false" for r in results):
             break
     unknown = [r for r in results if r["valid"] == "unknown"]
     if unknown and not (stop_early and any(r["valid"] == "false" for r in results)):
-        redo = _select(df, [(r["model"], r["key"]) for r in unknown])
-        fresh = {(r["model"], r["key"]): r for r in _run(redo, large, models, stop_early)}
+        pairs = [(r["model"], r["key"]) for r in unknown]
+        fresh = {(r["model"], r["key"]): r
+                 for r in _run(_only(spark, base, meta, pairs), large, models, stop_early, frozenset(pairs))}
         results = [fresh.get((r["model"], r["key"]), r) for r in results]
     elapsed = time.perf_counter() - t0
-    bad = [r for r in sorted(results, key=_order) if r["valid"] == "false"]
     first_bad: dict[str, dict[str, Any]] = {}
-    for r in bad:
-        first_bad.setdefault(r["model"], r)
-    failing = _failing_ops(df, dataset, [(r["model"], r["key"]) for r in first_bad.values()])
-    info = {"waves": len(plan), "waves_run": ran,
-            "stopped_early": not set(meta["bucket_ids"]) <= checked, "rechecked_keys": len(unknown),
+    for r in sorted(results, key=_order):
+        if r["valid"] == "false":
+            first_bad.setdefault(r["model"], r)
+    failing = _failing_ops(spark, base, meta, dataset, [(r["model"], r["key"]) for r in first_bad.values()])
+    info = {"waves": len(plan), "waves_run": len([n for n in plan if set(n) <= checked]),
+            "stopped_early": not set(files) <= checked, "rechecked_keys": len(unknown),
             "small_budget": small.to_json(), "large_budget": large.to_json()}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, CheckerFn] = {}
     for label, spec in models.items():
-        complete = label in whole or set(meta.get("model_buckets", {}).get(label, [])) <= checked
+        complete = {f["name"] for f in meta["files"] if label in f["models"]} <= checked
         mine = [r for r in results if r["model"] == label]
-        out[_checker(label)] = _merge(spec, mine, failing.get(label, []), large, out_dir, elapsed,
-                                              {**info, "complete": complete})
+        out[_checker(label)] = _entry(spec, mine, failing.get(label, []), large, out_dir, elapsed,
+                                      {**info, "complete": complete})
     return out
+
+
+def check_dataset(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET, large: Budget = LARGE_BUDGET,
+                  waves: int = 1, out_dir: Path | None = None, stop_early: bool = True,
+                  ops_url: str | None = None) -> dict[str, dict[str, Any]]:
+    """`plan_checks`, its callables called here: `linearizable-<label>` → result entry."""
+    return {name: fn() for name, fn in plan_checks(spark, dataset, small, large, waves, out_dir, stop_early,
+                                                   ops_url).items()}
 
 
 def _checker(label: str) -> str:
@@ -170,21 +204,23 @@ def _order(r: dict[str, Any]) -> tuple[bool, int, str]:
     return (r["valid"] != "false", int(r["ops"]), r["key"] or "")
 
 
-def _failing_ops(df: Any, dataset: str | Path, pairs: list[tuple[str, str | None]]) -> dict[str, list[Op]]:
+def _failing_ops(spark: Any, base: str, meta: dict[str, Any], dataset: str | Path,
+                 pairs: list[Pair]) -> dict[str, list[Op]]:
     """Each model's failing key's ops, read back in one query, in invocation order, with the
     positions the single-process checker gives them (its explanations name them)."""
     if not pairs:
         return {}
     out: dict[str, list[Op]] = {}
-    for model, rows in _select(df, pairs).toPandas().groupby("model"):
-        ops = [Op(**d) for key_ops in frame_ops(rows, "gkey").values() for d in key_ops]
+    wanted = set(pairs)
+    for model, rows in _only(spark, base, meta, pairs).toPandas().groupby("model"):
+        ops = [Op(**d) for key, key_ops in frame_ops(rows).items() if (model, key) in wanted for d in key_ops]
         out[str(model)] = to_positions(sorted(ops, key=lambda o: o.call), dataset, str(model))
     return out
 
 
-def _merge(spec: dict[str, Any], rows: list[dict[str, Any]], failing: list[Op], budget: Budget,
-           out_dir: Path | None, elapsed: float, info: dict[str, Any]) -> dict[str, Any]:
-    """One model's results.json entry, as checker.linearizable.check_linearizable gives it."""
+def _entry(spec: dict[str, Any], rows: list[dict[str, Any]], failing: list[Op], budget: Budget,
+           out_dir: Path | None, elapsed: float, info: dict[str, Any]) -> CheckerFn:
+    """One model's check: its results.json entry, as checker.linearizable.check_linearizable gives it."""
     rows = sorted(rows, key=_order)
     merged = merge_keys([{**r, "key": decode_key(r["key"]), "valid": _VALID.get(r["valid"], "unknown"),
                           "ops": int(r["ops"])} for r in rows])
@@ -196,13 +232,10 @@ def _merge(spec: dict[str, Any], rows: list[dict[str, Any]], failing: list[Op], 
     spark_stats = {**info, "failing_keys": [decode_key(r["key"]) for r in rows if r["valid"] == "false"][:20],
                    "unknown_keys": [decode_key(r["key"]) for r in rows if r["valid"] == "unknown"][:20]}
     if valid is not False:
-        return {"valid": valid, "model": spec["name"], "explanation": reason, "anomalies": [],
-                "stats": stats, "spark": spark_stats}
-    res = linearizable_with_anomalies(failing, spec["name"], spec.get("initial"), bool(spec.get("nil_read_any")),
-                                      budget, out_dir, _checker(spec["label"]))
-    res["stats"] = stats
-    res["spark"] = spark_stats
-    return res
+        return functools.partial(checks.given, {"valid": valid, "model": spec["name"], "explanation": reason,
+                                                "anomalies": [], "stats": stats, "spark": spark_stats})
+    return functools.partial(checks.explain_failure, failing, spec, budget, out_dir, _checker(spec["label"]),
+                             {"stats": stats, "spark": spark_stats})
 
 
 def _has_workloads(history: Path, look: int = 1000) -> bool:
@@ -226,7 +259,7 @@ def _paths(run_dir: Any) -> tuple[Path, Path, list[Path]]:
 
 
 def analyze_run(run_dir: Any, models: Sequence[str] | None = None, master: str | None = "local[2]",
-                session_timeout_ms: float = 9000.0, waves: int = 4, buckets: int | None = None) -> dict[str, Any]:
+                session_timeout_ms: float = 9000.0, waves: int = 1, buckets: int | None = None) -> dict[str, Any]:
     """Check a run directory on Spark; writes results.json (as the single-process path does),
     spark-stats.json and spark-stats.png next to it, Spark's logs under `spark/logs/`."""
     path, history, journal_paths = _paths(run_dir)
@@ -243,14 +276,11 @@ def analyze_run(run_dir: Any, models: Sequence[str] | None = None, master: str |
                    **({"buckets": buckets} if buckets else {}))
     spark = spark_session(master, work / "logs")
     out_dir = path / "checker"
-    lin = check_dataset(spark, dataset, waves=waves, out_dir=out_dir)
+    checkers = plan_checks(spark, dataset, waves=waves, out_dir=out_dir)
     write_stats(spark, dataset, journal_paths, path / "spark-stats.json", path / "spark-stats.png")
-    checkers: dict[str, Any] = {name: (lambda r=r: r) for name, r in lin.items()}
     if journal_paths:
-        journals = load_journals(journal_paths)
-        hist = load_history_tolerant(history)
-        checkers["raft"] = lambda: check_raft(journals)
-        checkers["fencing"] = lambda: check_fencing(journals, hist, session_timeout_ms=session_timeout_ms)
+        checkers["raft"] = functools.partial(checks.raft, journal_paths)
+        checkers["fencing"] = functools.partial(checks.fencing, journal_paths, history, session_timeout_ms)
     results = compose(checkers, timeout=600.0)
     if not journal_paths:
         results.setdefault("notes", []).append("no node journals in the run directory: Raft and fencing "

@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: the project (or 
 from checker.compose import compose
 from checker.linear.budget import Budget
 from spark_analysis.convert import DEFAULT_BUCKETS, ModelSpec, convert
-from spark_analysis.job import LARGE_BUDGET, SMALL_BUDGET, check_dataset
+from spark_analysis.job import LARGE_BUDGET, SMALL_BUDGET, plan_checks
 from spark_analysis.session import spark_session
 from spark_analysis.stats import write_stats
 
@@ -40,7 +40,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--master", default=None, help="Spark master (default: what spark-submit set, else local[2])")
     p.add_argument("--ops-url", default=None, help="where executors read the Parquet ops (default: DIR/parquet/ops)")
     p.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS, help="more for larger histories")
-    p.add_argument("--waves", type=int, default=4)
+    p.add_argument("--waves", type=int, default=1, help="groups of files in the first wave (stop after an illegal key)")
     p.add_argument("--small-seconds", type=float, default=SMALL_BUDGET.seconds)
     p.add_argument("--large-seconds", type=float, default=LARGE_BUDGET.seconds)
     return p.parse_args(argv)
@@ -64,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     master = args.master or (None if _under_spark_submit() else "local[2]")
     spark = spark_session(master, out / "logs")
     small = Budget(seconds=args.small_seconds, max_configs=SMALL_BUDGET.max_configs)
-    lin = check_dataset(spark, dataset, small, Budget(seconds=args.large_seconds), args.waves, out / "checker",
-                        ops_url=args.ops_url)
-    results = compose({name: (lambda r=r: r) for name, r in lin.items()})
+    checkers = plan_checks(spark, dataset, small, Budget(seconds=args.large_seconds), args.waves, out / "checker",
+                           ops_url=args.ops_url)
+    results = compose(checkers, timeout=args.large_seconds + 600.0)
     if notes:
         results["notes"] = notes
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))

@@ -11,7 +11,7 @@ single-process checker's positions, which `spark_analysis.convert.to_positions` 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,26 +90,44 @@ def _decode_all(texts: list[str]) -> list[Any]:
     return json.loads("[" + ",".join(texts) + "]") if texts else []
 
 
-def frame_ops(pdf: Any, key_column: str = "key") -> dict[str | None, list[dict[str, Any]]]:
-    """A pandas frame of rows → each key's ops as dicts of `Op` fields (what `checker.linear.keyed`
-    takes; `Op(**d)` makes the op), in call order: columns taken whole, JSON columns decoded
-    whole."""
-    pdf = pdf.sort_values([key_column, "call"], kind="stable")
+def _rows(pdf: Any, key_column: str) -> Iterator[tuple[str, str | None, dict[str, Any]]]:
+    """(model, key, op as a dict of `Op` fields) per row, in the frame's order: columns taken
+    whole, JSON columns decoded whole."""
     cols = [_decode_all(pdf[c].tolist()) if c in JSON_COLUMNS else pdf[c].tolist() for c in OP_COLUMNS]
+    for model, key, i, proc, f, value, output, status, call, ret, error, ct, rt, cl, rl in zip(
+            pdf["model"].tolist(), pdf[key_column].tolist(), *cols, strict=True):
+        yield model, (key if isinstance(key, str) else None), {  # None, NaN or NA: the key null
+            "id": int(i), "process": proc, "f": f, "value": value, "output": output, "status": status,
+            "call": int(call), "ret": int_or_none(ret), "error": error, "call_time": int_or_none(ct),
+            "ret_time": int_or_none(rt), "call_line": int(cl), "ret_line": int(rl)}
+
+
+def frame_ops(pdf: Any, key_column: str = "key") -> dict[str | None, list[dict[str, Any]]]:
+    """A pandas frame of one model's rows → each key's ops as dicts of `Op` fields (what
+    `checker.linear.keyed` takes; `Op(**d)` makes the op), in call order."""
     out: dict[str | None, list[dict[str, Any]]] = {}
-    for key, i, proc, f, value, output, status, call, ret, error, ct, rt, cl, rl in zip(
-            pdf[key_column].tolist(), *cols, strict=True):
-        if key != key:  # NaN: the key null
-            key = None
-        out.setdefault(key, []).append(
-            {"id": int(i), "process": proc, "f": f, "value": value, "output": output, "status": status,
-             "call": int(call), "ret": int_or_none(ret), "error": error, "call_time": int_or_none(ct),
-             "ret_time": int_or_none(rt), "call_line": int(cl), "ret_line": int(rl)})
+    for _model, key, op in _rows(pdf.sort_values([key_column, "call"], kind="stable"), key_column):
+        out.setdefault(key, []).append(op)
+    return out
+
+
+def frame_runs(pdf: Any) -> list[tuple[str, str | None, list[dict[str, Any]]]]:
+    """A pandas frame whose rows are grouped by (model, key) already (a bucket file's order) →
+    each run's (model, key, ops), in the frame's order."""
+    out: list[tuple[str, str | None, list[dict[str, Any]]]] = []
+    for model, key, op in _rows(pdf, "key"):
+        if not out or out[-1][0] != model or out[-1][1] != key:
+            out.append((model, key, []))
+        out[-1][2].append(op)
     return out
 
 
 def int_or_none(v: Any) -> int | None:
-    return None if v is None or v != v else int(v)  # pandas gives NaN for missing ints
+    """A missing int is None, NaN or pandas.NA depending on the column's dtype."""
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def models_for(event: Event, specs: Sequence[ModelSpec]) -> list[ModelSpec]:
@@ -147,7 +165,8 @@ class RowSink:
         self.columns: dict[str, list[Any]] = {}
         self.lists: list[list[Any]] = []
         self._reset()
-        self.model_buckets: dict[str, set[int]] = {}
+        self.whole: set[str] = set()  # models with an op of no key: checked whole
+        self.files: list[tuple[str, list[int]]] = []  # each file written and the bucket of each of its row groups
         self.ops = 0
         self.written = 0
 
@@ -164,9 +183,10 @@ class RowSink:
         for spec in models_for(invocation, self.specs):
             key = _key_of(self.built[spec.label], op)
             b = bucket_of(key, self.buckets)
+            if key is None:
+                self.whole.add(spec.label)
             for column, v in zip(self.lists, op_row(op, spec.label, key, b).values(), strict=True):
                 column.append(v)
-            self.model_buckets.setdefault(spec.label, set()).add(b)
 
     def write(self, path: Path) -> None:
         """One file, sorted by (bucket, model, key, call), a row group per bucket; none if empty."""
@@ -181,9 +201,12 @@ class RowSink:
         self.written += len(table)
         buckets = table.column("bucket").to_pylist()
         path.parent.mkdir(parents=True, exist_ok=True)
+        groups: list[int] = []
         with pq.ParquetWriter(path, table.schema, compression="zstd") as writer:
             start = 0
             for i in range(1, len(buckets) + 1):
                 if i == len(buckets) or buckets[i] != buckets[start]:
                     writer.write_table(table.slice(start, i - start), row_group_size=i - start)
+                    groups.append(buckets[start])
                     start = i
+        self.files.append((str(path), groups))

@@ -93,26 +93,29 @@ def test_synthetic_verdicts_are_known(tmp_path: Path, seed: int) -> None:
     assert json.loads(line)["value"]["key"] == bad.anomalies[0]["key"]
 
 
-def test_parquet_rows_give_back_the_ops_each_key_in_one_bucket(tmp_path: Path) -> None:
+def test_parquet_rows_give_back_the_ops_each_key_whole_in_one_file(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     from checker.history import Op
     from spark_analysis.convert import ModelSpec, convert, to_positions
+    from spark_analysis.layout import bucket_name
     from spark_analysis.table import frame_ops
 
     s = generate(tmp_path / "h.jsonl", 3000, keys=30, info_rate=0.1, seed=9)
     meta = convert(s.path, tmp_path / "ds", [ModelSpec("kv")], buckets=4, chunk_bytes=20_000)
     want = sorted(pair_ops(History(list(client_events(read_history(s.path).events)))), key=lambda o: o.call)
     assert meta["ops"] == meta["rows"] == len(want) and len(meta["nemesis"]) == 4 and meta["chunks"] > 10
-    bucket_of_key: dict[str, int] = {}
+    file_of_key: dict[str, str] = {}
     got: list[Op] = []
-    for f in sorted((tmp_path / "ds" / "ops").glob("part-*.parquet")):
+    assert not (tmp_path / "ds" / "chunks").exists()
+    for f in sorted((tmp_path / "ds" / "ops").glob("*.parquet")):
         table = pq.read_table(f)
         rows = table.to_pylist()
-        assert rows == sorted(rows, key=lambda r: (r["bucket"], r["model"], r["key"], r["call"]))
+        assert rows == sorted(rows, key=lambda r: (r["model"], r["key"], r["call"]))
         for r in rows:
-            assert bucket_of_key.setdefault(r["key"], r["bucket"]) == r["bucket"] == bucket_of(r["key"], 4)
+            assert file_of_key.setdefault(r["key"], f.name) == f.name == bucket_name(bucket_of(r["key"], 4))
         for key, ops in frame_ops(table.to_pandas()).items():
             assert all(key == encode_key(d["value"]["key"]) for d in ops)
             got += [Op(**d) for d in ops]
+    assert [f["name"] for f in meta["files"]] == sorted(set(file_of_key.values()))
     got = to_positions(sorted(got, key=lambda o: o.call), tmp_path / "ds", "kv")
     assert got == want

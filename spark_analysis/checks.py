@@ -1,0 +1,46 @@
+"""The checks the Spark path hands to `checker.compose`, as picklable module-level functions
+(bound with functools.partial, never lambdas), so `checker.isolate` runs each in a killable
+process group under the compose's limits, as the single-process path runs its checks.
+
+Their inputs are small or paths: the failing key's ops only (the executors checked the rest),
+and the journals' and history's paths (a child loads them itself: a large history is never
+pickled, nor held by the Spark driver).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from checker.fencing import check_fencing
+from checker.history import Op
+from checker.journal import load_journals
+from checker.linear.budget import Budget
+from checker.raft import check_raft
+from checker.run import linearizable_with_anomalies
+from spark_analysis.history_io import load_history_tolerant
+
+
+def given(result: dict[str, Any]) -> dict[str, Any]:
+    """A result the executors already settled (valid or unknown)."""
+    return result
+
+
+def explain_failure(failing: list[Op], spec: dict[str, Any], budget: Budget, out_dir: Path | None, checker: str,
+                    extra: dict[str, Any]) -> dict[str, Any]:
+    """An illegal key's entry, explained exactly as the single process explains it (shortest
+    failing prefix, partial linearizations, anomaly cycles, pictures); `extra` is merged in
+    (the whole history's stats, the job's `spark` section)."""
+    res = linearizable_with_anomalies(failing, spec["name"], spec.get("initial"), bool(spec.get("nil_read_any")),
+                                      budget, out_dir, checker)
+    res.update(extra)
+    return res
+
+
+def raft(journal_paths: list[Path]) -> dict[str, Any]:
+    return check_raft(load_journals(journal_paths))
+
+
+def fencing(journal_paths: list[Path], history: Path, session_timeout_ms: float) -> dict[str, Any]:
+    return check_fencing(load_journals(journal_paths), load_history_tolerant(history),
+                         session_timeout_ms=session_timeout_ms)
