@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from kraftlab.deploy import DEFAULT_TOPOLOGY, TOPOLOGIES
 from kraftlab.runner import BadArguments, TestOptions
 from kraftlab.store import DEFAULT_STORE
 from kraftlab.zoo import PLANS, Attempt, attempt_line, real_runner, run_zoo, select
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                    help="run every N-th bug starting at K (a rotating CI subset)")
     p.add_argument("--attempt-time", type=float, default=None,
-                   help="workload seconds per attempt (default: the bug's plan: 60, or 25-28 for targeted schedules)")
+                   help="workload seconds per attempt (default: the bug's plan: 60, or 17-28 for targeted schedules)")
     p.add_argument("--budget", type=float, default=120.0,
                    help="wall seconds per bug, attempts repeated with new seeds until found (default 120)")
     p.add_argument("--seed", type=int, default=1, help="seed of each bug's first attempt (default 1)")
@@ -34,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds between nemesis steps (default 5: more faults per bounded attempt)")
     p.add_argument("--no-control", action="store_true", help="skip the clean control run")
     p.add_argument("--nodes", type=int, default=5)
+    p.add_argument("--topology", default=DEFAULT_TOPOLOGY, choices=list(TOPOLOGIES),
+                   help=f"node roles (default {DEFAULT_TOPOLOGY}); `combined` makes every node a voter")
     p.add_argument("--backend", default="netns", choices=["netns", "ssh", "docker", "vagrant"])
     p.add_argument("--lab", default=None, help="use this existing lab instead of a fresh one per attempt")
     p.add_argument("--recovery-time", type=float, default=60.0)
@@ -54,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     if min(x for x in (args.attempt_time, args.budget, args.nemesis_interval) if x is not None) <= 0:
         print("kraftlab zoo: --attempt-time, --budget and --nemesis-interval must be positive", file=sys.stderr)
         return 254
-    base = TestOptions(nodes=args.nodes, backend=args.backend, lab=args.lab, recovery_time=args.recovery_time,
-                       store=args.store, nemesis_interval=args.nemesis_interval)
+    base = TestOptions(nodes=args.nodes, topology=args.topology, backend=args.backend, lab=args.lab,
+                       recovery_time=args.recovery_time, store=args.store, nemesis_interval=args.nemesis_interval)
     try:
         report = run_zoo(bugs, base, real_runner, attempt_s=args.attempt_time, budget_s=args.budget,
                          seed=args.seed, control=not args.no_control, on_attempt=_print_attempt)

@@ -114,3 +114,18 @@ def test_attempts_last_the_plans_time_unless_told(tmp_path: Path) -> None:
     run_zoo(["no-self-fencing"], Options(), runner, attempt_s=7, budget_s=100, seed=1, control=False)
     assert runner.calls[-1].time_limit == 7
     assert main(["zoo", "no-self-fencing", "--attempt-time", "0"]) == 254
+
+
+def test_cli_passes_the_topology_to_every_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kraftlab.commands.zoo as command
+
+    seen: list[Options] = []
+
+    def fake_run_zoo(bugs: list[str], base: Options, *args: object, **kwargs: object) -> object:
+        seen.append(base)
+        raise command.BadArguments("stop here")
+
+    monkeypatch.setattr(command, "run_zoo", fake_run_zoo)
+    assert main(["zoo", "vote-without-log-check", "--topology", "combined", "--no-control"]) == 254
+    assert seen[0].topology == "combined"
+    assert main(["zoo", "vote-without-log-check"]) == 254 and seen[1].topology == Options().topology
