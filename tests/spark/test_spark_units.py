@@ -119,3 +119,41 @@ def test_parquet_rows_give_back_the_ops_each_key_whole_in_one_file(tmp_path: Pat
     assert [f["name"] for f in meta["files"]] == sorted(set(file_of_key.values()))
     got = to_positions(sorted(got, key=lambda o: o.call), tmp_path / "ds", "kv")
     assert got == want
+
+
+@pytest.mark.parametrize("batch", [1, 7, 100, 10_000])
+def test_key_runs_give_each_key_once_whole_however_the_batches_cut(tmp_path: Path, batch: int) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from spark_analysis.convert import DatasetWriter, ModelSpec
+    from spark_analysis.job import key_runs
+    from spark_analysis.table import frame_ops
+
+    w = DatasetWriter(tmp_path / "ds", buckets=2, chunk_bytes=5_000)
+    for tag, seed in (("a", 1), ("b", 2)):  # two models whose keys have the same names
+        w.add(generate(tmp_path / f"{tag}.jsonl", 600, keys=12, seed=seed).path, [ModelSpec("kv", tag=tag)])
+    w.close()
+    seen = []
+    for f in sorted((tmp_path / "ds" / "ops").glob("*.parquet")):
+        pdf = pq.read_table(f).to_pandas()
+        want = [(m, k, ops) for m, rows in pdf.groupby("model", sort=True) for k, ops in frame_ops(rows).items()]
+        got = list(key_runs(iter(pdf.iloc[i:i + batch] for i in range(0, len(pdf), batch))))
+        assert got == want
+        seen += [(m, k) for m, k, _ in got]
+    assert len(set(seen)) == len(seen) == 24
+
+
+def test_a_model_that_cannot_be_split_is_one_file_of_null_keys_in_call_order(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from spark_analysis.convert import DatasetWriter, ModelSpec
+
+    w = DatasetWriter(tmp_path / "ds", buckets=4, chunk_bytes=3_000)
+    w.add(generate(tmp_path / "kv.jsonl", 400, keys=8, seed=3).path, [ModelSpec("kv", tag="kv")])
+    w.add(generate(tmp_path / "reg.jsonl", 300, keys=8, seed=4).path, [ModelSpec("cas-register", tag="reg")])
+    meta = w.close()
+    assert meta["whole_models"] == ["reg"]
+    files = {f["name"]: f["models"] for f in meta["files"]}
+    assert files.pop("whole-000.parquet") == ["reg"] and set(files) and all(m == ["kv"] for m in files.values())
+    rows = pq.read_table(tmp_path / "ds" / "ops" / "whole-000.parquet").to_pylist()
+    reg = pair_ops(History(list(client_events(read_history(tmp_path / "reg.jsonl").events))))
+    assert len(rows) == len(reg) > 250 and all(r["key"] is None and r["model"] == "reg" for r in rows)
+    assert [r["call"] for r in rows] == sorted(r["call"] for r in rows)
