@@ -40,6 +40,7 @@ end, and the lag between a leader committing an offset and each node applying it
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import statistics
 from collections.abc import Iterator
@@ -66,36 +67,92 @@ def _registrations(journals: Journals) -> list[Entry]:
     return [e for e in journals.all() if _ok(e, "BrokerRegistration")]
 
 
+class _SeenRegistrations:
+    """One controller's view of one broker's registrations: those it decided, and those it has applied
+    (epoch ≤ its applied offset, which only grows), kept as each incarnation's highest epoch, so each
+    decision asks "is there a newer one?" without rescanning every registration of the run (a 10-minute
+    run has thousands, and a scan per heartbeat made this rule take most of its check)."""
+
+    def __init__(self, by_epoch: list[Entry]) -> None:
+        self._regs = by_epoch  # this broker's registrations (every controller's), sorted by epoch
+        self._epochs = [int(r["broker_epoch"]) for r in by_epoch]
+        self._applied_upto = 0  # _regs[:_applied_upto] have epoch ≤ the controller's applied offset
+        self._ids: set[int] = set()
+        self._max_by_incarnation: dict[Any, int] = {}
+        self.decided: list[Entry] = []
+        self._max_decided = -1
+
+    def advance(self, applied: int) -> None:
+        while self._applied_upto < len(self._epochs) and self._epochs[self._applied_upto] <= applied:
+            self._add(self._regs[self._applied_upto])
+            self._applied_upto += 1
+
+    def decide(self, e: Entry) -> None:
+        self._add(e)
+        self.decided.append(e)
+        self._max_decided = max(self._max_decided, int(e["broker_epoch"]))
+
+    def _add(self, r: Entry) -> None:
+        if id(r) not in self._ids:
+            self._ids.add(id(r))
+            inc, epoch = r.get("incarnation"), int(r["broker_epoch"])
+            self._max_by_incarnation[inc] = max(epoch, self._max_by_incarnation.get(inc, epoch))
+
+    def newer_than(self, epoch: int, applied: int) -> bool:
+        """A registration with a higher epoch that is applied here or was decided here."""
+        i = bisect.bisect_right(self._epochs, epoch)
+        return (i < len(self._epochs) and self._epochs[i] <= applied) or self._max_decided > epoch
+
+    def replaced(self, incarnation: Any) -> bool:
+        """A registration of `incarnation` is seen, and one of another incarnation with a higher epoch."""
+        mine = self._max_by_incarnation.get(incarnation)
+        return mine is not None and any(v > mine for inc, v in self._max_by_incarnation.items() if inc != incarnation)
+
+
 def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
     regs = _registrations(journals)
+    by_broker: dict[int, list[Entry]] = {}
+    for r in regs:
+        by_broker.setdefault(int(r["broker"]), []).append(r)
+    for rs in by_broker.values():
+        rs.sort(key=lambda r: int(r["broker_epoch"]))
     for nid, entries in journals.by_node.items():
         applied = -1
-        known: dict[int, list[Entry]] = {}  # broker → registrations this controller decided
+        seen = {b: _SeenRegistrations(rs) for b, rs in by_broker.items()}  # broker → this controller's view
         for e in entries:
             if e.ev == "apply":
                 applied = max(applied, int(e["offset"]))
             elif _ok(e, "BrokerRegistration"):
-                b = int(e["broker"])
-                seen = known.get(b, []) + [r for r in regs if int(r["broker"]) == b and r not in known.get(b, [])
-                                           and int(r["broker_epoch"]) <= applied]
-                seen.sort(key=lambda r: int(r["broker_epoch"]))
-                older = [r for r in seen if r.get("incarnation") == e.get("incarnation")]
-                newer = [r for r in seen if r.get("incarnation") != e.get("incarnation")
-                         and older and int(r["broker_epoch"]) > int(older[-1]["broker_epoch"])]
-                if older and newer:
+                view = seen[int(e["broker"])]
+                view.advance(applied)
+                if view.replaced(e.get("incarnation")):
+                    older, newer = _incarnations(e, view.decided, by_broker[int(e["broker"])], applied)
                     vs.append(Violation("OldIncarnationAccepted",
-                                        f"controller {nid} accepted broker {b}'s incarnation {e.get('incarnation')} "
-                                        f"again after incarnation {newer[-1].get('incarnation')} replaced it",
-                                        [older[-1], newer[-1], e]))
-                known.setdefault(b, []).append(e)
+                                        f"controller {nid} accepted broker {e['broker']}'s incarnation "
+                                        f"{e.get('incarnation')} again after incarnation {newer.get('incarnation')} "
+                                        "replaced it", [older, newer, e]))
+                view.decide(e)
             elif _ok(e, "BrokerHeartbeat"):
                 b, ep = int(e["broker"]), int(e["broker_epoch"])
-                newer = [r for r in regs if int(r["broker"]) == b and ep < int(r["broker_epoch"])
-                         and (int(r["broker_epoch"]) <= applied or r in known.get(b, []))]
-                if newer:
+                view = seen.get(b)
+                if view is not None and view.newer_than(ep, applied):
+                    newer = [r for r in regs if int(r["broker"]) == b and ep < int(r["broker_epoch"])
+                             and (int(r["broker_epoch"]) <= applied or any(r is k for k in view.decided))]
                     vs.append(Violation("StaleEpochAccepted",
                                         f"controller {nid} accepted a heartbeat of broker {b} with epoch {ep} though "
                                         f"it knew registration epoch {newer[-1]['broker_epoch']}", [newer[-1], e]))
+
+
+def _incarnations(e: Entry, decided: list[Entry], regs: list[Entry], applied: int) -> tuple[Entry, Entry]:
+    """For a violation `_SeenRegistrations.replaced` found: the latest registration of `e`'s incarnation
+    and the latest of another one after it, among those decided here or applied here."""
+    ids = {id(k) for k in decided}
+    seen = decided + [r for r in regs if id(r) not in ids and int(r["broker_epoch"]) <= applied]
+    seen.sort(key=lambda r: int(r["broker_epoch"]))
+    older = [r for r in seen if r.get("incarnation") == e.get("incarnation")]
+    newer = [r for r in seen if r.get("incarnation") != e.get("incarnation")
+             and int(r["broker_epoch"]) > int(older[-1]["broker_epoch"])]
+    return older[-1], newer[-1]
 
 
 def _expire(watched: dict[int, Entry], overdue: dict[int, Entry], e: Entry, nid: int, limit_ns: float,
