@@ -51,7 +51,7 @@ PLANS: dict[str, Plan] = {
     "hw-before-leader-change": Plan("mixed", "partition", recipe="lagging-voter-meets-new-leader",
                                     attempt_s=25),
     "resume-old-epoch": Plan("mixed", "kill", LOSE_UNFLUSHED, recipe="leader-crash-loop", attempt_s=25),
-    "ack-before-fsync": Plan("mixed", "kill", LOSE_UNFLUSHED),
+    "ack-before-fsync": Plan("mixed", "kill", LOSE_UNFLUSHED, attempt_s=30),
     "quorum-state-no-fsync": Plan("mixed", "partition,kill", LOSE_UNFLUSHED, recipe="stale-epoch",
                                   attempt_s=28),
     "no-check-quorum": Plan("topics", "partition", recipe="isolate-leader", attempt_s=25),
@@ -64,12 +64,12 @@ PLANS: dict[str, Plan] = {
     "accept-stale-broker-epoch": Plan("registry", "partition", attempt_s=30),  # its zombie agents send old epochs
     # the targeted "registration-retry" recipe missed in 3 attempts; random packet faults found it in 2
     "reregister-bumps-epoch": Plan("registry", "partition,packet", attempt_s=30),
-    "fenced-stays-in-isr": Plan("isr", "kill,partition"),
+    "fenced-stays-in-isr": Plan("isr", "kill,partition", attempt_s=30),
     # random kills rarely leave a broker down across a failover for a whole session: a targeted cycle does
     "forget-leases-on-failover": Plan("mixed", "kill,partition", SHORT_SESSION, recipe="dead-broker-failover",
                                       attempt_s=18),
     "no-self-fencing": Plan("mixed", "partition", SHORT_SESSION, recipe="isolate-broker", attempt_s=24),
-    "snapshot-id-off-by-one": Plan("mixed", "kill", SNAPSHOT_OFTEN),
+    "snapshot-id-off-by-one": Plan("mixed", "kill", SNAPSHOT_OFTEN, attempt_s=30),
 }
 CONTROL = Plan("mixed", "all")
 
