@@ -44,7 +44,7 @@ from spark_analysis.keys import bucket_of, decode_key
 from spark_analysis.layout import bucket_name, whole_name
 from spark_analysis.session import spark_session
 from spark_analysis.stats import write_stats
-from spark_analysis.table import frame_ops, frame_runs
+from spark_analysis.table import CHECK_COLUMNS, COLUMNS, frame_ops, frame_runs
 
 SMALL_BUDGET = Budget(seconds=5.0, max_configs=200_000)
 LARGE_BUDGET = Budget(seconds=120.0)
@@ -53,6 +53,7 @@ RESULT_SCHEMA = "model string, key string, valid string, reason string, ops long
 WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(2**40), "spark.sql.files.openCostInBytes": str(2**40)}
 """A file is never split (it is smaller than a split) nor packed with another (each costs a split)."""
 _VALID = {"true": True, "false": False}
+SPARK_TYPES = {"int32": "int", "int64": "long", "string": "string"}
 Pair = tuple[str, str | None]
 
 
@@ -99,7 +100,7 @@ def _run(df: Any, budget: Budget, models: dict[str, dict[str, Any]], stop_early:
          wanted: frozenset[Pair] | None = None) -> list[dict[str, Any]]:
     fn = functools.partial(check_partition, models=models, budget=budget.to_json(), stop_early=stop_early,
                            wanted=wanted)
-    return [r.asDict() for r in df.mapInPandas(fn, RESULT_SCHEMA).collect()]
+    return [r.asDict() for r in df.select(*CHECK_COLUMNS).mapInPandas(fn, RESULT_SCHEMA).collect()]
 
 
 def _waves(files: list[str], waves: int) -> list[list[str]]:
@@ -114,14 +115,16 @@ def _base(dataset: str | Path, ops_url: str | None) -> str:
 
 def read_ops(spark: Any, dataset: str | Path, ops_url: str | None = None) -> Any:
     """The whole ops table: `DATASET/ops`, or `ops_url` where executors read it on a cluster."""
-    return spark.read.parquet(_base(dataset, ops_url))
+    return _read(spark, _base(dataset, ops_url), [], everything=True)
 
 
-def _read(spark: Any, base: str, names: Sequence[str]) -> Any:
-    """These files of the dataset, each one partition."""
+def _read(spark: Any, base: str, names: Sequence[str], everything: bool = False) -> Any:
+    """These files of the dataset (or its whole directory), each one partition; the schema is
+    given, so no footer is read to infer it."""
     for k, v in WHOLE_FILES.items():
         spark.conf.set(k, v)
-    return spark.read.parquet(*(f"{base}/{n}" for n in names))
+    reader = spark.read.schema(", ".join(f"{name} {SPARK_TYPES[kind]}" for name, kind in COLUMNS))
+    return reader.parquet(base) if everything else reader.parquet(*(f"{base}/{n}" for n in names))
 
 
 def _file_of(meta: dict[str, Any], model: str, key: str | None) -> str:
@@ -159,7 +162,7 @@ def plan_checks(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET, l
     plan = _waves(files, waves)
     checked: set[str] = set()
     for names in plan:
-        results += _run(_read(spark, base, names), small, models, stop_early)
+        results += _run(_read(spark, base, names, everything=len(plan) == 1), small, models, stop_early)
         checked.update(names)
         if stop_early and any(r["valid"] == "false" for r in results):
             break

@@ -83,6 +83,10 @@ def op_row(op: Op, model: str, key: str | None, bucket: int = 0) -> dict[str, An
 OP_COLUMNS = ("id", "process", "f", "value", "output", "status", "call", "ret", "error", "call_time", "ret_time",
               "call_line", "ret_line")
 JSON_COLUMNS = frozenset({"process", "value", "output", "error"})
+CHECK_COLUMNS = ("model", "key", "id", "process", "f", "value", "output", "status", "call", "ret", "error", "call_line")
+"""What a key's search reads: a frame of only these decodes with no times and no completion lines
+(they serve explanations, which read every column)."""
+_ABSENT = {"call_time": None, "ret_time": None, "ret_line": 0}
 
 
 def _decode_all(texts: list[str]) -> list[Any]:
@@ -92,8 +96,9 @@ def _decode_all(texts: list[str]) -> list[Any]:
 
 def _rows(pdf: Any, key_column: str) -> Iterator[tuple[str, str | None, dict[str, Any]]]:
     """(model, key, op as a dict of `Op` fields) per row, in the frame's order: columns taken
-    whole, JSON columns decoded whole."""
-    cols = [_decode_all(pdf[c].tolist()) if c in JSON_COLUMNS else pdf[c].tolist() for c in OP_COLUMNS]
+    whole, JSON columns decoded whole; a column of `_ABSENT` left out of the frame is its default."""
+    cols = [_decode_all(pdf[c].tolist()) if c in JSON_COLUMNS else pdf[c].tolist() if c in pdf.columns
+            else [_ABSENT[c]] * len(pdf) for c in OP_COLUMNS]
     for model, key, i, proc, f, value, output, status, call, ret, error, ct, rt, cl, rl in zip(
             pdf["model"].tolist(), pdf[key_column].tolist(), *cols, strict=True):
         yield model, (key if isinstance(key, str) else None), {  # None, NaN or NA: the key null

@@ -183,3 +183,20 @@ def test_planted_anomaly_in_a_million_ops_is_found_and_explained(spark: Any, tmp
     res = check_dataset(spark, tmp_path / "ds")["linearizable-kv"]
     assert res["valid"] is False and res["anomalies"][0]["key"] == s.anomalies[0]["key"]
     assert f"history line {s.anomalies[0]['line']}" in res["explanation"]
+
+
+def test_each_file_is_one_partition_and_the_check_moves_no_row(spark: Any, tmp_path: Path) -> None:
+    from spark_analysis.job import _read, check_partition
+    from spark_analysis.table import CHECK_COLUMNS
+
+    s = generate(tmp_path / "h.jsonl", 6_000, keys=60, seed=2)
+    meta = convert(s.path, tmp_path / "ds", [ModelSpec("kv")], buckets=8, chunk_bytes=50_000)
+    files = [f["name"] for f in meta["files"]]
+    assert len(files) == 8 and meta["chunks"] > 5
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1k")  # would cut every file in many splits
+    spark.conf.set("spark.sql.files.openCostInBytes", "0")
+    df = _read(spark, str(tmp_path / "ds" / "ops"), files)
+    assert df.rdd.getNumPartitions() == len(files)
+    checked = df.select(*CHECK_COLUMNS).mapInPandas(check_partition, "n long")  # the job's plan, unexecuted
+    plan = checked._jdf.queryExecution().executedPlan().toString()
+    assert "MapInPandas" in plan and "Exchange" not in plan and "Sort" not in plan
