@@ -44,16 +44,18 @@ def _isolate(node: str) -> dict[str, object]:
 
 def stale_epoch(rng: random.Random, r: Roles) -> Steps:
     """quorum-state-no-fsync: a voter `a` misses an election (isolated while `b` and `c`, killed and
-    restarted, elect a new epoch), then hears of the new epoch from a voter it can reach while the
-    new leader stays out of its reach: it records the epoch (one quorum-state write) but fetches
-    nothing of it, so only the quorum-state remembers the epoch. A SIGKILL then brings back the
-    previous epoch if that write was never made durable (MonotonicEpoch). Cutting `a` from `b`
-    works when `b` won the election: drawn per cycle."""
+    restarted, elect a new epoch), then hears of the new epoch while it can fetch nothing of it:
+    every other voter refuses the connections `a` opens (an asymmetric cut, `drop: new-connections`),
+    so the new leader's BeginQuorumEpoch (over a connection the leader opens) reaches `a`, which
+    records the epoch (one quorum-state write), but `a`'s fetches never arrive. Only the quorum-state
+    remembers the epoch, whichever voter won; a SIGKILL then brings back the previous epoch if that
+    write was never made durable (MonotonicEpoch)."""
     a, b, c = rng.sample(r.controllers, 3)
+    cut = {"grudge": {v: [a] for v in r.controllers if v != a}, "drop": "new-connections"}
     return [(0.0, "partition", "start-partition", _isolate(a)),
             (0.5, "kill", "kill", {"nodes": sorted([b, c])}),
             (1.0, "kill", "restart", {"nodes": sorted([b, c])}),
-            (7.0, "partition", "start-partition", {"grudge": {a: [b], b: [a]}}),
+            (7.0, "partition", "start-partition", cut),
             (9.5, "kill", "kill", {"nodes": [a]}),
             (10.0, "kill", "restart", {"nodes": [a]}),
             (10.5, "partition", "stop-partition", {})]
@@ -105,6 +107,17 @@ def resign_then_failover(rng: random.Random, r: Roles) -> Steps:
             (6.0, "partition", "stop-partition", {}),
             (7.0, "kill", "kill", {"target": "controller"}),
             (7.5, "kill", "restart", {})]
+
+
+def isolated_leader_loop(rng: random.Random, r: Roles) -> Steps:
+    """respond-before-commit: the active controller isolated for 5 s, every 7 s. While it has not
+    yet resigned (check-quorum) or heard of the new epoch, it appends the requests of the clients
+    that reach it and cannot commit them, while the majority elects a new leader that answers the
+    other clients: every answer it gives before committing is one the new leader's history may
+    contradict (linearizable-topics). Short cycles give several such windows per attempt."""
+    del rng, r
+    return [(0.0, "partition", "start-partition", {"topology": "isolate-controller"}),
+            (5.0, "partition", "stop-partition", {})]
 
 
 def isolate_leader(rng: random.Random, r: Roles) -> Steps:
@@ -168,6 +181,7 @@ RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds
     "lagging-voter-meets-new-leader": (lagging_voter_meets_new_leader, 12.0),
     "lagging-voter-first-candidate": (lagging_voter_first_candidate, 15.0),
     "resign-then-failover": (resign_then_failover, 11.0),
+    "isolated-leader-loop": (isolated_leader_loop, 7.0),
     "isolate-leader": (isolate_leader, 11.0),
     "leader-crash-loop": (leader_crash_loop, 5.0),
     "isolate-broker": (isolate_broker, 17.0),
