@@ -99,9 +99,10 @@ def resign_then_failover(rng: random.Random, r: Roles) -> Steps:
     """no-revert-on-resign: the active controller is isolated while clients' requests reach it (it
     appends, cannot commit, resigns after the check-quorum timeout), the partition heals, and the
     new active controller is killed so the resigned one may lead again, answering from its image.
-    The same cycle exposes respond-before-commit (it answered before committing) and
-    hw-before-truncate (at the heal the resigned leader's uncommitted tail diverges from the new
-    leader's log, and it must truncate before it applies the new leader's HW)."""
+    The same cycle exposes respond-before-commit (it answered before committing; its own plan
+    repeats only the isolation: isolated_leader_loop) and hw-before-truncate (at the heal the
+    resigned leader's uncommitted tail diverges from the new leader's log, and it must truncate
+    before it applies the new leader's HW)."""
     del rng
     return [(0.0, "partition", "start-partition", {"topology": "isolate-controller"}),
             (6.0, "partition", "stop-partition", {}),
