@@ -8,10 +8,11 @@ same history is checked:
 - on Spark (`--master`, default local[2]): convert to Parquet on every core, start the session,
   check every key on the executors (`spark_analysis.job.check_dataset`).
 Each runs in a child process; printed: wall time per phase, the CPU seconds of the whole process tree (what a shared,
-loaded machine distorts least; processes not reaped by their parents are missed), and memory sampled from /proc every
-0.5 s over the child's process tree: peak RSS of the largest single process (a Spark executor
-JVM or Python worker, a forked race worker), and peak total PSS (shared pages split between the
-processes that share them, so forked copy-on-write pages are not counted twice). A child still
+loaded machine distorts least: each process's last figure sampled from /proc every 0.5 s, so the Spark JVM and its
+Python workers count; processes living less than that are missed), the range of the machine's 1-minute load average
+during the run, and memory sampled as well over the child's process tree: peak RSS of the largest single
+process (a Spark executor JVM or Python worker, a forked race worker), and peak total PSS (shared pages split
+between the processes that share them, so forked copy-on-write pages are not counted twice). A child still
 running after `--timeout` seconds is stopped and its phases so far are printed; a one-process
 child is capped at `--single-max-gb` of address space per process (a MemoryError rather than
 the machine's OOM killer) and goes first if the machine runs out of memory. Medians over
@@ -37,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PAGE = os.sysconf("SC_PAGE_SIZE")
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _tree(pid: int) -> list[int]:
@@ -54,6 +56,16 @@ def _tree(pid: int) -> list[int]:
         seen.append(p)
         todo += children.get(p, [])
     return seen
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) of one process so far (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _mem(pid: int) -> tuple[int, int]:
@@ -92,13 +104,19 @@ def measure(cmd: list[str], timeout: float, max_gb: float | None = None) -> dict
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             start_new_session=True, preexec_fn=_limits(max_gb))
     peak = {"proc_rss": 0, "tree_pss": 0}
+    cpu: dict[int, float] = {}  # the last CPU seconds seen of each process of the tree (the JVM, its workers too)
+    loads = [os.getloadavg()[0]]
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            mems = [_mem(p) for p in _tree(proc.pid)]
+            pids = _tree(proc.pid)
+            mems = [_mem(p) for p in pids]
             peak["proc_rss"] = max(peak["proc_rss"], max((r for r, _ in mems), default=0))
             peak["tree_pss"] = max(peak["tree_pss"], sum(p for _, p in mems))
+            for p in pids:
+                cpu[p] = max(cpu.get(p, 0.0), _cpu(p))
+            loads.append(os.getloadavg()[0])
             done.wait(0.5)
 
     th = threading.Thread(target=sample, daemon=True)
@@ -119,9 +137,10 @@ def measure(cmd: list[str], timeout: float, max_gb: float | None = None) -> dict
     elif proc.returncode != 0:
         res["failed"] = f"exit {proc.returncode}: {err.strip().splitlines()[-1] if err.strip() else ''}"
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    res.update(wall_s=round(time.perf_counter() - t0, 1), cpu_s=round(cpu, 1),
-               peak_proc_rss_mb=peak["proc_rss"] // 2**20, peak_tree_pss_mb=peak["tree_pss"] // 2**20)
+    reaped = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    res.update(wall_s=round(time.perf_counter() - t0, 1), cpu_s=round(max(reaped, sum(cpu.values())), 1),
+               peak_proc_rss_mb=peak["proc_rss"] // 2**20, peak_tree_pss_mb=peak["tree_pss"] // 2**20,
+               load=f"{min(loads):.1f}-{max(loads):.1f}")
     return res
 
 
@@ -221,11 +240,11 @@ def main() -> int:
             med = _median(runs)
             table.setdefault(size, {})[kind] = med
             print(f"{size:>10} ops  {kind:<6} " + ", ".join(f"{k} {v}" for k, v in med.items()), flush=True)
-    print("scaling (wall s; CPU s; peak largest-process RSS MB; peak total PSS MB):")
+    print("scaling (wall s; CPU s; peak largest-process RSS MB; peak total PSS MB; 1-min load average min-max):")
     for size, row in table.items():
         cells = [f"{k} {r['wall_s']:g} s{'' if _finished(r) else ' (unfinished)'}, {r.get('cpu_s', '?')} CPU s, "
                  f"{r['peak_proc_rss_mb']} MB, "
-                 f"{r['peak_tree_pss_mb']} MB" for k, r in row.items()]
+                 f"{r['peak_tree_pss_mb']} MB, load {r.get('load')}" for k, r in row.items()]
         ratio = ""
         if len(row) == 2 and _finished(row["spark"]):
             s, k = row["single"], row["spark"]
