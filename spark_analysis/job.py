@@ -39,6 +39,7 @@ from checker.linear.budget import Budget
 from checker.linear.keyed import check_key, merge_keys
 from spark_analysis import checks
 from spark_analysis.convert import ModelSpec, convert, read_meta, to_positions, workload_specs
+from spark_analysis.early import collect_until, found_accumulator
 from spark_analysis.history_io import read_events
 from spark_analysis.keys import bucket_of, decode_key
 from spark_analysis.layout import bucket_name, whole_name
@@ -79,9 +80,10 @@ def key_runs(batches: Iterator[Any]) -> Iterator[tuple[str, str | None, list[dic
 
 
 def check_partition(batches: Iterator[Any], models: dict[str, dict[str, Any]], budget: dict[str, Any],
-                    stop_early: bool, wanted: frozenset[Pair] | None) -> Iterator[Any]:
+                    stop_early: bool, wanted: frozenset[Pair] | None, found: Any = None) -> Iterator[Any]:
     """The function mapInPandas runs on a partition: every key (of `wanted`, when given) checked
-    on its own; with `stop_early`, the first illegal key ends the partition."""
+    on its own; with `stop_early`, the first illegal key ends the partition and, with `found`
+    (spark_analysis.early), is reported to the driver, which stops the other partitions."""
     import pandas as pd
 
     out = []
@@ -92,15 +94,23 @@ def check_partition(batches: Iterator[Any], models: dict[str, dict[str, Any]], b
         out.append((model, key, _verdict(res["valid"]), res["reason"], res["ops"], res["configurations"],
                     res["seconds"]))
         if stop_early and res["valid"] is False:
+            if found is not None:
+                found.add([out[-1]])
             break
     yield pd.DataFrame(out, columns=list(RESULT_COLUMNS))
 
 
 def _run(df: Any, budget: Budget, models: dict[str, dict[str, Any]], stop_early: bool,
-         wanted: frozenset[Pair] | None = None) -> list[dict[str, Any]]:
+         wanted: frozenset[Pair] | None = None) -> tuple[list[dict[str, Any]], bool]:
+    """Each key's result row; and whether the job was stopped at an illegal key (then the rows
+    are the illegal keys' only)."""
+    spark = df.sparkSession
+    found = found_accumulator(spark) if stop_early else None
     fn = functools.partial(check_partition, models=models, budget=budget.to_json(), stop_early=stop_early,
-                           wanted=wanted)
-    return [r.asDict() for r in df.select(*CHECK_COLUMNS).mapInPandas(fn, RESULT_SCHEMA).collect()]
+                           wanted=wanted, found=found)
+    checked = df.select(*CHECK_COLUMNS).mapInPandas(fn, RESULT_SCHEMA)
+    rows, cancelled = collect_until(spark, checked, found) if found is not None else (checked.collect(), False)
+    return [dict(zip(RESULT_COLUMNS, tuple(r), strict=True)) for r in rows], cancelled
 
 
 def _waves(files: list[str], waves: int) -> list[list[str]]:
@@ -161,16 +171,20 @@ def plan_checks(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET, l
     results: list[dict[str, Any]] = []
     plan = _waves(files, waves)
     checked: set[str] = set()
+    ran = 0
     for names in plan:
-        results += _run(_read(spark, base, names, everything=len(plan) == 1), small, models, stop_early)
-        checked.update(names)
+        ran += 1
+        rows, cancelled = _run(_read(spark, base, names, everything=len(plan) == 1), small, models, stop_early)
+        results += rows
+        if not cancelled:
+            checked.update(names)
         if stop_early and any(r["valid"] == "false" for r in results):
             break
     unknown = [r for r in results if r["valid"] == "unknown"]
     if unknown and not (stop_early and any(r["valid"] == "false" for r in results)):
         pairs = [(r["model"], r["key"]) for r in unknown]
-        fresh = {(r["model"], r["key"]): r
-                 for r in _run(_only(spark, base, meta, pairs), large, models, stop_early, frozenset(pairs))}
+        rows, _cancelled = _run(_only(spark, base, meta, pairs), large, models, stop_early, frozenset(pairs))
+        fresh = {(r["model"], r["key"]): r for r in rows}
         results = [fresh.get((r["model"], r["key"]), r) for r in results]
     elapsed = time.perf_counter() - t0
     first_bad: dict[str, dict[str, Any]] = {}
@@ -178,7 +192,7 @@ def plan_checks(spark: Any, dataset: str | Path, small: Budget = SMALL_BUDGET, l
         if r["valid"] == "false":
             first_bad.setdefault(r["model"], r)
     failing = _failing_ops(spark, base, meta, dataset, [(r["model"], r["key"]) for r in first_bad.values()])
-    info = {"waves": len(plan), "waves_run": len([n for n in plan if set(n) <= checked]),
+    info = {"waves": len(plan), "waves_run": ran,
             "stopped_early": not set(files) <= checked, "rechecked_keys": len(unknown),
             "small_budget": small.to_json(), "large_budget": large.to_json()}
     out: dict[str, CheckerFn] = {}

@@ -4,9 +4,11 @@ escalation; the early stop; analyze_run's results.json; spark-submit's program."
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +202,46 @@ def test_each_file_is_one_partition_and_the_check_moves_no_row(spark: Any, tmp_p
     checked = df.select(*CHECK_COLUMNS).mapInPandas(check_partition, "n long")  # the job's plan, unexecuted
     plan = checked._jdf.queryExecution().executedPlan().toString()
     assert "MapInPandas" in plan and "Exchange" not in plan and "Sort" not in plan
+
+
+def test_a_partition_that_finds_an_illegal_key_cancels_the_rest_of_the_job(spark: Any) -> None:
+    from spark_analysis.early import collect_until, found_accumulator
+
+    def slow_unless_first(batches: Any, found: Any) -> Any:  # nested: pickled by value for the workers
+        """Partition 0 reports an illegal key at once; the others take a second each."""
+        import pandas as pd
+        from pyspark import TaskContext
+
+        n = sum(len(b) for b in batches)
+        if TaskContext.get().partitionId() == 0:
+            found.add([("m", "k", "false", "planted", n, 0, 0.0)])
+        else:
+            time.sleep(1.0)
+        yield pd.DataFrame({"n": [n]})
+
+    found = found_accumulator(spark)
+    fn = functools.partial(slow_unless_first, found=found)
+    t0 = time.perf_counter()
+    rows, cancelled = collect_until(spark, spark.range(0, 32, numPartitions=32).mapInPandas(fn, "n long"), found)
+    assert cancelled and rows == [("m", "k", "false", "planted", 1, 0, 0.0)]
+    assert time.perf_counter() - t0 < 8  # 31 s of sleeping on 2 cores: 15 s when not cancelled
+    quiet = found_accumulator(spark)
+    rows, cancelled = collect_until(spark, spark.range(0, 4, numPartitions=4).groupBy().count(), quiet)
+    assert not cancelled and [tuple(r) for r in rows] == [(4,)]
+
+
+def test_an_illegal_key_in_one_wave_stops_the_job_and_other_models_are_not_called_valid(
+        spark: Any, tmp_path: Path) -> None:
+    bad = generate(tmp_path / "bad.jsonl", 4_000, keys=40, plant=[300], seed=13)
+    good = generate(tmp_path / "good.jsonl", 60_000, keys=1_000, seed=14)
+    w = DatasetWriter(tmp_path / "ds", buckets=32)
+    w.add(bad.path, [ModelSpec("kv", tag="bad")])
+    w.add(good.path, [ModelSpec("kv", tag="good")])
+    w.close()
+    got = check_dataset(spark, tmp_path / "ds")
+    assert got["linearizable-bad"]["valid"] is False
+    assert got["linearizable-bad"]["anomalies"][0]["key"] == bad.anomalies[0]["key"]
+    good_res = got["linearizable-good"]
+    assert good_res["valid"] in (True, "unknown")
+    assert (good_res["valid"] == "unknown") == (not good_res["spark"]["complete"]) == good_res["spark"]["stopped_early"]
+    assert check_dataset(spark, tmp_path / "ds", stop_early=False)["linearizable-good"]["valid"] is True
