@@ -100,7 +100,7 @@ def resign_then_failover(rng: random.Random, r: Roles) -> Steps:
     appends, cannot commit, resigns after the check-quorum timeout), the partition heals, and the
     new active controller is killed so the resigned one may lead again, answering from its image.
     The same cycle exposes respond-before-commit (it answered before committing; its own plan
-    repeats only the isolation: isolated_leader_loop) and hw-before-truncate (at the heal the
+    makes more answers, leader_alone_with_brokers) and hw-before-truncate (at the heal the
     resigned leader's uncommitted tail diverges from the new leader's log, and it must truncate
     before it applies the new leader's HW)."""
     del rng
@@ -110,14 +110,18 @@ def resign_then_failover(rng: random.Random, r: Roles) -> Steps:
             (7.5, "kill", "restart", {})]
 
 
-def isolated_leader_loop(rng: random.Random, r: Roles) -> Steps:
-    """respond-before-commit: the active controller isolated for 5 s, every 7 s. While it has not
-    yet resigned (check-quorum) or heard of the new epoch, it appends the requests of the clients
-    that reach it and cannot commit them, while the majority elects a new leader that answers the
-    other clients: every answer it gives before committing is one the new leader's history may
-    contradict (linearizable-topics). Short cycles give several such windows per attempt."""
-    del rng, r
-    return [(0.0, "partition", "start-partition", {"topology": "isolate-controller"}),
+def leader_alone_with_brokers(rng: random.Random, r: Roles) -> Steps:
+    """respond-before-commit: first every controller is cut from every other one while the brokers
+    still reach them all, so the active controller keeps receiving the requests the brokers forward
+    and its own clients' for 2.4 s, appends them and cannot commit any. Then, before check-quorum
+    makes it resign (3 s), it is isolated from everyone (resolved by asking the first controller,
+    which still names it): the others, past their fetch timeout, elect a leader at once without
+    those records, which are lost. Every answer given before committing is one the new leader's
+    history contradicts (linearizable-topics); the correct node answers none of them."""
+    del rng
+    controllers_cut = {"grudge": {c: [o for o in r.controllers if o != c] for c in r.controllers}}
+    return [(0.0, "partition", "start-partition", controllers_cut),
+            (2.4, "partition", "start-partition", {"topology": "isolate-controller"}),
             (5.0, "partition", "stop-partition", {})]
 
 
@@ -182,7 +186,7 @@ RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds
     "lagging-voter-meets-new-leader": (lagging_voter_meets_new_leader, 12.0),
     "lagging-voter-first-candidate": (lagging_voter_first_candidate, 15.0),
     "resign-then-failover": (resign_then_failover, 11.0),
-    "isolated-leader-loop": (isolated_leader_loop, 7.0),
+    "leader-alone-with-brokers": (leader_alone_with_brokers, 6.5),
     "isolate-leader": (isolate_leader, 11.0),
     "leader-crash-loop": (leader_crash_loop, 5.0),
     "isolate-broker": (isolate_broker, 17.0),
