@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
 import traceback
 
 from kraftlab import commands
+from nemesis.runner import interrupt_on, restore_handlers
 
 EXIT_VALID = 0
 EXIT_INVALID = 1
@@ -68,14 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return EXIT_BAD_ARGS
+    previous = interrupt_on((signal.SIGTERM,))  # a CI timeout or `kill` unwinds like Ctrl-C: labs removed, verdict
     try:
         return int(func(args))
-    except KeyboardInterrupt:
-        print("kraftlab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"kraftlab: {exc}" if str(exc) else "kraftlab: interrupted", file=sys.stderr)
         return EXIT_CRASHED
     except Exception:
         traceback.print_exc()
         return EXIT_CRASHED
+    finally:
+        restore_handlers(previous)
 
 
 if __name__ == "__main__":

@@ -195,12 +195,24 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
     if crashed is not None:
         if results.get("valid") is not False:  # an invalid history is still a finding
             results["valid"] = "unknown"
-        results.setdefault("notes", []).append(f"the run crashed: {type(crashed).__name__}: {crashed}")
+        how = "was interrupted" if isinstance(crashed, KeyboardInterrupt) else "crashed"
+        results.setdefault("notes", []).append(f"the run {how}: {type(crashed).__name__}: {crashed}")
         write_json(run.results, results)
     render(run)
+    if isinstance(crashed, KeyboardInterrupt):  # Ctrl-C (or SIGTERM, see kraftlab.cli): stop the caller too
+        raise RunInterrupted(run.path) from crashed
     if crashed is not None and results.get("valid") is not False:
         return 255, run
     return exit_code(results.get("valid")), run
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by an interrupt: its partial history was still checked and reported (at
+    `run_dir`), and the interrupt goes on to whatever loop called the run (zoo, matrix)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(f"interrupted; the partial run's verdict and report are in {run_dir}")
+        self.run_dir = run_dir
 
 
 def session_timeout_ms(config: dict[str, str]) -> float:

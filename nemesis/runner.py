@@ -8,6 +8,7 @@ at their times in a background thread; `stop()` ends it early; its final phase h
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -18,20 +19,39 @@ from nemesis.core import Completion, Nemesis
 from nemesis.schedule import Schedule
 
 
-class Terminated(BaseException):
-    """Raised in the main thread when the process receives SIGTERM."""
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process receives SIGTERM: an interrupt like Ctrl-C, so
+    whatever unwinds on Ctrl-C (heal, stop nodes, remove the lab, write the verdict) does here too."""
+
+
+def interrupt_on(signals: tuple[signal.Signals, ...]) -> dict[signal.Signals, object]:
+    """Make `signals` raise Terminated in this process's main thread; returns the handlers replaced
+    (empty off the main thread, where handlers cannot be set). A child forked without exec
+    (pyroute2's namespace helpers, isolated checkers) inherits the handler, and its parent stops it
+    with SIGTERM: there the signal keeps its default action (raising would hang the parent)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    owner = os.getpid()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != owner:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(f"stopped by signal {signal.Signals(signum).name}")
+
+    return {sig: signal.signal(sig, on_signal) for sig in signals}
+
+
+def restore_handlers(previous: dict[signal.Signals, object]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
 @contextlib.contextmanager
 def guarded(nemesis: Nemesis, *, signals: tuple[signal.Signals, ...] = (signal.SIGTERM,)) -> Iterator[Nemesis]:
     """Heal everything when the block ends: normally, by exception, by SIGINT or by SIGTERM."""
-    previous: dict[signal.Signals, object] = {}
-    if threading.current_thread() is threading.main_thread():
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            raise Terminated(f"signal {signal.Signals(signum).name}")
-
-        for sig in signals:
-            previous[sig] = signal.signal(sig, on_signal)
+    previous = interrupt_on(signals)
     try:
         yield nemesis
     finally:
@@ -39,8 +59,7 @@ def guarded(nemesis: Nemesis, *, signals: tuple[signal.Signals, ...] = (signal.S
             nemesis.close()
             nemesis.heal_all()
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)  # type: ignore[arg-type]
+            restore_handlers(previous)
 
 
 class ScheduleRunner:

@@ -1,6 +1,7 @@
 """The main job end to end on a fresh five-namespace lab: `kraftlab test` ends in a verdict, a
 report and an exit code, and leaves nothing behind; a runner killed with SIGKILL mid-run leaves a
-history that `kraftlab clean` + `kraftlab analyze` still turn into a verdict."""
+history that `kraftlab clean` + `kraftlab analyze` still turn into a verdict; one stopped with SIGTERM
+cleans up after itself and still ends in a verdict and a report."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,25 +67,34 @@ def test_short_test_run_is_valid_with_a_report_and_leaves_nothing(tmp_path: Path
         _clean(lab, env)
 
 
+def _start_run(store: Path, env: dict[str, str], *, stderr: Any = subprocess.DEVNULL) -> subprocess.Popen[str]:
+    return subprocess.Popen([*KRAFTLAB, "test", "--workload", "topics", "--nemesis", "partition,kill",
+                             "--time-limit", "120", "--nemesis-interval", "3", "--seed", "5", "--store", str(store)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True, start_new_session=True)
+
+
+def _wait_for_faults_and_ops(store: Path, proc: subprocess.Popen[str]) -> Path:
+    """The run's history once it holds two nemesis ops and some ok ones (mid-run, faults active)."""
+    deadline = time.monotonic() + 240
+    history = None
+    while time.monotonic() < deadline:
+        runs = list(store.glob("*/*/history.jsonl"))
+        if runs and runs[0].stat().st_size > 0:
+            history = runs[0]
+            text = history.read_text()
+            if text.count('"nemesis"') >= 2 and text.count('"ok"') > 20:
+                return history
+        assert proc.poll() is None, "the runner ended before it could be stopped"
+        time.sleep(0.5)
+    raise AssertionError(f"no mid-run history appeared (last seen: {history})")
+
+
 def test_sigkilled_runner_then_clean_and_analyze(tmp_path: Path, env: dict[str, str]) -> None:
     store = tmp_path / "store"
-    proc = subprocess.Popen([*KRAFTLAB, "test", "--workload", "topics", "--nemesis", "partition,kill",
-                             "--time-limit", "120", "--nemesis-interval", "3", "--seed", "5", "--store", str(store)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = _start_run(store, env)
     lab = None
     try:
-        deadline = time.monotonic() + 240
-        history = None
-        while time.monotonic() < deadline:
-            runs = list(store.glob("*/*/history.jsonl"))
-            if runs and runs[0].stat().st_size > 0:
-                history = runs[0]
-                text = history.read_text()
-                if text.count('"nemesis"') >= 2 and text.count('"ok"') > 20:
-                    break
-            assert proc.poll() is None, "the runner ended before it could be killed"
-            time.sleep(0.5)
-        assert history is not None, "no history appeared"
+        history = _wait_for_faults_and_ops(store, proc)
         lab = _lab_of(history.parent)
         os.kill(proc.pid, signal.SIGKILL)  # the runner only: its nodes and faults stay behind
         proc.wait(timeout=30)
@@ -102,5 +113,33 @@ def test_sigkilled_runner_then_clean_and_analyze(tmp_path: Path, env: dict[str, 
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        if lab is not None:
+            _clean(lab, env)
+
+
+def test_sigterm_ends_the_run_with_a_verdict_and_cleans_up(tmp_path: Path, env: dict[str, str]) -> None:
+    """SIGTERM (a CI timeout, `kill`) is an interrupt: the runner heals, stops its nodes, removes its
+    lab, checks the partial history, writes the report, says where, and exits 255."""
+    store = tmp_path / "store"
+    err_file = (tmp_path / "stderr.txt").open("w")  # not a pipe: the progress display would fill it
+    proc = _start_run(store, env, stderr=err_file)
+    lab = None
+    try:
+        history = _wait_for_faults_and_ops(store, proc)
+        lab = _lab_of(history.parent)
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=180)
+        err = (tmp_path / "stderr.txt").read_text()
+        assert proc.returncode == 255, err[-3000:]
+        assert f"the partial run's verdict and report are in {history.parent}" in err, err[-3000:]
+        results = json.loads((history.parent / "results.json").read_text())
+        assert results["checkers"]["linearizable-topics"]["valid"] is True
+        assert any("stopped by signal SIGTERM" in n for n in results.get("notes", [])), results.get("notes")
+        assert (history.parent / "report.html").is_file()
+        assert not find(re.escape(lab_prefix(lab))), "the interrupted run left kernel objects behind"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        err_file.close()
         if lab is not None:
             _clean(lab, env)
