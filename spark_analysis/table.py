@@ -129,6 +129,8 @@ def frame_runs(pdf: Any) -> list[tuple[str, str | None, list[dict[str, Any]]]]:
 
 def int_or_none(v: Any) -> int | None:
     """A missing int is None, NaN or pandas.NA depending on the column's dtype."""
+    if v is None:  # the common case of a column left out: no exception raised and caught per op
+        return None
     try:
         return int(v)
     except (TypeError, ValueError):
