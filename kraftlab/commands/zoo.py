@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                    help="run every N-th bug starting at K (a rotating CI subset)")
     p.add_argument("--attempt-time", type=float, default=None,
-                   help="workload seconds per attempt (default: the bug's plan: 60, or 17-28 for targeted schedules)")
+                   help="workload seconds per attempt (default: the bug's plan: 30-60 with random faults, "
+                        "17-28 with a targeted schedule)")
     p.add_argument("--budget", type=float, default=120.0,
                    help="wall seconds per bug, attempts repeated with new seeds until found (default 120)")
     p.add_argument("--seed", type=int, default=1, help="seed of each bug's first attempt (default 1)")
