@@ -33,6 +33,11 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
   twice in a row in one epoch, fewer than a majority (counting the leader) heard from within the
   check-quorum timeout (1.5 × fetch timeout) plus a slack: such a leader must have resigned.
   Two samples, because one sample's clock reading may differ from the step's it follows.
+- AnsweredBeforeCommit: a controller journals a successful `decision` (written when it answers the
+  request, with the last offset of the records it wrote) while its own high-water mark is not yet
+  past that offset: it answered before its records were committed, so a failover can lose what a
+  client was told succeeded (KIP-631: the active controller responds once the records commit).
+  Reported once per process life.
 - NodeStoppedOnSafetyError: a node journalled `fatal` — its Raft core hit a safety error or an
   unexpected exception (for example a read at an offset that is not a batch boundary): the node
   stops or is stuck, which is a finding, not an inconclusive run — unless that process life also
@@ -49,7 +54,7 @@ from checker.journal import Entry, Journals
 
 INVARIANTS = ["SingleLeader", "MonotonicEpoch", "MonotonicHighWatermark", "MajorityReachedHighWatermark",
               "CommittedPrefixAgreement", "LeaderCompleteness", "NoUncommittedApply", "StaleLeader",
-              "NodeStoppedOnSafetyError"]
+              "AnsweredBeforeCommit", "NodeStoppedOnSafetyError"]
 STALE_LEADER_SLACK_MS = 1000.0
 
 
@@ -110,6 +115,11 @@ def _maybe_cut(st: _Node | None, e: Entry, hw: int) -> bool:
     return st is None or (st.top_hw < hw and st.last_ts <= e.ts)
 
 
+def _answered_uncommitted(e: Entry, hw: int) -> bool:
+    """A successful decision whose records (ending at `offset`) are not below the high-water mark."""
+    return e.get("error", "NONE") == "NONE" and e.get("offset") is not None and int(e["offset"]) >= hw
+
+
 def _fatal(e: Entry) -> Violation:
     return Violation("NodeStoppedOnSafetyError",
                      f"node {e.node} {'stopped' if e.get('stopped') else 'is stuck'} on an internal error of its "
@@ -159,13 +169,14 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
         st = nodes[nid]
         life_fatal: list[Entry] = []
         life_damaged = False
+        early_answer_reported = False
         st.last_ts = entries[-1].ts if entries else 0.0
         for pos, e in enumerate([*entries, None]):
             st.pos = pos
             if e is None or e.ev == "start":
                 if not life_damaged:
                     vs.extend(_fatal(x) for x in life_fatal)
-                life_fatal, life_damaged = [], False
+                life_fatal, life_damaged, early_answer_reported = [], False, False
                 if e is None:
                     break
             ev = e.ev
@@ -261,6 +272,12 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
                 life_damaged = True
             elif ev == "apply":
                 applies.append((e, st.hw))
+            elif ev == "decision" and not early_answer_reported and _answered_uncommitted(e, st.hw):
+                early_answer_reported = True  # once per process life: every later answer repeats it
+                vs.append(Violation("AnsweredBeforeCommit",
+                                    f"node {nid} answered {e.get('api', 'a request')} successfully with its records "
+                                    f"ending at offset {e['offset']} while its high-water mark was {st.hw}",
+                                    [x for x in (st.hw_entry, e) if x is not None]))
 
     for ep, es in sorted(leaders.items()):
         if len({x.node for x in es}) > 1:

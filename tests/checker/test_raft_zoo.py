@@ -220,3 +220,44 @@ def test_fatal_error_on_damaged_storage_is_not_judged() -> None:
     later = j.add(2, "fatal", error="ValueError: bad batch", stopped=False, epoch=1, hw=0, applied=0, log_end=1)
     a = only_anomaly(_check(j), "NodeStoppedOnSafetyError")  # the next life has no damage: judged
     assert a["entries"][0]["where"] == line_of(j, later)
+
+
+# ---- respond-before-commit: a controller answers before its records commit ---------------------
+
+def _answering_leader(answer_at_hw: int, *, error: str = "NONE", restarts: bool = False) -> JB:
+    """Leader 1 writes a CreateTopics' records at offsets 3-4 and journals its answer (`decision`,
+    offset 4) when its high-water mark is `answer_at_hw`; then the HW reaches 5."""
+    j = _flushing_cluster()
+    j.add(1, "hw", hw=3, epoch=1)
+    j.add(1, "append", base=3, epoch=1, crcs=[14, 15], control=False, leader=True)
+    j.add(1, "flush", end=5)
+    if answer_at_hw == 5:
+        j.add(1, "hw", hw=5, epoch=1)
+    j.add(1, "decision", api="CreateTopics", topic="t1", error=error, offset=4)
+    j.add(1, "decision", api="CreateTopics", topic="t2", error=error, offset=4)
+    if answer_at_hw != 5:
+        j.add(1, "hw", hw=5, epoch=1)
+    if restarts:
+        j.add(1, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=5, hw=3)
+        j.add(1, "decision", api="DeleteTopics", topic="t1", error=error, offset=4)
+    for n in (2, 3):
+        j.add(n, "append", base=3, epoch=1, crcs=[14, 15], control=False, leader=False)
+        j.add(n, "flush", end=5)
+    return j
+
+
+def test_answers_after_commit_are_clean() -> None:
+    assert _check(_answering_leader(5))["valid"] is True
+
+
+def test_failed_answers_may_come_any_time() -> None:
+    assert _check(_answering_leader(3, error="NOT_CONTROLLER"))["valid"] is True
+
+
+def test_an_answer_before_commit_is_reported_once_per_process_life() -> None:
+    j = _answering_leader(3)
+    a = only_anomaly(_check(j), "AnsweredBeforeCommit")
+    assert "CreateTopics" in a["explanation"] and "offset 4" in a["explanation"] and "mark was 3" in a["explanation"]
+    assert a["entries"][-1]["where"] == line_of(j, j.entries[[e["ev"] for e in j.entries].index("decision")])
+    res = _check(_answering_leader(3, restarts=True))
+    assert [x["type"] for x in res["anomalies"]] == ["AnsweredBeforeCommit"] * 2
