@@ -8,12 +8,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nemesis_labs import namespace_lab
 
 from control.lab import Lab
 from nemesis.cleanup import ledger_for
@@ -26,24 +26,12 @@ pytestmark = [pytest.mark.netns, pytest.mark.e2e,
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from control.labs import clean, lab_up
     from kraftlab.deploy import Deployment
 
-    old = os.environ.get("KRAFTLAB_STATE_DIR")
-    os.environ["KRAFTLAB_STATE_DIR"] = str(tmp_path_factory.mktemp("labs"))
-    name = "nee" + secrets.token_hex(4)
-    lab = lab_up(name, "netns", 5)
-    try:
+    with namespace_lab(tmp_path_factory.mktemp("labs"), "nee", 5) as lab:
         d = Deployment.create(lab)
         d.deploy(wait=60)
         yield d
-    finally:
-        lab.close()
-        clean(name)
-        if old is None:
-            os.environ.pop("KRAFTLAB_STATE_DIR", None)
-        else:
-            os.environ["KRAFTLAB_STATE_DIR"] = old
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Recorded
+from nemesis_labs import namespace_lab
 from nemesis_programs import write_programs
 
 from control.lab import Lab
@@ -41,25 +41,11 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, programs: dict[str, str]) -> Iterator[Lab]:
     """One five-host lab for the module, each host running a TCP server (the "node") and a UDP sink."""
-    from control.labs import clean, lab_up
-
-    state = tmp_path_factory.mktemp("labs")
-    old = os.environ.get("KRAFTLAB_STATE_DIR")
-    os.environ["KRAFTLAB_STATE_DIR"] = str(state)
-    name = "nem" + secrets.token_hex(4)
-    lab = lab_up(name, "netns", 5)
-    try:
+    with namespace_lab(tmp_path_factory.mktemp("labs"), "nem", 5) as lab:
         for h in lab.hosts:
             h.start_daemon("udp-sink", f"python3 {programs['udp_sink']} {h.workdir}/udp.txt",
                            log_path=f"{h.workdir}/udp.log")
         yield lab
-    finally:
-        lab.close()
-        clean(name)
-        if old is None:
-            os.environ.pop("KRAFTLAB_STATE_DIR", None)
-        else:
-            os.environ["KRAFTLAB_STATE_DIR"] = old
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import Recorded
+from nemesis_labs import namespace_lab
 from nemesis_programs import write_programs
 
 from control.lab import Lab
@@ -57,21 +57,8 @@ def test_unknown_drop_mode_fails_without_touching_a_host(nemesis: Nemesis, contr
 def lab(tmp_path: Path) -> Iterator[Lab]:
     if os.geteuid() != 0:
         pytest.skip("network namespaces need root")
-    from control.labs import clean, lab_up
-
-    old = os.environ.get("KRAFTLAB_STATE_DIR")
-    os.environ["KRAFTLAB_STATE_DIR"] = str(tmp_path / "labs")
-    name = "nwc" + secrets.token_hex(4)
-    lab = lab_up(name, "netns", 3)
-    try:
+    with namespace_lab(tmp_path / "labs", "nwc", 3) as lab:
         yield lab
-    finally:
-        lab.close()
-        clean(name)
-        if old is None:
-            os.environ.pop("KRAFTLAB_STATE_DIR", None)
-        else:
-            os.environ["KRAFTLAB_STATE_DIR"] = old
 
 
 def reach(lab: Lab, programs: dict[str, str], src: str, dst: str) -> str | None:
