@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sim_journal import Journal, run_recording
 
 from node.raft.core import RaftCore
 from node.sim.cluster import SimParams, Simulation
 from node.sim.memory import MemoryLog
-
-Journal = list[tuple[int, int, dict[str, Any]]]
 
 
 class _FlushedAheadOfReport:
@@ -37,17 +36,7 @@ class EagerFlushLog(RaftCore):
 
 
 def journal_of(params: SimParams, core_class: type[RaftCore] = RaftCore) -> Journal:
-    sim = Simulation(params, core_class=core_class)
-    seen: Journal = []
-    dispatch = sim._dispatch
-
-    def record(node, out, now):  # type: ignore[no-untyped-def]
-        seen.extend((now, node.node_id, e) for e in out.events)
-        dispatch(node, out, now)
-
-    sim._dispatch = record  # type: ignore[method-assign]
-    sim.run()
-    return seen
+    return run_recording(Simulation(params, core_class=core_class))
 
 
 def unbacked_leader_hws(seen: Journal, voters: list[int]) -> list[tuple[int, int, int, dict[int, int]]]:

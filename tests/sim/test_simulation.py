@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sim_journal import Journal, run_recording
 
 from node.raft import messages as m
 from node.sim.cluster import SimParams, Simulation, run
@@ -32,18 +33,9 @@ def test_replay_command_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     assert capsys.readouterr().out.startswith("ok: ")
 
 
-def journaled(faults: list[FaultEvent], **kw: int) -> tuple[Simulation, list[tuple[int, int, dict]]]:
+def journaled(faults: list[FaultEvent], **kw: int) -> tuple[Simulation, Journal]:
     sim = Simulation(SimParams(seed=1, voters=3, observers=1, journal=True, **kw), faults=faults)
-    seen: list[tuple[int, int, dict]] = []
-    dispatch = sim._dispatch
-
-    def record(node, out, now):  # type: ignore[no-untyped-def]
-        seen.extend((now, node.node_id, e) for e in out.events)
-        dispatch(node, out, now)
-
-    sim._dispatch = record  # type: ignore[method-assign]
-    sim.run()
-    return sim, seen
+    return sim, run_recording(sim)
 
 
 def test_isolated_leader_is_replaced_and_its_tail_discarded() -> None:
