@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from node import metrics as mx
 from node.cli import CommandFailed, append_test_records, describe_quorum
@@ -292,3 +293,12 @@ def read_log_values(meta_dir: Path) -> list[bytes | None]:
         return out
     finally:
         disk.close()
+
+
+async def until_leader(server: Any, task: asyncio.Task[Any], timeout: float = 30.0) -> None:
+    """Wait until an in-process NodeServer's Raft core leads; its run task ending first fails the test
+    with that task's result (or exception)."""
+    async with asyncio.timeout(timeout):
+        while server.driver is None or not server.driver.core.is_leader:
+            assert not task.done(), task.result()
+            await asyncio.sleep(0.02)

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from kraftnode_helpers import free_ports, node_properties
+from kraftnode_helpers import free_ports, node_properties, until_leader
 
 from node.cli import append_test_records
 from node.config import config_from_properties
@@ -56,10 +56,7 @@ def test_a_replay_error_stops_the_process_with_a_failure(tmp_path: Path) -> None
         server = NodeServer(config, PoisonedApplication)
         task = asyncio.create_task(server.run())
         try:
-            async with asyncio.timeout(30):
-                while server.driver is None or not server.driver.core.is_leader:
-                    assert not task.done(), task.result()
-                    await asyncio.sleep(0.02)
+            await until_leader(server, task)
             async with ProtocolClient("127.0.0.1", port) as client:
                 assert (await append_test_records(client, [b"fine"]))[0] == "NONE"
                 with contextlib.suppress(Exception):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from kraftnode_helpers import free_ports, node_properties
+from kraftnode_helpers import free_ports, node_properties, until_leader
 
 from node import metrics as mx
 from node.cli import append_test_records, describe_quorum
@@ -38,10 +38,7 @@ def test_single_voter_serves_appends_and_stops(tmp_path: Path) -> None:
         server = NodeServer(config, CommitLogApplication)
         task = asyncio.create_task(server.run())
         try:
-            async with asyncio.timeout(30):
-                while server.driver is None or not server.driver.core.is_leader:
-                    assert not task.done(), task.result()
-                    await asyncio.sleep(0.02)
+            await until_leader(server, task)
             quorum = await describe_quorum(("127.0.0.1", port))
             assert quorum["leader"] == 1 and [v["id"] for v in quorum["voters"]] == [1]
             async with ProtocolClient("127.0.0.1", port) as client:
