@@ -218,11 +218,10 @@ def _created_at(created: str) -> float:
     """Docker's RFC 3339 `Created` (nanoseconds, `Z`) as epoch seconds; unparsable counts as new (kept)."""
     from datetime import datetime
 
-    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", created)
-    if not m:
+    try:
+        return datetime.fromisoformat(created).timestamp()
+    except ValueError:
         return float("inf")
-    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
-    return datetime.fromisoformat(m.group(1) + zone).timestamp() + float(m.group(2) or 0)
 
 
 def wheels_digest(wheels: Path) -> str:
