@@ -73,9 +73,9 @@ class _SeenRegistrations:
     decision asks "is there a newer one?" without rescanning every registration of the run (a 10-minute
     run has thousands, and a scan per heartbeat made this rule take most of its check)."""
 
-    def __init__(self, by_epoch: list[Entry]) -> None:
+    def __init__(self, by_epoch: list[Entry], epochs: list[int]) -> None:
         self._regs = by_epoch  # this broker's registrations (every controller's), sorted by epoch
-        self._epochs = [int(r["broker_epoch"]) for r in by_epoch]
+        self._epochs = epochs  # their epochs, shared by every controller's view
         self._applied_upto = 0  # _regs[:_applied_upto] have epoch ≤ the controller's applied offset
         self._ids: set[int] = set()
         self._max_by_incarnation: dict[Any, int] = {}
@@ -116,9 +116,10 @@ def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
         by_broker.setdefault(int(r["broker"]), []).append(r)
     for rs in by_broker.values():
         rs.sort(key=lambda r: int(r["broker_epoch"]))
+    epochs = {b: [int(r["broker_epoch"]) for r in rs] for b, rs in by_broker.items()}
     for nid, entries in journals.by_node.items():
         applied = -1
-        seen = {b: _SeenRegistrations(rs) for b, rs in by_broker.items()}  # broker → this controller's view
+        seen = {b: _SeenRegistrations(rs, epochs[b]) for b, rs in by_broker.items()}  # broker → this controller's
         for e in entries:
             if e.ev == "apply":
                 applied = max(applied, int(e["offset"]))
