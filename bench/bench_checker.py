@@ -35,11 +35,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checker.formats import read_history
-from checker.history import pair_ops
-from checker.linear.budget import Budget, rss_bytes
-from checker.linear.race import race
-from checker.reference import Reference, load_manifest
+from kraftlab.checker.formats import read_history
+from kraftlab.checker.history import pair_ops
+from kraftlab.checker.linear.budget import Budget, rss_bytes
+from kraftlab.checker.linear.race import race
+from kraftlab.checker.reference import Reference, load_manifest
 
 
 def _time(ops: list[Any], ref: Reference, partitioned: bool, runs: int, budget: Budget,
@@ -71,9 +71,9 @@ def _child(path: str, fmt: str, ref: Reference, seconds: float, rss: int, q: Any
 
 def bench_run(run_dir: Path, runs: int) -> int:
     """Keyed vs unsplit check of each workload of a stored run."""
-    from checker.judged import linearizable_part
-    from checker.models import MODELS, build_model
-    from checker.run import split_by_workload
+    from kraftlab.checker.judged import linearizable_part
+    from kraftlab.checker.models import MODELS, build_model
+    from kraftlab.checker.run import split_by_workload
     from kraftlab.checking import load_history
 
     t0 = time.perf_counter()
@@ -99,7 +99,7 @@ def bench_registry_sim(budget: float) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "checker"))
     from checker_registry_sim import RegistrySim
 
-    from checker.models import build_model
+    from kraftlab.checker.models import build_model
 
     for n, crash in ((2000, 0.0), (2000, 0.05), (4000, 0.05)):
         ops = pair_ops(RegistrySim(7, None, brokers=10, processes=10, ops=n, crash_rate=crash).run())

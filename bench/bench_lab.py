@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from control import sshd_lab
-from control.lab import Lab
-from control.labs import clean, lab_down, lab_up
+from kraftlab.control import sshd_lab
+from kraftlab.control.lab import Lab
+from kraftlab.control.labs import clean, lab_down, lab_up
 from kraftlab.deploy import Deployment
 
 
@@ -174,7 +174,7 @@ def main() -> int:
         bench_commands(args.commands)
     engine = None
     if args.docker:
-        from control.containers import start_engine
+        from kraftlab.control.containers import start_engine
 
         engine = start_engine()
     try:
@@ -182,7 +182,7 @@ def main() -> int:
         bench_deploy(args.rounds if args.deploy_only else max(1, args.rounds // 2), backends)
     finally:
         if engine is not None:
-            from control.containers import stop_engine
+            from kraftlab.control.containers import stop_engine
 
             stop_engine(engine)
     return 0

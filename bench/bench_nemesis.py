@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from control.labs import clean, lab_up
-from nemesis.cleanup import ledger_for
-from nemesis.core import Nemesis
-from nemesis.daemon_control import DaemonNodeControl
+from kraftlab.control.labs import clean, lab_up
+from kraftlab.nemesis.cleanup import ledger_for
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.daemon_control import DaemonNodeControl
 
 PAIRS: list[tuple[str, tuple[str, dict], tuple[str, dict]]] = [
     ("partition halves", ("start-partition", {"topology": "halves"}), ("stop-partition", {})),

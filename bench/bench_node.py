@@ -41,10 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "node"
 
 from kraftnode_helpers import ProcessCluster
 
-from node.cli import CommandFailed, append_test_records, describe_cluster
-from node.journal import read_journal
-from node.protocol.client import ProtocolClient
-from node.protocol.errors import RequestError
+from kraftlab.node.cli import CommandFailed, append_test_records, describe_cluster
+from kraftlab.node.journal import read_journal
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.errors import RequestError
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -16,7 +16,7 @@ import os
 import statistics
 import time
 
-from node.sim.cluster import SimParams, run
+from kraftlab.node.sim.cluster import SimParams, run
 
 CASES = [
     SimParams(

@@ -149,11 +149,11 @@ def _progress(state: dict[str, Any]) -> None:
 
 
 def child_single(history: str) -> None:
-    from checker.formats import read_history
-    from checker.history import History, pair_ops
-    from checker.judged import client_events
-    from checker.linearizable import check_linearizable
-    from checker.models import build_model
+    from kraftlab.checker.formats import read_history
+    from kraftlab.checker.history import History, pair_ops
+    from kraftlab.checker.judged import client_events
+    from kraftlab.checker.linearizable import check_linearizable
+    from kraftlab.checker.models import build_model
 
     state: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -169,9 +169,9 @@ def child_single(history: str) -> None:
 
 
 def child_spark(history: str, master: str, work: str) -> None:
-    from spark_analysis.convert import ModelSpec, convert
-    from spark_analysis.job import check_dataset
-    from spark_analysis.session import spark_session
+    from kraftlab.spark_analysis.convert import ModelSpec, convert
+    from kraftlab.spark_analysis.job import check_dataset
+    from kraftlab.spark_analysis.session import spark_session
 
     state: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -215,7 +215,7 @@ def main() -> int:
         kind, *rest = args.child
         child_single(*rest) if kind == "single" else child_spark(*rest)
         return 0
-    from spark_analysis.synth import generate
+    from kraftlab.spark_analysis.synth import generate
 
     base = Path(args.dir or tempfile.mkdtemp(prefix="bench-spark-"))
     base.mkdir(parents=True, exist_ok=True)

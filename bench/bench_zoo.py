@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "zoo")
 
 from kraft_zoo import CLUSTER_SCENARIOS, run_cluster_once
 
+from kraftlab.node.sim.zoo import RAFT_SCENARIOS, SimOutcome, run_once
 from kraftlab.zoo import Attempt, attempt_line
-from node.sim.zoo import RAFT_SCENARIOS, SimOutcome, run_once
 
 
 def _sim_hunt(bug: str, base: int, max_seeds: int) -> tuple[SimOutcome, int, float]:

@@ -97,7 +97,7 @@ def compose(checkers: Mapping[str, CheckerFn], timeout: float | None = None, *, 
     if not checkers:
         return {"valid": UNKNOWN, "checkers": {}, "explanation": "no checkers ran"}
     if runner is None:
-        from checker.isolate import Processes
+        from kraftlab.checker.isolate import Processes
 
         runner = Processes()
     t0 = time.monotonic()

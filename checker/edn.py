@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from checker.history import HistoryError
+from kraftlab.checker.history import HistoryError
 
 _WS = re.compile(r"(?:[\s,]+|;[^\n]*)+")
 _ATOM = re.compile(r"[^\s,;()\[\]{}\"]+")

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from checker.history import Op
+from kraftlab.checker.history import Op
 
 
 @dataclass(frozen=True)

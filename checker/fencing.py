@@ -46,9 +46,9 @@ import statistics
 from collections.abc import Iterator
 from typing import Any
 
-from checker.history import History, pair_ops
-from checker.invariant import Violation, result
-from checker.journal import Entry, Journals
+from kraftlab.checker.history import History, pair_ops
+from kraftlab.checker.invariant import Violation, result
+from kraftlab.checker.journal import Entry, Journals
 
 INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced", "FencedInIsr",
               "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "EpochBumpedForSameIncarnation", "SelfFencing",

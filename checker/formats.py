@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from checker.edn import read_elements
-from checker.history import EVENT_TYPES, Event, History, HistoryError, read_jsonl
+from kraftlab.checker.edn import read_elements
+from kraftlab.checker.history import EVENT_TYPES, Event, History, HistoryError, read_jsonl
 
 FORMATS = ("jsonl", "edn", "etcd-log")
 

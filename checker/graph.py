@@ -30,7 +30,7 @@ from typing import Any
 
 import networkx as nx
 
-from checker.history import Op
+from kraftlab.checker.history import Op
 
 View = Callable[[Op], tuple[Any, Any]]
 """(value read, value installed) of an op; None for either when it has none."""
@@ -216,7 +216,7 @@ def find_anomalies(ops: list[Op], model_name: str, initial: Any = None, limit: i
         return []
     view, numeric = VIEWS[model_name]
     if key is not None:
-        from checker.models import build_model
+        from kraftlab.checker.models import build_model
 
         model = build_model(model_name, initial)
         ops = [o for o in ops if _same_key(model.partition_key(o), key)]

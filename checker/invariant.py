@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.journal import Entry
+from kraftlab.checker.journal import Entry
 
 
 @dataclass

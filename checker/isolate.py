@@ -36,11 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checker.compose import UNKNOWN, CheckerFn, InThreads, Limits, run_one, timed_out
+from kraftlab.checker.compose import UNKNOWN, CheckerFn, InThreads, Limits, run_one, timed_out
 
 log = logging.getLogger(__name__)
 
-PRELOAD = ["checker.run"]
+PRELOAD = ["kraftlab.checker.run"]
 """Modules the forkserver imports once, so its children start with the checkers loaded."""
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checker.history import HistoryError
+from kraftlab.checker.history import HistoryError
 
 COMMON = ("ts", "mono", "node", "ev")
 

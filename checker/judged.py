@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from checker.history import Event, History
+from kraftlab.checker.history import Event, History
 
 JUDGED_FINAL_READS = frozenset({("topics", "list"), ("topics", "describe")})
 

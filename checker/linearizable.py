@@ -13,12 +13,12 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from checker.history import History, Op, pair_ops
-from checker.linear.budget import Budget
-from checker.linear.explain import explain
-from checker.linear.race import ACROSS_KEYS, race, split
-from checker.linear.search import INVALID
-from checker.models import Model
+from kraftlab.checker.history import History, Op, pair_ops
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linear.explain import explain
+from kraftlab.checker.linear.race import ACROSS_KEYS, race, split
+from kraftlab.checker.linear.search import INVALID
+from kraftlab.checker.models import Model
 
 
 def op_json(op: Op) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def check_linearizable(history: History | list[Op], model: Model, budget: Budget
                 "complete": e.complete,
             }
             if out_dir is not None:
-                from checker.linear.plot import draw_failure
+                from kraftlab.checker.linear.plot import draw_failure
 
                 name = "linear-failure" if key is None else f"linear-failure-{_safe(key)}"
                 paths = draw_failure(e, Path(out_dir) / name, f"{model.name}: {e.op.label() if e.op else ''}")

@@ -19,8 +19,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from checker.epoch_order import violation as epoch_order_violation
-from checker.history import Op
+from kraftlab.checker.epoch_order import violation as epoch_order_violation
+from kraftlab.checker.history import Op
 
 ILLEGAL: Any = object()
 """A step's result when the op cannot be linearized in that state."""

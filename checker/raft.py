@@ -49,8 +49,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.invariant import Violation, result
-from checker.journal import Entry, Journals
+from kraftlab.checker.invariant import Violation, result
+from kraftlab.checker.journal import Entry, Journals
 
 INVARIANTS = ["SingleLeader", "MonotonicEpoch", "MonotonicHighWatermark", "MajorityReachedHighWatermark",
               "CommittedPrefixAgreement", "LeaderCompleteness", "NoUncommittedApply", "StaleLeader",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checker.models import Model, build_model
+from kraftlab.checker.models import Model, build_model
 
 DEFAULT_DIR = Path(os.environ.get("KRAFTLAB_HISTORIES", "/work/shared/histories"))
 

@@ -15,16 +15,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checker.compose import CheckerFn, compose
-from checker.fencing import check_fencing
-from checker.formats import read_history
-from checker.graph import draw_anomaly, find_anomalies, public
-from checker.history import History, Op, pair_ops
-from checker.journal import load_journals
-from checker.linear.budget import Budget
-from checker.linearizable import _safe, check_linearizable
-from checker.models import build_model
-from checker.raft import check_raft
+from kraftlab.checker.compose import CheckerFn, compose
+from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.formats import read_history
+from kraftlab.checker.graph import draw_anomaly, find_anomalies, public
+from kraftlab.checker.history import History, Op, pair_ops
+from kraftlab.checker.journal import load_journals
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linearizable import _safe, check_linearizable
+from kraftlab.checker.models import build_model
+from kraftlab.checker.raft import check_raft
 
 GRACE = 120.0
 """Seconds a checker process gets beyond the linearizability budget before it is killed."""

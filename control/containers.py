@@ -30,14 +30,14 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from control import subnet
-from control.host import CommandResult, HostError
-from control.identity import HostIdentity
-from control.netns import lab_prefix
-from control.preflight import SetupError, require_commands, require_root
-from control.shell import ShellDaemons, pid_file
-from control.state import HostRecord, LabState, remove_state, save_state
-from control.wheels import build_wheelhouse, source_digest
+from kraftlab.control import subnet
+from kraftlab.control.host import CommandResult, HostError
+from kraftlab.control.identity import HostIdentity
+from kraftlab.control.netns import lab_prefix
+from kraftlab.control.preflight import SetupError, require_commands, require_root
+from kraftlab.control.shell import ShellDaemons, pid_file
+from kraftlab.control.state import HostRecord, LabState, remove_state, save_state
+from kraftlab.control.wheels import build_wheelhouse, source_digest
 
 BASE_IMAGE = "kraftlab-base:bookworm"
 NODE_REPO = "kraftlab-node"

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from control.host import CommandResult, HostError
-from control.identity import HostIdentity
+from kraftlab.control.host import CommandResult, HostError
+from kraftlab.control.identity import HostIdentity
 
 Reply = CommandResult | Callable[[str], CommandResult]
 

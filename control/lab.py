@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from control.host import CommandResult, Host, HostError
+from kraftlab.control.host import CommandResult, Host, HostError
 
 T = TypeVar("T")
 

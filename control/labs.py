@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from control import leftovers
-from control.host import Host
-from control.lab import Lab
-from control.preflight import SetupError
-from control.state import LabState, list_states, load_state, remove_state
+from kraftlab.control import leftovers
+from kraftlab.control.host import Host
+from kraftlab.control.lab import Lab
+from kraftlab.control.preflight import SetupError
+from kraftlab.control.state import LabState, list_states, load_state, remove_state
 
-BACKENDS = {"netns": "control.netns", "ssh": "control.ssh", "docker": "control.containers",
-            "vagrant": "control.vagrant"}
+BACKENDS = {"netns": "kraftlab.control.netns", "ssh": "kraftlab.control.ssh", "docker": "kraftlab.control.containers",
+            "vagrant": "kraftlab.control.vagrant"}
 
 
 def backend_module(backend: str) -> ModuleType:

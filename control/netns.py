@@ -21,12 +21,12 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, NetNS, netns
 
-from control import leftovers, subnet
-from control.host import CommandResult, HostError
-from control.identity import HostIdentity
-from control.preflight import require_commands, require_root
-from control.shell import ShellDaemons, local_daemon_pid
-from control.state import HostRecord, LabState, load_state, remove_state, save_state
+from kraftlab.control import leftovers, subnet
+from kraftlab.control.host import CommandResult, HostError
+from kraftlab.control.identity import HostIdentity
+from kraftlab.control.preflight import require_commands, require_root
+from kraftlab.control.shell import ShellDaemons, local_daemon_pid
+from kraftlab.control.state import HostRecord, LabState, load_state, remove_state, save_state
 
 WORK_ROOT = Path(os.environ.get("KRAFTLAB_NETNS_ROOT", "/var/lib/kraftlab/netns"))
 NEEDED = {"ip": "iproute2", "iptables": "iptables", "setsid": "util-linux"}

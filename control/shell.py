@@ -12,7 +12,7 @@ import shlex
 import signal
 from pathlib import Path
 
-from control.host import CommandResult, HostError
+from kraftlab.control.host import CommandResult, HostError
 
 _LIVE = 'alive() { s=$(sed "s/.*) //" /proc/$1/stat 2>/dev/null | cut -d" " -f1); [ -n "$s" ] && [ "$s" != Z ]; }'
 

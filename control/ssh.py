@@ -23,11 +23,11 @@ from pathlib import Path
 
 import paramiko
 
-from control import nodesfile
-from control.host import CommandResult, HostError
-from control.nodesfile import NodeEntry
-from control.shell import ShellDaemons
-from control.state import HostRecord, LabState, load_state, remove_state, save_state
+from kraftlab.control import nodesfile
+from kraftlab.control.host import CommandResult, HostError
+from kraftlab.control.nodesfile import NodeEntry
+from kraftlab.control.shell import ShellDaemons
+from kraftlab.control.state import HostRecord, LabState, load_state, remove_state, save_state
 
 CONNECT_TIMEOUT = 10.0
 
@@ -258,7 +258,7 @@ def connect_all(name: str, backend: str, entries: list[NodeEntry], accept_new_ho
                 info: dict[str, object]) -> LabState:
     """Connect to every host in parallel (verifying or recording host keys), check that commands
     run as root, and record the lab."""
-    from control.lab import Lab
+    from kraftlab.control.lab import Lab
 
     hosts = [SshHost(e, accept_new_host_keys) for e in entries]
     with Lab(name, backend, hosts) as lab:
@@ -283,8 +283,8 @@ def up(name: str, nodes: int = 0, *, nodes_file: str, accept_new_host_keys: bool
 
 def stop_daemons(state: LabState) -> None:
     """Kill every daemon the suite started on the lab's hosts (best effort: unreachable hosts are skipped)."""
-    from control.lab import Lab
-    from control.labs import open_hosts as open_any
+    from kraftlab.control.lab import Lab
+    from kraftlab.control.labs import open_hosts as open_any
 
     script = ('for f in "$0"/run/*.pid; do [ -s "$f" ] && kill -KILL -- -$(cat "$f") 2>/dev/null; '
               'rm -f "$f"; done; true')

@@ -12,9 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from control.host import HostError
-from control.lab import Lab
-from control.nodesfile import NodeEntry, render
+from kraftlab.control.host import HostError
+from kraftlab.control.lab import Lab
+from kraftlab.control.nodesfile import NodeEntry, render
 
 SSHD = "/usr/sbin/sshd"
 

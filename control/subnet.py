@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from control.state import list_states
+from kraftlab.control.state import list_states
 
 BASE = ipaddress.IPv4Network("10.200.0.0/13")
 LOCK_PATH = Path("/run/kraftlab/subnet.lock")  # machine-wide, whatever the state directory

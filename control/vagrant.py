@@ -11,11 +11,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from control import nodesfile, ssh
-from control.host import HostError
-from control.preflight import require_commands
-from control.state import LabState, load_state, remove_state, state_dir
-from control.wheels import build_wheelhouse
+from kraftlab.control import nodesfile, ssh
+from kraftlab.control.host import HostError
+from kraftlab.control.preflight import require_commands
+from kraftlab.control.state import LabState, load_state, remove_state, state_dir
+from kraftlab.control.wheels import build_wheelhouse
 
 VAGRANT_DIR = Path(__file__).resolve().parent.parent / "vagrant"
 DEFAULT_SUBNET = "192.168.56"

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nemesis.fault import WINDOWS
+from kraftlab.nemesis.fault import WINDOWS
 
 OPENERS = WINDOWS
 

@@ -22,14 +22,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checker.compose import CheckerFn, compose
-from checker.fencing import check_fencing
-from checker.history import Event, History, parse_jsonl_line
-from checker.journal import load_journals
-from checker.judged import linearizable_part
-from checker.linear.budget import Budget
-from checker.raft import check_raft
-from checker.run import linearizable_with_anomalies, split_by_workload
+from kraftlab.checker.compose import CheckerFn, compose
+from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.history import Event, History, parse_jsonl_line
+from kraftlab.checker.journal import load_journals
+from kraftlab.checker.judged import linearizable_part
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.raft import check_raft
+from kraftlab.checker.run import linearizable_with_anomalies, split_by_workload
 from kraftlab.store import RunDir, write_json
 
 

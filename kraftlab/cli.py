@@ -16,7 +16,7 @@ import sys
 import traceback
 
 from kraftlab import commands
-from nemesis.runner import interrupt_on, restore_handlers
+from kraftlab.nemesis.runner import interrupt_on, restore_handlers
 
 EXIT_VALID = 0
 EXIT_INVALID = 1

@@ -27,13 +27,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from control.host import Host, HostError
-from control.lab import Lab
-from control.netns import NetnsHost
-from control.ssh import SshHost
-from control.state import state_dir
-from control.wheels import WheelError, build_wheelhouse, install_script
-from nemesis.daemon_control import DaemonNodeControl
+from kraftlab.control.host import Host, HostError
+from kraftlab.control.lab import Lab
+from kraftlab.control.netns import NetnsHost
+from kraftlab.control.ssh import SshHost
+from kraftlab.control.state import state_dir
+from kraftlab.control.wheels import WheelError, build_wheelhouse, install_script
+from kraftlab.nemesis.daemon_control import DaemonNodeControl
 
 DAEMON = "kraft-node"
 BROKER_PORT = 9092
@@ -506,7 +506,7 @@ DIRECT_BACKENDS = ("netns", "docker")  # the runner reaches every node's address
 def direct_query(kind: str, address: str, timeout: float = 2.0) -> dict[str, Any]:
     """describe-quorum / describe-cluster in this process, through the node's own CLI functions
     (the same requests and JSON as `kraft-node describe-…`, without starting a process)."""
-    from node import cli
+    from kraftlab.node import cli
 
     if kind == "quorum":
         target, key, versions, build, to_json = ((address, CONTROLLER_PORT), cli.DESCRIBE_QUORUM_KEY, (0, 2),
@@ -556,9 +556,9 @@ class Health:
 def format_here(node: str, config_path: str, cluster_id: str, *, ignore_formatted: bool) -> None:
     """`kraft-node format` in this process, for hosts whose files are this machine's (namespaces): the
     same functions the command calls, without starting a Python process per node."""
-    from node.config import ConfigError, load_config
-    from node.storage.errors import StorageError
-    from node.storage.meta_properties import format_dirs, validate_cluster_id
+    from kraftlab.node.config import ConfigError, load_config
+    from kraftlab.node.storage.errors import StorageError
+    from kraftlab.node.storage.meta_properties import format_dirs, validate_cluster_id
 
     try:
         config = load_config(config_path)

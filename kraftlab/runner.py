@@ -26,22 +26,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from control.lab import Lab
-from control.labs import lab_down, lab_up, load_lab
 from kraftlab.checking import check_run, exit_code
+from kraftlab.control.lab import Lab
+from kraftlab.control.labs import lab_down, lab_up, load_lab
 from kraftlab.deploy import BROKER_PORT, CONTROLLER_PORT, DEFAULT_TOPOLOGY, METRICS_PORT, TOPOLOGIES, Deployment
+from kraftlab.nemesis import schedule as nemesis_schedule
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.runner import guarded
+from kraftlab.nemesis.session import history_recorder, prepare_run
 from kraftlab.progress import ProgressDisplay, Snapshot
 from kraftlab.report import render
 from kraftlab.scrape import MetricsScraper, wait_caught_up
 from kraftlab.store import DEFAULT_STORE, RunDir, new_run, write_json
-from nemesis import schedule as nemesis_schedule
-from nemesis.core import Nemesis
-from nemesis.runner import guarded
-from nemesis.session import history_recorder, prepare_run
-from workloads import catalog
-from workloads.generator import TimeLimit
-from workloads.history import HistoryWriter
-from workloads.interpreter import PhaseStats, ProcessIds, run_phase
+from kraftlab.workloads import catalog
+from kraftlab.workloads.generator import TimeLimit
+from kraftlab.workloads.history import HistoryWriter
+from kraftlab.workloads.interpreter import PhaseStats, ProcessIds, run_phase
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from kraftlab.deploy import DEFAULT_TOPOLOGY, TOPOLOGIES
+from kraftlab.nemesis.session import add_run_arguments
 from kraftlab.runner import TestOptions
 from kraftlab.store import DEFAULT_STORE
-from nemesis.session import add_run_arguments
 
 
 def _key_value(text: str) -> tuple[str, str]:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from kraftlab.nemesis.schedule import save
 from kraftlab.runner import TestOptions
 from kraftlab.zoo_schedules import RECIPES, targeted
-from nemesis.schedule import save
 
 LOSE_UNFLUSHED = {"kraftlab.unsafe.lose.unflushed": "true"}
 SNAPSHOT_OFTEN = {"metadata.snapshot.max.new.record.bytes": "4096"}

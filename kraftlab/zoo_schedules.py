@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kraftlab.deploy import DEFAULT_TOPOLOGY, plan
-from nemesis.schedule import Schedule, Step
+from kraftlab.nemesis.schedule import Schedule, Step
 
 Steps = list[tuple[float, str, str, dict[str, object]]]  # (seconds into the cycle, package, f, value)
 

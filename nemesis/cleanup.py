@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from control.lab import Lab
-from control.state import state_dir
-from nemesis import clockfile, netfilter
-from nemesis.clock import step_back_command
-from nemesis.fanout import fan_out
-from nemesis.packet import qdisc_clear_command
-from nemesis.ports import FileLedger
+from kraftlab.control.lab import Lab
+from kraftlab.control.state import state_dir
+from kraftlab.nemesis import clockfile, netfilter
+from kraftlab.nemesis.clock import step_back_command
+from kraftlab.nemesis.fanout import fan_out
+from kraftlab.nemesis.packet import qdisc_clear_command
+from kraftlab.nemesis.ports import FileLedger
 
 
 def ledger_path(lab: str) -> Path:

@@ -8,12 +8,12 @@ import threading
 import time
 from typing import Any
 
-from nemesis import clockfile
-from nemesis.clockfile import ClockSetting
-from nemesis.context import FaultContext
-from nemesis.errors import FaultError, Unsupported
-from nemesis.fault import Handler
-from nemesis.process import resolve_nodes
+from kraftlab.nemesis import clockfile
+from kraftlab.nemesis.clockfile import ClockSetting
+from kraftlab.nemesis.context import FaultContext
+from kraftlab.nemesis.errors import FaultError, Unsupported
+from kraftlab.nemesis.fault import Handler
+from kraftlab.nemesis.process import resolve_nodes
 
 MAX_OFFSET_MS = 10 * 60 * 1000.0
 _SERVICES = ("chrony", "chronyd", "ntp", "ntpsec", "openntpd", "systemd-timesyncd")

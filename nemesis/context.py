@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from control.host import CommandResult, Host
-from nemesis.errors import FaultError, PartialFault
-from nemesis.fanout import Outcome, errors, fan_out
-from nemesis.ports import NodeControl
-from nemesis.state import FaultState
+from kraftlab.control.host import CommandResult, Host
+from kraftlab.nemesis.errors import FaultError, PartialFault
+from kraftlab.nemesis.fanout import Outcome, errors, fan_out
+from kraftlab.nemesis.ports import NodeControl
+from kraftlab.nemesis.state import FaultState
 
 
 @dataclass

@@ -9,18 +9,18 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from nemesis import netfilter, packet
-from nemesis.clock import ClockFault
-from nemesis.context import FaultContext
-from nemesis.disk import DiskFault
-from nemesis.errors import FaultError, PartialFault, Unsupported
-from nemesis.fanout import fan_out
-from nemesis.fault import Fault, Handler
-from nemesis.packet import PacketFault
-from nemesis.partition import PartitionFault
-from nemesis.ports import Ledger, MemoryLedger, NodeControl, OpRecorder, null_recorder
-from nemesis.process import ProcessFault
-from nemesis.state import FaultState
+from kraftlab.nemesis import netfilter, packet
+from kraftlab.nemesis.clock import ClockFault
+from kraftlab.nemesis.context import FaultContext
+from kraftlab.nemesis.disk import DiskFault
+from kraftlab.nemesis.errors import FaultError, PartialFault, Unsupported
+from kraftlab.nemesis.fanout import fan_out
+from kraftlab.nemesis.fault import Fault, Handler
+from kraftlab.nemesis.packet import PacketFault
+from kraftlab.nemesis.partition import PartitionFault
+from kraftlab.nemesis.ports import Ledger, MemoryLedger, NodeControl, OpRecorder, null_recorder
+from kraftlab.nemesis.process import ProcessFault
+from kraftlab.nemesis.state import FaultState
 
 
 @dataclass(frozen=True, slots=True)

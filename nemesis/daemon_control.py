@@ -11,7 +11,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 
-from control.host import Host, HostError
+from kraftlab.control.host import Host, HostError
 
 
 class DaemonNodeControl:

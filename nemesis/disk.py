@@ -20,10 +20,10 @@ import shlex
 import time
 from typing import Any
 
-from nemesis.context import FaultContext
-from nemesis.errors import FaultError
-from nemesis.fault import Handler
-from nemesis.process import resolve_nodes
+from kraftlab.nemesis.context import FaultContext
+from kraftlab.nemesis.errors import FaultError
+from kraftlab.nemesis.fault import Handler
+from kraftlab.nemesis.process import resolve_nodes
 
 DAMAGES: tuple[str, ...] = ("truncate-tail", "flip-bits", "delete-quorum-state", "wipe")
 PARTITION_DIR = "__cluster_metadata-0"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from control.fake import FakeHost
+from kraftlab.control.fake import FakeHost
 
 
 @dataclass

@@ -9,11 +9,11 @@ import re
 import shlex
 from typing import Any
 
-from nemesis import netfilter
-from nemesis.context import FaultContext
-from nemesis.errors import FaultError, PartialFault, Unsupported
-from nemesis.fault import Handler
-from nemesis.process import resolve_nodes
+from kraftlab.nemesis import netfilter
+from kraftlab.nemesis.context import FaultContext
+from kraftlab.nemesis.errors import FaultError, PartialFault, Unsupported
+from kraftlab.nemesis.fault import Handler
+from kraftlab.nemesis.process import resolve_nodes
 
 PACKET_KINDS: tuple[str, ...] = ("loss", "bandwidth", "delay", "duplicate", "reorder")
 _NETEM_MISSING = re.compile(r"qdisc kind is unknown|Unknown qdisc|not found|No such file", re.I)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from nemesis import grudge as g
-from nemesis import netfilter
-from nemesis.context import FaultContext
-from nemesis.errors import FaultError
-from nemesis.fault import Handler
+from kraftlab.nemesis import grudge as g
+from kraftlab.nemesis import netfilter
+from kraftlab.nemesis.context import FaultContext
+from kraftlab.nemesis.errors import FaultError
+from kraftlab.nemesis.fault import Handler
 
 
 class PartitionFault:

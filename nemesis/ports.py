@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from control.host import Host
+from kraftlab.control.host import Host
 
 
 @runtime_checkable

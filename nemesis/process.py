@@ -11,10 +11,10 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from nemesis import targets
-from nemesis.context import FaultContext, check_outcomes
-from nemesis.errors import FaultError
-from nemesis.fault import Handler
+from kraftlab.nemesis import targets
+from kraftlab.nemesis.context import FaultContext, check_outcomes
+from kraftlab.nemesis.errors import FaultError
+from kraftlab.nemesis.fault import Handler
 
 
 def resolve_nodes(ctx: FaultContext, value: dict[str, Any], rng: random.Random) -> list[str]:

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from nemesis.core import Completion, Nemesis
-from nemesis.schedule import Schedule
+from kraftlab.nemesis.core import Completion, Nemesis
+from kraftlab.nemesis.schedule import Schedule
 
 
 class Terminated(KeyboardInterrupt):

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nemesis import grudge, targets
-from nemesis.disk import DAMAGES
-from nemesis.packet import PACKET_KINDS
+from kraftlab.nemesis import grudge, targets
+from kraftlab.nemesis.disk import DAMAGES
+from kraftlab.nemesis.packet import PACKET_KINDS
 
 PACKAGES: tuple[str, ...] = ("partition", "kill", "pause", "clock", "packet", "disk")
 SCHEDULE_FILE = "nemesis-schedule.json"

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from nemesis.cleanup import ledger_for
-from nemesis.core import Completion, Nemesis
-from nemesis.ports import Ledger, NodeControl, OpRecorder
-from nemesis.runner import ScheduleRunner
-from nemesis.schedule import Schedule, ScheduleError, generate, load, parse_packages, save
+from kraftlab.nemesis.cleanup import ledger_for
+from kraftlab.nemesis.core import Completion, Nemesis
+from kraftlab.nemesis.ports import Ledger, NodeControl, OpRecorder
+from kraftlab.nemesis.runner import ScheduleRunner
+from kraftlab.nemesis.schedule import Schedule, ScheduleError, generate, load, parse_packages, save
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, default: str = "none") -> None:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nemesis.ports import Ledger
+from kraftlab.nemesis.ports import Ledger
 
 KINDS: tuple[str, ...] = ("partition", "loss", "qdisc", "clock", "clock_step", "process", "disk")
 

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from node.config import ConfigError, NodeConfig, load_config
-from node.storage.errors import StorageError
-from node.storage.meta_properties import (
+from kraftlab.node.config import ConfigError, NodeConfig, load_config
+from kraftlab.node.storage.errors import StorageError
+from kraftlab.node.storage.meta_properties import (
     format_dirs,
     random_cluster_id,
     read_meta_properties,
@@ -102,8 +102,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_dump_log(args: argparse.Namespace) -> int:
     """Kafka's DumpLogSegments for metadata segments and snapshots, payloads as KIP-631 JSON.
     A directory means every segment and snapshot in it; damage ends that file's dump and fails."""
-    from node.metadata.records import dump_payload
-    from node.storage.dump import dump_lines, dumpable_files
+    from kraftlab.node.metadata.records import dump_payload
+    from kraftlab.node.storage.dump import dump_lines, dumpable_files
 
     damaged = False
     for path in args.paths:
@@ -124,10 +124,10 @@ def cmd_dump_log(args: argparse.Namespace) -> int:
 def load_image(path: str) -> tuple[Any, int]:
     """The metadata image of a snapshot file, or of a log directory (its latest snapshot, then
     every record after it on disk, committed or not). Read-only. Returns (image, end offset)."""
-    from node.metadata.image import MetadataImage
-    from node.metadata.records import decode
-    from node.storage.dump import dumpable_files, file_kind, iter_file_batches
-    from node.storage.layout import parse_snapshot_name
+    from kraftlab.node.metadata.image import MetadataImage
+    from kraftlab.node.metadata.records import decode
+    from kraftlab.node.storage.dump import dumpable_files, file_kind, iter_file_batches
+    from kraftlab.node.storage.layout import parse_snapshot_name
 
     files = [f for f in dumpable_files(path) if f.exists() and not f.name.endswith(".part")]
     if not files:
@@ -161,7 +161,7 @@ def load_image(path: str) -> tuple[Any, int]:
 def _shell_image(args: argparse.Namespace) -> tuple[Any, str]:
     """The image the shell browses and a line saying where it comes from."""
     if args.bootstrap_controller:
-        from node.metadata.live import LiveFetchError, fetch_image
+        from kraftlab.node.metadata.live import LiveFetchError, fetch_image
 
         try:
             image, end = asyncio.run(fetch_image(args.bootstrap_controller, args.timeout))
@@ -173,7 +173,7 @@ def _shell_image(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    from node.metadata.shell import MetadataShell, image_tree
+    from kraftlab.node.metadata.shell import MetadataShell, image_tree
 
     image, origin = _shell_image(args)
     shell = MetadataShell(image_tree(image))
@@ -195,7 +195,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from node.server import run_node  # imported here: the storage tool commands need none of it
+    from kraftlab.node.server import run_node  # imported here: the storage tool commands need none of it
 
     overrides = {}
     if args.unsafe_bug:  # test-only: the config refuses them without test mode
@@ -228,9 +228,9 @@ def _schema(api: str, version: int, kind: str) -> Any:
 async def _query(
     address: tuple[str, int], api_key: int, versions: tuple[int, int], build: Callable[[int], Any], timeout: float
 ) -> Any:
-    from node.protocol.client import ProtocolClient
-    from node.protocol.errors import RequestError
-    from node.protocol.negotiate import negotiate
+    from kraftlab.node.protocol.client import ProtocolClient
+    from kraftlab.node.protocol.errors import RequestError
+    from kraftlab.node.protocol.negotiate import negotiate
 
     host, port = address
     try:
@@ -310,8 +310,8 @@ async def append_test_records(client: Any, values: list[bytes], timeout_ms: int 
     Returns (Kafka error name, base offset)."""
     from kio.schema.produce.v9 import request as produce
 
-    from node.raft.ports import Batch, Record
-    from node.storage.batches import encode_batch
+    from kraftlab.node.raft.ports import Batch, Record
+    from kraftlab.node.storage.batches import encode_batch
 
     data = encode_batch(Batch(0, 0, tuple(Record(v, None) for v in values)))
     partition = produce.PartitionProduceData(index=0, records=data)  # type: ignore[arg-type]

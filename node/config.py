@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.bugs import NO_BUGS, BugSet, UnknownBug
+from kraftlab.node.bugs import NO_BUGS, BugSet, UnknownBug
 
 ROLES = ("broker", "controller")
 UNSAFE_TEST_MODE = "kraftlab.unsafe.test.mode"

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from node.clock import Clock
+from kraftlab.node.clock import Clock
 
 
 class Journal(Protocol):

@@ -50,25 +50,25 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from node import metrics as mx
-from node.clock import Clock, SkewedClock
-from node.config import NodeConfig
-from node.journal import JournalWriter
-from node.process.application import KraftApplication
-from node.process.driver import MAX_TIMER_SLEEP_S, RaftDriver
-from node.process.seam import Application, ApplicationFactory, NodeContext, StartupError
-from node.process.storage import Storage, open_storage
-from node.process.transport import PeerLinks, register_raft_apis
-from node.protocol.headers import response_schema
-from node.protocol.registry import ApiRegistry, RequestContext
-from node.protocol.server import ProtocolServer
-from node.raft import messages as m
-from node.raft.config import RaftConfig
-from node.raft.core import NotLeader, RaftCore, RaftSafetyError
-from node.raft.node import RaftNode
-from node.raft.ports import LogCorruption, Record
-from node.storage.batches import decode_batches
-from node.storage.errors import StorageError
+from kraftlab.node import metrics as mx
+from kraftlab.node.clock import Clock, SkewedClock
+from kraftlab.node.config import NodeConfig
+from kraftlab.node.journal import JournalWriter
+from kraftlab.node.process.application import KraftApplication
+from kraftlab.node.process.driver import MAX_TIMER_SLEEP_S, RaftDriver
+from kraftlab.node.process.seam import Application, ApplicationFactory, NodeContext, StartupError
+from kraftlab.node.process.storage import Storage, open_storage
+from kraftlab.node.process.transport import PeerLinks, register_raft_apis
+from kraftlab.node.protocol.headers import response_schema
+from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
+from kraftlab.node.protocol.server import ProtocolServer
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import NotLeader, RaftCore, RaftSafetyError
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.raft.ports import LogCorruption, Record
+from kraftlab.node.storage.batches import decode_batches
+from kraftlab.node.storage.errors import StorageError
 
 log = logging.getLogger("kraft-node")
 

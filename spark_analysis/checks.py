@@ -12,13 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checker.fencing import check_fencing
-from checker.history import Op
-from checker.journal import load_journals
-from checker.linear.budget import Budget
-from checker.raft import check_raft
-from checker.run import linearizable_with_anomalies
-from spark_analysis.history_io import load_history_tolerant
+from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.history import Op
+from kraftlab.checker.journal import load_journals
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.raft import check_raft
+from kraftlab.checker.run import linearizable_with_anomalies
+from kraftlab.spark_analysis.history_io import load_history_tolerant
 
 
 def given(result: dict[str, Any]) -> dict[str, Any]:

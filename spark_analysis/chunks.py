@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checker.history import Event, HistoryError, Op, parse_jsonl_line
-from checker.judged import judged
-from spark_analysis.table import ModelSpec, RowSink
+from kraftlab.checker.history import Event, HistoryError, Op, parse_jsonl_line
+from kraftlab.checker.judged import judged
+from kraftlab.spark_analysis.table import ModelSpec, RowSink
 
 NO_INDEX = -1
 """The `index` a JSON Lines event without one gets here; the parent sets its real one."""

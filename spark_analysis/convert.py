@@ -36,12 +36,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from checker.formats import detect_format, read_history
-from checker.history import Op
-from spark_analysis.chunks import NO_INDEX, ChunkResult, ChunkTask, Failure, scan_events, scan_jsonl_chunk
-from spark_analysis.layout import Written, gather, plan
-from spark_analysis.stitch import Stitcher
-from spark_analysis.table import DEFAULT_BUCKETS, ModelSpec, RowSink, workload_specs
+from kraftlab.checker.formats import detect_format, read_history
+from kraftlab.checker.history import Op
+from kraftlab.spark_analysis.chunks import NO_INDEX, ChunkResult, ChunkTask, Failure, scan_events, scan_jsonl_chunk
+from kraftlab.spark_analysis.layout import Written, gather, plan
+from kraftlab.spark_analysis.stitch import Stitcher
+from kraftlab.spark_analysis.table import DEFAULT_BUCKETS, ModelSpec, RowSink, workload_specs
 
 __all__ = ["CHUNK_BYTES", "DEFAULT_BUCKETS", "DatasetWriter", "ModelSpec", "convert", "read_meta", "to_positions",
            "workload_specs"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from checker.formats import detect_format, read_history
-from checker.history import Event, History, HistoryError, iter_jsonl
+from kraftlab.checker.formats import detect_format, read_history
+from kraftlab.checker.history import Event, History, HistoryError, iter_jsonl
 
 
 def _ends_with_newline(path: Path) -> bool:

@@ -35,19 +35,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from checker.compose import CheckerFn, compose
-from checker.history import Op
-from checker.linear.budget import Budget
-from checker.linear.keyed import check_key, merge_keys
-from spark_analysis import checks
-from spark_analysis.convert import ModelSpec, convert, read_meta, to_positions, workload_specs
-from spark_analysis.early import collect_until, found_accumulator
-from spark_analysis.history_io import read_events
-from spark_analysis.keys import bucket_of, decode_key
-from spark_analysis.layout import bucket_name, whole_name
-from spark_analysis.session import spark_session
-from spark_analysis.stats import write_stats
-from spark_analysis.table import CHECK_COLUMNS, COLUMNS, frame_ops, frame_runs
+from kraftlab.checker.compose import CheckerFn, compose
+from kraftlab.checker.history import Op
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linear.keyed import check_key, merge_keys
+from kraftlab.spark_analysis import checks
+from kraftlab.spark_analysis.convert import ModelSpec, convert, read_meta, to_positions, workload_specs
+from kraftlab.spark_analysis.early import collect_until, found_accumulator
+from kraftlab.spark_analysis.history_io import read_events
+from kraftlab.spark_analysis.keys import bucket_of, decode_key
+from kraftlab.spark_analysis.layout import bucket_name, whole_name
+from kraftlab.spark_analysis.session import spark_session
+from kraftlab.spark_analysis.stats import write_stats
+from kraftlab.spark_analysis.table import CHECK_COLUMNS, COLUMNS, frame_ops, frame_runs
 
 SMALL_BUDGET = Budget(seconds=5.0, max_configs=200_000)
 LARGE_BUDGET = Budget(seconds=120.0)

@@ -1,7 +1,8 @@
 """Build the zip shipped to a cluster's executors with `spark-submit --py-files`: the pure
-Python packages the executors import (`checker`, `spark_analysis`), nothing else.
+Python packages the executors import (`kraftlab.checker`, `kraftlab.spark_analysis`, under an
+otherwise empty `kraftlab` package), nothing else.
 
-    python -m spark_analysis.package dist/kraftlab-spark.zip
+    python -m kraftlab.spark_analysis.package dist/kraftlab-spark.zip
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import zipfile
 from pathlib import Path
 
-from spark_analysis.session import PROJECT_ROOT
+from kraftlab.spark_analysis.session import PROJECT_ROOT
 
 PACKAGES = ("checker", "spark_analysis")
 
@@ -20,16 +21,19 @@ def build_zip(out: str | Path, root: Path = PROJECT_ROOT) -> Path:
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        files = [("kraftlab/__init__.py", b'"""kraftlab\'s checker, as shipped to Spark executors."""\n')]
         for pkg in PACKAGES:
-            for path in sorted((root / pkg).rglob("*.py")):
-                info = zipfile.ZipInfo(str(path.relative_to(root)), date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, path.read_bytes())
+            files += [(f"kraftlab/{path.relative_to(root).as_posix()}", path.read_bytes())
+                      for path in sorted((root / pkg).rglob("*.py"))]
+        for name, data in files:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
     return target
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m spark_analysis.package", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m kraftlab.spark_analysis.package", description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path, nargs="?", default=Path("dist/kraftlab-spark.zip"))
     print(build_zip(p.parse_args(argv).out))
     return 0

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from spark_analysis.convert import read_meta
+from kraftlab.spark_analysis.convert import read_meta
 
 WINDOWS: dict[str, str] = {
     "start-partition": "stop-partition", "start-packet": "stop-packet", "start-disk": "stop-disk",
@@ -97,7 +97,7 @@ def compute(spark: Any, dataset: str | Path, journal_paths: Sequence[str | Path]
             ops_url: str | None = None) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from spark_analysis.job import read_ops
+    from kraftlab.spark_analysis.job import read_ops
 
     meta = read_meta(dataset)
     df = read_ops(spark, dataset, ops_url)

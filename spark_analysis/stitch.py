@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from checker.history import Event, Op
-from spark_analysis.chunks import ChunkResult, complete, invokes_while_open, no_invocation
-from spark_analysis.table import RowSink
+from kraftlab.checker.history import Event, Op
+from kraftlab.spark_analysis.chunks import ChunkResult, complete, invokes_while_open, no_invocation
+from kraftlab.spark_analysis.table import RowSink
 
 
 class Stitcher:

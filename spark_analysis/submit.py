@@ -1,6 +1,6 @@
 """The Spark analysis as a program: for `spark-submit` against a cluster, or `python -m`.
 
-    python -m spark_analysis.submit HISTORY --model kv --master local[2] --out DIR
+    python -m kraftlab.spark_analysis.submit HISTORY --model kv --master local[2] --out DIR
     spark-submit --master spark://HOST:7077 --py-files dist/kraftlab-spark.zip \\
         spark_analysis/submit.py HISTORY --model kv --out DIR [--ops-url hdfs://…/ops]
 
@@ -21,16 +21,17 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: the project (or the --py-files zip) is on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checker.compose import compose
-from checker.linear.budget import Budget
-from spark_analysis.convert import DEFAULT_BUCKETS, ModelSpec, convert
-from spark_analysis.job import LARGE_BUDGET, SMALL_BUDGET, plan_checks
-from spark_analysis.session import spark_session
-from spark_analysis.stats import write_stats
+from kraftlab.checker.compose import compose
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.spark_analysis.convert import DEFAULT_BUCKETS, ModelSpec, convert
+from kraftlab.spark_analysis.job import LARGE_BUDGET, SMALL_BUDGET, plan_checks
+from kraftlab.spark_analysis.session import spark_session
+from kraftlab.spark_analysis.stats import write_stats
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="spark_analysis.submit", description="check a large history on Spark")
+    p = argparse.ArgumentParser(prog="python -m kraftlab.spark_analysis.submit",
+                                description="check a large history on Spark")
     p.add_argument("history", type=Path)
     p.add_argument("--model", action="append", required=True, help="a checker model (repeat for several)")
     p.add_argument("--format", default=None, help="jsonl | edn | etcd-log (default: detected)")

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checker.history import Event, Op
-from checker.models import Model, build_model
-from checker.run import WORKLOAD_MODELS
-from spark_analysis.keys import bucket_of, encode_key
+from kraftlab.checker.history import Event, Op
+from kraftlab.checker.models import Model, build_model
+from kraftlab.checker.run import WORKLOAD_MODELS
+from kraftlab.spark_analysis.keys import bucket_of, encode_key
 
 COLUMNS = (("bucket", "int32"), ("model", "string"), ("key", "string"), ("id", "int64"), ("call", "int64"),
            ("ret", "int64"), ("process", "string"), ("f", "string"), ("status", "string"), ("value", "string"),

@@ -32,9 +32,9 @@ from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 
-from workloads.client import DefiniteFailure, Invocation
-from workloads.kafka import check, error_name
-from workloads.session import Handlers, Session
+from kraftlab.workloads.client import DefiniteFailure, Invocation
+from kraftlab.workloads.kafka import check, error_name
+from kraftlab.workloads.session import Handlers, Session
 
 REGISTRY = "registry"
 # Agents advertise a closed loopback port: nobody should ever connect to a simulated broker.

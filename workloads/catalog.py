@@ -22,14 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workloads.client import ClientFactory
-from workloads.generator import Generator, Stagger, TimeLimit
-from workloads.isr import IsrWorkload
-from workloads.kafka import Cluster, Connector, TcpConnector
-from workloads.mixed import MixedWorkload
-from workloads.registry import RegistryWorkload
-from workloads.session import KafkaClientFactory
-from workloads.topics import TopicsWorkload
+from kraftlab.workloads.client import ClientFactory
+from kraftlab.workloads.generator import Generator, Stagger, TimeLimit
+from kraftlab.workloads.isr import IsrWorkload
+from kraftlab.workloads.kafka import Cluster, Connector, TcpConnector
+from kraftlab.workloads.mixed import MixedWorkload
+from kraftlab.workloads.registry import RegistryWorkload
+from kraftlab.workloads.session import KafkaClientFactory
+from kraftlab.workloads.topics import TopicsWorkload
 
 WORKLOADS = ("topics", "registry", "isr", "mixed")
 MODELS: dict[str, tuple[str, ...]] = {

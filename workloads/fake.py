@@ -7,7 +7,7 @@ import asyncio
 import random
 from dataclasses import dataclass, field
 
-from workloads.client import Completion, DefiniteFailure, Invocation
+from kraftlab.workloads.client import Completion, DefiniteFailure, Invocation
 
 
 @dataclass

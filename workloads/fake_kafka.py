@@ -50,7 +50,7 @@ from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.unregister_broker.v0 import request as un_req
 from kio.schema.unregister_broker.v0 import response as un_resp
 
-from node.protocol.errors import ClientClosed, ConnectFailed, ConnectionLost, RequestTimedOut
+from kraftlab.node.protocol.errors import ClientClosed, ConnectFailed, ConnectionLost, RequestTimedOut
 
 ZERO = datetime.timedelta(0)
 CLUSTER_ID = "fake-cluster-0000000000"

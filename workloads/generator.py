@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from workloads.client import Invocation
+from kraftlab.workloads.client import Invocation
 
 
 @dataclass(frozen=True, slots=True)

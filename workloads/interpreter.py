@@ -17,9 +17,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from workloads.client import Client, ClientFactory, Completion, DefiniteFailure, Invocation
-from workloads.generator import Context, Generator, Sleep
-from workloads.history import HistoryWriter
+from kraftlab.workloads.client import Client, ClientFactory, Completion, DefiniteFailure, Invocation
+from kraftlab.workloads.generator import Context, Generator, Sleep
+from kraftlab.workloads.history import HistoryWriter
 
 
 class ProcessIds:

@@ -28,16 +28,16 @@ from typing import Any
 
 from kio.schema.alter_partition.v3.request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
 
-from workloads.agents import AgentBook, agent_handlers, heartbeat_op, register_op
-from workloads.client import DefiniteFailure, Invocation
-from workloads.generator import Context, FnGen
-from workloads.kafka import check, error_name
-from workloads.ops import OncePer, broker_read, op, read_node
-from workloads.registry import lifecycle_op, shut_down
-from workloads.session import Handlers, Session
-from workloads.topics import create as create_topic
-from workloads.topics import delete as delete_topic
-from workloads.topics import metadata
+from kraftlab.workloads.agents import AgentBook, agent_handlers, heartbeat_op, register_op
+from kraftlab.workloads.client import DefiniteFailure, Invocation
+from kraftlab.workloads.generator import Context, FnGen
+from kraftlab.workloads.kafka import check, error_name
+from kraftlab.workloads.ops import OncePer, broker_read, op, read_node
+from kraftlab.workloads.registry import lifecycle_op, shut_down
+from kraftlab.workloads.session import Handlers, Session
+from kraftlab.workloads.topics import create as create_topic
+from kraftlab.workloads.topics import delete as delete_topic
+from kraftlab.workloads.topics import metadata
 
 ISR = "isr"
 

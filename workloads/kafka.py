@@ -31,9 +31,9 @@ from kio.schema.describe_quorum.v1.request import PartitionData as DqPartition
 from kio.schema.describe_quorum.v1.request import TopicData as DqTopic
 from kio.schema.errors import ErrorCode
 
-from node.protocol.client import ProtocolClient
-from node.protocol.errors import RequestNotSent
-from workloads.client import DefiniteFailure
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.errors import RequestNotSent
+from kraftlab.workloads.client import DefiniteFailure
 
 METADATA_TOPIC = "__cluster_metadata"
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from workloads.agents import agent_handlers
-from workloads.generator import Mix
-from workloads.isr import IsrWorkload
-from workloads.ops import OncePer
-from workloads.registry import RegistryWorkload
-from workloads.session import Handlers
-from workloads.topics import TopicsWorkload
+from kraftlab.workloads.agents import agent_handlers
+from kraftlab.workloads.generator import Mix
+from kraftlab.workloads.isr import IsrWorkload
+from kraftlab.workloads.ops import OncePer
+from kraftlab.workloads.registry import RegistryWorkload
+from kraftlab.workloads.session import Handlers
+from kraftlab.workloads.topics import TopicsWorkload
 
 
 @dataclass

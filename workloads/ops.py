@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workloads.client import Invocation
-from workloads.generator import Answer, Context
+from kraftlab.workloads.client import Invocation
+from kraftlab.workloads.generator import Answer, Context
 
 
 def op(workload: str, f: str, value: Any = None) -> Invocation:

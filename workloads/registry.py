@@ -30,7 +30,7 @@ from typing import Any
 
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
-from workloads.agents import (
+from kraftlab.workloads.agents import (
     REGISTRY,
     Agent,
     AgentBook,
@@ -40,12 +40,12 @@ from workloads.agents import (
     resend_op,
     unregister_op,
 )
-from workloads.client import Invocation
-from workloads.generator import Context, FnGen
-from workloads.kafka import check
-from workloads.ops import OncePer, broker_read, read_node
-from workloads.session import Handlers, Session
-from workloads.topics import metadata
+from kraftlab.workloads.client import Invocation
+from kraftlab.workloads.generator import Context, FnGen
+from kraftlab.workloads.kafka import check
+from kraftlab.workloads.ops import OncePer, broker_read, read_node
+from kraftlab.workloads.session import Handlers, Session
+from kraftlab.workloads.topics import metadata
 
 
 def read_handler(book: AgentBook) -> Any:

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workloads import versions
-from workloads.client import Invocation
-from workloads.generator import Context, FnGen
-from workloads.kafka import check
-from workloads.ops import OncePer, broker_read, op, read_node
-from workloads.session import Handlers, Session
+from kraftlab.workloads import versions
+from kraftlab.workloads.client import Invocation
+from kraftlab.workloads.generator import Context, FnGen
+from kraftlab.workloads.kafka import check
+from kraftlab.workloads.ops import OncePer, broker_read, op, read_node
+from kraftlab.workloads.session import Handlers, Session
 
 WORKLOAD = "topics"
 ADMIN_TIMEOUT_MS = 3000

@@ -16,7 +16,7 @@ from typing import Any
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
-from workloads.client import DefiniteFailure
+from kraftlab.workloads.client import DefiniteFailure
 
 METADATA, CREATE_TOPICS, DELETE_TOPICS = 3, 19, 20
 OURS: dict[int, tuple[int, int]] = {METADATA: (1, 12), CREATE_TOPICS: (2, 7), DELETE_TOPICS: (1, 6)}

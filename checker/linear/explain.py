@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.history import Op
-from checker.linear.budget import Budget, Meter
-from checker.linear.search import INVALID, VALID, search
-from checker.models import ILLEGAL, Model
+from kraftlab.checker.history import Op
+from kraftlab.checker.linear.budget import Budget, Meter
+from kraftlab.checker.linear.search import INVALID, VALID, search
+from kraftlab.checker.models import ILLEGAL, Model
 
 
 @dataclass

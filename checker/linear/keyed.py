@@ -14,11 +14,11 @@ import dataclasses
 import time
 from typing import Any
 
-from checker.history import Op
-from checker.linear.budget import Budget
-from checker.linear.race import ACROSS_KEYS, explain_keys, merge_verdicts
-from checker.linear.search import search
-from checker.models import build_model
+from kraftlab.checker.history import Op
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linear.race import ACROSS_KEYS, explain_keys, merge_verdicts
+from kraftlab.checker.linear.search import search
+from kraftlab.checker.models import build_model
 
 _OP_FIELDS = {f.name for f in dataclasses.fields(Op)}
 

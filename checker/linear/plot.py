@@ -13,7 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from checker.linear.explain import Explanation
+from kraftlab.checker.linear.explain import Explanation
 
 WINDOW = 40
 

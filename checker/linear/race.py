@@ -20,10 +20,10 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.history import Op
-from checker.linear.budget import Budget, Meter
-from checker.linear.search import INVALID, UNKNOWN, VALID, SearchResult, _OutOfBudget, search_steps
-from checker.models import Model
+from kraftlab.checker.history import Op
+from kraftlab.checker.linear.budget import Budget, Meter
+from kraftlab.checker.linear.search import INVALID, UNKNOWN, VALID, SearchResult, _OutOfBudget, search_steps
+from kraftlab.checker.models import Model
 
 PARALLEL_MIN_OPS = 1500
 """Below this many ops in all, forking workers costs more than it saves."""

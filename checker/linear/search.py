@@ -25,9 +25,9 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.history import Op
-from checker.linear.budget import Budget, Meter
-from checker.models import ILLEGAL, Model
+from kraftlab.checker.history import Op
+from kraftlab.checker.linear.budget import Budget, Meter
+from kraftlab.checker.models import ILLEGAL, Model
 
 VALID, INVALID, UNKNOWN = True, False, "unknown"
 _SLICE = 256

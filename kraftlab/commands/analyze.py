@@ -11,7 +11,7 @@ from kraftlab.checking import check_run, exit_code
 from kraftlab.report import render
 from kraftlab.runner import session_timeout_ms
 from kraftlab.store import RunDir
-from workloads import catalog
+from kraftlab.workloads import catalog
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     test = run_dir.read_test()
     timeout_ms = session_timeout_ms(test.get("config") or {})
     if args.spark:
-        from spark_analysis.job import analyze_run
+        from kraftlab.spark_analysis.job import analyze_run
 
         models = list(catalog.MODELS.get(test.get("workload", "mixed"), catalog.MODELS["mixed"]))
         results = analyze_run(run_dir, models, master=args.spark)

@@ -16,8 +16,8 @@ from kraftlab.cli import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
 
 def register(subparsers: Any) -> None:
-    from checker.formats import FORMATS
-    from checker.models import MODELS
+    from kraftlab.checker.formats import FORMATS
+    from kraftlab.checker.models import MODELS
 
     p = subparsers.add_parser("check", help="check a history file (and node journals)")
     p.add_argument("file", nargs="?", help="history: .jsonl, .edn or a Jepsen etcd log")
@@ -46,9 +46,9 @@ def _verdict_code(valid: Any) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from checker.history import HistoryError
-    from checker.linear.budget import Budget
-    from checker.run import check_run
+    from kraftlab.checker.history import HistoryError
+    from kraftlab.checker.linear.budget import Budget
+    from kraftlab.checker.run import check_run
 
     if args.file is None and not args.journal:
         print("kraftlab check: give a history FILE and/or --journal files", file=sys.stderr)

@@ -10,10 +10,10 @@ import argparse
 import sys
 from typing import Any
 
-from control.host import HostError
-from control.labs import clean, load_lab
-from control.preflight import SetupError, require_root
-from control.state import list_states
+from kraftlab.control.host import HostError
+from kraftlab.control.labs import clean, load_lab
+from kraftlab.control.preflight import SetupError, require_root
+from kraftlab.control.state import list_states
 
 
 def register(subparsers: Any) -> None:
@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
 
 def heal_faults(name: str) -> str:
     """Undo nemesis faults on the lab's hosts (best effort); a line saying what happened."""
-    from nemesis.cleanup import clean_lab
+    from kraftlab.nemesis.cleanup import clean_lab
 
     try:
         with load_lab(name) as lab:

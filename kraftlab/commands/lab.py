@@ -7,10 +7,10 @@ import sys
 import time
 from typing import Any
 
-from control.host import HostError
-from control.labs import BACKENDS, lab_down, lab_up, load_lab
-from control.preflight import SetupError
-from control.state import list_states, load_state
+from kraftlab.control.host import HostError
+from kraftlab.control.labs import BACKENDS, lab_down, lab_up, load_lab
+from kraftlab.control.preflight import SetupError
+from kraftlab.control.state import list_states, load_state
 from kraftlab.deploy import DEFAULT_TOPOLOGY, TOPOLOGIES, DeployError, Deployment, load_deployment
 
 NODE_ACTIONS = ["start", "stop", "kill", "pause", "resume", "restart", "wipe", "reformat"]

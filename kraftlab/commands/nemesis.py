@@ -10,14 +10,14 @@ import sys
 import time
 from typing import Any
 
-from nemesis.cleanup import ledger_for
-from nemesis.core import Completion, Nemesis
-from nemesis.disk import DAMAGES
-from nemesis.grudge import TOPOLOGIES
-from nemesis.ports import NodeControl
-from nemesis.runner import ScheduleRunner, guarded
-from nemesis.schedule import ScheduleError, load
-from nemesis.targets import TARGETS
+from kraftlab.nemesis.cleanup import ledger_for
+from kraftlab.nemesis.core import Completion, Nemesis
+from kraftlab.nemesis.disk import DAMAGES
+from kraftlab.nemesis.grudge import TOPOLOGIES
+from kraftlab.nemesis.ports import NodeControl
+from kraftlab.nemesis.runner import ScheduleRunner, guarded
+from kraftlab.nemesis.schedule import ScheduleError, load
+from kraftlab.nemesis.targets import TARGETS
 
 EXIT_OK, EXIT_NOT_APPLIED, EXIT_BAD_ARGS = 0, 1, 254
 _DURATION = re.compile(r"^([+-]?\d+(?:\.\d+)?)(ms|s|m|min|h)?$")
@@ -161,7 +161,7 @@ def node_control(lab: Any) -> NodeControl:
     try:
         return load_deployment(lab)
     except LookupError:
-        from nemesis.daemon_control import DaemonNodeControl
+        from kraftlab.nemesis.daemon_control import DaemonNodeControl
 
         return DaemonNodeControl(lab.hosts, daemon=DAEMON)
 
@@ -172,7 +172,7 @@ def _print(type_: str, f: str, value: Any = None, *, node: str | None = None, er
 
 
 def main(args: argparse.Namespace) -> int:
-    from control.labs import load_lab
+    from kraftlab.control.labs import load_lab
 
     try:
         lab = load_lab(args.lab)

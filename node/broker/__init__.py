@@ -2,7 +2,7 @@
 
 API for the node process (node/server.py)::
 
-    from node.broker import (BrokerApis, BrokerConfig, BrokerEndpoint, BrokerLifecycle, BrokerMetadata,
+    from kraftlab.node.broker import (BrokerApis, BrokerConfig, BrokerEndpoint, BrokerLifecycle, BrokerMetadata,
                              BrokerState, ClientReply, Forward, Refused, SendToController)
 
     cfg = BrokerConfig(node_id=4, cluster_id=cid, incarnation_id=uuid.uuid4(),
@@ -36,9 +36,9 @@ the broker's metadata (`node.metadata.fanout.FanOut(controller, metadata)`); con
 ApiVersions is the protocol layer's; DescribeQuorum is Raft's (the core's describe_quorum).
 """
 
-from node.broker.apis import BrokerApis, ClientReply, Forward, Refused
-from node.broker.lifecycle import BrokerConfig, BrokerEndpoint, BrokerLifecycle, BrokerState, SendToController
-from node.broker.metadata import BrokerMetadata
+from kraftlab.node.broker.apis import BrokerApis, ClientReply, Forward, Refused
+from kraftlab.node.broker.lifecycle import BrokerConfig, BrokerEndpoint, BrokerLifecycle, BrokerState, SendToController
+from kraftlab.node.broker.metadata import BrokerMetadata
 
 __all__ = [
     "BrokerApis",

@@ -39,12 +39,12 @@ from kio.schema.incremental_alter_configs.v1.request import (
     IncrementalAlterConfigsRequest as ControllerIncrementalAlterConfigs,
 )
 
-from node.broker.lifecycle import BrokerLifecycle
-from node.broker.metadata import BrokerMetadata
-from node.controller.messages import api_name, as_values, build, respond
-from node.controller.quorum_controller import CONTROLLER_APIS, error_response
-from node.metadata.image import MetadataImage
-from node.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
+from kraftlab.node.broker.lifecycle import BrokerLifecycle
+from kraftlab.node.broker.metadata import BrokerMetadata
+from kraftlab.node.controller.messages import api_name, as_values, build, respond
+from kraftlab.node.controller.quorum_controller import CONTROLLER_APIS, error_response
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,9 @@ from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.errors import ErrorCode
 
-from node.bugs import NO_BUGS, BugSet
-from node.controller.ports import METADATA_VERSION, METADATA_VERSION_FEATURE
-from node.metadata.journal import JournalEvent
+from kraftlab.node.bugs import NO_BUGS, BugSet
+from kraftlab.node.controller.ports import METADATA_VERSION, METADATA_VERSION_FEATURE
+from kraftlab.node.metadata.journal import JournalEvent
 
 
 class BrokerState(enum.Enum):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from node.metadata.image import MetadataImage
-from node.metadata.journal import JournalEvent
-from node.metadata.replay import CommittedReplay
-from node.raft.ports import Batch, OffsetAndEpoch, Record
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.metadata.replay import CommittedReplay
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 
 
 class BrokerMetadata:

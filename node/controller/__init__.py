@@ -2,7 +2,7 @@
 
 API for the node process (node/server.py)::
 
-    from node.controller import ControllerConfig, QuorumController, NotLeader, Reply, CONTROLLER_APIS
+    from kraftlab.node.controller import ControllerConfig, QuorumController, NotLeader, Reply, CONTROLLER_APIS
 
     ctrl = QuorumController(ControllerConfig(node_id=1, cluster_id=cid, session_timeout_ms=9000,
                                              seed=random_seed), writer)
@@ -39,8 +39,8 @@ The controller listener serves Raft's APIs, ApiVersions and CONTROLLER_APIS only
 (Metadata, Produce, …) are refused there (`is_controller_listener_api`).
 """
 
-from node.controller.ports import ControllerConfig, InMemoryLog, MetadataWriter, NotLeader, Reply
-from node.controller.quorum_controller import CONTROLLER_APIS, QuorumController, error_response
+from kraftlab.node.controller.ports import ControllerConfig, InMemoryLog, MetadataWriter, NotLeader, Reply
+from kraftlab.node.controller.quorum_controller import CONTROLLER_APIS, QuorumController, error_response
 
 RAFT_APIS = ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot", "DescribeQuorum")
 

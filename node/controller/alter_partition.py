@@ -21,10 +21,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.controller.messages import error_name
-from node.controller.partitions import change, is_valid_isr
-from node.controller.write import Outcome, Write
-from node.metadata.image import MetadataImage, PartitionInfo
+from kraftlab.node.controller.messages import error_name
+from kraftlab.node.controller.partitions import change, is_valid_isr
+from kraftlab.node.controller.write import Outcome, Write
+from kraftlab.node.metadata.image import MetadataImage, PartitionInfo
 
 
 def _new_isr(pd: Any) -> list[tuple[int, int]]:

@@ -22,12 +22,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.controller.messages import error_name
-from node.controller.partitions import leads_any, recover_leaderless, remove_broker
-from node.controller.write import Outcome, Write
-from node.metadata.image import MetadataImage
-from node.metadata.journal import JournalEvent
-from node.metadata.records import (
+from kraftlab.node.controller.messages import error_name
+from kraftlab.node.controller.partitions import leads_any, recover_leaderless, remove_broker
+from kraftlab.node.controller.write import Outcome, Write
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,

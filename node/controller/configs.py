@@ -14,9 +14,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.controller.messages import error_name
-from node.controller.write import Outcome, Write
-from node.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigRecord
+from kraftlab.node.controller.messages import error_name
+from kraftlab.node.controller.write import Outcome, Write
+from kraftlab.node.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigRecord
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from node.controller.ports import NotLeader
-from node.raft.ports import Batch, Record, StateMachine
+from kraftlab.node.controller.ports import NotLeader
+from kraftlab.node.raft.ports import Batch, Record, StateMachine
 
 LEADER_CHANGE_KEY = b"\x00\x00\x00\x02"  # control record key: version 0, type 2 (LeaderChange)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from node.metadata.image import MetadataImage, PartitionInfo
-from node.metadata.records import NO_LEADER, NO_LEADER_CHANGE, PartitionChangeRecord
+from kraftlab.node.metadata.image import MetadataImage, PartitionInfo
+from kraftlab.node.metadata.records import NO_LEADER, NO_LEADER_CHANGE, PartitionChangeRecord
 
 Emit = Callable[[PartitionChangeRecord], None]
 

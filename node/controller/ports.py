@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from node.bugs import NO_BUGS, BugSet
-from node.raft.ports import Batch, Record
+from kraftlab.node.bugs import NO_BUGS, BugSet
+from kraftlab.node.raft.ports import Batch, Record
 
 METADATA_VERSION_FEATURE = "metadata.version"
 METADATA_VERSION = 1

@@ -29,10 +29,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.controller import alter_partition as ap
-from node.controller import cluster, configs, reassignment, topics
-from node.controller.messages import api_name, error_name, respond
-from node.controller.ports import (
+from kraftlab.node.controller import alter_partition as ap
+from kraftlab.node.controller import cluster, configs, reassignment, topics
+from kraftlab.node.controller.messages import api_name, error_name, respond
+from kraftlab.node.controller.ports import (
     METADATA_VERSION,
     METADATA_VERSION_FEATURE,
     ControllerConfig,
@@ -40,12 +40,12 @@ from node.controller.ports import (
     NotLeader,
     Reply,
 )
-from node.controller.write import Outcome, Write, split_batches
-from node.metadata.image import MetadataImage
-from node.metadata.journal import JournalEvent
-from node.metadata.records import FeatureLevelRecord, to_log_record
-from node.metadata.replay import CommittedReplay
-from node.raft.ports import Batch, OffsetAndEpoch, Record
+from kraftlab.node.controller.write import Outcome, Write, split_batches
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.metadata.records import FeatureLevelRecord, to_log_record
+from kraftlab.node.metadata.replay import CommittedReplay
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 
 Output = Reply | JournalEvent
 ATOMIC_APIS = frozenset({"CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs"})

@@ -17,11 +17,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.controller.messages import error_name
-from node.controller.partitions import change
-from node.controller.write import Outcome, Write
-from node.metadata.image import MetadataImage, TopicInfo
-from node.metadata.records import NO_LEADER
+from kraftlab.node.controller.messages import error_name
+from kraftlab.node.controller.partitions import change
+from kraftlab.node.controller.write import Outcome, Write
+from kraftlab.node.metadata.image import MetadataImage, TopicInfo
+from kraftlab.node.metadata.records import NO_LEADER
 
 
 def _reassign_one(w: Write, topic: TopicInfo, pid: int, target: tuple[int, ...] | None) -> tuple[ErrorCode, str | None]:

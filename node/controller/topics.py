@@ -18,9 +18,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node.controller.messages import error_name
-from node.controller.write import Outcome, Write
-from node.metadata.records import (
+from kraftlab.node.controller.messages import error_name
+from kraftlab.node.controller.write import Outcome, Write
+from kraftlab.node.metadata.records import (
     NO_LEADER,
     RESOURCE_TOPIC,
     ConfigRecord,

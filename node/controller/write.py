@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.controller.ports import ControllerConfig
-from node.metadata.image import MetadataImage
-from node.metadata.journal import JournalEvent
-from node.metadata.records import MetadataRecord
-from node.raft.ports import Record
+from kraftlab.node.controller.ports import ControllerConfig
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.metadata.records import MetadataRecord
+from kraftlab.node.raft.ports import Record
 
 MAX_RECORDS_PER_BATCH = 10_000
 """Kafka's QuorumController.MAX_RECORDS_PER_BATCH (also its cap on the records of one user operation)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from node.raft.ports import Batch, OffsetAndEpoch, Record, StateMachine
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record, StateMachine
 
 
 class FanOut:

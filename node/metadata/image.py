@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from node.metadata.records import (
+from kraftlab.node.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     RESOURCE_TOPIC,

@@ -21,14 +21,14 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from node.metadata.image import MetadataImage
-from node.metadata.replay import CommittedReplay
-from node.protocol.client import ProtocolClient
-from node.protocol.errors import RequestError
-from node.raft import messages as m
-from node.raft import wire
-from node.raft.ports import OffsetAndEpoch
-from node.storage.snapshots import decode_snapshot
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.replay import CommittedReplay
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.errors import RequestError
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft import wire
+from kraftlab.node.raft.ports import OffsetAndEpoch
+from kraftlab.node.storage.snapshots import decode_snapshot
 
 CONSUMER_ID = -1
 SNAPSHOT_CHUNK_BYTES = 1 << 20

@@ -33,7 +33,7 @@ from kio._kio_native import read_unsigned_varint
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from node.raft.ports import Record
+from kraftlab.node.raft.ports import Record
 
 FRAME_TYPE = 0
 RESOURCE_TOPIC = 2

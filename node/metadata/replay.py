@@ -13,9 +13,9 @@ import gc
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from node.metadata.image import MetadataImage
-from node.metadata.journal import JournalEvent
-from node.metadata.records import (
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.metadata.records import (
     BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -30,7 +30,7 @@ from node.metadata.records import (
     to_log_record,
     type_name,
 )
-from node.raft.ports import Batch, OffsetAndEpoch, Record
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 
 
 @contextlib.contextmanager

@@ -20,8 +20,8 @@ import posixpath
 import shlex
 from typing import Any
 
-from node.metadata.image import MetadataImage
-from node.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC, uuid_to_kafka
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC, uuid_to_kafka
 
 _RESOURCE_NAMES = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker"}
 Tree = dict[str, Any]

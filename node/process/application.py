@@ -15,8 +15,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from node import metrics as mx
-from node.broker import (
+from kraftlab.node import metrics as mx
+from kraftlab.node.broker import (
     BrokerApis,
     BrokerConfig,
     BrokerEndpoint,
@@ -28,16 +28,16 @@ from node.broker import (
     Refused,
     SendToController,
 )
-from node.controller import ControllerConfig, QuorumController, Reply, error_response
-from node.controller import NotLeader as ControllerNotLeader
-from node.metadata.fanout import FanOut
-from node.metadata.journal import JournalEvent
-from node.process.seam import Appender, NodeContext, StartupError
-from node.protocol.client import ProtocolClient
-from node.protocol.errors import RequestError
-from node.protocol.registry import RequestContext
-from node.raft.core import NotLeader
-from node.raft.ports import Record, StateMachine
+from kraftlab.node.controller import ControllerConfig, QuorumController, Reply, error_response
+from kraftlab.node.controller import NotLeader as ControllerNotLeader
+from kraftlab.node.metadata.fanout import FanOut
+from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.process.seam import Appender, NodeContext, StartupError
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.errors import RequestError
+from kraftlab.node.protocol.registry import RequestContext
+from kraftlab.node.raft.core import NotLeader
+from kraftlab.node.raft.ports import Record, StateMachine
 
 log = logging.getLogger("kraft-node")
 

@@ -5,8 +5,8 @@ what tests of Raft alone run."""
 import logging
 from collections.abc import Sequence
 
-from node.process.seam import NodeContext
-from node.raft.ports import Batch, OffsetAndEpoch, Record, StateMachine, record_crc
+from kraftlab.node.process.seam import NodeContext
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record, StateMachine, record_crc
 
 log = logging.getLogger("kraft-node")
 

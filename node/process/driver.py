@@ -12,17 +12,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from node import metrics as mx
-from node.clock import Clock
-from node.journal import Journal
-from node.process.storage import journal_corruption
-from node.raft import messages as m
-from node.raft.core import Commit, NotLeader, Output, RaftCore, RaftSafetyError
-from node.raft.node import RaftNode
-from node.raft.ports import Batch, LogCorruption, Record
-from node.raft.states import Leader
-from node.storage.errors import StorageError
-from node.storage.log import DiskLog, FlushTicket
+from kraftlab.node import metrics as mx
+from kraftlab.node.clock import Clock
+from kraftlab.node.journal import Journal
+from kraftlab.node.process.storage import journal_corruption
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.core import Commit, NotLeader, Output, RaftCore, RaftSafetyError
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.raft.ports import Batch, LogCorruption, Record
+from kraftlab.node.raft.states import Leader
+from kraftlab.node.storage.errors import StorageError
+from kraftlab.node.storage.log import DiskLog, FlushTicket
 
 log = logging.getLogger("kraft-node")
 

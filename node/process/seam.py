@@ -6,12 +6,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from node import metrics as mx
-from node.clock import Clock
-from node.config import NodeConfig
-from node.journal import Journal
-from node.protocol.registry import ApiRegistry
-from node.raft.ports import Record, StateMachine
+from kraftlab.node import metrics as mx
+from kraftlab.node.clock import Clock
+from kraftlab.node.config import NodeConfig
+from kraftlab.node.journal import Journal
+from kraftlab.node.protocol.registry import ApiRegistry
+from kraftlab.node.raft.ports import Record, StateMachine
 
 log = logging.getLogger("kraft-node")
 

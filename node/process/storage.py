@@ -5,15 +5,15 @@ quorum-state file and the snapshot store."""
 import logging
 from dataclasses import dataclass
 
-from node.config import NodeConfig
-from node.journal import Journal
-from node.process.seam import StartupError
-from node.raft.ports import LogCorruption
-from node.storage.errors import StorageError
-from node.storage.log import DiskLog
-from node.storage.meta_properties import MetaProperties, load_and_validate
-from node.storage.quorum_state import FileQuorumStateStore
-from node.storage.snapshots import DiskSnapshotStore
+from kraftlab.node.config import NodeConfig
+from kraftlab.node.journal import Journal
+from kraftlab.node.process.seam import StartupError
+from kraftlab.node.raft.ports import LogCorruption
+from kraftlab.node.storage.errors import StorageError
+from kraftlab.node.storage.log import DiskLog
+from kraftlab.node.storage.meta_properties import MetaProperties, load_and_validate
+from kraftlab.node.storage.quorum_state import FileQuorumStateStore
+from kraftlab.node.storage.snapshots import DiskSnapshotStore
 
 log = logging.getLogger("kraft-node")
 

@@ -7,13 +7,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from node.config import NodeConfig
-from node.process.driver import RaftDriver
-from node.protocol.client import ProtocolClient
-from node.protocol.errors import RequestError, RequestTimedOut
-from node.protocol.registry import ApiRegistry, RequestContext
-from node.raft import messages as m
-from node.raft import wire
+from kraftlab.node.config import NodeConfig
+from kraftlab.node.process.driver import RaftDriver
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.errors import RequestError, RequestTimedOut
+from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft import wire
 
 log = logging.getLogger("kraft-node")
 

@@ -19,8 +19,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32Timedelta, i64
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from node.protocol.errors import UnsupportedVersion
-from node.protocol.headers import API_VERSIONS_KEY, response_schema
+from kraftlab.node.protocol.errors import UnsupportedVersion
+from kraftlab.node.protocol.headers import API_VERSIONS_KEY, response_schema
 
 API_VERSIONS_RANGE = (0, 4)  # the ApiVersions versions kio 0.6.5 has schemas for
 _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")

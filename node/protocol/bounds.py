@@ -25,7 +25,7 @@ from kio.serial._introspect import (
 )
 from kio.static.protocol import Entity
 
-from node.protocol.errors import MalformedFrame
+from kraftlab.node.protocol.errors import MalformedFrame
 
 # A walker checks the value starting at ``pos`` fits before ``end`` and returns the offset after it.
 # An edit replaces buf[start:end] with new bytes: how unknown tagged fields are cut out (see ``strip``).

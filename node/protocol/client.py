@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from node.protocol.errors import (
+from kraftlab.node.protocol.errors import (
     ClientClosed,
     ConnectFailed,
     ConnectionLost,
@@ -34,8 +34,8 @@ from node.protocol.errors import (
     RequestTimedOut,
     UnsupportedApi,
 )
-from node.protocol.framing import DEFAULT_MAX_FRAME_BYTES, read_frame
-from node.protocol.headers import encode_request, parse_response, peek_correlation_id
+from kraftlab.node.protocol.framing import DEFAULT_MAX_FRAME_BYTES, read_frame
+from kraftlab.node.protocol.headers import encode_request, parse_response, peek_correlation_id
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from typing import TypeVar
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity
 
-from node.protocol.bounds import Edits, check_bounds, strip
-from node.protocol.errors import EncodingError, MalformedFrame
+from kraftlab.node.protocol.bounds import Edits, check_bounds, strip
+from kraftlab.node.protocol.errors import EncodingError, MalformedFrame
 
 E = TypeVar("E", bound=Entity)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from node.protocol.errors import FrameTooLarge, TruncatedFrame
+from kraftlab.node.protocol.errors import FrameTooLarge, TruncatedFrame
 
 DEFAULT_MAX_FRAME_BYTES = 104_857_600
 SIZE_PREFIX = struct.Struct(">i")

@@ -22,10 +22,10 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from node.protocol.bounds import skip_tagged_fields
-from node.protocol.codec import decode_entity, decode_exact, encode_entity
-from node.protocol.errors import EncodingError, MalformedFrame, UnsupportedApi
-from node.protocol.framing import frame
+from kraftlab.node.protocol.bounds import skip_tagged_fields
+from kraftlab.node.protocol.codec import decode_entity, decode_exact, encode_entity
+from kraftlab.node.protocol.errors import EncodingError, MalformedFrame, UnsupportedApi
+from kraftlab.node.protocol.framing import frame
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Protocol
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from node.protocol.api_versions import unsupported_api_versions_response
-from node.protocol.errors import ConnectionLost, FrameError, InvalidRequest, ProtocolError
-from node.protocol.headers import (
+from kraftlab.node.protocol.api_versions import unsupported_api_versions_response
+from kraftlab.node.protocol.errors import ConnectionLost, FrameError, InvalidRequest, ProtocolError
+from kraftlab.node.protocol.headers import (
     API_VERSIONS_KEY,
     encode_request,
     encode_response,
@@ -23,7 +23,7 @@ from node.protocol.headers import (
     parse_request_header,
     parse_response,
 )
-from node.protocol.registry import ApiRegistry, RequestContext
+from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
 
 
 class RequestSender(Protocol):

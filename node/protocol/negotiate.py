@@ -10,10 +10,10 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload
 
-from node.protocol.api_versions import API_VERSIONS_RANGE, pick_version, ranges_from_response
-from node.protocol.client import ProtocolClient
-from node.protocol.errors import UnsupportedVersion
-from node.protocol.headers import API_VERSIONS_KEY, request_schema
+from kraftlab.node.protocol.api_versions import API_VERSIONS_RANGE, pick_version, ranges_from_response
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.errors import UnsupportedVersion
+from kraftlab.node.protocol.headers import API_VERSIONS_KEY, request_schema
 
 SOFTWARE_NAME = "kraftlab"
 SOFTWARE_VERSION = "0.1.0"

@@ -13,9 +13,15 @@ from typing import Protocol, TypeAlias
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from node.protocol.api_versions import API_VERSIONS_RANGE, ApiRange, Feature, FinalizedFeatures, answer_api_versions
-from node.protocol.errors import UnsupportedApi
-from node.protocol.headers import API_VERSIONS_KEY, has_schema, request_schema
+from kraftlab.node.protocol.api_versions import (
+    API_VERSIONS_RANGE,
+    ApiRange,
+    Feature,
+    FinalizedFeatures,
+    answer_api_versions,
+)
+from kraftlab.node.protocol.errors import UnsupportedApi
+from kraftlab.node.protocol.headers import API_VERSIONS_KEY, has_schema, request_schema
 
 HandlerResult: TypeAlias = ResponsePayload | Awaitable[ResponsePayload | None] | None
 

@@ -25,11 +25,11 @@ from types import TracebackType
 
 from kio.static.protocol import ResponsePayload
 
-from node.protocol.api_versions import unsupported_api_versions_response
-from node.protocol.errors import EncodingError, FrameError, TruncatedFrame
-from node.protocol.framing import DEFAULT_MAX_FRAME_BYTES, read_frame
-from node.protocol.headers import API_VERSIONS_KEY, encode_response, parse_request_body, parse_request_header
-from node.protocol.registry import ApiRegistry, RequestContext
+from kraftlab.node.protocol.api_versions import unsupported_api_versions_response
+from kraftlab.node.protocol.errors import EncodingError, FrameError, TruncatedFrame
+from kraftlab.node.protocol.framing import DEFAULT_MAX_FRAME_BYTES, read_frame
+from kraftlab.node.protocol.headers import API_VERSIONS_KEY, encode_response, parse_request_body, parse_request_header
+from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
 
 log = logging.getLogger(__name__)
 

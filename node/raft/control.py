@@ -12,7 +12,7 @@ import struct
 from collections.abc import Sequence
 from enum import IntEnum
 
-from node.raft.ports import Record
+from kraftlab.node.raft.ports import Record
 
 _KEY = struct.Struct(">hh")
 _I32 = struct.Struct(">i")

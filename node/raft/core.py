@@ -56,11 +56,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.bugs import NO_BUGS, BugSet
-from node.raft import messages as m
-from node.raft.config import RaftConfig
-from node.raft.control import leader_change_record
-from node.raft.ports import (
+from kraftlab.node.bugs import NO_BUGS, BugSet
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.control import leader_change_record
+from kraftlab.node.raft.ports import (
     Batch,
     OffsetAndEpoch,
     QuorumStateData,
@@ -69,7 +69,7 @@ from node.raft.ports import (
     ReplicatedLog,
     SnapshotStore,
 )
-from node.raft.states import (
+from kraftlab.node.raft.states import (
     Candidate,
     EpochState,
     Follower,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from node.raft.ports import Batch, OffsetAndEpoch
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch
 
 
 class Errors(IntEnum):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from node.raft import messages as m
-from node.raft.core import Commit, LeaderChange, LoadSnapshot, Output, RaftCore
-from node.raft.ports import OffsetAndEpoch, Record, StateMachine
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.core import Commit, LeaderChange, LoadSnapshot, Output, RaftCore
+from kraftlab.node.raft.ports import OffsetAndEpoch, Record, StateMachine
 
 
 class RaftNode:

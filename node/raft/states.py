@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from node.raft.ports import OffsetAndEpoch
+from kraftlab.node.raft.ports import OffsetAndEpoch
 
 
 class Role(StrEnum):

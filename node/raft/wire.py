@@ -38,9 +38,9 @@ from kio.schema.vote.v2 import request as v_req
 from kio.schema.vote.v2 import response as v_resp
 from kio.static.primitive import Records, i32, i32Timedelta, i64
 
-from node.raft import messages as m
-from node.raft.ports import OffsetAndEpoch
-from node.storage.batches import decode_batches, encode_batches
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.ports import OffsetAndEpoch
+from kraftlab.node.storage.batches import decode_batches, encode_batches
 
 METADATA_TOPIC = TopicName("__cluster_metadata")
 PARTITION = i32(0)

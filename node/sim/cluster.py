@@ -11,17 +11,17 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.raft import messages as m
-from node.raft.config import RaftConfig
-from node.raft.core import NotLeader, Output, RaftCore
-from node.raft.node import RaftNode
-from node.raft.ports import OffsetAndEpoch, Record
-from node.sim.faults import FaultEvent, schedule
-from node.sim.invariants import Invariants, InvariantViolation
-from node.sim.machine import CounterMachine
-from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
-from node.sim.network import Network
-from node.sim.scheduler import EventQueue
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import NotLeader, Output, RaftCore
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.raft.ports import OffsetAndEpoch, Record
+from kraftlab.node.sim.faults import FaultEvent, schedule
+from kraftlab.node.sim.invariants import Invariants, InvariantViolation
+from kraftlab.node.sim.machine import CounterMachine
+from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from kraftlab.node.sim.network import Network
+from kraftlab.node.sim.scheduler import EventQueue
 
 DELIVER, TICK, CLIENT, FAULT, FLUSH = 0, 1, 2, 3, 4
 # Events at one virtual instant beyond this mean a node spins without letting time pass.
@@ -50,7 +50,7 @@ class SimParams:
 
     def replay_command(self) -> str:
         return (
-            f".venv/bin/python -m node.sim.replay --seed {self.seed} --voters {self.voters} "
+            f".venv/bin/python -m kraftlab.node.sim.replay --seed {self.seed} --voters {self.voters} "
             f"--observers {self.observers} --faults {','.join(self.faults) or 'none'} "
             f"--fault-ms {self.fault_ms} --settle-ms {self.settle_ms} --snapshot-every {self.snapshot_every} "
             f"--append-interval-ms {self.append_interval_ms} --snapshot-chunk-bytes {self.snapshot_chunk_bytes} "

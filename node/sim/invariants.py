@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from node.raft.core import RaftCore
-from node.raft.ports import OffsetAndEpoch
-from node.raft.states import majority
-from node.sim.memory import MemoryLog, MemorySnapshotStore
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.ports import OffsetAndEpoch
+from kraftlab.node.raft.states import majority
+from kraftlab.node.sim.memory import MemoryLog, MemorySnapshotStore
 
 
 class InvariantViolation(AssertionError):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import crc32c
 
-from node.raft.ports import Batch, OffsetAndEpoch, Record
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 
 _STATE = struct.Struct(">QIQ")
 STATE_KEY = b"counter-state"

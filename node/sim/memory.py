@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import crc32c
 
-from node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
 
 _APPROX_RECORD_BYTES = 64
 

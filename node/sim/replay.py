@@ -1,6 +1,6 @@
 """Replay one simulation exactly from its parameters (the line a failing property test prints).
 
-.venv/bin/python -m node.sim.replay --seed 7 --voters 3 --observers 1 --faults partition,crash
+.venv/bin/python -m kraftlab.node.sim.replay --seed 7 --voters 3 --observers 1 --faults partition,crash
 """
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from node.sim.cluster import SimParams, run
-from node.sim.faults import FAULT_KINDS
-from node.sim.invariants import InvariantViolation
+from kraftlab.node.sim.cluster import SimParams, run
+from kraftlab.node.sim.faults import FAULT_KINDS
+from kraftlab.node.sim.invariants import InvariantViolation
 
 _DEFAULTS = SimParams(seed=0)
 
 
 def parse(argv: list[str] | None = None) -> SimParams:
-    parser = argparse.ArgumentParser(prog="python -m node.sim.replay", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m kraftlab.node.sim.replay", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--voters", type=int, default=3)
     parser.add_argument("--observers", type=int, default=0)

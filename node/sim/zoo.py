@@ -21,14 +21,14 @@ import random
 import time
 from dataclasses import dataclass
 
-from node.bugs import BY_NAME, NO_BUGS, BugSet
-from node.raft.core import RaftCore, RaftSafetyError, core_class_with
-from node.raft.ports import QuorumStateData
-from node.raft.states import Leader, majority
-from node.sim.cluster import LivenessViolation, SimNode, SimParams, Simulation
-from node.sim.faults import FaultEvent
-from node.sim.invariants import CheckedNode, Invariants, InvariantViolation
-from node.sim.memory import MemoryQuorumStateStore
+from kraftlab.node.bugs import BY_NAME, NO_BUGS, BugSet
+from kraftlab.node.raft.core import RaftCore, RaftSafetyError, core_class_with
+from kraftlab.node.raft.ports import QuorumStateData
+from kraftlab.node.raft.states import Leader, majority
+from kraftlab.node.sim.cluster import LivenessViolation, SimNode, SimParams, Simulation
+from kraftlab.node.sim.faults import FaultEvent
+from kraftlab.node.sim.invariants import CheckedNode, Invariants, InvariantViolation
+from kraftlab.node.sim.memory import MemoryQuorumStateStore
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import crc32c
 
-from node.raft.ports import Batch, Record
-from node.storage.errors import CorruptBatch
+from kraftlab.node.raft.ports import Batch, Record
+from kraftlab.node.storage.errors import CorruptBatch
 
 MAGIC = 2
 CONTROL_FLAG = 0x20

@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from node.storage.atomic import write_atomically
-from node.storage.errors import CorruptStateFile
+from kraftlab.node.storage.atomic import write_atomically
+from kraftlab.node.storage.errors import CorruptStateFile
 
 VERSION = 0
 TOPIC = "__cluster_metadata"

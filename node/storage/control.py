@@ -18,8 +18,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.static.primitive import i16, i64
 
-from node.raft.control import ControlRecordType, control_key, control_type
-from node.raft.ports import Record
+from kraftlab.node.raft.control import ControlRecordType, control_key, control_type
+from kraftlab.node.raft.ports import Record
 
 __all__ = [
     "ControlRecordType",

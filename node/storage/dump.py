@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.raft.ports import Batch, Record
-from node.storage.batches import BatchHeader, decode_at, read_header
-from node.storage.control import ControlRecordType, control_type, parse_snapshot_footer, parse_snapshot_header
-from node.storage.errors import CorruptBatch
-from node.storage.layout import METADATA_PARTITION, parse_segment_name, parse_snapshot_name
+from kraftlab.node.raft.ports import Batch, Record
+from kraftlab.node.storage.batches import BatchHeader, decode_at, read_header
+from kraftlab.node.storage.control import ControlRecordType, control_type, parse_snapshot_footer, parse_snapshot_header
+from kraftlab.node.storage.errors import CorruptBatch
+from kraftlab.node.storage.layout import METADATA_PARTITION, parse_segment_name, parse_snapshot_name
 
 RecordDecoder = Callable[[Record], str | None]
 

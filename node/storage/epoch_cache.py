@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from node.raft.ports import OffsetAndEpoch
+from kraftlab.node.raft.ports import OffsetAndEpoch
 
 
 class EpochCache:

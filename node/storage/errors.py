@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node.raft.ports import LogCorruption
+from kraftlab.node.raft.ports import LogCorruption
 
 
 class StorageError(Exception):

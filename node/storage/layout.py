@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from node.raft.ports import OffsetAndEpoch
+from kraftlab.node.raft.ports import OffsetAndEpoch
 
 METADATA_PARTITION = "__cluster_metadata-0"
 QUORUM_STATE_FILE = "quorum-state"

@@ -25,15 +25,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.raft.ports import Batch, OffsetAndEpoch
-from node.storage.atomic import fsync_dir
-from node.storage.batches import decode_batch, encode_batch
-from node.storage.checkpoint import HighWatermarkCheckpoint
-from node.storage.epoch_cache import EpochCache
-from node.storage.errors import CommittedDataDamaged, CorruptStateFile
-from node.storage.layout import HW_CHECKPOINT_FILE, parse_segment_name, partition_dir, segment_name
-from node.storage.recovery import RecoveryReport, scan_segments
-from node.storage.segment import Segment
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch
+from kraftlab.node.storage.atomic import fsync_dir
+from kraftlab.node.storage.batches import decode_batch, encode_batch
+from kraftlab.node.storage.checkpoint import HighWatermarkCheckpoint
+from kraftlab.node.storage.epoch_cache import EpochCache
+from kraftlab.node.storage.errors import CommittedDataDamaged, CorruptStateFile
+from kraftlab.node.storage.layout import HW_CHECKPOINT_FILE, parse_segment_name, partition_dir, segment_name
+from kraftlab.node.storage.recovery import RecoveryReport, scan_segments
+from kraftlab.node.storage.segment import Segment
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.storage.atomic import write_atomically
-from node.storage.errors import CorruptStateFile, StorageError
-from node.storage.layout import META_PROPERTIES_FILE
+from kraftlab.node.storage.atomic import write_atomically
+from kraftlab.node.storage.errors import CorruptStateFile, StorageError
+from kraftlab.node.storage.layout import META_PROPERTIES_FILE
 
 VERSION = 1
 

@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from node.bugs import NO_BUGS, BugSet
-from node.raft.ports import QuorumStateData
-from node.storage.atomic import TMP_SUFFIX, write_atomically
-from node.storage.errors import CorruptStateFile
-from node.storage.layout import QUORUM_STATE_FILE, partition_dir
+from kraftlab.node.bugs import NO_BUGS, BugSet
+from kraftlab.node.raft.ports import QuorumStateData
+from kraftlab.node.storage.atomic import TMP_SUFFIX, write_atomically
+from kraftlab.node.storage.errors import CorruptStateFile
+from kraftlab.node.storage.layout import QUORUM_STATE_FILE, partition_dir
 
 DATA_VERSION = 0
 NONE = -1

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from node.raft.ports import OffsetAndEpoch
-from node.storage.batches import BatchHeader, scan
+from kraftlab.node.raft.ports import OffsetAndEpoch
+from kraftlab.node.storage.batches import BatchHeader, scan
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,12 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from node.raft.ports import Batch, OffsetAndEpoch, Record
-from node.storage.atomic import fsync_dir
-from node.storage.batches import decode_batches, encode_batch
-from node.storage.control import parse_snapshot_footer, parse_snapshot_header, snapshot_footer, snapshot_header
-from node.storage.errors import CorruptBatch, CorruptSnapshot
-from node.storage.layout import is_partial_snapshot, parse_snapshot_name, partition_dir, snapshot_name
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
+from kraftlab.node.storage.atomic import fsync_dir
+from kraftlab.node.storage.batches import decode_batches, encode_batch
+from kraftlab.node.storage.control import parse_snapshot_footer, parse_snapshot_header, snapshot_footer, snapshot_header
+from kraftlab.node.storage.errors import CorruptBatch, CorruptSnapshot
+from kraftlab.node.storage.layout import is_partial_snapshot, parse_snapshot_name, partition_dir, snapshot_name
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from node.broker.apis import BrokerApis, ClientReply, Forward, Refused
-from node.broker.lifecycle import BrokerConfig, BrokerEndpoint, BrokerLifecycle, SendToController
-from node.broker.metadata import BrokerMetadata
-from node.controller.fake_quorum import FakeQuorum
-from node.controller.ports import ControllerConfig, Reply
-from node.controller.quorum_controller import QuorumController
-from node.metadata.journal import JournalEvent
+from kraftlab.node.broker.apis import BrokerApis, ClientReply, Forward, Refused
+from kraftlab.node.broker.lifecycle import BrokerConfig, BrokerEndpoint, BrokerLifecycle, SendToController
+from kraftlab.node.broker.metadata import BrokerMetadata
+from kraftlab.node.controller.fake_quorum import FakeQuorum
+from kraftlab.node.controller.ports import ControllerConfig, Reply
+from kraftlab.node.controller.quorum_controller import QuorumController
+from kraftlab.node.metadata.journal import JournalEvent
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 

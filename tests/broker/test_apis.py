@@ -17,8 +17,8 @@ from kio.schema.metadata.v1.request import MetadataRequest as Metadata1
 from kio.schema.metadata.v12.request import MetadataRequest as Metadata12
 from kio.schema.metadata.v12.request import MetadataRequestTopic
 
-from node.broker.apis import ClientReply, Refused
-from node.broker.lifecycle import BrokerState
+from kraftlab.node.broker.apis import ClientReply, Refused
+from kraftlab.node.broker.lifecycle import BrokerState
 
 
 def _up(mc: MiniCluster) -> None:

@@ -10,7 +10,7 @@ from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
 from kio.schema.errors import ErrorCode
 
-from node.broker.lifecycle import BrokerConfig, BrokerEndpoint, BrokerLifecycle, BrokerState, SendToController
+from kraftlab.node.broker.lifecycle import BrokerConfig, BrokerEndpoint, BrokerLifecycle, BrokerState, SendToController
 
 
 def _running(mc: MiniCluster) -> bool:

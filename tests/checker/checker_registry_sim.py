@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.history import Event, History
+from kraftlab.checker.history import Event, History
 
 BUGS = ("epoch-goes-back", "stale-heartbeat-accepted", "lost-unregister", "stale-read")
 

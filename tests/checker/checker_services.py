@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from checker.history import Event, History
+from kraftlab.checker.history import Event, History
 
 Apply = Callable[[Any, str, Any], tuple[Any, str, Any, Any]]
 """(state, f, request) → (state', type, response, error)."""

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.history import Event, History
+from kraftlab.checker.history import Event, History
 
 
 @dataclass

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from checker_journals import healthy_raft
 
-from checker.compose import compose, merge
-from checker.history import Event, History, write_jsonl
+from kraftlab.checker.compose import compose, merge
+from kraftlab.checker.history import Event, History, write_jsonl
 from kraftlab.cli import _Parser
 from kraftlab.commands import check
 

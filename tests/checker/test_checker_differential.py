@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checker.history import Event, History, Op, pair_ops
-from checker.linear.search import search
-from checker.models import ILLEGAL, build_model
+from kraftlab.checker.history import Event, History, Op, pair_ops
+from kraftlab.checker.linear.search import search
+from kraftlab.checker.models import ILLEGAL, build_model
 
 VALUES = st.integers(0, 2)
 

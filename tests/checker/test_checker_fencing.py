@@ -7,9 +7,9 @@ from typing import Any
 
 from checker_journals import JB, healthy_fencing, only_anomaly
 
-from checker.fencing import check_fencing
-from checker.history import Event, History
-from checker.journal import journals_from
+from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.history import Event, History
+from kraftlab.checker.journal import journals_from
 
 
 def _check(j: JB, history: History | None = None) -> dict[str, Any]:

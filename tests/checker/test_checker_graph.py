@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checker.graph import build_graph, draw_anomaly, find_anomalies, register_view
-from checker.history import Event, History, pair_ops
+from kraftlab.checker.graph import build_graph, draw_anomaly, find_anomalies, register_view
+from kraftlab.checker.history import Event, History, pair_ops
 
 
 def _ops(rows: list[tuple[int, str, str, object]]) -> list:  # type: ignore[type-arg]

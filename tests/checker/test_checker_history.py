@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from checker.edn import read_all
-from checker.formats import detect_format, read_history
-from checker.history import Event, History, HistoryError, pair_ops, read_jsonl, write_jsonl
+from kraftlab.checker.edn import read_all
+from kraftlab.checker.formats import detect_format, read_history
+from kraftlab.checker.history import Event, History, HistoryError, pair_ops, read_jsonl, write_jsonl
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:

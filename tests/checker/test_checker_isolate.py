@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from checker.compose import InThreads, compose
-from checker.isolate import Processes
+from kraftlab.checker.compose import InThreads, compose
+from kraftlab.checker.isolate import Processes
 
 
 def spin_forever(pid_file: str) -> dict[str, Any]:
@@ -127,7 +127,7 @@ def test_in_threads_seam_runs_in_this_process_and_reports_but_cannot_stop() -> N
 def test_check_command_kills_a_search_past_its_hard_limit(capsys: pytest.CaptureFixture[str]) -> None:
     from test_checker_compose import main
 
-    from checker.reference import DEFAULT_DIR
+    from kraftlab.checker.reference import DEFAULT_DIR
 
     c50 = DEFAULT_DIR / "anishathalye__porcupine" / "test_data" / "kv" / "c50-ok.txt"
     if not c50.is_file():

@@ -14,12 +14,12 @@ from checker_registry_sim import BUGS, RegistrySim, history
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checker.history import History, pair_ops
-from checker.linear.budget import Budget
-from checker.linear.keyed import check_across_keys, check_key, merge_keys, op_to_dict
-from checker.linear.race import ACROSS_KEYS, split
-from checker.linearizable import check_linearizable
-from checker.models import build_model
+from kraftlab.checker.history import History, pair_ops
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linear.keyed import check_across_keys, check_key, merge_keys, op_to_dict
+from kraftlab.checker.linear.race import ACROSS_KEYS, split
+from kraftlab.checker.linearizable import check_linearizable
+from kraftlab.checker.models import build_model
 
 
 def verdicts(h: History, model: str) -> tuple[Any, Any, dict[str, Any]]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from checker.formats import read_history
-from checker.history import pair_ops
-from checker.linear.budget import Budget
-from checker.linear.race import race
-from checker.reference import DEFAULT_DIR, load_manifest
+from kraftlab.checker.formats import read_history
+from kraftlab.checker.history import pair_ops
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linear.race import race
+from kraftlab.checker.reference import DEFAULT_DIR, load_manifest
 
 pytestmark = pytest.mark.skipif(not (DEFAULT_DIR / "manifest.json").exists(), reason="no external histories here")
 

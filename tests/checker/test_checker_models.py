@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from checker.formats import read_history
-from checker.history import Event, History, pair_ops
-from checker.linear.budget import Budget
-from checker.linear.explain import explain
-from checker.linear.keyed import check_key, merge_keys, op_to_dict
-from checker.linear.race import race
-from checker.linearizable import check_linearizable
-from checker.models import build_model
-from checker.reference import DEFAULT_DIR
+from kraftlab.checker.formats import read_history
+from kraftlab.checker.history import Event, History, pair_ops
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linear.explain import explain
+from kraftlab.checker.linear.keyed import check_key, merge_keys, op_to_dict
+from kraftlab.checker.linear.race import race
+from kraftlab.checker.linearizable import check_linearizable
+from kraftlab.checker.models import build_model
+from kraftlab.checker.reference import DEFAULT_DIR
 
 
 def hist(*rows: tuple[Any, ...]) -> History:
@@ -242,7 +242,7 @@ class _DyingRegister:
 def test_a_worker_that_dies_makes_the_verdict_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    import checker.linear.race as race_mod
+    import kraftlab.checker.linear.race as race_mod
 
     monkeypatch.setattr(race_mod, "PARALLEL_MIN_OPS", 0)
     ops = pair_ops(seq((0, "write", 1, "ok", 1), (1, "write", 2, "ok", 2)))

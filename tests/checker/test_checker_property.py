@@ -7,10 +7,10 @@ from checker_sim import ANOMALIES, SimRegister, inject
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checker.linear.budget import Budget
-from checker.linearizable import check_linearizable
-from checker.models import build_model
-from checker.run import linearizable_with_anomalies
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linearizable import check_linearizable
+from kraftlab.checker.models import build_model
+from kraftlab.checker.run import linearizable_with_anomalies
 
 
 @given(seed=st.integers(0, 2**32), steps=st.integers(0, 120), procs=st.integers(1, 5),

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checker.run import check_run
+from kraftlab.checker.run import check_run
 
 
 def _write(path: Path, rows: list[tuple[Any, str, str, Any, str | None]]) -> Path:

@@ -7,10 +7,10 @@ from checker_services import registry_apply, registry_request, simulate, topics_
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checker.history import Event, History
-from checker.linear.budget import Budget
-from checker.linearizable import check_linearizable
-from checker.models import build_model
+from kraftlab.checker.history import Event, History
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linearizable import check_linearizable
+from kraftlab.checker.models import build_model
 
 RUNS = {"seed": st.integers(0, 2**32), "steps": st.integers(0, 90), "procs": st.integers(1, 4),
         "crash": st.sampled_from([0.0, 0.1, 0.3])}

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from checker.journal import journals_from
-from checker.raft import check_raft
+from kraftlab.checker.journal import journals_from
+from kraftlab.checker.raft import check_raft
 
-sim = pytest.importorskip("node.sim.cluster")
+sim = pytest.importorskip("kraftlab.node.sim.cluster")
 
 
 class JournalingSimulation(sim.Simulation):  # type: ignore[misc,name-defined]

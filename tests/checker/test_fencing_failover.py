@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 from checker_journals import JB, line_of
 
-from checker.fencing import check_fencing
-from checker.journal import journals_from
+from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.journal import journals_from
 
 S = 1_000_000_000  # one second in journal `mono` units (ns)
 

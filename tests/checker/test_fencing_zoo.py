@@ -9,8 +9,8 @@ from typing import Any
 
 from checker_journals import JB, line_of, only_anomaly
 
-from checker.fencing import check_fencing
-from checker.journal import journals_from
+from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.journal import journals_from
 
 S = 1_000_000_000  # ns
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from checker.history import Event, History
-from checker.linear.budget import Budget
-from checker.linearizable import check_linearizable
-from checker.models import build_model
+from kraftlab.checker.history import Event, History
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linearizable import check_linearizable
+from kraftlab.checker.models import build_model
 
 
 def alter(p: int, pe: int, isr: list[int], out_pe: int, out_isr: list[int]) -> list[tuple[Any, ...]]:

@@ -8,8 +8,8 @@ from typing import Any
 
 from checker_journals import JB, line_of, only_anomaly
 
-from checker.journal import journals_from
-from checker.raft import check_raft
+from kraftlab.checker.journal import journals_from
+from kraftlab.checker.raft import check_raft
 
 
 def _check(j: JB) -> dict[str, Any]:

@@ -12,9 +12,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-from control.host import CommandResult, HostError
-from control.identity import HostIdentity
-from control.shell import ShellDaemons
+from kraftlab.control.host import CommandResult, HostError
+from kraftlab.control.identity import HostIdentity
+from kraftlab.control.shell import ShellDaemons
 
 
 class ChrootHost(HostIdentity, ShellDaemons):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from control.lab import Lab
+from kraftlab.control.lab import Lab
 from kraftlab.deploy import DeployError, Deployment, random_cluster_id
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from control import sshd_lab
-from control.lab import Lab
-from control.labs import clean, lab_down, lab_up
+from kraftlab.control import sshd_lab
+from kraftlab.control.lab import Lab
+from kraftlab.control.labs import clean, lab_down, lab_up
 
 
 @pytest.fixture

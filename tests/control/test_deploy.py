@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from control.fake import FakeHost
-from control.host import CommandResult
-from control.lab import Lab
+from kraftlab.control.fake import FakeHost
+from kraftlab.control.host import CommandResult
+from kraftlab.control.lab import Lab
 from kraftlab.deploy import (
     DAEMON,
     DeployError,
@@ -28,7 +28,7 @@ from kraftlab.deploy import (
     render_properties,
     unfenced_brokers,
 )
-from node.config import config_from_properties, parse_properties
+from kraftlab.node.config import config_from_properties, parse_properties
 
 
 def fake_lab(n: int = 5, backend: str = "netns") -> Lab:

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from cluster_checks import run_cluster
 
-from control import leftovers
-from control.lab import Lab
-from control.labs import clean, lab_down, lab_up
-from control.netns import lab_prefix
-from control.nodesfile import NodeEntry, read, render
+from kraftlab.control import leftovers
+from kraftlab.control.lab import Lab
+from kraftlab.control.labs import clean, lab_down, lab_up
+from kraftlab.control.netns import lab_prefix
+from kraftlab.control.nodesfile import NodeEntry, read, render
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from control_probes import CONNECT, SERVE, WAIT_LISTENING
 
-from control.lab import Lab
-from control.labs import clean, lab_down, lab_up
-from control.preflight import SetupError
+from kraftlab.control.lab import Lab
+from kraftlab.control.labs import clean, lab_down, lab_up
+from kraftlab.control.preflight import SetupError
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(os.geteuid() != 0, reason="starting dockerd needs root")]
 
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.skipif(os.geteuid() != 0, reason="
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[None]:
-    from control import containers
+    from kraftlab.control import containers
 
     if not shutil.which("dockerd"):
         r = subprocess.run("apt-get install -y -qq --no-install-recommends docker.io", shell=True,
@@ -98,7 +98,7 @@ def test_daemons_files_and_timeouts(docker_lab: Lab, tmp_path: Path) -> None:
 
 
 def test_down_removes_everything(engine: None, state_dir: Path, lab_name: str) -> None:
-    from control.containers import LABEL, client
+    from kraftlab.control.containers import LABEL, client
 
     lab_up(lab_name, "docker", 2).close()
     c = client()
@@ -113,7 +113,7 @@ def pid1_cmdline(lab: Lab, node: str) -> str:
 
 
 def container_state(lab: Lab, node: str) -> dict[str, object]:
-    from control.containers import DockerHost
+    from kraftlab.control.containers import DockerHost
 
     h = lab.host(node)
     assert isinstance(h, DockerHost)
@@ -123,7 +123,7 @@ def container_state(lab: Lab, node: str) -> dict[str, object]:
 
 
 def answers(address: str) -> bool:
-    from control.host import HostError
+    from kraftlab.control.host import HostError
     from kraftlab.deploy import direct_query
 
     try:

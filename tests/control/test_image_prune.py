@@ -9,7 +9,7 @@ import pytest
 
 docker = pytest.importorskip("docker")
 
-from control.containers import NODE_REPO, _created_at, prune_node_images  # noqa: E402
+from kraftlab.control.containers import NODE_REPO, _created_at, prune_node_images  # noqa: E402
 
 NOW = _created_at("2026-11-22T12:00:00Z")
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from control.fake import FakeHost
-from control.host import Host, HostError
-from control.lab import Lab
-from control.preflight import SetupError, require_commands
-from control.state import HostRecord, LabState, list_states, load_state, remove_state, save_state
-from control.subnet import pick_free
+from kraftlab.control.fake import FakeHost
+from kraftlab.control.host import Host, HostError
+from kraftlab.control.lab import Lab
+from kraftlab.control.preflight import SetupError, require_commands
+from kraftlab.control.state import HostRecord, LabState, list_states, load_state, remove_state, save_state
+from kraftlab.control.subnet import pick_free
 
 
 def make_lab(n: int = 5) -> Lab:
@@ -127,7 +127,7 @@ def test_missing_command_names_package() -> None:
 
 
 def test_docker_not_running_says_how_to_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from control.containers import client
+    from kraftlab.control.containers import client
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
     with pytest.raises(SetupError, match=r"Docker daemon is not running.*apt-get install -y docker.io"):
@@ -135,7 +135,7 @@ def test_docker_not_running_says_how_to_fix(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_unknown_backend_is_refused() -> None:
-    from control.labs import backend_module
+    from kraftlab.control.labs import backend_module
 
     with pytest.raises(ValueError, match="unknown backend 'lxc'"):
         backend_module("lxc")
@@ -147,7 +147,7 @@ def test_local_daemon_pid(tmp_path: Path) -> None:
     import subprocess
     import time
 
-    from control.shell import local_daemon_pid, pid_file
+    from kraftlab.control.shell import local_daemon_pid, pid_file
 
     workdir = str(tmp_path)
     assert local_daemon_pid(workdir, "d") is None  # no pid file

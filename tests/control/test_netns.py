@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from control_probes import CONNECT, SERVE, WAIT_LISTENING
 
-from control import leftovers
-from control.lab import Lab
-from control.labs import clean, lab_down, lab_up, load_lab
-from control.netns import WORK_ROOT, lab_prefix
-from control.state import state_path
+from kraftlab.control import leftovers
+from kraftlab.control.lab import Lab
+from kraftlab.control.labs import clean, lab_down, lab_up, load_lab
+from kraftlab.control.netns import WORK_ROOT, lab_prefix
+from kraftlab.control.state import state_path
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 

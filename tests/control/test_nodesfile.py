@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from control.nodesfile import NodeEntry, from_ssh_config, parse, render
-from control.vagrant import nodes_from_ssh_config
+from kraftlab.control.nodesfile import NodeEntry, from_ssh_config, parse, render
+from kraftlab.control.vagrant import nodes_from_ssh_config
 
 RECORDED = (Path(__file__).parent / "data" / "vagrant-ssh-config.txt").read_text()
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from control import sshd_lab
-from control.host import HostError
-from control.lab import Lab
-from control.labs import load_lab
-from control.nodesfile import NodeEntry, read
-from control.ssh import SshHost
+from kraftlab.control import sshd_lab
+from kraftlab.control.host import HostError
+from kraftlab.control.lab import Lab
+from kraftlab.control.labs import load_lab
+from kraftlab.control.nodesfile import NodeEntry, read
+from kraftlab.control.ssh import SshHost
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 

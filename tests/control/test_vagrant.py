@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from control import vagrant
+from kraftlab.control import vagrant
 
 VDIR = Path(__file__).resolve().parents[2] / "vagrant"
 
@@ -86,7 +86,7 @@ def chroot(tmp_path: Path) -> Iterator[Path]:
     """A Debian 12 minbase root (debootstrap), with /proc mounted; unmounted afterwards."""
     if os.geteuid() != 0 or not shutil.which("debootstrap"):
         pytest.skip("needs root and debootstrap (apt-get install -y debootstrap)")
-    from control.containers import BASE_PACKAGES, apt_mirror
+    from kraftlab.control.containers import BASE_PACKAGES, apt_mirror
 
     root = Path("/var/tmp") / f"kraftlab-provision-{os.getpid()}-{tmp_path.name}"
     r = subprocess.run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(root),
@@ -105,7 +105,7 @@ def chroot(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.mark.slow
 def test_provision_twice_in_a_chroot(chroot: Path, state_dir: Path, tmp_path: Path) -> None:
-    from control.wheels import build_wheelhouse
+    from kraftlab.control.wheels import build_wheelhouse
 
     build_wheelhouse(chroot / "tmp" / "kraftlab-wheels")
     shutil.copy(VDIR / "provision.sh", chroot / "provision.sh")
@@ -130,7 +130,7 @@ def start_single_node(root: Path, tmp_path: Path) -> None:
     its own network namespace, formatted, started, leader with its broker unfenced, then stopped."""
     from chroot_host import ChrootHost
 
-    from control.lab import Lab
+    from kraftlab.control.lab import Lab
     from kraftlab.deploy import Deployment
 
     host = ChrootHost("n1", root, "klchroot-" + os.urandom(4).hex())
@@ -158,10 +158,10 @@ def test_vagrant_backend_flow(sshd: tuple[object, Path], state_dir: Path, tmp_pa
     """`lab up/down --backend vagrant` with a stand-in `vagrant` whose VMs are the sshd namespaces:
     wheels built into the folder, `vagrant up`, ssh-config → nodes file, host keys recorded only
     with the flag, then `vagrant destroy -f` on down."""
-    from control.labs import lab_down, lab_up
-    from control.nodesfile import read
-    from control.state import load_state
     from kraftlab.cli import main
+    from kraftlab.control.labs import lab_down, lab_up
+    from kraftlab.control.nodesfile import read
+    from kraftlab.control.state import load_state
 
     _, nodes_file = sshd
     entries = read(str(nodes_file))

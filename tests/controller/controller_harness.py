@@ -12,10 +12,10 @@ from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest,
 from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 
-from node.controller.fake_quorum import FakeQuorum
-from node.controller.ports import ControllerConfig, Reply
-from node.controller.quorum_controller import QuorumController
-from node.metadata.journal import JournalEvent
+from kraftlab.node.controller.fake_quorum import FakeQuorum
+from kraftlab.node.controller.ports import ControllerConfig, Reply
+from kraftlab.node.controller.quorum_controller import QuorumController
+from kraftlab.node.metadata.journal import JournalEvent
 
 CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
 

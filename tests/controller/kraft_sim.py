@@ -21,7 +21,7 @@ from typing import Any
 from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
 
-from node.broker import (
+from kraftlab.node.broker import (
     BrokerApis,
     BrokerConfig,
     BrokerEndpoint,
@@ -32,16 +32,16 @@ from node.broker import (
     Forward,
     SendToController,
 )
-from node.controller import ControllerConfig, NotLeader, QuorumController, Reply
-from node.metadata.image import MetadataImage
-from node.metadata.journal import JournalEvent
-from node.raft.config import RaftConfig
-from node.raft.core import NotLeader as RaftNotLeader
-from node.raft.core import Output, RaftCore
-from node.raft.node import RaftNode
-from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
-from node.sim.network import Network
-from node.sim.scheduler import EventQueue
+from kraftlab.node.controller import ControllerConfig, NotLeader, QuorumController, Reply
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import NotLeader as RaftNotLeader
+from kraftlab.node.raft.core import Output, RaftCore
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from kraftlab.node.sim.network import Network
+from kraftlab.node.sim.scheduler import EventQueue
 
 CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
 DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT = range(8)

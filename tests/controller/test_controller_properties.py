@@ -18,9 +18,9 @@ from kio.schema.alter_partition_reassignments.v0.request import (
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 
-from node.controller.ports import ControllerConfig
-from node.controller.quorum_controller import QuorumController
-from node.metadata.image import MetadataImage
+from kraftlab.node.controller.ports import ControllerConfig
+from kraftlab.node.controller.quorum_controller import QuorumController
+from kraftlab.node.metadata.image import MetadataImage
 
 BROKERS = (1, 2, 3, 4)
 ops = st.lists(

@@ -7,8 +7,8 @@ from controller_harness import Harness
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
 from kio.schema.errors import ErrorCode
 
-from node.metadata.image import MetadataImage
-from node.metadata.records import decode
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.records import decode
 
 
 def test_standbys_replay_identically(h3: Harness) -> None:
@@ -109,8 +109,8 @@ def test_snapshot_round_trip_and_load(h3: Harness) -> None:
     assert rebuilt == h.ctrls[2].committed_image
     assert rebuilt.digest() == h.ctrls[1].committed_image.digest()
     # a fresh controller loading the snapshot then the rest of the log ends identical
-    from node.controller.ports import ControllerConfig
-    from node.controller.quorum_controller import QuorumController
+    from kraftlab.node.controller.ports import ControllerConfig
+    from kraftlab.node.controller.quorum_controller import QuorumController
 
     fresh = QuorumController(ControllerConfig(node_id=9, cluster_id="x"), h.q.writer(9))
     fresh.handle_load_snapshot(snap_id, records)

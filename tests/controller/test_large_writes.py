@@ -7,10 +7,10 @@ from __future__ import annotations
 from controller_harness import Harness
 from kio.schema.errors import ErrorCode
 
-from node.controller.write import MAX_RECORDS_PER_BATCH, split_batches
-from node.metadata.image import MetadataImage
-from node.metadata.records import FenceBrokerRecord, decode
-from node.raft.ports import Record
+from kraftlab.node.controller.write import MAX_RECORDS_PER_BATCH, split_batches
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.records import FenceBrokerRecord, decode
+from kraftlab.node.raft.ports import Record
 
 
 def test_split_batches_bounds_count_and_bytes() -> None:

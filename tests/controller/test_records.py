@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.metadata.records import (
+from kraftlab.node.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
     FenceBrokerRecord,
@@ -125,8 +125,8 @@ def test_dump_json_matches_kip631_example() -> None:
 def test_dump_payload_is_one_json_line() -> None:
     import json
 
-    from node.metadata.records import dump_payload
-    from node.raft.ports import Record
+    from kraftlab.node.metadata.records import dump_payload
+    from kraftlab.node.raft.ports import Record
 
     line = dump_payload(to_log_record(FenceBrokerRecord(id=3, epoch=42)))
     assert line is not None and "\n" not in line
@@ -149,7 +149,7 @@ def test_dump_payload_is_one_json_line() -> None:
 def test_fast_partition_encoder_matches_kio(pid, tid, replicas, isr, removing, adding, leader, epochs, elr) -> None:
     import io
 
-    from node.metadata import records as r
+    from kraftlab.node.metadata import records as r
 
     rec = PartitionRecord(
         partition_id=pid,
@@ -182,7 +182,7 @@ def test_fast_partition_encoder_matches_kio(pid, tid, replicas, isr, removing, a
 def test_fast_partition_change_encoder_matches_kio(pid, tid, isr, leader, replicas, removing, adding, elr) -> None:
     import io
 
-    from node.metadata import records as r
+    from kraftlab.node.metadata import records as r
 
     rec = PartitionChangeRecord(
         partition_id=pid,

@@ -7,7 +7,7 @@ import uuid
 from controller_harness import CLUSTER_ID, Harness
 from kio.schema.errors import ErrorCode
 
-from node.metadata.records import decode
+from kraftlab.node.metadata.records import decode
 
 
 def test_epoch_is_offset_of_register_record(h: Harness) -> None:

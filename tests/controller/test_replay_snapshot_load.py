@@ -8,9 +8,9 @@ import gc
 import pytest
 from controller_harness import Harness
 
-from node.metadata.records import RecordFormatError
-from node.metadata.replay import CommittedReplay
-from node.raft.ports import OffsetAndEpoch, Record
+from kraftlab.node.metadata.records import RecordFormatError
+from kraftlab.node.metadata.replay import CommittedReplay
+from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 
 
 def test_load_snapshot_rebuilds_the_image_and_restores_gc() -> None:

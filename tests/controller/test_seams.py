@@ -14,12 +14,12 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v1.request import MetadataRequest as Metadata1
 from kio.schema.metadata.v12.request import MetadataRequest as Metadata12
 
-from node.controller import InMemoryLog, NotLeader, error_response, is_controller_listener_api
-from node.controller.messages import api_name, as_values, build, respond, response_class
-from node.metadata.fanout import FanOut
-from node.metadata.records import NoOpRecord, to_log_record
-from node.metadata.replay import CommittedReplay
-from node.raft.ports import Batch, OffsetAndEpoch
+from kraftlab.node.controller import InMemoryLog, NotLeader, error_response, is_controller_listener_api
+from kraftlab.node.controller.messages import api_name, as_values, build, respond, response_class
+from kraftlab.node.metadata.fanout import FanOut
+from kraftlab.node.metadata.records import NoOpRecord, to_log_record
+from kraftlab.node.metadata.replay import CommittedReplay
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch
 
 
 def test_build_fills_only_fields_of_the_version() -> None:

@@ -6,8 +6,8 @@ import json
 
 from controller_harness import Harness
 
-from node.metadata.records import uuid_to_kafka
-from node.metadata.shell import MetadataShell, image_tree
+from kraftlab.node.metadata.records import uuid_to_kafka
+from kraftlab.node.metadata.shell import MetadataShell, image_tree
 
 
 def test_shell_browses_the_image(h: Harness) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kraft_sim import FAULT, KraftSim
 
-from node.broker import BrokerState
+from kraftlab.node.broker import BrokerState
 
 
 def test_quiet_cluster_all_brokers_unfenced_quickly() -> None:

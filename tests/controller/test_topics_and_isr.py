@@ -9,7 +9,7 @@ from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequ
 from kio.schema.errors import ErrorCode
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 
-from node.metadata.records import decode
+from kraftlab.node.metadata.records import decode
 
 
 def _records_of_last_batch(h: Harness) -> list[str]:

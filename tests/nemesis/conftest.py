@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from nemesis.core import Nemesis
-from nemesis.fakes import FakeNodeControl
-from nemesis.ports import MemoryLedger
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.fakes import FakeNodeControl
+from kraftlab.nemesis.ports import MemoryLedger
 
 
 class Recorded(list[dict[str, Any]]):

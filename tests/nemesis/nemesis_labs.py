@@ -9,14 +9,14 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-from control.lab import Lab
+from kraftlab.control.lab import Lab
 
 
 @contextlib.contextmanager
 def namespace_lab(state_dir: Path, prefix: str, nodes: int) -> Iterator[Lab]:
     """`nodes` namespace hosts named `prefix` + random hex; KRAFTLAB_STATE_DIR points at `state_dir`
     while the lab lives (the fixtures using it are module-scoped, so no monkeypatch)."""
-    from control.labs import clean, lab_up
+    from kraftlab.control.labs import clean, lab_up
 
     old = os.environ.get("KRAFTLAB_STATE_DIR")
     os.environ["KRAFTLAB_STATE_DIR"] = str(state_dir)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from control.lab import Lab
-from nemesis.cleanup import clean_lab, cleanup_scripts, ledger_for, ledger_path
-from nemesis.core import Nemesis
-from nemesis.fakes import FakeNodeControl
+from kraftlab.control.lab import Lab
+from kraftlab.nemesis.cleanup import clean_lab, cleanup_scripts, ledger_for, ledger_path
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.fakes import FakeNodeControl
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ def test_bad_arguments_exit_254() -> None:
 
 def test_run_arguments_for_the_test_command() -> None:
     from kraftlab.cli import _Parser
-    from nemesis.session import add_run_arguments
+    from kraftlab.nemesis.session import add_run_arguments
 
     parser = _Parser(prog="t")
     add_run_arguments(parser)

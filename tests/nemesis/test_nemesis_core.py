@@ -12,11 +12,11 @@ import time
 import pytest
 from conftest import Recorded
 
-from control.host import CommandResult
-from nemesis.core import Nemesis
-from nemesis.fakes import FakeNodeControl
-from nemesis.ports import MemoryLedger
-from nemesis.runner import Terminated, guarded
+from kraftlab.control.host import CommandResult
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.fakes import FakeNodeControl
+from kraftlab.nemesis.ports import MemoryLedger
+from kraftlab.nemesis.runner import Terminated, guarded
 
 NEUTRAL = '{"offset_ms": 0.0, "rate": 1.0, "anchor_mono_ns": 0}'
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from nemesis_labs import namespace_lab
 
-from control.lab import Lab
-from nemesis.cleanup import ledger_for
-from nemesis.core import Nemesis
+from kraftlab.control.lab import Lab
+from kraftlab.nemesis.cleanup import ledger_for
+from kraftlab.nemesis.core import Nemesis
 
 pytestmark = [pytest.mark.netns, pytest.mark.e2e,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
-              pytest.mark.skipif(importlib.util.find_spec("node.server") is None, reason="no node server yet")]
+              pytest.mark.skipif(importlib.util.find_spec("kraftlab.node.server") is None, reason="no node server yet")]
 
 
 @pytest.fixture(scope="module")

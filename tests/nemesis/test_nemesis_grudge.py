@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemesis import grudge as g
+from kraftlab.nemesis import grudge as g
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 

@@ -20,13 +20,13 @@ from conftest import Recorded
 from nemesis_labs import namespace_lab
 from nemesis_programs import write_programs
 
-from control.lab import Lab
-from nemesis import grudge as g
-from nemesis.cleanup import clean_lab, ledger_for
-from nemesis.clockfile import parse
-from nemesis.core import Nemesis
-from nemesis.daemon_control import DaemonNodeControl
-from nemesis.netfilter import partition_chain
+from kraftlab.control.lab import Lab
+from kraftlab.nemesis import grudge as g
+from kraftlab.nemesis.cleanup import clean_lab, ledger_for
+from kraftlab.nemesis.clockfile import parse
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.daemon_control import DaemonNodeControl
+from kraftlab.nemesis.netfilter import partition_chain
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
@@ -268,11 +268,11 @@ def test_disk_damage_on_a_stopped_node(control: DaemonNodeControl, nemesis: Neme
 KILLED_RUN = """
 import sys, time
 sys.path.insert(0, {repo!r})
-from control.labs import load_lab
-from nemesis.cleanup import ledger_for
-from nemesis.core import Nemesis
-from nemesis.daemon_control import DaemonNodeControl
-from nemesis.netfilter import partition_chain
+from kraftlab.control.labs import load_lab
+from kraftlab.nemesis.cleanup import ledger_for
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.daemon_control import DaemonNodeControl
+from kraftlab.nemesis.netfilter import partition_chain
 lab = load_lab({name!r})
 ctl = DaemonNodeControl(lab.hosts, daemon="node")
 n = Nemesis(lab.name, ctl, ledger=ledger_for(lab.name))
@@ -337,7 +337,7 @@ def test_manual_cli_partition_status_heal(lab: Lab, programs: dict[str, str], co
 
 def test_manual_replay_of_a_saved_schedule(lab: Lab, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from kraftlab.cli import main
-    from nemesis.schedule import generate, save
+    from kraftlab.nemesis.schedule import generate, save
 
     sched = generate(["partition", "packet"], seed=9, interval=0.2, duration=1.5, nodes=lab.names,
                      controllers=lab.names[:3], brokers=lab.names[3:])

@@ -16,12 +16,12 @@ from conftest import Recorded
 from nemesis_labs import namespace_lab
 from nemesis_programs import write_programs
 
-from control.lab import Lab
-from nemesis.cleanup import ledger_for
-from nemesis.core import Nemesis
-from nemesis.daemon_control import DaemonNodeControl
-from nemesis.fakes import FakeNodeControl
-from nemesis.netfilter import drop_rules
+from kraftlab.control.lab import Lab
+from kraftlab.nemesis.cleanup import ledger_for
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.daemon_control import DaemonNodeControl
+from kraftlab.nemesis.fakes import FakeNodeControl
+from kraftlab.nemesis.netfilter import drop_rules
 
 
 def test_rules_match_only_tcp_syns_in_new_connections_mode() -> None:

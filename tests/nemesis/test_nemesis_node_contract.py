@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from nemesis.clockfile import ClockSetting, write_command
-from nemesis.disk import damage_command
-from node.clock import ManualTime, SkewedClock
-from node.raft.ports import Batch, Record
-from node.storage.log import DiskLog
+from kraftlab.nemesis.clockfile import ClockSetting, write_command
+from kraftlab.nemesis.disk import damage_command
+from kraftlab.node.clock import ManualTime, SkewedClock
+from kraftlab.node.raft.ports import Batch, Record
+from kraftlab.node.storage.log import DiskLog
 
 
 def sh(command: str) -> str:

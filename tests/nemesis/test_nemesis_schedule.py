@@ -12,11 +12,11 @@ from conftest import Recorded
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from control.host import CommandResult
-from nemesis.core import Nemesis
-from nemesis.fakes import FakeNodeControl
-from nemesis.runner import ScheduleRunner
-from nemesis.schedule import PACKAGES, STOPS, ScheduleError, generate, load, parse_packages, save
+from kraftlab.control.host import CommandResult
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.fakes import FakeNodeControl
+from kraftlab.nemesis.runner import ScheduleRunner
+from kraftlab.nemesis.schedule import PACKAGES, STOPS, ScheduleError, generate, load, parse_packages, save
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 KW = {"nodes": NODES, "controllers": NODES[:3], "brokers": NODES[3:]}
@@ -110,11 +110,11 @@ def test_runner_stops_early_and_heals() -> None:
 
 
 def test_session_saves_the_schedule_records_into_the_history_and_replays(tmp_path: Path) -> None:
-    from checker.history import read_jsonl
-    from nemesis.fault import WINDOWS
-    from nemesis.ports import MemoryLedger
-    from nemesis.session import history_recorder, prepare_run
-    from workloads.history import HistoryWriter
+    from kraftlab.checker.history import read_jsonl
+    from kraftlab.nemesis.fault import WINDOWS
+    from kraftlab.nemesis.ports import MemoryLedger
+    from kraftlab.nemesis.session import history_recorder, prepare_run
+    from kraftlab.workloads.history import HistoryWriter
 
     def one_run(run_dir: Path, replay_from: Path | None) -> list[tuple[str, str, object]]:
         run_dir.mkdir(parents=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from nemesis.clockfile import ClockSetting, monotonic_command, parse, write_command
-from nemesis.disk import PARTITION_DIR, damage_command
-from nemesis.netfilter import MAX_CHAIN, loss_chain, partition_chain
+from kraftlab.nemesis.clockfile import ClockSetting, monotonic_command, parse, write_command
+from kraftlab.nemesis.disk import PARTITION_DIR, damage_command
+from kraftlab.nemesis.netfilter import MAX_CHAIN, loss_chain, partition_chain
 
 
 def sh(command: str) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from nemesis.targets import TargetError, resolve
+from kraftlab.nemesis.targets import TargetError, resolve
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 KW = {"controllers": ["n1", "n2", "n3"], "brokers": ["n4", "n5"]}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from node.config import render_properties
+from kraftlab.node.config import render_properties
 
 
 @pytest.fixture

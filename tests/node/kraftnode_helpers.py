@@ -14,22 +14,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from node import metrics as mx
-from node.cli import CommandFailed, append_test_records, describe_quorum
-from node.clock import SkewedClock
-from node.config import config_from_properties, render_properties
-from node.journal import MemoryJournal
-from node.process.commit_log import CommitLog
-from node.process.driver import RaftDriver
-from node.protocol.client import ProtocolClient
-from node.protocol.errors import RequestError
-from node.raft import messages as m
-from node.raft.config import RaftConfig
-from node.raft.core import RaftCore
-from node.raft.node import RaftNode
-from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
-from node.storage.log import DiskLog
-from node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.node import metrics as mx
+from kraftlab.node.cli import CommandFailed, append_test_records, describe_quorum
+from kraftlab.node.clock import SkewedClock
+from kraftlab.node.config import config_from_properties, render_properties
+from kraftlab.node.journal import MemoryJournal
+from kraftlab.node.process.commit_log import CommitLog
+from kraftlab.node.process.driver import RaftDriver
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.errors import RequestError
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from kraftlab.node.storage.log import DiskLog
+from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
 
 
 def free_ports(n: int) -> list[int]:

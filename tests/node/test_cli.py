@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from kraftnode_helpers import free_ports, node_properties
 
-from node.cli import cluster_json, main, quorum_json
-from node.storage.meta_properties import random_cluster_id, read_meta_properties
+from kraftlab.node.cli import cluster_json, main, quorum_json
+from kraftlab.node.storage.meta_properties import random_cluster_id, read_meta_properties
 
 VOTERS = {1: 19093, 2: 19094, 3: 19095}
 
@@ -86,7 +86,7 @@ def test_config_errors_are_one_line(
 def test_start_refuses_unformatted_and_mismatched(tmp_path: Path, write_config: Callable[..., Path]) -> None:
     props = node_properties(1, tmp_path, VOTERS)
     cfg = str(write_config(props))
-    run = [sys.executable, "-m", "node.cli", "start", "--config", cfg]
+    run = [sys.executable, "-m", "kraftlab.node.cli", "start", "--config", cfg]
     proc = subprocess.run(run, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "not formatted" in proc.stderr or "does not exist" in proc.stderr
@@ -154,10 +154,10 @@ def test_quorum_and_cluster_json() -> None:
 
 
 def test_dump_log_decodes_and_reports_damage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from node.metadata.records import NoOpRecord, to_log_record
-    from node.raft.ports import Batch, Record
-    from node.storage.layout import partition_dir
-    from node.storage.log import DiskLog
+    from kraftlab.node.metadata.records import NoOpRecord, to_log_record
+    from kraftlab.node.raft.ports import Batch, Record
+    from kraftlab.node.storage.layout import partition_dir
+    from kraftlab.node.storage.log import DiskLog
 
     meta = tmp_path / "meta"
     with DiskLog.open(meta) as disk:
@@ -180,11 +180,11 @@ def test_dump_log_decodes_and_reports_damage(tmp_path: Path, capsys: pytest.Capt
 def test_shell_over_snapshot_and_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import uuid
 
-    from node.cli import load_image
-    from node.metadata.records import PartitionRecord, TopicRecord, to_log_record
-    from node.raft.ports import Batch, OffsetAndEpoch
-    from node.storage.log import DiskLog
-    from node.storage.snapshots import DiskSnapshotStore
+    from kraftlab.node.cli import load_image
+    from kraftlab.node.metadata.records import PartitionRecord, TopicRecord, to_log_record
+    from kraftlab.node.raft.ports import Batch, OffsetAndEpoch
+    from kraftlab.node.storage.log import DiskLog
+    from kraftlab.node.storage.snapshots import DiskSnapshotStore
 
     meta = tmp_path / "meta"
     t1, t2 = uuid.uuid4(), uuid.uuid4()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from node.clock import CHECK_INTERVAL_NS, SLEW, ManualTime, Skew, SkewedClock, write_skew
+from kraftlab.node.clock import CHECK_INTERVAL_NS, SLEW, ManualTime, Skew, SkewedClock, write_skew
 
 MS = 1_000_000
 S = 1_000_000_000

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.config import (
+from kraftlab.node.config import (
     ConfigError,
     config_from_properties,
     load_config,

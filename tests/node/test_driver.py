@@ -12,10 +12,10 @@ import asyncio
 import pytest
 from kraftnode_helpers import Cluster
 
-from node import metrics as mx
-from node.raft import messages as m
-from node.raft.core import NotLeader
-from node.raft.ports import Record
+from kraftlab.node import metrics as mx
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.core import NotLeader
+from kraftlab.node.raft.ports import Record
 
 
 def test_single_voter_commits_and_journals() -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kraftnode_helpers import ProcessCluster
 
-from node.cli import main as cli_main
-from node.journal import read_journal
+from kraftlab.node.cli import main as cli_main
+from kraftlab.node.journal import read_journal
 
 pytestmark = [
     pytest.mark.e2e,

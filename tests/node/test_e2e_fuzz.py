@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from kraftnode_helpers import KRAFT_NODE, free_ports, node_properties, read_log_values
 
-from node.cli import append_test_records, describe_quorum
-from node.config import config_from_properties, render_properties
-from node.protocol.client import ProtocolClient
-from node.storage.log import DiskLog
-from node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.node.cli import append_test_records, describe_quorum
+from kraftlab.node.config import config_from_properties, render_properties
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.storage.log import DiskLog
+from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the protocol fuzzer
 from protocol.fuzzing import fuzz

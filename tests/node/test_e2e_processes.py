@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kraftnode_helpers import KRAFT_NODE, ProcessCluster, read_log_values
 
-from node.journal import read_journal
+from kraftlab.node.journal import read_journal
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

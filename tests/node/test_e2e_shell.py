@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from kraftnode_helpers import KRAFT_NODE, free_ports, node_properties
 
-from node.cli import CommandFailed, describe_cluster, main
-from node.config import config_from_properties, render_properties
-from node.protocol.client import ProtocolClient
-from node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.node.cli import CommandFailed, describe_cluster, main
+from kraftlab.node.config import config_from_properties, render_properties
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 from kraftnode_helpers import free_ports, node_properties, until_leader
 
-from node.cli import append_test_records
-from node.config import config_from_properties
-from node.journal import read_journal
-from node.process.commit_log import CommitLog, CommitLogApplication
-from node.process.seam import NodeContext
-from node.protocol.client import ProtocolClient
-from node.raft.ports import Batch, StateMachine
-from node.server import EXIT_FAILED, NodeServer
-from node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.node.cli import append_test_records
+from kraftlab.node.config import config_from_properties
+from kraftlab.node.journal import read_journal
+from kraftlab.node.process.commit_log import CommitLog, CommitLogApplication
+from kraftlab.node.process.seam import NodeContext
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.raft.ports import Batch, StateMachine
+from kraftlab.node.server import EXIT_FAILED, NodeServer
+from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
 
 
 class PoisonedLog(CommitLog):

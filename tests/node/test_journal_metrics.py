@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from node.clock import ManualTime, SkewedClock
-from node.journal import JournalWriter, MemoryJournal, read_journal
-from node.metrics import (
+from kraftlab.node.clock import ManualTime, SkewedClock
+from kraftlab.node.journal import JournalWriter, MemoryJournal, read_journal
+from kraftlab.node.metrics import (
     RAFT_ELECTIONS,
     RAFT_EPOCH,
     RAFT_ROLE,

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from kraftnode_helpers import free_ports, node_properties, until_leader
 
-from node import metrics as mx
-from node.cli import append_test_records, describe_quorum
-from node.config import config_from_properties
-from node.journal import read_journal
-from node.process.commit_log import CommitLog, CommitLogApplication
-from node.protocol.client import ProtocolClient
-from node.server import EXIT_OK, NodeServer
-from node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.node import metrics as mx
+from kraftlab.node.cli import append_test_records, describe_quorum
+from kraftlab.node.config import config_from_properties
+from kraftlab.node.journal import read_journal
+from kraftlab.node.process.commit_log import CommitLog, CommitLogApplication
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.server import EXIT_OK, NodeServer
+from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
 
 
 def test_single_voter_serves_appends_and_stops(tmp_path: Path) -> None:
@@ -63,8 +63,8 @@ def test_single_voter_serves_appends_and_stops(tmp_path: Path) -> None:
 
 
 def test_raft_requests_from_another_cluster_are_refused(tmp_path: Path) -> None:
-    from node.raft import messages as m
-    from node.raft import wire
+    from kraftlab.node.raft import messages as m
+    from kraftlab.node.raft import wire
 
     (port,) = free_ports(1)
     config = config_from_properties(node_properties(1, tmp_path, {1: port}))

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from kraftnode_helpers import free_ports, node_properties
 
-from node.config import config_from_properties
-from node.journal import read_journal
-from node.process.application import KraftApplication
-from node.raft.ports import Batch, Record
-from node.server import EXIT_FAILED, NodeServer
-from node.storage.layout import partition_dir
-from node.storage.log import DiskLog
-from node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.node.config import config_from_properties
+from kraftlab.node.journal import read_journal
+from kraftlab.node.process.application import KraftApplication
+from kraftlab.node.raft.ports import Batch, Record
+from kraftlab.node.server import EXIT_FAILED, NodeServer
+from kraftlab.node.storage.layout import partition_dir
+from kraftlab.node.storage.log import DiskLog
+from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
 
 
 def _config(tmp_path: Path, **extra: str):  # type: ignore[no-untyped-def]

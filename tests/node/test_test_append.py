@@ -6,11 +6,11 @@ import asyncio
 
 from kraftnode_helpers import Cluster
 
-from node.cli import append_test_records
-from node.protocol.client import ProtocolClient
-from node.protocol.registry import ApiRegistry
-from node.protocol.server import ProtocolServer
-from node.server import register_test_append
+from kraftlab.node.cli import append_test_records
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.registry import ApiRegistry
+from kraftlab.node.protocol.server import ProtocolServer
+from kraftlab.node.server import register_test_append
 
 
 def test_produce_appends_on_leader_and_refuses_elsewhere() -> None:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # makes ``protocol.*`` importable
 
-from node.protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from node.protocol.server import ProtocolServer
+from kraftlab.node.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from kraftlab.node.protocol.server import ProtocolServer
 from protocol.handlers import example_registry
 
 
@@ -48,7 +48,7 @@ class _Tally(logging.Handler):
 
 async def serve(max_frame_bytes: int) -> dict[str, object]:
     tally = _Tally()
-    logger = logging.getLogger("node.protocol")
+    logger = logging.getLogger("kraftlab.node.protocol")
     logger.addHandler(tally)
     logger.setLevel(logging.INFO)
     logger.propagate = False

@@ -33,11 +33,11 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.static.primitive import i16, i32
 from kio.static.protocol import RequestPayload
 
-from node.protocol.api_versions import ranges_from_response
-from node.protocol.codec import encode_entity
-from node.protocol.errors import FrameError, ProtocolError
-from node.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE_PREFIX, frame, read_frame
-from node.protocol.headers import (
+from kraftlab.node.protocol.api_versions import ranges_from_response
+from kraftlab.node.protocol.codec import encode_entity
+from kraftlab.node.protocol.errors import FrameError, ProtocolError
+from kraftlab.node.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE_PREFIX, frame, read_frame
+from kraftlab.node.protocol.headers import (
     API_VERSIONS_KEY,
     encode_request,
     parse_response,
@@ -45,7 +45,7 @@ from node.protocol.headers import (
     request_header_type,
     request_schema,
 )
-from node.protocol.negotiate import api_versions_request
+from kraftlab.node.protocol.negotiate import api_versions_request
 from protocol.entities import EntityFactory
 
 MUST_CLOSE = "must-close"

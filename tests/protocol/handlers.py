@@ -14,8 +14,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from node.protocol.headers import response_schema
-from node.protocol.registry import ApiRegistry, RequestContext
+from kraftlab.node.protocol.headers import response_schema
+from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
 from protocol.entities import zero_entity
 
 METADATA_KEY, METADATA_VERSIONS = 3, (0, 12)

@@ -7,7 +7,7 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersions
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
 from kio.schema.errors import ErrorCode
 
-from node.protocol.api_versions import (
+from kraftlab.node.protocol.api_versions import (
     ApiRange,
     Feature,
     FinalizedFeatures,
@@ -16,8 +16,8 @@ from node.protocol.api_versions import (
     pick_version,
     ranges_from_response,
 )
-from node.protocol.errors import UnsupportedApi, UnsupportedVersion
-from node.protocol.registry import ApiRegistry
+from kraftlab.node.protocol.errors import UnsupportedApi, UnsupportedVersion
+from kraftlab.node.protocol.registry import ApiRegistry
 from protocol.handlers import example_registry
 
 RANGES = (ApiRange(3, 0, 12), ApiRange(18, 0, 4), ApiRange(19, 2, 7))

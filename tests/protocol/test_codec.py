@@ -12,9 +12,9 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.protocol import Entity
 
-from node.protocol.bounds import check_bounds, read_uvarint
-from node.protocol.codec import decode_entity, decode_exact, encode_entity
-from node.protocol.errors import EncodingError, MalformedFrame
+from kraftlab.node.protocol.bounds import check_bounds, read_uvarint
+from kraftlab.node.protocol.codec import decode_entity, decode_exact, encode_entity
+from kraftlab.node.protocol.errors import EncodingError, MalformedFrame
 from protocol.entities import EntityFactory
 
 
@@ -142,7 +142,7 @@ def test_unknown_tagged_fields_are_skipped_at_every_depth() -> None:
     """KIP-482: a reader skips tags it does not know (kio's native reader refuses them; the codec cuts them out)."""
     from kio.schema.api_versions.v3.response import ApiVersionsResponse
 
-    from node.protocol.api_versions import ApiRange, Feature, build_api_versions_response
+    from kraftlab.node.protocol.api_versions import ApiRange, Feature, build_api_versions_response
 
     expected = build_api_versions_response(3, (ApiRange(18, 0, 4),), supported=(Feature("x", 1, 2),))
     feature = "0278" + "0001" + "0002"  # name "x", min 1, max 2

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from node.protocol.api_versions import ApiRange, build_api_versions_response
-from node.protocol.framing import read_frame
-from node.protocol.headers import encode_response, peek_correlation_id
+from kraftlab.node.protocol.api_versions import ApiRange, build_api_versions_response
+from kraftlab.node.protocol.framing import read_frame
+from kraftlab.node.protocol.headers import encode_response, peek_correlation_id
 from protocol.fuzzing import EXPECTATIONS, MUST_CLOSE, FrameGenerator, fuzz, fuzz_async
 
 SERVER = Path(__file__).with_name("example_server.py")

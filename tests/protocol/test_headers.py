@@ -18,11 +18,11 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.static.primitive import i16, i32
 
-from node.protocol.api_versions import ApiRange, build_api_versions_response, unsupported_api_versions_response
-from node.protocol.codec import encode_entity
-from node.protocol.errors import EncodingError, FrameTooLarge, MalformedFrame, TruncatedFrame, UnsupportedApi
-from node.protocol.framing import frame, read_frame
-from node.protocol.headers import (
+from kraftlab.node.protocol.api_versions import ApiRange, build_api_versions_response, unsupported_api_versions_response
+from kraftlab.node.protocol.codec import encode_entity
+from kraftlab.node.protocol.errors import EncodingError, FrameTooLarge, MalformedFrame, TruncatedFrame, UnsupportedApi
+from kraftlab.node.protocol.framing import frame, read_frame
+from kraftlab.node.protocol.headers import (
     encode_request,
     encode_request_header,
     encode_response,

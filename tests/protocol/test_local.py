@@ -13,12 +13,12 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from node.protocol.client import ProtocolClient
-from node.protocol.errors import ConnectionLost, InvalidRequest
-from node.protocol.local import LocalSender, RequestSender
-from node.protocol.negotiate import api_versions_request
-from node.protocol.registry import ApiRegistry
-from node.protocol.server import ProtocolServer
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.errors import ConnectionLost, InvalidRequest
+from kraftlab.node.protocol.local import LocalSender, RequestSender
+from kraftlab.node.protocol.negotiate import api_versions_request
+from kraftlab.node.protocol.registry import ApiRegistry
+from kraftlab.node.protocol.server import ProtocolServer
 from protocol.handlers import TopicStore, example_registry
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from node.protocol.server import ProtocolServer
+from kraftlab.node.protocol.server import ProtocolServer
 from protocol.handlers import TopicStore, example_registry
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python uses deprecated importlib APIs

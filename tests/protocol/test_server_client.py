@@ -21,8 +21,8 @@ from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import GroupId
 from kio.static.primitive import i32, i32Timedelta
 
-from node.protocol.client import ProtocolClient
-from node.protocol.errors import (
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.protocol.errors import (
     ClientClosed,
     ConnectFailed,
     ConnectionLost,
@@ -30,11 +30,11 @@ from node.protocol.errors import (
     RequestError,
     RequestTimedOut,
 )
-from node.protocol.framing import frame, read_frame
-from node.protocol.headers import encode_request, parse_response
-from node.protocol.negotiate import api_versions_request, fetch_api_versions, negotiate
-from node.protocol.registry import ApiRegistry, RequestContext
-from node.protocol.server import ProtocolServer
+from kraftlab.node.protocol.framing import frame, read_frame
+from kraftlab.node.protocol.headers import encode_request, parse_response
+from kraftlab.node.protocol.negotiate import api_versions_request, fetch_api_versions, negotiate
+from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
+from kraftlab.node.protocol.server import ProtocolServer
 from protocol.handlers import example_registry
 
 HEARTBEAT = 12
@@ -273,7 +273,7 @@ def test_a_bad_frame_closes_only_its_connection_with_a_logged_reason(
             await bystander.send(METADATA_ALL)  # the other connection is untouched
             assert bystander.connected
 
-    with caplog.at_level(logging.INFO, logger="node.protocol"):
+    with caplog.at_level(logging.INFO, logger="kraftlab.node.protocol"):
         run(scenario)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and reason in warnings[0], warnings
@@ -294,7 +294,7 @@ def test_a_truncated_frame_closes_the_connection(data: bytes, caplog: pytest.Log
                 await asyncio.sleep(0.01)
             assert server.connection_count == 0
 
-    with caplog.at_level(logging.INFO, logger="node.protocol"):
+    with caplog.at_level(logging.INFO, logger="kraftlab.node.protocol"):
         run(scenario)
     assert any("stream ended" in r.getMessage() for r in caplog.records)
 
@@ -316,7 +316,7 @@ def test_a_failing_handler_closes_the_connection_after_earlier_answers(
             assert [struct.unpack(">i", f[:4])[0] for f in frames] == [1]
             writer.close()
 
-    with caplog.at_level(logging.INFO, logger="node.protocol"):
+    with caplog.at_level(logging.INFO, logger="kraftlab.node.protocol"):
         run(scenario)
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and "correlation id 2" in errors[0]

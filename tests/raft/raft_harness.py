@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from node.raft import messages as m
-from node.raft.config import RaftConfig
-from node.raft.core import Output, RaftCore
-from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import Output, RaftCore
+from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from node.raft.config import RaftConfig, parse_voters
-from node.raft.control import LEADER_CHANGE, control_type, decode_leader_change, leader_change_record
-from node.raft.ports import Record
+from kraftlab.node.raft.config import RaftConfig, parse_voters
+from kraftlab.node.raft.control import LEADER_CHANGE, control_type, decode_leader_change, leader_change_record
+from kraftlab.node.raft.ports import Record
 
 
 def test_kafka_defaults() -> None:

@@ -7,17 +7,17 @@ import asyncio
 import random
 from pathlib import Path
 
-from node import metrics as mx
-from node.clock import SkewedClock
-from node.journal import MemoryJournal
-from node.process.driver import RaftDriver
-from node.raft.config import RaftConfig
-from node.raft.core import RaftCore
-from node.raft.node import RaftNode
-from node.raft.ports import Record
-from node.sim.machine import CounterMachine
-from node.sim.memory import MemoryQuorumStateStore, MemorySnapshotStore
-from node.storage.log import DiskLog
+from kraftlab.node import metrics as mx
+from kraftlab.node.clock import SkewedClock
+from kraftlab.node.journal import MemoryJournal
+from kraftlab.node.process.driver import RaftDriver
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.raft.ports import Record
+from kraftlab.node.sim.machine import CounterMachine
+from kraftlab.node.sim.memory import MemoryQuorumStateStore, MemorySnapshotStore
+from kraftlab.node.storage.log import DiskLog
 
 
 def test_single_voter_commits_only_what_its_flush_thread_made_durable(tmp_path: Path) -> None:

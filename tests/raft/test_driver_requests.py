@@ -8,16 +8,16 @@ import random
 
 import pytest
 
-from node import metrics as mx
-from node.clock import SkewedClock
-from node.journal import MemoryJournal
-from node.process.driver import RaftDriver
-from node.raft import messages as m
-from node.raft.config import RaftConfig
-from node.raft.core import RaftCore
-from node.raft.node import RaftNode
-from node.sim.machine import CounterMachine
-from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from kraftlab.node import metrics as mx
+from kraftlab.node.clock import SkewedClock
+from kraftlab.node.journal import MemoryJournal
+from kraftlab.node.process.driver import RaftDriver
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.sim.machine import CounterMachine
+from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 
 
 def make_driver() -> RaftDriver:

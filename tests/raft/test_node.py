@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import random
 
-from node.raft.config import RaftConfig
-from node.raft.core import RaftCore
-from node.raft.node import RaftNode
-from node.raft.ports import OffsetAndEpoch, Record
-from node.sim.machine import CounterMachine
-from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.raft.ports import OffsetAndEpoch, Record
+from kraftlab.node.sim.machine import CounterMachine
+from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 
 
 def single_voter(snapshot_every: int) -> tuple[RaftNode, CounterMachine, MemoryLog, MemorySnapshotStore]:

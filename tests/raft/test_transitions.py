@@ -7,13 +7,13 @@ import dataclasses
 import pytest
 from raft_harness import Harness, events, sent
 
-from node.raft import messages as m
-from node.raft.config import RaftConfig
-from node.raft.control import LEADER_CHANGE, control_type, decode_leader_change
-from node.raft.core import Commit, LeaderChange, LoadSnapshot, NotLeader
-from node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
-from node.raft.states import Role
-from node.sim.memory import MemoryLog, MemoryQuorumStateStore
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.control import LEADER_CHANGE, control_type, decode_leader_change
+from kraftlab.node.raft.core import Commit, LeaderChange, LoadSnapshot, NotLeader
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
+from kraftlab.node.raft.states import Role
+from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore
 
 E = m.Errors
 

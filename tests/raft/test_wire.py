@@ -7,9 +7,9 @@ import io
 import pytest
 from kio.serial import entity_reader, entity_writer
 
-from node.raft import messages as m
-from node.raft import wire
-from node.raft.ports import Batch, OffsetAndEpoch, Record
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft import wire
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 
 E = m.Errors
 

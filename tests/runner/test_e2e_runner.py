@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from control.leftovers import find
-from control.netns import lab_prefix
+from kraftlab.control.leftovers import find
+from kraftlab.control.netns import lab_prefix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.netns]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from kraftlab.analysis import fault_windows, pair_ops
 from kraftlab.report import render
 from kraftlab.store import list_runs, new_run, write_json
-from workloads.history import HistoryWriter
+from kraftlab.workloads.history import HistoryWriter
 
 
 def make_run(tmp_path: Path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.sim.cluster import Simulation
+from kraftlab.node.sim.cluster import Simulation
 
 Journal = list[tuple[int, int, dict[str, Any]]]
 

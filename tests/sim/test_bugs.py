@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from node.raft.core import RaftCore
-from node.raft.states import Leader
-from node.sim.cluster import LivenessViolation, SimParams, run
-from node.sim.invariants import InvariantViolation
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.states import Leader
+from kraftlab.node.sim.cluster import LivenessViolation, SimParams, run
+from kraftlab.node.sim.invariants import InvariantViolation
 
 
 class HighWatermarkWithoutMajority(RaftCore):

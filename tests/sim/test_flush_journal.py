@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sim_journal import Journal, run_recording
 
-from node.raft.core import RaftCore
-from node.sim.cluster import SimParams, Simulation
-from node.sim.memory import MemoryLog
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.sim.cluster import SimParams, Simulation
+from kraftlab.node.sim.memory import MemoryLog
 
 
 class _FlushedAheadOfReport:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
-from node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
+from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 
 
 def batch(base: int, epoch: int, n: int = 2) -> Batch:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.sim.cluster import SimParams, run
-from node.sim.faults import FAULT_KINDS
+from kraftlab.node.sim.cluster import SimParams, run
+from kraftlab.node.sim.faults import FAULT_KINDS
 
 EXAMPLES = max(300, settings.default.max_examples)
 

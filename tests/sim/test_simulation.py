@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sim_journal import Journal, run_recording
 
-from node.raft import messages as m
-from node.sim.cluster import SimParams, Simulation, run
-from node.sim.faults import FaultEvent
-from node.sim.replay import main as replay_main
+from kraftlab.node.raft import messages as m
+from kraftlab.node.sim.cluster import SimParams, Simulation, run
+from kraftlab.node.sim.faults import FaultEvent
+from kraftlab.node.sim.replay import main as replay_main
 
 
 def test_same_parameters_same_run() -> None:
@@ -27,8 +27,8 @@ def test_same_parameters_same_run() -> None:
 def test_replay_command_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     params = SimParams(seed=5, voters=3, observers=1, faults=("crash", "oneway"), flush_delay_ms=5, refusals=True)
     command = params.replay_command()
-    assert command.startswith(".venv/bin/python -m node.sim.replay --seed 5 --voters 3 --observers 1")
-    args = command.split("node.sim.replay ", 1)[1].split()
+    assert command.startswith(".venv/bin/python -m kraftlab.node.sim.replay --seed 5 --voters 3 --observers 1")
+    args = command.split("kraftlab.node.sim.replay ", 1)[1].split()
     assert replay_main(args) == 0
     assert capsys.readouterr().out.startswith("ok: ")
 

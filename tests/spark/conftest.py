@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     pytest.importorskip("pyspark")
-    from spark_analysis.session import spark_session
+    from kraftlab.spark_analysis.session import spark_session
 
     session = spark_session("local[2]", tmp_path_factory.mktemp("spark-logs"))
     try:

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from checker.formats import read_history
-from checker.history import History, HistoryError, Op, pair_ops
-from checker.judged import client_events
+from kraftlab.checker.formats import read_history
+from kraftlab.checker.history import History, HistoryError, Op, pair_ops
+from kraftlab.checker.judged import client_events
 
 pytest.importorskip("pyarrow")
 
-from spark_analysis.convert import ModelSpec, convert, to_positions
-from spark_analysis.table import frame_ops
+from kraftlab.spark_analysis.convert import ModelSpec, convert, to_positions
+from kraftlab.spark_analysis.table import frame_ops
 
 
 def _history(path: Path, seed: int, n: int = 600) -> Path:

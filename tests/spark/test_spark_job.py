@@ -16,17 +16,17 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from checker.formats import read_history
-from checker.history import History, pair_ops
-from checker.judged import client_events
-from checker.linear.budget import Budget
-from checker.linearizable import check_linearizable
-from checker.models import build_model
-from checker.reference import DEFAULT_DIR, Reference, load_manifest
-from checker.run import linearizable_with_anomalies
-from spark_analysis.convert import DatasetWriter, ModelSpec, convert
-from spark_analysis.job import analyze_run, check_dataset
-from spark_analysis.synth import generate
+from kraftlab.checker.formats import read_history
+from kraftlab.checker.history import History, pair_ops
+from kraftlab.checker.judged import client_events
+from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.linearizable import check_linearizable
+from kraftlab.checker.models import build_model
+from kraftlab.checker.reference import DEFAULT_DIR, Reference, load_manifest
+from kraftlab.checker.run import linearizable_with_anomalies
+from kraftlab.spark_analysis.convert import DatasetWriter, ModelSpec, convert
+from kraftlab.spark_analysis.job import analyze_run, check_dataset
+from kraftlab.spark_analysis.synth import generate
 
 pytestmark = pytest.mark.spark
 REFS = load_manifest() if (DEFAULT_DIR / "manifest.json").exists() else []
@@ -165,8 +165,8 @@ def test_analyze_run_writes_results_like_the_single_process_path(spark: Any, tmp
 
 def test_spark_submit_program_and_py_files_zip(tmp_path: Path) -> None:
     s = generate(tmp_path / "h.jsonl", 5_000, keys=100, plant=[2_500], seed=4)
-    zipped = subprocess.run([sys.executable, "-m", "spark_analysis.package", str(tmp_path / "k.zip")], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    zipped = subprocess.run([sys.executable, "-m", "kraftlab.spark_analysis.package", str(tmp_path / "k.zip")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert zipped.returncode == 0 and (tmp_path / "k.zip").stat().st_size > 0
     proc = subprocess.run([sys.executable, str(ROOT / "spark_analysis" / "submit.py"), str(s.path), "--model", "kv",
                            "--master", "local[1]", "--out", str(tmp_path / "out")], cwd=tmp_path,
@@ -188,8 +188,8 @@ def test_planted_anomaly_in_a_million_ops_is_found_and_explained(spark: Any, tmp
 
 
 def test_each_file_is_one_partition_and_the_check_moves_no_row(spark: Any, tmp_path: Path) -> None:
-    from spark_analysis.job import _read, check_partition
-    from spark_analysis.table import CHECK_COLUMNS
+    from kraftlab.spark_analysis.job import _read, check_partition
+    from kraftlab.spark_analysis.table import CHECK_COLUMNS
 
     s = generate(tmp_path / "h.jsonl", 6_000, keys=60, seed=2)
     meta = convert(s.path, tmp_path / "ds", [ModelSpec("kv")], buckets=8, chunk_bytes=50_000)
@@ -205,7 +205,7 @@ def test_each_file_is_one_partition_and_the_check_moves_no_row(spark: Any, tmp_p
 
 
 def test_a_partition_that_finds_an_illegal_key_cancels_the_rest_of_the_job(spark: Any) -> None:
-    from spark_analysis.early import collect_until, found_accumulator
+    from kraftlab.spark_analysis.early import collect_until, found_accumulator
 
     def slow_unless_first(batches: Any, found: Any, finished: Any) -> Any:  # nested: pickled by value
         """Partition 0 reports an illegal key at once; the others take a second each, then count."""

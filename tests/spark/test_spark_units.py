@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from checker.formats import read_history
-from checker.history import Event, History, pair_ops
-from checker.judged import client_events
-from checker.linear.race import race
-from checker.models import build_model
-from checker.reference import DEFAULT_DIR, load_manifest
-from spark_analysis.keys import bucket_of, decode_key, encode_key
-from spark_analysis.session import quiet_conf
-from spark_analysis.stats import fault_windows, staleness
-from spark_analysis.synth import generate
+from kraftlab.checker.formats import read_history
+from kraftlab.checker.history import Event, History, pair_ops
+from kraftlab.checker.judged import client_events
+from kraftlab.checker.linear.race import race
+from kraftlab.checker.models import build_model
+from kraftlab.checker.reference import DEFAULT_DIR, load_manifest
+from kraftlab.spark_analysis.keys import bucket_of, decode_key, encode_key
+from kraftlab.spark_analysis.session import quiet_conf
+from kraftlab.spark_analysis.stats import fault_windows, staleness
+from kraftlab.spark_analysis.synth import generate
 
 REFS = load_manifest() if (DEFAULT_DIR / "manifest.json").exists() else []
 
@@ -97,10 +97,10 @@ def test_synthetic_verdicts_are_known(tmp_path: Path, seed: int) -> None:
 
 def test_parquet_rows_give_back_the_ops_each_key_whole_in_one_file(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    from checker.history import Op
-    from spark_analysis.convert import ModelSpec, convert, to_positions
-    from spark_analysis.layout import bucket_name
-    from spark_analysis.table import frame_ops
+    from kraftlab.checker.history import Op
+    from kraftlab.spark_analysis.convert import ModelSpec, convert, to_positions
+    from kraftlab.spark_analysis.layout import bucket_name
+    from kraftlab.spark_analysis.table import frame_ops
 
     s = generate(tmp_path / "h.jsonl", 3000, keys=30, info_rate=0.1, seed=9)
     meta = convert(s.path, tmp_path / "ds", [ModelSpec("kv")], buckets=4, chunk_bytes=20_000)
@@ -126,9 +126,9 @@ def test_parquet_rows_give_back_the_ops_each_key_whole_in_one_file(tmp_path: Pat
 @pytest.mark.parametrize("batch", [1, 7, 100, 10_000])
 def test_key_runs_give_each_key_once_whole_however_the_batches_cut(tmp_path: Path, batch: int) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    from spark_analysis.convert import DatasetWriter, ModelSpec
-    from spark_analysis.job import key_runs
-    from spark_analysis.table import frame_ops
+    from kraftlab.spark_analysis.convert import DatasetWriter, ModelSpec
+    from kraftlab.spark_analysis.job import key_runs
+    from kraftlab.spark_analysis.table import frame_ops
 
     w = DatasetWriter(tmp_path / "ds", buckets=2, chunk_bytes=5_000)
     for tag, seed in (("a", 1), ("b", 2)):  # two models whose keys have the same names
@@ -146,7 +146,7 @@ def test_key_runs_give_each_key_once_whole_however_the_batches_cut(tmp_path: Pat
 
 def test_a_model_that_cannot_be_split_is_one_file_of_null_keys_in_call_order(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    from spark_analysis.convert import DatasetWriter, ModelSpec
+    from kraftlab.spark_analysis.convert import DatasetWriter, ModelSpec
 
     w = DatasetWriter(tmp_path / "ds", buckets=4, chunk_bytes=3_000)
     w.add(generate(tmp_path / "kv.jsonl", 400, keys=8, seed=3).path, [ModelSpec("kv", tag="kv")])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node.raft.ports import Batch, Record
+from kraftlab.node.raft.ports import Batch, Record
 
 
 def make_batch(base: int, epoch: int, n: int = 2, control: bool = False, size: int = 20) -> Batch:

@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from storage_helpers import batches, make_batch
 
-from node.raft.ports import Batch, OffsetAndEpoch, ReplicatedLog
-from node.storage.log import DiskLog
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, ReplicatedLog
+from kraftlab.node.storage.log import DiskLog
 
 METHODS = [
     "start_offset", "end_offset", "last_epoch", "end_offset_for_epoch", "append", "read", "truncate_to", "flush",
@@ -33,11 +33,11 @@ METHODS = [
 def find_sim_log() -> tuple[type | None, str]:
     """The class in node.sim that implements ReplicatedLog, or None and why not."""
     try:
-        sim = importlib.import_module("node.sim")
+        sim = importlib.import_module("kraftlab.node.sim")
     except ImportError as e:
         return None, f"node.sim does not import: {e}"
     modules = [sim]
-    for info in pkgutil.walk_packages(sim.__path__, "node.sim."):
+    for info in pkgutil.walk_packages(sim.__path__, "kraftlab.node.sim."):
         try:
             modules.append(importlib.import_module(info.name))
         except Exception:  # a module under construction elsewhere must not break this suite

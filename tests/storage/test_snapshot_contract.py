@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from node.raft.ports import OffsetAndEpoch, Record, SnapshotStore
-from node.storage.snapshots import DiskSnapshotStore
+from kraftlab.node.raft.ports import OffsetAndEpoch, Record, SnapshotStore
+from kraftlab.node.storage.snapshots import DiskSnapshotStore
 
 
 def _memory_store() -> type | None:
     try:
-        return getattr(importlib.import_module("node.sim.memory"), "MemorySnapshotStore", None)
+        return getattr(importlib.import_module("kraftlab.node.sim.memory"), "MemorySnapshotStore", None)
     except Exception:
         return None
 

@@ -16,8 +16,8 @@ from kio.records.writers import write_batch
 from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 from storage_helpers import make_batch
 
-from node.raft.ports import Batch, Record
-from node.storage.batches import (
+from kraftlab.node.raft.ports import Batch, Record
+from kraftlab.node.storage.batches import (
     HEADER_SIZE,
     decode_batch,
     decode_batches,
@@ -27,8 +27,8 @@ from node.storage.batches import (
     scan,
     valid_length,
 )
-from node.storage.control import ControlRecordType, snapshot_header
-from node.storage.errors import CorruptBatch
+from kraftlab.node.storage.control import ControlRecordType, snapshot_header
+from kraftlab.node.storage.errors import CorruptBatch
 
 maybe_bytes = st.none() | st.binary(max_size=300)
 records = st.builds(Record, maybe_bytes, maybe_bytes)

@@ -11,8 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from storage_helpers import make_batch
 
-from node.raft.ports import Batch
-from node.storage.log import DiskLog, FlushTicket
+from kraftlab.node.raft.ports import Batch
+from kraftlab.node.storage.log import DiskLog, FlushTicket
 
 programs = st.lists(
     st.one_of(

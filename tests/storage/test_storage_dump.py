@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from storage_helpers import batches
 
-from node.raft.ports import OffsetAndEpoch, Record
-from node.storage.batches import encode_batch, encode_batches
-from node.storage.dump import dump_lines, dumpable_files, file_kind, iter_file_batches
-from node.storage.errors import CorruptBatch
-from node.storage.log import DiskLog
-from node.storage.snapshots import DiskSnapshotStore
+from kraftlab.node.raft.ports import OffsetAndEpoch, Record
+from kraftlab.node.storage.batches import encode_batch, encode_batches
+from kraftlab.node.storage.dump import dump_lines, dumpable_files, file_kind, iter_file_batches
+from kraftlab.node.storage.errors import CorruptBatch
+from kraftlab.node.storage.log import DiskLog
+from kraftlab.node.storage.snapshots import DiskSnapshotStore
 
 
 def test_segment_batches_with_positions(log_dir: Path) -> None:

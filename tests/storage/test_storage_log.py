@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from storage_helpers import batches, make_batch
 
-from node.raft.ports import LogCorruption, OffsetAndEpoch
-from node.storage.batches import encode_batch, encode_batches
-from node.storage.checkpoint import HighWatermarkCheckpoint
-from node.storage.errors import CommittedDataDamaged, CorruptStateFile
-from node.storage.layout import partition_dir, segment_name
-from node.storage.log import DiskLog
+from kraftlab.node.raft.ports import LogCorruption, OffsetAndEpoch
+from kraftlab.node.storage.batches import encode_batch, encode_batches
+from kraftlab.node.storage.checkpoint import HighWatermarkCheckpoint
+from kraftlab.node.storage.errors import CommittedDataDamaged, CorruptStateFile
+from kraftlab.node.storage.layout import partition_dir, segment_name
+from kraftlab.node.storage.log import DiskLog
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -249,7 +249,7 @@ CHILD = textwrap.dedent(
     import os, signal, sys
     sys.path.insert(0, {tests!r})
     from storage_helpers import batches
-    from node.storage.log import DiskLog
+    from kraftlab.node.storage.log import DiskLog
     log = DiskLog.open({log_dir!r}, segment_bytes=200, lose_unflushed={lose})
     log.append(batches(0, [1, 1, 1]))
     log.flush()

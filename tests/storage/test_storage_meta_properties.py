@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from node.storage.errors import CorruptStateFile
-from node.storage.meta_properties import (
+from kraftlab.node.storage.errors import CorruptStateFile
+from kraftlab.node.storage.meta_properties import (
     AlreadyFormatted,
     MetaProperties,
     MetaPropertiesMismatch,

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.raft.ports import QuorumStateData
-from node.storage.errors import CorruptStateFile
-from node.storage.quorum_state import FileQuorumStateStore, decode_quorum_state, encode_quorum_state
+from kraftlab.node.raft.ports import QuorumStateData
+from kraftlab.node.storage.errors import CorruptStateFile
+from kraftlab.node.storage.quorum_state import FileQuorumStateStore, decode_quorum_state, encode_quorum_state
 
 ids = st.none() | st.integers(0, 2**31 - 1)
 states = st.builds(

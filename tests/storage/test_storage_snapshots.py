@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.records.readers import read_batch
 
-from node.raft.ports import OffsetAndEpoch, Record
-from node.storage.batches import decode_batches, encode_batches
-from node.storage.control import ControlRecordType, control_type, parse_snapshot_header
-from node.storage.errors import CorruptSnapshot
-from node.storage.snapshots import DiskSnapshotStore, decode_snapshot, encode_snapshot
+from kraftlab.node.raft.ports import OffsetAndEpoch, Record
+from kraftlab.node.storage.batches import decode_batches, encode_batches
+from kraftlab.node.storage.control import ControlRecordType, control_type, parse_snapshot_header
+from kraftlab.node.storage.errors import CorruptSnapshot
+from kraftlab.node.storage.snapshots import DiskSnapshotStore, decode_snapshot, encode_snapshot
 
 SID = OffsetAndEpoch(120, 4)
 RECORDS = [Record(f"k{i}".encode(), bytes([i % 256]) * (i % 50)) for i in range(300)] + [Record(None, None)]

@@ -9,10 +9,10 @@ import random
 import pytest
 from wl_harness import run, select, stale_alters, verdicts
 
-from checker.history import parse_jsonl_line
-from checker.judged import judged
-from workloads.catalog import WORKLOADS, build
-from workloads.fake_kafka import FakeKafka
+from kraftlab.checker.history import parse_jsonl_line
+from kraftlab.checker.judged import judged
+from kraftlab.workloads.catalog import WORKLOADS, build
+from kraftlab.workloads.fake_kafka import FakeKafka
 
 
 @pytest.mark.parametrize("name", WORKLOADS)

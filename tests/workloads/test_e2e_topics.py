@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from wl_harness import stale_alters, verdicts
 
-from node.protocol.client import ProtocolClient
-from workloads.catalog import build
-from workloads.history import HistoryWriter
-from workloads.interpreter import ProcessIds, run_phase
-from workloads.versions import metadata_request
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.workloads.catalog import build
+from kraftlab.workloads.history import HistoryWriter
+from kraftlab.workloads.interpreter import ProcessIds, run_phase
+from kraftlab.workloads.versions import metadata_request
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 RECOVERY_S = 3.0

@@ -10,11 +10,11 @@ import random
 
 import pytest
 
-from workloads.client import Invocation
-from workloads.fake import FakeCluster, FakeFactory
-from workloads.generator import EachNodeOnce, FnGen, Limit, Mix, Stagger, TimeLimit
-from workloads.history import HistoryWriter
-from workloads.interpreter import ProcessIds, run_phase
+from kraftlab.workloads.client import Invocation
+from kraftlab.workloads.fake import FakeCluster, FakeFactory
+from kraftlab.workloads.generator import EachNodeOnce, FnGen, Limit, Mix, Stagger, TimeLimit
+from kraftlab.workloads.history import HistoryWriter
+from kraftlab.workloads.interpreter import ProcessIds, run_phase
 
 NODES = ["n1", "n2", "n3"]
 
@@ -114,7 +114,7 @@ def test_each_node_once_reads_every_node() -> None:
 
 
 def test_history_file_streams_and_survives_a_torn_tail(tmp_path) -> None:
-    from checker.history import HistoryError
+    from kraftlab.checker.history import HistoryError
     from kraftlab.checking import load_history
 
     path = tmp_path / "history.jsonl"

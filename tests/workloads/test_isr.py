@@ -10,10 +10,10 @@ from typing import Any
 
 from wl_harness import completions, invoke, open_client, run, stale_alters, verdicts
 
-from workloads.agents import heartbeat_op, register_op
-from workloads.fake_kafka import FakeKafka
-from workloads.isr import IsrWorkload
-from workloads.ops import broker_read, op
+from kraftlab.workloads.agents import heartbeat_op, register_op
+from kraftlab.workloads.fake_kafka import FakeKafka
+from kraftlab.workloads.isr import IsrWorkload
+from kraftlab.workloads.ops import broker_read, op
 
 
 def alter(w: IsrWorkload, sender: int, isr: list[int], *, le: int, pe: int, epoch: int | None = None) -> Any:

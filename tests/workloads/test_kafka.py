@@ -10,14 +10,14 @@ import pytest
 from kio.schema.describe_quorum.v1.request import DescribeQuorumRequest
 from kio.schema.errors import ErrorCode
 
-from node.protocol.errors import ClientClosed, ConnectFailed, ConnectionLost, InvalidRequest, RequestTimedOut
-from workloads.client import DefiniteFailure, Invocation
-from workloads.fake_kafka import FakeKafka
-from workloads.interpreter import invoke_once
-from workloads.kafka import Cluster, IndefiniteError, call, check, is_definite
-from workloads.ops import broker_read, op
-from workloads.session import KafkaClient, KafkaClientFactory
-from workloads.topics import TopicsWorkload
+from kraftlab.node.protocol.errors import ClientClosed, ConnectFailed, ConnectionLost, InvalidRequest, RequestTimedOut
+from kraftlab.workloads.client import DefiniteFailure, Invocation
+from kraftlab.workloads.fake_kafka import FakeKafka
+from kraftlab.workloads.interpreter import invoke_once
+from kraftlab.workloads.kafka import Cluster, IndefiniteError, call, check, is_definite
+from kraftlab.workloads.ops import broker_read, op
+from kraftlab.workloads.session import KafkaClient, KafkaClientFactory
+from kraftlab.workloads.topics import TopicsWorkload
 
 DEFINITE = ["TOPIC_ALREADY_EXISTS", "UNKNOWN_TOPIC_OR_PARTITION", "STALE_BROKER_EPOCH",
             "DUPLICATE_BROKER_REGISTRATION", "FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION", "INELIGIBLE_REPLICA",

@@ -8,10 +8,10 @@ from collections import Counter
 
 from wl_harness import completions, invoke, open_client, run, verdicts
 
-from workloads.agents import heartbeat_op, register_op, unregister_op
-from workloads.fake_kafka import FakeKafka
-from workloads.ops import broker_read
-from workloads.registry import RegistryWorkload
+from kraftlab.workloads.agents import heartbeat_op, register_op, unregister_op
+from kraftlab.workloads.fake_kafka import FakeKafka
+from kraftlab.workloads.ops import broker_read
+from kraftlab.workloads.registry import RegistryWorkload
 
 
 def setup() -> tuple[FakeKafka, RegistryWorkload, object]:

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from wl_harness import epoch_bumps, invoke, open_client, run, verdicts
 
-from workloads.agents import register_op, resend_op
-from workloads.client import Completion, Invocation
-from workloads.fake_kafka import FakeKafka
-from workloads.generator import Context
-from workloads.history import HistoryWriter
-from workloads.registry import P_RESEND, RESEND_BACKOFF, RegistryWorkload
+from kraftlab.workloads.agents import register_op, resend_op
+from kraftlab.workloads.client import Completion, Invocation
+from kraftlab.workloads.fake_kafka import FakeKafka
+from kraftlab.workloads.generator import Context
+from kraftlab.workloads.history import HistoryWriter
+from kraftlab.workloads.registry import P_RESEND, RESEND_BACKOFF, RegistryWorkload
 
 BUG = frozenset({"reregister-bumps-epoch"})
 

@@ -8,9 +8,9 @@ from collections import Counter
 
 from wl_harness import invoke, open_client, run, select, verdicts
 
-from workloads.fake_kafka import FakeKafka
-from workloads.ops import broker_read, op
-from workloads.topics import TopicsWorkload
+from kraftlab.workloads.fake_kafka import FakeKafka
+from kraftlab.workloads.ops import broker_read, op
+from kraftlab.workloads.topics import TopicsWorkload
 
 
 def test_op_semantics() -> None:
@@ -44,8 +44,8 @@ def test_writes_go_through_the_process_broker() -> None:
         sent.append(addr)
         return connector(addr)
 
-    from workloads.kafka import Cluster
-    from workloads.session import KafkaClientFactory
+    from kraftlab.workloads.kafka import Cluster
+    from kraftlab.workloads.session import KafkaClientFactory
 
     w = TopicsWorkload(["n1", "n2", "n3"], [1, 2, 3])
     import asyncio

@@ -13,14 +13,14 @@ from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
 from kio.schema.errors import ErrorCode
 from wl_harness import invoke
 
-from node.protocol.errors import RequestTimedOut
-from node.protocol.headers import encode_request
-from workloads import versions
-from workloads.client import DefiniteFailure
-from workloads.kafka import Cluster
-from workloads.ops import broker_read, op
-from workloads.session import KafkaClientFactory
-from workloads.topics import TopicsWorkload
+from kraftlab.node.protocol.errors import RequestTimedOut
+from kraftlab.node.protocol.headers import encode_request
+from kraftlab.workloads import versions
+from kraftlab.workloads.client import DefiniteFailure
+from kraftlab.workloads.kafka import Cluster
+from kraftlab.workloads.ops import broker_read, op
+from kraftlab.workloads.session import KafkaClientFactory
+from kraftlab.workloads.topics import TopicsWorkload
 
 
 @pytest.mark.parametrize("version", range(versions.OURS[versions.METADATA][0], versions.OURS[versions.METADATA][1] + 1))

@@ -9,14 +9,14 @@ import json
 import random
 from typing import Any
 
-from checker.history import History, parse_jsonl_line
-from checker.judged import client_events
-from checker.linearizable import check_linearizable
-from checker.models import build_model
-from workloads.catalog import Workload, build
-from workloads.fake_kafka import FakeKafka
-from workloads.history import HistoryWriter
-from workloads.interpreter import ProcessIds, run_phase
+from kraftlab.checker.history import History, parse_jsonl_line
+from kraftlab.checker.judged import client_events
+from kraftlab.checker.linearizable import check_linearizable
+from kraftlab.checker.models import build_model
+from kraftlab.workloads.catalog import Workload, build
+from kraftlab.workloads.fake_kafka import FakeKafka
+from kraftlab.workloads.history import HistoryWriter
+from kraftlab.workloads.interpreter import ProcessIds, run_phase
 
 
 def run(name: str, fake: FakeKafka, *, seconds: float = 1.5, seed: int = 1, rate: float = 400.0,
@@ -63,15 +63,15 @@ def completions(lines: list[dict[str, Any]], f: str, type_: str | None = None) -
 
 def open_client(fake: FakeKafka, handlers: Any, node: str = "n1", process: int = 0) -> Any:
     """A Kafka client of `node` over the fake with these handlers."""
-    from workloads.kafka import Cluster
-    from workloads.session import KafkaClientFactory
+    from kraftlab.workloads.kafka import Cluster
+    from kraftlab.workloads.session import KafkaClientFactory
 
     factory = KafkaClientFactory(Cluster.parse(fake.spec()), fake.connector, handlers)
     return asyncio.run(factory.open(node, process))
 
 
 def invoke(client: Any, inv: Any, timeout: float = 2.0) -> Any:
-    from workloads.interpreter import invoke_once
+    from kraftlab.workloads.interpreter import invoke_once
 
     return asyncio.run(invoke_once(client, inv, timeout))
 

@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "controller"))
 from kio.schema.errors import ErrorCode
 from kraft_sim import APP_TICK_MS, FAULT, REPLY, RPC, KNode, KraftSim, SimViolation
 
-from checker.fencing import check_fencing
-from checker.journal import journals_from
-from node.bugs import NO_BUGS, BugSet
-from node.metadata.journal import JournalEvent
-from node.sim.zoo import SimOutcome
+from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.journal import journals_from
+from kraftlab.node.bugs import NO_BUGS, BugSet
+from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.sim.zoo import SimOutcome
 
 FAILOVER_ALLOWANCE_MS = 8_000
 

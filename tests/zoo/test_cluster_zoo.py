@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from kraft_zoo import CLUSTER_SCENARIOS, hunt_cluster, run_cluster_once
 
-from node.bugs import BUGS
-from node.sim.zoo import RAFT_SCENARIOS
+from kraftlab.node.bugs import BUGS
+from kraftlab.node.sim.zoo import RAFT_SCENARIOS
 
 MAX_SEEDS = 10
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from kraftlab.cli import main
+from kraftlab.node.bugs import BY_NAME
 from kraftlab.runner import TestOptions as Options
 from kraftlab.zoo import PLANS, Attempt, BugResult, failed_checkers, run_zoo, select
-from node.bugs import BY_NAME
 
 
 class FakeRunner:

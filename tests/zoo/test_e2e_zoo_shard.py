@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from control.leftovers import find
-from control.netns import lab_prefix
+from kraftlab.control.leftovers import find
+from kraftlab.control.netns import lab_prefix
 from kraftlab.zoo import PLANS, select
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from node.bugs import BUGS, BY_NAME, NO_BUGS, BugSet, UnknownBug
-from node.raft.core import RaftCore, core_class_with
-from node.sim.zoo import RAFT_SCENARIOS, hunt, run_once
+from kraftlab.node.bugs import BUGS, BY_NAME, NO_BUGS, BugSet, UnknownBug
+from kraftlab.node.raft.core import RaftCore, core_class_with
+from kraftlab.node.sim.zoo import RAFT_SCENARIOS, hunt, run_once
 
 MAX_SEEDS = 30
 

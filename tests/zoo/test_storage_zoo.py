@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from node.bugs import NO_BUGS, BugSet
-from node.raft.ports import QuorumStateData
-from node.storage.quorum_state import FileQuorumStateStore
+from kraftlab.node.bugs import NO_BUGS, BugSet
+from kraftlab.node.raft.ports import QuorumStateData
+from kraftlab.node.storage.quorum_state import FileQuorumStateStore
 
 VOTE_1 = QuorumStateData(3, None, 1, (1, 2, 3))
 VOTE_2 = QuorumStateData(4, None, 2, (1, 2, 3))

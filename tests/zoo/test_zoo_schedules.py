@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.fakes import FakeNodeControl
+from kraftlab.nemesis.ports import MemoryLedger
+from kraftlab.nemesis.schedule import load
 from kraftlab.runner import TestOptions as Options
 from kraftlab.zoo import PLANS, Plan, control_run, hunt, targeted_plans
 from kraftlab.zoo_schedules import RECIPES, roles, targeted
-from nemesis.core import Nemesis
-from nemesis.fakes import FakeNodeControl
-from nemesis.ports import MemoryLedger
-from nemesis.schedule import load
 
 
 class FailoverControl(FakeNodeControl):
