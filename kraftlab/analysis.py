@@ -1,6 +1,6 @@
 """Facts derived from a history for reports and progress: op pairs with latencies, fault windows.
 
-Fault windows come from the nemesis ops, paired by `nemesis.fault.WINDOWS` (the `f` that opens
+Fault windows come from the nemesis ops, paired by `nemesis.packages.WINDOWS` (the `f` that opens
 a fault → the `f` that closes it): a window opens at the invocation of an opener that was
 applied (not `fail`)
 and closes at its closer; a closer shared by several openers (`clock-reset`, `restart`) closes
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kraftlab.nemesis.fault import WINDOWS
+from kraftlab.nemesis.packages import WINDOWS
 
 OPENERS = WINDOWS
 

@@ -29,9 +29,18 @@ from typing import Any
 from kraftlab.checking import check_run, exit_code
 from kraftlab.control.lab import Lab
 from kraftlab.control.labs import lab_down, lab_up, load_lab
-from kraftlab.deploy import BROKER_PORT, CONTROLLER_PORT, DEFAULT_TOPOLOGY, METRICS_PORT, TOPOLOGIES, Deployment
+from kraftlab.deploy import (
+    BROKER_PORT,
+    CONTROLLER_PORT,
+    DEFAULT_PROPERTIES,
+    DEFAULT_TOPOLOGY,
+    METRICS_PORT,
+    TOPOLOGIES,
+    Deployment,
+)
 from kraftlab.nemesis import schedule as nemesis_schedule
 from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.package import Timing
 from kraftlab.nemesis.runner import guarded
 from kraftlab.nemesis.session import history_recorder, prepare_run
 from kraftlab.progress import ProgressDisplay, Snapshot
@@ -56,7 +65,8 @@ class TestOptions:
     topology: str = DEFAULT_TOPOLOGY
     concurrency: int | None = None  # default: 2 per node
     rate: float = 10.0  # ops/s per process
-    nemesis_interval: float = 10.0
+    nemesis_interval: float | None = None  # None: each package's own gap, from the node's timeouts
+    swarm: bool = True
     recovery_time: float = 60.0
     op_timeout: float = 5.0
     backend: str = "netns"
@@ -224,7 +234,8 @@ def _run_phases(opts: TestOptions, run: RunDir, history: HistoryWriter, dep: Dep
     assert opts.seed is not None
     rng = random.Random(opts.seed)
     nem = prepare_run(dep.lab.name, dep, packages=opts.nemesis, interval=opts.nemesis_interval,
-                      duration=opts.time_limit, seed=opts.seed, run_dir=run.path,
+                      duration=opts.time_limit, seed=opts.seed, run_dir=run.path, swarm=opts.swarm,
+                      timing=Timing.from_properties({**DEFAULT_PROPERTIES, **opts.config}),
                       recorder=history_recorder(history),
                       replay_from=Path(opts.replay_nemesis) / "nemesis-schedule.json" if opts.replay_nemesis else None)
     live.nemesis = nem.nemesis

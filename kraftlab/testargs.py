@@ -55,6 +55,7 @@ def options_from(args: argparse.Namespace, **override: object) -> TestOptions:
     fields = dict(workload=getattr(args, "workload", "mixed"), nemesis=getattr(args, "nemesis", "none"),
                   time_limit=args.time_limit, seed=args.seed, nodes=args.nodes, topology=args.topology,
                   concurrency=args.concurrency, rate=args.rate, nemesis_interval=args.nemesis_interval,
+                  swarm=getattr(args, "swarm", True),
                   recovery_time=args.recovery_time, op_timeout=args.op_timeout, backend=args.backend,
                   lab=args.lab, nodes_file=args.nodes_file, accept_new_host_keys=args.accept_new_host_keys,
                   leave_running=args.leave_running, replay_nemesis=args.replay_nemesis, store=args.store,

@@ -6,13 +6,15 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from kraftlab.nemesis import clockfile
+from kraftlab.nemesis import clockfile, targets
 from kraftlab.nemesis.clockfile import ClockSetting
 from kraftlab.nemesis.context import FaultContext
 from kraftlab.nemesis.errors import FaultError, Unsupported
 from kraftlab.nemesis.fault import Handler
+from kraftlab.nemesis.package import Cluster, Draw, FaultKind, Package, Timing, keep_nodes, pick, span
 from kraftlab.nemesis.process import resolve_nodes
 
 MAX_OFFSET_MS = 10 * 60 * 1000.0
@@ -195,3 +197,39 @@ def _read_local_boot_id() -> str:
             return f.read().strip()
     except OSError:
         return ""
+
+
+# ---- the package: skew on one node, a minority or the active controller, for a window ------------
+
+def _clock_modes(cluster: Cluster) -> list[tuple[str, float]]:
+    return [("bump", 2.0), ("strobe", 1.0), ("rate", 2.0)]
+
+
+def draw_clock(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
+    kind = pick(rng, _clock_modes(cluster), enabled)
+    spec = rng.choice(("one", "minority", "controller"))
+    who: dict[str, Any] = {"target": spec} if targets.is_deferred(spec) else {
+        "nodes": targets.resolve(spec, list(cluster.nodes), controllers=list(cluster.controllers),
+                                 brokers=list(cluster.brokers), rng=rng), "chosen_as": spec}
+    duration = span(rng, timing.session_s / 2, timing.session_s * 1.5)
+    if kind == "bump":
+        # up to twice the session: leases, self-fence bounds and timers must use monotonic time
+        delta = rng.choice((-1, 1)) * rng.uniform(0.1, 2 * timing.session_s) * 1000
+        return Draw("clock-bump", {**who, "delta_ms": round(delta, 1)}, duration,
+                    "the wall clock jumps: nothing may depend on it", kind)
+    if kind == "strobe":
+        return Draw("clock-strobe", {**who, "low_ms": 0.0, "high_ms": float(rng.randint(100, 10_000)),
+                                     "period_ms": float(rng.randint(100, 500))}, duration,
+                    "the clock flips back and forth", kind)
+    return Draw("clock-rate", {**who, "rate": rng.choice((0.5, 0.8, 1.25, 2.0))}, duration,
+                "a node's time runs fast or slow: its timeouts fire early or late", kind)
+
+
+FAULT = FaultKind("clock", ClockFault, options=("local_boot_id",))
+PACKAGE = Package(
+    name="clock", kind="clock",
+    windows={"clock-bump": "clock-reset", "clock-strobe": "clock-reset", "clock-rate": "clock-reset"},
+    modes=_clock_modes, draw=draw_clock, gap_s=lambda t: t.session_s / 2, stop_value=keep_nodes,
+    extra_windows={"clock-step": "clock-step-reset"},
+    doc="clock skew through each node's clock file: bumps, strobes and rate changes (real steps on VMs by hand)",
+)

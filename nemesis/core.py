@@ -10,16 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftlab.nemesis import netfilter, packet
-from kraftlab.nemesis.clock import ClockFault
 from kraftlab.nemesis.context import FaultContext
-from kraftlab.nemesis.disk import DiskFault
 from kraftlab.nemesis.errors import FaultError, PartialFault, Unsupported
 from kraftlab.nemesis.fanout import fan_out
 from kraftlab.nemesis.fault import Fault, Handler
-from kraftlab.nemesis.packet import PacketFault
-from kraftlab.nemesis.partition import PartitionFault
+from kraftlab.nemesis.packages import FAULT_KINDS
 from kraftlab.nemesis.ports import Ledger, MemoryLedger, NodeControl, OpRecorder, null_recorder
-from kraftlab.nemesis.process import ProcessFault
 from kraftlab.nemesis.state import FaultState
 
 
@@ -41,14 +37,11 @@ class Nemesis:
         self.recorder = recorder
         self.ctx = FaultContext(lab, control, FaultState(ledger if ledger is not None else MemoryLedger(), lab))
         rng = random.Random(seed)
-        self.clock = ClockFault(self.ctx, random.Random(rng.random()), local_boot_id=local_boot_id)
-        # heal order: wake paused/killed processes, then the network, then clocks, then disks
+        # in heal order (nemesis.packages): wake processes, then the network, then clocks, then disks
+        options = {"local_boot_id": local_boot_id}
         self.faults: list[Fault] = [
-            ProcessFault(self.ctx, random.Random(rng.random())),
-            PartitionFault(self.ctx, random.Random(rng.random())),
-            PacketFault(self.ctx, random.Random(rng.random())),
-            self.clock,
-            DiskFault(self.ctx, random.Random(rng.random())),
+            kind.make(self.ctx, random.Random(rng.random()), **{k: options[k] for k in kind.options})
+            for kind in FAULT_KINDS
         ]
         self._handlers: dict[str, Handler] = {}
         for fault in self.faults:

@@ -18,11 +18,13 @@ import json
 import random
 import shlex
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from kraftlab.nemesis.context import FaultContext
 from kraftlab.nemesis.errors import FaultError
 from kraftlab.nemesis.fault import Handler
+from kraftlab.nemesis.package import Cluster, Draw, FaultKind, Package, Timing, pick, span
 from kraftlab.nemesis.process import resolve_nodes
 
 DAMAGES: tuple[str, ...] = ("truncate-tail", "flip-bits", "delete-quorum-state", "wipe")
@@ -159,3 +161,30 @@ class DiskFault:
 
     def close(self) -> None:
         pass
+
+
+# ---- the package: damage on broker-only nodes ------------------------------------------------------
+# Raft assumes stable storage on voters: a voter that loses fsynced entries (a cut tail) or its
+# quorum-state may help elect a leader without committed data or vote twice in an epoch, and one
+# with damage below its high-water mark must refuse to start. Either way a correct node would be
+# judged by a fault outside its model, so generated schedules damage broker-only nodes (observers),
+# whose logs can be rebuilt from the quorum; damaging a voter stays possible by hand
+# (`kraftlab nemesis start-disk --nodes n1`).
+
+def _disk_modes(cluster: Cluster) -> list[tuple[str, float]]:
+    return [(d, 1.0) for d in DAMAGES] if cluster.observers else []
+
+
+def draw_disk(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
+    damage = pick(rng, _disk_modes(cluster), enabled)
+    return Draw("start-disk", {"nodes": [rng.choice(cluster.observers)], "damage": damage,
+                               "seed": rng.randrange(2**31)}, span(rng, 3.0, 10.0),
+                f"{damage} on a broker's metadata log: it must recover from the quorum or refuse loudly", damage)
+
+
+FAULT = FaultKind("disk", DiskFault)
+PACKAGE = Package(
+    name="disk", kind="disk", windows={"start-disk": "stop-disk"},
+    modes=_disk_modes, draw=draw_disk, gap_s=lambda t: 2 * t.session_s,
+    doc="damage to a broker-only node's metadata log (truncated tail, flipped bits, lost quorum-state, wipe)",
+)

@@ -1,4 +1,6 @@
-"""The shape of one fault kind: named operations, what healing it takes, and what is in force."""
+"""The shape of one fault kind: named operations, what healing it takes, and what is in force.
+
+Which `f` opens and closes a window is declared by the packages (`nemesis.packages.WINDOWS`)."""
 
 from __future__ import annotations
 
@@ -7,19 +9,6 @@ from typing import Any, Protocol
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
-# The history `f` that opens a fault window → the `f` that closes it (for reports and checkers).
-WINDOWS: dict[str, str] = {
-    "start-partition": "stop-partition",
-    "start-packet": "stop-packet",
-    "start-disk": "stop-disk",
-    "kill": "restart",
-    "graceful-stop": "restart",
-    "pause": "resume",
-    "clock-bump": "clock-reset",
-    "clock-strobe": "clock-reset",
-    "clock-rate": "clock-reset",
-    "clock-step": "clock-step-reset",
-}
 
 
 class Fault(Protocol):

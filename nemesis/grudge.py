@@ -13,8 +13,11 @@ Grudge = dict[str, frozenset[str]]
 
 TOPOLOGIES: tuple[str, ...] = (
     "halves", "random-halves", "isolate-node", "isolate-controller", "minority-controllers",
-    "majorities-ring", "bridge", "one-way", "controllers-brokers",
+    "majority-controllers", "majorities-ring", "bridge", "one-way", "controllers-brokers",
+    "leader-with-brokers", "voters-apart-from-leader",
 )
+NEEDS_ACTIVE: frozenset[str] = frozenset({"isolate-controller", "leader-with-brokers", "voters-apart-from-leader"})
+"""Topologies built around the active controller, resolved when the partition starts."""
 
 
 class TopologyError(ValueError):
@@ -63,6 +66,31 @@ def minority_controllers(nodes: Sequence[str], controllers: Sequence[str], rng: 
     _need(controllers, 2)
     size = max(1, (len(controllers) - 1) // 2)
     return isolate(nodes, rng.sample(list(controllers), size))
+
+
+def majority_controllers(nodes: Sequence[str], controllers: Sequence[str], rng: random.Random) -> Grudge:
+    """A random majority of the controllers together, against everyone else (the other controllers
+    and every broker-only node): the majority side can elect, the brokers cannot reach it."""
+    _need(controllers, 2)
+    return isolate(nodes, rng.sample(list(controllers), len(controllers) // 2 + 1))
+
+
+def leader_with_brokers(nodes: Sequence[str], controllers: Sequence[str], active: str) -> Grudge:
+    """The active controller keeps its broker-only nodes and loses every other voter: it cannot
+    commit, yet the brokers still reach it and only it, until check-quorum makes it resign."""
+    others = [c for c in controllers if c != active]
+    if not others:
+        raise TopologyError("leader-with-brokers needs at least two controllers")
+    return complete([[n for n in nodes if n not in set(others)], others])
+
+
+def voters_apart_from_leader(controllers: Sequence[str], active: str) -> Grudge:
+    """The active controller is cut from the other voters only; broker-only nodes (and the links of
+    combined nodes' brokers to it through those nodes) still reach everyone: a partial partition."""
+    others = [c for c in controllers if c != active]
+    if not others:
+        raise TopologyError("voters-apart-from-leader needs at least two controllers")
+    return {**{o: frozenset({active}) for o in others}, active: frozenset(others)}
 
 
 def majorities_ring(nodes: Sequence[str], rng: random.Random) -> Grudge:
@@ -129,11 +157,15 @@ def build(topology: str, nodes: Sequence[str], *, controllers: Sequence[str] = (
         case "isolate-node":
             return isolate(nodes, targets or [r.choice(list(nodes))])
         case "isolate-controller":
-            if active is None:
-                raise TopologyError("no active controller is known (DescribeQuorum found no leader)")
-            return isolate(nodes, [active])
+            return isolate(nodes, [_known(active)])
         case "minority-controllers":
             return minority_controllers(nodes, controllers or nodes, r)
+        case "majority-controllers":
+            return majority_controllers(nodes, controllers or nodes, r)
+        case "leader-with-brokers":
+            return leader_with_brokers(nodes, controllers or nodes, _known(active))
+        case "voters-apart-from-leader":
+            return voters_apart_from_leader(controllers or nodes, _known(active))
         case "majorities-ring":
             return majorities_ring(nodes, r)
         case "bridge":
@@ -160,6 +192,12 @@ def from_json(data: Mapping[str, Iterable[str]]) -> Grudge:
 def cut_pairs(grudge: Mapping[str, Iterable[str]]) -> set[tuple[str, str]]:
     """The directed (sender, receiver) pairs whose traffic is dropped."""
     return {(src, dst) for dst, srcs in grudge.items() for src in srcs}
+
+
+def _known(active: str | None) -> str:
+    if active is None:
+        raise TopologyError("no active controller is known (DescribeQuorum found no leader)")
+    return active
 
 
 def _need(nodes: Sequence[str], at_least: int) -> None:

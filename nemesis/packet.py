@@ -7,12 +7,14 @@ from __future__ import annotations
 import random
 import re
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from kraftlab.nemesis import netfilter
 from kraftlab.nemesis.context import FaultContext
 from kraftlab.nemesis.errors import FaultError, PartialFault, Unsupported
 from kraftlab.nemesis.fault import Handler
+from kraftlab.nemesis.package import Cluster, Draw, FaultKind, Package, Timing, pick, span
 from kraftlab.nemesis.process import resolve_nodes
 
 PACKET_KINDS: tuple[str, ...] = ("loss", "bandwidth", "delay", "duplicate", "reorder")
@@ -111,3 +113,34 @@ class PacketFault:
 
     def close(self) -> None:
         pass
+
+
+# ---- the package: loss or a slow link everywhere, for a window ------------------------------------
+
+GENERATED_KINDS = ("loss", "bandwidth")
+"""Kinds a schedule draws: the others need netem, which shared-kernel hosts lack (by hand they fail
+as "unsupported here")."""
+
+
+def _packet_modes(cluster: Cluster) -> list[tuple[str, float]]:
+    return [("loss", 2.0), ("bandwidth", 1.0)]
+
+
+def draw_packet(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
+    kind = pick(rng, _packet_modes(cluster), enabled)
+    duration = span(rng, timing.session_s / 2, timing.session_s * 1.5)
+    if kind == "loss":
+        p = rng.choice((0.05, 0.1, 0.2, 0.3))
+        return Draw("start-packet", {"kind": "loss", "target": "all", "probability": p}, duration,
+                    f"{int(p * 100)}% of packets dropped everywhere: retries, timeouts, slow elections", kind)
+    rate = rng.choice(("256kbit", "1mbit", "10mbit"))
+    return Draw("start-packet", {"kind": "bandwidth", "target": "all", "rate": rate}, duration,
+                f"every link limited to {rate}: fetches and heartbeats queue up", kind)
+
+
+FAULT = FaultKind("packet", PacketFault)
+PACKAGE = Package(
+    name="packet", kind="packet", windows={"start-packet": "stop-packet"},
+    modes=_packet_modes, draw=draw_packet, gap_s=lambda t: t.session_s,
+    doc="packet loss and bandwidth limits (delay/duplicate/reorder by hand where netem exists)",
+)

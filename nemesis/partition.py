@@ -7,6 +7,7 @@ it opens itself."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from kraftlab.nemesis import grudge as g
@@ -14,6 +15,7 @@ from kraftlab.nemesis import netfilter
 from kraftlab.nemesis.context import FaultContext
 from kraftlab.nemesis.errors import FaultError
 from kraftlab.nemesis.fault import Handler
+from kraftlab.nemesis.package import Cluster, Draw, FaultKind, Package, Timing, pick, span
 
 
 class PartitionFault:
@@ -34,7 +36,7 @@ class PartitionFault:
             return g.from_json(value["grudge"])
         control = self.ctx.control
         topology = value.get("topology", "random-halves")
-        active = control.active_controller() if topology == "isolate-controller" else None
+        active = control.active_controller() if topology in g.NEEDS_ACTIVE else None
         rng = random.Random(value["seed"]) if "seed" in value else self.rng
         try:
             return g.build(topology, control.nodes(), controllers=control.controllers(), brokers=control.brokers(),
@@ -75,3 +77,68 @@ class PartitionFault:
 
     def close(self) -> None:
         pass
+
+
+# ---- the package: which partitions a schedule draws, and for how long ---------------------------
+
+_ACTIVE_CUTS = ("isolate-controller", "leader-with-brokers", "voters-apart-from-leader")
+"""Cuts around the active controller: each is held past a failover."""
+
+
+def _partition_modes(cluster: Cluster) -> list[tuple[str, float]]:
+    """(topology, weight) usable on this cluster; cuts that move leadership weigh the most."""
+    modes: list[tuple[str, float]] = []
+    if len(cluster.controllers) >= 2:
+        modes += [("isolate-controller", 3.0), ("leader-with-brokers", 2.0), ("voters-apart-from-leader", 2.0)]
+    if len(cluster.controllers) >= 3:
+        modes.append(("minority-controllers", 1.0))
+    if cluster.observers:
+        modes += [("isolate-broker", 2.0), ("controllers-brokers", 1.0)]
+        if len(cluster.controllers) >= 2:
+            modes.append(("majority-controllers", 1.0))
+    if len(cluster.nodes) >= 2:
+        modes += [("random-halves", 1.0), ("one-way", 1.0)]
+    if len(cluster.nodes) >= 3:
+        modes.append(("bridge", 1.0))
+    if len(cluster.nodes) >= 4:
+        modes.append(("majorities-ring", 1.0))
+    return modes
+
+
+def draw_partition(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
+    mode = pick(rng, _partition_modes(cluster), enabled)
+    value: dict[str, Any] = {"topology": mode, "seed": rng.randrange(2**31)}
+    failover = (timing.failover_s, timing.failover_s + 6)
+    if mode == "isolate-broker":
+        value = {"topology": "isolate-node", "nodes": [rng.choice(cluster.observers)], "seed": value["seed"]}
+        if rng.random() < 0.5:
+            return Draw("start-partition", value, span(rng, timing.fence_s, timing.fence_s + 4),
+                        "a broker cut off past its session: fenced", mode)
+        return Draw("start-partition", value, span(rng, timing.self_fence_s + 1, timing.self_fence_s + 5),
+                    "a broker cut off past its self-fence bound: it must stop serving", mode)
+    if "new-connections" in enabled and mode in (*_ACTIVE_CUTS, "random-halves", "one-way") and rng.random() < 0.3:
+        value["drop"] = "new-connections"  # asymmetric: open connections live on, new ones are refused
+    purposes = {
+        "isolate-controller": "the active controller cut off: a failover",
+        "leader-with-brokers": "the leader keeps the brokers and loses the voters: a failover",
+        "voters-apart-from-leader": "the leader cut from the voters only: a failover",
+        "minority-controllers": "a minority of voters falls behind",
+        "majority-controllers": "the voters' majority apart from the brokers: a failover or fences",
+        "controllers-brokers": "every broker cut from the quorum: fences",
+    }
+    if mode == "controllers-brokers":
+        return Draw("start-partition", value, span(rng, timing.fence_s, timing.fence_s + 4), purposes[mode], mode)
+    if mode == "minority-controllers":
+        return Draw("start-partition", value, span(rng, 2.0, timing.failover_s + 4), purposes[mode], mode)
+    return Draw("start-partition", value, span(rng, *failover),
+                purposes.get(mode, f"{mode}: leadership may move"), mode)
+
+
+FAULT = FaultKind("partition", PartitionFault)
+PACKAGE = Package(
+    moves_leadership=True,
+    name="partition", kind="partition", windows={"start-partition": "stop-partition"},
+    modes=_partition_modes, draw=draw_partition, gap_s=lambda t: 0.5 * t.failover_s, flags=("new-connections",),
+    doc="network partitions (iptables DROP per receiving host), around the active controller, the voters, "
+        "the brokers, or random; `drop: new-connections` cuts only new TCP connections",
+)

@@ -8,13 +8,14 @@ of the page cache: the nemesis only sends SIGKILL; the node's storage makes the 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kraftlab.nemesis import targets
 from kraftlab.nemesis.context import FaultContext, check_outcomes
 from kraftlab.nemesis.errors import FaultError
 from kraftlab.nemesis.fault import Handler
+from kraftlab.nemesis.package import Cluster, Draw, FaultKind, Package, Timing, keep_nodes, pick, span
 
 
 def resolve_nodes(ctx: FaultContext, value: dict[str, Any], rng: random.Random) -> list[str]:
@@ -114,3 +115,91 @@ class ProcessFault:
 
     def close(self) -> None:
         pass
+
+
+# ---- the packages: kill (always followed by a restart) and pause (always followed by a resume) ----
+
+def _who(rng: random.Random, cluster: Cluster, spec: str) -> dict[str, Any]:
+    """The op value naming `spec`'s nodes: the active controller is resolved when the op fires,
+    every other choice now (so the schedule records it and a replay repeats it)."""
+    if targets.is_deferred(spec):
+        return {"target": spec}
+    nodes = targets.resolve(spec, list(cluster.nodes), controllers=list(cluster.controllers),
+                            brokers=list(cluster.brokers), rng=rng)
+    return {"nodes": nodes, "chosen_as": spec}
+
+
+def _kill_modes(cluster: Cluster) -> list[tuple[str, float]]:
+    modes = [("controller", 3.0), ("voter", 2.0)] if cluster.controllers else []
+    if cluster.observers:
+        modes.append(("broker", 2.0))
+    if len(cluster.controllers) >= 3:
+        modes += [("minority-voters", 1.0), ("majority-voters", 0.5)]
+    modes.append(("all", 0.3))
+    return modes
+
+
+def draw_kill(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
+    mode = pick(rng, _kill_modes(cluster), enabled)
+    f = "graceful-stop" if "graceful" in enabled and rng.random() < 0.25 else "kill"
+    how = "stopped (controlled shutdown)" if f == "graceful-stop" else "killed"
+    match mode:
+        case "controller":
+            return Draw(f, _who(rng, cluster, mode), span(rng, 0.3, timing.failover_s + 3),
+                        f"the active controller {how}, then restarted: a failover", mode)
+        case "voter":
+            return Draw(f, _who(rng, cluster, mode), span(rng, 0.3, timing.failover_s + 3),
+                        f"a voter {how}, then restarted", mode)
+        case "broker":
+            if rng.random() < 0.5:
+                return Draw(f, _who(rng, cluster, mode), span(rng, timing.fence_s, timing.fence_s + 3),
+                            f"a broker {how} past its session: fenced, then registers again", mode)
+            return Draw(f, _who(rng, cluster, mode), span(rng, 0.3, 3.0), f"a broker {how} briefly", mode)
+        case "minority-voters":
+            return Draw(f, _who(rng, cluster, mode), span(rng, 1.0, timing.failover_s + 3),
+                        f"a minority of voters {how}", mode)
+        case "majority-voters":
+            return Draw(f, _who(rng, cluster, mode), span(rng, 0.5, 3.0),
+                        f"a majority of voters {how}: no quorum for a moment", mode)
+    return Draw("kill", _who(rng, cluster, "all"), span(rng, 0.5, 2.5),
+                "every node killed at once (a power cut), briefly", mode)
+
+
+def _pause_modes(cluster: Cluster) -> list[tuple[str, float]]:
+    modes = [("controller", 3.0), ("voter", 1.0)] if cluster.controllers else []
+    if cluster.observers:
+        modes.append(("broker", 2.0))
+    if len(cluster.controllers) >= 3:
+        modes.append(("minority-voters", 1.0))
+    return modes
+
+
+def draw_pause(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
+    mode = pick(rng, _pause_modes(cluster), enabled)
+    who = _who(rng, cluster, mode)
+    if mode == "broker":
+        return Draw("pause", who, span(rng, timing.fence_s, timing.fence_s + 3),
+                    "a broker paused past its session: fenced while asleep, wakes believing it is not", mode)
+    if rng.random() < 0.3:
+        return Draw("pause", who, span(rng, 0.2, 0.8 * timing.fetch_s),
+                    "a pause shorter than the fetch timeout: nothing should change", mode)
+    what = "the active controller" if mode == "controller" else "a voter" if mode == "voter" else "a minority of voters"
+    return Draw("pause", who, span(rng, timing.failover_s, timing.failover_s + 5),
+                f"{what} paused past a failover: a zombie that wakes in an old epoch", mode)
+
+
+FAULT = FaultKind("process", ProcessFault)
+KILL = Package(
+    moves_leadership=True,
+    name="kill", kind="process", windows={"kill": "restart", "graceful-stop": "restart"},
+    modes=_kill_modes, draw=draw_kill, gap_s=lambda t: 0.6 * t.failover_s, stop_value=keep_nodes,
+    flags=("graceful",),
+    doc="SIGKILL (or SIGTERM: controlled shutdown) of the active controller, a voter, a broker, a minority "
+        "or majority of voters or every node, always followed by a restart",
+)
+PAUSE = Package(
+    moves_leadership=True,
+    name="pause", kind="process", windows={"pause": "resume"},
+    modes=_pause_modes, draw=draw_pause, gap_s=lambda t: t.failover_s, stop_value=keep_nodes,
+    doc="SIGSTOP of the active controller, a voter, a broker or a minority of voters, then SIGCONT",
+)

@@ -14,9 +14,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 from kraftlab.nemesis.core import Completion, Nemesis
-from kraftlab.nemesis.schedule import Schedule
+from kraftlab.nemesis.packages import PACKAGES
+from kraftlab.nemesis.schedule import Schedule, Step
 
 
 class Terminated(KeyboardInterrupt):
@@ -75,14 +77,24 @@ class ScheduleRunner:
         self._thread: threading.Thread | None = None
 
     def run(self) -> list[Completion]:
-        """Fire every step at its time (until stopped), then heal everything; returns all completions."""
+        """Fire every step at its time, hold what is in force until the schedule's duration has
+        passed (or `stop()`), then heal everything; returns all completions."""
         start = self.monotonic()
+        opened: dict[int, Completion] = {}
         try:
             for step in self.schedule.steps:
                 delay = start + step.at - self.monotonic()
                 if self._stop.wait(max(0.0, delay)):
                     break
-                self.done.append(self.nemesis.invoke(step.f, step.value))
+                value = self._value(step, opened)
+                if value is None:
+                    continue
+                done = self.nemesis.invoke(step.f, value)
+                self.done.append(done)
+                if step.window is not None and step.opens:
+                    opened[step.window] = done
+            else:  # the last windows stay in force until the end of the run (the final heal)
+                self._stop.wait(max(0.0, start + self.schedule.duration - self.monotonic()))
         except BaseException as exc:
             self.error = exc
             raise
@@ -90,6 +102,21 @@ class ScheduleRunner:
             self.nemesis.close()
             self.healed = self.nemesis.heal_all()
         return self.done + self.healed
+
+    @staticmethod
+    def _value(step: Step, opened: dict[int, Completion]) -> dict[str, Any] | None:
+        """The value to invoke `step` with: a window's stop is given what its start did (the nodes
+        it resolved); None when the start was not applied at all (nothing to undo)."""
+        if step.window is None or step.opens:
+            return step.value
+        started = opened.pop(step.window, None)
+        if started is None:
+            return step.value  # a schedule cut short or edited by hand: undo by the step alone
+        if started.type == "fail":
+            return None
+        package = PACKAGES.get(step.package)
+        done = started.value if isinstance(started.value, dict) else {}
+        return {**(package.stop_value(done) if package is not None else {}), **step.value}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run_quietly, name="nemesis", daemon=True)

@@ -1,10 +1,17 @@
-"""Nemesis packages and their seeded schedules, like Jepsen's nemesis packages.
+"""Seeded fault schedules, like Jepsen's combined nemesis: every package runs its own lane of
+fault windows, the lanes overlap, and each window is sized to the system's timeouts.
 
-`--nemesis partition,kill,pause,clock,packet,disk` (or `none`, `all`) names the packages. A
-schedule is a list of timed steps; every random choice is made here, from the seed, and written
-into the step's value (the active controller is the one thing resolved when the step fires), so
-saving the schedule with the run and replaying it against a lab repeats the same faults. Each
-package alternates start and stop; the runner's final phase heals everything.
+`--nemesis partition,kill,pause,clock,packet,disk` (or `none`, `all`) names the packages
+(`nemesis.packages`). For each seed, swarm testing (Groce et al., ISSTA 2012) keeps a random
+subset of those packages and, within each, a random subset of its modes (topologies, targets)
+and flags: a run that never isolates the leader may kill it more often, and two seeds exercise
+different mixes. Within a lane a package draws a window (what to start, for how long, and why),
+then waits a gap and draws the next one; a window that would end after the run is held until the
+final heal. Every random choice is made here and written into the steps (only the active
+controller is resolved when a step fires), so the saved schedule replays the same faults.
+
+A window's stop undoes exactly what its start did: the runner hands the stop the nodes the start
+resolved (`Package.stop_value`), so a kill of the active controller restarts that node.
 """
 
 from __future__ import annotations
@@ -12,42 +19,23 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraftlab.nemesis import grudge, targets
-from kraftlab.nemesis.disk import DAMAGES
-from kraftlab.nemesis.packet import PACKET_KINDS
+from kraftlab.nemesis import packages as registry
+from kraftlab.nemesis.package import Cluster, Timing
+from kraftlab.nemesis.packages import PACKAGES, PackageError
 
-PACKAGES: tuple[str, ...] = ("partition", "kill", "pause", "clock", "packet", "disk")
 SCHEDULE_FILE = "nemesis-schedule.json"
-STOPS: dict[str, tuple[str, dict[str, Any]]] = {
-    "partition": ("stop-partition", {}),
-    "kill": ("restart", {}),
-    "pause": ("resume", {}),
-    "clock": ("clock-reset", {}),
-    "packet": ("stop-packet", {}),
-    "disk": ("stop-disk", {}),
-}
-_PROCESS_TARGETS = ("one", "minority", "majority", "all", "controller", "brokers")
+VERSION = 2
+
+__all__ = ["PACKAGES", "SCHEDULE_FILE", "Schedule", "ScheduleError", "Step", "generate", "load", "parse_packages",
+           "save"]
 
 
-class ScheduleError(ValueError):
+class ScheduleError(PackageError):
     """A bad package list or schedule file (says why)."""
-
-
-def parse_packages(spec: str) -> list[str]:
-    """`partition,kill` → ["partition", "kill"]; `none` → []; `all` → every package."""
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    if names in ([], ["none"]):
-        return []
-    if names == ["all"]:
-        return list(PACKAGES)
-    unknown = [n for n in names if n not in PACKAGES]
-    if unknown:
-        raise ScheduleError(f"unknown nemesis {', '.join(unknown)}; known: none, all, {', '.join(PACKAGES)}")
-    return list(dict.fromkeys(names))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,113 +44,136 @@ class Step:
     package: str
     f: str
     value: dict[str, Any]
+    window: int | None = None
+    """The fault window this step opens or closes (None: a step of its own, e.g. by hand)."""
+    purpose: str | None = None
+    """Why the window exists ("the active controller cut off: a failover"); on opening steps."""
+
+    @property
+    def opens(self) -> bool:
+        package = PACKAGES.get(self.package)
+        return package is not None and self.f in package.windows
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"at": self.at, "package": self.package, "f": self.f, "value": self.value}
+        if self.window is not None:
+            out["window"] = self.window
+        if self.purpose is not None:
+            out["purpose"] = self.purpose
+        return out
 
 
 @dataclass
 class Schedule:
     seed: int
-    interval: float
+    interval: float | None
+    """Mean seconds between one package's windows (None: each package's own, from the timeouts)."""
     duration: float
     packages: list[str]
     nodes: list[str]
     controllers: list[str]
     brokers: list[str]
     steps: list[Step] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)
+    swarm: dict[str, list[str]] = field(default_factory=dict)
+    """The packages this seed kept → the modes and flags it kept (empty: no swarm selection)."""
+
+    def windows(self) -> list[tuple[Step, Step | None]]:
+        """Each window's opening step and its closing step (None: held until the final heal)."""
+        closing = {s.window: s for s in self.steps if s.window is not None and not s.opens}
+        return [(s, closing.get(s.window)) for s in self.steps if s.window is not None and s.opens]
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": 1, **asdict(self)}
+        return {"version": VERSION, "seed": self.seed, "interval": self.interval, "duration": self.duration,
+                "packages": self.packages, "nodes": self.nodes, "controllers": self.controllers,
+                "brokers": self.brokers, "timing": self.timing, "swarm": self.swarm,
+                "steps": [s.to_json() for s in self.steps]}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Schedule:
-        if data.get("version") != 1:
-            raise ScheduleError(f"unsupported schedule version {data.get('version')!r}")
-        steps = [Step(float(s["at"]), s["package"], s["f"], dict(s["value"])) for s in data["steps"]]
-        return Schedule(int(data["seed"]), float(data["interval"]), float(data["duration"]), list(data["packages"]),
-                        list(data["nodes"]), list(data["controllers"]), list(data["brokers"]), steps)
+        version = data.get("version")
+        if version not in (1, VERSION):
+            raise ScheduleError(f"unsupported schedule version {version!r} (this kraftlab reads 1 and {VERSION})")
+        steps = [Step(float(s["at"]), s["package"], s["f"], dict(s["value"]), s.get("window"), s.get("purpose"))
+                 for s in data["steps"]]
+        interval = data.get("interval")
+        return Schedule(int(data["seed"]), float(interval) if interval is not None else None, float(data["duration"]),
+                        list(data["packages"]), list(data["nodes"]), list(data["controllers"]),
+                        list(data["brokers"]), steps, dict(data.get("timing", {})),
+                        {k: list(v) for k, v in data.get("swarm", {}).items()})
 
 
-def generate(packages: Sequence[str], *, seed: int, interval: float, duration: float, nodes: Sequence[str],
-             controllers: Sequence[str], brokers: Sequence[str]) -> Schedule:
-    """Every `interval` seconds until `duration`, one package (chosen from the seed) starts its
-    fault, or stops it if it is in force."""
-    if interval <= 0:
+def parse_packages(spec: str) -> list[str]:
+    """`partition,kill` → ["partition", "kill"]; `none` → []; `all` → every package."""
+    try:
+        return registry.parse_packages(spec)
+    except PackageError as exc:
+        raise ScheduleError(str(exc)) from None
+
+
+def swarm(rng: random.Random, packages: Sequence[str], cluster: Cluster) -> dict[str, list[str]]:
+    """The packages (each kept with probability 4/5; at least two when two are usable, and at least
+    one that moves leadership when one is named) and, per package, the modes (each kept with
+    probability 2/3, at least one) and flags (1/2) this seed uses."""
+    usable = [p for p in packages if PACKAGES[p].modes(cluster)]
+    kept = [p for p in usable if rng.random() < 0.8]
+    movers = [p for p in usable if PACKAGES[p].moves_leadership]
+    if movers and not set(movers) & set(kept):
+        kept.append(rng.choice(movers))
+    for p in rng.sample(usable, len(usable)):
+        if len(kept) >= min(2, len(usable)):
+            break
+        if p not in kept:
+            kept.append(p)
+    chosen: dict[str, list[str]] = {}
+    for p in usable:
+        if p not in kept:
+            continue
+        modes = [m for m, _ in PACKAGES[p].modes(cluster)]
+        on = [m for m in modes if rng.random() < 2 / 3] or [rng.choice(modes)]
+        chosen[p] = on + [f for f in PACKAGES[p].flags if rng.random() < 0.5]
+    return chosen
+
+
+def generate(packages: Sequence[str], *, seed: int, duration: float, nodes: Sequence[str],
+             controllers: Sequence[str], brokers: Sequence[str], timing: Timing | None = None,
+             interval: float | None = None, use_swarm: bool = True) -> Schedule:
+    """A combined schedule: one lane of windows per package kept by the swarm, overlapping."""
+    if interval is not None and interval <= 0:
         raise ScheduleError("--nemesis-interval must be positive")
+    unknown = [p for p in packages if p not in PACKAGES]
+    if unknown:
+        raise ScheduleError(f"unknown nemesis {', '.join(unknown)}; known: {', '.join(PACKAGES)}")
+    timing = timing or Timing()
+    cluster = Cluster(tuple(nodes), tuple(controllers), tuple(brokers))
     rng = random.Random(seed)
-    sched = Schedule(seed, interval, duration, list(packages), list(nodes), list(controllers), list(brokers))
-    usable = [p for p in packages if p != "disk" or _observers(sched)]  # disk faults hit broker-only nodes
-    active: set[str] = set()
-    at = interval
-    while usable and at < duration:
-        package = rng.choice(usable)
-        if package in active:
-            f, value = STOPS[package]
-            active.discard(package)
-        else:
-            f, value = _start(package, rng, sched)
-            active.add(package)
-        sched.steps.append(Step(round(float(at), 3), package, f, dict(value)))
-        at += interval
+    if use_swarm:
+        chosen = swarm(rng, packages, cluster)
+    else:
+        chosen = {p: [m for m, _ in PACKAGES[p].modes(cluster)] + list(PACKAGES[p].flags)
+                  for p in packages if PACKAGES[p].modes(cluster)}
+    sched = Schedule(seed, interval, duration, list(packages), list(nodes), list(controllers), list(brokers),
+                     timing=timing.to_json(), swarm=chosen if use_swarm else {})
+    lanes: list[tuple[Step, Step | None]] = []
+    for name, enabled in chosen.items():
+        package = PACKAGES[name]
+        lane = random.Random(f"{seed}/{name}")  # a package's lane does not move when another is added
+        gap = interval if interval is not None else package.gap_s(timing)
+        at = timing.election_s + lane.uniform(0, gap)  # the first operations meet a healthy cluster
+        while at < duration:
+            draw = package.draw(lane, cluster, timing, enabled)
+            start = Step(round(at, 3), name, draw.f, dict(draw.value), purpose=draw.purpose)
+            end = at + draw.duration
+            stop = Step(round(end, 3), name, package.windows[draw.f], {}) if end < duration else None
+            lanes.append((start, stop))
+            at = end + lane.uniform(0.5, 1.5) * gap
+    lanes.sort(key=lambda w: (w[0].at, w[0].package))
+    for window, (start, stop) in enumerate(lanes):
+        sched.steps.append(Step(start.at, start.package, start.f, start.value, window, start.purpose))
+        if stop is not None:
+            sched.steps.append(Step(stop.at, stop.package, stop.f, stop.value, window))
+    sched.steps.sort(key=lambda s: (s.at, 0 if not s.opens else 1, s.window or 0))
     return sched
-
-
-def _start(package: str, rng: random.Random, s: Schedule) -> tuple[str, dict[str, Any]]:
-    match package:
-        case "partition":
-            return "start-partition", {"topology": rng.choice(_topologies(s)), "seed": rng.randrange(2**31)}
-        case "kill":
-            return ("kill" if rng.random() < 0.8 else "graceful-stop"), _targets(rng, s, _PROCESS_TARGETS)
-        case "pause":
-            return "pause", _targets(rng, s, _PROCESS_TARGETS)
-        case "clock":
-            who = _targets(rng, s, ("one", "minority", "controller"))
-            kind = rng.choice(("bump", "strobe", "rate"))
-            if kind == "bump":
-                return "clock-bump", {**who, "delta_ms": float(rng.choice((-1, 1)) * rng.randint(100, 120_000))}
-            if kind == "strobe":
-                return "clock-strobe", {**who, "low_ms": 0.0, "high_ms": float(rng.randint(100, 10_000)),
-                                        "period_ms": float(rng.randint(100, 500))}
-            return "clock-rate", {**who, "rate": rng.choice((0.5, 0.8, 1.25, 2.0))}
-        case "packet":
-            kind = rng.choice(PACKET_KINDS)
-            value: dict[str, Any] = {"kind": kind, "target": "all"}
-            if kind == "loss":
-                value["probability"] = rng.choice((0.05, 0.1, 0.2, 0.3))
-            elif kind == "bandwidth":
-                value["rate"] = rng.choice(("256kbit", "1mbit", "10mbit"))
-            return "start-packet", value
-        case "disk":
-            # Raft assumes stable storage on voters: a voter that loses fsynced entries (a cut tail) or
-            # its quorum-state may help elect a leader without committed data or vote twice in an
-            # epoch, and one with damage below its high-water mark must refuse to start. Either way a
-            # correct node would be judged by a fault outside its model, so generated schedules damage
-            # broker-only nodes (observers), whose logs can be rebuilt from the quorum; damaging a
-            # voter stays possible by hand (`kraftlab nemesis start-disk --nodes n1`).
-            damage = rng.choice(DAMAGES)
-            return "start-disk", {"nodes": [rng.choice(_observers(s))], "damage": damage, "seed": rng.randrange(2**31)}
-    raise ScheduleError(f"unknown package {package!r}")
-
-
-def _observers(s: Schedule) -> list[str]:
-    return [b for b in s.brokers if b not in s.controllers]
-
-
-def _topologies(s: Schedule) -> list[str]:
-    usable = ["halves", "random-halves", "isolate-node", "isolate-controller", "bridge", "one-way"]
-    if len(s.controllers) >= 2:
-        usable.append("minority-controllers")
-    if len(s.nodes) >= 4:
-        usable.append("majorities-ring")
-    if [b for b in s.brokers if b not in s.controllers] and s.controllers:
-        usable.append("controllers-brokers")
-    return [t for t in grudge.TOPOLOGIES if t in usable]
-
-
-def _targets(rng: random.Random, s: Schedule, choices: Sequence[str]) -> dict[str, Any]:
-    spec = rng.choice(list(choices))
-    if targets.is_deferred(spec):
-        return {"target": spec}
-    nodes = targets.resolve(spec, s.nodes, controllers=s.controllers, brokers=s.brokers, rng=rng)
-    return {"nodes": nodes, "chosen_as": spec}
 
 
 def save(schedule: Schedule, run_dir: str | Path) -> Path:
@@ -181,5 +192,7 @@ def load(path: str | Path) -> Schedule:
         return Schedule.from_json(json.loads(p.read_text(encoding="utf-8")))
     except FileNotFoundError:
         raise ScheduleError(f"no nemesis schedule at {p}") from None
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, ScheduleError):
+            raise
         raise ScheduleError(f"{p}: not a nemesis schedule: {exc}") from None

@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 from kraftlab.nemesis.cleanup import ledger_for
 from kraftlab.nemesis.core import Completion, Nemesis
+from kraftlab.nemesis.package import Timing
+from kraftlab.nemesis.packages import PACKAGES
 from kraftlab.nemesis.ports import Ledger, NodeControl, OpRecorder
 from kraftlab.nemesis.runner import ScheduleRunner
 from kraftlab.nemesis.schedule import Schedule, ScheduleError, generate, load, parse_packages, save
@@ -33,15 +35,22 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, default: str = "none")
         return text
 
     def interval(text: str) -> float:
-        value = float(text)
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
         if value <= 0:
             raise argparse.ArgumentTypeError("must be positive")
         return value
 
     parser.add_argument("--nemesis", type=packages, default=default,
-                        help="faults: none, all, or a comma list of partition,kill,pause,clock,packet,disk")
-    parser.add_argument("--nemesis-interval", type=interval, default=10.0, metavar="SECONDS",
-                        help="seconds between nemesis steps (each fault alternates start and stop)")
+                        help="faults: none, all, or a comma list of " + ",".join(PACKAGES)
+                        + " (each seed keeps a random subset of them and of their modes: swarm testing)")
+    parser.add_argument("--nemesis-interval", type=interval, default=None, metavar="SECONDS",
+                        help="mean seconds between one package's fault windows (default: each package's own, "
+                             "derived from the node's timeouts)")
+    parser.add_argument("--no-swarm", dest="swarm", action="store_false",
+                        help="use every named package and all of its modes in every run (no swarm selection)")
     parser.add_argument("--replay-nemesis", metavar="RUN_DIR",
                         help="replay the nemesis schedule saved in an earlier run's directory")
 
@@ -76,10 +85,11 @@ class NemesisRun:
         return self.runner.healed + self.nemesis.heal_all()
 
 
-def prepare_run(lab: str, control: NodeControl, *, packages: str, interval: float, duration: float, seed: int,
-                run_dir: str | Path, recorder: OpRecorder, replay_from: str | Path | None = None,
-                ledger: Ledger | None = None) -> NemesisRun:
-    """A new seeded schedule (or the one saved in `replay_from`), saved as the run's schedule."""
+def prepare_run(lab: str, control: NodeControl, *, packages: str, interval: float | None, duration: float,
+                seed: int, run_dir: str | Path, recorder: OpRecorder, replay_from: str | Path | None = None,
+                ledger: Ledger | None = None, timing: Timing | None = None, swarm: bool = True) -> NemesisRun:
+    """A new seeded schedule (or the one saved in `replay_from`), saved as the run's schedule;
+    windows are sized to `timing` (the deployed nodes' timeouts)."""
     if replay_from is not None:
         schedule = load(replay_from)
         missing = sorted(set(schedule.nodes) - set(control.nodes()))
@@ -88,8 +98,8 @@ def prepare_run(lab: str, control: NodeControl, *, packages: str, interval: floa
     else:
         controllers = control.controllers()
         schedule = generate(parse_packages(packages), seed=seed, interval=interval, duration=duration,
-                            nodes=control.nodes(), controllers=controllers,
-                            brokers=[b for b in control.brokers() if b not in controllers] or control.brokers())
+                            nodes=control.nodes(), controllers=controllers, brokers=control.brokers(),
+                            timing=timing, use_swarm=swarm)
     path = save(schedule, run_dir)
     nemesis = Nemesis(lab, control, recorder=recorder, ledger=ledger if ledger is not None else ledger_for(lab),
                       seed=schedule.seed)

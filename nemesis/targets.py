@@ -1,5 +1,6 @@
 """Which nodes a process/clock/disk fault hits: one, minority, majority, all, the active controller,
-controllers, brokers only, or a given list. Random choices come from the `random.Random` passed in."""
+controllers, brokers only, one voter, one broker, a minority or a majority of the voters, or a given
+list. Random choices come from the `random.Random` passed in."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 from collections.abc import Sequence
 
 TARGETS: tuple[str, ...] = ("one", "minority", "majority", "all", "controller", "controllers", "brokers",
-                            "list")
+                            "voter", "broker", "minority-voters", "majority-voters", "list")
 
 
 class TargetError(ValueError):
@@ -42,6 +43,15 @@ def resolve(spec: str, nodes: Sequence[str], *, controllers: Sequence[str] = (),
             chosen = list(controllers)
         case "brokers":
             chosen = [b for b in brokers if b not in set(controllers)] or list(brokers)
+        case "voter":
+            chosen = [r.choice(list(controllers))] if controllers else []
+        case "broker":
+            only = [b for b in brokers if b not in set(controllers)] or list(brokers)
+            chosen = [r.choice(only)] if only else []
+        case "minority-voters":
+            chosen = r.sample(list(controllers), max(1, (len(controllers) - 1) // 2)) if controllers else []
+        case "majority-voters":
+            chosen = r.sample(list(controllers), len(controllers) // 2 + 1) if controllers else []
         case "list":
             unknown = set(listed) - set(nodes)
             if unknown:

@@ -16,75 +16,162 @@ from kraftlab.control.host import CommandResult
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl
 from kraftlab.nemesis.runner import ScheduleRunner
-from kraftlab.nemesis.schedule import PACKAGES, STOPS, ScheduleError, generate, load, parse_packages, save
+from kraftlab.nemesis.package import Timing
+from kraftlab.nemesis.packages import PACKAGES, WINDOWS
+from kraftlab.nemesis.schedule import Schedule, ScheduleError, Step, generate, load, parse_packages, save
 
+TINY = Timing(election_s=0.001, fetch_s=0.001, request_s=0.001, session_s=0.002, heartbeat_s=0.001,
+              self_fence_s=0.004)
+"""Timeouts so short that whole schedules fit in a fraction of a second (for runner tests)."""
 NODES = ["n1", "n2", "n3", "n4", "n5"]
-KW = {"nodes": NODES, "controllers": NODES[:3], "brokers": NODES[3:]}
+KW = {"nodes": NODES, "controllers": NODES[:3], "brokers": NODES}
+ALL = list(PACKAGES)
 
 
 def test_parse_packages() -> None:
     assert parse_packages("none") == [] == parse_packages("")
-    assert parse_packages("all") == list(PACKAGES)
+    assert parse_packages("all") == ALL
     assert parse_packages("kill, partition,kill") == ["kill", "partition"]
     with pytest.raises(ScheduleError, match="unknown nemesis bogus"):
         parse_packages("partition,bogus")
 
 
 def test_same_seed_same_schedule_other_seed_other() -> None:
-    a = generate(PACKAGES, seed=7, interval=5, duration=300, **KW)
-    b = generate(PACKAGES, seed=7, interval=5, duration=300, **KW)
-    c = generate(PACKAGES, seed=8, interval=5, duration=300, **KW)
+    a = generate(ALL, seed=7, duration=300, **KW)
+    b = generate(ALL, seed=7, duration=300, **KW)
+    c = generate(ALL, seed=8, duration=300, **KW)
     assert a.to_json() == b.to_json()
     assert a.steps != c.steps
-    assert len(a.steps) == 59 and a.steps[0].at == 5.0 and a.steps[-1].at == 295.0
 
 
-def test_each_package_alternates_start_and_stop() -> None:
-    sched = generate(PACKAGES, seed=3, interval=1, duration=400, **KW)
-    for package in PACKAGES:
-        fs = [s.f for s in sched.steps if s.package == package]
-        assert fs, package
-        stops = [f == STOPS[package][0] for f in fs]
-        assert stops == [i % 2 == 1 for i in range(len(fs))], package
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31))
+def test_all_packages_for_60_s_give_at_least_six_windows_that_close_in_order(seed: int) -> None:
+    sched = generate(ALL, seed=seed, duration=60, **KW)
+    windows = sched.windows()
+    assert len(windows) >= 6
+    assert len({s.window for s, _ in windows}) == len(windows)
+    lanes: dict[str, float] = {}
+    for start, stop in windows:
+        assert Timing().election_s <= start.at < 60 and start.purpose
+        package = PACKAGES[start.package]
+        if stop is None:
+            lanes[start.package] = 60.0  # held until the final heal: the lane's last window
+            continue
+        assert stop.package == start.package and stop.f == package.windows[start.f]
+        assert start.at < stop.at < 60
+        assert lanes.get(start.package, 0.0) <= start.at, "a package's windows never overlap each other"
+        lanes[start.package] = stop.at
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31))
+def test_swarm_keeps_a_recorded_subset_with_a_package_that_moves_leadership(seed: int) -> None:
+    sched = generate(ALL, seed=seed, duration=60, **KW)
+    assert 2 <= len(sched.swarm) <= len(ALL)
+    assert any(PACKAGES[p].moves_leadership for p in sched.swarm)
+    assert {s.package for s in sched.steps} <= set(sched.swarm)
+    for package, enabled in sched.swarm.items():
+        assert enabled and set(enabled) <= {m for m, _ in PACKAGES[package].modes(
+            __import__("kraftlab.nemesis.package", fromlist=["Cluster"]).Cluster(
+                tuple(NODES), tuple(NODES[:3]), tuple(NODES)))} | set(PACKAGES[package].flags)
+    whole = generate(ALL, seed=seed, duration=60, use_swarm=False, **KW)
+    assert whole.swarm == {} and {s.package for s in whole.steps} >= {"partition", "kill", "pause"}
+
+
+def test_overlapping_windows_of_different_packages() -> None:
+    sched = generate(ALL, seed=3, duration=120, use_swarm=False, **KW)
+    spans = [(s.at, e.at if e else 120.0, s.package) for s, e in sched.windows()]
+    assert any(a0 < b1 and b0 < a1 and pa != pb for a0, a1, pa in spans for b0, b1, pb in spans)
+
+
+def test_windows_are_sized_to_the_node_timeouts() -> None:
+    for timing in (Timing(), Timing(fetch_s=4.0, election_s=2.0, session_s=18.0, self_fence_s=36.0)):
+        sched = generate(["partition", "kill", "pause"], seed=5, duration=2000, timing=timing, use_swarm=False, **KW)
+        assert sched.timing == timing.to_json()
+        for start, stop in sched.windows():
+            if stop is None:
+                continue
+            length = stop.at - start.at
+            topology = start.value.get("topology")
+            if topology in ("isolate-controller", "leader-with-brokers", "voters-apart-from-leader"):
+                assert length >= timing.failover_s - 0.01, (start, length)
+            if topology == "isolate-node":
+                assert length >= timing.fence_s - 0.01
+            if start.f in ("kill", "graceful-stop") and start.value.get("chosen_as") in ("all", "majority-voters"):
+                assert length <= 3.0, "no whole-cluster or quorum-wide stop longer than a few seconds"
 
 
 def test_choices_are_concrete_except_the_active_controller() -> None:
-    sched = generate(["kill", "pause", "partition"], seed=11, interval=1, duration=200, **KW)
+    sched = generate(["kill", "pause", "partition", "clock"], seed=11, duration=200, use_swarm=False, **KW)
     for step in sched.steps:
-        if step.f in ("kill", "graceful-stop", "pause"):
+        if step.opens and step.f in ("kill", "graceful-stop", "pause", "clock-bump", "clock-rate", "clock-strobe"):
             assert ("nodes" in step.value) != (step.value.get("target") == "controller"), step
         if step.f == "start-partition":
             assert isinstance(step.value["seed"], int)
 
 
 def test_none_is_empty() -> None:
-    assert generate([], seed=1, interval=1, duration=100, **KW).steps == []
+    assert generate([], seed=1, duration=100, **KW).steps == []
 
 
-def test_save_load_round_trip(tmp_path: Path) -> None:
-    sched = generate(PACKAGES, seed=5, interval=2, duration=60, **KW)
+def test_save_load_round_trip_and_the_version_1_format(tmp_path: Path) -> None:
+    sched = generate(ALL, seed=5, duration=60, **KW)
     path = save(sched, tmp_path / "run")
-    assert json.loads(path.read_text())["version"] == 1
+    assert json.loads(path.read_text())["version"] == 2
     assert load(tmp_path / "run").to_json() == sched.to_json()
     with pytest.raises(ScheduleError, match="no nemesis schedule"):
         load(tmp_path / "nowhere")
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ScheduleError):
         load(tmp_path / "bad.json")
+    (tmp_path / "v9.json").write_text('{"version": 9}')
+    with pytest.raises(ScheduleError, match="unsupported schedule version 9"):
+        load(tmp_path / "v9.json")
+    old = {"version": 1, "seed": 3, "interval": 10.0, "duration": 60.0, "packages": ["kill"], "nodes": NODES,
+           "controllers": NODES[:3], "brokers": NODES[3:],
+           "steps": [{"at": 10.0, "package": "kill", "f": "kill", "value": {"nodes": ["n2"]}},
+                     {"at": 20.0, "package": "kill", "f": "restart", "value": {}}]}
+    (tmp_path / "v1.json").write_text(json.dumps(old))
+    v1 = load(tmp_path / "v1.json")
+    assert [(s.at, s.f, s.window) for s in v1.steps] == [(10.0, "kill", None), (20.0, "restart", None)]
+
+
+def test_a_window_stop_undoes_exactly_the_nodes_its_start_resolved() -> None:
+    control = FakeNodeControl()
+    sched = Schedule(1, None, 0.2, ["kill"], control.nodes(), control.controllers(), control.brokers(), [
+        Step(0.0, "kill", "kill", {"target": "controller"}, 0, "why"),
+        Step(0.0, "kill", "kill", {"nodes": ["n5"]}, 1, "why"),
+        Step(0.05, "kill", "restart", {}, 0),
+    ])
+    nemesis = Nemesis("w", control, seed=1)
+    runner = ScheduleRunner(nemesis, sched)
+    runner.start()
+    time.sleep(0.12)
+    active = control.active_controller()
+    states = {n: f.state for n, f in control.nodes_by_name.items()}
+    assert states["n5"] != "running", "window 1 is held until the end of the run"
+    restarts = [c for c in runner.done if c.f == "restart"]
+    assert restarts and restarts[0].value["nodes"] == [active or restarts[0].value["nodes"][0]]
+    runner.stop()
+    assert all(f.state == "running" for f in control.nodes_by_name.values())
+    assert nemesis.status() == {}
 
 
 def replay(tmp_path: Path, seed: int) -> list[dict]:
     control = FakeNodeControl()
-    sched = generate(PACKAGES, seed=seed, interval=0.001, duration=0.08, nodes=control.nodes(),
-                     controllers=control.controllers(), brokers=[n for n in control.nodes()
-                                                                 if n not in control.controllers()])
+    sched = generate(ALL, seed=seed, interval=0.001, duration=0.08, nodes=control.nodes(),
+                     controllers=control.controllers(), brokers=control.brokers(), timing=TINY)
     save(sched, tmp_path)
     recorded = Recorded()
-    nemesis = Nemesis("r", control, recorder=recorded, seed=99, local_boot_id="x")
+    nemesis = Nemesis("r", control, recorder=recorded, seed=99)
     ScheduleRunner(nemesis, load(tmp_path)).run()
     assert nemesis.status() == {}
     assert all(f.state == "running" for f in control.nodes_by_name.values())
-    return [{k: op[k] for k in ("type", "f", "value")} for op in recorded]
+    def timeless(value: object) -> object:  # when a rate was set is not what was done
+        return {k: v for k, v in value.items() if k != "anchor_mono_ns"} if isinstance(value, dict) else value
+
+    return [{"type": op["type"], "f": op["f"], "value": timeless(op["value"])} for op in recorded]
 
 
 def test_replay_repeats_the_same_ops_and_heals_at_the_end(tmp_path: Path) -> None:
@@ -98,7 +185,7 @@ def test_replay_repeats_the_same_ops_and_heals_at_the_end(tmp_path: Path) -> Non
 def test_runner_stops_early_and_heals() -> None:
     control = FakeNodeControl()
     sched = generate(["kill"], seed=1, interval=0.05, duration=60, nodes=control.nodes(),
-                     controllers=control.controllers(), brokers=control.brokers())
+                     controllers=control.controllers(), brokers=control.brokers(), timing=TINY)
     nemesis = Nemesis("s", control, seed=1)
     runner = ScheduleRunner(nemesis, sched)
     runner.start()
@@ -111,7 +198,6 @@ def test_runner_stops_early_and_heals() -> None:
 
 def test_session_saves_the_schedule_records_into_the_history_and_replays(tmp_path: Path) -> None:
     from kraftlab.checker.history import read_jsonl
-    from kraftlab.nemesis.fault import WINDOWS
     from kraftlab.nemesis.ports import MemoryLedger
     from kraftlab.nemesis.session import history_recorder, prepare_run
     from kraftlab.workloads.history import HistoryWriter
@@ -121,7 +207,7 @@ def test_session_saves_the_schedule_records_into_the_history_and_replays(tmp_pat
         writer = HistoryWriter(run_dir / "history.jsonl")
         run = prepare_run("sess", FakeNodeControl(), packages="partition,kill,clock", interval=0.01, duration=0.3,
                           seed=17, run_dir=run_dir, recorder=history_recorder(writer), replay_from=replay_from,
-                          ledger=MemoryLedger())
+                          ledger=MemoryLedger(), timing=TINY)
         assert run.schedule_path == run_dir / "nemesis-schedule.json"
         run.start()
         run.runner._thread.join(10)  # type: ignore[union-attr]
@@ -142,14 +228,14 @@ def test_session_saves_the_schedule_records_into_the_history_and_replays(tmp_pat
 
 
 @settings(max_examples=int(os.environ.get("NEMESIS_SCHEDULE_EXAMPLES", "40")))
-@given(st.integers(0, 2**31), st.lists(st.sampled_from(PACKAGES), min_size=1, unique=True), st.booleans())
+@given(st.integers(0, 2**31), st.lists(st.sampled_from(ALL), min_size=1, unique=True), st.booleans())
 def test_any_schedule_then_heal_all_restores_everything(seed: int, packages: list[str], combined: bool) -> None:
     control = FakeNodeControl(combined=combined)
     for node in control.nodes():  # disk damage answers as the real script would
         control.host(node).on("python3 -c", CommandResult(node, "", 0, '{"action": "x"}\n', ""))
     sched = generate(packages, seed=seed, interval=1, duration=40, nodes=control.nodes(),
                      controllers=control.controllers(), brokers=control.brokers())
-    nemesis = Nemesis("h", control, seed=seed, local_boot_id="me")
+    nemesis = Nemesis("h", control, seed=seed)
     try:
         for step in sched.steps:
             nemesis.invoke(step.f, step.value)
@@ -167,11 +253,11 @@ def test_any_schedule_then_heal_all_restores_everything(seed: int, packages: lis
 
 
 def test_generated_disk_faults_lose_stable_storage_only_on_broker_only_nodes() -> None:
-    sched = generate(["disk"], seed=2, interval=1, duration=400, **KW)
+    sched = generate(["disk"], seed=2, duration=1200, use_swarm=False, **KW)
     starts = [s.value for s in sched.steps if s.f == "start-disk"]
     assert {v["damage"] for v in starts} == {"truncate-tail", "flip-bits", "delete-quorum-state", "wipe"}
     for v in starts:
         if v["damage"] in ("wipe", "delete-quorum-state"):
             assert set(v["nodes"]) <= {"n4", "n5"}, v
-    combined = generate(["disk"], seed=2, interval=1, duration=100, nodes=NODES, controllers=NODES, brokers=NODES)
+    combined = generate(["disk"], seed=2, duration=100, nodes=NODES, controllers=NODES, brokers=NODES)
     assert {s.value["damage"] for s in combined.steps if s.f == "start-disk"} <= {"truncate-tail", "flip-bits"}
