@@ -59,6 +59,12 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "controller.quorum.append.linger.ms": "25",
     "broker.session.timeout.ms": "9000",
     "broker.heartbeat.interval.ms": "2000",
+    # Small on purpose, as Jepsen tunes a system for interesting behaviour: a 60-s run writes about
+    # 50 KB of metadata, so these give several snapshots (and log deletion behind them) and segment
+    # rolls per run, and nodes that restart or fall behind load snapshots instead of replaying a log
+    # that is always whole.
+    "metadata.snapshot.max.new.record.bytes": "8192",
+    "metadata.log.segment.bytes": "16384",
 }
 
 
