@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from kraftlab.control.host import CommandResult
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl
-from kraftlab.nemesis.runner import ScheduleRunner
 from kraftlab.nemesis.package import Timing
 from kraftlab.nemesis.packages import PACKAGES, WINDOWS
+from kraftlab.nemesis.runner import ScheduleRunner
 from kraftlab.nemesis.schedule import Schedule, ScheduleError, Step, generate, load, parse_packages, save
 
 TINY = Timing(election_s=0.001, fetch_s=0.001, request_s=0.001, session_s=0.002, heartbeat_s=0.001,
