@@ -1,7 +1,11 @@
 """Node journals (docs/contracts.md): JSON Lines of what each node did, read into `Entry`s.
 
 Every entry keeps its file and line so a violation can point at the exact lines. Order within
-one journal is the node's own order and is trusted; clocks across nodes are not (skew).
+one journal is the node's own order and is trusted; the nodes' clocks are not (skew). But nodes
+that share one kernel (the default namespace lab) journal its unskewed CLOCK_MONOTONIC as `rmono`
+and its `boot_id` on `start`: when every journal of a run does, `Journals.shared_clock` is true and
+rules may order events of different nodes by `rmono` (real happens-before: a follower journals its
+flush before it sends the Fetch that acknowledges it, the leader its HW after it received it).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ class Entry:
     file: str = "<memory>"
     line: int = 0
     seq: int = 0
+    rmono: int | None = None
+    """The host's unskewed monotonic clock (ns) when the node journalled it."""
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.fields.get(key, default)
@@ -47,6 +53,13 @@ class Journals:
 
     by_node: dict[int, list[Entry]] = field(default_factory=dict)
 
+    @property
+    def shared_clock(self) -> bool:
+        """Every entry carries `rmono` and every `start` the same `boot_id`: one kernel's monotonic
+        clock orders the events of all nodes."""
+        boots = {e.get("boot_id") for e in self.all() if e.ev == "start"}
+        return len(boots) == 1 and None not in boots and all(e.rmono is not None for e in self.all())
+
     def all(self) -> Iterable[Entry]:
         for node in sorted(self.by_node):
             yield from self.by_node[node]
@@ -58,8 +71,10 @@ def entry_from(raw: dict[str, Any], file: str = "<memory>", line: int = 0, seq: 
             raise HistoryError(file, line, f"journal entry without {key!r}")
     if not isinstance(raw["node"], int):
         raise HistoryError(file, line, "node must be an integer id")
-    fields = {k: v for k, v in raw.items() if k not in COMMON}
-    return Entry(raw["node"], str(raw["ev"]), raw["ts"], raw["mono"], fields, file, line, seq)
+    fields = {k: v for k, v in raw.items() if k not in COMMON and k != "rmono"}
+    rmono = raw.get("rmono")
+    return Entry(raw["node"], str(raw["ev"]), raw["ts"], raw["mono"], fields, file, line, seq,
+                 int(rmono) if isinstance(rmono, int) else None)
 
 
 def read_journal(path: str | Path) -> list[Entry]:

@@ -9,7 +9,11 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
 - MonotonicHighWatermark: a node's high-water mark never goes down within one process life.
 - MajorityReachedHighWatermark: when a leader advances its high-water mark to H, a majority of
   voters hold the entry at H-1 (same epoch and CRC) durably — appended and covered by a later
-  `flush` (the durable end), or by a snapshot. Cross-node order is not trusted (clocks skew), so
+  `flush` (the durable end), or by a snapshot. When the journals share one kernel's clock
+  (`Journals.shared_clock`, the namespace lab), "hold" means before the leader's `hw` line by that
+  clock: each follower journals its flush before it sends the Fetch that acknowledges it, so a
+  leader that counts an offset no majority had flushed yet is caught even if they flush it later.
+  Otherwise cross-node order is not trusted (clocks skew), and
   for the other voters "hold" means at some point in their journal; the leader's own copy counts
   only if its flush is journalled before that `hw` line (the core counts its own durable end
   only from flushes it journalled). A journal may be cut early (copied from a live node), so a
@@ -68,11 +72,14 @@ class _Node:
     epoch: int = -1
     epoch_entry: Entry | None = None
     role: str = "unattached"
-    ever: dict[int, dict[tuple[int, int], int]] = field(default_factory=dict)  # offset → {(epoch, crc) ever
-    # durable → the journal position (index in this node's journal) where it first became durable}
+    ever: dict[int, dict[tuple[int, int], tuple[int, int | None]]] = field(default_factory=dict)
+    # offset → {(epoch, crc) ever durable → (the journal position where it first became durable, the
+    # host monotonic clock of that line)}
     pos: int = 0  # the position of the journal line being replayed
+    rmono: int | None = None  # the host monotonic clock of the line being replayed
     top_hw: int = 0  # the highest high-water mark this node's journal ever shows (its journal reaches that far)
     last_ts: float = 0.0  # the wall clock of its journal's last line
+    last_rmono: int | None = None  # the host monotonic clock of its journal's last line
     snap_max: int = 0
     durable: int = 0  # the durable end offset (last flush, cut by truncations; a restart's log end)
     flush_entry: Entry | None = None
@@ -86,7 +93,7 @@ class _Node:
         for o in range(self.durable, end):
             have = self.log.get(o)
             if have is not None:
-                self.ever.setdefault(o, {}).setdefault((have[0], have[1]), self.pos)
+                self.ever.setdefault(o, {}).setdefault((have[0], have[1]), (self.pos, self.rmono))
         self.durable = end
 
 
@@ -99,20 +106,27 @@ class _Commit:
     append: Entry  # the append that wrote the entry
 
 
-def _held(st: _Node, hw: int, epoch: int, crc: int, before: int | None) -> bool:
+def _held(st: _Node, hw: int, epoch: int, crc: int, before: int | None, before_rmono: int | None = None) -> bool:
     """Whether a node held the entry at `hw - 1` durably (flushed, or under a snapshot) at some point
     of its journal, or — for the leader judging its own HW (`before`: that `hw` line's position) —
-    before that line: the leader journals the flush that counts its own log before the `hw` it allows."""
+    before that line: the leader journals the flush that counts its own log before the `hw` it allows;
+    with a shared clock (`before_rmono`: that line's), any voter only before that instant."""
     first = st.ever.get(hw - 1, {}).get((epoch, crc))
-    return (first is not None and (before is None or first < before)) or st.snap_max >= hw
+    if first is not None and before_rmono is not None and first[1] is not None:
+        return first[1] < before_rmono
+    return (first is not None and (before is None or first[0] < before)) or st.snap_max >= hw
 
 
-def _maybe_cut(st: _Node | None, e: Entry, hw: int) -> bool:
+def _maybe_cut(st: _Node | None, e: Entry, hw: int, shared_clock: bool = False) -> bool:
     """Whether a voter's journal may end before a leader's `hw` line `e` (copied from a live node):
     it never shows a high-water mark of `hw` or more (which only comes after the leader's) and its
     last line is not later than `e` by the wall clocks (skewed clocks make this lenient, not wrong,
-    once the clock faults are healed at the end of a run)."""
-    return st is None or (st.top_hw < hw and st.last_ts <= e.ts)
+    once the clock faults are healed at the end of a run) — or by the shared clock when there is one."""
+    if st is None:
+        return True
+    if shared_clock and st.last_rmono is not None and e.rmono is not None:
+        return st.top_hw < hw and st.last_rmono <= e.rmono
+    return st.top_hw < hw and st.last_ts <= e.ts
 
 
 def _answered_uncommitted(e: Entry, hw: int) -> bool:
@@ -165,14 +179,17 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
     leader_hw: list[tuple[Entry, int, int, int, int]] = []  # (hw entry, hw, entry epoch, crc, position) on leaders
     applies: list[tuple[Entry, int]] = []  # (apply entry, node hw then)
 
+    shared_clock = journals.shared_clock
     for nid, entries in journals.by_node.items():
         st = nodes[nid]
         life_fatal: list[Entry] = []
         life_damaged = False
         early_answer_reported = False
         st.last_ts = entries[-1].ts if entries else 0.0
+        st.last_rmono = entries[-1].rmono if entries else None
         for pos, e in enumerate([*entries, None]):
             st.pos = pos
+            st.rmono = e.rmono if e is not None else None
             if e is None or e.ev == "start":
                 if not life_damaged:
                     vs.extend(_fatal(x) for x in life_fatal)
@@ -286,12 +303,14 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
 
     majority = len(voters) // 2 + 1
     for e, hw, ep, crc, pos in leader_hw:
-        holders = [v for v in voters if v in nodes and _held(nodes[v], hw, ep, crc, pos if v == e.node else None)]
-        unknown = [v for v in voters if v not in holders and _maybe_cut(nodes.get(v), e, hw)]
+        at = e.rmono if shared_clock else None
+        holders = [v for v in voters if v in nodes and _held(nodes[v], hw, ep, crc, pos if v == e.node else None, at)]
+        unknown = [v for v in voters if v not in holders and _maybe_cut(nodes.get(v), e, hw, shared_clock)]
         if len(holders) + len(unknown) < majority:
             vs.append(Violation("MajorityReachedHighWatermark",
                                 f"leader {e.node} advanced the high-water mark to {hw} but only {holders} of voters "
-                                f"{voters} ever held offset {hw - 1} (epoch {ep}); a majority is {majority}", [e]))
+                                f"{voters} {'had flushed' if at is not None else 'ever held'} offset {hw - 1} "
+                                f"(epoch {ep}){' by then' if at is not None else ''}; a majority is {majority}", [e]))
 
     for o, c in sorted(committed.items()):
         for nid, st in nodes.items():

@@ -79,6 +79,11 @@ class Clock(Protocol):
 
     def mono_ms(self) -> float: ...
 
+    def real_mono_ns(self) -> int:
+        """The host's own monotonic clock, no skew applied (journals use it to order events of
+        nodes that share one kernel; the node never decides anything by it)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Skew:
@@ -185,3 +190,6 @@ class SkewedClock:
 
     def mono_ms(self) -> float:
         return self.mono_ns() / 1e6
+
+    def real_mono_ns(self) -> int:
+        return self._real.mono_ns()

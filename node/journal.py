@@ -1,9 +1,11 @@
 """The node journal: JSON Lines of what the node did that a checker must see (docs/contracts.md).
 
-Every line carries `ts` (the node's wall clock in ms), `mono` (its monotonic clock in ns), `node`
-and `ev`, then the event's fields. Each line is written with one `write(2)` on a file opened
-with O_APPEND, so a reader tailing the file sees whole lines or nothing of a line; nothing is
-buffered in the process, so a SIGKILL loses no journal line already written.
+Every line carries `ts` (the node's wall clock in ms), `mono` (its monotonic clock in ns), `rmono`
+(the host's monotonic clock in ns, no skew: nodes that share a kernel can be ordered by it), `node`
+and `ev`, then the event's fields; a file journal's `start` lines also carry the host's `boot_id`.
+Each line is written with one `write(2)` on a file opened with O_APPEND, so a reader tailing the
+file sees whole lines or nothing of a line; nothing is buffered in the process, so a SIGKILL loses
+no journal line already written.
 """
 
 from __future__ import annotations
@@ -23,9 +25,18 @@ class Journal(Protocol):
 
 
 def _line(clock: Clock, node_id: int, ev: str, fields: dict[str, Any]) -> dict[str, Any]:
-    entry: dict[str, Any] = {"ts": clock.wall_ms(), "mono": clock.mono_ns(), "node": node_id, "ev": ev}
+    entry: dict[str, Any] = {"ts": clock.wall_ms(), "mono": clock.mono_ns(), "rmono": clock.real_mono_ns(),
+                             "node": node_id, "ev": ev}
     entry.update(fields)
     return entry
+
+
+def boot_id() -> str | None:
+    """The kernel's boot id: journals with the same one share CLOCK_MONOTONIC (None if unknown)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
 
 
 class MemoryJournal:
@@ -49,10 +60,13 @@ class JournalWriter:
         self.clock = clock
         self.node_id = node_id
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._boot_id = boot_id()
 
     def write(self, ev: str, **fields: Any) -> None:
         if self._fd is None:
             raise ValueError(f"journal {self.path} is closed")
+        if ev == "start" and self._boot_id is not None:
+            fields = {**fields, "boot_id": self._boot_id}
         data = json.dumps(_line(self.clock, self.node_id, ev, fields), separators=(",", ":"), default=str)
         buf = (data + "\n").encode()
         written = os.write(self._fd, buf)

@@ -103,3 +103,30 @@ def test_restart_with_wiped_storage_starts_over() -> None:
     k.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=4, hw=0)
     k.add(3, "role", role="unattached", epoch=0, leader=None, voted_for=None)
     only_anomaly(_check(k), "MonotonicEpoch")
+
+
+def _shared_clock(j: JB) -> JB:
+    """The same journals as nodes on one kernel write them: `rmono` on every line, one boot id."""
+    for e in j.entries:
+        e["rmono"] = e["mono"]
+        if e["ev"] == "start":
+            e["boot_id"] = "one-kernel"
+    return j
+
+
+def test_shared_clock_catches_a_high_water_mark_taken_before_a_majority_flushed() -> None:
+    assert journals_from(_shared_clock(healthy_raft()).entries).shared_clock
+    assert _check(_shared_clock(healthy_raft()))["valid"] is True
+    j = healthy_raft()
+    j.add(2, "append", base=4, epoch=2, crcs=[22], control=False, leader=True)
+    j.add(2, "hw", hw=5, epoch=2)  # counted before any follower had the entry...
+    for n in (1, 3):  # ...which they flush later: without a shared clock nobody can tell
+        j.add(n, "append", base=4, epoch=2, crcs=[22], control=False, leader=False)
+        j.add(n, "hw", hw=5, epoch=2)
+    assert _check(j)["valid"] is True
+    a = only_anomaly(_check(_shared_clock(j)), "MajorityReachedHighWatermark")
+    assert a["entries"][0]["hw"] == 5 and "had flushed offset 4" in a["explanation"]
+    # a journal of another kernel (or an old node without rmono) turns the strict order off
+    mixed = _shared_clock(j)
+    mixed.entries[0]["boot_id"] = "another-kernel"
+    assert not journals_from(mixed.entries).shared_clock and _check(mixed)["valid"] is True

@@ -35,6 +35,7 @@ def test_journal_lines(tmp_path: Path) -> None:
     assert first == {
         "ts": real.wall // 1_000_000 - 1,
         "mono": real.mono - 1_000_000,
+        "rmono": real.mono - 1_000_000,
         "node": 3,
         "ev": "role",
         "role": "leader",
@@ -49,6 +50,18 @@ def test_journal_lines(tmp_path: Path) -> None:
     assert [e["ev"] for e in read_journal(path)] == ["role", "append", "start"]
     with pytest.raises(ValueError, match="closed"):
         j.write("x")
+
+
+def test_a_file_journal_names_its_clock_domain_on_start(tmp_path: Path) -> None:
+    from kraftlab.node.journal import boot_id
+
+    clock = SkewedClock(None, ManualTime())
+    with JournalWriter(tmp_path / "j.jsonl", clock, 1) as j:
+        j.write("start", roles=["controller"], voters=[1], log_start=0, log_end=0, hw=0)
+        j.write("role", role="unattached", epoch=0, leader=None, voted_for=None)
+    start, role = (json.loads(x) for x in (tmp_path / "j.jsonl").read_text().splitlines())
+    assert start["boot_id"] == boot_id() and start["boot_id"]
+    assert "boot_id" not in role and role["rmono"] == clock.real_mono_ns()
 
 
 def test_journal_partial_tail_skipped(tmp_path: Path) -> None:
