@@ -204,3 +204,56 @@ def write_jsonl(history: History | Iterable[Event], path: str | Path) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for e in events:
             fh.write(json.dumps(e.to_json(), default=str) + "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class FaultWindow:
+    """A fault in force from `start` to `end` (ns since test start), opened by nemesis op `opener`."""
+
+    kind: str
+    """The opener without its `start-` prefix (`partition`, `kill`, `clock-bump`, …)."""
+    start: int
+    end: int
+    detail: Any
+    """The opener's completion value: what was done to which nodes."""
+    opener: str = ""
+
+
+def fault_windows(events: Iterable[Event | dict[str, Any]], openers: dict[str, str],
+                  end: int | None = None) -> list[FaultWindow]:
+    """Fault windows from a history's nemesis ops. `openers` maps each `f` that opens a window to
+    the `f` that closes it (the nemesis packages declare it). A window opens at the invocation of
+    an opener that was applied (its completion is not `fail`: a graceful stop of every node takes
+    seconds, and it is in effect from the start) and closes at its closer's completion; a closer
+    shared by several openers (`clock-reset`, `restart`) closes them all; a window still open when
+    the history ends closes at its last op (or `end`)."""
+    open_: dict[str, tuple[int, Any, str]] = {}
+    invoked: dict[str, int] = {}
+    closers: dict[str, list[str]] = {}
+    for o, c in openers.items():
+        closers.setdefault(c, []).append(o)
+    windows: list[FaultWindow] = []
+    last = 0
+    for ev in events:
+        e = ev if isinstance(ev, dict) else {"process": ev.process, "type": ev.type, "f": ev.f,
+                                             "value": ev.value, "time": ev.time}
+        t = int(e.get("time") or 0)
+        last = max(last, t)
+        if e.get("process") != "nemesis":
+            continue
+        f = str(e.get("f"))
+        if e.get("type") == "invoke":
+            invoked[f] = t  # the nemesis runs one op at a time: its completion follows
+            continue
+        if f in openers and e.get("type") != "fail":
+            kind = f.removeprefix("start-")
+            open_.setdefault(kind, (invoked.get(f, t), e.get("value"), f))
+        for opener in closers.get(f, ()):
+            kind = opener.removeprefix("start-")
+            if kind in open_:
+                t0, detail, how = open_.pop(kind)
+                windows.append(FaultWindow(kind, t0, t, detail, how))
+    stop = max(last, end or 0)
+    windows += [FaultWindow(kind, t0, stop, detail, how) for kind, (t0, detail, how) in open_.items()]
+    windows.sort(key=lambda w: w.start)
+    return windows

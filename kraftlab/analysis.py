@@ -1,10 +1,7 @@
 """Facts derived from a history for reports and progress: op pairs with latencies, fault windows.
 
-Fault windows come from the nemesis ops, paired by `nemesis.packages.WINDOWS` (the `f` that opens
-a fault → the `f` that closes it): a window opens at the invocation of an opener that was
-applied (not `fail`)
-and closes at its closer; a closer shared by several openers (`clock-reset`, `restart`) closes
-them all; a window still open when the history ends closes there.
+Fault windows are the history contract's (`checker.history.fault_windows`), paired by the nemesis
+packages' declarations (`nemesis.packages.WINDOWS`).
 """
 
 from __future__ import annotations
@@ -13,9 +10,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kraftlab.checker.history import FaultWindow
+from kraftlab.checker.history import fault_windows as history_fault_windows
 from kraftlab.nemesis.packages import WINDOWS
 
-OPENERS = WINDOWS
+__all__ = ["FaultWindow", "OpPair", "fault_windows", "pair_ops"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +31,6 @@ class OpPair:
     @property
     def latency_ms(self) -> float | None:
         return None if self.end is None else (self.end - self.start) / 1e6
-
-
-@dataclass(frozen=True, slots=True)
-class FaultWindow:
-    kind: str
-    start: int
-    end: int
-    detail: Any
 
 
 def pair_ops(ops: Iterable[dict[str, Any]]) -> list[OpPair]:
@@ -65,36 +56,6 @@ def pair_ops(ops: Iterable[dict[str, Any]]) -> list[OpPair]:
     return pairs
 
 
-def _kind(opener: str) -> str:
-    return opener.removeprefix("start-")
-
-
-def _closes(f: str) -> list[str]:
-    """The fault kinds a nemesis f closes."""
-    return [_kind(opener) for opener, closer in OPENERS.items() if closer == f]
-
-
 def fault_windows(ops: Iterable[dict[str, Any]]) -> list[FaultWindow]:
-    open_: dict[str, tuple[int, Any]] = {}
-    invoked: dict[str, int] = {}
-    windows: list[FaultWindow] = []
-    last = 0
-    for op in ops:
-        last = max(last, int(op.get("time") or 0))
-        if op.get("process") != "nemesis":
-            continue
-        f = str(op["f"])
-        if op["type"] == "invoke":
-            invoked[f] = op["time"]  # the nemesis runs one op at a time: its completion follows
-            continue
-        if f in OPENERS and op["type"] != "fail":
-            # in effect from the invocation on (a graceful stop of every node takes seconds)
-            open_.setdefault(_kind(f), (invoked.get(f, op["time"]), op.get("value")))
-        for name in _closes(f):
-            if name in open_:
-                t0, detail = open_.pop(name)
-                windows.append(FaultWindow(name, t0, op["time"], detail))
-    for name, (t0, detail) in open_.items():
-        windows.append(FaultWindow(name, t0, last, detail))
-    windows.sort(key=lambda w: w.start)
-    return windows
+    """The history's fault windows, paired by the nemesis packages' declarations."""
+    return history_fault_windows(ops, WINDOWS)

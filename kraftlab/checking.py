@@ -7,6 +7,10 @@ The checkers, composed (false > unknown > true; a crash is unknown):
   fencing checker's staleness/monotonic checks).
 - `raft`: the Raft invariants over every node's journal.
 - `fencing`: the fencing invariants over the journals and the whole history.
+- `availability` (when the test states it, `--availability S`): a majority-side client succeeds
+  within S seconds of each fault that leaves a majority.
+- `recovery`: whether the cluster came back after the final heal (`recovery.json`, written by the
+  runner's recovery watch), naming each node that did not and its last journalled state.
 Anomaly pictures land under `<run>/checker/`, where the report picks them up.
 
 Each checker runs in its own process (checker.isolate) under a hard wall-clock limit and an
@@ -22,6 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kraftlab.checker.availability import check_availability
 from kraftlab.checker.compose import CheckerFn, compose
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.history import Event, History, parse_jsonl_line
@@ -29,7 +34,10 @@ from kraftlab.checker.journal import load_journals
 from kraftlab.checker.judged import linearizable_part
 from kraftlab.checker.linear.budget import Budget
 from kraftlab.checker.raft import check_raft
+from kraftlab.checker.recovery import check_recovery
 from kraftlab.checker.run import linearizable_with_anomalies, split_by_workload
+from kraftlab.nemesis.packages import WINDOWS
+from kraftlab.recovery import RECOVERY_FILE
 from kraftlab.store import RunDir, write_json
 
 
@@ -73,10 +81,20 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
         tag = "linearizable" + (f"-{w}" if w else "")
         checkers[tag] = functools.partial(linearizable_with_anomalies, part, model, budget=budget,
                                           out_dir=out_dir, tag=tag)
-    if journal_paths:
-        journals = load_journals(journal_paths)
+    journals = load_journals(journal_paths) if journal_paths else None
+    if journals is not None:
         checkers["raft"] = functools.partial(check_raft, journals)
         checkers["fencing"] = functools.partial(check_fencing, journals, history, session_timeout_ms)
+    recovery_path = run.path / RECOVERY_FILE
+    if recovery_path.is_file():
+        recovery = json.loads(recovery_path.read_text(encoding="utf-8"))
+        checkers["recovery"] = functools.partial(check_recovery, recovery, journals, _node_ids(run))
+    test = run.read_test()
+    if test.get("availability"):
+        roles = test.get("nodes_roles") or {}
+        checkers["availability"] = functools.partial(
+            check_availability, history, WINDOWS, float(test["availability"]), sorted(roles),
+            sorted(n for n, r in roles.items() if "controller" in r))
     results = compose(checkers, timeout=timeout, memory_bytes=memory_bytes)
     if not journal_paths:
         notes.append("no node journals in the run directory: Raft and fencing invariants were not checked")
@@ -87,6 +105,19 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
     results["history"] = {"events": len(history.events), "linearizable_events": len(lin.events)}
     write_json(run.results, json.loads(json.dumps(results, default=str)))
     return results
+
+
+def _node_ids(run: RunDir) -> dict[str, int]:
+    """Node name → node id, from test.json (runs before node_ids were recorded: the digits of the name)."""
+    try:
+        test = run.read_test()
+    except (OSError, ValueError):
+        test = {}
+    ids = test.get("node_ids")
+    if isinstance(ids, dict):
+        return {str(k): int(v) for k, v in ids.items()}
+    names = test.get("nodes_roles") or {}
+    return {n: int(d) for n in names if (d := "".join(c for c in n if c.isdigit()))}
 
 
 def exit_code(valid: Any) -> int:

@@ -44,8 +44,9 @@ from kraftlab.nemesis.package import Timing
 from kraftlab.nemesis.runner import guarded
 from kraftlab.nemesis.session import history_recorder, prepare_run
 from kraftlab.progress import ProgressDisplay, Snapshot
+from kraftlab.recovery import RECOVERY_FILE, recovery_bound, wait_recovered
 from kraftlab.report import render
-from kraftlab.scrape import MetricsScraper, wait_caught_up
+from kraftlab.scrape import MetricsScraper
 from kraftlab.store import DEFAULT_STORE, RunDir, new_run, write_json
 from kraftlab.workloads import catalog
 from kraftlab.workloads.generator import TimeLimit
@@ -67,7 +68,10 @@ class TestOptions:
     rate: float = 10.0  # ops/s per process
     nemesis_interval: float | None = None  # None: each package's own gap, from the node's timeouts
     swarm: bool = True
-    recovery_time: float = 60.0
+    availability: float | None = None
+    """Opt-in: a client on the majority side must succeed within this many seconds of each fault
+    starting (the `availability` checker); None: availability is not judged."""
+    recovery_time: float | None = None  # None: derived from the node's timeouts (kraftlab.recovery)
     op_timeout: float = 5.0
     backend: str = "netns"
     lab: str | None = None
@@ -87,6 +91,10 @@ def client_addresses(dep: Deployment) -> dict[str, dict[str, str | None]]:
     return {s.name: {"broker": f"{s.address}:{BROKER_PORT}" if s.broker else None,
                      "controller": f"{s.address}:{CONTROLLER_PORT}" if s.controller else None}
             for s in dep.state.specs}
+
+
+DEPLOY_WAIT_S = 60.0
+"""How long a fresh deploy may take to be healthy (a deploy that never is means the run cannot start)."""
 
 
 class _Live:
@@ -177,8 +185,9 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
                 live.phase = "deploy"
                 dep = Deployment.create(lab, opts.topology, opts.config)
                 run.update_test(cluster_id=dep.state.cluster_id,
-                                nodes_roles={s.name: list(s.roles) for s in dep.state.specs})
-                dep.deploy(wait=opts.recovery_time)
+                                nodes_roles={s.name: list(s.roles) for s in dep.state.specs},
+                                node_ids={s.name: s.node_id for s in dep.state.specs})
+                dep.deploy(wait=opts.recovery_time or DEPLOY_WAIT_S)
                 scraper = MetricsScraper({s.name: f"{s.address}:{METRICS_PORT}" for s in dep.state.specs},
                                          run.metrics, history.now).start()
                 _run_phases(opts, run, history, dep, scraper, live)
@@ -255,13 +264,14 @@ def _run_phases(opts: TestOptions, run: RunDir, history: HistoryWriter, dep: Dep
             live.phase = "heal"
             nem.stop()
     live.phase = "recover"
-    for node in dep.nodes():
-        if not dep.running(node):
-            dep.start(node)
-    dep.wait_healthy(opts.recovery_time)
-    # brokers serve reads from their own image: the final reads wait until every node has
-    # applied everything committed by now, so they observe the final state, not a lag
-    wait_caught_up(scraper, opts.recovery_time)
+    # brokers serve reads from their own image: the final reads wait until every node has applied
+    # everything committed by the heal, so they observe the final state, not a lag. A cluster that
+    # does not get there within the bound is a finding (the `recovery` checker), not a crash: the
+    # final reads still run, and what they cannot read ends `fail`/`info` like any other op.
+    timing = Timing.from_properties({**DEFAULT_PROPERTIES, **opts.config})
+    bound = opts.recovery_time if opts.recovery_time is not None else recovery_bound(timing)
+    recovery = wait_recovered(dep, scraper.scrape_once, bound, history_now=history.now)
+    write_json(run.path / RECOVERY_FILE, recovery.to_json())
     live.phase = "final reads"
     asyncio.run(run_phase(workload.final, workload.factory, history, processes, nodes=workload.brokers,
                           concurrency=len(workload.brokers), rng=rng, op_timeout=opts.op_timeout + 1,

@@ -39,7 +39,13 @@ def add_test_arguments(p: argparse.ArgumentParser, *, matrix: bool = False) -> N
     if matrix:
         p.add_argument("--nemesis-interval", type=_positive, default=10.0, help="seconds between nemesis steps")
         p.add_argument("--replay-nemesis", default=None, metavar="RUN_DIR", help="replay that run's schedule")
-    p.add_argument("--recovery-time", type=_positive, default=60.0, help="seconds to wait for recovery")
+    p.add_argument("--recovery-time", type=_positive, default=None, metavar="SECONDS",
+                   help="after the final heal, how long the cluster gets to be healthy and caught up before "
+                        "the run judges it unrecovered (default: derived from the node's timeouts, about 33 s "
+                        "with the defaults); also the deploy's wait")
+    p.add_argument("--availability", type=_positive, default=None, metavar="SECONDS",
+                   help="judge availability: while a fault leaves a majority of voters connected, a client on "
+                        "that side must succeed within SECONDS of the fault starting (off by default)")
     p.add_argument("--op-timeout", type=_positive, default=5.0, help="client call timeout in seconds")
     p.add_argument("--backend", default="netns", choices=["netns", "ssh", "docker", "vagrant"])
     p.add_argument("--lab", default=None, help="use this existing lab (kraftlab lab up) instead of a fresh one")
@@ -55,7 +61,7 @@ def options_from(args: argparse.Namespace, **override: object) -> TestOptions:
     fields = dict(workload=getattr(args, "workload", "mixed"), nemesis=getattr(args, "nemesis", "none"),
                   time_limit=args.time_limit, seed=args.seed, nodes=args.nodes, topology=args.topology,
                   concurrency=args.concurrency, rate=args.rate, nemesis_interval=args.nemesis_interval,
-                  swarm=getattr(args, "swarm", True),
+                  swarm=getattr(args, "swarm", True), availability=getattr(args, "availability", None),
                   recovery_time=args.recovery_time, op_timeout=args.op_timeout, backend=args.backend,
                   lab=args.lab, nodes_file=args.nodes_file, accept_new_host_keys=args.accept_new_host_keys,
                   leave_running=args.leave_running, replay_nemesis=args.replay_nemesis, store=args.store,

@@ -73,6 +73,7 @@ PLANS: dict[str, Plan] = {
                                       attempt_s=18),
     "no-self-fencing": Plan("mixed", "partition", SHORT_SESSION, recipe="isolate-broker", attempt_s=24),
     "snapshot-id-off-by-one": Plan("mixed", "kill", SNAPSHOT_OFTEN, attempt_s=30),
+    "stuck-in-recovery": Plan("mixed", "kill", attempt_s=25),  # any broker restart; the recovery checker judges
 }
 CONTROL = Plan("mixed", "all")
 

@@ -54,6 +54,8 @@ BUGS: tuple[Bug, ...] = (
         "a broker that cannot reach the quorum keeps serving as unfenced"),
     Bug("snapshot-id-off-by-one", "KAFKA-14618", "raft",
         "a snapshot's id names its last included offset (inclusive) instead of the exclusive end offset"),
+    Bug("stuck-in-recovery", "KIP-631", "broker",
+        "a broker restarted over an existing log never finishes its log recovery: it stays in RECOVERY"),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in BUGS}

@@ -167,6 +167,7 @@ class NodeServer:
             _DriverAppender(self),
             controller_apis,
             broker_apis,
+            restarted=storage.log.end_offset() > 0 or storage.snapshots.latest() is not None,
         )
         self.application = self._application_factory(context)
         every = max(1, config.metadata_snapshot_max_new_record_bytes // _APPROX_RECORD_BYTES)

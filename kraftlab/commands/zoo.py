@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"node roles (default {DEFAULT_TOPOLOGY}); `combined` makes every node a voter")
     p.add_argument("--backend", default="netns", choices=["netns", "ssh", "docker", "vagrant"])
     p.add_argument("--lab", default=None, help="use this existing lab instead of a fresh one per attempt")
-    p.add_argument("--recovery-time", type=float, default=60.0)
+    p.add_argument("--recovery-time", type=float, default=None,
+                   help="seconds a healed cluster gets to recover (default: derived from the node's timeouts)")
     p.add_argument("--store", type=Path, default=DEFAULT_STORE)
     p.set_defaults(func=run)
 

@@ -101,6 +101,7 @@ class BrokerLifecycle:
     fatal_error: str | None = None
     recovery_done: bool = True
     """Set False to hold the broker in RECOVERY until `finish_recovery` (log recovery)."""
+    _restarted: bool = False
     _tokens: int = 0
     _in_flight: _InFlight | None = None
     _next_send_ms: int = 0
@@ -140,9 +141,11 @@ class BrokerLifecycle:
         fields = {"broker": self.config.node_id, "ok": ok, "self_fence_ms": self.config.effective_self_fence_timeout_ms}
         self._outbox.append(JournalEvent("heartbeat", fields))
 
-    def start(self, now_ms: int) -> None:
+    def start(self, now_ms: int, *, restarted: bool = False) -> None:
+        """`restarted`: the process found an existing metadata log (not the broker's first start)."""
         if self.state != BrokerState.NOT_RUNNING:
             return
+        self._restarted = restarted
         self._set_state(BrokerState.STARTING)
         self._next_send_ms = now_ms
 
@@ -272,7 +275,10 @@ class BrokerLifecycle:
         if self.state == BrokerState.STARTING and response.is_caught_up:
             self._set_state(BrokerState.RECOVERY)
         elif self.state == BrokerState.RECOVERY and not response.is_fenced:
-            self._set_state(BrokerState.RUNNING)
+            if self._restarted and c.bugs.on("stuck-in-recovery"):
+                pass  # BUG ZOO: stuck-in-recovery — log recovery after a restart never completes
+            else:
+                self._set_state(BrokerState.RUNNING)
         elif self.state == BrokerState.PENDING_CONTROLLED_SHUTDOWN and response.should_shut_down:
             self._set_state(BrokerState.SHUTTING_DOWN)
         fast = self.state != BrokerState.RUNNING

@@ -309,7 +309,7 @@ class KraftApplication:
             if due is not None:
                 wanted = min(wanted, max(due, now_ms))
         if self.lifecycle is not None:
-            self.lifecycle.start(now_ms)
+            self.lifecycle.start(now_ms, restarted=self.ctx.restarted)
             self.lifecycle.tick(now_ms, self.broker_metadata.highest_offset)
             self.apis.tick(now_ms)
         self._drain(now_ms)

@@ -43,6 +43,8 @@ class NodeContext:
     appender: Appender
     controller_apis: ApiRegistry | None
     broker_apis: ApiRegistry | None
+    restarted: bool = False
+    """The metadata log held records or a snapshot when the process started (not a first start)."""
 
 
 class Application(Protocol):

@@ -157,7 +157,7 @@ class KraftSim:
             node.lifecycle = BrokerLifecycle(cfg)
             node.metadata = BrokerMetadata()
             node.apis = BrokerApis(CLUSTER_ID, node.metadata, node.lifecycle)
-            node.lifecycle.start(now)
+            node.lifecycle.start(now, restarted=node.incarnation > 1)
             machine = node.metadata
         node.raft = RaftNode(core, machine, self.snapshot_every)
         node.tick_at = None

@@ -9,6 +9,7 @@ cluster simulation alone does not judge:
   timeout (+ two application ticks) still accepts client requests;
 - DeadBrokerUnfenced: a broker dead for longer than the session timeout plus a failover
   allowance is still unfenced in the active controller's image;
+- Unrecovered: after the faults stop and the cluster settles, a live broker is not RUNNING;
 The cluster simulation's own checks (identical images, no fenced broker in an ISR, acknowledged
 topics kept, convergence) raise SimViolation.
 """
@@ -24,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "controller"))
 
 from kio.schema.errors import ErrorCode
-from kraft_sim import APP_TICK_MS, FAULT, REPLY, RPC, KNode, KraftSim, SimViolation
+from kraft_sim import APP_TICK_MS, FAULT, REPLY, RPC, BrokerState, KNode, KraftSim, SimViolation
 
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.journal import journals_from
@@ -111,6 +112,14 @@ class ZooKraftSim(KraftSim):
                     raise ZooViolation("DeadBrokerUnfenced", f"broker {bid} dead since t={since} is unfenced "
                                                              f"at t={now} on active controller {n.node_id}")
 
+    def check_recovered(self) -> None:
+        """Once faults stop and the cluster settles, every live broker is back to RUNNING."""
+        for bid in self.broker_ids:
+            life = self.nodes[bid].lifecycle
+            if life is not None and life.state != BrokerState.RUNNING:
+                raise ZooViolation("Unrecovered", f"broker {bid} is {life.state.name} at t={self.now} after the faults "
+                                                  "stopped and the cluster settled")
+
     def journal_dicts(self) -> list[dict[str, Any]]:
         return [{"ts": t, "mono": t * 1_000_000, "node": nid, **e.to_json()} for t, nid, e in self.journal]
 
@@ -143,6 +152,7 @@ CLUSTER_SCENARIOS: dict[str, ClusterScenario] = {
     "fenced-stays-in-isr": ClusterScenario(),
     "forget-leases-on-failover": ClusterScenario(fault_ms=20_000, scripted=_DEAD_BROKER_AND_FAILOVER),
     "no-self-fencing": ClusterScenario(),
+    "stuck-in-recovery": ClusterScenario(),
 }
 
 
@@ -158,6 +168,7 @@ def run_cluster_once(bug: str | None, seed: int, scenario: ClusterScenario) -> S
         sim.run(fault_ms=scenario.fault_ms, settle_ms=scenario.settle_ms, faults=not scenario.scripted)
         sim.check_journals()
         sim.check_converged()
+        sim.check_recovered()
     except ZooViolation as e:
         caught, detail = e.name, str(e)
     except SimViolation as e:
