@@ -71,6 +71,52 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def run_title(test: dict[str, Any]) -> str:
+    """What the run was: `mixed × all, seed 7` (or the name it was given)."""
+    if test.get("name"):
+        return str(test["name"])
+    workload = test.get("workload") or "run"
+    nemesis = test.get("nemesis") or "none"
+    seed = test.get("seed")
+    return f"{workload} × {nemesis}" + (f", seed {seed}" if seed is not None else "")
+
+
+RECOVERY_LOOKBACK_NS = 15_000_000_000
+"""The recovery picture starts this long before the heal."""
+
+
+def _recovery_section(run: RunDir, samples: list[dict[str, Any]], windows: list[Any]) -> list[str]:
+    """What happened after the final heal (recovery.json): the verdict, the status over time, each
+    node's state, and the node metrics from shortly before the heal to the end."""
+    path = run.path / "recovery.json"
+    if not path.is_file():
+        return []
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    verdict = "recovered" if rec.get("recovered") else "DID NOT RECOVER"
+    css = "v-true" if rec.get("recovered") else "v-false"
+    out = [f"<h2>Recovery after the final heal</h2><p><b class='{css}'>{verdict}</b> "
+           f"(bound {_esc(rec.get('bound_s'))} s; healthy after {_esc(rec.get('seconds_to_healthy'))} s, "
+           f"caught up to offset {_esc(rec.get('goal_offset'))} after {_esc(rec.get('seconds_to_caught_up'))} s; "
+           f"restarted: {_esc(', '.join(rec.get('restarted') or []) or 'none')})</p>",
+           "<table><tr><th>after the heal (s)</th><th>status</th></tr>"]
+    out += [f"<tr><td>{_esc(t.get('t'))}</td><td>{_esc(t.get('status'))}</td></tr>" for t in rec.get("timeline", [])]
+    out.append("</table><table><tr><th>node</th><th>running</th><th>applied offset</th><th>problem</th></tr>")
+    for name, info in sorted((rec.get("nodes") or {}).items()):
+        problem = info.get("fatal") or info.get("log_tail") or ""
+        out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(info.get('running'))}</td>"
+                   f"<td>{_esc(info.get('applied_offset'))}</td><td><pre>{_esc(problem)}</pre></td></tr>")
+    out.append("</table>")
+    healed = rec.get("started_at_ns")
+    if samples and isinstance(healed, int):
+        near = [s for s in samples if int(s.get("time") or 0) >= healed - RECOVERY_LOOKBACK_NS]
+        wanted = [n for n in ("kraft_raft_high_watermark", "kraft_raft_current_epoch", "kraft_metadata_lag")
+                  if any(n in s.get("metrics", {}) for s in near)]
+        if near and wanted:
+            out.append("<p class='small'>node metrics from 15 s before the heal to the end of the run</p>")
+            out += [_img(png, f"recovery {name}") for name, png in plots.node_metrics(near, windows, wanted)]
+    return out
+
+
 def render(run: RunDir) -> Path:
     """Write `report.html` for a run directory and return its path."""
     test = run.read_test()
@@ -78,9 +124,10 @@ def render(run: RunDir) -> Path:
     ops = [e.to_json() for e in load_history(run.history)[0].events]
     pairs = pair_ops(ops)
     windows = fault_windows(ops)
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_esc(test.get('name', 'run'))}"
+    title = run_title(test)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_esc(title)}"
              f"</title><style>{CSS}</style></head><body>",
-             f"<h1>{_esc(test.get('name', 'kraftlab run'))}: {_verdict(results.get('valid'))}</h1>",
+             f"<h1>{_esc(title)}: {_verdict(results.get('valid'))}</h1>",
              f"<div class='small'>{_esc(run.path)} · seed {_esc(test.get('seed'))} · "
              f"{len(pairs)} client ops · {len(windows)} fault windows</div>",
              f"<details><summary>test arguments</summary><pre>{_esc(json.dumps(test, indent=2, default=str))}"
@@ -111,6 +158,7 @@ def render(run: RunDir) -> Path:
         names = sorted({k for s in samples for k in s.get("metrics", {})})
         wanted = [n for n in METRIC_NAMES if n in names] or names[:6]
         parts += [_img(png, name) for name, png in plots.node_metrics(samples, windows, wanted)]
+    parts += _recovery_section(run, samples, windows)
 
     pictures = sorted((run.path / "checker").rglob("*.png")) if (run.path / "checker").is_dir() else []
     if pictures:
