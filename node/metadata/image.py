@@ -110,8 +110,9 @@ class MetadataImage:
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self.features: dict[str, int] = {}
         self.retired: dict[int, set[uuid.UUID]] = {}
-        """Incarnations replaced by a newer registration of the same id, as seen in replayed log
-        records (not part of the canonical form: a snapshot forgets them)."""
+        """Incarnations replaced by a newer registration of the same id: from replayed log records,
+        and from snapshots (RegisterBrokerRecord's `replaced_incarnations`, so a controller that
+        loaded a snapshot refuses the same zombies as one that replayed the log)."""
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -144,6 +145,8 @@ class MetadataImage:
                 old = self.brokers.get(record.broker_id)
                 if old is not None and old.incarnation_id != record.incarnation_id:
                     self.retired.setdefault(record.broker_id, set()).add(old.incarnation_id)
+                if record.replaced_incarnations:  # a snapshot's record: what the log had replaced
+                    self.retired.setdefault(record.broker_id, set()).update(record.replaced_incarnations)
                 self.brokers[record.broker_id] = BrokerInfo(
                     id=record.broker_id,
                     epoch=record.broker_epoch,
@@ -277,6 +280,7 @@ class MetadataImage:
                 rack=b.rack,
                 fenced=b.fenced,
                 in_controlled_shutdown=b.in_controlled_shutdown,
+                replaced_incarnations=tuple(sorted(self.retired.get(b.id, ()))),
             )
         for name in sorted(self.topic_ids):
             t = self.topics[self.topic_ids[name]]
@@ -323,6 +327,7 @@ class MetadataImage:
             == {t: other.topics[t].partitions for t in other.topics}
             and self.configs == other.configs
             and self.features == other.features
+            and self.retired == other.retired
         )
 
     __hash__ = None  # type: ignore[assignment]

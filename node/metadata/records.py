@@ -35,9 +35,17 @@ from kio.static.constants import EntityType
 
 from kraftlab.node.raft.ports import Record
 
-FRAME_TYPE = 0
+FRAME_TYPE = 1
+"""Kafka's frame version of a metadata record value (AbstractApiMessageSerde: 1, as Kafka's own
+tools require)."""
+LEGACY_FRAME_TYPE = 0
+"""What kraft-node wrote before it matched Kafka; still read, so older logs and snapshots load."""
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+
+
+REPLACED_INCARNATIONS_TAG = 10_000
+"""A tag far above Kafka's own (RegisterBrokerRecord uses 0 for LogDirs), so no Kafka version collides."""
 
 
 class RecordType(enum.IntEnum):
@@ -98,6 +106,10 @@ class RegisterBrokerRecord:
     rack: str | None = _f("string", default=None)
     fenced: bool = _f("bool", default=True)
     in_controlled_shutdown: bool = _f("bool", default=False)
+    replaced_incarnations: tuple[uuid.UUID, ...] = _tag("uuid", REPLACED_INCARNATIONS_TAG, default=())
+    """kraftlab's tagged field (Kafka readers skip unknown tags): the incarnations of this broker
+    id that newer registrations replaced, written in snapshots so a controller that loads one
+    refuses a zombie's registration exactly as log replay would."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -303,7 +315,7 @@ def _compact_ints(out: bytearray, values: tuple[int, ...] | None) -> None:
 def _encode_partition_record(r: PartitionRecord) -> bytes:
     """PartitionRecord by hand (the bulk of a large snapshot): byte-identical to kio's writer,
     about five times faster."""
-    out = bytearray(b"\x00\x03\x00")
+    out = bytearray(b"\x01\x03\x00")
     out += _I32.pack(r.partition_id)
     out += r.topic_id.bytes
     _compact_ints(out, r.replicas)
@@ -325,7 +337,7 @@ def _encode_partition_record(r: PartitionRecord) -> bytes:
 def _encode_partition_change_record(r: PartitionChangeRecord) -> bytes:
     """PartitionChangeRecord by hand (the bulk of a large fence): byte-identical to kio's writer.
     Every field but the partition and topic is tagged, present only when not its default."""
-    out = bytearray(b"\x00\x05\x00")
+    out = bytearray(b"\x01\x05\x00")
     out += _I32.pack(r.partition_id)
     out += r.topic_id.bytes
     tagged: list[tuple[int, bytes]] = []
@@ -374,8 +386,8 @@ def decode(value: bytes) -> MetadataRecord:
         pos += n
     except Exception as exc:  # the native reader raises on truncated input
         raise RecordFormatError(f"truncated record header: {exc}") from exc
-    if frame != FRAME_TYPE:
-        raise RecordFormatError(f"unknown frame type {frame}")
+    if frame not in (FRAME_TYPE, LEGACY_FRAME_TYPE):
+        raise RecordFormatError(f"unknown frame version {frame}")
     cls = _CLASSES.get(rtype)
     if cls is None:
         raise RecordFormatError(f"unknown metadata record type {rtype}")

@@ -76,14 +76,18 @@ def test_register_broker_round_trip(bid, epoch, rack, fenced, shutdown, port) ->
     assert decode(encode(rec)) == rec
 
 
-def test_frame_header_is_kip631() -> None:
+def test_frame_header_is_kafkas() -> None:
     tid = uuid.UUID(int=7)
     value = encode(TopicRecord(name="bar", topic_id=tid))
-    # frame type 0, record type 2 (TopicRecord), version 0, then the payload
-    assert value[:3] == bytes([0, 2, 0])
-    assert encode(FenceBrokerRecord(id=1, epoch=0))[:3] == bytes([0, 7, 0])
-    assert encode(NoOpRecord())[:3] == bytes([0, 20, 0])
-    assert encode(RegisterBrokerRecord(broker_id=1, incarnation_id=tid, broker_epoch=0))[:3] == bytes([0, 0, 1])
+    # Kafka's frame version 1 (AbstractApiMessageSerde), record type 2 (TopicRecord), version 0, the payload
+    assert value[:3] == bytes([1, 2, 0])
+    assert encode(FenceBrokerRecord(id=1, epoch=0))[:3] == bytes([1, 7, 0])
+    assert encode(NoOpRecord())[:3] == bytes([1, 20, 0])
+    assert encode(RegisterBrokerRecord(broker_id=1, incarnation_id=tid, broker_epoch=0))[:3] == bytes([1, 0, 1])
+    assert encode(PartitionRecord(partition_id=0, topic_id=tid))[:3] == bytes([1, 3, 0])
+    assert encode(PartitionChangeRecord(partition_id=0, topic_id=tid))[:3] == bytes([1, 5, 0])
+    # logs written before the node matched Kafka (frame version 0) still load
+    assert decode(bytes([0]) + value[1:]) == decode(value)
 
 
 def test_log_record_has_null_key() -> None:
@@ -96,8 +100,8 @@ def test_log_record_has_null_key() -> None:
     "value",
     [
         b"",
-        bytes([1, 2, 0]),
-        bytes([0, 99, 0]),
+        bytes([2, 2, 0]),
+        bytes([1, 99, 0]),
         bytes([0, 2, 9]) + b"x",
         bytes([0, 2, 0, 5]),
         encode(NoOpRecord()) + b"z",
@@ -165,7 +169,7 @@ def test_fast_partition_encoder_matches_kio(pid, tid, replicas, isr, removing, a
     )
     buf = io.BytesIO()
     r._WRITERS[PartitionRecord](buf, rec)
-    assert encode(rec) == bytes([0, 3, 0]) + buf.getvalue()
+    assert encode(rec) == bytes([1, 3, 0]) + buf.getvalue()
     assert decode(encode(rec)) == rec
 
 
@@ -196,5 +200,5 @@ def test_fast_partition_change_encoder_matches_kio(pid, tid, isr, leader, replic
     )
     buf = io.BytesIO()
     r._WRITERS[PartitionChangeRecord](buf, rec)
-    assert encode(rec) == bytes([0, 5, 0]) + buf.getvalue()
+    assert encode(rec) == bytes([1, 5, 0]) + buf.getvalue()
     assert decode(encode(rec)) == rec

@@ -167,3 +167,21 @@ def test_restart_after_controlled_shutdown_need_not_wait_for_the_lease(h: Harnes
     resp = h.run(h.registration(1, incarnation=uuid.UUID(int=555)))
     assert resp.error_code == ErrorCode.none and resp.broker_epoch > e[1]
     assert h.heartbeat(1, e[1]).error_code == ErrorCode.stale_broker_epoch  # the old process is gone
+
+
+def test_a_controller_that_loaded_a_snapshot_refuses_the_same_zombie() -> None:
+    """The incarnations a newer registration replaced travel in snapshots (RegisterBrokerRecord's
+    kraftlab tagged field): before, a controller that loaded a snapshot forgot them and accepted a
+    zombie's registration that log replay refuses."""
+    h = Harness(controllers=2)
+    a, b = uuid.UUID(int=10), uuid.UUID(int=11)
+    assert h.run(h.registration(1, incarnation=a)).error_code == ErrorCode.none
+    h.tick(9_001)
+    assert h.run(h.registration(1, incarnation=b)).error_code == ErrorCode.none
+    snapshot = h.ctrls[1].replay.snapshot_records()
+    assert snapshot is not None
+    h.ctrls[2].handle_load_snapshot(*snapshot)
+    assert h.ctrls[2].replay.image.retired == {1: {a}}
+    h.elect(2)
+    h.tick(9_001)
+    assert h.run(h.registration(1, incarnation=a)).error_code == ErrorCode.duplicate_broker_registration
