@@ -20,9 +20,10 @@ from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.formats import read_history
 from kraftlab.checker.graph import draw_anomaly, find_anomalies, public
 from kraftlab.checker.history import History, Op, pair_ops
-from kraftlab.checker.journal import load_journals
+from kraftlab.checker.journal import Journals, load_journals
 from kraftlab.checker.linear.budget import Budget
 from kraftlab.checker.linearizable import _safe, check_linearizable
+from kraftlab.checker.metadata.check import check_metadata
 from kraftlab.checker.models import build_model
 from kraftlab.checker.raft import check_raft
 
@@ -72,6 +73,14 @@ def linearizable_with_anomalies(history: History | list[Op], model_name: str, in
     return res
 
 
+def journal_checks(journals: Journals, history: History | None, session_timeout_ms: float = 9000.0,
+                   slack_ms: float = 3000.0) -> dict[str, CheckerFn]:
+    """The checks of node journals, by result name: Raft, fencing, metadata."""
+    return {"raft": functools.partial(check_raft, journals),
+            "fencing": functools.partial(check_fencing, journals, history, session_timeout_ms, slack_ms),
+            "metadata": functools.partial(check_metadata, journals)}
+
+
 def check_run(history_path: str | Path | None = None, journal_paths: list[str | Path] | None = None,
               model: str | None = None, out_dir: str | Path | None = None, budget: Budget | None = None,
               initial: Any = None, fmt: str | None = None, nil_read_any: bool = False,
@@ -88,9 +97,7 @@ def check_run(history_path: str | Path | None = None, journal_paths: list[str | 
             checkers[tag] = functools.partial(linearizable_with_anomalies, part, name, initial, nil_read_any, budget,
                                               out, tag)
     if journal_paths:
-        journals = load_journals(journal_paths)
-        checkers["raft"] = functools.partial(check_raft, journals)
-        checkers["fencing"] = functools.partial(check_fencing, journals, history, session_timeout_ms, slack_ms)
+        checkers |= journal_checks(load_journals(journal_paths), history, session_timeout_ms, slack_ms)
     results = compose(checkers, timeout if timeout is not None else budget.seconds + GRACE, memory_bytes=memory_bytes)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

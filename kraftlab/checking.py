@@ -28,14 +28,12 @@ from typing import Any
 
 from kraftlab.checker.availability import check_availability
 from kraftlab.checker.compose import CheckerFn, compose
-from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.history import Event, History, parse_jsonl_line
 from kraftlab.checker.journal import load_journals
 from kraftlab.checker.judged import linearizable_part
 from kraftlab.checker.linear.budget import Budget
-from kraftlab.checker.raft import check_raft
 from kraftlab.checker.recovery import check_recovery
-from kraftlab.checker.run import linearizable_with_anomalies, split_by_workload
+from kraftlab.checker.run import journal_checks, linearizable_with_anomalies, split_by_workload
 from kraftlab.nemesis.packages import WINDOWS
 from kraftlab.recovery import RECOVERY_FILE
 from kraftlab.store import RunDir, write_json
@@ -83,8 +81,7 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
                                           out_dir=out_dir, tag=tag)
     journals = load_journals(journal_paths) if journal_paths else None
     if journals is not None:
-        checkers["raft"] = functools.partial(check_raft, journals)
-        checkers["fencing"] = functools.partial(check_fencing, journals, history, session_timeout_ms)
+        checkers |= journal_checks(journals, history, session_timeout_ms)
     recovery_path = run.path / RECOVERY_FILE
     if recovery_path.is_file():
         recovery = json.loads(recovery_path.read_text(encoding="utf-8"))

@@ -16,6 +16,7 @@ from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.history import Op
 from kraftlab.checker.journal import load_journals
 from kraftlab.checker.linear.budget import Budget
+from kraftlab.checker.metadata.check import check_metadata
 from kraftlab.checker.raft import check_raft
 from kraftlab.checker.run import linearizable_with_anomalies
 from kraftlab.spark_analysis.history_io import load_history_tolerant
@@ -39,6 +40,10 @@ def explain_failure(failing: list[Op], spec: dict[str, Any], budget: Budget, out
 
 def raft(journal_paths: list[Path]) -> dict[str, Any]:
     return check_raft(load_journals(journal_paths))
+
+
+def metadata(journal_paths: list[Path]) -> dict[str, Any]:
+    return check_metadata(load_journals(journal_paths))
 
 
 def fencing(journal_paths: list[Path], history: Path, session_timeout_ms: float) -> dict[str, Any]:

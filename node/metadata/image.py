@@ -14,9 +14,11 @@ change only the broker; the controller writes the ISR changes as explicit Partit
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kraftlab.node.metadata.records import (
     NO_LEADER,
@@ -310,6 +312,35 @@ class MetadataImage:
             image.apply(r)
         return image
 
+    def semantic_form(self) -> dict[str, Any]:
+        """The image as plain data in the canonical shape of docs/contracts.md ("Metadata image
+        digest"): what a checker rebuilds on its own from the committed records and compares."""
+        return {
+            "brokers": {str(b.id): {
+                "epoch": b.epoch, "incarnation": str(b.incarnation_id), "fenced": b.fenced,
+                "in_controlled_shutdown": b.in_controlled_shutdown, "rack": b.rack,
+                "endpoints": sorted([e.name, e.host, e.port, e.security_protocol] for e in b.endpoints),
+                "features": sorted([f.name, f.min_supported_version, f.max_supported_version] for f in b.features),
+                "replaced_incarnations": sorted(str(i) for i in self.retired.get(b.id, ())),
+            } for b in self.brokers.values()},
+            "topics": {name: str(tid) for name, tid in self.topic_ids.items()},
+            "partitions": {f"{t.topic_id}/{pid}": {
+                "replicas": list(p.replicas), "isr": list(p.isr), "removing": list(p.removing),
+                "adding": list(p.adding), "leader": p.leader, "leader_epoch": p.leader_epoch,
+                "partition_epoch": p.partition_epoch, "elr": list(p.last_known_elr),
+            } for t in self.topics.values() for pid, p in t.partitions.items()},
+            "configs": {f"{rtype}/{rname}": dict(entries) for (rtype, rname), entries in self.configs.items()},
+            "features": dict(self.features),
+        }
+
+    def semantic_digest(self) -> tuple[str, dict[str, str]]:
+        """SHA-256 of `semantic_form()` as sorted, compact JSON, and the first 16 hex digits of each
+        section's own SHA-256 the same way, so a checker can say which section differs
+        (docs/contracts.md)."""
+        form = self.semantic_form()
+        sections = {name: _sha256_json(part)[:16] for name, part in form.items()}
+        return _sha256_json(form), sections
+
     def canonical_bytes(self) -> bytes:
         return b"".join(encode(r) for r in self.iter_records())
 
@@ -331,3 +362,7 @@ class MetadataImage:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _sha256_json(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

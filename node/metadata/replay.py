@@ -1,13 +1,16 @@
 """Committed-metadata replay: the part of the Raft StateMachine that controllers and brokers share.
 
 `CommittedReplay` applies committed batches (never twice, control batches skipped) and loaded
-snapshots to a `MetadataImage`, records the `apply` journal events (offset, record type, CRC),
-and produces snapshot records of the committed image. The controller and the broker each wrap
-one and add their own reactions per batch.
+snapshots to a `MetadataImage`, records the `apply` journal events (offset, record type, CRC and
+the record's bytes, so a checker can decode and replay the committed log on its own) and `image`
+events (the image's semantic digest after each snapshot load and every so many records, which a
+checker compares with its own replay), and produces snapshot records of the committed image. The
+controller and the broker each wrap one and add their own reactions per batch.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
 from collections.abc import Iterator, Sequence
@@ -31,6 +34,9 @@ from kraftlab.node.metadata.records import (
     type_name,
 )
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
+
+IMAGE_EVERY_RECORDS = 50
+"""Applied records between two `image` journal events (more for large images)."""
 
 
 @contextlib.contextmanager
@@ -59,6 +65,7 @@ class CommittedReplay:
         """Bytes of metadata records applied since the last snapshot (metadata.snapshot.max.new.record.bytes)."""
         self.journal_applies = journal_applies
         self.events: list[JournalEvent] = []
+        self._since_image = 0
 
     def take_events(self) -> list[JournalEvent]:
         out, self.events = self.events, []
@@ -71,6 +78,20 @@ class CommittedReplay:
         self.last_epoch = snapshot_id.epoch
         self.last_snapshot = snapshot_id
         self.new_bytes = 0
+        self._journal_image("snapshot-load")
+
+    def _journal_image(self, reason: str) -> None:
+        """An `image` event: the semantic digest of the image at `next_offset` (exclusive)."""
+        self._since_image = 0
+        if self.journal_applies:
+            digest, sections = self.image.semantic_digest()
+            self.events.append(JournalEvent("image", {"offset": self.next_offset, "digest": digest,
+                                                      "sections": sections, "reason": reason}))
+
+    def _image_interval(self) -> int:
+        """Records between periodic `image` events: at least IMAGE_EVERY_RECORDS, more for a large
+        image, so digesting it costs a bounded share of the replay."""
+        return max(IMAGE_EVERY_RECORDS, self.image.partition_count() // 4)
 
     def apply_batch(self, batch: Batch) -> bool:
         """Apply one committed batch; False if it was already applied (below `next_offset`)."""
@@ -86,13 +107,17 @@ class CommittedReplay:
                     continue
                 self.image.apply(metadata)
                 self.new_bytes += len(rec.value or b"")
+                self._since_image += 1
                 if self.journal_applies:
                     self.events.append(
                         JournalEvent("apply", {"offset": offset, "type": type_name(metadata), "crc": rec.crc(),
-                                               "batch_end": batch.next_offset, **_left(self.image, metadata)})
+                                               "batch_end": batch.next_offset, **_left(self.image, metadata),
+                                               "value": base64.b64encode(rec.value or b"").decode()})
                     )
         self.next_offset = batch.next_offset
         self.last_epoch = batch.epoch
+        if self._since_image >= self._image_interval():
+            self._journal_image("periodic")
         return True
 
     def snapshot_records(self) -> tuple[OffsetAndEpoch, list[Record]] | None:

@@ -1,0 +1,165 @@
+"""The metadata checker over a run's journals: the committed metadata log, rebuilt from every
+node's `apply` events (each carries its record's bytes), decoded with Kafka's schemas and replayed
+into the checker's own image, record by record, with KIP-631's rules (`model.RULES`); and every
+node's own image (its `image` events: a digest after each snapshot load and every so many records)
+compared with that replay at the same offset.
+
+- RecordDecodes: every committed record decodes with Kafka's schemas (a node that writes what
+  Kafka's tools would misread is caught here).
+- ImageAgreement: a node's image at offset N — however it got there: replaying records, loading a
+  snapshot it wrote or fetched — is what the committed records below N make. Reported once per
+  node process life, naming the sections (brokers, topics, partitions, configs, features) that
+  differ.
+- The rules of `model.RULES`, judged for each committed record against the image before it.
+
+The log is the union of what every node applied: an offset no node applied is either a control
+record (a node journalled appending one there) or a gap, and a gap (or a record that does not
+decode, or two nodes that applied different records at one offset — CommittedPrefixAgreement's
+finding) ends the replay there with a note: what comes after is not judged.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from kraftlab.checker.invariant import Violation, result
+from kraftlab.checker.journal import Entry, Journals
+from kraftlab.checker.metadata.decode import LEGACY_FRAME_VERSION, DecodeError, decode
+from kraftlab.checker.metadata.model import RULES, ImageModel
+
+INVARIANTS = ["RecordDecodes", "ImageAgreement", *RULES]
+
+
+@dataclass(frozen=True, slots=True)
+class _Image:
+    offset: int
+    digest: str
+    sections: dict[str, str]
+    reason: str
+    life: int
+    entry: Entry
+
+
+def _committed(journals: Journals, notes: list[str]) -> tuple[dict[int, tuple[bytes, Entry]], int | None]:
+    """Offset → (record bytes, first apply entry), and the lowest offset where nodes disagree."""
+    out: dict[int, tuple[bytes, Entry]] = {}
+    conflict: int | None = None
+    for e in journals.all():
+        if e.ev != "apply" or e.get("value") is None:
+            continue
+        off = int(e["offset"])
+        try:
+            value = base64.b64decode(e["value"], validate=True)
+        except (binascii.Error, ValueError):
+            notes.append(f"{e.where()}: the apply event's value is not base64; offset {off} taken from other nodes")
+            continue
+        seen = out.get(off)
+        if seen is None:
+            out[off] = (value, e)
+        elif seen[0] != value and (conflict is None or off < conflict):
+            conflict = off
+    return out, conflict
+
+
+def _controls(journals: Journals) -> set[int]:
+    """Offsets some node appended a control batch at (LeaderChangeMessage: not metadata)."""
+    out: set[int] = set()
+    for e in journals.all():
+        if e.ev == "append" and e.get("control"):
+            base = int(e["base"])
+            out.update(range(base, base + len(e.get("crcs") or [None])))
+    return out
+
+
+def _images(journals: Journals) -> dict[int, list[_Image]]:
+    by_offset: dict[int, list[_Image]] = defaultdict(list)
+    for entries in journals.by_node.values():
+        life = 0
+        for e in entries:
+            if e.ev == "start":
+                life += 1
+            elif e.ev == "image" and e.get("digest"):
+                by_offset[int(e["offset"])].append(
+                    _Image(int(e["offset"]), str(e["digest"]), dict(e.get("sections") or {}), str(e.get("reason", "")),
+                           life, e))
+    return by_offset
+
+
+def _name(e: Entry) -> str:
+    return f"n{e.node}"
+
+
+def check_metadata(journals: Journals) -> dict[str, Any]:
+    """Replay the committed metadata log with the rules; compare every node's image with it."""
+    notes: list[str] = []
+    committed, conflict = _committed(journals, notes)
+    images = _images(journals)
+    if not committed:
+        return result([], [], {name: "no apply event carries its record's bytes (nodes from before the metadata "
+                                     "checker)" for name in INVARIANTS})
+    controls = _controls(journals)
+    vs: list[Violation] = []
+    model = ImageModel()
+    reported_lives: set[tuple[int, int]] = set()
+    later_mismatches: dict[tuple[int, int], int] = defaultdict(int)
+    compared = agreed = replayed = legacy = 0
+    end = max(max(committed), max(images, default=0))
+    stop: tuple[int, str] | None = None
+    cache: tuple[str, dict[str, str]] | None = None
+    for off in range(0, end + 1):
+        for img in images.get(off, ()):
+            cache = cache or model.digest()
+            compared += 1
+            if img.digest == cache[0]:
+                agreed += 1
+                continue
+            key = (img.entry.node, img.life)
+            if key in reported_lives:
+                later_mismatches[key] += 1
+                continue
+            reported_lives.add(key)
+            differ = [s for s in sorted(set(cache[1]) | set(img.sections)) if cache[1].get(s) != img.sections.get(s)]
+            how = "after loading a snapshot" if img.reason == "snapshot-load" else "replaying records"
+            vs.append(Violation("ImageAgreement", (
+                f"{_name(img.entry)}'s metadata image at offset {off} ({how}) is not what the committed records "
+                f"below {off} make: it differs in {', '.join(differ) or 'its digest'}"), [img.entry]))
+        if off == conflict:
+            stop = (off, f"nodes applied different records at offset {off} (see CommittedPrefixAgreement)")
+            break
+        if off in committed:
+            value, entry = committed[off]
+            try:
+                rec = decode(value)
+            except DecodeError as exc:
+                vs.append(Violation("RecordDecodes", f"offset {off}: {entry.get('type', 'a record')} that "
+                                                      f"{_name(entry)} applied does not decode with Kafka's schemas: "
+                                                      f"{exc}", [entry]))
+                stop = (off, f"the record at offset {off} does not decode")
+                break
+            legacy += rec.frame_version == LEGACY_FRAME_VERSION
+            vs.extend(Violation(b.rule, b.explanation, [entry]) for b in model.apply(rec, off))
+            replayed += 1
+            cache = None
+        elif off not in controls and off <= max(committed):
+            nxt = min(o for o in committed if o > off)
+            stop = (off, f"offsets {off}–{nxt - 1} were applied by no node and are no control record")
+            break
+    for key, n in later_mismatches.items():
+        notes.append(f"n{key[0]}: {n} later image(s) of the same process life differ too")
+    if stop is not None:
+        unjudged = sum(len(v) for o, v in images.items() if o > stop[0])
+        notes.append(f"the replay stops at offset {stop[0]}: {stop[1]}; {unjudged} later node image(s) not compared")
+    if legacy:
+        notes.append(f"{legacy} record(s) in the legacy frame version 0 (kraft-node before it matched Kafka's 1)")
+    stats = {"records": replayed, "images_compared": compared, "images_agreeing": agreed,
+             "end_offset": stop[0] if stop else end + 1}
+    out = result(vs, INVARIANTS, None, stats)
+    if not images:
+        out.setdefault("not_checked", {})["ImageAgreement"] = "no node journalled `image` events"
+    if notes:
+        out["notes"] = notes
+    return out
