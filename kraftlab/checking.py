@@ -9,8 +9,12 @@ The checkers, composed (false > unknown > true; a crash is unknown):
 - `fencing`: the fencing invariants over the journals and the whole history.
 - `availability` (when the test states it, `--availability S`): a majority-side client succeeds
   within S seconds of each fault that leaves a majority.
+- `metadata`: the committed metadata log decoded with Kafka's schemas and replayed with KIP-631's
+  rules, and every node's image compared with that replay (checker.metadata).
 - `recovery`: whether the cluster came back after the final heal (`recovery.json`, written by the
   runner's recovery watch), naming each node that did not and its last journalled state.
+The `coverage` section (checker.coverage) says what the run exercised: elections, failovers,
+fences, ISR changes, truncations, snapshots, and client outcomes per fault kind.
 Anomaly pictures land under `<run>/checker/`, where the report picks them up.
 
 Each checker runs in its own process (checker.isolate) under a hard wall-clock limit and an
@@ -28,6 +32,7 @@ from typing import Any
 
 from kraftlab.checker.availability import check_availability
 from kraftlab.checker.compose import CheckerFn, compose
+from kraftlab.checker.coverage import coverage
 from kraftlab.checker.history import Event, History, parse_jsonl_line
 from kraftlab.checker.journal import load_journals
 from kraftlab.checker.judged import linearizable_part
@@ -100,6 +105,10 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
     if notes:
         results.setdefault("notes", []).extend(notes)
     results["history"] = {"events": len(history.events), "linearizable_events": len(lin.events)}
+    try:
+        results["coverage"] = coverage(journals, history, WINDOWS, _node_ids(run).values())
+    except Exception as exc:  # coverage describes the run; it never decides or breaks the verdict
+        results.setdefault("notes", []).append(f"coverage not computed: {type(exc).__name__}: {exc}")
     write_json(run.results, json.loads(json.dumps(results, default=str)))
     return results
 

@@ -4,6 +4,8 @@ JUnit XML for CI systems, and the worst exit code (crashed > unknown > invalid >
 from __future__ import annotations
 
 import itertools
+import json
+import statistics
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Sequence
@@ -12,6 +14,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from kraftlab.checker.coverage import headline
 
 # exit codes ordered from best to worst, for "exit with the worst result"
 SEVERITY = {0: 0, 1: 2, 2: 1, 254: 3, 255: 4}
@@ -72,8 +76,39 @@ def summary_table(results: Sequence[MatrixResult]) -> Table:
     return table
 
 
+def run_coverage(run_dir: str | None) -> dict[str, int | None] | None:
+    """A run's headline coverage figures (checker.coverage), or None without a results.json carrying them."""
+    if not run_dir:
+        return None
+    try:
+        cov = json.loads((Path(run_dir) / "results.json").read_text(encoding="utf-8")).get("coverage")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return headline(cov) if isinstance(cov, dict) else None
+
+
+def coverage_table(results: Sequence[MatrixResult]) -> Table | None:
+    """Coverage summed over the matrix's runs, with the median and the least per run: a nightly
+    matrix whose runs stopped reaching failovers or fences says so even when every run is valid."""
+    covs = [c for c in (run_coverage(r.run_dir) for r in results) if c is not None]
+    if not covs:
+        return None
+    table = Table(title=f"coverage over {len(covs)} run(s)")
+    for col in ("", "total", "median per run", "least per run"):
+        table.add_column(col)
+    for label in covs[0]:
+        values = [c[label] for c in covs if c.get(label) is not None]
+        if values:
+            table.add_row(label, str(sum(values)), f"{statistics.median(values):g}", str(min(values)))
+    return table
+
+
 def print_summary(results: Sequence[MatrixResult], console: Console | None = None) -> None:
-    (console or Console()).print(summary_table(results))
+    console = console or Console()
+    console.print(summary_table(results))
+    cov = coverage_table(results)
+    if cov is not None:
+        console.print(cov)
 
 
 def write_junit(results: Sequence[MatrixResult], path: Path) -> None:

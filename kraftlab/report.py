@@ -1,6 +1,6 @@
 """`report.html`: a self-contained page (plots inlined) describing one run.
 
-Sections: the verdict per checker with explanations and anomalies, the fault windows, op counts,
+Sections: the verdict per checker with explanations and anomalies, what the run covered, the fault windows, op counts,
 the timeline and latency/throughput plots shaded by fault windows, node metrics over time, the
 checker's anomaly pictures (any PNG under the run directory's `checker/`), and links to every
 node's logs and journals.
@@ -18,6 +18,7 @@ from typing import Any
 from kraftlab import plots
 from kraftlab.analysis import fault_windows, pair_ops
 from kraftlab.checking import load_history
+from kraftlab.report_coverage import coverage_section
 from kraftlab.store import RunDir
 
 METRIC_NAMES = ("kraft_raft_high_watermark", "kraft_raft_current_epoch", "kraft_raft_current_leader",
@@ -132,7 +133,7 @@ def render(run: RunDir) -> Path:
              f"{len(pairs)} client ops · {len(windows)} fault windows</div>",
              f"<details><summary>test arguments</summary><pre>{_esc(json.dumps(test, indent=2, default=str))}"
              f"</pre></details>",
-             "<h2>Verdict per checker</h2>", _checker_rows(results)]
+             "<h2>Verdict per checker</h2>", _checker_rows(results), *coverage_section(results.get("coverage"))]
 
     counts = Counter((p.f, p.type) for p in pairs)
     fs = sorted({p.f for p in pairs})

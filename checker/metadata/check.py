@@ -44,7 +44,7 @@ class _Image:
     entry: Entry
 
 
-def _committed(journals: Journals, notes: list[str]) -> tuple[dict[int, tuple[bytes, Entry]], int | None]:
+def committed_log(journals: Journals, notes: list[str]) -> tuple[dict[int, tuple[bytes, Entry]], int | None]:
     """Offset → (record bytes, first apply entry), and the lowest offset where nodes disagree."""
     out: dict[int, tuple[bytes, Entry]] = {}
     conflict: int | None = None
@@ -96,7 +96,7 @@ def _name(e: Entry) -> str:
 def check_metadata(journals: Journals) -> dict[str, Any]:
     """Replay the committed metadata log with the rules; compare every node's image with it."""
     notes: list[str] = []
-    committed, conflict = _committed(journals, notes)
+    committed, conflict = committed_log(journals, notes)
     images = _images(journals)
     if not committed:
         return result([], [], {name: "no apply event carries its record's bytes (nodes from before the metadata "

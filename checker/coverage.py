@@ -1,0 +1,176 @@
+"""What a run exercised, read from its node journals, its committed metadata log and its history:
+the `coverage` section of results.json, drawn in the report and summed by `test-all`.
+
+A run that is valid but never elected a second leader, fenced a broker or loaded a snapshot says
+little about those paths; coverage says which paths a run reached, so a nightly matrix can tell a
+quiet pass from a searching one (docs/contracts.md, "Coverage").
+
+- raft: leader epochs (distinct epochs with a leader), failovers (a new leader on another node),
+  elections started (candidate or prospective), diverging-log truncations, snapshots created,
+  loaded and fetched, node restarts.
+- brokers: committed registrations, fences and unfences (from the committed log, decoded with
+  Kafka's schemas), fence reasons as the controllers journalled them, self-fences and controlled
+  shutdowns (the brokers' journals), split between the lab's own broker processes (`nodes`) and
+  the workload's agents (brokers the workload registers from the client side, to reach the
+  controller's rules at a high rate).
+- partitions: from the committed log: ISR shrinks and expands, partition leader changes, and
+  changes that left a partition leaderless.
+- faults: per fault kind, how many windows and seconds, and the client operations invoked while it
+  was in force by outcome (ok / fail / info), plus the same for operations with no fault in force.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from kraftlab.checker.history import History, fault_windows, pair_ops
+from kraftlab.checker.journal import Journals
+from kraftlab.checker.metadata.check import committed_log
+from kraftlab.checker.metadata.decode import NO_LEADER_CHANGE, DecodeError, decode
+
+NO_LEADER = -1
+
+
+def _raft(journals: Journals) -> dict[str, int]:
+    leaders: dict[int, int] = {}
+    elections = truncations = restarts = 0
+    snapshots: Counter[str] = Counter()
+    for node, entries in journals.by_node.items():
+        starts = 0
+        for e in entries:
+            if e.ev == "role":
+                if e.get("role") == "leader":
+                    leaders.setdefault(int(e["epoch"]), node)
+                elif e.get("role") in ("candidate", "prospective"):
+                    elections += 1
+            elif e.ev == "truncate" and e.get("reason") == "diverging":
+                truncations += 1
+            elif e.ev == "snapshot":
+                snapshots[str(e.get("action"))] += 1
+            elif e.ev == "start":
+                starts += 1
+        restarts += max(0, starts - 1)
+    by_epoch = [leaders[ep] for ep in sorted(leaders)]
+    failovers = sum(1 for a, b in itertools.pairwise(by_epoch) if a != b)
+    return {"leader_epochs": len(leaders), "failovers": failovers, "elections_started": elections,
+            "truncations": truncations, "snapshots_created": snapshots["create"],
+            "snapshots_loaded": snapshots["load"], "snapshots_fetched": snapshots["fetch"], "restarts": restarts}
+
+
+def _side(broker: Any, node_ids: Collection[int]) -> str:
+    return "nodes" if int(broker) in node_ids else "agents"
+
+
+def _brokers(journals: Journals, node_ids: Collection[int]) -> dict[str, dict[str, Any]]:
+    """What the brokers' own journals and the controllers' fence decisions say (reasons as journalled
+    by the controller that wrote the fence, including fences a failover lost before they committed)."""
+    out: dict[str, dict[str, Any]] = {side: {"fence_reasons": Counter(), "self_fences": 0, "controlled_shutdowns": 0}
+                                      for side in ("nodes", "agents")}
+    for e in journals.all():
+        if e.ev == "fence" and e.get("broker") is not None and e.get("action") == "fence":
+            out[_side(e["broker"], node_ids)]["fence_reasons"][str(e.get("reason") or "other")] += 1
+        elif e.ev == "broker_state":
+            s = out[_side(e.get("broker", e.node), node_ids)]
+            state = str(e.get("state"))
+            if state == "FENCED_SELF":
+                s["self_fences"] += 1
+            elif state == "PENDING_CONTROLLED_SHUTDOWN":
+                s["controlled_shutdowns"] += 1
+    for s in out.values():
+        s["fence_reasons"] = dict(s["fence_reasons"])
+    return out
+
+
+def _committed(journals: Journals, node_ids: Collection[int],
+               brokers: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """From the committed log, decoded here (the node's own summary is not trusted): fences,
+    unfences and registrations per side (added to `brokers`); ISR and partition leader changes."""
+    log, _ = committed_log(journals, [])
+    isr: dict[tuple[str, int], set[int]] = {}
+    parts = Counter({"isr_shrinks": 0, "isr_expands": 0, "leader_changes": 0, "leaderless": 0})
+    for s in brokers.values():
+        s.update(registrations=0, fences=0, unfences=0)
+    for off in sorted(log):
+        try:
+            rec = decode(log[off][0])
+        except DecodeError:
+            continue
+        f = rec.fields
+        if rec.type == "PartitionRecord":
+            isr[(f["topic_id"], f["partition_id"])] = set(f["isr"])
+        elif rec.type == "PartitionChangeRecord":
+            key = (f["topic_id"], f["partition_id"])
+            if f["isr"] is not None and key in isr:
+                before, after = isr[key], set(f["isr"])
+                parts["isr_shrinks"] += bool(before - after)
+                parts["isr_expands"] += bool(after - before)
+                isr[key] = after
+            if f["leader"] != NO_LEADER_CHANGE:
+                parts["leader_changes"] += 1
+                parts["leaderless"] += f["leader"] == NO_LEADER
+        elif rec.type == "RemoveTopicRecord":
+            for key in [k for k in isr if k[0] == f["topic_id"]]:
+                del isr[key]
+        elif rec.type == "RegisterBrokerRecord":
+            brokers[_side(f["broker_id"], node_ids)]["registrations"] += 1
+        elif rec.type in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
+            brokers[_side(f["broker_id"], node_ids)]["fences" if rec.type[0] == "F" else "unfences"] += 1
+        elif rec.type == "BrokerRegistrationChangeRecord" and f["fenced"] in (1, -1):
+            brokers[_side(f["broker_id"], node_ids)]["fences" if f["fenced"] == 1 else "unfences"] += 1
+    return dict(parts)
+
+
+def _faults(history: History, openers: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    windows = fault_windows(history.events, dict(openers))
+    out: dict[str, dict[str, Any]] = defaultdict(lambda: {"windows": 0, "seconds": 0.0, "ok": 0, "fail": 0, "info": 0})
+    for w in windows:
+        out[w.kind]["windows"] += 1
+        out[w.kind]["seconds"] += round((w.end - w.start) / 1e9, 3)
+    for op in pair_ops(history):
+        t = op.call_time
+        if t is None:
+            continue
+        kinds = {w.kind for w in windows if w.start <= t < w.end} or {"none"}
+        for k in kinds:
+            out[k][op.status if op.status in ("ok", "fail", "info") else "info"] += 1
+    for v in out.values():
+        v["seconds"] = round(v["seconds"], 1)
+    return dict(sorted(out.items()))
+
+
+def coverage(journals: Journals | None, history: History | None, openers: Mapping[str, str],
+             node_ids: Collection[int] = ()) -> dict[str, Any]:
+    """The coverage section (see the module docstring); parts without their input are left out."""
+    out: dict[str, Any] = {}
+    if journals is not None:
+        out["raft"] = _raft(journals)
+        ids = set(node_ids)
+        out["brokers"] = _brokers(journals, ids)
+        out["partitions"] = _committed(journals, ids, out["brokers"])
+    if history is not None:
+        out["faults"] = _faults(history, openers)
+    return out
+
+
+HEADLINE = (("leader epochs", ("raft", "leader_epochs")), ("failovers", ("raft", "failovers")),
+            ("broker fences", ("brokers", "nodes", "fences")),
+            ("agent fences", ("brokers", "agents", "fences")),
+            ("self-fences", ("brokers", "nodes", "self_fences")),
+            ("ISR shrinks", ("partitions", "isr_shrinks")), ("ISR expands", ("partitions", "isr_expands")),
+            ("truncations", ("raft", "truncations")), ("snapshot loads", ("raft", "snapshots_loaded")),
+            ("controlled shutdowns", ("brokers", "nodes", "controlled_shutdowns")))
+"""The figures a summary shows, in order: (label, path into the coverage section)."""
+
+
+def headline(cov: Mapping[str, Any]) -> dict[str, int | None]:
+    """The HEADLINE figures of one run's coverage (None where the run has no such part)."""
+    out: dict[str, int | None] = {}
+    for label, path in HEADLINE:
+        node: Any = cov
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        out[label] = node if isinstance(node, int) else None
+    return out

@@ -1,0 +1,53 @@
+"""The report's coverage section: what the run exercised (results.json `coverage`, see
+checker.coverage) as small tables — the headline figures, Raft, brokers, partitions, and client
+outcomes per fault kind."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+from kraftlab.checker.coverage import headline
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _words(key: str) -> str:
+    return key.replace("_", " ")
+
+
+def coverage_section(cov: Mapping[str, Any] | None) -> list[str]:
+    """HTML parts of the coverage section (nothing for a run checked before coverage existed)."""
+    if not cov:
+        return []
+    out = ["<h2>Coverage</h2>", "<div class='small'>What this run exercised, from the node journals, the "
+           "committed metadata log (decoded with Kafka's schemas) and the history. A valid run that never "
+           "reached a path says nothing about it.</div>"]
+    head = headline(cov)
+    out.append(_table(list(head), [["–" if v is None else v for v in head.values()]]))
+    if raft := cov.get("raft"):
+        out.append("<h3>Raft</h3>" + _table([_words(k) for k in raft], [list(raft.values())]))
+    if brokers := cov.get("brokers"):
+        keys = [k for k in ("registrations", "fences", "unfences", "self_fences", "controlled_shutdowns")
+                if any(k in s for s in brokers.values())]
+        rows = [[side, *(s.get(k, "–") for k in keys),
+                 ", ".join(f"{r}: {n}" for r, n in sorted((s.get("fence_reasons") or {}).items())) or "–"]
+                for side, s in brokers.items()]
+        out.append("<h3>Brokers</h3>" + _table(["", *(_words(k) for k in keys), "fence reasons (journalled)"], rows)
+                   + "<div class='small'>nodes: the lab's broker processes; agents: brokers the workload "
+                     "registers from the client side.</div>")
+    if parts := cov.get("partitions"):
+        out.append("<h3>Partitions (committed)</h3>" + _table([_words(k) for k in parts], [list(parts.values())]))
+    if faults := cov.get("faults"):
+        rows = [[kind, v.get("windows", 0), v.get("seconds", 0), v.get("ok", 0), v.get("fail", 0), v.get("info", 0)]
+                for kind, v in faults.items()]
+        out.append("<h3>Client outcomes per fault kind</h3>"
+                   + _table(["fault in force", "windows", "seconds", "ok", "fail", "info"], rows)
+                   + "<div class='small'>An operation invoked while several faults were in force counts for each; "
+                     "“none”: no fault in force.</div>")
+    return out

@@ -1,0 +1,125 @@
+"""Coverage: what a run exercised, counted from journals, the committed log (decoded) and the
+history — and shown in the report and summed by test-all."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kraftlab.checker.coverage import coverage, headline
+from kraftlab.checker.history import History, parse_jsonl_line
+from kraftlab.checker.journal import journals_from
+from kraftlab.matrix import MatrixResult, coverage_table
+from kraftlab.node.metadata.records import (
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    encode,
+)
+from kraftlab.report_coverage import coverage_section
+
+T = uuid.UUID(int=1)
+RECORDS: list[MetadataRecord] = [
+    RegisterBrokerRecord(broker_id=4, incarnation_id=uuid.UUID(int=4), broker_epoch=0),
+    RegisterBrokerRecord(broker_id=1000, incarnation_id=uuid.UUID(int=5), broker_epoch=1),
+    UnfenceBrokerRecord(id=4, epoch=0), UnfenceBrokerRecord(id=1000, epoch=1),
+    TopicRecord(name="t", topic_id=T),
+    PartitionRecord(partition_id=0, topic_id=T, replicas=(4, 1000), isr=(4, 1000), leader=4),
+    PartitionChangeRecord(partition_id=0, topic_id=T, isr=(4,)),
+    PartitionChangeRecord(partition_id=0, topic_id=T, isr=(4, 1000), leader=1000),
+    PartitionChangeRecord(partition_id=0, topic_id=T, isr=(1000,), leader=-1),
+    FenceBrokerRecord(id=4, epoch=0),
+]
+
+
+def _journals() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def add(node: int, ev: str, **f: Any) -> None:
+        out.append({"ts": len(out), "mono": len(out), "node": node, "ev": ev, **f})
+
+    for n in (1, 2, 3):
+        add(n, "start", log_start=0, log_end=0)
+    add(1, "role", role="candidate", epoch=1)
+    add(1, "role", role="leader", epoch=1)
+    add(2, "role", role="follower", epoch=1, leader=1)
+    add(2, "role", role="leader", epoch=2)
+    add(1, "role", role="leader", epoch=1)  # journalled again (e.g. after a restart): still one epoch
+    add(3, "role", role="leader", epoch=3)
+    add(3, "role", role="leader", epoch=4)
+    add(3, "truncate", to=5, reason="diverging")
+    add(3, "truncate", to=0, reason="snapshot")
+    add(2, "snapshot", action="create", offset=5)
+    add(3, "snapshot", action="load", offset=5)
+    add(2, "start", log_start=0, log_end=9)
+    for o, r in enumerate(RECORDS):
+        add(1, "apply", offset=o, type=type(r).__name__, crc=0, value=base64.b64encode(encode(r)).decode())
+    add(1, "fence", broker=4, action="fence", reason="session timeout", epoch=0)
+    add(1, "fence", broker=1000, action="fence", reason="requested", epoch=1)
+    add(4, "broker_state", broker=4, state="FENCED_SELF")
+    add(4, "broker_state", broker=4, state="PENDING_CONTROLLED_SHUTDOWN")
+    return out
+
+
+def _history() -> History:
+    lines = [
+        {"process": 0, "type": "invoke", "f": "create", "value": "a", "time": 1},
+        {"process": 0, "type": "ok", "f": "create", "value": "a", "time": 2},
+        {"process": "nemesis", "type": "invoke", "f": "start-partition", "value": None, "time": 10},
+        {"process": "nemesis", "type": "info", "f": "start-partition", "value": {}, "time": 11},
+        {"process": 1, "type": "invoke", "f": "create", "value": "b", "time": 12},
+        {"process": 1, "type": "fail", "f": "create", "value": "b", "time": 13},
+        {"process": 2, "type": "invoke", "f": "create", "value": "c", "time": 14},
+        {"process": 2, "type": "info", "f": "create", "value": "c", "time": 15},
+        {"process": "nemesis", "type": "invoke", "f": "stop-partition", "value": None, "time": 2_000_000_010},
+        {"process": "nemesis", "type": "info", "f": "stop-partition", "value": None, "time": 2_000_000_020},
+    ]
+    return History([parse_jsonl_line(json.dumps(x), "<memory>", i + 1, i) for i, x in enumerate(lines)], "<memory>", "jsonl")
+
+
+def test_coverage_counts_what_the_run_exercised() -> None:
+    cov = coverage(journals_from(_journals()), _history(), {"start-partition": "stop-partition"}, [1, 2, 3, 4, 5])
+    assert cov["raft"] == {"leader_epochs": 4, "failovers": 2, "elections_started": 1, "truncations": 1,
+                           "snapshots_created": 1, "snapshots_loaded": 1, "snapshots_fetched": 0, "restarts": 1}
+    nodes, agents = cov["brokers"]["nodes"], cov["brokers"]["agents"]
+    assert (nodes["registrations"], nodes["fences"], nodes["unfences"]) == (1, 1, 1)
+    assert (agents["registrations"], agents["fences"], agents["unfences"]) == (1, 0, 1)
+    assert nodes["fence_reasons"] == {"session timeout": 1} and agents["fence_reasons"] == {"requested": 1}
+    assert (nodes["self_fences"], nodes["controlled_shutdowns"]) == (1, 1)
+    assert cov["partitions"] == {"isr_shrinks": 2, "isr_expands": 1, "leader_changes": 2, "leaderless": 1}
+    assert cov["faults"]["partition"] == {"windows": 1, "seconds": 2.0, "ok": 0, "fail": 1, "info": 1}
+    assert cov["faults"]["none"]["ok"] == 1
+    assert headline(cov)["leader epochs"] == 4 and headline(cov)["broker fences"] == 1
+
+
+def test_the_report_shows_coverage_and_test_all_sums_it(tmp_path: Path) -> None:
+    cov = coverage(journals_from(_journals()), _history(), {"start-partition": "stop-partition"}, [1, 2, 3, 4, 5])
+    page = "".join(coverage_section(cov))
+    assert "<h2>Coverage</h2>" in page and "Client outcomes per fault kind" in page and "session timeout: 1" in page
+    assert coverage_section(None) == []
+    runs = []
+    for i, epochs in enumerate((4, 9, 6)):
+        d = tmp_path / f"r{i}"
+        d.mkdir()
+        c = json.loads(json.dumps(cov))
+        c["raft"]["leader_epochs"] = epochs
+        (d / "results.json").write_text(json.dumps({"valid": True, "coverage": c}))
+        runs.append(MatrixResult("mixed", "all", i, 0, 60.0, str(d)))
+    runs.append(MatrixResult("mixed", "all", 3, 255, 1.0, None, "crashed"))
+    table = coverage_table(runs)
+    assert table is not None
+    console = Console(record=True, width=120)
+    console.print(table)
+    text = console.export_text()
+    assert "coverage over 3 run(s)" in text
+    row = next(line for line in text.splitlines() if "leader epochs" in line)
+    assert [c.strip() for c in row.split("│")[2:5]] == ["19", "6", "4"]
