@@ -4,7 +4,8 @@
   registration of that broker it had already decided or applied (broker epochs are the offsets
   of RegisterBrokerRecords, so "older" is plain integer order).
 - OldIncarnationAccepted: a controller accepts a registration from an incarnation that a newer
-  registration of the same broker had replaced.
+  registration of the same broker had replaced (since the broker's last unregistration that
+  controller applied: an unregistration frees the id, as in Kafka).
 - SessionNotFenced: a broker the active controller unfenced, or found unfenced in its committed
   image when it became active (its first high-water mark as leader), goes silent (no accepted
   heartbeat) longer than the session timeout plus the stated slack — counted from that unfence,
@@ -103,10 +104,13 @@ class _SeenRegistrations:
         i = bisect.bisect_right(self._epochs, epoch)
         return (i < len(self._epochs) and self._epochs[i] <= applied) or self._max_decided > epoch
 
-    def replaced(self, incarnation: Any) -> bool:
-        """A registration of `incarnation` is seen, and one of another incarnation with a higher epoch."""
+    def replaced(self, incarnation: Any, since: int = -1) -> bool:
+        """A registration of `incarnation` is seen, and one of another incarnation with a higher epoch —
+        both after `since`, the offset of the broker's last unregistration this controller applied (an
+        unregistration frees the id: the incarnations it had replaced may register again)."""
         mine = self._max_by_incarnation.get(incarnation)
-        return mine is not None and any(v > mine for inc, v in self._max_by_incarnation.items() if inc != incarnation)
+        return mine is not None and mine > since and any(
+            v > mine for inc, v in self._max_by_incarnation.items() if inc != incarnation)
 
 
 def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
@@ -120,13 +124,16 @@ def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
     for nid, entries in journals.by_node.items():
         applied = -1
         seen = {b: _SeenRegistrations(rs, epochs[b]) for b, rs in by_broker.items()}  # broker → this controller's
+        unregistered: dict[int, int] = {}  # broker → offset of its last unregistration applied here
         for e in entries:
             if e.ev == "apply":
                 applied = max(applied, int(e["offset"]))
+                if e.get("type") == "UnregisterBrokerRecord" and e.get("broker") is not None:
+                    unregistered[int(e["broker"])] = int(e["offset"])
             elif _ok(e, "BrokerRegistration"):
                 view = seen[int(e["broker"])]
                 view.advance(applied)
-                if view.replaced(e.get("incarnation")):
+                if view.replaced(e.get("incarnation"), unregistered.get(int(e["broker"]), -1)):
                     older, newer = _incarnations(e, view.decided, by_broker[int(e["broker"])], applied)
                     vs.append(Violation("OldIncarnationAccepted",
                                         f"controller {nid} accepted broker {e['broker']}'s incarnation "

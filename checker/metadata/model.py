@@ -2,7 +2,8 @@
 committed records, and the rules each record must keep given the state before it.
 
 Replay follows Kafka's semantics: a registration of a new incarnation replaces the old one (which
-is then retired: it may never register again), a PartitionChangeRecord bumps the partition epoch
+is then retired: it may not register again while the id stays registered; an unregistration
+frees the id and forgets its retired incarnations), a PartitionChangeRecord bumps the partition epoch
 and, when it sets the leader (anything but -2), the leader epoch; fence, unfence and registration
 changes touch only the broker; removing a topic removes its partitions and its configs.
 
@@ -175,6 +176,7 @@ class ImageModel:
         b, out = self._at_epoch(f["broker_id"], f["broker_epoch"], offset, "UnregisterBrokerRecord")
         if b is not None:
             del self.brokers[f["broker_id"]]
+            self.retired.pop(f["broker_id"], None)  # the id is free again (docs/contracts.md)
             out += self._no_ineligible_leaders(offset, "UnregisterBrokerRecord")
         return out
 

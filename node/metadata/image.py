@@ -163,6 +163,10 @@ class MetadataImage:
                 b = self.brokers.get(record.broker_id)
                 if b is not None and b.epoch == record.broker_epoch:
                     del self.brokers[record.broker_id]
+                    # The id is free again, as in Kafka: its replaced incarnations are forgotten too.
+                    # (A snapshot has no record to carry them for a broker that is not registered, so
+                    # keeping them would make a replayed image and a snapshot-loaded one differ.)
+                    self.retired.pop(record.broker_id, None)
             case FenceBrokerRecord():
                 self._change_broker(record.id, record.epoch, fenced=True)
             case UnfenceBrokerRecord():
