@@ -33,6 +33,11 @@
   heartbeat is older than its self-fence timeout plus the slack, twice in a row (two failure
   samples, since one sample's clock reading may differ from the step's it follows), while it is
   RUNNING and not FENCED_SELF — it kept accepting client requests it must refuse.
+- UnfencedBeforeCaughtUp: a controller answers a heartbeat "unfenced" while the heartbeat's
+  metadata offset is below the broker epoch (the offset of the broker's own registration record)
+  and no heartbeat of that registration had shown it caught up before — on the same controller, or
+  on any controller when the journals share one clock (KIP-631: a broker is unfenced only once it
+  has replayed the metadata log up to its registration).
 - AckedLost: an acknowledged create (or registration) is missing from the last successful read
   of the topic list (or of the registry) though no delete (unregister) of it was attempted.
 Also measured (reported, not judged): how far behind each node's last applied offset is at the
@@ -53,7 +58,7 @@ from kraftlab.checker.journal import Entry, Journals
 
 INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced", "FencedInIsr",
               "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "EpochBumpedForSameIncarnation", "SelfFencing",
-              "AckedLost"]
+              "UnfencedBeforeCaughtUp", "AckedLost"]
 SERVING = ("RUNNING", "PENDING_CONTROLLED_SHUTDOWN")
 CONFIRM_MS = 1000.0
 BROKER_RECORDS = ("FenceBrokerRecord", "UnfenceBrokerRecord", "RegisterBrokerRecord", "UnregisterBrokerRecord",
@@ -437,6 +442,27 @@ def _check_reregistration(journals: Journals, vs: list[Violation]) -> None:
         live[b] = e
 
 
+def _check_caught_up(journals: Journals, vs: list[Violation]) -> None:
+    """UnfencedBeforeCaughtUp (heartbeat decisions that journal the request's metadata offset)."""
+    beats = [e for e in journals.all() if _ok(e, "BrokerHeartbeat") and e.get("metadata_offset") is not None]
+    shared = journals.shared_clock
+    if shared:
+        beats.sort(key=lambda e: e.rmono or 0)
+    caught: set[tuple[Any, int, int]] = set()  # (controller or "any", broker, epoch) shown caught up
+    reported: set[tuple[int, int]] = set()
+    for e in beats:
+        key = (int(e["broker"]), int(e["broker_epoch"]))
+        scope = "any" if shared else e.node
+        if int(e["metadata_offset"]) >= key[1]:
+            caught.add((scope, *key))
+        elif e.get("fenced") is False and (scope, *key) not in caught and key not in reported:
+            reported.add(key)
+            vs.append(Violation("UnfencedBeforeCaughtUp", (
+                f"controller {e.node} answered broker {key[0]} (broker epoch {key[1]}) unfenced on a heartbeat "
+                f"at metadata offset {e['metadata_offset']}, below its registration at offset {key[1]}, and no "
+                "heartbeat of that registration had shown it caught up"), [e]))
+
+
 def _check_self_fencing(journals: Journals, vs: list[Violation], slack_ms: float) -> None:
     for nid, entries in journals.by_node.items():
         serving = self_fenced = False
@@ -553,6 +579,7 @@ def check_fencing(journals: Journals, history: History | None = None, session_ti
     _check_applied_fences(journals, vs)
     _check_reregistration(journals, vs)
     _check_self_fencing(journals, vs, slack_ms)
+    _check_caught_up(journals, vs)
     stats = _check_metadata(journals, vs)
     if history is not None:
         _check_acked(history, vs)

@@ -83,7 +83,8 @@ def _history() -> History:
         {"process": "nemesis", "type": "invoke", "f": "stop-partition", "value": None, "time": 2_000_000_010},
         {"process": "nemesis", "type": "info", "f": "stop-partition", "value": None, "time": 2_000_000_020},
     ]
-    return History([parse_jsonl_line(json.dumps(x), "<memory>", i + 1, i) for i, x in enumerate(lines)], "<memory>", "jsonl")
+    events = [parse_jsonl_line(json.dumps(x), "<memory>", i + 1, i) for i, x in enumerate(lines)]
+    return History(events, "<memory>", "jsonl")
 
 
 def test_coverage_counts_what_the_run_exercised() -> None:

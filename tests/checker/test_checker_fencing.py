@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checker_journals import JB, healthy_fencing, only_anomaly
+from checker_journals import JB, healthy_fencing, line_of, only_anomaly
 
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.history import Event, History
@@ -178,3 +178,30 @@ def test_a_fence_does_not_outlive_the_controllers_term() -> None:
     assert check_fencing(journals_from(j.entries), None)["valid"] is True
     del j.entries[1:3]  # no leadership change between the fence and the decision
     only_anomaly(check_fencing(journals_from(j.entries), None), "FencedInIsr")
+
+
+def _beat(j: JB, node: int, offset: int, fenced: bool, broker: int = 4, epoch: int = 5) -> dict[str, Any]:
+    return j.add(node, "decision", api="BrokerHeartbeat", broker=broker, broker_epoch=epoch, error="NONE",
+                 fenced=fenced, shut_down=False, metadata_offset=offset)
+
+
+def test_unfenced_before_caught_up_is_found_and_a_caught_up_unfence_is_not() -> None:
+    j = healthy_fencing()
+    _beat(j, 1, 3, True)  # behind its registration (offset 5): stays fenced
+    _beat(j, 1, 5, False)  # caught up: unfenced
+    _beat(j, 1, 7, False)
+    assert check_fencing(journals_from(j.entries))["valid"] is True
+
+    j = healthy_fencing()
+    bad = _beat(j, 1, 2, False)  # unfenced at offset 2, registered at 5
+    _beat(j, 1, 6, False)
+    a = only_anomaly(check_fencing(journals_from(j.entries, file="journal.jsonl")), "UnfencedBeforeCaughtUp")
+    assert "metadata offset 2, below its registration at offset 5" in a["explanation"]
+    assert a["entries"][0]["where"] == line_of(j, bad)
+
+
+def test_a_caught_up_heartbeat_on_one_controller_does_not_excuse_another_without_a_shared_clock() -> None:
+    j = healthy_fencing()
+    _beat(j, 1, 9, False)
+    _beat(j, 2, 1, False)  # controller 2 never saw it caught up (no shared clock to order the two)
+    assert only_anomaly(check_fencing(journals_from(j.entries)), "UnfencedBeforeCaughtUp")

@@ -70,7 +70,8 @@ class ValidLog:
         self.records.append(RegisterBrokerRecord(
             broker_id=bid, incarnation_id=self._uuid(), broker_epoch=len(self.records),
             end_points=(BrokerEndpoint(name="PLAINTEXT", host=f"10.0.0.{bid}", port=9092),),
-            features=(BrokerFeature(name="metadata.version", min_supported_version=1, max_supported_version=7),), rack=self.rng.choice([None, "r1"]), fenced=True))
+            features=(BrokerFeature(name="metadata.version", min_supported_version=1, max_supported_version=7),),
+            rack=self.rng.choice([None, "r1"]), fenced=True))
         self.brokers[bid] = {"epoch": len(self.records) - 1, "fenced": True, "shutdown": False}
 
     def unfence(self) -> None:
