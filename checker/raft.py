@@ -6,6 +6,9 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
 - SingleLeader: at most one node is leader in any epoch.
 - MonotonicEpoch: a node's epoch never goes down (it is durable across restarts; a restart with
   an empty log — new or wiped storage — starts the node's history over).
+- DurableVote: a restarted node's quorum-state (as its `start` line reports what it read) still
+  holds the last vote it granted before the restart — the same candidate in that epoch, or a later
+  epoch — unless its quorum-state was found damaged.
 - MonotonicHighWatermark: a node's high-water mark never goes down within one process life.
 - MajorityReachedHighWatermark: when a leader advances its high-water mark to H, a majority of
   voters hold the entry at H-1 (same epoch and CRC) durably — appended and covered by a later
@@ -56,7 +59,7 @@ from typing import Any
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals
 
-INVARIANTS = ["SingleLeader", "MonotonicEpoch", "MonotonicHighWatermark", "MajorityReachedHighWatermark",
+INVARIANTS = ["SingleLeader", "MonotonicEpoch", "DurableVote", "MonotonicHighWatermark", "MajorityReachedHighWatermark",
               "CommittedPrefixAgreement", "LeaderCompleteness", "NoUncommittedApply", "StaleLeader",
               "AnsweredBeforeCommit", "NodeStoppedOnSafetyError"]
 STALE_LEADER_SLACK_MS = 1000.0
@@ -342,6 +345,37 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
                                 f"node {e.node} applied CRC {e['crc']} at offset {o}; the committed CRC is {c.crc}",
                                 [c.entry, e]))
 
+    _check_durable_votes(journals, vs)
     stats = {"nodes": len(nodes), "voters": voters, "epochs_with_leader": len(leaders),
              "committed_offsets": len(committed), "applies": len(applies)}
     return result(vs, INVARIANTS, stats=stats)
+
+
+def _check_durable_votes(journals: Journals, vs: list[Violation]) -> None:
+    """DurableVote: what a restarted node read from its quorum-state (`start`'s `stored_epoch` and
+    `stored_vote`) still holds the last vote it granted before (unless it had moved to a later epoch)."""
+    for entries in journals.by_node.values():
+        last: Entry | None = None  # the last granted (non-pre-) vote of the current process life
+        damaged = False
+        for e in entries:
+            if e.ev == "start":
+                if last is not None and not damaged and "stored_epoch" in e.fields:
+                    _judge_vote(last, e, vs)
+                last, damaged = None, False
+            elif e.ev == "vote" and e.get("granted") and not e.get("pre_vote"):
+                last = e
+            elif e.ev == "corruption" and "quorum-state" in str(e.get("path", "")):
+                damaged = True
+
+
+def _judge_vote(vote: Entry, start: Entry, vs: list[Violation]) -> None:
+    epoch, candidate = int(vote["epoch"]), vote["candidate"]
+    stored_epoch, stored_vote = start.get("stored_epoch"), start.get("stored_vote")
+    if stored_epoch is not None and (int(stored_epoch) > epoch or (int(stored_epoch) == epoch
+                                                                   and stored_vote == candidate)):
+        return
+    held = "no quorum-state" if stored_epoch is None else f"epoch {stored_epoch}, voted for {stored_vote}"
+    vs.append(Violation("DurableVote", (
+        f"node {vote.node} granted its vote in epoch {epoch} to {candidate}, but after its restart its "
+        f"quorum-state held {held}: it may vote again in that epoch, and two leaders can be elected "
+        "(KIP-595: the vote is persisted before it is answered)"), [vote, start]))

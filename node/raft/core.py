@@ -249,6 +249,7 @@ class RaftCore:
         latest = self.snapshots.latest()
         if latest is not None:
             self._applied = self._hw = latest.offset  # a snapshot only ever covers committed data
+        stored = self.quorum.read()
         self._event(
             "start",
             roles=self.roles,
@@ -256,12 +257,14 @@ class RaftCore:
             log_start=self.log.start_offset(),
             log_end=self.log.end_offset(),
             hw=self._hw,
+            # what the quorum-state file held (DurableVote: a restarted node remembers its vote)
+            stored_epoch=None if stored is None else stored.leader_epoch,
+            stored_vote=None if stored is None else stored.voted_id,
         )
         self._durable = self.log.flushed_end_offset()  # recovery keeps only the durable log
         if latest is not None:
             self._out.updates.append(LoadSnapshot(latest, self.snapshots.read_records(latest)))
             self._event("snapshot", action="load", offset=latest.offset, epoch=latest.epoch)
-        stored = self.quorum.read()
         log_epoch = self.log.last_epoch()
         if stored is None and latest is None and self.log.end_offset() == 0 and self.is_voter:
             self._set_state(Unattached(0, None, self._fresh_deadline(now)), now)

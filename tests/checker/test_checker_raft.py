@@ -130,3 +130,22 @@ def test_shared_clock_catches_a_high_water_mark_taken_before_a_majority_flushed(
     mixed = _shared_clock(j)
     mixed.entries[0]["boot_id"] = "another-kernel"
     assert not journals_from(mixed.entries).shared_clock and _check(mixed)["valid"] is True
+
+
+def _restart_after_vote(stored_epoch: int | None, stored_vote: int | None) -> JB:
+    j = JB()
+    for n in (1, 2, 3):
+        j.add(n, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0,
+              stored_epoch=None, stored_vote=None)
+    j.add(3, "vote", epoch=4, candidate=1, granted=True, pre_vote=False, reason="ok")
+    j.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0,
+          stored_epoch=stored_epoch, stored_vote=stored_vote)
+    return j
+
+
+def test_a_vote_forgotten_across_a_restart_is_a_durable_vote_violation() -> None:
+    assert check_raft(journals_from(_restart_after_vote(4, 1).entries))["valid"] is True
+    assert check_raft(journals_from(_restart_after_vote(5, None).entries))["valid"] is True  # moved on
+    for stored in ((4, None), (3, 1), (None, None)):
+        a = only_anomaly(check_raft(journals_from(_restart_after_vote(*stored).entries)), "DurableVote")
+        assert "granted its vote in epoch 4 to 1" in a["explanation"]
