@@ -22,7 +22,8 @@ from kraftlab.report_coverage import coverage_section
 from kraftlab.store import RunDir
 
 METRIC_NAMES = ("kraft_raft_high_watermark", "kraft_raft_current_epoch", "kraft_raft_current_leader",
-                "kraft_metadata_lag", "kraft_metadata_commit_latency_ms", "kraft_metadata_commit_rate_per_sec")
+                "kraft_metadata_lag", "kraft_metadata_commit_latency_ms", "kraft_metadata_commit_rate_per_sec",
+                "process_resident_memory_bytes")
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}

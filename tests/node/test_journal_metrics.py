@@ -152,9 +152,10 @@ def test_metrics_http() -> None:
             ok = await _http(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             assert ok.startswith(b"HTTP/1.1 200 OK")
             assert b"text/plain; version=0.0.4" in ok
-            assert ok.endswith(b"kraft_raft_current_epoch 3\n")
+            assert b"\nkraft_raft_current_epoch 3\n" in ok
+            assert b"\nprocess_resident_memory_bytes " in ok  # sampled at each scrape
             r.set(RAFT_EPOCH, 4)
-            assert (await _http(server.port, b"GET /metrics HTTP/1.0\r\n\r\n")).endswith(b"epoch 4\n")
+            assert b"epoch 4\n" in await _http(server.port, b"GET /metrics HTTP/1.0\r\n\r\n")
             assert (await _http(server.port, b"GET / HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 404")
             assert (await _http(server.port, b"POST /metrics HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 405")
             assert (await _http(server.port, b"garbage\r\n\r\n")).startswith(b"HTTP/1.1 400")
@@ -162,3 +163,14 @@ def test_metrics_http() -> None:
             await server.stop()
 
     asyncio.run(run())
+
+
+def test_a_scrape_carries_the_process_memory_and_cpu_under_prometheus_names() -> None:
+    from kraftlab.node.metrics import Registry, sample_process
+
+    r = Registry()
+    sample_process(r)
+    rss, cpu = r.value("process_resident_memory_bytes"), r.value("process_cpu_seconds_total")
+    assert rss is not None and 1_000_000 < rss < 10_000_000_000
+    assert cpu is not None and cpu >= 0
+    assert "# TYPE process_resident_memory_bytes gauge" in r.render()
