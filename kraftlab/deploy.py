@@ -191,6 +191,9 @@ class DeploymentState:
     cluster_id: str
     specs: list[NodeSpec]
     overrides: dict[str, str] = field(default_factory=dict)
+    run_dir: str | None = None
+    """The run directory of the test that deployed it: `kraftlab clean` after a killed runner
+    collects the node logs and journals there, so `kraftlab analyze` can still judge the run."""
 
     def save(self) -> Path:
         path = state_dir() / "deployments" / f"{self.lab}.json"
@@ -232,9 +235,10 @@ class Deployment(DaemonNodeControl):
 
     @staticmethod
     def create(lab: Lab, topology: str = DEFAULT_TOPOLOGY, overrides: dict[str, str] | None = None,
-               cluster_id: str | None = None) -> Deployment:
+               cluster_id: str | None = None, run_dir: Path | None = None) -> Deployment:
         state = DeploymentState(lab.name, topology, cluster_id or random_cluster_id(),
-                                plan(topology, lab.addresses()), dict(overrides or {}))
+                                plan(topology, lab.addresses()), dict(overrides or {}),
+                                None if run_dir is None else str(run_dir))
         state.save()
         return Deployment(lab, state)
 

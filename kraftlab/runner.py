@@ -183,7 +183,7 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
                 lab, created = _open_lab(opts)
                 run.update_test(lab=lab.name, lab_created=created)
                 live.phase = "deploy"
-                dep = Deployment.create(lab, opts.topology, opts.config)
+                dep = Deployment.create(lab, opts.topology, opts.config, run_dir=run.path)
                 run.update_test(cluster_id=dep.state.cluster_id,
                                 nodes_roles={s.name: list(s.roles) for s in dep.state.specs},
                                 node_ids={s.name: s.node_id for s in dep.state.specs})

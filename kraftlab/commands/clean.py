@@ -1,6 +1,8 @@
 """`kraftlab clean --lab NAME | --all`: remove what a killed run left behind. First the faults in
 force are healed on hosts that survive (the nemesis ledger: iptables chains, qdiscs, clock files,
-paused nodes), then the lab is removed: namespaces, links, bridge, iptables rules, processes,
+paused nodes); then, when a test deployed the node there and was killed before it collected the
+node logs and journals, they are collected into its run directory (so `kraftlab analyze` can
+still judge Raft, fencing and metadata); then the lab is removed: namespaces, links, bridge, iptables rules, processes,
 hosts files and state file for namespace labs (found by prefix even without a state file);
 daemons and state file for SSH/Vagrant labs; containers and network for Docker labs."""
 
@@ -38,6 +40,33 @@ def heal_faults(name: str) -> str:
                                                                                else "")
 
 
+def keep_journals(name: str) -> str | None:
+    """Before a lab goes: if a test deployed the node on it and its run directory lacks the node
+    journals (the runner was killed before it collected them), collect them there now. A line
+    saying what happened, or None when there is nothing to keep."""
+    from pathlib import Path
+
+    from kraftlab.deploy import Deployment, DeploymentState
+
+    try:
+        state = DeploymentState.load(name)
+    except (LookupError, OSError, ValueError):
+        return None
+    if not state.run_dir or not Path(state.run_dir).is_dir():
+        return None
+    nodes = Path(state.run_dir) / "nodes"
+    if nodes.is_dir() and any(nodes.glob("*/journal.jsonl")):
+        return None
+    try:
+        with load_lab(name) as lab:
+            got = Deployment(lab, state).collect(nodes)
+    except (LookupError, HostError, OSError, ValueError) as exc:
+        return f"{name}: node journals not collected into {state.run_dir} ({exc})"
+    kept = sum("journal.jsonl" in files for files in got.values())
+    return (f"{name}: kept {kept} node journal(s) in {nodes}; judge the run with "
+            f"`kraftlab analyze {state.run_dir}`")
+
+
 def _clean(args: argparse.Namespace) -> int:
     try:
         require_root("kraftlab clean")
@@ -45,6 +74,8 @@ def _clean(args: argparse.Namespace) -> int:
         for name in names:
             if any(s.name == name for s in list_states()):
                 print(heal_faults(name))
+                if (kept := keep_journals(name)) is not None:
+                    print(kept)
         report = clean(args.lab, everything=args.all)
     except (SetupError, ValueError, OSError) as exc:
         print(f"kraftlab clean: {exc}", file=sys.stderr)

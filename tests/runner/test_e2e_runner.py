@@ -103,12 +103,16 @@ def test_sigkilled_runner_then_clean_and_analyze(tmp_path: Path, env: dict[str, 
                               timeout=120)
         assert done.returncode == 0, done.stderr
         assert not find(re.escape(lab_prefix(lab))), "clean left kernel objects behind"
+        assert "kept 5 node journal(s)" in done.stdout, done.stdout
         out = subprocess.run([*KRAFTLAB, "analyze", str(history.parent)], env=env, capture_output=True, text=True,
                              timeout=300)
         assert out.returncode in (0, 1, 2), out.stderr[-3000:]
         results = json.loads((history.parent / "results.json").read_text())
         assert results["valid"] in (True, False, "unknown")
         assert results["checkers"]["linearizable-topics"]["valid"] is True
+        # the journals clean kept: Raft, fencing and metadata are judged, not "unknown"
+        assert {k: results["checkers"][k]["valid"] for k in ("raft", "fencing", "metadata")} == \
+            {"raft": True, "fencing": True, "metadata": True}, results["checkers"]
         assert (history.parent / "report.html").is_file()
     finally:
         if proc.poll() is None:
