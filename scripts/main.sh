@@ -8,6 +8,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 args=("$@")
 if [ ${#args[@]} -eq 0 ]; then
-  args=(--workload mixed --nemesis partition,kill,clock --time-limit 60 --seed 7)
+  args=(--workload mixed --nemesis all --time-limit 60 --seed 7)
 fi
 exec .venv/bin/kraftlab test "${args[@]}"

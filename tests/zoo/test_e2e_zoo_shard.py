@@ -2,7 +2,7 @@
 default, every bug within `len(PLANS)` days), run as `kraftlab zoo --shard K/N` on fresh
 five-namespace labs; each bug must be found within its budget and the labs must be gone.
 
-`KRAFTLAB_ZOO_SHARD=K/N` picks another shard (e.g. `2/15`); the nightly job runs the full zoo.
+`KRAFTLAB_ZOO_SHARD=K/N` picks another shard (e.g. `2/16`); the nightly job runs the full zoo.
 """
 
 from __future__ import annotations
