@@ -14,14 +14,11 @@ On each host everything lives under the host's workdir:
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
 import os
 import shlex
 import sys
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -163,16 +160,16 @@ def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePath
         props["advertised.listeners"] = f"PLAINTEXT://{spec.address}:{BROKER_PORT}"
         props["inter.broker.listener.name"] = "PLAINTEXT"
     props.update(overrides or {})
-    lines = [f"# {spec.name}: rendered by kraftlab.deploy"] + [f"{k}={v}" for k, v in props.items()]
-    return "\n".join(lines) + "\n"
+    from kraftlab.node.admin import render_properties as render  # escapes what Kafka's parser would misread
+
+    return f"# {spec.name}: rendered by kraftlab.deploy\n" + render(props)
 
 
 def random_cluster_id() -> str:
     """A Kafka Uuid in its base64 form (22 characters), never starting with '-' (as Kafka does)."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not text.startswith("-"):
-            return text
+    from kraftlab.node.admin import random_cluster_id as new_id
+
+    return new_id()
 
 
 def kraft_node_path(backend: str, workdir: str) -> str:
@@ -514,19 +511,15 @@ DIRECT_BACKENDS = ("netns", "docker")  # the runner reaches every node's address
 
 
 def direct_query(kind: str, address: str, timeout: float = 2.0) -> dict[str, Any]:
-    """describe-quorum / describe-cluster in this process, through the node's own CLI functions
-    (the same requests and JSON as `kraft-node describe-…`, without starting a process)."""
-    from kraftlab.node import cli
+    """describe-quorum / describe-cluster in this process, through the node's admin surface (the
+    same requests and JSON as `kraft-node describe-…`, without starting a process)."""
+    from kraftlab.node import admin
 
-    if kind == "quorum":
-        target, key, versions, build, to_json = ((address, CONTROLLER_PORT), cli.DESCRIBE_QUORUM_KEY, (0, 2),
-                                                 cli.describe_quorum_request, cli.quorum_json)
-    else:
-        target, key, versions, build, to_json = ((address, BROKER_PORT), cli.DESCRIBE_CLUSTER_KEY, (0, 1),
-                                                 cli.describe_cluster_request, cli.cluster_json)
     try:
-        return dict(to_json(asyncio.run(cli._query(target, key, versions, build, timeout))))
-    except cli.CommandFailed as exc:
+        if kind == "quorum":
+            return admin.describe_quorum_now(address, CONTROLLER_PORT, timeout)
+        return admin.describe_cluster_now(address, BROKER_PORT, timeout)
+    except admin.AdminError as exc:
         raise HostError(str(exc)) from None
 
 
@@ -565,16 +558,12 @@ class Health:
 
 def format_here(node: str, config_path: str, cluster_id: str, *, ignore_formatted: bool) -> None:
     """`kraft-node format` in this process, for hosts whose files are this machine's (namespaces): the
-    same functions the command calls, without starting a Python process per node."""
-    from kraftlab.node.config import ConfigError, load_config
-    from kraftlab.node.storage.errors import StorageError
-    from kraftlab.node.storage.meta_properties import format_dirs, validate_cluster_id
+    same function the command calls, without starting a Python process per node."""
+    from kraftlab.node.admin import AdminError, format_storage
 
     try:
-        config = load_config(config_path)
-        validate_cluster_id(cluster_id)
-        format_dirs(config.all_log_dirs, cluster_id, config.node_id, ignore_formatted)
-    except (ConfigError, ValueError, StorageError, OSError) as exc:
+        format_storage(config_path, cluster_id, ignore_formatted=ignore_formatted)
+    except AdminError as exc:
         raise DeployError(f"{node}: kraft-node format failed: {exc}") from None
 
 

@@ -24,10 +24,21 @@ import importlib
 import json
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kraftlab.node.admin import (
+    METADATA_TOPIC,
+    UNREGISTER_BROKER_KEY,
+    AdminError,
+    cluster_json,
+    describe_cluster,
+    describe_quorum,
+    error_name,
+    query,
+    quorum_json,
+    unregister_request,
+)
 from kraftlab.node.config import ConfigError, NodeConfig, load_config
 from kraftlab.node.storage.errors import StorageError
 from kraftlab.node.storage.meta_properties import (
@@ -39,14 +50,9 @@ from kraftlab.node.storage.meta_properties import (
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-METADATA_TOPIC = "__cluster_metadata"
-DESCRIBE_QUORUM_KEY = 55
-DESCRIBE_CLUSTER_KEY = 60
-UNREGISTER_BROKER_KEY = 64
-
-
-class CommandFailed(Exception):
-    """A command could not do its job; the message is printed as is."""
+CommandFailed = AdminError
+"""A command could not do its job; the message is printed as is."""
+__all__ = ["CommandFailed", "cluster_json", "describe_cluster", "describe_quorum", "main", "quorum_json"]
 
 
 def _config(path: str, overrides: dict[str, str] | None = None) -> NodeConfig:
@@ -221,88 +227,6 @@ def host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _schema(api: str, version: int, kind: str) -> Any:
-    return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
-
-
-async def _query(
-    address: tuple[str, int], api_key: int, versions: tuple[int, int], build: Callable[[int], Any], timeout: float
-) -> Any:
-    from kraftlab.node.protocol.client import ProtocolClient
-    from kraftlab.node.protocol.errors import RequestError
-    from kraftlab.node.protocol.negotiate import negotiate
-
-    host, port = address
-    try:
-        async with ProtocolClient(
-            host, port, client_id="kraft-node", request_timeout=timeout, connect_timeout=timeout
-        ) as client:
-            version = (await negotiate(client, {api_key: versions}))[api_key]
-            return await client.send(build(version))
-    except (RequestError, OSError) as e:
-        raise CommandFailed(f"{host}:{port}: {type(e).__name__}: {e}") from None
-
-
-def describe_quorum_request(version: int) -> Any:
-    mod = _schema("describe_quorum", version, "request")
-    partition = mod.PartitionData(partition_index=0)
-    return mod.DescribeQuorumRequest(topics=(mod.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),))
-
-
-def _error_name(code: Any) -> str:
-    return getattr(code, "name", str(code)).upper()
-
-
-def quorum_json(response: Any) -> dict[str, Any]:
-    """DescribeQuorum's answer as the CLI prints it: leader, epoch, HW, voters, observers."""
-    top_error = getattr(response, "error_code", None)
-    if top_error is not None and int(top_error) != 0:
-        raise CommandFailed(f"DescribeQuorum failed: {_error_name(top_error)} {getattr(response, 'error_message', '')}")
-    try:
-        part = next(p for t in response.topics if t.topic_name == METADATA_TOPIC for p in t.partitions)
-    except StopIteration:
-        raise CommandFailed("DescribeQuorum answered without the metadata partition") from None
-    if int(part.error_code) != 0:
-        raise CommandFailed(f"DescribeQuorum failed: {_error_name(part.error_code)}")
-
-    def replica(r: Any) -> dict[str, Any]:
-        return {
-            "id": int(r.replica_id),
-            "log_end_offset": int(r.log_end_offset),
-            "last_fetch_timestamp": int(getattr(r, "last_fetch_timestamp", -1)),
-            "last_caught_up_timestamp": int(getattr(r, "last_caught_up_timestamp", -1)),
-        }
-
-    leader = int(part.leader_id)
-    return {
-        "leader": leader if leader >= 0 else None,
-        "epoch": int(part.leader_epoch),
-        "high_watermark": int(part.high_watermark),
-        "voters": [replica(r) for r in part.current_voters],
-        "observers": [replica(r) for r in part.observers],
-    }
-
-
-def describe_cluster_request(version: int) -> Any:
-    mod = _schema("describe_cluster", version, "request")
-    return mod.DescribeClusterRequest(include_cluster_authorized_operations=False)
-
-
-def cluster_json(response: Any) -> dict[str, Any]:
-    if int(response.error_code) != 0:
-        detail = response.error_message or ""
-        raise CommandFailed(f"DescribeCluster failed: {_error_name(response.error_code)} {detail}")
-    controller = int(response.controller_id)
-    return {
-        "cluster_id": str(response.cluster_id),
-        "controller": controller if controller >= 0 else None,
-        "brokers": [
-            {"id": int(b.broker_id), "host": b.host, "port": int(b.port), "rack": b.rack}
-            for b in sorted(response.brokers, key=lambda b: int(b.broker_id))
-        ],
-    }
-
-
 async def append_test_records(client: Any, values: list[bytes], timeout_ms: int = 5000) -> tuple[str, int]:
     """The test-only append path (a node with kraftlab.unsafe.test.mode=true, see node.server): Produce
     one record per tag in `values` to `__cluster_metadata` partition 0, as one batch. Each record
@@ -322,26 +246,7 @@ async def append_test_records(client: Any, values: list[bytes], timeout_ms: int 
     )
     response = await client.send(request)
     part = response.responses[0].partition_responses[0]
-    return _error_name(part.error_code), int(part.base_offset)
-
-
-async def describe_quorum(address: tuple[str, int], timeout: float = 5.0) -> dict[str, Any]:
-    """DescribeQuorum against a controller listener, as JSON-ready data (CommandFailed on errors)."""
-    response = await _query(address, DESCRIBE_QUORUM_KEY, (0, 2), describe_quorum_request, timeout)
-    return quorum_json(response)
-
-
-async def describe_cluster(address: tuple[str, int], timeout: float = 5.0) -> dict[str, Any]:
-    """DescribeCluster against a broker listener, as JSON-ready data (CommandFailed on errors)."""
-    response = await _query(address, DESCRIBE_CLUSTER_KEY, (0, 1), describe_cluster_request, timeout)
-    return cluster_json(response)
-
-
-def unregister_request(broker_id: int) -> Callable[[int], Any]:
-    def build(version: int) -> Any:
-        return _schema("unregister_broker", version, "request").UnregisterBrokerRequest(broker_id=broker_id)
-
-    return build
+    return error_name(part.error_code), int(part.base_offset)
 
 
 def cmd_describe_quorum(args: argparse.Namespace) -> int:
@@ -358,11 +263,11 @@ def cmd_cluster_id(args: argparse.Namespace) -> int:
 def cmd_unregister(args: argparse.Namespace) -> int:
     """KIP-631's `kafka-cluster unregister`: UnregisterBroker through a broker (relayed to the controller)."""
     response = asyncio.run(
-        _query(args.bootstrap_server, UNREGISTER_BROKER_KEY, (0, 0), unregister_request(args.id), args.timeout)
+        query(args.bootstrap_server, UNREGISTER_BROKER_KEY, (0, 0), unregister_request(args.id), args.timeout)
     )
     if int(response.error_code) != 0:
         raise CommandFailed(
-            f"UnregisterBroker {args.id} failed: {_error_name(response.error_code)} {response.error_message or ''}"
+            f"UnregisterBroker {args.id} failed: {error_name(response.error_code)} {response.error_message or ''}"
         )
     print(f"Broker {args.id} is no longer registered.")
     return EXIT_OK

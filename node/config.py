@@ -119,7 +119,10 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def render_properties(props: dict[str, str]) -> str:
-    """Write properties so that `parse_properties` reads them back identically."""
+    """Write properties so that `parse_properties` (and Java's Properties.load) reads them back
+    identically. Only what the format needs is escaped: separators and comment marks in keys, a
+    value's leading space, backslashes, control and non-ASCII characters — so a listener reads
+    `PLAINTEXT://10.0.0.1:9092` in the file, as Kafka's own configs are written."""
 
     def esc(s: str, is_key: bool) -> str:
         out = []
@@ -128,7 +131,7 @@ def render_properties(props: dict[str, str]) -> str:
                 out.append("\\\\")
             elif c in "\t\n\r\f":
                 out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[c])
-            elif c in "=:#!" or (c == " " and (is_key or i == 0)):
+            elif (is_key and c in "=:#! ") or (c == " " and i == 0):
                 out.append("\\" + c)
             elif ord(c) < 0x20 or ord(c) > 0x7E:
                 units = c.encode("utf-16-be", "surrogatepass")

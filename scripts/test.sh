@@ -14,6 +14,7 @@ if [ "$mode" = default ]; then KRAFTLAB_EXTRAS=test bash scripts/setup.sh
 else KRAFTLAB_EXTRAS=test,spark bash scripts/setup.sh; fi
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check .
+lint-imports --no-cache   # the import boundaries of pyproject.toml [tool.importlinter]
 case $mode in
   default) marks="not slow and not docker and not spark";;
   ci)      marks="not slow";;

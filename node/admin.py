@@ -1,0 +1,152 @@
+"""The node's public admin surface: the one part of the node the suite (deploy, runner, labs) may
+import, besides the Kafka protocol client. Kafka's admin queries (DescribeQuorum, DescribeCluster,
+UnregisterBroker) as JSON-ready data, formatting storage, a new cluster id, and `server.properties`
+rendering — the same functions `kraft-node`'s commands use, so a query in the suite's process and
+`kraft-node describe-quorum` give the same JSON. Failures raise `AdminError` with one clear line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from kraftlab.node.config import ConfigError, load_config, render_properties
+from kraftlab.node.storage.errors import StorageError
+from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id, validate_cluster_id
+
+__all__ = ["AdminError", "cluster_json", "describe_cluster", "describe_cluster_now", "describe_quorum",
+           "describe_quorum_now", "format_storage", "quorum_json", "random_cluster_id", "render_properties"]
+
+METADATA_TOPIC = "__cluster_metadata"
+DESCRIBE_QUORUM_KEY = 55
+DESCRIBE_CLUSTER_KEY = 60
+UNREGISTER_BROKER_KEY = 64
+
+
+class AdminError(Exception):
+    """An admin operation could not do its job; the message says why in one line."""
+
+
+def _schema(api: str, version: int, kind: str) -> Any:
+    return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
+
+
+async def query(
+    address: tuple[str, int], api_key: int, versions: tuple[int, int], build: Callable[[int], Any], timeout: float
+) -> Any:
+    from kraftlab.node.protocol.client import ProtocolClient
+    from kraftlab.node.protocol.errors import RequestError
+    from kraftlab.node.protocol.negotiate import negotiate
+
+    host, port = address
+    try:
+        async with ProtocolClient(
+            host, port, client_id="kraft-node", request_timeout=timeout, connect_timeout=timeout
+        ) as client:
+            version = (await negotiate(client, {api_key: versions}))[api_key]
+            return await client.send(build(version))
+    except (RequestError, OSError) as e:
+        raise AdminError(f"{host}:{port}: {type(e).__name__}: {e}") from None
+
+
+def describe_quorum_request(version: int) -> Any:
+    mod = _schema("describe_quorum", version, "request")
+    partition = mod.PartitionData(partition_index=0)
+    return mod.DescribeQuorumRequest(topics=(mod.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),))
+
+
+def error_name(code: Any) -> str:
+    return getattr(code, "name", str(code)).upper()
+
+
+def quorum_json(response: Any) -> dict[str, Any]:
+    """DescribeQuorum's answer as the CLI prints it: leader, epoch, HW, voters, observers."""
+    top_error = getattr(response, "error_code", None)
+    if top_error is not None and int(top_error) != 0:
+        raise AdminError(f"DescribeQuorum failed: {error_name(top_error)} {getattr(response, 'error_message', '')}")
+    try:
+        part = next(p for t in response.topics if t.topic_name == METADATA_TOPIC for p in t.partitions)
+    except StopIteration:
+        raise AdminError("DescribeQuorum answered without the metadata partition") from None
+    if int(part.error_code) != 0:
+        raise AdminError(f"DescribeQuorum failed: {error_name(part.error_code)}")
+
+    def replica(r: Any) -> dict[str, Any]:
+        return {
+            "id": int(r.replica_id),
+            "log_end_offset": int(r.log_end_offset),
+            "last_fetch_timestamp": int(getattr(r, "last_fetch_timestamp", -1)),
+            "last_caught_up_timestamp": int(getattr(r, "last_caught_up_timestamp", -1)),
+        }
+
+    leader = int(part.leader_id)
+    return {
+        "leader": leader if leader >= 0 else None,
+        "epoch": int(part.leader_epoch),
+        "high_watermark": int(part.high_watermark),
+        "voters": [replica(r) for r in part.current_voters],
+        "observers": [replica(r) for r in part.observers],
+    }
+
+
+def describe_cluster_request(version: int) -> Any:
+    mod = _schema("describe_cluster", version, "request")
+    return mod.DescribeClusterRequest(include_cluster_authorized_operations=False)
+
+
+def cluster_json(response: Any) -> dict[str, Any]:
+    if int(response.error_code) != 0:
+        detail = response.error_message or ""
+        raise AdminError(f"DescribeCluster failed: {error_name(response.error_code)} {detail}")
+    controller = int(response.controller_id)
+    return {
+        "cluster_id": str(response.cluster_id),
+        "controller": controller if controller >= 0 else None,
+        "brokers": [
+            {"id": int(b.broker_id), "host": b.host, "port": int(b.port), "rack": b.rack}
+            for b in sorted(response.brokers, key=lambda b: int(b.broker_id))
+        ],
+    }
+
+
+async def describe_quorum(address: tuple[str, int], timeout: float = 5.0) -> dict[str, Any]:
+    """DescribeQuorum against a controller listener, as JSON-ready data (AdminError on errors)."""
+    response = await query(address, DESCRIBE_QUORUM_KEY, (0, 2), describe_quorum_request, timeout)
+    return quorum_json(response)
+
+
+async def describe_cluster(address: tuple[str, int], timeout: float = 5.0) -> dict[str, Any]:
+    """DescribeCluster against a broker listener, as JSON-ready data (AdminError on errors)."""
+    response = await query(address, DESCRIBE_CLUSTER_KEY, (0, 1), describe_cluster_request, timeout)
+    return cluster_json(response)
+
+
+def unregister_request(broker_id: int) -> Callable[[int], Any]:
+    def build(version: int) -> Any:
+        return _schema("unregister_broker", version, "request").UnregisterBrokerRequest(broker_id=broker_id)
+
+    return build
+
+
+
+def describe_quorum_now(host: str, port: int, timeout: float = 2.0) -> dict[str, Any]:
+    """`describe_quorum` from synchronous code (the suite's deploy and health checks)."""
+    return asyncio.run(describe_quorum((host, port), timeout))
+
+
+def describe_cluster_now(host: str, port: int, timeout: float = 2.0) -> dict[str, Any]:
+    """`describe_cluster` from synchronous code."""
+    return asyncio.run(describe_cluster((host, port), timeout))
+
+
+def format_storage(config_path: str, cluster_id: str, *, ignore_formatted: bool) -> None:
+    """`kraft-node format`: meta.properties in every log directory of the node configured at
+    `config_path` (AdminError on a bad config, a bad cluster id or a directory formatted otherwise)."""
+    try:
+        config = load_config(config_path)
+        validate_cluster_id(cluster_id)
+        format_dirs(config.all_log_dirs, cluster_id, config.node_id, ignore_formatted)
+    except (ConfigError, ValueError, StorageError, OSError) as exc:
+        raise AdminError(str(exc)) from None
