@@ -4,7 +4,8 @@ Each node's journal is replayed in its own order to rebuild its log (appends, tr
 snapshots, restarts), its epochs, roles and high-water marks. Then:
 
 - SingleLeader: at most one node is leader in any epoch.
-- MonotonicEpoch: a node's epoch never goes down (it is durable across restarts; a restart with
+- MonotonicEpoch: a node's epoch never goes down (for a voter it is durable across restarts — an
+  observer learns it again from the leader; a restart with
   an empty log — new or wiped storage — starts the node's history over).
 - DurableVote: a restarted node's quorum-state (as its `start` line reports what it read) still
   holds the last vote it granted before the restart — the same candidate in that epoch, or a later
@@ -205,7 +206,9 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
             if ev == "start":
                 st.log_start = int(e.get("log_start", 0))
                 st.log_end = int(e.get("log_end", 0))
-                if st.log_end == 0:  # new or wiped storage: this node's durable history starts over
+                if st.log_end == 0 or nid not in (e.get("voters") or [nid]):
+                    # new or wiped storage: this node's durable history starts over; an observer's
+                    # epoch is not durable at all (it never votes or leads: it learns it from the leader)
                     st.epoch, st.epoch_entry = -1, None
                 st.log = {o: x for o, x in st.log.items() if st.log_start <= o < st.log_end}
                 st.durable, st.flush_entry, st.durable_reported = 0, e, False

@@ -149,3 +149,16 @@ def test_a_vote_forgotten_across_a_restart_is_a_durable_vote_violation() -> None
     for stored in ((4, None), (3, 1), (None, None)):
         a = only_anomaly(check_raft(journals_from(_restart_after_vote(*stored).entries)), "DurableVote")
         assert "granted its vote in epoch 4 to 1" in a["explanation"]
+
+
+def test_an_observer_that_restarts_may_learn_an_older_epoch_again_but_a_voter_may_not() -> None:
+    def run(node: int) -> JB:
+        j = JB()
+        j.add(node, "start", roles=["broker"], voters=[1, 2, 3], log_start=0, log_end=5, hw=0)
+        j.add(node, "role", role="observer" if node > 3 else "follower", epoch=5, leader=3, voted_for=None)
+        j.add(node, "start", roles=["broker"], voters=[1, 2, 3], log_start=0, log_end=5, hw=0)
+        j.add(node, "role", role="observer" if node > 3 else "follower", epoch=2, leader=None, voted_for=None)
+        return j
+
+    assert check_raft(journals_from(run(5).entries), voters=[1, 2, 3])["valid"] is True
+    assert only_anomaly(check_raft(journals_from(run(2).entries), voters=[1, 2, 3]), "MonotonicEpoch")
