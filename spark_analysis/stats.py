@@ -2,8 +2,8 @@
 
 - ops per model, type (`f`) and outcome (`ok|fail|info`);
 - latency quantiles (ms) per model and op type, for ops invoked inside a fault window and outside;
-  windows pair the history's nemesis ops opener → closer (the table `WINDOWS`, the shape of the
-  nemesis package's; a window still open at the end closes at the last op);
+  windows are the history contract's (`checker.history.fault_windows`, paired by the nemesis
+  packages' declarations; a window still open at the end closes at the last op);
 - per-node metadata staleness: for each record a node applied (journal `apply`), the delay from
   the first moment any node's high-water mark covered it (journal `hw`) to the apply, in node
   wall-clock ms (clock-skew faults distort it by the skew: read it with the fault windows).
@@ -17,35 +17,18 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kraftlab.checker.history import fault_windows as history_fault_windows
+from kraftlab.nemesis.packages import WINDOWS
 from kraftlab.spark_analysis.convert import read_meta
 
-WINDOWS: dict[str, str] = {
-    "start-partition": "stop-partition", "start-packet": "stop-packet", "start-disk": "stop-disk",
-    "kill": "restart", "graceful-stop": "restart", "pause": "resume", "clock-bump": "clock-reset",
-    "clock-strobe": "clock-reset", "clock-rate": "clock-reset", "clock-step": "clock-step-reset",
-}
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
 
 
 def fault_windows(nemesis: Iterable[dict[str, Any]], end: int | None = None) -> list[dict[str, Any]]:
-    """[{"kind": opener f, "start": ns, "end": ns}] from nemesis ops (invocations and failed
-    attempts open nothing); each opener is closed by the next matching closer."""
-    open_: dict[str, int] = {}
-    out: list[dict[str, Any]] = []
-    last = 0
-    for e in nemesis:
-        t = int(e.get("time") or 0)
-        last = max(last, t)
-        if e.get("type") in ("invoke", "fail"):
-            continue
-        f = str(e.get("f"))
-        if f in WINDOWS:
-            open_.setdefault(f, t)
-        for opener in [o for o, closer in WINDOWS.items() if closer == f and o in open_]:
-            out.append({"kind": opener, "start": open_.pop(opener), "end": t})
-    stop = max(last, end or 0)
-    out += [{"kind": k, "start": t, "end": stop} for k, t in open_.items()]
-    return sorted(out, key=lambda w: w["start"])
+    """[{"kind": opener f, "start": ns, "end": ns}]: the history contract's fault windows
+    (`checker.history.fault_windows`, paired by the nemesis packages' declarations), as JSON."""
+    return [{"kind": w.opener or w.kind, "start": w.start, "end": w.end}
+            for w in history_fault_windows(nemesis, WINDOWS, end)]
 
 
 def _merged(windows: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
