@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
+import kraftlab.node.sim.cluster as sim
 from kraftlab.checker.journal import journals_from
 from kraftlab.checker.raft import check_raft
-
-sim = pytest.importorskip("kraftlab.node.sim.cluster")
 
 
 class JournalingSimulation(sim.Simulation):  # type: ignore[misc,name-defined]

@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
+import docker  # a dependency of the project
 
-docker = pytest.importorskip("docker")
-
-from kraftlab.control.containers import NODE_REPO, _created_at, prune_node_images  # noqa: E402
+from kraftlab.control.containers import NODE_REPO, _created_at, prune_node_images
 
 NOW = _created_at("2026-11-22T12:00:00Z")
 

@@ -5,7 +5,6 @@ healthy again after each heal."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -20,8 +19,7 @@ from kraftlab.nemesis.cleanup import ledger_for
 from kraftlab.nemesis.core import Nemesis
 
 pytestmark = [pytest.mark.netns, pytest.mark.e2e,
-              pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
-              pytest.mark.skipif(importlib.util.find_spec("kraftlab.node.server") is None, reason="no node server yet")]
+              pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
 
 @pytest.fixture(scope="module")

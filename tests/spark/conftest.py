@@ -10,7 +10,6 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    pytest.importorskip("pyspark")
     from kraftlab.spark_analysis.session import spark_session
 
     session = spark_session("local[2]", tmp_path_factory.mktemp("spark-logs"))

@@ -16,11 +16,10 @@ import pytest
 from kraftlab.checker.formats import read_history
 from kraftlab.checker.history import History, HistoryError, Op, pair_ops
 from kraftlab.checker.judged import client_events
-
-pytest.importorskip("pyarrow")
-
 from kraftlab.spark_analysis.convert import ModelSpec, convert, to_positions
 from kraftlab.spark_analysis.table import frame_ops
+
+pytestmark = pytest.mark.spark  # pyarrow: the spark extra
 
 
 def _history(path: Path, seed: int, n: int = 600) -> Path:

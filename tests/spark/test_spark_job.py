@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pyspark")
-
 from kraftlab.checker.formats import read_history
 from kraftlab.checker.history import History, pair_ops
 from kraftlab.checker.judged import client_events

@@ -97,8 +97,10 @@ def test_synthetic_verdicts_are_known(tmp_path: Path, seed: int) -> None:
     assert json.loads(line)["value"]["key"] == bad.anomalies[0]["key"]
 
 
+@pytest.mark.spark  # pyarrow: the spark extra
 def test_parquet_rows_give_back_the_ops_each_key_whole_in_one_file(tmp_path: Path) -> None:
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
+
     from kraftlab.checker.history import Op
     from kraftlab.spark_analysis.convert import ModelSpec, convert, to_positions
     from kraftlab.spark_analysis.layout import bucket_name
@@ -125,9 +127,11 @@ def test_parquet_rows_give_back_the_ops_each_key_whole_in_one_file(tmp_path: Pat
     assert got == want
 
 
+@pytest.mark.spark  # pyarrow: the spark extra
 @pytest.mark.parametrize("batch", [1, 7, 100, 10_000])
 def test_key_runs_give_each_key_once_whole_however_the_batches_cut(tmp_path: Path, batch: int) -> None:
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
+
     from kraftlab.spark_analysis.convert import DatasetWriter, ModelSpec
     from kraftlab.spark_analysis.job import key_runs
     from kraftlab.spark_analysis.table import frame_ops
@@ -146,8 +150,10 @@ def test_key_runs_give_each_key_once_whole_however_the_batches_cut(tmp_path: Pat
     assert len(set(seen)) == len(seen) == 24
 
 
+@pytest.mark.spark  # pyarrow: the spark extra
 def test_a_model_that_cannot_be_split_is_one_file_of_null_keys_in_call_order(tmp_path: Path) -> None:
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
+
     from kraftlab.spark_analysis.convert import DatasetWriter, ModelSpec
 
     w = DatasetWriter(tmp_path / "ds", buckets=4, chunk_bytes=3_000)

@@ -1,5 +1,5 @@
 """The ReplicatedLog contract, held against every implementation: DiskLog always, and the
-simulator's in-memory log when `node.sim` has one (found by its methods; skipped otherwise).
+simulator's in-memory log (`node.sim.memory.MemoryLog`).
 
 DiskLog runs here with one batch per segment so that `delete_before` frees exactly the batches
 that end at or before the offset, as an in-memory log does. A model-based test replays random
@@ -8,9 +8,6 @@ operation sequences (with close/reopen for the disk log) against a plain-Python 
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,31 +19,13 @@ from hypothesis import strategies as st
 from storage_helpers import batches, make_batch
 
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, ReplicatedLog
+from kraftlab.node.sim.memory import MemoryLog
 from kraftlab.node.storage.log import DiskLog
 
 METHODS = [
     "start_offset", "end_offset", "last_epoch", "end_offset_for_epoch", "append", "read", "truncate_to", "flush",
     "flushed_end_offset", "reset_to_snapshot", "delete_before",
 ]  # fmt: skip
-
-
-def find_sim_log() -> tuple[type | None, str]:
-    """The class in node.sim that implements ReplicatedLog, or None and why not."""
-    try:
-        sim = importlib.import_module("kraftlab.node.sim")
-    except ImportError as e:
-        return None, f"node.sim does not import: {e}"
-    modules = [sim]
-    for info in pkgutil.walk_packages(sim.__path__, "kraftlab.node.sim."):
-        try:
-            modules.append(importlib.import_module(info.name))
-        except Exception:  # a module under construction elsewhere must not break this suite
-            continue
-    for module in modules:
-        for _, cls in inspect.getmembers(module, inspect.isclass):
-            if cls.__module__ == module.__name__ and all(callable(getattr(cls, m, None)) for m in METHODS):
-                return cls, ""
-    return None, "no ReplicatedLog implementation in node.sim yet"
 
 
 class Impl:
@@ -85,25 +64,12 @@ class DiskImpl(Impl):
 class SimImpl(Impl):
     name = "sim"
 
-    def __init__(self, cls: type) -> None:
-        self.cls = cls
-
     @contextmanager
     def session(self) -> Iterator[Callable[[OffsetAndEpoch | None], ReplicatedLog]]:
-        try:
-            self.cls()
-        except TypeError as e:
-            pytest.skip(f"{self.cls.__name__} needs constructor arguments this suite does not know: {e}")
-        yield lambda _snapshot: self.cls()
+        yield lambda _snapshot: MemoryLog()
 
 
-SIM_CLASS, SIM_MISSING = find_sim_log()
-IMPLS = [pytest.param(DiskImpl(), id="disk")]
-IMPLS.append(
-    pytest.param(SimImpl(SIM_CLASS), id="sim")
-    if SIM_CLASS is not None
-    else pytest.param(None, id="sim", marks=pytest.mark.skip(reason=SIM_MISSING))
-)
+IMPLS = [pytest.param(DiskImpl(), id="disk"), pytest.param(SimImpl(), id="sim")]
 
 
 @pytest.fixture(params=IMPLS)
