@@ -18,6 +18,7 @@ from typing import Any
 from kraftlab.checker.compose import CheckerFn, compose
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.formats import read_history
+from kraftlab.checker.forwarding import check_forwarding
 from kraftlab.checker.graph import draw_anomaly, find_anomalies, public
 from kraftlab.checker.history import History, Op, pair_ops
 from kraftlab.checker.journal import Journals, load_journals
@@ -75,10 +76,11 @@ def linearizable_with_anomalies(history: History | list[Op], model_name: str, in
 
 def journal_checks(journals: Journals, history: History | None, session_timeout_ms: float = 9000.0,
                    slack_ms: float = 3000.0) -> dict[str, CheckerFn]:
-    """The checks of node journals, by result name: Raft, fencing, metadata."""
+    """The checks of node journals, by result name: Raft, fencing, metadata, forwarding."""
     return {"raft": functools.partial(check_raft, journals),
             "fencing": functools.partial(check_fencing, journals, history, session_timeout_ms, slack_ms),
-            "metadata": functools.partial(check_metadata, journals)}
+            "metadata": functools.partial(check_metadata, journals),
+            "forwarding": functools.partial(check_forwarding, journals)}
 
 
 def check_run(history_path: str | Path | None = None, journal_paths: list[str | Path] | None = None,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.forwarding import check_forwarding
 from kraftlab.checker.history import Op
 from kraftlab.checker.journal import load_journals
 from kraftlab.checker.linear.budget import Budget
@@ -40,6 +41,10 @@ def explain_failure(failing: list[Op], spec: dict[str, Any], budget: Budget, out
 
 def raft(journal_paths: list[Path]) -> dict[str, Any]:
     return check_raft(load_journals(journal_paths))
+
+
+def forwarding(journal_paths: list[Path]) -> dict[str, Any]:
+    return check_forwarding(load_journals(journal_paths))
 
 
 def metadata(journal_paths: list[Path]) -> dict[str, Any]:

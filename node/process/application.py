@@ -272,6 +272,10 @@ class KraftApplication:
             await asyncio.sleep(self.ctx.config.retry_backoff_ms / 1000.0)
         now = self._now()
         if forward:
+            # What the wire saw, journalled at the edge (ForwardedOnce): a forward that reached the
+            # controller, answered or not, may have taken effect there.
+            outcome = "answered" if response is not None else "sent-unanswered" if sent else "not-sent"
+            self.ctx.journal.write("forward", fwd=token, api=type(request).__name__, outcome=outcome)
             if response is not None:
                 self.apis.on_forward_response(token, response)
             else:
