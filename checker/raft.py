@@ -10,6 +10,8 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
 - DurableVote: a restarted node's quorum-state (as its `start` line reports what it read) still
   holds the last vote it granted before the restart — the same candidate in that epoch, or a later
   epoch — unless its quorum-state was found damaged.
+- CheckpointedHighWatermark: the high-water mark a node recovers from its checkpoint (`recovery`)
+  is one it had journalled before (an `hw`, or a snapshot's end on `start`).
 - MonotonicHighWatermark: a node's high-water mark never goes down within one process life.
 - MajorityReachedHighWatermark: when a leader advances its high-water mark to H, a majority of
   voters hold the entry at H-1 (same epoch and CRC) durably — appended and covered by a later
@@ -60,7 +62,8 @@ from typing import Any
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals
 
-INVARIANTS = ["SingleLeader", "MonotonicEpoch", "DurableVote", "MonotonicHighWatermark", "MajorityReachedHighWatermark",
+INVARIANTS = ["SingleLeader", "MonotonicEpoch", "DurableVote", "CheckpointedHighWatermark", "MonotonicHighWatermark",
+              "MajorityReachedHighWatermark",
               "CommittedPrefixAgreement", "LeaderCompleteness", "NoUncommittedApply", "StaleLeader",
               "AnsweredBeforeCommit", "NodeStoppedOnSafetyError"]
 STALE_LEADER_SLACK_MS = 1000.0
@@ -349,6 +352,7 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
                                 [c.entry, e]))
 
     _check_durable_votes(journals, vs)
+    _check_checkpointed_hw(journals, vs)
     stats = {"nodes": len(nodes), "voters": voters, "epochs_with_leader": len(leaders),
              "committed_offsets": len(committed), "applies": len(applies)}
     return result(vs, INVARIANTS, stats=stats)
@@ -369,6 +373,24 @@ def _check_durable_votes(journals: Journals, vs: list[Violation]) -> None:
                 last = e
             elif e.ev == "corruption" and "quorum-state" in str(e.get("path", "")):
                 damaged = True
+
+
+def _check_checkpointed_hw(journals: Journals, vs: list[Violation]) -> None:
+    """CheckpointedHighWatermark: the high-water mark a node reads back from its checkpoint when it
+    recovers its log (`recovery`'s `hw_checkpoint`) is one it had journalled (`hw`, or a snapshot's
+    end at `start`) in an earlier process life: a checkpoint beyond any HW the node knew claims
+    uncommitted entries are committed (recovery then refuses to cut a damaged uncommitted tail)."""
+    for entries in journals.by_node.values():
+        known, known_entry = 0, None
+        for e in entries:
+            if e.ev == "hw" or (e.ev == "start" and e.get("hw")):
+                if int(e["hw"]) > known:
+                    known, known_entry = int(e["hw"]), e
+            elif e.ev == "recovery" and int(e.get("hw_checkpoint") or 0) > known:
+                vs.append(Violation("CheckpointedHighWatermark", (
+                    f"node {e.node} recovered a high-water mark checkpoint of {e['hw_checkpoint']}, beyond the "
+                    f"highest high-water mark it had ever known ({known}): its checkpoint claims uncommitted "
+                    "entries are committed"), [x for x in (known_entry, e) if x is not None]))
 
 
 def _judge_vote(vote: Entry, start: Entry, vs: list[Violation]) -> None:

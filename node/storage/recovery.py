@@ -38,7 +38,8 @@ class RecoveryReport:
 
     def journal_events(self) -> list[dict[str, object]]:
         """The node-journal events (docs/contracts.md) this recovery calls for, without ts/mono/node."""
-        events: list[dict[str, object]] = []
+        events: list[dict[str, object]] = [{"ev": "recovery", "hw_checkpoint": self.hw_checkpoint,
+                                             "log_start": self.start_offset, "log_end": self.end_offset}]
         if self.damage is not None:
             d = self.damage
             events.append({"ev": "corruption", "path": d.path, "offset": d.offset, "reason": d.reason,

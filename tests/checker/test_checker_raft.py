@@ -162,3 +162,17 @@ def test_an_observer_that_restarts_may_learn_an_older_epoch_again_but_a_voter_ma
 
     assert check_raft(journals_from(run(5).entries), voters=[1, 2, 3])["valid"] is True
     assert only_anomaly(check_raft(journals_from(run(2).entries), voters=[1, 2, 3]), "MonotonicEpoch")
+
+
+def test_a_checkpointed_high_watermark_beyond_any_the_node_knew_is_a_violation() -> None:
+    def run(checkpoint: int) -> JB:
+        j = JB()
+        j.add(2, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=12, hw=0)
+        j.add(2, "hw", hw=7, epoch=1)
+        j.add(2, "recovery", hw_checkpoint=checkpoint, log_start=0, log_end=12)
+        j.add(2, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=12, hw=0)
+        return j
+
+    assert check_raft(journals_from(run(7).entries))["valid"] is True
+    a = only_anomaly(check_raft(journals_from(run(12).entries)), "CheckpointedHighWatermark")
+    assert "checkpoint of 12, beyond the highest high-water mark it had ever known (7)" in a["explanation"]

@@ -98,8 +98,9 @@ def test_torn_tail_every_byte_position_recovers_to_the_previous_batch(log_dir: P
             assert damage is not None and (damage.position, damage.offset) == (boundary, 4)
             assert damage.dropped_bytes == cut - boundary
             events = log.recovery.journal_events()
-            assert [e["ev"] for e in events] == ["corruption", "truncate"]
-            assert events[1] == {"ev": "truncate", "to": 4, "from": 4, "reason": "corrupt-tail"}
+            assert [e["ev"] for e in events] == ["recovery", "corruption", "truncate"]
+            assert events[0]["hw_checkpoint"] == log.recovery.hw_checkpoint
+            assert events[2] == {"ev": "truncate", "to": 4, "from": 4, "reason": "corrupt-tail"}
             log.append([make_batch(4, 2)])  # the log goes on from the boundary
             log.flush()
         seg.write_bytes(full)
