@@ -147,3 +147,28 @@ def test_sigterm_ends_the_run_with_a_verdict_and_cleans_up(tmp_path: Path, env: 
         err_file.close()
         if lab is not None:
             _clean(lab, env)
+
+
+def test_a_cluster_that_does_not_recover_is_a_finding_exit_1_naming_the_node(tmp_path: Path,
+                                                                            env: dict[str, str]) -> None:
+    """A node bug that leaves a restarted broker in RECOVERY for good (the zoo's test-only switch):
+    the run ends in a verdict, not a crash — exit 1, the `recovery` checker invalid with an
+    Unrecovered anomaly naming the stuck nodes, and the other checkers still judged."""
+    store = tmp_path / "store"
+    proc = subprocess.run([*KRAFTLAB, "test", "--workload", "topics", "--nemesis", "kill", "--no-swarm",
+                           "--time-limit", "20", "--seed", "4", "--store", str(store),
+                           "--config", "kraftlab.unsafe.test.mode=true",
+                           "--config", "kraftlab.unsafe.bug=stuck-in-recovery"],
+                          env=env, capture_output=True, text=True, timeout=900)
+    latest = (store / "latest").resolve()
+    try:
+        assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+        results = json.loads((latest / "results.json").read_text())
+        recovery = results["checkers"]["recovery"]
+        assert recovery["valid"] is False and recovery["anomalies"][0]["type"] == "Unrecovered"
+        assert re.search(r"\bn[1-5]\b", recovery["anomalies"][0]["explanation"]), recovery["anomalies"][0]
+        assert "RECOVERY" in recovery["anomalies"][0]["explanation"]
+        assert results["checkers"]["raft"]["valid"] is True  # judged, not skipped
+        assert (latest / "recovery.json").is_file() and (latest / "report.html").is_file()
+    finally:
+        _clean(_lab_of(latest), env)
