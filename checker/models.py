@@ -51,6 +51,13 @@ class Model(Protocol):
     def describe_state(self, state: Any) -> str: ...
 
 
+class ExplainsRefusals(Protocol):
+    """Optional: a model that can say, in Kafka's words, why `op`'s observed result is impossible
+    in `state` — the rule broken and the state before — for the explanations of a failure."""
+
+    def why_not(self, state: Any, op: Op) -> str | None: ...
+
+
 class ModelError(ValueError):
     """An op the model does not understand (unknown f, malformed value)."""
 
@@ -323,6 +330,24 @@ class TopicSet:
             return reads(lambda s: s if (t in s) == exists else ILLEGAL)
         raise _bad(op, "topic ops are create, delete, describe and list")
 
+    def why_not(self, state: Any, op: Op) -> str | None:
+        if op.f == "list":
+            return f"the list showed {sorted(_field(op, 'topics', output=True))}, but the topics were {sorted(state)}"
+        t = _field(op, "topic")
+        there = t in state
+        if op.f == "create" and op.status == "ok" and there:
+            return f"CreateTopics {t} succeeded while {t} already existed: Kafka answers TOPIC_ALREADY_EXISTS"
+        if op.f == "create" and op.status == "fail" and not there:
+            return f"{t} did not exist, yet CreateTopics {t} was answered TOPIC_ALREADY_EXISTS"
+        if op.f == "delete" and op.status == "ok" and not there:
+            return f"DeleteTopics {t} succeeded though {t} did not exist: Kafka answers UNKNOWN_TOPIC_OR_PARTITION"
+        if op.f in ("delete", "describe") and op.status == "fail" and there:
+            return f"{t} existed, yet the {op.f} was answered UNKNOWN_TOPIC_OR_PARTITION"
+        if op.f == "describe" and op.status == "ok":
+            seen = bool(_field(op, "exists", output=True))
+            return f"the read saw {t} {'present' if seen else 'absent'}, but it was {'present' if there else 'absent'}"
+        return None
+
 
 def _field(op: Op, name: str, output: bool = False) -> Any:
     src = op.output if output else op.value
@@ -387,6 +412,9 @@ class BrokerRegistry:
         body = ", ".join(f"b{b}:epoch {_ep(e)}/{inc}" for b, e, inc in regs)
         return f"[{body}] (top epoch {top})"
 
+    def why_not(self, state: Any, op: Op) -> str | None:
+        return None if op.f == "read" else _registry_why_not(state, op)
+
     def prepare(self, op: Op) -> Step | None:
         f, st, err = op.f, op.status, op.error
         if f == "read":
@@ -440,6 +468,27 @@ class BrokerRegistry:
 
 def _ep(e: Any) -> str:
     return f">{e[1]}" if isinstance(e, tuple) else str(e)
+
+
+def _registry_why_not(state: Any, op: Op) -> str | None:
+    top, _ = state
+    b = int(_field(op, "broker"))
+    cur = _epoch_of(state, b)
+    where = f"broker {b} was {'not registered' if cur is None else f'at broker epoch {_ep(cur)}'}"
+    if op.f == "heartbeat":
+        ep = int(_field(op, "epoch"))
+        if op.status == "ok":
+            return f"a heartbeat at broker epoch {ep} was accepted while {where}: Kafka answers STALE_BROKER_EPOCH"
+        return f"a heartbeat at broker epoch {ep} was refused STALE_BROKER_EPOCH, yet {where}"
+    if op.f == "register" and op.status == "ok":
+        ep = int(_field(op, "epoch", output=True))
+        return (f"the registration got broker epoch {ep}, not above the highest issued before it ({_ep(top)}): "
+                f"broker epochs are metadata-log offsets, which only grow ({where})")
+    if op.f == "register":
+        return f"DUPLICATE_BROKER_REGISTRATION, yet no other incarnation of broker {b} was registered ({where})"
+    if op.f == "unregister":
+        return f"the unregistration's answer does not fit: {where}"
+    return None
 
 
 def _incarnation_of(s: Any, b: int) -> Any:
@@ -541,6 +590,28 @@ class PartitionState:
 
             return step
         raise _bad(op, "isr ops are alter and read")
+
+    def why_not(self, state: Any, op: Op) -> str | None:
+        if state is None or op.status != "ok":
+            return None
+        pe, le, leader, isr = state
+        now = f"the partition was at partition epoch {pe}, leader {leader} (leader epoch {le}), ISR {list(isr)}"
+        if op.f == "alter":
+            want_pe, want_le = int(_field(op, "partition_epoch")), int(_field(op, "leader_epoch"))
+            if want_pe < pe:
+                return (f"AlterPartition was accepted at partition epoch {want_pe} while {now}: Kafka answers "
+                        "INVALID_UPDATE_VERSION")
+            if want_le < le:
+                return (f"AlterPartition was accepted at leader epoch {want_le} while {now}: Kafka answers "
+                        "FENCED_LEADER_EPOCH")
+            got = _pstate({"leader": _field(op, "leader"), **op.output}, op)
+            return (f"AlterPartition answered partition epoch {got[0]}, ISR {list(got[3])}, which does not follow "
+                    f"from the state before ({now})")
+        if op.f == "read" and isinstance(op.output, dict) and "partition_epoch" in op.output:
+            got = _pstate(op.output, op)
+            return (f"the read showed partition epoch {got[0]}, leader epoch {got[1]}, ISR {list(got[3])} while {now}: "
+                    "epochs never go back, and one partition epoch names one state")
+        return None
 
 
 def _pstate(v: Any, op: Op) -> tuple[int, int, Any, tuple[int, ...]]:

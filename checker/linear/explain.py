@@ -29,6 +29,9 @@ class Explanation:
     partials: list[list[tuple[Op, str]]] = field(default_factory=list)
     complete: bool = True
     note: str = ""
+    reasons: list[str | None] = field(default_factory=list)
+    """Per partial linearization: why the failing op's result is impossible after it (the model's
+    `why_not`, in Kafka's words), when the model can say."""
 
     def text(self, model: Model, key: Any = None) -> str:
         where = f" on key {key!r}" if key is not None else ""
@@ -45,6 +48,9 @@ class Explanation:
             steps = " → ".join(f"{op.label()} ⇒ {st}" for op, st in part[-6:])
             more = f"… {len(part) - 6} earlier ops, then " if len(part) > 6 else ""
             lines.append(f"Partial linearization {n} ({len(part)} ops): {more}{steps}")
+            reason = self.reasons[n - 1] if n - 1 < len(self.reasons) else None
+            if reason:
+                lines.append(f"  then {self.op.label()} cannot be: {reason}")
         if not self.complete:
             lines.append(f"(explanation cut short: {self.note})")
         return "\n".join(lines)
@@ -65,6 +71,10 @@ def prefix(ops: list[Op], cut: int) -> list[Op]:
 
 def replay(model: Model, order: list[Op]) -> list[tuple[Op, str]]:
     """The states after each op of a (partial) linearization."""
+    return _replay(model, order)[0]
+
+
+def _replay(model: Model, order: list[Op]) -> tuple[list[tuple[Op, str]], Any]:
     m = copy.deepcopy(model)
     steps = [(op, m.prepare(op)) for op in order]
     state = m.init()
@@ -74,7 +84,18 @@ def replay(model: Model, order: list[Op]) -> list[tuple[Op, str]]:
             nxt = st(state)
             state = state if nxt is ILLEGAL else nxt
         out.append((op, m.describe_state(state)))
-    return out
+    return out, state
+
+
+def why_not(model: Model, state: Any, op: Op | None) -> str | None:
+    """The model's reason (ExplainsRefusals) the op cannot follow `state`, if it has one."""
+    fn = getattr(model, "why_not", None)
+    if fn is None or op is None:
+        return None
+    try:
+        return fn(state, op)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def explain(ops: list[Op], model: Model, seconds: float = 10.0, keep: int = 3) -> Explanation:
@@ -109,9 +130,11 @@ def explain(ops: list[Op], model: Model, seconds: float = 10.0, keep: int = 3) -
     sub = prefix(ops, cut)
     left = max(0.5, deadline - time.monotonic())
     res = search(sub, copy.deepcopy(model), meter=Meter(Budget(left)), keep_partials=keep)
-    partials = [replay(model, [by_id[i] for i in part]) for part in res.partials[:keep]]
+    replays = [_replay(model, [by_id[i] for i in part]) for part in res.partials[:keep]]
+    partials = [steps for steps, _ in replays]
+    reasons = [why_not(model, state, failing) for _, state in replays]
     note = "" if complete else "time ran out; this prefix fails but a shorter one may too"
     probe = copy.deepcopy(model)
     shown = [op for op in sub if op is failing or op.ret_line == getattr(failing, "ret_line", -1)
              or probe.prepare(op) is not None]
-    return Explanation(cut, failing, shown, partials, complete, note)
+    return Explanation(cut, failing, shown, partials, complete, note, reasons)

@@ -52,7 +52,7 @@ def test_lost_topic_is_found_in_its_workload(tmp_path: Path) -> None:
     assert res["checkers"]["linearizable-registry"]["valid"] is True
     # the list was checked per topic: its projection onto t1 is the read that cannot be linearized
     expl = res["checkers"]["linearizable-topics"]["explanation"]
-    assert "key 't1'" in expl and 'p0 describe({"from": "list", "topic": "t1"}) -> ' in expl, expl
+    assert "key 't1'" in expl and "p0 describe t1 (one key of a list) ⇒ " in expl, expl
 
 
 def test_malformed_op_is_unknown_not_valid(tmp_path: Path) -> None:
@@ -62,3 +62,22 @@ def test_malformed_op_is_unknown_not_valid(tmp_path: Path) -> None:
     reg = res["checkers"]["linearizable-registry"]
     assert reg["valid"] == "unknown" and "needs 'broker'" in reg["explanation"] and "line 4" in reg["explanation"]
     assert res["valid"] == "unknown"
+
+
+def test_a_stale_alter_partition_is_explained_in_kafkas_words(tmp_path: Path) -> None:
+    i = "isr"
+    part = {"topic": "t0", "partition": 0, "leader": 4, "broker_epoch": 29}
+    rows: list[tuple[Any, str, str, Any, str | None]] = [
+        (2, "invoke", "alter", {**part, "leader_epoch": 1, "partition_epoch": 5, "isr": [4, 5]}, i),
+        (2, "ok", "alter", {"leader_epoch": 1, "partition_epoch": 6, "isr": [4, 5]}, i),
+        (3, "invoke", "alter", {**part, "leader_epoch": 1, "partition_epoch": 5, "isr": [4]}, i),
+        (3, "ok", "alter", {"leader_epoch": 1, "partition_epoch": 7, "isr": [4]}, i),
+    ]
+    res = check_run(_write(tmp_path / "h.jsonl", rows))
+    expl = res["checkers"]["linearizable-isr"]["explanation"]
+    # the label keeps the field that matters (the partition epoch), in Kafka's words
+    assert "p3 AlterPartition t0-0 by broker 4 (broker epoch 29) at partition epoch 5, leader epoch 1: ISR → [4]" \
+        in expl, expl
+    # and the explanation names the rule broken and the state before
+    assert ("accepted at partition epoch 5 while the partition was at partition epoch 6, leader 4 (leader epoch 1), "
+            "ISR [4, 5]: Kafka answers INVALID_UPDATE_VERSION") in expl, expl
