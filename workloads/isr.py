@@ -33,7 +33,7 @@ from kraftlab.workloads.client import DefiniteFailure, Invocation
 from kraftlab.workloads.generator import Context, FnGen
 from kraftlab.workloads.kafka import check, error_name
 from kraftlab.workloads.ops import OncePer, broker_read, op, read_node
-from kraftlab.workloads.registry import lifecycle_op, shut_down
+from kraftlab.workloads.registry import lifecycle_op, shut_down, silence
 from kraftlab.workloads.session import Handlers, Session
 from kraftlab.workloads.topics import create as create_topic
 from kraftlab.workloads.topics import delete as delete_topic
@@ -192,7 +192,7 @@ class IsrWorkload:
         if agent.epoch is None or agent.down_until is not None:
             return self._read_op(ctx, topic)
         if r < 0.98:
-            return shut_down(agent, ctx.time, self.session_timeout * 1.2)  # leadership and ISR move away
+            return shut_down(agent, ctx.time, silence(self.session_timeout, ctx.rng))  # leadership and ISR move away
         if r < 0.99:
             return heartbeat_op(agent, agent.epoch, want_fence=True)
         return register_op(agent, rng)  # a new incarnation (refused while the old one's lease lives)

@@ -76,6 +76,17 @@ def keepalive(a: Agent, now: float, rng: Any) -> Invocation:
     return heartbeat_op(a, a.epoch, want_fence=rng.random() < 0.02)
 
 
+SILENCE = (1.2, 2.5)
+"""An agent that shut down stays silent for this many session timeouts (drawn per shutdown): past
+the lease, and often past the session plus the checkers' slack and confirmation, so a controller
+that fails to fence a silent broker is seen (SessionNotFenced needs more than 13 s at the default
+9-s session)."""
+
+
+def silence(session_timeout: float, rng: Any) -> float:
+    return session_timeout * rng.uniform(*SILENCE)
+
+
 def shut_down(a: Agent, now: float, restart_after: float) -> Invocation:
     """Ask for controlled shutdown, then stay silent until the lease is surely gone and come
     back as a new incarnation."""
@@ -149,7 +160,7 @@ class RegistryWorkload:
             return self._read(ctx)
         if r < 0.4:
             if ctx.rng.random() < 0.05:
-                return shut_down(a, ctx.time, self.session_timeout * 1.2)
+                return shut_down(a, ctx.time, silence(self.session_timeout, ctx.rng))
             a.last_heartbeat = ctx.time
             return heartbeat_op(a, a.epoch)
         if r < 0.55:

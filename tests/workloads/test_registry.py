@@ -95,3 +95,15 @@ def test_a_controller_reusing_epochs_is_caught() -> None:
     fake = FakeKafka(session_timeout_s=0.3, rng=random.Random(7), bugs=frozenset({"reuse-epoch"}))
     lines, w = run("registry", fake, seconds=2.0, seed=7)
     assert verdicts(lines, w.models) == {"registry": False}
+
+
+def test_a_shut_down_agent_stays_silent_long_enough_to_reach_session_not_fenced() -> None:
+    import random
+
+    from kraftlab.workloads.registry import silence
+
+    rng = random.Random(7)
+    draws = [silence(9.0, rng) for _ in range(200)]
+    assert min(draws) >= 9.0 * 1.2  # always past the lease: a correct controller fences it
+    # often past session + slack + confirmation (9 + 3 + 1 s): the fencing checker can see a miss
+    assert sum(d > 13.0 for d in draws) > 100
