@@ -204,6 +204,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant before it counts as a hang")
     ap.add_argument("--only", default="", help="run only mutants whose id contains this (e.g. states.py:128)")
     ap.add_argument("--list", action="store_true", help="only count the mutants per file")
+    ap.add_argument("--report", action="store_true", help="report the cached results of the sample, run nothing")
     args = ap.parse_args()
 
     files = sorted(p for d in args.packages.split(",") if d for p in (ROOT / d).rglob("*.py"))
@@ -219,6 +220,8 @@ def main() -> int:
     chosen = everything if args.sample <= 0 else random.Random(args.seed).sample(everything, min(args.sample,
                                                                                                  len(everything)))
     cache = _load(CACHE)
+    if args.report:
+        return report(chosen, cache)
     todo = [m for m in chosen if f"{_source_hash(m.file)}:{m.id}" not in cache]
     print(f"{len(everything)} mutants in {len(files)} files under {args.packages}; running {len(chosen)} "
           f"({len(chosen) - len(todo)} cached), {args.workers} worker(s)", flush=True)
@@ -236,7 +239,9 @@ def main() -> int:
 
 def report(chosen: list[Mutant], cache: dict[str, dict[str, str]]) -> int:
     equivalent = _equivalent()
-    rows = [(m, cache[f"{_source_hash(m.file)}:{m.id}"]) for m in chosen]
+    rows = [(m, cache[key]) for m in chosen if (key := f"{_source_hash(m.file)}:{m.id}") in cache]
+    if len(rows) < len(chosen):
+        print(f"({len(chosen) - len(rows)} of the {len(chosen)} sampled mutants not run yet: not counted)")
     by_pkg: dict[str, list[str]] = defaultdict(list)
     for m, r in rows:
         status = "equivalent" if r["status"] == "survived" and m.id in equivalent else r["status"]

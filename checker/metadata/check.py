@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals
 from kraftlab.checker.metadata.decode import LEGACY_FRAME_VERSION, DecodeError, decode
-from kraftlab.checker.metadata.model import RULES, ImageModel
+from kraftlab.checker.metadata.model import RULES, ImageModel, digest_of
 
 INVARIANTS = ["RecordDecodes", "ImageAgreement", *RULES]
 
@@ -89,6 +90,31 @@ def _images(journals: Journals) -> dict[int, list[_Image]]:
     return by_offset
 
 
+def _entries_that_differ(form: dict[str, Any], img: _Image, sections: list[str], limit: int = 4) -> str:
+    """'; broker 1001: the replay has {...}, ...' for the entries whose digests differ (when the node
+    journalled per-entry digests for those sections)."""
+    entries = img.entry.get("entries") or {}
+    out: list[str] = []
+    for section in sections:
+        theirs, ours = entries.get(section), form.get(section, {})
+        if not isinstance(theirs, dict):
+            continue
+        for key in sorted(set(theirs) | set(ours)):
+            mine = digest_of(ours[key])[:8] if key in ours else None
+            if mine != theirs.get(key):
+                if key not in ours:
+                    out.append(f"{section} {key}: in the node's image, not in the replay")
+                elif key not in theirs:
+                    out.append(f"{section} {key}: missing from the node's image; the replay has "
+                               f"{json.dumps(ours[key], sort_keys=True)}")
+                else:
+                    out.append(f"{section} {key}: the replay has {json.dumps(ours[key], sort_keys=True)}, the "
+                               "node's image something else")
+            if len(out) >= limit:
+                break
+    return "; " + "; ".join(out) if out else ""
+
+
 def _name(e: Entry) -> str:
     return f"n{e.node}"
 
@@ -124,9 +150,10 @@ def check_metadata(journals: Journals) -> dict[str, Any]:
             reported_lives.add(key)
             differ = [s for s in sorted(set(cache[1]) | set(img.sections)) if cache[1].get(s) != img.sections.get(s)]
             how = "after loading a snapshot" if img.reason == "snapshot-load" else "replaying records"
+            detail = _entries_that_differ(model.semantic_form(), img, differ)
             vs.append(Violation("ImageAgreement", (
                 f"{_name(img.entry)}'s metadata image at offset {off} ({how}) is not what the committed records "
-                f"below {off} make: it differs in {', '.join(differ) or 'its digest'}"), [img.entry]))
+                f"below {off} make: it differs in {', '.join(differ) or 'its digest'}{detail}"), [img.entry]))
         if off == conflict:
             stop = (off, f"nodes applied different records at offset {off} (see CommittedPrefixAgreement)")
             break

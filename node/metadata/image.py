@@ -42,6 +42,9 @@ from kraftlab.node.metadata.records import (
     encode,
 )
 
+ENTRY_DIGESTS_UP_TO = 256
+"""Sections larger than this journal no per-entry digests (the section digest still tells)."""
+
 
 class ImageError(ValueError):
     """A record that does not fit the image (for example a partition of an unknown topic)."""
@@ -344,6 +347,12 @@ class MetadataImage:
         form = self.semantic_form()
         sections = {name: _sha256_json(part)[:16] for name, part in form.items()}
         return _sha256_json(form), sections
+
+    def entry_digests(self, limit: int = ENTRY_DIGESTS_UP_TO) -> dict[str, dict[str, str]]:
+        """Per section with at most `limit` entries: each entry's key → the first 8 hex digits of
+        its value's SHA-256 (docs/contracts.md), so a checker can name the entries that differ."""
+        return {name: {key: _sha256_json(value)[:8] for key, value in part.items()}
+                for name, part in self.semantic_form().items() if len(part) <= limit}
 
     def canonical_bytes(self) -> bytes:
         return b"".join(encode(r) for r in self.iter_records())

@@ -86,7 +86,8 @@ class CommittedReplay:
         if self.journal_applies:
             digest, sections = self.image.semantic_digest()
             self.events.append(JournalEvent("image", {"offset": self.next_offset, "digest": digest,
-                                                      "sections": sections, "reason": reason}))
+                                                      "sections": sections, "entries": self.image.entry_digests(),
+                                                      "reason": reason}))
 
     def _image_interval(self) -> int:
         """Records between periodic `image` events: at least IMAGE_EVERY_RECORDS, more for a large

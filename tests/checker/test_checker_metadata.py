@@ -345,7 +345,8 @@ def _journals(records: list[MetadataRecord], nodes: tuple[int, ...] = (1, 2, 3),
                 if n == wrong_image:
                     image.apply(FenceBrokerRecord(id=2, epoch=1))
                     digest, sections = image.semantic_digest()
-                add(n, "image", offset=o + 1, digest=digest, sections=sections, reason="snapshot-load")
+                add(n, "image", offset=o + 1, digest=digest, sections=sections, entries=image.entry_digests(),
+                    reason="snapshot-load")
     return entries
 
 
@@ -370,6 +371,8 @@ def test_a_node_image_that_differs_from_the_replay_is_reported_with_the_section(
     assert a["type"] == "ImageAgreement"
     assert "n2's metadata image at offset 8 (after loading a snapshot)" in a["explanation"]
     assert "differs in brokers" in a["explanation"] and "partitions" not in a["explanation"]
+    # and names the entry, with the replay's value: broker 2 is unfenced there, fenced in n2's image
+    assert 'brokers 2: the replay has {"endpoints": [], "epoch": 1, "features": [], "fenced": false' in a["explanation"]
 
 
 def test_a_record_kafka_cannot_decode_is_a_violation_and_stops_the_replay() -> None:
