@@ -1,12 +1,12 @@
 """The whole cluster in the deterministic simulator: 3 controllers + 3 brokers on the real Raft
-core, with isolations and crashes of controllers and brokers (see kraft_sim.py for the checks)."""
+core, with isolations and crashes of controllers and brokers (see node/sim/kraft.py for the checks)."""
 
 from __future__ import annotations
 
 import pytest
-from kraft_sim import FAULT, KraftSim
 
 from kraftlab.node.broker import BrokerState
+from kraftlab.node.sim.kraft import FAULT, KraftSim
 
 
 def test_quiet_cluster_all_brokers_unfenced_quickly() -> None:

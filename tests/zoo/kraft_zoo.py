@@ -1,4 +1,4 @@
-"""The bug zoo on the whole-cluster simulation (tests/controller/kraft_sim.py: the real Raft core,
+"""The bug zoo on the whole-cluster simulation (node/sim/kraft.py: the real Raft core,
 QuorumControllers and broker lifecycles over the simulated network) — the controller and broker bugs.
 
 A `ZooKraftSim` plants a BugSet in every controller's and broker's config and adds what the
@@ -17,20 +17,16 @@ topics kept, convergence) raise SimViolation.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "controller"))
-
 from kio.schema.errors import ErrorCode
-from kraft_sim import APP_TICK_MS, FAULT, REPLY, RPC, BrokerState, KNode, KraftSim, SimViolation
 
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.journal import journals_from
 from kraftlab.node.bugs import NO_BUGS, BugSet
 from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.sim.kraft import APP_TICK_MS, FAULT, REPLY, RPC, BrokerState, KNode, KraftSim, SimViolation
 from kraftlab.node.sim.zoo import SimOutcome
 
 FAILOVER_ALLOWANCE_MS = 8_000
@@ -136,7 +132,7 @@ class ClusterScenario:
     settle_ms: int = 10_000
     lossy: bool = False
     scripted: tuple[tuple[int, tuple[Any, ...]], ...] = ()
-    """Extra fault events (at, payload) as kraft_sim's FAULT events."""
+    """Extra fault events (at, payload) as node.sim.kraft FAULT events."""
 
 
 _ZOMBIE_HEARTBEAT = ((5_000, ("crash", 9001, 102)), (6_000, ("undo-crash", 9001)),
