@@ -88,10 +88,23 @@ def _sites(tree: ast.AST) -> Iterator[tuple[int, ast.AST, str, str]]:
             yield i, node, "drop-augassign", f"drop {ast.unparse(node)[:60]}"
 
 
+def _is_zoo_switch(test: ast.AST) -> bool:
+    """`self.bugs.on(...)` / `config.bugs.on(...)` (a test-only bug switch of the zoo) in a condition."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "on"
+               and "bugs" in ast.unparse(n.func.value) for n in ast.walk(test))
+
+
 def _in_docstring_or_annotation(tree: ast.AST) -> set[int]:
-    """ids of nodes not worth mutating: annotations, docstrings, default-argument constants of logging."""
+    """ids of nodes not worth mutating: annotations, logging calls, and the zoo's test-only bug code
+    (`_zoo_*` functions and the branches a `bugs.on(...)` switch guards: dead in the correct node)."""
     skip: set[int] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("_zoo_"):
+            skip |= {id(n) for n in ast.walk(node)}
+        if isinstance(node, ast.If) and _is_zoo_switch(node.test):
+            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)} | {id(n) for n in ast.walk(node.test)}
+        if isinstance(node, ast.IfExp | ast.BoolOp) and _is_zoo_switch(node):
+            skip |= {id(n) for n in ast.walk(node)}
         for ann in [getattr(node, "annotation", None), getattr(node, "returns", None)]:
             if ann is not None:
                 skip |= {id(n) for n in ast.walk(ann)}
@@ -207,7 +220,8 @@ def main() -> int:
     ap.add_argument("--report", action="store_true", help="report the cached results of the sample, run nothing")
     args = ap.parse_args()
 
-    files = sorted(p for d in args.packages.split(",") if d for p in (ROOT / d).rglob("*.py"))
+    files = sorted(p for d in args.packages.split(",") if d for p in (ROOT / d).rglob("*.py")
+                   if not p.name.startswith("fake_"))  # test doubles: their mutants say nothing of the node
     everything = [m for f in files for m in mutants_of(f) if args.only in m.id]
     if args.list:
         per = defaultdict(int)
