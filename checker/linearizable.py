@@ -61,6 +61,7 @@ def check_linearizable(history: History | list[Op], model: Model, budget: Budget
                 "op": op_json(e.op) if e.op else None,
                 "partial_linearizations": [[[op.label(), st] for op, st in part] for part in e.partials],
                 "complete": e.complete,
+                "timeline": timeline(e.ops, e.partials[0] if e.partials else [], e.op),
             }
             if out_dir is not None:
                 from kraftlab.checker.linear.plot import draw_failure
@@ -72,6 +73,22 @@ def check_linearizable(history: History | list[Op], model: Model, budget: Budget
         else:
             out["explanation"] = rr.reason
             out["anomalies"].append({"type": "nonlinearizable", "key": key})
+    return out
+
+
+def timeline(ops: list[Op], partial: list[tuple[Op, str]], failing: Op | None) -> list[dict[str, Any]]:
+    """The failing key's ops for the report's interactive timeline: each op's process, interval
+    (ns since the test started; no end: it never completed), label, outcome, its place in the longest
+    partial linearization and the model state after it there, and whether it is the op that cannot
+    be linearized."""
+    order = {op.id: (i, st) for i, (op, st) in enumerate(partial)}
+    out = []
+    for op in ops:
+        place = order.get(op.id)
+        out.append({"process": op.process, "start": op.call_time, "end": op.ret_time, "label": op.label(),
+                    "status": op.status, "order": None if place is None else place[0],
+                    "state": None if place is None else place[1],
+                    "failing": failing is not None and op.id == failing.id})
     return out
 
 

@@ -19,6 +19,7 @@ from kraftlab import plots
 from kraftlab.analysis import fault_windows, pair_ops
 from kraftlab.checking import load_history
 from kraftlab.report_coverage import coverage_section
+from kraftlab.report_timeline import timelines
 from kraftlab.store import RunDir
 
 METRIC_NAMES = ("kraft_raft_high_watermark", "kraft_raft_current_epoch", "kraft_raft_current_leader",
@@ -134,7 +135,8 @@ def render(run: RunDir) -> Path:
              f"{len(pairs)} client ops · {len(windows)} fault windows</div>",
              f"<details><summary>test arguments</summary><pre>{_esc(json.dumps(test, indent=2, default=str))}"
              f"</pre></details>",
-             "<h2>Verdict per checker</h2>", _checker_rows(results), *coverage_section(results.get("coverage"))]
+             "<h2>Verdict per checker</h2>", _checker_rows(results), *timelines(results),
+             *coverage_section(results.get("coverage"))]
 
     counts = Counter((p.f, p.type) for p in pairs)
     fs = sorted({p.f for p in pairs})

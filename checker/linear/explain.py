@@ -45,7 +45,7 @@ class Explanation:
             "It did not take effect, yet every order of the operations before it needs it to have.",
         ]
         for n, part in enumerate(self.partials, 1):
-            steps = " → ".join(f"{op.label()} ⇒ {st}" for op, st in part[-6:])
+            steps = " → ".join(f"{op.label()} (state then: {st})" for op, st in part[-6:])
             more = f"… {len(part) - 6} earlier ops, then " if len(part) > 6 else ""
             lines.append(f"Partial linearization {n} ({len(part)} ops): {more}{steps}")
             reason = self.reasons[n - 1] if n - 1 < len(self.reasons) else None

@@ -81,3 +81,24 @@ def test_a_stale_alter_partition_is_explained_in_kafkas_words(tmp_path: Path) ->
     # and the explanation names the rule broken and the state before
     assert ("accepted at partition epoch 5 while the partition was at partition epoch 6, leader 4 (leader epoch 1), "
             "ISR [4, 5]: Kafka answers INVALID_UPDATE_VERSION") in expl, expl
+
+
+def test_the_failing_key_has_a_timeline_the_report_draws(tmp_path: Path) -> None:
+    from kraftlab.report_timeline import timelines
+
+    i = "isr"
+    part = {"topic": "t0", "partition": 0, "leader": 4, "broker_epoch": 29}
+    rows: list[tuple[Any, str, str, Any, str | None]] = [
+        (2, "invoke", "alter", {**part, "leader_epoch": 1, "partition_epoch": 5, "isr": [4, 5]}, i),
+        (2, "ok", "alter", {"leader_epoch": 1, "partition_epoch": 6, "isr": [4, 5]}, i),
+        (3, "invoke", "alter", {**part, "leader_epoch": 1, "partition_epoch": 5, "isr": [4]}, i),
+        (3, "ok", "alter", {"leader_epoch": 1, "partition_epoch": 7, "isr": [4]}, i),
+    ]
+    res = check_run(_write(tmp_path / "h.jsonl", rows))
+    tl = res["checkers"]["linearizable-isr"]["anomalies"][0]["timeline"]
+    assert [(o["process"], o["order"], o["failing"]) for o in tl] == [(2, 0, False), (3, None, True)]
+    assert tl[0]["state"] == "partition epoch 6, leader 4 (epoch 1), isr [4, 5]"
+    page = "".join(timelines(res))
+    assert page.count("<rect data-op=") == 2 and "#e03131" in page  # the failing op in red
+    assert "model state after it: partition epoch 6" in page  # the hover text
+    assert "addEventListener" in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
