@@ -12,7 +12,18 @@ from typing import Any
 
 from kraftlab.checker.models import Model, build_model
 
-DEFAULT_DIR = Path(os.environ.get("KRAFTLAB_HISTORIES", "/work/shared/histories"))
+
+def _shared_histories() -> Path:
+    """`shared/histories` in the nearest folder above the repository that has one (the workspace
+    keeps the external histories beside its checkouts)."""
+    root = Path(__file__).resolve().parents[1]
+    found = next((d / "shared" / "histories" for d in root.parents if (d / "shared" / "histories").is_dir()), None)
+    return found or root.parent / "shared" / "histories"
+
+
+DEFAULT_DIR = Path(os.environ.get("KRAFTLAB_HISTORIES") or _shared_histories())
+"""The external histories with known verdicts: `KRAFTLAB_HISTORIES`, else `shared/histories` above
+the repository."""
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,8 @@ import sys
 import traceback
 
 from kraftlab import commands
+from kraftlab.exits import EXIT_BAD_ARGS, EXIT_CRASHED, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID  # noqa: F401
 from kraftlab.nemesis.runner import interrupt_on, restore_handlers
-
-EXIT_VALID = 0
-EXIT_INVALID = 1
-EXIT_UNKNOWN = 2
-EXIT_BAD_ARGS = 254
-EXIT_CRASHED = 255
 
 
 class _Parser(argparse.ArgumentParser):

@@ -16,10 +16,12 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftlab.checker.coverage import headline
+from kraftlab.exits import EXIT_BAD_ARGS, EXIT_CRASHED, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
 # exit codes ordered from best to worst, for "exit with the worst result"
-SEVERITY = {0: 0, 1: 2, 2: 1, 254: 3, 255: 4}
-VERDICT = {0: "valid", 1: "INVALID", 2: "unknown", 254: "bad arguments", 255: "crashed"}
+SEVERITY = {EXIT_VALID: 0, EXIT_INVALID: 2, EXIT_UNKNOWN: 1, EXIT_BAD_ARGS: 3, EXIT_CRASHED: 4}
+VERDICT = {EXIT_VALID: "valid", EXIT_INVALID: "INVALID", EXIT_UNKNOWN: "unknown", EXIT_BAD_ARGS: "bad arguments",
+           EXIT_CRASHED: "crashed"}
 
 
 @dataclass

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from kraftlab.checking import check_run, exit_code
+from kraftlab.exits import EXIT_BAD_ARGS
 from kraftlab.report import render
 from kraftlab.runner import session_timeout_ms
 from kraftlab.store import RunDir
@@ -25,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = RunDir(args.run_dir)
     if not run_dir.history.is_file():
         print(f"kraftlab analyze: {args.run_dir} has no history.jsonl", file=sys.stderr)
-        return 254
+        return EXIT_BAD_ARGS
     test = run_dir.read_test()
     timeout_ms = session_timeout_ms(test.get("config") or {})
     if args.spark:

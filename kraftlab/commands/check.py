@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kraftlab.cli import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from kraftlab.exits import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
 
 def register(subparsers: Any) -> None:

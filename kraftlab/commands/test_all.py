@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from kraftlab.exits import EXIT_BAD_ARGS
 from kraftlab.matrix import print_summary, run_matrix, worst_exit, write_junit
 from kraftlab.runner import BadArguments, run_test, validate
 from kraftlab.testargs import add_test_arguments, options_from
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
                 validate(options_from(args, workload=w, nemesis=n))
     except BadArguments as exc:
         print(f"kraftlab test-all: {exc}", file=sys.stderr)
-        return 254
+        return EXIT_BAD_ARGS
 
     def run_one(workload: str, nemesis: str, repeat: int) -> tuple[int, str | None, str]:
         seed = None if args.seed is None else args.seed + repeat

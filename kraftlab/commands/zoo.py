@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from kraftlab.deploy import DEFAULT_TOPOLOGY, TOPOLOGIES
+from kraftlab.exits import EXIT_BAD_ARGS
 from kraftlab.runner import BadArguments, TestOptions
 from kraftlab.store import DEFAULT_STORE
 from kraftlab.zoo import PLANS, Attempt, attempt_line, real_runner, run_zoo, select
@@ -55,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
         bugs = select(args.bugs, args.shard)
     except ValueError as exc:
         print(f"kraftlab zoo: {exc}", file=sys.stderr)
-        return 254
+        return EXIT_BAD_ARGS
     if min(x for x in (args.attempt_time, args.budget, args.nemesis_interval) if x is not None) <= 0:
         print("kraftlab zoo: --attempt-time, --budget and --nemesis-interval must be positive", file=sys.stderr)
-        return 254
+        return EXIT_BAD_ARGS
     base = TestOptions(nodes=args.nodes, topology=args.topology, backend=args.backend, lab=args.lab,
                        recovery_time=args.recovery_time, store=args.store, nemesis_interval=args.nemesis_interval)
     try:
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                          seed=args.seed, control=not args.no_control, on_attempt=_print_attempt)
     except BadArguments as exc:
         print(f"kraftlab zoo: {exc}", file=sys.stderr)
-        return 254
+        return EXIT_BAD_ARGS
     print()
     print(report.table())
     return 0 if report.ok else 1

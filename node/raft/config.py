@@ -43,18 +43,3 @@ class RaftConfig:
             if key in props:
                 values[f.name] = int(props[key])
         return cls(**values)
-
-
-def parse_voters(spec: str) -> dict[int, tuple[str, int]]:
-    """Parse `controller.quorum.voters` (`1@host:9093,2@host:9093`) into {id: (host, port)}."""
-    voters: dict[int, tuple[str, int]] = {}
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        node_id, _, address = part.partition("@")
-        host, _, port = address.rpartition(":")
-        if not host or not port:
-            raise ValueError(f"bad voter entry {part!r}: expected ID@HOST:PORT")
-        voters[int(node_id)] = (host.strip("[]"), int(port))
-    return voters

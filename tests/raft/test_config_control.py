@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kraftlab.node.raft.config import RaftConfig, parse_voters
+from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.control import LEADER_CHANGE, control_type, decode_leader_change, leader_change_record
 from kraftlab.node.raft.ports import Record
 
@@ -36,16 +36,6 @@ def test_from_server_properties() -> None:
         retry_backoff_ms=5,
         append_linger_ms=0,
     )
-
-
-def test_parse_voters() -> None:
-    assert parse_voters("1@10.0.0.1:9093, 2@n2:9093,3@[::1]:9094") == {
-        1: ("10.0.0.1", 9093),
-        2: ("n2", 9093),
-        3: ("::1", 9094),
-    }
-    with pytest.raises(ValueError):
-        parse_voters("1@nohostport")
 
 
 def test_leader_change_record_round_trip() -> None:
