@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kraftlab.checker import op_words
 from kraftlab.checker.history import Op
 
 
@@ -83,8 +84,9 @@ def violation(ops: list[Op]) -> tuple[str, list[Op]] | None:
     for s in sorted((s for s in seen if s.op.f == "register"), key=lambda s: s.op.call):
         first = given.setdefault(s.epoch, s)
         if (first.broker, first.op.value.get("incarnation")) != (s.broker, s.op.value.get("incarnation")):
-            return (f"broker epoch {s.epoch} was given to two registrations: {first.op.label()} "
-                    f"(line {first.op.call_line}) and {s.op.label()} (line {s.op.call_line})", [first.op, s.op])
+            a, b = first.op.label(op_words.registry), s.op.label(op_words.registry)
+            return (f"broker epoch {s.epoch} was given to two registrations: {a} (line {first.op.call_line}) and "
+                    f"{b} (line {s.op.call_line})", [first.op, s.op])
         if (s.epoch, s.broker) not in windows:
             start = attempts.get((s.broker, s.op.value.get("incarnation")), s.op)
             why = ("the registration that got it was invoked" if start is s.op else
@@ -170,9 +172,9 @@ def _first_misfit(windows: dict[tuple[int, int], Window]) -> tuple[str, list[Op]
 def _explain(lo: Window, w: Window) -> tuple[str, list[Op]]:
     hi = w.end_op
     assert hi is not None
-    first = (f"broker epoch {lo.epoch} (broker {lo.broker}) was issued after {lo.start_op.label()} "
+    first = (f"broker epoch {lo.epoch} (broker {lo.broker}) was issued after {lo.start_op.label(op_words.registry)} "
              f"(line {lo.start_op.call_line}): {lo.start_why} there")
-    second = (f"epoch {w.epoch} (broker {w.broker}) was issued before {hi.label()} completed "
+    second = (f"epoch {w.epoch} (broker {w.broker}) was issued before {hi.label(op_words.registry)} completed "
               f"(line {hi.ret_line}), which saw it or a higher one")
     order = "the same issue" if lo.epoch == w.epoch else f"{lo.epoch} < {w.epoch}, so it was issued earlier"
     return (f"broker epochs are metadata-log offsets, issued in increasing order: {first}; {second}; "

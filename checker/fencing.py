@@ -52,6 +52,7 @@ import statistics
 from collections.abc import Iterator
 from typing import Any
 
+from kraftlab.checker import op_words
 from kraftlab.checker.history import History, pair_ops
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals
@@ -551,7 +552,7 @@ def _check_acked(history: History, vs: list[Violation]) -> None:
             if o.f == "create" and o.status == "ok" and o.ret is not None and o.ret < final.call:
                 t = o.value.get("topic")
                 if t not in listed and t not in deleted:
-                    vs.append(Violation("AckedLost", f"topic {t} was created ({o.label()}, history line "
+                    vs.append(Violation("AckedLost", f"topic {t} was created ({o.label(op_words.topics)}, history line "
                                                      f"{o.ret_line}) but the final list (line {final.ret_line}) "
                                                      "lacks it and nobody deleted it"))
     reads = [o for o in ops if o.status == "ok" and o.f == "read" and isinstance(o.output, dict)
@@ -564,7 +565,8 @@ def _check_acked(history: History, vs: list[Violation]) -> None:
             if o.f == "register" and o.status == "ok" and o.ret is not None and o.ret < final.call:
                 b = int(o.value["broker"])
                 if b not in present and b not in gone:
-                    vs.append(Violation("AckedLost", f"broker {b}'s registration ({o.label()}, history line "
+                    said = o.label(op_words.registry)
+                    vs.append(Violation("AckedLost", f"broker {b}'s registration ({said}, history line "
                                                      f"{o.ret_line}) is missing from the final read "
                                                      f"(line {final.ret_line}) and nobody unregistered it"))
 

@@ -64,6 +64,9 @@ VIEWS: dict[str, tuple[View, bool]] = {
 }
 """model name → (view, versions are numerically ordered)."""
 
+VERSION_WORDS: dict[str, str] = {"isr": "the state at partition epoch {}"}
+"""model name → how one of its versions reads in an explanation (default: the value itself)."""
+
 
 def _key(v: Any) -> Any:
     return json.dumps(v, sort_keys=True) if isinstance(v, list | dict) else v
@@ -90,13 +93,16 @@ def _realtime_predecessors(ops: list[Op]) -> list[tuple[Op, list[Op]]]:
     return out
 
 
-def build_graph(ops: list[Op], view: View, numeric: bool = False, initial: Any = None) -> nx.MultiDiGraph:
-    """The dependency graph of these ops (see the module docstring)."""
+def build_graph(ops: list[Op], view: View, numeric: bool = False, initial: Any = None,
+                label: Callable[[Op], str] = Op.label, version: str = "{}") -> nx.MultiDiGraph:
+    """The dependency graph of these ops (see the module docstring). `label` says an op and
+    `version` a value (a format string) in the model's words."""
     g = nx.MultiDiGraph()
     ops = [o for o in ops if o.status != "fail"]
     views = {o.id: view(o) for o in ops}
+    labels = {o.id: label(o) for o in ops}
     for o in ops:
-        g.add_node(o.id, op=o, label=o.label())
+        g.add_node(o.id, op=o, label=labels[o.id])
     writer: dict[Any, Op] = {}
     for o in ops:
         w = views[o.id][1]
@@ -116,36 +122,39 @@ def build_graph(ops: list[Op], view: View, numeric: bool = False, initial: Any =
             older.setdefault(init, set()).add(v)
         r = views[w.id][0]
         if r is not _NONE:
-            newer(r, v, f"{w.label()} replaced {r}", writer.get(r), w)
+            newer(r, v, f"%B replaced {version.format(r)}, which %A installed", writer.get(r), w)
     if numeric:
         nums = sorted(v for v in writer if isinstance(v, int))
         for a, b in itertools.pairwise(nums):
-            newer(a, b, f"version {a} < {b}", writer[a], writer[b])
+            why = (f"%A installed {version.format(a)}, older than {version.format(b)}, which %B installed "
+                   "(versions only grow)")
+            newer(a, b, why, writer[a], writer[b])
     else:
         writes = list(writer.values())
         for wb, was in _realtime_predecessors(writes):
             for wa in was:
-                newer(views[wa.id][1], views[wb.id][1], f"{wa.label()} completed before {wb.label()} began", wa, wb)
+                newer(views[wa.id][1], views[wb.id][1], "%A's write completed before %B's began", wa, wb)
     for o in ops:
         r = views[o.id][0]
         if r is _NONE:
             continue
         src = writer.get(r)
         if src is not None and src.id != o.id:
-            g.add_edge(src.id, o.id, kind="wr", why=f"{o.label()} read the value {src.label()} installed")
+            g.add_edge(src.id, o.id, kind="wr", why=f"%B read {version.format(r)}, which %A installed")
         for b in older.get(r, ()):
             wb = writer.get(b)
             if wb is not None and wb.id != o.id:
-                g.add_edge(o.id, wb.id, kind="rw", why=f"{o.label()} read {r}, which {wb.label()} replaced")
+                g.add_edge(o.id, wb.id, kind="rw",
+                           why=f"%A read {version.format(r)}, which %B replaced with {version.format(b)}")
     by_proc: dict[Any, list[Op]] = {}
     for o in sorted(ops, key=lambda x: x.call):
         by_proc.setdefault(o.process, []).append(o)
     for seq in by_proc.values():
         for a, b in itertools.pairwise(seq):
-            g.add_edge(a.id, b.id, kind="process", why=f"process {a.process} ran {a.label()} then {b.label()}")
+            g.add_edge(a.id, b.id, kind="process", why=f"process {a.process} ran %A, then %B")
     for b, before in _realtime_predecessors(ops):
         for a in before:
-            g.add_edge(a.id, b.id, kind="rt", why=f"{a.label()} completed before {b.label()} began")
+            g.add_edge(a.id, b.id, kind="rt", why="%A completed before %B began (real time)")
     return g
 
 
@@ -191,6 +200,25 @@ def _classify(g: nx.MultiDiGraph, edges: list[dict[str, Any]], view: View) -> st
     return _elle_name(kinds)
 
 
+MEANINGS = {
+    "stale-read": "a read returned a value older than one a completed write had already replaced",
+    "lost-write": "an acknowledged write replaced a value that reads kept returning, and no read ever saw it",
+    "duplicate-apply": "a value came back after being replaced, and stayed, though it was written once",
+    "G0": "write cycle: the writes' version order contradicts itself",
+    "G1c": "circular information flow: each op saw what the next one installed",
+    "G-single": "read skew: one read missed a write that is ordered before it",
+    "G2": "anti-dependency cycle: each op read a version another op's write replaced",
+}
+"""What each anomaly name means (Adya's and Elle's G0/G1c/G-single/G2; the register classics)."""
+
+
+def meaning(name: str) -> str:
+    base = name.removesuffix("-realtime").removesuffix("-process")
+    how = " (real-time order needed)" if name.endswith("-realtime") else (
+        " (process order needed)" if name.endswith("-process") else "")
+    return MEANINGS.get(base, name) + how
+
+
 WINDOW_BEFORE, WINDOW_AFTER = 80, 20
 
 
@@ -214,13 +242,14 @@ def find_anomalies(ops: list[Op], model_name: str, initial: Any = None, limit: i
     """
     if model_name not in VIEWS:
         return []
-    view, numeric = VIEWS[model_name]
-    if key is not None:
-        from kraftlab.checker.models import build_model
+    from kraftlab.checker.models import build_model, op_label
 
-        model = build_model(model_name, initial)
+    view, numeric = VIEWS[model_name]
+    model = build_model(model_name, initial)
+    if key is not None:
         ops = [o for o in ops if _same_key(model.partition_key(o), key)]
-    g = build_graph(window(ops, around), view, numeric, initial)
+    g = build_graph(window(ops, around), view, numeric, initial, lambda o: op_label(model, o),
+                    VERSION_WORDS.get(model_name, "{}"))
     simple = nx.DiGraph()
     for a, b, d in g.edges(data=True):
         if d["kind"] in ("wr", "ww", "rw") or not simple.has_edge(a, b):
@@ -236,7 +265,7 @@ def find_anomalies(ops: list[Op], model_name: str, initial: Any = None, limit: i
             continue
         seen.add(key)
         name = _classify(g, edges, view)
-        out.append({"type": name, "cycle": [g.nodes[n]["label"] for n in cycle],
+        out.append({"type": name, "meaning": meaning(name), "cycle": [g.nodes[n]["label"] for n in cycle],
                     "explanation": explain_cycle(g, edges), "edges": [
                         {"from": g.nodes[e["from"]]["label"], "to": g.nodes[e["to"]]["label"], "kind": e["kind"]}
                         for e in edges], "_graph": g, "_nodes": list(cycle)})
@@ -252,13 +281,17 @@ def _same_key(a: Any, b: Any) -> bool:
 
 
 def explain_cycle(g: nx.MultiDiGraph, edges: list[dict[str, Any]]) -> str:
-    """ "A before B because …; …; so A before A: a contradiction." """
-    parts = []
-    for e in edges:
-        a, b = g.nodes[e["from"]]["label"], g.nodes[e["to"]]["label"]
-        parts.append(f"{a} before {b} because {e['why']}")
-    first = g.nodes[edges[0]["from"]]["label"]
-    return "; ".join(parts) + f"; so {first} comes before itself, a contradiction."
+    """Elle's form: name the ops (A, B, …), then each edge of the cycle with why it holds, the last
+    one closing the contradiction — "Let: A = …; B = …. Then: A < B, because A completed before B
+    began (real time); however, B < A, because B read …, which A's … replaced: a contradiction!" """
+    names = {n: chr(ord("A") + i) for i, n in enumerate(dict.fromkeys(e["from"] for e in edges))}
+    let = "; ".join(f"{names[n]} = {g.nodes[n]['label']}" for n in names)
+    steps = []
+    for i, e in enumerate(edges):
+        a, b = names[e["from"]], names.get(e["to"], "?")
+        why = str(e["why"]).replace("%A", a).replace("%B", b)
+        steps.append(f"{'however, ' if i == len(edges) - 1 and i else ''}{a} < {b}, because {why} [{e['kind']}]")
+    return f"Let: {let}. Then: " + "; ".join(steps) + ": a contradiction!"
 
 
 COLORS = {"rt": "#888888", "process": "#4c78a8", "wr": "#54a24b", "ww": "#f58518", "rw": "#e45756"}

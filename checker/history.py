@@ -84,86 +84,32 @@ class Op:
     def crashed(self) -> bool:
         return self.ret is None
 
-    def label(self) -> str:
-        """The op in a line: Kafka's words for the workload ops (docs/workload-ops.md: the request,
-        the fields the models judge, what came back), a generic `f(value) -> output` otherwise."""
+    def label(self, words: Callable[[Op], str] | None = None) -> str:
+        """The op in a line: `p<process> <words> [<status> <error>]`. `words` is how the model
+        that judges this op says it (a model's `describe_op`: Kafka's words for the workload ops,
+        checker.op_words); without it, or for a value not of that model's shape, the generic
+        `f(value) -> output`."""
         st = "" if self.status == "ok" else f" [{self.status}{'' if self.error is None else ' ' + str(self.error)}]"
-        words = _KAFKA_WORDS.get(self.f)
-        if words is not None and isinstance(self.value, dict):
+        if words is not None:
             try:
-                return f"p{self.process} {words(self.value, self.output if self.status == 'ok' else None)}{st}"
-            except (KeyError, TypeError, ValueError):
-                pass  # not the workload's shape: the generic label
+                return f"p{self.process} {words(self)}{st}"
+            except (KeyError, TypeError, ValueError, AttributeError):
+                pass  # not the model's shape: the generic label
         value, output = _kv(self.value), _kv(self.output)
-        out = "" if output is None or output == value else f" -> {_short(output)}"
-        arg = "" if value is None else _short(value)
+        out = "" if output is None or output == value else f" -> {short(output)}"
+        arg = "" if value is None else short(value)
         return f"p{self.process} {self.f}({arg}){out}{st}"
-
-
-def _alter_words(v: dict[str, Any], out: Any) -> str:
-    got = ""
-    if isinstance(out, dict) and "partition_epoch" in out:
-        got = (f" ⇒ partition epoch {out['partition_epoch']}, leader epoch {out.get('leader_epoch')}, "
-               f"ISR {out.get('isr')}")
-    return (f"AlterPartition {v['topic']}-{v['partition']} by broker {v['leader']} (broker epoch {v['broker_epoch']}) "
-            f"at partition epoch {v['partition_epoch']}, leader epoch {v['leader_epoch']}: ISR → {v['isr']}{got}")
-
-
-def _register_words(v: dict[str, Any], out: Any) -> str:
-    retry = f" (re-sent: {v['retry']})" if v.get("retry") else ""
-    got = f" ⇒ broker epoch {out['epoch']}" if isinstance(out, dict) and "epoch" in out else ""
-    return f"BrokerRegistration broker {v['broker']} incarnation {str(v['incarnation'])[:8]}{retry}{got}"
-
-
-def _heartbeat_words(v: dict[str, Any], out: Any) -> str:
-    asks = [w for w, k in (("fence", "want_fence"), ("shut down", "want_shut_down")) if v.get(k)]
-    offset = v.get("offset")
-    at = "" if offset is None or int(offset) >= 2**62 else f", metadata offset {offset}"
-    got = ""
-    if isinstance(out, dict) and "fenced" in out:
-        got = f" ⇒ {'fenced' if out['fenced'] else 'unfenced'}" + (", shut down" if out.get("should_shut_down") else "")
-    zombie = " (a zombie's)" if v.get("zombie") else ""
-    return (f"BrokerHeartbeat broker {v['broker']} at broker epoch {v['epoch']}{at}"
-            f"{' asking to ' + ' and '.join(asks) if asks else ''}{zombie}{got}")
-
-
-def _topic_words(api: str) -> Callable[[dict[str, Any], Any], str]:
-    def words(v: dict[str, Any], out: Any) -> str:
-        via = " (to the controller)" if v.get("via") == "controller" else ""
-        return f"{api} {v['topic']}{via}"
-
-    return words
-
-
-def _read_words(f: str) -> Callable[[dict[str, Any], Any], str]:
-    def words(v: dict[str, Any], out: Any) -> str:
-        what = f"{v['topic']}-{v['partition']}" if "partition" in v else v.get("topic") or "every topic"
-        where = f" on {v['node']}" if v.get("node") else ""
-        final = " (final)" if v.get("final") else ""
-        part = f" (one key of a {v['from']})" if v.get("from") else ""
-        got = f" ⇒ {_short(out, 80)}" if out is not None else ""
-        return f"{f} {what}{where}{final}{part}{got}"
-
-    return words
-
-
-_KAFKA_WORDS: dict[str, Callable[[dict[str, Any], Any], str]] = {
-    "alter": _alter_words, "register": _register_words, "heartbeat": _heartbeat_words,
-    "unregister": lambda v, out: f"UnregisterBroker broker {v['broker']}",
-    "create": _topic_words("CreateTopics"), "delete": _topic_words("DeleteTopics"),
-    "read": _read_words("read"), "describe": _read_words("describe"), "list": _read_words("list"),
-}
-"""Kafka's words for the workload ops (docs/workload-ops.md), by `f`: (value, ok output) → text."""
 
 
 def _kv(v: Any) -> Any:
     """{"key": k, "value": x} reads better as k, x (or k alone when x is nil)."""
     if isinstance(v, dict) and "key" in v and set(v) <= {"key", "value"}:
-        return v["key"] if v.get("value") is None else f"{v['key']}, {_short(v['value'], 30)}"
+        return v["key"] if v.get("value") is None else f"{v['key']}, {short(v['value'], 30)}"
     return v
 
 
-def _short(v: Any, limit: int = 40) -> str:
+def short(v: Any, limit: int = 40) -> str:
+    """A value in at most `limit` characters (JSON for structures)."""
     s = "nil" if v is None else json.dumps(v, default=str, sort_keys=True) if not isinstance(v, str) else v
     return s if len(s) <= limit else s[: limit - 1] + "…"
 

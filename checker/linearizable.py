@@ -18,13 +18,14 @@ from kraftlab.checker.linear.budget import Budget
 from kraftlab.checker.linear.explain import explain
 from kraftlab.checker.linear.race import ACROSS_KEYS, race, split
 from kraftlab.checker.linear.search import INVALID
-from kraftlab.checker.models import Model
+from kraftlab.checker.models import Model, op_label
 
 
-def op_json(op: Op) -> dict[str, Any]:
+def op_json(op: Op, model: Model | None = None) -> dict[str, Any]:
+    """An op for results.json, with its label in the words of the model that judged it."""
     return {"process": op.process, "f": op.f, "value": op.value, "output": op.output, "status": op.status,
             "error": op.error, "invoke_line": op.call_line, "complete_line": op.ret_line or None,
-            "label": op.label()}
+            "label": op_label(model, op)}
 
 
 def check_linearizable(history: History | list[Op], model: Model, budget: Budget | None = None,
@@ -47,7 +48,7 @@ def check_linearizable(history: History | list[Op], model: Model, budget: Budget
     if rr.valid is INVALID and rr.failing_key == ACROSS_KEYS:
         out["explanation"] = f"not linearizable across keys: {rr.reason}"
         out["anomalies"].append({"type": "cross-key", "key": ACROSS_KEYS, "explanation": rr.reason,
-                                 "ops": [op_json(o) for o in rr.involved]})
+                                 "ops": [op_json(o, model) for o in rr.involved]})
     elif rr.valid is INVALID:
         key: Hashable | None = rr.failing_key
         sub = split(ops, model).get(key, ops)
@@ -58,16 +59,19 @@ def check_linearizable(history: History | list[Op], model: Model, budget: Budget
                 "type": "nonlinearizable",
                 "key": key,
                 "prefix_events": e.prefix_events,
-                "op": op_json(e.op) if e.op else None,
-                "partial_linearizations": [[[op.label(), st] for op, st in part] for part in e.partials],
+                "op": op_json(e.op, model) if e.op else None,
+                "initial_state": e.initial,
+                "partial_linearizations": [[[op_label(model, op), st] for op, st in part] for part in e.partials],
+                "candidates": [c.to_json(model) for c in e.candidates],
                 "complete": e.complete,
-                "timeline": timeline(e.ops, e.partials[0] if e.partials else [], e.op),
+                "timeline": timeline(e.ops, e.partials[0] if e.partials else [], e.op, model),
             }
             if out_dir is not None:
                 from kraftlab.checker.linear.plot import draw_failure
 
                 name = "linear-failure" if key is None else f"linear-failure-{_safe(key)}"
-                paths = draw_failure(e, Path(out_dir) / name, f"{model.name}: {e.op.label() if e.op else ''}")
+                title = f"{model.name}: {op_label(model, e.op) if e.op else ''}"
+                paths = draw_failure(e, Path(out_dir) / name, title, lambda o: op_label(model, o))
                 anomaly["pictures"] = [str(p) for p in paths]
             out["anomalies"].append(anomaly)
         else:
@@ -76,7 +80,8 @@ def check_linearizable(history: History | list[Op], model: Model, budget: Budget
     return out
 
 
-def timeline(ops: list[Op], partial: list[tuple[Op, str]], failing: Op | None) -> list[dict[str, Any]]:
+def timeline(ops: list[Op], partial: list[tuple[Op, str]], failing: Op | None,
+             model: Model | None = None) -> list[dict[str, Any]]:
     """The failing key's ops for the report's interactive timeline: each op's process, interval
     (ns since the test started; no end: it never completed), label, outcome, its place in the longest
     partial linearization and the model state after it there, and whether it is the op that cannot
@@ -85,7 +90,7 @@ def timeline(ops: list[Op], partial: list[tuple[Op, str]], failing: Op | None) -
     out = []
     for op in ops:
         place = order.get(op.id)
-        out.append({"process": op.process, "start": op.call_time, "end": op.ret_time, "label": op.label(),
+        out.append({"process": op.process, "start": op.call_time, "end": op.ret_time, "label": op_label(model, op),
                     "status": op.status, "order": None if place is None else place[0],
                     "state": None if place is None else place[1],
                     "failing": failing is not None and op.id == failing.id})

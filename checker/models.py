@@ -5,7 +5,11 @@ when the op's observed output cannot happen in that state. States are hashable a
 by value (the search memoises on them). `prepare` returns None for an op that must be left out
 (a `fail` that is no observation, or a crashed op that cannot change the state). A model that
 is a product of independent per-key models says so with `partition_key` (P-compositionality).
-Two optional hooks extend that (checker.linear.race.split uses them): `project(op, keys)` turns
+Explanations (checker.linear.explain) read a model through three more optional capabilities: it
+declares how its ops read (`describe_op`, in Kafka's words for the project's models: checker.op_words;
+`op_label` uses it), how its states read (`describe_state`, required), and why an op's observed
+result cannot follow a state (`why_not`: the rule broken, the state before and what the op claimed
+after). Two optional hooks extend the search (checker.linear.race.split uses them): `project(op, keys)` turns
 an op that spans keys (a read of the whole set) into one op per key, each with that key's part
 of what was observed; `cross_check(ops)` tests what little a keyed model still constrains across
 keys (the registry's broker-epoch order) over the whole history.
@@ -19,6 +23,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from kraftlab.checker import op_words
 from kraftlab.checker.epoch_order import violation as epoch_order_violation
 from kraftlab.checker.history import Op
 
@@ -53,9 +58,23 @@ class Model(Protocol):
 
 class ExplainsRefusals(Protocol):
     """Optional: a model that can say, in Kafka's words, why `op`'s observed result is impossible
-    in `state` — the rule broken and the state before — for the explanations of a failure."""
+    in `state` — the rule broken, the state before, and what the op claimed the state became
+    after — for the explanations of a failure. None when it has nothing specific to say."""
 
     def why_not(self, state: Any, op: Op) -> str | None: ...
+
+
+class DescribesOps(Protocol):
+    """Optional: how the model's ops read — the request and the fields the model judges (Kafka's
+    words for the project's models, checker.op_words). Without it, ops read `f(value) -> output`."""
+
+    def describe_op(self, op: Op) -> str: ...
+
+
+def op_label(model: Any, op: Op) -> str:
+    """The op in one line, as the model that judges it says it (`describe_op`), with its process
+    and outcome: `p3 AlterPartition t3-0 by broker 2000 (broker epoch 29) at partition epoch 5 …`."""
+    return op.label(getattr(model, "describe_op", None))
 
 
 class ModelError(ValueError):
@@ -294,7 +313,10 @@ class TopicSet:
                             output={"topic": t, "exists": t in listed})) for t in topics]
 
     def describe_state(self, state: Any) -> str:
-        return "{" + ", ".join(sorted(state)) + "}"
+        return f"topics: {', '.join(sorted(state))}" if state else "no topics"
+
+    def describe_op(self, op: Op) -> str:
+        return op_words.topics(op)
 
     def prepare(self, op: Op) -> Step | None:
         if op.f == "list":
@@ -409,8 +431,12 @@ class BrokerRegistry:
 
     def describe_state(self, state: Any) -> str:
         top, regs = state
-        body = ", ".join(f"b{b}:epoch {_ep(e)}/{inc}" for b, e, inc in regs)
-        return f"[{body}] (top epoch {top})"
+        body = "; ".join(f"broker {b} at broker epoch {_ep(e)} (incarnation {str(inc)[:8]})" for b, e, inc in regs)
+        issued = "none issued yet" if top == NO_EPOCH else f"the highest issued {top}"
+        return f"{body or 'no broker registered'} — broker epochs: {issued}"
+
+    def describe_op(self, op: Op) -> str:
+        return op_words.registry(op)
 
     def why_not(self, state: Any, op: Op) -> str | None:
         return None if op.f == "read" else _registry_why_not(state, op)
@@ -467,7 +493,7 @@ class BrokerRegistry:
 
 
 def _ep(e: Any) -> str:
-    return f">{e[1]}" if isinstance(e, tuple) else str(e)
+    return f"not yet known (above {e[1]}: its registration's answer was lost)" if isinstance(e, tuple) else str(e)
 
 
 def _registry_why_not(state: Any, op: Op) -> str | None:
@@ -554,9 +580,12 @@ class PartitionState:
 
     def describe_state(self, state: Any) -> str:
         if state is None:
-            return "unseen"
+            return "not yet seen"
         pe, le, leader, isr = state
-        return f"partition epoch {pe}, leader {leader} (epoch {le}), isr {list(isr)}"
+        return f"partition epoch {pe}, leader {leader} at leader epoch {le}, ISR {list(isr)}"
+
+    def describe_op(self, op: Op) -> str:
+        return op_words.isr(op)
 
     def prepare(self, op: Op) -> Step | None:
         if op.status != "ok":
@@ -594,23 +623,31 @@ class PartitionState:
     def why_not(self, state: Any, op: Op) -> str | None:
         if state is None or op.status != "ok":
             return None
-        pe, le, leader, isr = state
-        now = f"the partition was at partition epoch {pe}, leader {leader} (leader epoch {le}), ISR {list(isr)}"
+        pe, le = state[0], state[1]
+        now = f"the partition was at {self.describe_state(state)}"
         if op.f == "alter":
             want_pe, want_le = int(_field(op, "partition_epoch")), int(_field(op, "leader_epoch"))
-            if want_pe < pe:
-                return (f"AlterPartition was accepted at partition epoch {want_pe} while {now}: Kafka answers "
-                        "INVALID_UPDATE_VERSION")
-            if want_le < le:
-                return (f"AlterPartition was accepted at leader epoch {want_le} while {now}: Kafka answers "
-                        "FENCED_LEADER_EPOCH")
             got = _pstate({"leader": _field(op, "leader"), **op.output}, op)
-            return (f"AlterPartition answered partition epoch {got[0]}, ISR {list(got[3])}, which does not follow "
-                    f"from the state before ({now})")
+            after = f"; it was answered {self.describe_state(got)}"
+            if want_pe < pe:
+                return (f"AlterPartition was accepted at partition epoch {want_pe} while {now} — Kafka answers "
+                        f"INVALID_UPDATE_VERSION{after}")
+            if want_le < le:
+                return (f"AlterPartition was accepted at leader epoch {want_le} while {now} — Kafka answers "
+                        f"FENCED_LEADER_EPOCH{after}")
+            if got[0] == pe:
+                return (f"a no-op AlterPartition at partition epoch {pe} was answered ISR {list(got[3])} while {now}: "
+                        "one partition epoch names one state")
+            return (f"AlterPartition at partition epoch {want_pe} was answered partition epoch {got[0]}, which does "
+                    f"not follow from the state before ({now}): an accepted change bumps the partition epoch")
         if op.f == "read" and isinstance(op.output, dict) and "partition_epoch" in op.output:
             got = _pstate(op.output, op)
-            return (f"the read showed partition epoch {got[0]}, leader epoch {got[1]}, ISR {list(got[3])} while {now}: "
-                    "epochs never go back, and one partition epoch names one state")
+            rule = ("the partition epoch never goes back" if got[0] < pe else "the leader epoch never goes back"
+                    if got[1] < le else "one partition epoch names one state")
+            return f"the read showed {self.describe_state(got)} while {now}: {rule}"
+        if op.f == "read" and isinstance(op.output, dict) and op.output.get("leader_epoch") is not None:
+            return (f"the read showed leader epoch {op.output['leader_epoch']} while {now}: the leader epoch never "
+                    "goes back")
         return None
 
 

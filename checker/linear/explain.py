@@ -1,5 +1,8 @@
-"""Why a sub-history is not linearizable: the shortest failing prefix, the op that cannot be
-linearized, and the longest partial linearizations before it (with the model state after each).
+"""Why a sub-history is not linearizable, as Knossos and Porcupine say it: the shortest failing
+prefix, the op that cannot be linearized, the last consistent prefix (the longest partial
+linearization, with the model state after each op), and the distinct model states the longest
+partial linearizations end in — each with the op it cannot get past and the model's reason, in the
+model's words (checker.models: `describe_op`, `describe_state`, `why_not`).
 
 A prefix of a history keeps every event up to a cut; ops still running at the cut become
 crashed (they may or may not have taken effect). Illegality is monotone in the cut, so a
@@ -18,7 +21,33 @@ from typing import Any
 from kraftlab.checker.history import Op
 from kraftlab.checker.linear.budget import Budget, Meter
 from kraftlab.checker.linear.search import INVALID, VALID, search
-from kraftlab.checker.models import ILLEGAL, Model
+from kraftlab.checker.models import ILLEGAL, Model, op_label
+
+SHOWN_CANDIDATES = 5
+"""At most this many distinct model states are shown where the search got stuck."""
+
+
+@dataclass
+class Candidate:
+    """One model state the search reached with the most ops linearized (Knossos's final
+    configurations), and why it goes no further: the op whose completion it cannot get past, and
+    the model's reason (`why_not`) that op's observed result is impossible there."""
+
+    state: str
+    """The model state, in the model's words (`describe_state`)."""
+    linearized: int
+    """How many ops were linearized to reach it."""
+    blocked: Op | None
+    """The first op (by completion) not linearized: the search cannot get past its completion."""
+    reason: str
+    fits: bool = False
+    """The blocked op's result is possible in this state, but no order of the remaining ops fits
+    after it."""
+
+    def to_json(self, model: Model) -> dict[str, Any]:
+        return {"state": self.state, "linearized": self.linearized,
+                "blocked": op_label(model, self.blocked) if self.blocked is not None else None,
+                "reason": self.reason, "fits": self.fits}
 
 
 @dataclass
@@ -27,33 +56,44 @@ class Explanation:
     op: Op | None
     ops: list[Op]
     partials: list[list[tuple[Op, str]]] = field(default_factory=list)
+    """The longest partial linearizations found: each op with the model state after it."""
     complete: bool = True
     note: str = ""
-    reasons: list[str | None] = field(default_factory=list)
-    """Per partial linearization: why the failing op's result is impossible after it (the model's
-    `why_not`, in Kafka's words), when the model can say."""
+    candidates: list[Candidate] = field(default_factory=list)
+    """The distinct states the longest partial linearizations end in, each with why it rejects."""
+    initial: str = ""
+    """The model's initial state, in its words."""
 
     def text(self, model: Model, key: Any = None) -> str:
         where = f" on key {key!r}" if key is not None else ""
         if self.op is None:
             return f"not linearizable{where}; {self.note}"
+        label = op_label(model, self.op)
         lines = [
             f"not linearizable{where}: the shortest failing prefix ends at event {self.prefix_events} "
-            f"(history line {self.op.ret_line or self.op.call_line}), the completion of {self.op.label()}.",
+            f"(history line {self.op.ret_line or self.op.call_line}), the completion of {label}.",
             "No order of the operations before it leaves a state in which that result is possible."
             if self.op.status != "fail" else
             "It did not take effect, yet every order of the operations before it needs it to have.",
         ]
-        for n, part in enumerate(self.partials, 1):
-            steps = " → ".join(f"{op.label()} (state then: {st})" for op, st in part[-6:])
-            more = f"… {len(part) - 6} earlier ops, then " if len(part) > 6 else ""
-            lines.append(f"Partial linearization {n} ({len(part)} ops): {more}{steps}")
-            reason = self.reasons[n - 1] if n - 1 < len(self.reasons) else None
-            if reason:
-                lines.append(f"  then {self.op.label()} cannot be: {reason}")
+        if self.partials:
+            part = self.partials[0]
+            steps = " → ".join(f"{op_label(model, op)}, leaving [{st}]" for op, st in part[-6:])
+            more = f"… {_n(len(part) - 6)} before, then " if len(part) > 6 else ""
+            lines.append(f"Last consistent prefix ({_n(len(part))} linearized, from [{self.initial}]): {more}{steps}")
+        if self.candidates:
+            lines.append("Where every order of those ops gets stuck — the model states reached, and why each "
+                         "rejects what comes next:")
+        for c in self.candidates:
+            who = op_label(model, c.blocked) if c.blocked is not None else "the next op"
+            lines.append(f"  in state [{c.state}] (after {_n(c.linearized)}), {who} cannot come next: {c.reason}")
         if not self.complete:
             lines.append(f"(explanation cut short: {self.note})")
         return "\n".join(lines)
+
+
+def _n(k: int) -> str:
+    return f"{k} op" if k == 1 else f"{k} ops"
 
 
 def prefix(ops: list[Op], cut: int) -> list[Op]:
@@ -98,7 +138,30 @@ def why_not(model: Model, state: Any, op: Op | None) -> str | None:
         return None
 
 
-def explain(ops: list[Op], model: Model, seconds: float = 10.0, keep: int = 3) -> Explanation:
+def candidate(model: Model, state: Any, order: list[Op], sub: list[Op], failing: Op | None) -> Candidate:
+    """Why the search gets no further from `state` after linearizing `order` (see Candidate)."""
+    done = {op.id for op in order}
+    m = copy.deepcopy(model)
+    steps = {op.id: st for op in sub if op.id not in done and op.ret is not None
+             and (st := m.prepare(op)) is not None}
+    pending = sorted((op for op in sub if op.id in steps), key=lambda o: o.ret or 0)
+    blocked = pending[0] if pending else failing
+    text = model.describe_state(state)
+    if blocked is None:
+        return Candidate(text, len(order), None, "no op is left to place")
+    step = steps.get(blocked.id)
+    fits = step is not None and step(state) is not ILLEGAL
+    if fits:
+        reason = ("its result is possible here, but then no order of the other ops invoked before its completion "
+                  "fits")
+    else:
+        reason = why_not(model, state, blocked) or (
+            "it did not take effect, yet in this state it must have" if blocked.status == "fail"
+            else "its observed result is impossible in this state")
+    return Candidate(text, len(order), blocked, reason, fits)
+
+
+def explain(ops: list[Op], model: Model, seconds: float = 10.0, keep: int = 12) -> Explanation:
     """Explain an illegal sub-history (see the module docstring) within `seconds`."""
     deadline = time.monotonic() + seconds
     by_id = {op.id: op for op in ops}
@@ -130,11 +193,20 @@ def explain(ops: list[Op], model: Model, seconds: float = 10.0, keep: int = 3) -
     sub = prefix(ops, cut)
     left = max(0.5, deadline - time.monotonic())
     res = search(sub, copy.deepcopy(model), meter=Meter(Budget(left)), keep_partials=keep)
-    replays = [_replay(model, [by_id[i] for i in part]) for part in res.partials[:keep]]
+    orders = [[by_id[i] for i in part] for part in res.partials[:keep]]
+    replays = [_replay(model, order) for order in orders]
     partials = [steps for steps, _ in replays]
-    reasons = [why_not(model, state, failing) for _, state in replays]
+    candidates: list[Candidate] = []
+    seen: set[Any] = set()
+    for order, (_, state) in zip(orders, replays, strict=True):
+        if state in seen or len(candidates) >= SHOWN_CANDIDATES:
+            continue
+        seen.add(state)
+        candidates.append(candidate(model, state, order, sub, failing))
     note = "" if complete else "time ran out; this prefix fails but a shorter one may too"
     probe = copy.deepcopy(model)
     shown = [op for op in sub if op is failing or op.ret_line == getattr(failing, "ret_line", -1)
              or probe.prepare(op) is not None]
-    return Explanation(cut, failing, shown, partials, complete, note, reasons)
+    initial = copy.deepcopy(model)
+    return Explanation(cut, failing, shown, partials[:3], complete, note, candidates,
+                       initial.describe_state(initial.init()))

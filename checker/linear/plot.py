@@ -6,6 +6,7 @@ Written as PNG and SVG with matplotlib (Agg backend, no display).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -13,13 +14,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from kraftlab.checker.history import Op
 from kraftlab.checker.linear.explain import Explanation
 
 WINDOW = 40
 
 
-def draw_failure(expl: Explanation, out_base: str | Path, title: str = "not linearizable") -> list[Path]:
-    """Write `<out_base>.png` and `<out_base>.svg`; returns the paths."""
+def draw_failure(expl: Explanation, out_base: str | Path, title: str = "not linearizable",
+                 label: Callable[[Op], str] = Op.label) -> list[Path]:
+    """Write `<out_base>.png` and `<out_base>.svg`; returns the paths. `label` says each op (the
+    model's `op_label`)."""
     ops = sorted(expl.ops, key=lambda o: o.call)[-WINDOW:]
     if expl.op is not None and expl.op not in ops:
         ops.append(expl.op)
@@ -36,7 +40,7 @@ def draw_failure(expl: Explanation, out_base: str | Path, title: str = "not line
         ax.barh(y, max(0.6, stop - o.call), left=o.call, height=0.6,
                 color="#e45756" if bad else "#9ecae9", edgecolor="#333333",
                 hatch="//" if o.ret is None else None, linewidth=0.6)
-        ax.text(o.call + 0.2, y, o.label(), va="center", fontsize=6.5, clip_on=True)
+        ax.text(o.call + 0.2, y, label(o), va="center", fontsize=6.5, clip_on=True)
     if expl.partials:
         visible = {o.id for o in ops}
         xs, ys = [], []

@@ -30,7 +30,11 @@ def test_stale_read_cycle_named_explained_and_drawn(tmp_path: Path) -> None:
     found = find_anomalies(_ops(STALE), "register")
     assert found[0]["type"] == "stale-read"
     text = found[0]["explanation"]
-    assert "p0 write(2) before p1 read() -> 1 because" in text and text.endswith("a contradiction.")
+    # Elle's form: the ops named, each edge with why it holds, the last one closing the cycle
+    assert text == ("Let: A = p0 write(2); B = p1 read() -> 1. Then: A < B, because A completed before B began "
+                    "(real time) [rt]; however, B < A, because B read 1, which A replaced with 2 [rw]: "
+                    "a contradiction!")
+    assert found[0]["meaning"].startswith("a read returned a value older than")
     paths = draw_anomaly(found[0], tmp_path / "cycle")
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in paths)
 

@@ -52,7 +52,8 @@ def test_lost_topic_is_found_in_its_workload(tmp_path: Path) -> None:
     assert res["checkers"]["linearizable-registry"]["valid"] is True
     # the list was checked per topic: its projection onto t1 is the read that cannot be linearized
     expl = res["checkers"]["linearizable-topics"]["explanation"]
-    assert "key 't1'" in expl and "p0 describe t1 (one key of a list) ⇒ " in expl, expl
+    assert "key 't1'" in expl and "p0 describe t1 (one topic of a list) ⇒ absent" in expl, expl
+    assert "in state [topics: t1] (after 1 op)" in expl and "the read saw t1 absent, but it was present" in expl
 
 
 def test_malformed_op_is_unknown_not_valid(tmp_path: Path) -> None:
@@ -78,9 +79,10 @@ def test_a_stale_alter_partition_is_explained_in_kafkas_words(tmp_path: Path) ->
     # the label keeps the field that matters (the partition epoch), in Kafka's words
     assert "p3 AlterPartition t0-0 by broker 4 (broker epoch 29) at partition epoch 5, leader epoch 1: ISR → [4]" \
         in expl, expl
-    # and the explanation names the rule broken and the state before
-    assert ("accepted at partition epoch 5 while the partition was at partition epoch 6, leader 4 (leader epoch 1), "
-            "ISR [4, 5]: Kafka answers INVALID_UPDATE_VERSION") in expl, expl
+    # and the explanation names the rule broken, the state before and the state answered after
+    assert ("accepted at partition epoch 5 while the partition was at partition epoch 6, leader 4 at leader epoch 1, "
+            "ISR [4, 5] — Kafka answers INVALID_UPDATE_VERSION; it was answered partition epoch 7, leader 4 at "
+            "leader epoch 1, ISR [4]") in expl, expl
 
 
 def test_the_failing_key_has_a_timeline_the_report_draws(tmp_path: Path) -> None:
@@ -97,7 +99,7 @@ def test_the_failing_key_has_a_timeline_the_report_draws(tmp_path: Path) -> None
     res = check_run(_write(tmp_path / "h.jsonl", rows))
     tl = res["checkers"]["linearizable-isr"]["anomalies"][0]["timeline"]
     assert [(o["process"], o["order"], o["failing"]) for o in tl] == [(2, 0, False), (3, None, True)]
-    assert tl[0]["state"] == "partition epoch 6, leader 4 (epoch 1), isr [4, 5]"
+    assert tl[0]["state"] == "partition epoch 6, leader 4 at leader epoch 1, ISR [4, 5]"
     page = "".join(timelines(res))
     assert page.count("<rect data-op=") == 2 and "#e03131" in page  # the failing op in red
     assert "model state after it: partition epoch 6" in page  # the hover text
