@@ -1,284 +1,467 @@
-"""Benchmark: mutation testing of the suite itself. Mutants of the node's Raft core, controller and
-broker (an `ast`-based mutator: flipped comparisons and boolean operators, negations dropped,
-`+`/`-` swapped, off-by-one integer constants, `True`/`False` swapped, dropped call statements and
-augmented assignments) are run, one at a time in a copy of the source tree, against the
-simulators' tests (the Raft simulator, the cluster simulator with controllers and brokers, the
-zoo simulator runs, the cores' unit and property tests); a mutant is killed when any fails (or
-hangs past `--timeout`). The end-to-end stage for survivors (one generic 60-s run each) is
-described in docs/mutation.md.
+"""Benchmark: mutation testing of the suite itself (issue 15). How many small, plausible bugs put
+into the node's Raft core, controller and broker do the simulators find?
 
-It prints the mutation score per package and every survivor (file:line, the mutation, and the
-reason recorded for it in `bench/mutants-equivalent.toml` when it is argued equivalent). Results
-are cached by source hash and mutant id (`bench/.mutants-cache.json`), so a run resumes.
+Stage 1, the simulators. Every mutant (bench/mutation_ops.py: flipped comparisons and
+conditions, `and`/`or`, arithmetic swaps, off-by-one constants and slices, swapped arguments and
+fields, dropped calls, assignments and returns, negated booleans) is applied to a COPY of the
+tree (one per worker, never the working tree) and run against the simulators' tests — the Raft
+simulator (node/sim) and its property test, the cluster simulator with controllers and brokers,
+the zoo simulator runs, the cores' unit and property tests; hypothesis derandomized — but only
+against the tests that execute the mutated lines (measured once per tree by
+bench/mutation_lines.py), fastest first, stopping at the first failure. A failure or a hang past
+the time limit kills the mutant; a mutant on a line no test runs survives unrun ("uncovered").
 
-    .venv/bin/python bench/bench_mutants.py [--packages node/raft,node/controller] [--sample 40]
-        [--seed 1] [--workers 1] [--timeout 300] [--list]
+Stage 2 (`--e2e`), the real run. Each survivor of stage 1 that is not argued equivalent is
+installed into the lab's node processes (the copy on PYTHONPATH: namespace hosts run this
+machine's interpreter and inherit it) and judged by one generic end-to-end run,
+`kraftlab test --workload mixed --nemesis all --time-limit 60 --seed S`; exit 1 (invalid) or a
+crash kills it, 0 leaves it alive, 2 (unknown) is recorded as unknown. `--e2e-wrapper` names a
+command to prefix each run with (a machine-wide lock, `nice`, …).
+
+It prints the mutation score per package, then every survivor with file:line, the mutation, the
+diff and either the argued reason it is equivalent (bench/mutants-equivalent.toml, keyed by the
+mutant's stable id, reviewed like code) or "missed". Results are cached (bench/.mutants-cache.json)
+by the mutated file's hash and the mutant id, so an interrupted run resumes; a survivor is re-run
+when the rest of the tree (tests, simulators) has changed since, a kill is kept.
+
+    .venv/bin/python bench/bench_mutants.py [--packages node/raft,node/controller] [--sample 200]
+        [--seed 1] [--files core.py,states.py] [--kinds compare,drop-call] [--workers 2]
+        [--budget 3600] [--e2e [--e2e-wrapper CMD]] [--list] [--only ID] [--show ID] [--fresh]
 
 Target (issue 15): at least 90% of the non-equivalent mutants of the Raft core and the controller
-killed.
+killed. Not part of the default test suite (it runs for hours on two cores); tests/bench holds a
+seconds-long smoke test of the operators and one mutant.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import concurrent.futures
+import difflib
 import hashlib
 import json
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mutation_ops import Mutant, mutants_of, mutated_source, unmutated_source
+
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("kraftlab", "node", "control", "nemesis", "workloads", "checker", "spark_analysis", "tests")
-CACHE = ROOT / "bench" / ".mutants-cache.json"
-EQUIVALENT = ROOT / "bench" / "mutants-equivalent.toml"
-SIM_TESTS = ["tests/raft", "tests/sim", "tests/controller", "tests/broker", "tests/zoo/test_sim_zoo.py",
-             "tests/zoo/test_cluster_zoo.py", "tests/checker/test_checker_sim_journals.py"]
+BENCH = ROOT / "bench"
+COPIED = ("kraftlab", "node", "control", "nemesis", "workloads", "checker", "spark_analysis", "tests", "bench")
+CACHE = BENCH / ".mutants-cache.json"
+LINES_CACHE = BENCH / ".mutants-lines.json"
+EQUIVALENT = BENCH / "mutants-equivalent.toml"
+# The simulators' tests: what CI runs of them (seeded, bounded), the mutants' judges.
+SIM_TESTS = ("tests/raft", "tests/sim", "tests/controller", "tests/broker", "tests/zoo/test_sim_zoo.py",
+             "tests/zoo/test_cluster_zoo.py", "tests/zoo/test_storage_zoo.py",
+             "tests/checker/test_checker_sim_journals.py")
 MARKS = "not slow and not netns and not e2e and not docker and not spark"
-
-COMPARE_FLIPS: dict[type, type] = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
-                                   ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
-                                   ast.Is: ast.IsNot, ast.IsNot: ast.Is}
-BINOP_SWAPS: dict[type, type] = {ast.Add: ast.Sub, ast.Sub: ast.Add}
-
-
-@dataclass(frozen=True)
-class Mutant:
-    file: str  # relative to the repository
-    line: int
-    col: int
-    kind: str
-    detail: str
-    index: int  # the site's position in the file's walk (which node to change)
-
-    @property
-    def id(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}:{self.kind}"
+DEFAULT_PACKAGES = "node/raft,node/controller"
+E2E_COMMAND = ("kraftlab", "test", "--workload", "mixed", "--nemesis", "all", "--time-limit", "60")
+KILLED = ("killed", "timeout", "e2e-killed")
+_print_lock = threading.Lock()
 
 
-def _sites(tree: ast.AST) -> Iterator[tuple[int, ast.AST, str, str]]:
-    """(walk index, node, kind, detail) for every mutable site, in a stable order."""
-    for i, node in enumerate(ast.walk(tree)):
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in COMPARE_FLIPS:
-            op = type(node.ops[0])
-            yield i, node, "compare", f"{op.__name__} → {COMPARE_FLIPS[op].__name__}"
-        elif isinstance(node, ast.BoolOp):
-            yield i, node, "boolop", "and → or" if isinstance(node.op, ast.And) else "or → and"
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            yield i, node, "not", "not x → x"
-        elif isinstance(node, ast.BinOp) and type(node.op) in BINOP_SWAPS:
-            yield i, node, "binop", f"{type(node.op).__name__} → {BINOP_SWAPS[type(node.op)].__name__}"
-        elif isinstance(node, ast.Constant) and type(node.value) is bool:
-            yield i, node, "bool", f"{node.value} → {not node.value}"
-        elif isinstance(node, ast.Constant) and type(node.value) is int and -1 <= node.value <= 2:
-            yield i, node, "int", f"{node.value} → {node.value + 1}"
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            yield i, node, "drop-call", f"drop {ast.unparse(node)[:60]}"
-        elif isinstance(node, ast.AugAssign):
-            yield i, node, "drop-augassign", f"drop {ast.unparse(node)[:60]}"
+# ----------------------------------------------------------------------------- the tree and its hashes
+
+def _digest(paths: Iterable[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(str(p.relative_to(ROOT)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
 
 
-def _is_zoo_switch(test: ast.AST) -> bool:
-    """`self.bugs.on(...)` / `config.bugs.on(...)` (a test-only bug switch of the zoo) in a condition."""
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "on"
-               and "bugs" in ast.unparse(n.func.value) for n in ast.walk(test))
+def _python_files(packages: Iterable[str]) -> list[Path]:
+    return sorted(p for d in packages if d for p in (ROOT / d).rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def _in_docstring_or_annotation(tree: ast.AST) -> set[int]:
-    """ids of nodes not worth mutating: annotations, logging calls, and the zoo's test-only bug code
-    (`_zoo_*` functions and the branches a `bugs.on(...)` switch guards: dead in the correct node)."""
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("_zoo_"):
-            skip |= {id(n) for n in ast.walk(node)}
-        if isinstance(node, ast.If) and _is_zoo_switch(node.test):
-            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)} | {id(n) for n in ast.walk(node.test)}
-        if isinstance(node, ast.IfExp | ast.BoolOp) and _is_zoo_switch(node):
-            skip |= {id(n) for n in ast.walk(node)}
-        for ann in [getattr(node, "annotation", None), getattr(node, "returns", None)]:
-            if ann is not None:
-                skip |= {id(n) for n in ast.walk(ann)}
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
-                "debug", "info", "warning", "exception", "error"):
-            skip |= {id(n) for n in ast.walk(node)}
-    return skip
+# The mutated files' text as it was when this run began: the workers' copies, the cache keys and
+# the diffs all use it, so a checkout that changes under a running benchmark changes nothing.
+SOURCES: dict[str, str] = {}
 
 
-def mutants_of(path: Path) -> list[Mutant]:
-    rel = str(path.relative_to(ROOT))
-    tree = ast.parse(path.read_text())
-    skip = _in_docstring_or_annotation(tree)
-    return [Mutant(rel, node.lineno, node.col_offset, kind, detail, i)  # type: ignore[attr-defined]
-            for i, node, kind, detail in _sites(tree) if id(node) not in skip and hasattr(node, "lineno")]
+def source(file: str) -> str:
+    if file not in SOURCES:
+        SOURCES[file] = (ROOT / file).read_text()
+    return SOURCES[file]
 
 
-class _Apply(ast.NodeTransformer):
-    def __init__(self, target: int) -> None:
-        self.target = target
-        self.order: dict[int, int] = {}  # id(node) → walk index, filled before transforming
-
-    def visit(self, node: ast.AST) -> ast.AST:
-        if self.order.get(id(node)) == self.target:
-            return self._mutate(node)
-        return super().visit(node)
-
-    @staticmethod
-    def _mutate(node: ast.AST) -> ast.AST:
-        if isinstance(node, ast.Compare):
-            node.ops = [COMPARE_FLIPS[type(node.ops[0])]()]
-        elif isinstance(node, ast.BoolOp):
-            node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-        elif isinstance(node, ast.UnaryOp):
-            return node.operand
-        elif isinstance(node, ast.BinOp):
-            node.op = BINOP_SWAPS[type(node.op)]()
-        elif isinstance(node, ast.Constant) and type(node.value) is bool:
-            node.value = not node.value
-        elif isinstance(node, ast.Constant):
-            node.value = node.value + 1
-        elif isinstance(node, ast.Expr | ast.AugAssign):
-            return ast.Pass()
-        return node
+def file_hash(file: str) -> str:
+    return hashlib.sha256(source(file).encode()).hexdigest()[:16]
 
 
-def mutated_source(path: Path, m: Mutant) -> str:
-    tree = ast.parse(path.read_text())
-    applier = _Apply(m.index)
-    applier.order = {id(n): i for i, n in enumerate(ast.walk(tree))}
-    return ast.unparse(ast.fix_missing_locations(applier.visit(tree)))
+def suite_hash() -> str:
+    """Everything a mutant's verdict depends on besides its own file: the code the tests import."""
+    return _digest([*_python_files(["node", "tests", "checker"]), ROOT / "pyproject.toml",
+                    BENCH / "mutation_lines.py"])
 
 
-def _copy_tree(dest: Path) -> None:
-    for name in PACKAGES:
-        shutil.copytree(ROOT / name, dest / name, symlinks=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis"))
+def copy_tree(dest: Path) -> None:
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".mutants-*"))
     for f in ("pyproject.toml", "conftest.py"):
         if (ROOT / f).exists():
             shutil.copy(ROOT / f, dest / f)
 
 
-def run_mutant(m: Mutant, timeout: float) -> tuple[str, float, str]:
-    """('killed' | 'survived' | 'timeout' | 'error', seconds, what failed)."""
-    t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
-        tree = Path(tmp)
-        _copy_tree(tree)
-        try:
-            (tree / m.file).write_text(mutated_source(ROOT / m.file, m))
-        except (SyntaxError, ValueError) as exc:
-            return "error", 0.0, f"cannot apply: {exc}"
-        env = {**os.environ, "PYTHONPATH": str(tree)}  # the copy's `kraftlab` before the installed one
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", MARKS,
-               *[t for t in SIM_TESTS if (tree / t).exists()]]
-        try:
-            out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return "timeout", time.monotonic() - t0, "the simulators did not finish (counted killed: a hang)"
-    seconds = time.monotonic() - t0
-    if out.returncode == 0:
-        return "survived", seconds, ""
-    failed = next((ln for ln in out.stdout.splitlines() if ln.startswith("FAILED") or ln.startswith("ERROR")), "")
-    return "killed", seconds, failed[:200]
+def _env(tree: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'bench'}", "PYTHONHASHSEED": "0",
+            "HYPOTHESIS_PROFILE": "mutation", **extra}
 
 
-def _source_hash(file: str) -> str:
-    return hashlib.sha256((ROOT / file).read_bytes()).hexdigest()[:16]
+def _pytest(tree: Path, tests: list[str], *extra: str) -> list[str]:
+    return ["nice", "-n", "10", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+            "mutation_lines", "--no-header", "-o", "addopts=", "-W", "ignore", *extra, *tests]
 
 
-def _load(path: Path) -> dict[str, dict[str, str]]:
+# ----------------------------------------------------------------------------- which tests run which lines
+
+def line_map(packages: list[str]) -> dict[str, object]:
+    """{"tests": {nodeid: seconds}, "lines": {file: {line: [nodeids]}}} for the current tree (cached)."""
+    key = f"{suite_hash()}:{','.join(sorted(packages))}"
     try:
-        return json.loads(path.read_text())
+        cached = json.loads(LINES_CACHE.read_text())
+        if cached.get("key") == key:
+            return cached  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        pass
+    print("measuring which simulator tests run which lines (once per tree; a few minutes)…", flush=True)
+    with tempfile.TemporaryDirectory(prefix="mutants-map-") as tmp:
+        tree = Path(tmp)
+        copy_tree(tree)
+        out = tree / "lines.json"
+        tests = [t for t in SIM_TESTS if (tree / t).exists()]
+        t0 = time.monotonic()
+        r = subprocess.run(_pytest(tree, tests, "-m", MARKS), cwd=tree, capture_output=True, text=True,
+                           env=_env(tree, MUTATION_LINES_OUT=str(out), MUTATION_LINES_PACKAGES=",".join(packages)))
+        if r.returncode != 0:
+            sys.exit(f"the simulators' tests fail on the unmutated tree; fix that first:\n{r.stdout[-3000:]}")
+        data = json.loads(out.read_text())
+        print(f"  {len(data['tests'])} tests, {time.monotonic() - t0:.0f} s with line tracing", flush=True)
+    data["key"] = key
+    LINES_CACHE.write_text(json.dumps(data))
+    return data  # type: ignore[no-any-return]
+
+
+def tests_for(m: Mutant, lines: dict[str, object]) -> list[str] | None:
+    """The tests to run against a mutant, fastest first; [] when no test executes its lines;
+    None when module-level code runs them (every test depends on it)."""
+    per_file: dict[str, list[str]] = lines["lines"].get(m.file, {})  # type: ignore[attr-defined]
+    durations: dict[str, float] = lines["tests"]  # type: ignore[assignment]
+    chosen: set[str] = set()
+    for n in range(m.line, m.end_line + 1):
+        chosen.update(per_file.get(str(n), ()))
+    if "<import>" in chosen:
+        chosen = set(durations)
+    return sorted(chosen, key=lambda t: (durations.get(t, 0.0), t))
+
+
+# ----------------------------------------------------------------------------- running mutants
+
+class Worker:
+    """One copy of the tree, reused for one mutant after another (the mutated file restored after each)."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="mutant-"))
+        copy_tree(self.dir)
+        # Compiled once: a run then imports the unmutated modules from bytecode and writes none.
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(self.dir)], capture_output=True)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _mutate(self, m: Mutant) -> str | None:
+        original = source(m.file)
+        text = mutated_source(original, m)
+        if text == unmutated_source(original):
+            return None
+        target = self.dir / m.file
+        for stale in target.parent.glob(f"__pycache__/{target.stem}.*.pyc"):
+            stale.unlink()
+        target.write_text(text)
+        return original
+
+    def _restore(self, m: Mutant) -> None:
+        (self.dir / m.file).write_text(source(m.file))
+
+    def simulate(self, m: Mutant, tests: list[str], seconds: float) -> tuple[str, str]:
+        if self._mutate(m) is None:
+            return "identical", "the mutation does not change the program"
+        try:
+            r = subprocess.run(_pytest(self.dir, tests, "-x", "-p", "no:randomly"), cwd=self.dir, env=_env(
+                self.dir, PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True, timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return "timeout", f"the simulators did not finish in {seconds:.0f} s (a hang)"
+        finally:
+            self._restore(m)
+        if r.returncode == 0:
+            return "survived", ""
+        lines = r.stdout.splitlines()
+        failed = next((ln for ln in lines if ln.startswith(("FAILED", "ERROR"))), "") or (lines or [""])[-1]
+        return "killed", failed[:300]
+
+    def end_to_end(self, m: Mutant, seed: int, wrapper: list[str]) -> tuple[str, str]:
+        if self._mutate(m) is None:
+            return "identical", ""
+        kraftlab = str(Path(sys.executable).parent / "kraftlab")
+        cmd = [*wrapper, kraftlab, *E2E_COMMAND[1:], "--seed", str(seed)]
+        try:
+            r = subprocess.run(cmd, cwd=ROOT, env=_env(self.dir), capture_output=True, text=True, timeout=1800)
+        except subprocess.TimeoutExpired:
+            return "e2e-unknown", "the end-to-end run did not finish in 30 min"
+        finally:
+            self._restore(m)
+        tail = " ".join((r.stdout + r.stderr).strip().splitlines()[-2:])[:300]
+        if r.returncode == 0:
+            return "e2e-survived", tail
+        if r.returncode == 2:
+            return "e2e-unknown", tail
+        return "e2e-killed", f"exit {r.returncode}: {tail}"
+
+
+def _budget_left(deadline: float | None) -> bool:
+    return deadline is None or time.monotonic() < deadline
+
+
+def _load_cache() -> dict[str, dict[str, str]]:
+    try:
+        return json.loads(CACHE.read_text())  # type: ignore[no-any-return]
     except (OSError, ValueError):
         return {}
 
 
-def _equivalent() -> dict[str, str]:
+def cache_key(m: Mutant) -> str:
+    return f"{file_hash(m.file)}:{m.id}"
+
+
+def _fresh(entry: dict[str, str] | None, suite: str) -> bool:
+    """A cached verdict still holds: a kill always (the tests only grow stronger), a survivor only
+    while the tests and simulators are unchanged."""
+    return entry is not None and (entry["status"] in (*KILLED, "identical") or entry.get("suite") == suite)
+
+
+def run_simulators(todo: list[Mutant], lines: dict[str, object], cache: dict[str, dict[str, str]], suite: str,
+                   workers: int, deadline: float | None) -> None:
+    durations: dict[str, float] = lines["tests"]  # type: ignore[assignment]
+    pool_workers = [Worker() for _ in range(max(1, workers))]
+    free = list(pool_workers)
+    lock = threading.Lock()
+    done = [0]
+
+    def one(m: Mutant) -> None:
+        if not _budget_left(deadline):
+            return
+        tests = tests_for(m, lines)
+        t0 = time.monotonic()
+        if not tests:
+            status, why = "uncovered", "no simulator test executes these lines"
+        else:
+            with lock:
+                w = free.pop()
+            try:
+                limit = 60.0 + 3 * sum(durations.get(t, 1.0) for t in tests)
+                status, why = w.simulate(m, tests, limit)
+            finally:
+                with lock:
+                    free.append(w)
+        seconds = time.monotonic() - t0
+        with lock:
+            cache[cache_key(m)] = {"status": status, "why": why, "seconds": f"{seconds:.1f}", "suite": suite,
+                                   "tests": str(len(tests)), **{k: str(v) for k, v in asdict(m).items()}}
+            CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
+            done[0] += 1
+            with _print_lock:
+                print(f"  [{done[0]}/{len(todo)}] {status:9s} {seconds:6.1f}s {len(tests):4d} tests  {m.where}  "
+                      f"{m.kind}: {m.detail[:70]}", flush=True)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(pool_workers)) as pool:
+            for fut in [pool.submit(one, m) for m in todo]:
+                fut.result()
+    finally:
+        for w in pool_workers:
+            w.close()
+
+
+def run_end_to_end(survivors: list[Mutant], cache: dict[str, dict[str, str]], seed: int, wrapper: list[str],
+                   deadline: float | None) -> None:
+    w = Worker()
+    try:
+        for m in survivors:
+            entry = cache[cache_key(m)]
+            if entry.get("e2e") or not _budget_left(deadline):
+                continue
+            t0 = time.monotonic()
+            status, why = w.end_to_end(m, seed, wrapper)
+            entry.update({"e2e": status, "e2e_why": why, "e2e_seconds": f"{time.monotonic() - t0:.0f}"})
+            if status == "e2e-killed":
+                entry["status"] = status
+            CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
+            print(f"  e2e {status:12s} {m.where}  {m.kind}: {m.detail[:60]}  {why[:100]}", flush=True)
+    finally:
+        w.close()
+
+
+# ----------------------------------------------------------------------------- the report
+
+def equivalent_reasons() -> dict[str, str]:
     if not EQUIVALENT.is_file():
         return {}
-    return {k: str(v) for k, v in tomllib.loads(EQUIVALENT.read_text()).get("equivalent", {}).items()}
+    table = tomllib.loads(EQUIVALENT.read_text()).get("equivalent", {})
+    return {k: str(v) for k, v in table.items()}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--packages", default="node/raft,node/controller", help="comma-separated folders to mutate")
-    ap.add_argument("--sample", type=int, default=40, help="mutants to run (0: all), drawn with --seed")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant before it counts as a hang")
-    ap.add_argument("--only", default="", help="run only mutants whose id contains this (e.g. states.py:128)")
-    ap.add_argument("--list", action="store_true", help="only count the mutants per file")
-    ap.add_argument("--report", action="store_true", help="report the cached results of the sample, run nothing")
-    args = ap.parse_args()
-
-    files = sorted(p for d in args.packages.split(",") if d for p in (ROOT / d).rglob("*.py")
-                   if not p.name.startswith("fake_"))  # test doubles: their mutants say nothing of the node
-    everything = [m for f in files for m in mutants_of(f) if args.only in m.id]
-    if args.list:
-        per = defaultdict(int)
-        for m in everything:
-            per[m.file] += 1
-        for f, n in sorted(per.items()):
-            print(f"{n:5d}  {f}")
-        print(f"{len(everything):5d}  mutants in {len(files)} files")
-        return 0
-    chosen = everything if args.sample <= 0 else random.Random(args.seed).sample(everything, min(args.sample,
-                                                                                                 len(everything)))
-    cache = _load(CACHE)
-    if args.report:
-        return report(chosen, cache)
-    todo = [m for m in chosen if f"{_source_hash(m.file)}:{m.id}" not in cache]
-    print(f"{len(everything)} mutants in {len(files)} files under {args.packages}; running {len(chosen)} "
-          f"({len(chosen) - len(todo)} cached), {args.workers} worker(s)", flush=True)
-    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
-        futures = {pool.submit(run_mutant, m, args.timeout): m for m in todo}
-        for fut in concurrent.futures.as_completed(futures):
-            m = futures[fut]
-            status, seconds, why = fut.result()
-            cache[f"{_source_hash(m.file)}:{m.id}"] = {"status": status, "seconds": f"{seconds:.1f}", "why": why,
-                                                        **{k: str(v) for k, v in asdict(m).items()}}
-            CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
-            print(f"  {status:8s} {seconds:6.1f}s  {m.id}  {m.detail}", flush=True)
-    return report(chosen, cache)
+def diff_of(m: Mutant) -> str:
+    original = unmutated_source(source(m.file)).splitlines()
+    mutated = mutated_source(source(m.file), m).splitlines()
+    lines = [ln for ln in difflib.unified_diff(original, mutated, lineterm="", n=0) if not ln.startswith(
+        ("---", "+++", "@@"))]
+    return "\n".join(lines[:6])
 
 
-def report(chosen: list[Mutant], cache: dict[str, dict[str, str]]) -> int:
-    equivalent = _equivalent()
-    rows = [(m, cache[key]) for m in chosen if (key := f"{_source_hash(m.file)}:{m.id}") in cache]
-    if len(rows) < len(chosen):
-        print(f"({len(chosen) - len(rows)} of the {len(chosen)} sampled mutants not run yet: not counted)")
-    by_pkg: dict[str, list[str]] = defaultdict(list)
+def _package(file: str) -> str:
+    return "/".join(file.split("/")[:2])
+
+
+def report(chosen: list[Mutant], cache: dict[str, dict[str, str]], *, diffs: bool = True) -> dict[str, object]:
+    """Print the score per package and the survivors; return the figures (for docs and tests)."""
+    equivalent = equivalent_reasons()
+    rows = [(m, cache[k]) for m in chosen if (k := cache_key(m)) in cache]
+    table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for m, r in rows:
-        status = "equivalent" if r["status"] == "survived" and m.id in equivalent else r["status"]
-        by_pkg["/".join(m.file.split("/")[:2])].append(status)
-    print(f"\n{'package':18} {'mutants':>8} {'killed':>7} {'survived':>9} {'equivalent':>11} {'error':>6} {'score':>7}")
-    total_killed = total_counted = 0
-    for pkg, statuses in sorted(by_pkg.items()):
-        killed = sum(s in ("killed", "timeout") for s in statuses)
-        survived = statuses.count("survived")
-        counted = killed + survived
-        total_killed += killed
-        total_counted += counted
-        score = f"{100 * killed / counted:.0f}%" if counted else "–"
-        print(f"{pkg:18} {len(statuses):8d} {killed:7d} {survived:9d} {statuses.count('equivalent'):11d} "
-              f"{statuses.count('error'):6d} {score:>7}")
-    overall = 100 * total_killed / total_counted if total_counted else 0.0
-    print(f"{'all':18} {'':8} {total_killed:7d} {total_counted - total_killed:9d} {'':11} {'':6} {overall:6.0f}%")
-    print("\nsurvivors (non-equivalent first):")
-    for m, r in sorted(rows, key=lambda x: (x[0].id in equivalent, x[0].id)):
-        if r["status"] == "survived":
-            why = equivalent.get(m.id, "missed: no simulator test fails")
-            print(f"  {m.id:60s} {m.detail[:50]:50s}  {why}")
-    print(f"\nmutation score (non-equivalent, simulators): {overall:.0f}%  (target ≥ 90%)")
+        status = r["status"]
+        if status in ("survived", "uncovered") and m.id in equivalent:
+            status = "equivalent"
+        elif status in KILLED:
+            status = "killed"
+        table[_package(m.file)][status] += 1
+        table["all"][status] += 1
+    head = f"{'package':18} {'mutants':>7} {'killed':>7} {'survived':>8} {'uncovered':>9} {'equivalent':>10} " \
+           f"{'identical':>9} {'score':>6}"
+    print("\n" + head + "\n" + "-" * len(head))
+    scores: dict[str, float] = {}
+    for pkg in [*sorted(p for p in table if p != "all"), "all"]:
+        t = table[pkg]
+        killed, alive = t["killed"], t["survived"] + t["uncovered"]
+        scores[pkg] = 100.0 * killed / (killed + alive) if killed + alive else 0.0
+        print(f"{pkg:18} {sum(t.values()):7d} {killed:7d} {t['survived']:8d} {t['uncovered']:9d} "
+              f"{t['equivalent']:10d} {t['identical']:9d} {scores[pkg]:5.1f}%")
+    survivors = [(m, r) for m, r in rows if r["status"] in ("survived", "uncovered")]
+    survivors.sort(key=lambda x: (x[0].id in equivalent, x[0].file, x[0].line))
+    print(f"\nsurvivors ({sum(m.id not in equivalent for m, _ in survivors)} missed, "
+          f"{sum(m.id in equivalent for m, _ in survivors)} argued equivalent):")
+    for m, r in survivors:
+        verdict = f"equivalent: {equivalent[m.id]}" if m.id in equivalent else (
+            "missed (no simulator test executes it)" if r["status"] == "uncovered" else "missed")
+        if r.get("e2e"):
+            verdict += f" [end-to-end: {r['e2e'].removeprefix('e2e-')}]"
+        print(f"  {m.where:34s} {m.kind:14s} {m.detail[:80]}\n      id {m.id}\n      {verdict}")
+        if diffs:
+            print("\n".join("        " + ln for ln in diff_of(m).splitlines()))
+    print(f"\nmutation score (killed / non-equivalent): {scores.get('all', 0.0):.1f}% over "
+          f"{sum(table['all'].values())} mutants (target ≥ 90% for node/raft and node/controller)")
+    return {"scores": scores, "table": {k: dict(v) for k, v in table.items()}}
+
+
+# ----------------------------------------------------------------------------- the command
+
+def select(args: argparse.Namespace) -> tuple[list[Mutant], int]:
+    packages = [p for p in args.packages.split(",") if p]
+    files = _python_files(packages)
+    if args.files:
+        wanted = [f for f in args.files.split(",") if f]
+        files = [f for f in files if any(str(f.relative_to(ROOT)).endswith(w) for w in wanted)]
+    kinds = set(args.kinds.split(",")) if args.kinds else None
+    everything = [m for f in files for m in mutants_of(source(str(f.relative_to(ROOT))), str(f.relative_to(ROOT)))
+                  if args.only in m.id and (kinds is None or m.kind in kinds)]
+    chosen = everything if args.sample <= 0 else random.Random(args.seed).sample(
+        everything, min(args.sample, len(everything)))
+    return sorted(chosen, key=lambda m: (m.file, m.line, m.id)), len(everything)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--packages", default=DEFAULT_PACKAGES, help="comma-separated folders whose .py files to mutate")
+    ap.add_argument("--files", default="", help="only files whose path ends with one of these (comma-separated)")
+    ap.add_argument("--kinds", default="", help="only these operators (comma-separated; see bench/mutation_ops.py)")
+    ap.add_argument("--only", default="", help="only mutants whose id contains this")
+    ap.add_argument("--sample", type=int, default=200, help="mutants to draw with --seed (0: all of them)")
+    ap.add_argument("--seed", type=int, default=1, help="draws the sample; also the end-to-end run's seed")
+    ap.add_argument("--workers", type=int, default=2, help="mutants run at once (each a copy of the tree)")
+    ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no new mutant starts (0: none)")
+    ap.add_argument("--e2e", action="store_true", help="judge the simulators' survivors by one generic real run")
+    ap.add_argument("--e2e-wrapper", default="", help="a command to prefix each end-to-end run with")
+    ap.add_argument("--fresh", action="store_true", help="forget cached results of the chosen mutants")
+    ap.add_argument("--list", action="store_true", help="only count the mutants per file and operator")
+    ap.add_argument("--show", default="", help="print the diff of the mutant with this id and stop")
+    ap.add_argument("--json", default="", help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    if args.workers < 1 or args.sample < 0 or args.budget < 0:
+        ap.error("--workers ≥ 1, --sample ≥ 0 and --budget ≥ 0")
+
+    chosen, total = select(args)
+    if args.show:
+        for m in chosen:
+            if m.id == args.show:
+                print(f"{m.where}  {m.kind}: {m.detail}\n{diff_of(m)}")
+                return 0
+        print(f"no mutant {args.show!r} (with --sample 0 to see them all)", file=sys.stderr)
+        return 254
+    if args.list:
+        per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for m in chosen:
+            per[m.file][m.kind] += 1
+        for f, kinds in sorted(per.items()):
+            print(f"{sum(kinds.values()):5d}  {f}  " + " ".join(f"{k}={n}" for k, n in sorted(kinds.items())))
+        print(f"{len(chosen):5d}  mutants chosen of {total}")
+        return 0
+    if not chosen:
+        print("no mutants chosen", file=sys.stderr)
+        return 254
+
+    deadline = time.monotonic() + args.budget if args.budget else None
+    packages = sorted({_package(m.file) for m in chosen})
+    suite = suite_hash()
+    cache = _load_cache()
+    if args.fresh:
+        for m in chosen:
+            cache.pop(cache_key(m), None)
+    todo = [m for m in chosen if not _fresh(cache.get(cache_key(m)), suite)]
+    print(f"{total} mutants under {args.packages}; {len(chosen)} chosen (--sample {args.sample} --seed "
+          f"{args.seed}), {len(chosen) - len(todo)} cached, {args.workers} worker(s)", flush=True)
+    t0 = time.monotonic()
+    if todo:
+        lines = line_map(packages)
+        run_simulators(todo, lines, cache, suite, args.workers, deadline)
+    if args.e2e:
+        equivalent = equivalent_reasons()
+        alive = [m for m in chosen if cache.get(cache_key(m), {}).get("status") in ("survived", "uncovered")
+                 and m.id not in equivalent]
+        print(f"\nend-to-end stage: {len(alive)} survivor(s), one generic 60-s run each", flush=True)
+        run_end_to_end(alive, cache, args.seed, shlex.split(args.e2e_wrapper), deadline)
+    figures = report(chosen, cache)
+    unrun = sum(cache_key(m) not in cache for m in chosen)
+    print(f"({time.monotonic() - t0:.0f} s this run" + (f"; {unrun} chosen mutants not run: budget spent)"
+                                                       if unrun else ")"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=1))
     return 0
 
 
