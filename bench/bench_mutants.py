@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import difflib
 import hashlib
 import json
@@ -44,6 +45,7 @@ import os
 import random
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,6 +75,7 @@ DEFAULT_PACKAGES = "node/raft,node/controller"
 E2E_COMMAND = ("kraftlab", "test", "--workload", "mixed", "--nemesis", "all", "--time-limit", "60")
 KILLED = ("killed", "timeout", "e2e-killed")
 _print_lock = threading.Lock()
+STOP = threading.Event()  # set on an interrupt: no new mutant starts, running ones are ended
 
 
 # ----------------------------------------------------------------------------- the tree and its hashes
@@ -87,6 +90,11 @@ def _digest(paths: Iterable[Path]) -> str:
 
 def _python_files(packages: Iterable[str]) -> list[Path]:
     return sorted(p for d in packages if d for p in (ROOT / d).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def mutable_files(packages: Iterable[str]) -> list[Path]:
+    """The files to mutate: test doubles (fake_*.py) say nothing of the node."""
+    return [p for p in _python_files(packages) if not p.name.startswith("fake_")]
 
 
 # The mutated files' text as it was when this run began: the workers' copies, the cache keys and
@@ -179,6 +187,7 @@ class Worker:
     """One copy of the tree, reused for one mutant after another (the mutated file restored after each)."""
 
     def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
         self.dir = Path(tempfile.mkdtemp(prefix="mutant-"))
         copy_tree(self.dir)
         # Compiled once: a run then imports the unmutated modules from bytecode and writes none.
@@ -205,15 +214,15 @@ class Worker:
         if self._mutate(m) is None:
             return "identical", "the mutation does not change the program"
         try:
-            r = subprocess.run(_pytest(self.dir, tests, "-x", "-p", "no:randomly"), cwd=self.dir, env=_env(
-                self.dir, PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True, timeout=seconds)
-        except subprocess.TimeoutExpired:
-            return "timeout", f"the simulators did not finish in {seconds:.0f} s (a hang)"
+            code, out = self._run(_pytest(self.dir, tests, "-x", "-p", "no:randomly"), self.dir,
+                                  _env(self.dir, PYTHONDONTWRITEBYTECODE="1"), seconds)
         finally:
             self._restore(m)
-        if r.returncode == 0:
+        if code is None:
+            return "timeout", f"the simulators did not finish in {seconds:.0f} s (a hang)"
+        if code == 0:
             return "survived", ""
-        lines = r.stdout.splitlines()
+        lines = out.splitlines()
         failed = next((ln for ln in lines if ln.startswith(("FAILED", "ERROR"))), "") or (lines or [""])[-1]
         return "killed", failed[:300]
 
@@ -223,17 +232,39 @@ class Worker:
         kraftlab = str(Path(sys.executable).parent / "kraftlab")
         cmd = [*wrapper, kraftlab, *E2E_COMMAND[1:], "--seed", str(seed)]
         try:
-            r = subprocess.run(cmd, cwd=ROOT, env=_env(self.dir), capture_output=True, text=True, timeout=1800)
-        except subprocess.TimeoutExpired:
-            return "e2e-unknown", "the end-to-end run did not finish in 30 min"
+            code, out = self._run(cmd, ROOT, _env(self.dir), 1800.0)
         finally:
             self._restore(m)
-        tail = " ".join((r.stdout + r.stderr).strip().splitlines()[-2:])[:300]
-        if r.returncode == 0:
+        tail = " ".join(out.strip().splitlines()[-2:])[:300]
+        if code is None:
+            return "e2e-unknown", "the end-to-end run did not finish in 30 min"
+        if code == 0:
             return "e2e-survived", tail
-        if r.returncode == 2:
+        if code == 2:
             return "e2e-unknown", tail
-        return "e2e-killed", f"exit {r.returncode}: {tail}"
+        return "e2e-killed", f"exit {code}: {tail}"
+
+    def _run(self, cmd: list[str], cwd: Path, env: dict[str, str], seconds: float) -> tuple[int | None, str]:
+        """(exit code or None on timeout, stdout + stderr); the whole process group ends with it."""
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        self.proc = proc
+        try:
+            out, _ = proc.communicate(timeout=seconds)
+            return proc.returncode, out
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None, proc.communicate()[0]
+        finally:
+            self.proc = None
+
+    def kill(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+                time.sleep(2)
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _budget_left(deadline: float | None) -> bool:
@@ -266,7 +297,7 @@ def run_simulators(todo: list[Mutant], lines: dict[str, object], cache: dict[str
     done = [0]
 
     def one(m: Mutant) -> None:
-        if not _budget_left(deadline):
+        if not _budget_left(deadline) or STOP.is_set():
             return
         tests = tests_for(m, lines)
         t0 = time.monotonic()
@@ -281,6 +312,8 @@ def run_simulators(todo: list[Mutant], lines: dict[str, object], cache: dict[str
             finally:
                 with lock:
                     free.append(w)
+            if STOP.is_set():
+                return  # interrupted: not a verdict
         seconds = time.monotonic() - t0
         with lock:
             cache[cache_key(m)] = {"status": status, "why": why, "seconds": f"{seconds:.1f}", "suite": suite,
@@ -291,13 +324,18 @@ def run_simulators(todo: list[Mutant], lines: dict[str, object], cache: dict[str
                 print(f"  [{done[0]}/{len(todo)}] {status:9s} {seconds:6.1f}s {len(tests):4d} tests  {m.where}  "
                       f"{m.kind}: {m.detail[:70]}", flush=True)
 
+    pool = concurrent.futures.ThreadPoolExecutor(len(pool_workers))
     try:
-        with concurrent.futures.ThreadPoolExecutor(len(pool_workers)) as pool:
-            for fut in [pool.submit(one, m) for m in todo]:
-                fut.result()
+        for fut in [pool.submit(one, m) for m in todo]:
+            fut.result()
     finally:
+        STOP.set()
+        for w in pool_workers:
+            w.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
         for w in pool_workers:
             w.close()
+        STOP.clear()
 
 
 def run_end_to_end(survivors: list[Mutant], cache: dict[str, dict[str, str]], seed: int, wrapper: list[str],
@@ -316,6 +354,7 @@ def run_end_to_end(survivors: list[Mutant], cache: dict[str, dict[str, str]], se
             CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
             print(f"  e2e {status:12s} {m.where}  {m.kind}: {m.detail[:60]}  {why[:100]}", flush=True)
     finally:
+        w.kill()
         w.close()
 
 
@@ -384,7 +423,7 @@ def report(chosen: list[Mutant], cache: dict[str, dict[str, str]], *, diffs: boo
 
 def select(args: argparse.Namespace) -> tuple[list[Mutant], int]:
     packages = [p for p in args.packages.split(",") if p]
-    files = _python_files(packages)
+    files = mutable_files(packages)
     if args.files:
         wanted = [f for f in args.files.split(",") if f]
         files = [f for f in files if any(str(f.relative_to(ROOT)).endswith(w) for w in wanted)]
@@ -394,6 +433,10 @@ def select(args: argparse.Namespace) -> tuple[list[Mutant], int]:
     chosen = everything if args.sample <= 0 else random.Random(args.seed).sample(
         everything, min(args.sample, len(everything)))
     return sorted(chosen, key=lambda m: (m.file, m.line, m.id)), len(everything)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -410,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--e2e-wrapper", default="", help="a command to prefix each end-to-end run with")
     ap.add_argument("--fresh", action="store_true", help="forget cached results of the chosen mutants")
     ap.add_argument("--list", action="store_true", help="only count the mutants per file and operator")
+    ap.add_argument("--report", action="store_true", help="print the table of the cached results; run nothing")
     ap.add_argument("--show", default="", help="print the diff of the mutant with this id and stop")
     ap.add_argument("--json", default="", help="also write the figures to this file")
     args = ap.parse_args(argv)
@@ -436,6 +480,10 @@ def main(argv: list[str] | None = None) -> int:
         print("no mutants chosen", file=sys.stderr)
         return 254
 
+    if args.report:
+        report(chosen, _load_cache())
+        return 0
+    signal.signal(signal.SIGTERM, _interrupted)
     deadline = time.monotonic() + args.budget if args.budget else None
     packages = sorted({_package(m.file) for m in chosen})
     suite = suite_hash()
@@ -447,22 +495,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{total} mutants under {args.packages}; {len(chosen)} chosen (--sample {args.sample} --seed "
           f"{args.seed}), {len(chosen) - len(todo)} cached, {args.workers} worker(s)", flush=True)
     t0 = time.monotonic()
-    if todo:
-        lines = line_map(packages)
-        run_simulators(todo, lines, cache, suite, args.workers, deadline)
-    if args.e2e:
-        equivalent = equivalent_reasons()
-        alive = [m for m in chosen if cache.get(cache_key(m), {}).get("status") in ("survived", "uncovered")
-                 and m.id not in equivalent]
-        print(f"\nend-to-end stage: {len(alive)} survivor(s), one generic 60-s run each", flush=True)
-        run_end_to_end(alive, cache, args.seed, shlex.split(args.e2e_wrapper), deadline)
+    interrupted = False
+    try:
+        if todo:
+            lines = line_map(packages)
+            run_simulators(todo, lines, cache, suite, args.workers, deadline)
+        if args.e2e:
+            equivalent = equivalent_reasons()
+            alive = [m for m in chosen if cache.get(cache_key(m), {}).get("status") in ("survived", "uncovered")
+                     and m.id not in equivalent]
+            print(f"\nend-to-end stage: {len(alive)} survivor(s), one generic 60-s run each", flush=True)
+            run_end_to_end(alive, cache, args.seed, shlex.split(args.e2e_wrapper), deadline)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("\ninterrupted: what finished is cached; run the same command to resume", flush=True)
     figures = report(chosen, cache)
     unrun = sum(cache_key(m) not in cache for m in chosen)
     print(f"({time.monotonic() - t0:.0f} s this run" + (f"; {unrun} chosen mutants not run: budget spent)"
                                                        if unrun else ")"))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
-    return 0
+    return 130 if interrupted else 0
 
 
 if __name__ == "__main__":

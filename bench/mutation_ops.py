@@ -18,8 +18,10 @@ Operators (each a small, plausible bug of the kind a person writes):
   drop-augassign an augmented assignment dropped (`x += 1`)
   drop-return   a `return …` replaced by falling through (`pass`)
 
-Not mutated: docstrings, type annotations, logging calls, `__all__`, `assert` statements and the
-messages of `raise` (string constants are never mutated).
+Not mutated: docstrings, type annotations, logging calls, `__all__`, `assert` statements, the
+messages of `raise` (string constants are never mutated), and the zoo's test-only bug code
+(`_zoo_*` functions and what a `bugs.on(...)` switch guards: dead in the correct node, so their
+mutants would measure nothing).
 
 A mutant's id is stable when unrelated lines move: the file, the enclosing function or class,
 the operator, a digest of the mutated expression, and its rank among identical sites there.
@@ -72,8 +74,15 @@ class Mutant:
         return f"{self.file}:{self.line}"
 
 
+def _is_zoo_switch(node: ast.AST) -> bool:
+    """`self.bugs.on(...)` / `config.bugs.on(...)` (a test-only bug switch of the zoo) inside `node`."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "on"
+               and "bugs" in ast.unparse(n.func.value) for n in ast.walk(node))
+
+
 def _skipped_nodes(tree: ast.AST) -> set[int]:
-    """ids of nodes never mutated: annotations, docstrings, logging calls, `__all__`, asserts, raises' args."""
+    """ids of nodes never mutated: annotations, docstrings, logging calls, `__all__`, asserts, raises'
+    args, and the zoo's bug code."""
     skip: set[int] = set()
 
     def drop(node: ast.AST | None) -> None:
@@ -97,6 +106,15 @@ def _skipped_nodes(tree: ast.AST) -> set[int]:
             drop(node)
         if isinstance(node, ast.Raise):
             drop(node.exc)
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("_zoo_"):
+            drop(node)
+        if isinstance(node, ast.If) and _is_zoo_switch(node.test):
+            drop(node.test)
+            for stmt in node.body:
+                drop(stmt)
+            skip.add(id(node))
+        if isinstance(node, ast.IfExp | ast.BoolOp) and _is_zoo_switch(node):
+            drop(node)
     return skip
 
 
@@ -113,6 +131,35 @@ def _scopes(tree: ast.AST) -> dict[int, str]:
             visit(child, inner)
 
     visit(tree, "<module>")
+    return out
+
+
+def _contexts(tree: ast.AST) -> dict[int, str]:
+    """id(node) → the source of the statement around it (a compound statement's header only), which
+    with the node's own source names a site without its line number."""
+    out: dict[int, str] = {}
+
+    def header(stmt: ast.stmt) -> str:
+        if isinstance(stmt, ast.If | ast.While):
+            return _src(stmt.test)
+        if isinstance(stmt, ast.For | ast.AsyncFor):
+            return f"{_src(stmt.target)} in {_src(stmt.iter)}"
+        if isinstance(stmt, ast.With | ast.AsyncWith):
+            return ", ".join(_src(i) for i in stmt.items)
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            return stmt.name
+        if isinstance(stmt, ast.Try | ast.Match):
+            return type(stmt).__name__
+        return _src(stmt)
+
+    def visit(node: ast.AST, context: str) -> None:
+        if isinstance(node, ast.stmt):
+            context = header(node)
+        out[id(node)] = context
+        for child in ast.iter_child_nodes(node):
+            visit(child, context)
+
+    visit(tree, "")
     return out
 
 
@@ -180,13 +227,14 @@ def mutants_of(source: str, file: str) -> list[Mutant]:
     tree = ast.parse(source)
     skip = _skipped_nodes(tree)
     scopes = _scopes(tree)
+    contexts = _contexts(tree)
     found: list[Mutant] = []
     ranks: Counter[tuple[str, str, str]] = Counter()
     for i, node, shown, kind, variant, detail in _sites(tree):
         if id(node) in skip or not hasattr(shown, "lineno"):
             continue
         scope = scopes[id(node)]
-        digest = hashlib.sha1(f"{_src(node)}|{kind}|{variant}".encode()).hexdigest()[:8]
+        digest = hashlib.sha1(f"{contexts[id(node)]}|{_src(node)}|{kind}|{variant}".encode()).hexdigest()[:8]
         rank = ranks[(scope, kind, digest)]
         ranks[(scope, kind, digest)] += 1
         found.append(Mutant(file, shown.lineno, shown.end_lineno or shown.lineno,  # type: ignore[attr-defined]
