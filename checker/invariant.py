@@ -11,13 +11,24 @@ from kraftlab.checker.journal import Entry
 
 @dataclass
 class Violation:
+    """One broken rule, in the shape the report renders (docs/contracts.md, "Anomalies in
+    results.json"): the rule's name, the explanation, the journal entries that show it, and — when
+    the checker can say — the state before and after in the rule's terms."""
+
     invariant: str
     explanation: str
     entries: list[Entry] = field(default_factory=list)
+    before: str | None = None
+    after: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.invariant, "explanation": self.explanation,
-                "entries": [e.to_json() for e in self.entries]}
+        out: dict[str, Any] = {"type": self.invariant, "explanation": self.explanation,
+                               "entries": [e.to_json() for e in self.entries]}
+        if self.before is not None:
+            out["before"] = self.before
+        if self.after is not None:
+            out["after"] = self.after
+        return out
 
 
 def result(violations: list[Violation], checked: list[str], not_checked: dict[str, str] | None = None,

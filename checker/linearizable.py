@@ -64,7 +64,7 @@ def check_linearizable(history: History | list[Op], model: Model, budget: Budget
                 "partial_linearizations": [[[op_label(model, op), st] for op, st in part] for part in e.partials],
                 "candidates": [c.to_json(model) for c in e.candidates],
                 "complete": e.complete,
-                "timeline": timeline(e.ops, e.partials[0] if e.partials else [], e.op, model),
+                "timeline": timeline(e.ops, e.partials[0] if e.partials else [], e.op, model, e.initial),
             }
             if out_dir is not None:
                 from kraftlab.checker.linear.plot import draw_failure
@@ -80,19 +80,31 @@ def check_linearizable(history: History | list[Op], model: Model, budget: Budget
     return out
 
 
-def timeline(ops: list[Op], partial: list[tuple[Op, str]], failing: Op | None,
-             model: Model | None = None) -> list[dict[str, Any]]:
+TIMELINE_OPS = 150
+"""At most this many of the failing key's ops (the last invoked before the failure) are drawn."""
+
+
+def timeline(ops: list[Op], partial: list[tuple[Op, str]], failing: Op | None, model: Model | None = None,
+             initial: str = "") -> list[dict[str, Any]]:
     """The failing key's ops for the report's interactive timeline: each op's process, interval
-    (ns since the test started; no end: it never completed), label, outcome, its place in the longest
-    partial linearization and the model state after it there, and whether it is the op that cannot
-    be linearized."""
-    order = {op.id: (i, st) for i, (op, st) in enumerate(partial)}
+    (ns since the test started; no end: it never completed), label in the model's words, outcome,
+    its place in the longest partial linearization with the model state before and after it there,
+    and whether it is the op that cannot be linearized. The last TIMELINE_OPS ops invoked."""
+    order: dict[int, tuple[int, str, str]] = {}
+    before = initial
+    for i, (op, st) in enumerate(partial):
+        order[op.id] = (i, before, st)
+        before = st
+    shown = sorted(ops, key=lambda o: o.call)[-TIMELINE_OPS:]
+    if failing is not None and all(o.id != failing.id for o in shown):
+        shown.append(failing)
     out = []
-    for op in ops:
+    for op in shown:
         place = order.get(op.id)
         out.append({"process": op.process, "start": op.call_time, "end": op.ret_time, "label": op_label(model, op),
                     "status": op.status, "order": None if place is None else place[0],
-                    "state": None if place is None else place[1],
+                    "state_before": None if place is None else place[1],
+                    "state": None if place is None else place[2],
                     "failing": failing is not None and op.id == failing.id})
     return out
 

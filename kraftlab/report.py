@@ -1,6 +1,7 @@
 """`report.html`: a self-contained page (plots inlined) describing one run.
 
-Sections: the verdict per checker with explanations and anomalies, what the run covered, the fault windows, op counts,
+Sections: the verdict per checker with explanations, every anomaly explained (kraftlab.report_anomalies:
+the failing key's interactive timeline, each broken rule), what the run covered, the fault windows, op counts,
 the timeline and latency/throughput plots shaded by fault windows, node metrics over time, the
 checker's anomaly pictures (any PNG under the run directory's `checker/`), and links to every
 node's logs and journals.
@@ -18,8 +19,8 @@ from typing import Any
 from kraftlab import plots
 from kraftlab.analysis import fault_windows, pair_ops
 from kraftlab.checking import load_history
+from kraftlab.report_anomalies import anomaly_sections
 from kraftlab.report_coverage import coverage_section
-from kraftlab.report_timeline import timelines
 from kraftlab.store import RunDir
 
 METRIC_NAMES = ("kraft_raft_high_watermark", "kraft_raft_current_epoch", "kraft_raft_current_leader",
@@ -54,9 +55,9 @@ def _checker_rows(results: dict[str, Any]) -> str:
         res = res if isinstance(res, dict) else {"valid": res}
         expl = res.get("explanation") or res.get("error") or ""
         anomalies = res.get("anomalies") or []
-        shown = "".join(f"<pre>{_esc(json.dumps(a, indent=1, default=str)[:3000])}</pre>"
-                        for a in anomalies[:5])
-        more = f'<div class="small">… and {len(anomalies) - 5} more</div>' if len(anomalies) > 5 else ""
+        shown = (f"<div class='small'>{len(anomalies)} anomal{'y' if len(anomalies) == 1 else 'ies'}: "
+                 f"<a href='#anomalies-{_esc(name)}'>explained below</a></div>" if anomalies else "")
+        more = ""
         rows.append(f"<tr><td>{_esc(name)}</td><td>{_verdict(res.get('valid'))}</td>"
                     f"<td><pre>{_esc(expl)}</pre>{shown}{more}</td></tr>")
     return "<table><tr><th>checker</th><th>verdict</th><th>explanation</th></tr>" + "".join(rows) + "</table>"
@@ -135,7 +136,7 @@ def render(run: RunDir) -> Path:
              f"{len(pairs)} client ops · {len(windows)} fault windows</div>",
              f"<details><summary>test arguments</summary><pre>{_esc(json.dumps(test, indent=2, default=str))}"
              f"</pre></details>",
-             "<h2>Verdict per checker</h2>", _checker_rows(results), *timelines(results),
+             "<h2>Verdict per checker</h2>", _checker_rows(results), *anomaly_sections(results, windows),
              *coverage_section(results.get("coverage"))]
 
     counts = Counter((p.f, p.type) for p in pairs)

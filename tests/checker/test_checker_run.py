@@ -85,9 +85,7 @@ def test_a_stale_alter_partition_is_explained_in_kafkas_words(tmp_path: Path) ->
             "leader epoch 1, ISR [4]") in expl, expl
 
 
-def test_the_failing_key_has_a_timeline_the_report_draws(tmp_path: Path) -> None:
-    from kraftlab.report_timeline import timelines
-
+def test_the_failing_key_has_a_timeline(tmp_path: Path) -> None:
     i = "isr"
     part = {"topic": "t0", "partition": 0, "leader": 4, "broker_epoch": 29}
     rows: list[tuple[Any, str, str, Any, str | None]] = [
@@ -100,7 +98,5 @@ def test_the_failing_key_has_a_timeline_the_report_draws(tmp_path: Path) -> None
     tl = res["checkers"]["linearizable-isr"]["anomalies"][0]["timeline"]
     assert [(o["process"], o["order"], o["failing"]) for o in tl] == [(2, 0, False), (3, None, True)]
     assert tl[0]["state"] == "partition epoch 6, leader 4 at leader epoch 1, ISR [4, 5]"
-    page = "".join(timelines(res))
-    assert page.count("<rect data-op=") == 2 and "#e03131" in page  # the failing op in red
-    assert "model state after it: partition epoch 6" in page  # the hover text
-    assert "addEventListener" in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert tl[0]["state_before"] == "not yet seen" and tl[1]["state_before"] is None
+    assert (tl[0]["start"], tl[0]["end"], tl[1]["end"]) == (0, 1000, 3000)  # ns since the test started
