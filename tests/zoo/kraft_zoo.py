@@ -3,8 +3,10 @@ QuorumControllers and broker lifecycles over the simulated network) — the cont
 
 A `ZooKraftSim` plants a BugSet in every controller's and broker's config and adds what the
 cluster simulation alone does not judge:
-- checker.fencing over the simulated nodes' journals (StaleEpochAccepted, FencedInIsr,
-  EpochBumpedForSameIncarnation, SelfFencing, …);
+- the checkers of real runs over the simulated nodes' journals: checker.raft, checker.fencing
+  (StaleEpochAccepted, FencedInIsr, EpochBumpedForSameIncarnation, SelfFencing, …),
+  checker.metadata (the committed records replayed with KIP-631's rules, every image compared)
+  and checker.forwarding;
 - ServesWhileCutOff: a broker with no successful heartbeat for longer than its self-fence
   timeout (+ two application ticks) still accepts client requests;
 - DeadBrokerUnfenced: a broker dead for longer than the session timeout plus a failover
@@ -22,10 +24,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.journal import journals_from
+from kraftlab.checker.run import journal_checks
 from kraftlab.node.bugs import NO_BUGS, BugSet
-from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.sim.kraft import APP_TICK_MS, FAULT, REPLY, RPC, BrokerState, KNode, KraftSim, SimViolation
 from kraftlab.node.sim.zoo import SimOutcome
 
@@ -48,8 +49,7 @@ class ZooKraftSim(KraftSim):
         self.last_sent: dict[tuple[int, int], Any] = {}  # (broker, incarnation) → its last heartbeat request
 
     def start(self, node: KNode, now: int) -> None:
-        self.journal.append((now, node.node_id, JournalEvent("start", {})))  # a new process life for the checker
-        super().start(node, now)
+        super().start(node, now)  # the Raft core journals `start`: a new process life for the checkers
         if node.ctrl is not None:
             node.ctrl.config = dataclasses.replace(node.ctrl.config, bugs=self.bugs)
         if node.lifecycle is not None:
@@ -116,14 +116,15 @@ class ZooKraftSim(KraftSim):
                 raise ZooViolation("Unrecovered", f"broker {bid} is {life.state.name} at t={self.now} after the faults "
                                                   "stopped and the cluster settled")
 
-    def journal_dicts(self) -> list[dict[str, Any]]:
-        return [{"ts": t, "mono": t * 1_000_000, "node": nid, **e.to_json()} for t, nid, e in self.journal]
-
     def check_journals(self) -> None:
-        verdict = check_fencing(journals_from(self.journal_dicts()), None, self.session_timeout_ms, 2_000)
-        if verdict["valid"] is not True:
-            names = sorted({a["type"] for a in verdict["anomalies"]}) or ["unknown"]
-            raise ZooViolation("checker.fencing:" + ",".join(names), verdict["explanation"][:300])
+        """The checkers that judge a real run's journals (checker.run.journal_checks: Raft,
+        fencing, metadata, forwarding) over the simulated nodes' journals."""
+        journals = journals_from(self.journal_dicts(), f"kraft-sim seed {self.seed}")
+        for name, check in journal_checks(journals, None, self.session_timeout_ms, 2_000).items():
+            verdict = check()
+            if verdict["valid"] is not True:
+                names = sorted({a["type"] for a in verdict.get("anomalies", [])}) or ["unknown"]
+                raise ZooViolation(f"checker.{name}:" + ",".join(names), str(verdict.get("explanation"))[:300])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
