@@ -15,7 +15,9 @@
 
 from __future__ import annotations
 
+import functools
 import html
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,21 +37,45 @@ def _esc(x: Any) -> str:
 
 RULE_SOURCES = ("kraftlab.checker.metadata.model", "kraftlab.checker.raft", "kraftlab.checker.fencing",
                 "kraftlab.checker.forwarding", "kraftlab.checker.recovery", "kraftlab.checker.availability")
-"""Checker modules that may declare `RULES: dict[str, str]` (rule name → the rule in one sentence)."""
+"""The checker modules whose rules the report can state: each declares `RULES: dict[str, str]` (rule
+name → the rule in one sentence), or lists its rules in its docstring as `- Name: the rule. More…`
+bullets (the first sentence is taken)."""
+
+_BULLET = re.compile(r"^- (\w+): (.*?)(?=^- |^\S|\Z)", re.M | re.S)
+_SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z])")
+
+
+def _declared_rules(module: Any) -> dict[str, str]:
+    """Rule name → "The rule: …" (a RULES dict states the rule) or "What checker.x judges: …" (a
+    docstring bullet may state the rule or the violation it finds)."""
+    rules = getattr(module, "RULES", None)
+    out = {k: f"The rule: {v}" for k, v in rules.items() if isinstance(v, str)} if isinstance(rules, dict) else {}
+    where = module.__name__.removeprefix("kraftlab.")
+    for m in _BULLET.finditer(module.__doc__ or ""):
+        text = " ".join(m.group(2).split())
+        out.setdefault(m.group(1), f"What {where} judges: {_SENTENCE_END.split(text, maxsplit=1)[0].rstrip('.')}")
+    return out
+
+
+@functools.cache
+def _all_rules() -> dict[str, str]:
+    import importlib
+
+    out: dict[str, str] = {}
+    for name in RULE_SOURCES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for rule, said in _declared_rules(module).items():
+            out.setdefault(rule, said)
+    return out
 
 
 def rule_words(rule: str) -> str | None:
-    """The rule in one sentence, from the checker module that declares it (None when none does)."""
-    import importlib
-
-    for name in RULE_SOURCES:
-        try:
-            rules = getattr(importlib.import_module(name), "RULES", None)
-        except ImportError:
-            continue
-        if isinstance(rules, dict) and isinstance(rules.get(rule), str):
-            return str(rules[rule])
-    return None
+    """The rule in one sentence, from the checker module that states it (None when none does):
+    "The rule: …" or "What checker.raft judges: …"."""
+    return _all_rules().get(rule)
 
 
 def _where(where: Any) -> str:
@@ -114,10 +140,10 @@ def _entry_fields(e: dict[str, Any]) -> str:
 
 
 def _rule(rule: str, vs: list[dict[str, Any]], ident: str) -> list[str]:
-    said = vs[0].get("rule") or rule_words(rule)
+    said = f"The rule: {vs[0]['rule']}" if vs[0].get("rule") else rule_words(rule)
     out = [f"<h4>{_esc(rule)} — broken {len(vs)} time{'s' if len(vs) != 1 else ''}</h4>"]
     if said:
-        out.append(f"<p><i>The rule: {_esc(said)}.</i></p>")
+        out.append(f"<p><i>{_esc(said)}.</i></p>")
     for k, v in enumerate(vs[:SHOWN_PER_RULE]):
         out.append(f"<p><b>{k + 1}.</b> {_esc(v.get('explanation'))}</p>")
         if v.get("before") is not None or v.get("after") is not None:

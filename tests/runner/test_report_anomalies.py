@@ -110,6 +110,7 @@ def test_ops_outside_the_linearization_and_never_completed() -> None:
 def test_rule_violations_are_grouped_per_rule(tmp_path: Path) -> None:
     page = html.unescape("".join(anomaly_sections(_results(tmp_path))))
     assert "<h4>SingleLeader — broken 2 times</h4>" in page
+    assert "<i>What checker.raft judges: at most one node is leader in any epoch.</i>" in page
     assert "nodes [1, 2] were both leader in epoch 7" in page
     assert "<td>node 1 leader of epoch 7</td><td>node 2 also leader of epoch 7</td>" in page  # before / after
     assert '<a href="nodes/n1/journal.jsonl">nodes/n1/journal.jsonl:2</a>' in page  # linked into the run
@@ -118,7 +119,12 @@ def test_rule_violations_are_grouped_per_rule(tmp_path: Path) -> None:
 
 
 def test_a_rule_reads_in_one_sentence_from_the_checker_that_declares_it() -> None:
-    assert rule_words("FencedLeavesIsr") == "a broker is out of every ISR before its FenceBrokerRecord"
+    assert rule_words("FencedLeavesIsr") == "The rule: a broker is out of every ISR before its FenceBrokerRecord"
+    # or from the bullets of its docstring, first sentence only
+    assert rule_words("SingleLeader") == "What checker.raft judges: at most one node is leader in any epoch"
+    assert rule_words("MetadataGoesBack") == ("What checker.fencing judges: a node applies offsets out of order "
+                                              "within one process life")
+    assert str(rule_words("ForwardedOnce")).startswith("What checker.forwarding judges: within one broker process")
     assert rule_words("NoSuchRule") is None
 
 
