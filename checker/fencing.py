@@ -144,7 +144,10 @@ def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
                     vs.append(Violation("OldIncarnationAccepted",
                                         f"controller {nid} accepted broker {e['broker']}'s incarnation "
                                         f"{e.get('incarnation')} again after incarnation {newer.get('incarnation')} "
-                                        "replaced it", [older, newer, e]))
+                                        "replaced it", [older, newer, e],
+                                        before=f"broker {e['broker']} registered as incarnation "
+                                               f"{newer.get('incarnation')}, which replaced {e.get('incarnation')}",
+                                        after=f"the replaced incarnation {e.get('incarnation')} registered again"))
                 view.decide(e)
             elif _ok(e, "BrokerHeartbeat"):
                 b, ep = int(e["broker"]), int(e["broker_epoch"])
@@ -154,7 +157,10 @@ def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
                              and (int(r["broker_epoch"]) <= applied or any(r is k for k in view.decided))]
                     vs.append(Violation("StaleEpochAccepted",
                                         f"controller {nid} accepted a heartbeat of broker {b} with epoch {ep} though "
-                                        f"it knew registration epoch {newer[-1]['broker_epoch']}", [newer[-1], e]))
+                                        f"it knew registration epoch {newer[-1]['broker_epoch']}", [newer[-1], e],
+                                        before=f"broker {b} registered at broker epoch {newer[-1]['broker_epoch']}",
+                                        after=f"a heartbeat at broker epoch {ep} accepted (Kafka answers "
+                                              "STALE_BROKER_EPOCH)"))
 
 
 def _incarnations(e: Entry, decided: list[Entry], regs: list[Entry], applied: int) -> tuple[Entry, Entry]:

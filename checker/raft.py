@@ -224,7 +224,8 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
                 ep = int(e["epoch"])
                 if ep < st.epoch and st.epoch_entry is not None:
                     vs.append(Violation("MonotonicEpoch", f"node {nid} went from epoch {st.epoch} back to {ep}",
-                                        [st.epoch_entry, e]))
+                                        [st.epoch_entry, e], before=f"node {nid} {st.role} in epoch {st.epoch}",
+                                        after=f"node {nid} {e['role']} in epoch {ep}"))
                 st.epoch, st.epoch_entry, st.role = ep, e, str(e["role"])
                 if st.role == "leader":
                     leaders.setdefault(ep, []).append(e)

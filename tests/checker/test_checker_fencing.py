@@ -33,6 +33,9 @@ def test_stale_epoch_heartbeat_accepted() -> None:
     bad = j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
     a = only_anomaly(_check(j), "StaleEpochAccepted")
     assert a["entries"][-1]["where"] == _line(j, bad)
+    # the state before and after, in the rule's terms, for the report
+    assert (a["before"], a["after"]) == ("broker 4 registered at broker epoch 9",
+                                         "a heartbeat at broker epoch 5 accepted (Kafka answers STALE_BROKER_EPOCH)")
 
 
 def test_stale_epoch_rejected_is_fine() -> None:
@@ -50,6 +53,8 @@ def test_old_incarnation_accepted() -> None:
                 error="NONE")
     a = only_anomaly(_check(j), "OldIncarnationAccepted")
     assert a["entries"][-1]["where"] == _line(j, bad)
+    assert a["before"] == "broker 4 registered as incarnation inc-b, which replaced inc-a"
+    assert a["after"] == "the replaced incarnation inc-a registered again"
 
 
 def test_silent_broker_not_fenced() -> None:

@@ -35,6 +35,7 @@ def test_epoch_going_back() -> None:
     j.add(3, "role", role="follower", epoch=1, leader=1, voted_for=None)
     a = only_anomaly(_check(j), "MonotonicEpoch")
     assert [e["epoch"] for e in a["entries"]] == [2, 1]
+    assert a["after"] == "node 3 follower in epoch 1" and a["before"].endswith("in epoch 2")
 
 
 def test_high_water_mark_going_back() -> None:
