@@ -193,8 +193,13 @@ def explain(ops: list[Op], model: Model, seconds: float = 10.0, keep: int = 12) 
     sub = prefix(ops, cut)
     left = max(0.5, deadline - time.monotonic())
     res = search(sub, copy.deepcopy(model), meter=Meter(Budget(left)), keep_partials=keep)
+    # a model that numbers what it sees as it prepares ops (kv-whole's key slots) describes states
+    # as the search built them only after preparing the same ops in the same order
+    seen_all = copy.deepcopy(model)
+    for op in sub:
+        seen_all.prepare(op)
     orders = [[by_id[i] for i in part] for part in res.partials[:keep]]
-    replays = [_replay(model, order) for order in orders]
+    replays = [_replay(seen_all, order) for order in orders]
     partials = [steps for steps, _ in replays]
     candidates: list[Candidate] = []
     seen: set[Any] = set()
@@ -202,11 +207,11 @@ def explain(ops: list[Op], model: Model, seconds: float = 10.0, keep: int = 12) 
         if state in seen or len(candidates) >= SHOWN_CANDIDATES:
             continue
         seen.add(state)
-        candidates.append(candidate(model, state, order, sub, failing))
+        candidates.append(candidate(seen_all, state, order, sub, failing))
     note = "" if complete else "time ran out; this prefix fails but a shorter one may too"
     probe = copy.deepcopy(model)
     shown = [op for op in sub if op is failing or op.ret_line == getattr(failing, "ret_line", -1)
              or probe.prepare(op) is not None]
-    initial = copy.deepcopy(model)
+    initial = copy.deepcopy(seen_all)
     return Explanation(cut, failing, shown, partials[:3], complete, note, candidates,
                        initial.describe_state(initial.init()))

@@ -171,3 +171,13 @@ def test_isr_cycles_speak_of_partition_epochs() -> None:
     assert "read the state at partition epoch 6, which" in text
     assert "replaced with the state at partition epoch 7" in text
     assert "AlterPartition t3-0 by broker 2000" in text
+
+
+def test_a_whole_map_model_describes_every_state_by_key() -> None:
+    # kv-whole numbers keys as it prepares ops: the states shown are named by key, as the search saw them
+    model = build_model("kv-whole")
+    ops = _ops([(0, "invoke", "put", {"key": "a", "value": "1"}), (0, "ok", "put", {"key": "a", "value": "1"}),
+                (1, "invoke", "put", {"key": "b", "value": "2"}), (1, "ok", "put", {"key": "b", "value": "2"}),
+                (2, "invoke", "get", {"key": "b"}), (2, "ok", "get", {"key": "b", "value": "3"})])
+    e = explain(ops, model)
+    assert e.initial == "a='', b=''" and [c.state for c in e.candidates] == ["a='1', b='2'"]
