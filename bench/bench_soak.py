@@ -3,8 +3,9 @@ by default — and whether it stays healthy: the verdict, every fault window hea
 and each node's resident memory flat (the median of the last tenth of the run against the median
 of the second tenth: the first tenth is start-up and warm-up).
 
-The runner's memory is sampled from /proc every `--sample` seconds while it runs; the nodes'
-from their own `process_resident_memory_bytes` in the run's metrics.jsonl (scraped by the runner).
+The runner's memory is sampled from /proc every `--sample` seconds while it runs (up to the history's
+last write: the check that follows is not the run); the nodes' from their own
+`process_resident_memory_bytes` in the run's metrics.jsonl (scraped by the runner).
 
     .venv/bin/python bench/bench_soak.py [--minutes 60] [--seed 1] [--store store] [--sample 15]
     .venv/bin/python bench/bench_soak.py --run RUN_DIR --runner-rss FILE   (re-read a finished soak)
@@ -87,6 +88,17 @@ def healed(run: Path) -> tuple[int, int]:
     return opened, len(pending)
 
 
+def run_phase(run: Path, runner: list[tuple[float, float]], started: float) -> list[tuple[float, float]]:
+    """The runner's samples up to the history's last write (the end of the run and its final reads):
+    the check that follows loads the whole history and runs the checkers in child processes, which
+    is not the runner's memory over a long run."""
+    try:
+        end = (run / "history.jsonl").stat().st_mtime - started
+    except OSError:
+        return runner
+    return [(t, v) for t, v in runner if t <= end]
+
+
 def report(run: Path, runner: list[tuple[float, float]], code: int) -> int:
     results = json.loads((run / "results.json").read_text())
     opened, open_at_end = healed(run)
@@ -122,24 +134,27 @@ def main() -> int:
     ap.add_argument("--runner-rss", type=Path, help="with --run: the runner samples a soak wrote")
     args = ap.parse_args()
     if args.run:
-        runner = [tuple(x) for x in json.loads(args.runner_rss.read_text())] if args.runner_rss else []
-        return report(args.run, runner, -1)  # type: ignore[arg-type]
+        saved = json.loads(args.runner_rss.read_text()) if args.runner_rss else {"samples": []}
+        if isinstance(saved, list):  # older files: samples only, the run directory's name is its start
+            saved = {"samples": saved, "started": time.mktime(time.strptime(args.run.name[:15], "%Y%m%dT%H%M%S"))}
+        runner = [(float(t), float(v)) for t, v in saved["samples"]]
+        return report(args.run, run_phase(args.run, runner, float(saved.get("started") or 0)), -1)
     cmd = [str(Path(sys.executable).parent / "kraftlab"), "test", "--workload", "mixed", "--nemesis", "all",
            "--time-limit", str(int(args.minutes * 60)), "--seed", str(args.seed), "--store", str(args.store)]
     print("$ " + " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     runner: list[tuple[float, float]] = []
-    t0 = time.monotonic()
+    t0, started = time.monotonic(), time.time()
     while proc.poll() is None:
         runner.append((time.monotonic() - t0, float(_rss_of_tree(proc.pid))))
         time.sleep(args.sample)
     err = proc.stderr.read() if proc.stderr else ""
     run = (args.store / "latest").resolve()
-    (run / "soak-runner-rss.json").write_text(json.dumps(runner))
+    (run / "soak-runner-rss.json").write_text(json.dumps({"started": started, "samples": runner}))
     if not (run / "results.json").is_file():
         print(f"no results.json in {run}; runner stderr:\n{err[-3000:]}")
         return 2
-    return report(run, runner, proc.returncode)
+    return report(run, run_phase(run, runner, started), proc.returncode)
 
 
 if __name__ == "__main__":
