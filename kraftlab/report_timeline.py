@@ -78,7 +78,8 @@ class _Frame:
     apart and a long quiet stretch takes no room; times between marks are interpolated. Without, it
     is linear in time."""
 
-    def __init__(self, lanes: list[str], t0: float, t1: float, unit: str, marks: Sequence[float] = ()) -> None:
+    def __init__(self, lanes: list[str], t0: float, t1: float, unit: str, marks: Sequence[float] = (),
+                 ns: float = 1e9) -> None:
         self.lanes = {name: i for i, name in enumerate(lanes)}
         self.t0, self.t1 = t0, max(t1, t0 + 1e-6)
         self.marks = sorted({self.t0, self.t1, *marks})
@@ -87,6 +88,7 @@ class _Frame:
         self.scale = (WIDTH - LEFT - RIGHT) / max(span, 1e-9)
         self.height = TOP + LANE_H * len(lanes) + BOTTOM
         self.unit = unit
+        self.ns = ns
 
     def x(self, t: float) -> float:
         if not self.ordinal:
@@ -123,7 +125,7 @@ class _Frame:
         out.append(f'<line x1="{LEFT}" y1="{base}" x2="{WIDTH - RIGHT}" y2="{base}" stroke="#888"/>')
         for t in self.ticks():
             x = self.x(t)
-            said = f"{t:.3f}" if self.ordinal else f"{t:g}"
+            said = f"{t:g}" if not self.ordinal or self.ns == 1.0 else f"{t:.3f}"
             out.append(f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 4}" stroke="#888"/>'
                        f'<text x="{x:.1f}" y="{base + 15}" text-anchor="middle" fill="#555">{said}</text>')
         out.append(f'<text x="{WIDTH - RIGHT}" y="{base + 28}" text-anchor="end" fill="#555">{_esc(self.unit)}</text>')
@@ -145,9 +147,12 @@ class _Frame:
         return out
 
 
-def _op_tip(o: dict[str, Any], candidates: Sequence[dict[str, Any]]) -> str:
-    start = f"invoked at {int(o['start']) / 1e9:.3f} s"
-    end = (f", completed at {int(o['end']) / 1e9:.3f} s ({o.get('status')})" if o.get("end") is not None
+def _op_tip(o: dict[str, Any], candidates: Sequence[dict[str, Any]], ns: float = 1e9) -> str:
+    def at(t: Any) -> str:
+        return f"{int(t) / ns:.3f} s" if ns != 1.0 else f"event {int(t)}"
+
+    start = f"invoked at {at(o['start'])}"
+    end = (f", completed at {at(o['end'])} ({o.get('status')})" if o.get("end") is not None
            else f", never completed ({o.get('status')}: it may take effect at any later time)")
     lines = [str(o.get("label")), start + end]
     if o.get("order") is not None:
@@ -165,28 +170,33 @@ def _op_tip(o: dict[str, Any], candidates: Sequence[dict[str, Any]]) -> str:
 
 def op_timeline(anomaly: dict[str, Any], windows: Sequence[Any], ident: str) -> str:
     """The interactive timeline of one linearizability anomaly's failing key ('' without one)."""
-    ops = [o for o in anomaly.get("timeline") or [] if isinstance(o, dict) and o.get("start") is not None]
+    ops = [o for o in anomaly.get("timeline") or [] if isinstance(o, dict)]
+    if ops and any(o.get("start") is None for o in ops):
+        # a history without times (a Knossos EDN test history): event positions instead
+        ops = [{**o, "start": o["call"], "end": o.get("ret")} for o in ops if o.get("call") is not None]
+        windows, unit, ns = (), "event position in the history", 1.0
+    else:
+        unit, ns = "seconds since the test started", 1e9
     if not ops:
         return ""
     candidates = [c for c in anomaly.get("candidates") or [] if isinstance(c, dict)]
     procs = sorted({str(o["process"]) for o in ops}, key=lambda p: (len(p), p))
-    t0 = min(int(o["start"]) for o in ops) / 1e9
-    t1 = max(int(o["end"] if o.get("end") is not None else o["start"]) for o in ops) / 1e9
-    marks = [int(o[k]) / 1e9 for o in ops for k in ("start", "end") if o.get(k) is not None]
+    t0 = min(int(o["start"]) for o in ops) / ns
+    t1 = max(int(o["end"] if o.get("end") is not None else o["start"]) for o in ops) / ns
+    marks = [int(o[k]) / ns for o in ops for k in ("start", "end") if o.get(k) is not None]
     fr = _Frame([f"process {p}" for p in procs], t0 - 1e-3, t1 + 1e-3,
-                "seconds since the test started (ordinal scale: every invocation and completion gets the same width)",
-                marks)
+                f"{unit} (ordinal scale: every invocation and completion gets the same width)", marks, ns)
     parts = fr.open(ident, f"timeline of key {anomaly.get('key')}") + fr.faults(windows)
     path: list[tuple[int, float, float]] = []
     failing_tip = ""
     for o in sorted(ops, key=lambda o: int(o["start"])):
         lane = f"process {o['process']}"
-        x0 = fr.x(int(o["start"]) / 1e9)
-        x1 = fr.x(int(o["end"]) / 1e9) if o.get("end") is not None else fr.x(fr.t1)
+        x0 = fr.x(int(o["start"]) / ns)
+        x1 = fr.x(int(o["end"]) / ns) if o.get("end") is not None else fr.x(fr.t1)
         y = fr.y(lane) + 4
         color = RED if o.get("failing") else GREEN if o.get("order") is not None else GREY
         dash = ' stroke-dasharray="4 2"' if o.get("end") is None else ""
-        tip = _op_tip(o, candidates)
+        tip = _op_tip(o, candidates, ns)
         if o.get("failing"):
             failing_tip = tip
         parts.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 3):.1f}" height="{LANE_H - 9}" rx="3" '

@@ -107,6 +107,16 @@ def test_ops_outside_the_linearization_and_never_completed() -> None:
     assert op_timeline({"key": "k", "timeline": []}, [], "t") == ""
 
 
+def test_a_history_without_times_is_drawn_by_event_position() -> None:
+    ops = [{"process": 0, "start": None, "end": None, "call": 0, "ret": 1, "label": "p0 write(1)", "status": "ok",
+            "order": 0, "state_before": "nil", "state": "1", "failing": False},
+           {"process": 1, "start": None, "end": None, "call": 2, "ret": 3, "label": "p1 read() -> 2", "status": "ok",
+            "order": None, "state_before": None, "state": None, "failing": True}]
+    svg = op_timeline({"key": None, "timeline": ops}, [], "t")
+    assert svg.count('rx="3"') == 2 and "event position in the history" in svg
+    assert "invoked at event 2, completed at event 3 (ok)" in html.unescape(svg)
+
+
 def test_rule_violations_are_grouped_per_rule(tmp_path: Path) -> None:
     page = html.unescape("".join(anomaly_sections(_results(tmp_path))))
     assert "<h4>SingleLeader — broken 2 times</h4>" in page
