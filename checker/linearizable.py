@@ -87,7 +87,8 @@ TIMELINE_OPS = 150
 def timeline(ops: list[Op], partial: list[tuple[Op, str]], failing: Op | None, model: Model | None = None,
              initial: str = "") -> list[dict[str, Any]]:
     """The failing key's ops for the report's interactive timeline: each op's process, interval
-    (ns since the test started; no end: it never completed; `call`/`ret` the same as event positions,
+    (ns since the test started; no end: it never completed — `gave_up` when the client stopped waiting
+    for an answer, an `info` op; `call`/`ret` the same as event positions,
     for histories without times), label in the model's words, outcome,
     its place in the longest partial linearization with the model state before and after it there,
     and whether it is the op that cannot be linearized. The last TIMELINE_OPS ops invoked."""
@@ -102,7 +103,9 @@ def timeline(ops: list[Op], partial: list[tuple[Op, str]], failing: Op | None, m
     out = []
     for op in shown:
         place = order.get(op.id)
-        out.append({"process": op.process, "start": op.call_time, "end": op.ret_time, "call": op.call, "ret": op.ret,
+        crashed = op.ret is None  # an `info` op has no return: it may take effect at any later time
+        out.append({"process": op.process, "start": op.call_time, "end": None if crashed else op.ret_time,
+                    "gave_up": op.ret_time if crashed else None, "call": op.call, "ret": op.ret,
                     "label": op_label(model, op),
                     "status": op.status, "order": None if place is None else place[0],
                     "state_before": None if place is None else place[1],

@@ -153,7 +153,8 @@ def _op_tip(o: dict[str, Any], candidates: Sequence[dict[str, Any]], ns: float =
 
     start = f"invoked at {at(o['start'])}"
     end = (f", completed at {at(o['end'])} ({o.get('status')})" if o.get("end") is not None
-           else f", never completed ({o.get('status')}: it may take effect at any later time)")
+           else f", never completed ({o.get('status')}: it may take effect at any later time"
+                + (f"; the client gave up at {at(o['gave_up'])})" if o.get("gave_up") is not None else ")"))
     lines = [str(o.get("label")), start + end]
     if o.get("order") is not None:
         lines += [f"#{int(o['order']) + 1} in the longest partial linearization",

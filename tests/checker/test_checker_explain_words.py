@@ -181,3 +181,13 @@ def test_a_whole_map_model_describes_every_state_by_key() -> None:
                 (2, "invoke", "get", {"key": "b"}), (2, "ok", "get", {"key": "b", "value": "3"})])
     e = explain(ops, model)
     assert e.initial == "a='', b=''" and [c.state for c in e.candidates] == ["a='1', b='2'"]
+
+
+def test_an_info_op_is_drawn_open_ended_with_when_the_client_gave_up() -> None:
+    ops = _ops([(1, "invoke", "create", {"topic": "t1"}), (1, "ok", "create", None),
+                (2, "invoke", "create", {"topic": "t1"}), (2, "info", "create", None, "timeout"),
+                (3, "invoke", "describe", {"topic": "t1"}), (3, "ok", "describe", {"topic": "t1", "exists": False})])
+    res = check_linearizable(ops, build_model("topics"))
+    tl = {o["process"]: o for o in res["anomalies"][0]["timeline"]}
+    assert tl[2]["end"] is None and tl[2]["gave_up"] == 3000 and tl[2]["status"] == "info"
+    assert tl[3]["failing"] and tl[3]["end"] == 5000

@@ -100,3 +100,4 @@ def test_the_failing_key_has_a_timeline(tmp_path: Path) -> None:
     assert tl[0]["state"] == "partition epoch 6, leader 4 at leader epoch 1, ISR [4, 5]"
     assert tl[0]["state_before"] == "not yet seen" and tl[1]["state_before"] is None
     assert (tl[0]["start"], tl[0]["end"], tl[1]["end"]) == (0, 1000, 3000)  # ns since the test started
+    assert tl[0]["gave_up"] is None

@@ -94,14 +94,16 @@ def test_a_linearizability_failure_is_explained_with_its_timeline(tmp_path: Path
 def test_ops_outside_the_linearization_and_never_completed() -> None:
     ops = [{"process": 1, "start": 10**8, "end": 2 * 10**8, "label": "p1 w", "status": "ok", "order": 0,
             "state_before": "nil", "state": "1", "failing": False},
-           {"process": 2, "start": 15 * 10**7, "end": None, "label": "p2 w", "status": "info", "order": None,
+           {"process": 2, "start": 15 * 10**7, "end": None, "gave_up": 25 * 10**7, "label": "p2 w", "status": "info",
+            "order": None,
             "state_before": None, "state": None, "failing": False},
            {"process": 3, "start": 3 * 10**8, "end": 4 * 10**8, "label": "p3 r", "status": "ok", "order": None,
             "state_before": None, "state": None, "failing": True}]
     svg = op_timeline({"key": "k", "timeline": ops, "candidates": [
         {"state": "1", "linearized": 1, "blocked": "p3 r", "reason": "it read 2", "fits": False}]}, [], "t")
     tips = [html.unescape(t) for t in re.findall(r'data-tip="([^"]*)"', svg)]
-    assert "never completed (info: it may take effect at any later time)" in tips[1]
+    assert ("never completed (info: it may take effect at any later time; the client gave up at 0.250 s)"
+            in tips[1])
     assert "not in the longest partial linearization" in tips[1] and 'stroke-dasharray="4 2"' in svg
     assert "• in state [1] (after 1 ops): p3 r cannot come next: it read 2" in tips[2]
     assert op_timeline({"key": "k", "timeline": []}, [], "t") == ""
