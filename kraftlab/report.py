@@ -57,9 +57,8 @@ def _checker_rows(results: dict[str, Any]) -> str:
         anomalies = res.get("anomalies") or []
         shown = (f"<div class='small'>{len(anomalies)} anomal{'y' if len(anomalies) == 1 else 'ies'}: "
                  f"<a href='#anomalies-{_esc(name)}'>explained below</a></div>" if anomalies else "")
-        more = ""
         rows.append(f"<tr><td>{_esc(name)}</td><td>{_verdict(res.get('valid'))}</td>"
-                    f"<td><pre>{_esc(expl)}</pre>{shown}{more}</td></tr>")
+                    f"<td><pre>{_esc(expl)}</pre>{shown}</td></tr>")
     return "<table><tr><th>checker</th><th>verdict</th><th>explanation</th></tr>" + "".join(rows) + "</table>"
 
 
@@ -167,7 +166,8 @@ def render(run: RunDir) -> Path:
 
     pictures = sorted((run.path / "checker").rglob("*.png")) if (run.path / "checker").is_dir() else []
     if pictures:
-        parts.append("<h2>Anomalies</h2>")
+        parts.append("<h2>Anomaly pictures</h2><div class='small'>As drawn by the checkers (PNG and SVG under "
+                     "checker/): the failure's last operations and the anomaly cycles.</div>")
         for pic in pictures[:20]:
             svg = pic.with_suffix(".svg")
             link = f' (<a href="{_esc(svg.relative_to(run.path))}">svg</a>)' if svg.is_file() else ""
