@@ -89,8 +89,9 @@ def violation(ops: list[Op]) -> tuple[str, list[Op]] | None:
                     f"{b} (line {s.op.call_line})", [first.op, s.op])
         if (s.epoch, s.broker) not in windows:
             start = attempts.get((s.broker, s.op.value.get("incarnation")), s.op)
-            why = ("the registration that got it was invoked" if start is s.op else
-                   "the first attempt of that incarnation's registration (a retry gets its epoch) was invoked")
+            why = ("it is the registration that got it" if start is s.op else
+                   "it is the first attempt of the registration of the incarnation that got it (a retry gets its "
+                   "epoch)")
             windows[(s.epoch, s.broker)] = Window(s.epoch, s.broker, start.call, start, why)
     crashed: dict[int, Op] = {}
     for op in ops:
@@ -101,7 +102,7 @@ def violation(ops: list[Op]) -> tuple[str, list[Op]] | None:
     for s in seen:
         if (s.epoch, s.broker) not in windows and s.broker in crashed:
             windows[(s.epoch, s.broker)] = Window(s.epoch, s.broker, crashed[s.broker].call, crashed[s.broker],
-                                                  "the broker's earliest crashed registration was invoked")
+                                                  "it is the broker's earliest registration whose answer was lost")
     _raise_starts(windows, seen)
     _set_ends(windows, seen)
     return _first_misfit(windows)
@@ -125,7 +126,8 @@ def _raise_starts(windows: dict[tuple[int, int], Window], seen: list[Sighting]) 
         if i and run[i - 1].op.call > w.start:
             s = run[i - 1]
             w.start, w.start_op = s.op.call, s.op
-            w.start_why = f"it saw broker {w.broker} at the lower epoch {s.epoch}, and was invoked"
+            w.start_why = (f"it saw broker {w.broker} at the lower broker epoch {s.epoch}, so it took effect before "
+                           f"epoch {w.epoch} existed")
 
 
 def _set_ends(windows: dict[tuple[int, int], Window], seen: list[Sighting]) -> None:
@@ -172,10 +174,13 @@ def _first_misfit(windows: dict[tuple[int, int], Window]) -> tuple[str, list[Op]
 def _explain(lo: Window, w: Window) -> tuple[str, list[Op]]:
     hi = w.end_op
     assert hi is not None
-    first = (f"broker epoch {lo.epoch} (broker {lo.broker}) was issued after {lo.start_op.label(op_words.registry)} "
-             f"(line {lo.start_op.call_line}): {lo.start_why} there")
-    second = (f"epoch {w.epoch} (broker {w.broker}) was issued before {hi.label(op_words.registry)} completed "
-              f"(line {hi.ret_line}), which saw it or a higher one")
-    order = "the same issue" if lo.epoch == w.epoch else f"{lo.epoch} < {w.epoch}, so it was issued earlier"
-    return (f"broker epochs are metadata-log offsets, issued in increasing order: {first}; {second}; "
-            f"{order} — yet that completion came first. A contradiction.", [lo.start_op, hi])
+    a, b = lo.start_op.label(op_words.registry), hi.label(op_words.registry)
+    saw = min((s for s in sightings(hi) if s.epoch >= w.epoch), key=lambda s: s.epoch, default=None)
+    seen = f"broker epoch {w.epoch} or a higher one" if saw is None else (
+        f"broker {saw.broker} at broker epoch {saw.epoch}"
+        + ("" if saw.epoch == lo.epoch else f", issued no earlier than epoch {lo.epoch}"))
+    return (f"broker epochs are metadata-log offsets, issued in increasing order across all brokers. Broker epoch "
+            f"{lo.epoch} of broker {lo.broker} was issued after A = {a} was invoked (history line "
+            f"{lo.start_op.call_line}): {lo.start_why}. Yet B = {b} had completed before that (history line "
+            f"{hi.ret_line}), having seen {seen}. A contradiction: B completed before A began, yet saw what was "
+            "issued only after A began.", [lo.start_op, hi])

@@ -130,6 +130,13 @@ def test_cross_key_violation_names_the_two_ops() -> None:
     labels = sorted(o["label"] for o in a["ops"])  # in Kafka's words, with the epochs that matter
     assert labels == ["p1 BrokerHeartbeat broker 4 at broker epoch 10",
                       "p2 BrokerRegistration broker 5 incarnation b ⇒ broker epoch 5"], labels
+    # Elle's form: the two ops named, why each bound holds, and the contradiction
+    assert "was issued after A = p2 BrokerRegistration broker 5 incarnation b ⇒ broker epoch 5 was invoked" \
+        in a["explanation"], a["explanation"]
+    assert ("Yet B = p1 BrokerHeartbeat broker 4 at broker epoch 10 had completed before that (history line 3), "
+            "having seen broker 4 at broker epoch 10, issued no earlier than epoch 5.") in a["explanation"]
+    assert a["explanation"].endswith("A contradiction: B completed before A began, yet saw what was issued only "
+                                     "after A began.")
 
 
 def test_registry_reads_are_projected_per_broker() -> None:
