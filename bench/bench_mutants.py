@@ -176,8 +176,8 @@ def tests_for(m: Mutant, lines: dict[str, object]) -> list[str] | None:
     chosen: set[str] = set()
     for n in range(m.line, m.end_line + 1):
         chosen.update(per_file.get(str(n), ()))
-    if "<import>" in chosen:
-        chosen = set(durations)
+    if "<import>" in chosen or m.top_level:
+        chosen = set(durations)  # code that runs at import: every test depends on it
     return sorted(chosen, key=lambda t: (durations.get(t, 0.0), t))
 
 
@@ -285,7 +285,8 @@ def cache_key(m: Mutant) -> str:
 def _fresh(entry: dict[str, str] | None, suite: str) -> bool:
     """A cached verdict still holds: a kill always (the tests only grow stronger), a survivor only
     while the tests and simulators are unchanged."""
-    return entry is not None and (entry["status"] in (*KILLED, "identical") or entry.get("suite") == suite)
+    return entry is not None and (entry["status"] in (*KILLED, "identical") or (
+        entry.get("suite") == suite and entry["status"] != "uncovered"))  # uncovered: cheap to re-check
 
 
 def run_simulators(todo: list[Mutant], lines: dict[str, object], cache: dict[str, dict[str, str]], suite: str,
@@ -511,8 +512,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted: what finished is cached; run the same command to resume", flush=True)
     figures = report(chosen, cache)
     unrun = sum(cache_key(m) not in cache for m in chosen)
-    print(f"({time.monotonic() - t0:.0f} s this run" + (f"; {unrun} chosen mutants not run: budget spent)"
-                                                       if unrun else ")"))
+    why = "interrupted" if interrupted else "budget spent"
+    print(f"({time.monotonic() - t0:.0f} s this run" + (f"; {unrun} chosen mutants not run: {why})" if unrun else ")"))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
     return 130 if interrupted else 0

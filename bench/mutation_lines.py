@@ -72,10 +72,11 @@ def _tracer(frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None
     return local
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    if os.environ.get("MUTATION_LINES_OUT"):
-        sys.settrace(_tracer)
-        threading.settrace(_tracer)
+if os.environ.get("MUTATION_LINES_OUT"):
+    # From the plugin's import on: the conftests given on the command line import the node's
+    # modules before pytest_configure, and their module-level lines count too.
+    sys.settrace(_tracer)
+    threading.settrace(_tracer)
 
 
 @pytest.hookimpl(hookwrapper=True)

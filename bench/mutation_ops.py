@@ -63,6 +63,7 @@ class Mutant:
     index: int  # the node's position in ast.walk order of the file (how to find it again)
     digest: str  # of the mutated node's source and the change
     rank: int = 0  # among mutants with the same file, scope, kind and digest
+    top_level: bool = False  # run when its module is imported (module or class body, defaults, decorators)
 
     @property
     def id(self) -> str:
@@ -118,20 +119,30 @@ def _skipped_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
-def _scopes(tree: ast.AST) -> dict[int, str]:
-    """id(node) → the dotted name of the innermost function or class around it."""
+def _scopes(tree: ast.AST) -> tuple[dict[int, str], set[int]]:
+    """id(node) → the dotted name of the innermost function or class around it; and the ids of
+    nodes that run when the module is imported (outside any function body)."""
     out: dict[int, str] = {}
+    top: set[int] = set()
 
-    def visit(node: ast.AST, scope: str) -> None:
+    def visit(node: ast.AST, scope: str, at_import: bool) -> None:
         out[id(node)] = scope
-        inner = scope
+        if at_import:
+            top.add(id(node))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             inner = node.name if scope == "<module>" else f"{scope}.{node.name}"
-        for child in ast.iter_child_nodes(node):
-            visit(child, inner)
+            body = {id(n) for n in node.body}
+            for child in ast.iter_child_nodes(node):  # decorators, defaults, bases: at definition time
+                visit(child, inner, at_import and (isinstance(node, ast.ClassDef) or id(child) not in body))
+        elif isinstance(node, ast.Lambda):
+            for child in ast.iter_child_nodes(node):
+                visit(child, scope, at_import and child is not node.body)
+        else:
+            for child in ast.iter_child_nodes(node):
+                visit(child, scope, at_import)
 
-    visit(tree, "<module>")
-    return out
+    visit(tree, "<module>", True)
+    return out, top
 
 
 def _contexts(tree: ast.AST) -> dict[int, str]:
@@ -226,7 +237,7 @@ def mutants_of(source: str, file: str) -> list[Mutant]:
     """Every mutant of one file's source, in a stable order."""
     tree = ast.parse(source)
     skip = _skipped_nodes(tree)
-    scopes = _scopes(tree)
+    scopes, top = _scopes(tree)
     contexts = _contexts(tree)
     found: list[Mutant] = []
     ranks: Counter[tuple[str, str, str]] = Counter()
@@ -238,7 +249,7 @@ def mutants_of(source: str, file: str) -> list[Mutant]:
         rank = ranks[(scope, kind, digest)]
         ranks[(scope, kind, digest)] += 1
         found.append(Mutant(file, shown.lineno, shown.end_lineno or shown.lineno,  # type: ignore[attr-defined]
-                            scope, kind, variant, detail, i, digest, rank))
+                            scope, kind, variant, detail, i, digest, rank, id(node) in top))
     return found
 
 
