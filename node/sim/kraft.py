@@ -3,12 +3,15 @@ simulator's in-memory storage, network and scheduler (node.sim), with QuorumCont
 voters and brokers (lifecycle, metadata replay, client APIs) on Raft observers.
 
 Brokers register and heartbeat over the simulated network to the controller they believe
-active; a client creates topics through random brokers (forwarded to the controller). Faults:
+active; a client creates topics through random brokers (forwarded to the controller), most of
+them valid, some with a default, zero or too large partition count or replication factor. Faults:
 isolating a node, crashing and restarting a controller or a broker (a broker restarts as a new
 incarnation), a broker's controlled shutdown followed by its restart; optionally a lossy network.
 Checked while running, after every step that moved a node's committed offset: images identical
 at equal offsets on every node, no fenced or unregistered broker in any ISR or leading.
-At the end (after healing): no acknowledged topic lost, every node converged.
+Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
+is never created. At the end (after healing): no acknowledged topic lost, each with the partition
+count and replication factor asked for (or the defaults), every node converged.
 """
 
 from __future__ import annotations
@@ -121,6 +124,10 @@ class KraftSim:
         self.snapshot_every = snapshot_every
         self.digests: dict[int, str] = {}
         self.acked: set[str] = set()
+        # Each topic's requested (partitions, replication factor), -1 for the default, drawn from
+        # their own generator (the fault schedule stays the seed's): mostly valid, some invalid.
+        self.shapes: dict[str, tuple[int, int]] = {}
+        self.shape_rng = random.Random(seed ^ 0x5EED)
         self.created = 0
         self.fence_events: list[tuple[int, dict[str, Any]]] = []
         self.journal: list[tuple[int, int, JournalEvent]] = []
@@ -231,7 +238,12 @@ class KraftSim:
 
     def _client_answer(self, out: ClientReply) -> None:
         for t in out.response.topics:
+            partitions, factor = self.shapes.get(t.name, (-1, -1))
             if t.error_code == ErrorCode.none:
+                if partitions == 0 or factor == 0 or factor > len(self.broker_ids):
+                    raise SimViolation(f"seed {self.seed}: topic {t.name} created with {partitions} partitions and "
+                                       f"replication factor {factor}: Kafka refuses it (INVALID_PARTITIONS / "
+                                       "INVALID_REPLICATION_FACTOR)")
                 self.acked.add(t.name)
 
     # ---- invariants -------------------------------------------------------------------------
@@ -331,8 +343,12 @@ class KraftSim:
             if live:
                 node = self.rng.choice(live)
                 self.created += 1
+                partitions = self.shape_rng.choice([2, 2, 2, 1, 3, -1, 0])
+                factor = self.shape_rng.choice([2, 2, 2, 1, 3, -1, 0, len(self.broker_ids) + 1])
+                self.shapes[f"t{self.created}"] = (partitions, factor)
                 topic = CreatableTopic(
-                    name=f"t{self.created}", num_partitions=2, replication_factor=2, assignments=(), configs=()
+                    name=f"t{self.created}", num_partitions=partitions, replication_factor=factor, assignments=(),
+                    configs=()
                 )
                 node.apis.handle(("client", self.created), CreateTopicsRequest(topics=(topic,), timeout=5_000), now)  # type: ignore[union-attr]
                 self.drain(node, now)
@@ -407,6 +423,16 @@ class KraftSim:
         lost = sorted(t for t in self.acked if image.topic(t) is None)
         if lost:
             raise SimViolation(f"seed {self.seed}: acknowledged topics lost: {lost}")
+        defaults = ControllerConfig(node_id=0, cluster_id=CLUSTER_ID)
+        for name in sorted(self.acked):
+            partitions, factor = self.shapes.get(name, (-1, -1))
+            want_p = defaults.default_num_partitions if partitions == -1 else partitions
+            want_f = defaults.default_replication_factor if factor == -1 else factor
+            info = image.topic(name)
+            got = sorted({len(p.replicas) for p in info.partitions.values()})  # type: ignore[union-attr]
+            if len(info.partitions) != want_p or got != [want_f]:  # type: ignore[union-attr]
+                raise SimViolation(f"seed {self.seed}: topic {name} asked for {want_p} partitions of {want_f} "
+                                   f"replicas, has {len(info.partitions)} partitions of {got} replicas")  # type: ignore[union-attr]
         for b in self.broker_ids:
             node = self.nodes[b]
             if node.lifecycle is None or node.lifecycle.state != BrokerState.RUNNING:
