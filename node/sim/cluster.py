@@ -47,6 +47,8 @@ class SimParams:
     """False: a crashed node is silent (its host is down: requests to it time out). True: its host
     refuses connections (the process died): requests to it fail at once (`RequestFailed`)."""
     journal: bool = False
+    first_id: int = 1
+    """The first node id (voters, then observers, count up from it): Kafka's node ids start at 0."""
 
     def replay_command(self) -> str:
         return (
@@ -55,6 +57,7 @@ class SimParams:
             f"--fault-ms {self.fault_ms} --settle-ms {self.settle_ms} --snapshot-every {self.snapshot_every} "
             f"--append-interval-ms {self.append_interval_ms} --snapshot-chunk-bytes {self.snapshot_chunk_bytes} "
             f"--flush-delay-ms {self.flush_delay_ms}{' --refusals' if self.refusals else ''}"
+            f"{f' --first-id {self.first_id}' if self.first_id != 1 else ''}"
         )
 
 
@@ -108,8 +111,9 @@ class Simulation:
         self.rng = random.Random(params.seed)
         self.queue = EventQueue()
         self.network = Network(random.Random(self.rng.getrandbits(64)))
-        self.voter_ids = list(range(1, params.voters + 1))
-        self.observer_ids = list(range(params.voters + 1, params.voters + params.observers + 1))
+        first = params.first_id
+        self.voter_ids = list(range(first, first + params.voters))
+        self.observer_ids = list(range(first + params.voters, first + params.voters + params.observers))
         self.nodes: dict[int, SimNode] = {
             i: SimNode(i, i in self.voter_ids) for i in self.voter_ids + self.observer_ids
         }

@@ -28,6 +28,7 @@ def parse(argv: list[str] | None = None) -> SimParams:
     parser.add_argument("--snapshot-chunk-bytes", type=int, default=_DEFAULTS.snapshot_chunk_bytes)
     parser.add_argument("--flush-delay-ms", type=int, default=_DEFAULTS.flush_delay_ms)
     parser.add_argument("--refusals", action="store_true", help="crashed nodes refuse connections")
+    parser.add_argument("--first-id", type=int, default=_DEFAULTS.first_id, help="the first node id (0 as Kafka's)")
     args = parser.parse_args(argv)
     faults = tuple(f for f in args.faults.split(",") if f and f != "none")
     return SimParams(
@@ -42,6 +43,7 @@ def parse(argv: list[str] | None = None) -> SimParams:
         snapshot_chunk_bytes=args.snapshot_chunk_bytes,
         flush_delay_ms=args.flush_delay_ms,
         refusals=args.refusals,
+        first_id=args.first_id,
     )
 
 

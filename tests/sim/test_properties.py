@@ -1,6 +1,6 @@
-"""Property tests: random clusters (1-5 voters, 0-3 observers) under random fault mixes and
-seeds, every invariant checked after every event, liveness checked after healing. A failure
-prints the one-line command that replays it exactly."""
+"""Property tests: random clusters (1-5 voters, 0-3 observers, node ids from 0 as Kafka's or
+from 1) under random fault mixes and seeds, every invariant checked after every event, liveness
+checked after healing. A failure prints the one-line command that replays it exactly."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ def run_or_explain(params: SimParams) -> None:
     append_interval_ms=st.sampled_from([10, 40, 200]),
     flush_delay_ms=st.sampled_from([0, 3, 20]),
     refusals=st.booleans(),
+    first_id=st.sampled_from([0, 1]),
 )
 def test_invariants_and_liveness_under_faults(
     seed: int,
@@ -40,6 +41,7 @@ def test_invariants_and_liveness_under_faults(
     append_interval_ms: int,
     flush_delay_ms: int,
     refusals: bool,
+    first_id: int,
 ) -> None:
     params = SimParams(
         seed=seed,
@@ -50,5 +52,6 @@ def test_invariants_and_liveness_under_faults(
         append_interval_ms=append_interval_ms,
         flush_delay_ms=flush_delay_ms,
         refusals=refusals,
+        first_id=first_id,
     )
     run_or_explain(params)
