@@ -32,7 +32,9 @@ snapshots, restarts), its epochs, roles and high-water marks. Then:
   of followers can commit what the leader has not flushed yet.) A journal with no `flush` event
   at all (older nodes, hand-built journals) counts appends as durable.
 - CommittedPrefixAgreement: every node that saw an offset committed saw the same CRC there, no
-  node's final log differs from a committed CRC, and no node truncates an entry below its own
+  node's final log differs from a committed CRC below that node's own high-water mark (beyond it,
+  a node cut off when the journals end may still hold a tail it has not learned is divergent),
+  and no node truncates an entry below its own
   high-water mark (except to replace its log with a snapshot, or to cut a corrupt tail found on
   recovery: storage damage is reported by its own `corruption` event).
 - LeaderCompleteness: every entry committed in an epoch is in the log of every leader of a later
@@ -325,7 +327,9 @@ def check_raft(journals: Journals, voters: list[int] | None = None,
     for o, c in sorted(committed.items()):
         for nid, st in nodes.items():
             have = st.log.get(o)
-            if have is not None and have[1] != c.crc:
+            # only below the node's own high-water mark: a node cut off when the journals end (a killed
+            # run, collected before any heal) may still hold a divergent tail it has not learned about
+            if have is not None and have[1] != c.crc and o < st.hw:
                 vs.append(Violation("CommittedPrefixAgreement",
                                     f"node {nid} ends with CRC {have[1]} at committed offset {o} (committed: {c.crc})",
                                     [c.append, c.entry, have[2]]))

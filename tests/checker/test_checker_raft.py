@@ -177,3 +177,22 @@ def test_a_checkpointed_high_watermark_beyond_any_the_node_knew_is_a_violation()
     assert check_raft(journals_from(run(7).entries))["valid"] is True
     a = only_anomaly(check_raft(journals_from(run(12).entries)), "CheckpointedHighWatermark")
     assert "checkpoint of 12, beyond the highest high-water mark it had ever known (7)" in a["explanation"]
+
+
+def test_a_cut_off_node_may_end_with_a_divergent_tail_beyond_its_own_high_water_mark() -> None:
+    def run(node3_hw: int) -> JB:
+        j = JB()
+        for n in (1, 2, 3):
+            j.add(n, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
+        j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+        j.add(1, "append", base=0, epoch=1, crcs=[11, 12], control=False, leader=True)
+        j.add(2, "append", base=0, epoch=1, crcs=[11, 12], control=False, leader=False)
+        j.add(3, "append", base=0, epoch=1, crcs=[11, 99], control=False, leader=False)  # a divergent tail
+        j.add(1, "hw", hw=2, epoch=1)
+        j.add(2, "hw", hw=2, epoch=1)
+        j.add(3, "hw", hw=node3_hw, epoch=1)
+        return j
+
+    assert check_raft(journals_from(run(1).entries))["valid"] is True  # not yet learned: fine
+    bad = check_raft(journals_from(run(2).entries))  # it says offset 1 is committed, with another entry
+    assert bad["valid"] is False and {a["type"] for a in bad["anomalies"]} == {"CommittedPrefixAgreement"}
