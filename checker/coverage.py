@@ -30,8 +30,7 @@ from kraftlab.checker.history import History, fault_windows, pair_ops
 from kraftlab.checker.journal import Journals
 from kraftlab.checker.metadata.check import committed_log
 from kraftlab.checker.metadata.decode import NO_LEADER_CHANGE, DecodeError, decode
-
-NO_LEADER = -1
+from kraftlab.checker.metadata.model import NO_LEADER
 
 
 def _raft(journals: Journals) -> dict[str, int]:

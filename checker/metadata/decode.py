@@ -160,12 +160,6 @@ def _register_broker(r: _Reader, v: int) -> dict[str, Any]:
     return out
 
 
-def _unregister_broker(r: _Reader, v: int) -> dict[str, Any]:
-    out = {"broker_id": _i32(r), "broker_epoch": _i64(r)}
-    r.tagged({})
-    return out
-
-
 def _topic(r: _Reader, v: int) -> dict[str, Any]:
     out = {"name": r.compact_string(), "topic_id": _uuid(r)}
     r.tagged({})
@@ -237,7 +231,7 @@ def _no_op(r: _Reader, v: int) -> dict[str, Any]:
 
 SCHEMAS: dict[int, tuple[str, int, Callable[[_Reader, int], dict[str, Any]]]] = {
     0: ("RegisterBrokerRecord", 3, _register_broker),
-    1: ("UnregisterBrokerRecord", 0, _unregister_broker),
+    1: ("UnregisterBrokerRecord", 0, _broker_and_epoch),
     2: ("TopicRecord", 0, _topic),
     3: ("PartitionRecord", 1, _partition),
     4: ("ConfigRecord", 0, _config),

@@ -344,15 +344,17 @@ class MetadataImage:
         """SHA-256 of `semantic_form()` as sorted, compact JSON, and the first 16 hex digits of each
         section's own SHA-256 the same way, so a checker can say which section differs
         (docs/contracts.md)."""
-        form = self.semantic_form()
-        sections = {name: _sha256_json(part)[:16] for name, part in form.items()}
-        return _sha256_json(form), sections
+        return _form_digest(self.semantic_form())
 
     def entry_digests(self, limit: int = ENTRY_DIGESTS_UP_TO) -> dict[str, dict[str, str]]:
         """Per section with at most `limit` entries: each entry's key → the first 8 hex digits of
         its value's SHA-256 (docs/contracts.md), so a checker can name the entries that differ."""
-        return {name: {key: _sha256_json(value)[:8] for key, value in part.items()}
-                for name, part in self.semantic_form().items() if len(part) <= limit}
+        return _entry_digests(self.semantic_form(), limit)
+
+    def image_digests(self) -> tuple[str, dict[str, str], dict[str, dict[str, str]]]:
+        """`semantic_digest()` and `entry_digests()` from one semantic form (an `image` journal event)."""
+        form = self.semantic_form()
+        return (*_form_digest(form), _entry_digests(form, ENTRY_DIGESTS_UP_TO))
 
     def canonical_bytes(self) -> bytes:
         return b"".join(encode(r) for r in self.iter_records())
@@ -375,6 +377,15 @@ class MetadataImage:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _form_digest(form: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    return _sha256_json(form), {name: _sha256_json(part)[:16] for name, part in form.items()}
+
+
+def _entry_digests(form: dict[str, Any], limit: int) -> dict[str, dict[str, str]]:
+    return {name: {key: _sha256_json(value)[:8] for key, value in part.items()}
+            for name, part in form.items() if len(part) <= limit}
 
 
 def _sha256_json(value: Any) -> str:

@@ -84,10 +84,9 @@ class CommittedReplay:
         """An `image` event: the semantic digest of the image at `next_offset` (exclusive)."""
         self._since_image = 0
         if self.journal_applies:
-            digest, sections = self.image.semantic_digest()
+            digest, sections, entries = self.image.image_digests()
             self.events.append(JournalEvent("image", {"offset": self.next_offset, "digest": digest,
-                                                      "sections": sections, "entries": self.image.entry_digests(),
-                                                      "reason": reason}))
+                                                      "sections": sections, "entries": entries, "reason": reason}))
 
     def _image_interval(self) -> int:
         """Records between periodic `image` events: at least IMAGE_EVERY_RECORDS, more for a large

@@ -65,16 +65,20 @@ def test_malformed_op_is_unknown_not_valid(tmp_path: Path) -> None:
     assert res["valid"] == "unknown"
 
 
-def test_a_stale_alter_partition_is_explained_in_kafkas_words(tmp_path: Path) -> None:
+def _stale_alter() -> list[tuple[Any, str, str, Any, str | None]]:
+    """Two AlterPartitions at partition epoch 5: the second is accepted though the first moved it to 6."""
     i = "isr"
     part = {"topic": "t0", "partition": 0, "leader": 4, "broker_epoch": 29}
-    rows: list[tuple[Any, str, str, Any, str | None]] = [
+    return [
         (2, "invoke", "alter", {**part, "leader_epoch": 1, "partition_epoch": 5, "isr": [4, 5]}, i),
         (2, "ok", "alter", {"leader_epoch": 1, "partition_epoch": 6, "isr": [4, 5]}, i),
         (3, "invoke", "alter", {**part, "leader_epoch": 1, "partition_epoch": 5, "isr": [4]}, i),
         (3, "ok", "alter", {"leader_epoch": 1, "partition_epoch": 7, "isr": [4]}, i),
     ]
-    res = check_run(_write(tmp_path / "h.jsonl", rows))
+
+
+def test_a_stale_alter_partition_is_explained_in_kafkas_words(tmp_path: Path) -> None:
+    res = check_run(_write(tmp_path / "h.jsonl", _stale_alter()))
     expl = res["checkers"]["linearizable-isr"]["explanation"]
     # the label keeps the field that matters (the partition epoch), in Kafka's words
     assert "p3 AlterPartition t0-0 by broker 4 (broker epoch 29) at partition epoch 5, leader epoch 1: ISR → [4]" \
@@ -86,15 +90,7 @@ def test_a_stale_alter_partition_is_explained_in_kafkas_words(tmp_path: Path) ->
 
 
 def test_the_failing_key_has_a_timeline(tmp_path: Path) -> None:
-    i = "isr"
-    part = {"topic": "t0", "partition": 0, "leader": 4, "broker_epoch": 29}
-    rows: list[tuple[Any, str, str, Any, str | None]] = [
-        (2, "invoke", "alter", {**part, "leader_epoch": 1, "partition_epoch": 5, "isr": [4, 5]}, i),
-        (2, "ok", "alter", {"leader_epoch": 1, "partition_epoch": 6, "isr": [4, 5]}, i),
-        (3, "invoke", "alter", {**part, "leader_epoch": 1, "partition_epoch": 5, "isr": [4]}, i),
-        (3, "ok", "alter", {"leader_epoch": 1, "partition_epoch": 7, "isr": [4]}, i),
-    ]
-    res = check_run(_write(tmp_path / "h.jsonl", rows))
+    res = check_run(_write(tmp_path / "h.jsonl", _stale_alter()))
     tl = res["checkers"]["linearizable-isr"]["anomalies"][0]["timeline"]
     assert [(o["process"], o["order"], o["failing"]) for o in tl] == [(2, 0, False), (3, None, True)]
     assert tl[0]["state"] == "partition epoch 6, leader 4 at leader epoch 1, ISR [4, 5]"
