@@ -1,7 +1,8 @@
 """Simulated broker agents: what the registry and isr workloads know about their fake brokers,
 and the register/heartbeat/unregister ops they send to the active controller.
 
-An agent is a broker id from a pool disjoint from the real brokers (1000+). Its `Agent` record
+An agent is a broker id from a pool disjoint from the real brokers (1000+; a pool may rotate
+its agents to fresh ids, `AgentBook.rotate`). Its `Agent` record
 is the clients' belief: the current incarnation and epoch (set by a successful registration),
 every epoch it ever had (zombies send with old ones on purpose), when it last heartbeated.
 Beliefs only steer the generators; the history records what was sent and answered.
@@ -58,6 +59,7 @@ class Agent:
     resend: tuple[str, str] | None = None  # (incarnation, "in-doubt" | "duplicate"): may be re-sent
     resend_due: float | None = None  # when the pending re-send goes out (after a backoff)
     registering_since: float | None = None  # a registration of it is in flight since then (generator time)
+    invocations: int = 0  # ops sent for it so far (its key's history length: see AgentBook.rotate)
 
     def registering(self, now: float, patience: float) -> bool:
         """A registration is in flight: a broker process registers once at a time. Forgotten after
@@ -84,15 +86,42 @@ class Agent:
         self.incarnation, self.epoch, self.fenced = None, None, True
 
 
+ID_SPAN = 900
+"""Agent ids of one book stay in [base, base + ID_SPAN): rotation wraps around (skipping live ids),
+so a book never reaches another book's pool."""
+
+
 @dataclass
 class AgentBook:
-    """The agents of one workload, by id."""
+    """The agents of one workload, by id.
+
+    A book may rotate its agents (`rotate`), as Jepsen's independent workloads rotate keys: an
+    agent that has lived long enough is decommissioned and a fresh broker id takes its place.
+    Each broker id is a key of the `registry` model's linearizability check, whose cost grows
+    with a key's history (most of all with its ops that ended `info`, which stay concurrent with
+    everything after them): bounded lifetimes keep an hour's history as checkable as a minute's,
+    and each rotation also exercises a broker id the controller has never seen."""
 
     agents: dict[int, Agent]
+    base: int = 0
+    next_id: int = 0
 
     @classmethod
     def pool(cls, base: int, n: int, zombies: int = 0) -> AgentBook:
-        return cls({base + i: Agent(base + i, zombie=i < zombies) for i in range(n)})
+        if not 0 < n < ID_SPAN:
+            raise ValueError(f"an agent pool holds 1..{ID_SPAN - 1} agents, not {n}")
+        return cls({base + i: Agent(base + i, zombie=i < zombies) for i in range(n)}, base, base + n)
+
+    def rotate(self, agent: Agent) -> Agent:
+        """Retire `agent` (its id is not used again until the span wraps around) and add a fresh
+        agent of the same kind under the next free id."""
+        del self.agents[agent.id]
+        while True:
+            b, self.next_id = self.next_id, self.base + (self.next_id + 1 - self.base) % ID_SPAN
+            if b not in self.agents and b != agent.id:
+                break
+        fresh = self.agents[b] = Agent(b, zombie=agent.zombie)
+        return fresh
 
     def __getitem__(self, b: int) -> Agent:
         return self.agents[b]
@@ -113,6 +142,7 @@ def register_op(agent: Agent, rng: random.Random) -> Invocation:
     """A registration as a new incarnation (a seeded random UUID); the agent moves on to it."""
     incarnation = str(uuid.UUID(int=rng.getrandbits(128), version=4))
     agent.attempt, agent.resend, agent.resend_due = incarnation, None, None
+    agent.invocations += 1
     return Invocation("register", {"broker": agent.id, "incarnation": incarnation}, {"workload": REGISTRY})
 
 
@@ -121,12 +151,14 @@ def resend_op(agent: Agent) -> Invocation:
     assert agent.resend is not None
     incarnation, why = agent.resend
     agent.resend = agent.resend_due = None
+    agent.invocations += 1
     return Invocation("register", {"broker": agent.id, "incarnation": incarnation, "retry": why},
                       {"workload": REGISTRY})
 
 
 def heartbeat_op(agent: Agent, epoch: int, *, want_fence: bool = False, want_shut_down: bool = False,
                  zombie: bool = False) -> Invocation:
+    agent.invocations += 1
     value: dict[str, Any] = {"broker": agent.id, "epoch": epoch, "want_fence": want_fence,
                              "want_shut_down": want_shut_down, "offset": CAUGHT_UP}
     if zombie:
@@ -135,6 +167,7 @@ def heartbeat_op(agent: Agent, epoch: int, *, want_fence: bool = False, want_shu
 
 
 def unregister_op(agent: Agent) -> Invocation:
+    agent.invocations += 1
     return Invocation("unregister", {"broker": agent.id}, {"workload": REGISTRY})
 
 

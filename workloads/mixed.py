@@ -1,6 +1,6 @@
 """The `mixed` workload: topics, registry and isr at once, as nightly runs use it.
 
-The three keep disjoint topic name prefixes (`t`, `isr-`) and agent id ranges (1000+ for the
+The three keep disjoint topic name prefixes (`t`, `isr-`) and agent id ranges (1000–1899, rotating, for the
 registry, 2000+ for the isr agents); every op carries its own `workload` field (`topics`,
 `registry`, `isr`), so the checker splits the history per model. The topics workload's `list`
 shows both prefixes, because the isr workload's topic creates are `topics` ops too. Broker

@@ -5,7 +5,10 @@ active controller, heartbeat with their epoch (unfencing themselves with want_fe
 caught-up metadata offset), sometimes ask for controlled shutdown (want_shut_down), unregister,
 and re-register as a new incarnation while the old one may still be alive (the controller must
 answer DUPLICATE_BROKER_REGISTRATION while its lease is live). Zombie agents keep heartbeating
-with an old epoch on purpose (STALE_BROKER_EPOCH expected). Op formats: `workloads.agents`.
+with an old epoch on purpose (STALE_BROKER_EPOCH expected). After a lifetime of 100–200 ops an
+agent is decommissioned (unregistered) and a never-used broker id takes its place, so each id's
+history — one key of the linearizability check — stays short however long the run (LIFETIME).
+Op formats: `workloads.agents`.
 
 Re-sends, as real brokers do (KAFKA-16952 is about them): after a registration ends `info`
 (timed out, connection lost, NOT_CONTROLLER) its process is retired, and a new process usually
@@ -95,6 +98,27 @@ def shut_down(a: Agent, now: float, restart_after: float) -> Invocation:
     return heartbeat_op(a, a.epoch, want_shut_down=True)
 
 
+LIFETIME = (100, 200)
+"""How many ops an agent sends before it is decommissioned (unregistered) and a fresh broker id
+takes its place (drawn per agent): about what one broker id sees in a 60-s run, so a key's
+history stays checkable in an hour-long soak (AgentBook.rotate)."""
+
+
+def retirement(book: AgentBook, lifetimes: dict[int, int], ctx: Context, patience: float) -> Invocation | None:
+    """The decommission of the first agent past its lifetime that is quiet (no registration in
+    flight or pending re-send, not shut down): it is unregistered — whatever the clients believe
+    of it, a lost registration may have taken — and replaced by a fresh agent."""
+    for a in [book[b] for b in book.ids]:
+        limit = lifetimes.setdefault(a.id, ctx.rng.randint(*LIFETIME))
+        if (a.invocations < limit or a.resend is not None or a.down_until is not None
+                or a.registering(ctx.time, patience)):
+            continue
+        del lifetimes[a.id]
+        book.rotate(a)
+        return unregister_op(a)
+    return None
+
+
 P_RESEND = {"in-doubt": 0.8, "duplicate": 0.1}  # how often a pending re-send is sent, by why
 RESEND_BACKOFF = {"in-doubt": 0.5, "duplicate": 0.0}  # seconds before it goes out
 
@@ -137,6 +161,7 @@ class RegistryWorkload:
     zombies: int = 2
     session_timeout: float = 9.0  # the cluster's broker.session.timeout.ms, in seconds
     book: AgentBook = field(init=False)
+    lifetimes: dict[int, int] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.book = AgentBook.pool(self.base, self.agents, self.zombies)
@@ -147,6 +172,8 @@ class RegistryWorkload:
     def next_op(self, ctx: Context) -> Invocation:
         if (again := resend(self.book, ctx)) is not None:
             return again
+        if (farewell := retirement(self.book, self.lifetimes, ctx, self.session_timeout)) is not None:
+            return farewell
         if (due := lifecycle_op(self.book, ctx, self.session_timeout)) is not None:
             return due
         a = self.book[ctx.rng.choice(self.book.ids)]

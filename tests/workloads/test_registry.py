@@ -107,3 +107,35 @@ def test_a_shut_down_agent_stays_silent_long_enough_to_reach_session_not_fenced(
     assert min(draws) >= 9.0 * 1.2  # always past the lease: a correct controller fences it
     # often past session + slack + confirmation (9 + 3 + 1 s): the fencing checker can see a miss
     assert sum(d > 13.0 for d in draws) > 100
+
+
+def test_agents_rotate_to_fresh_broker_ids_and_each_key_stays_short() -> None:
+    from kraftlab.workloads.registry import LIFETIME
+
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(8), p_timeout=0.02, p_lost=0.02)
+    lines, w = run("registry", fake, seconds=5.0, seed=8)
+    sent = Counter(x["value"]["broker"] for x in lines if x["type"] == "invoke" and "broker" in x["value"])
+    assert len(sent) > 6  # fresh ids took the place of decommissioned agents
+    # an agent is retired once quiet after its lifetime: its key never grows far past it
+    assert max(sent.values()) <= LIFETIME[1] + 20
+    last = {}
+    for x in lines:
+        if x["type"] == "invoke" and "broker" in (x["value"] or {}):
+            last[x["value"]["broker"]] = x["f"]
+    # six agents live at any time; every id decommissioned for a fresh one ends with its unregistration
+    assert sum(f == "unregister" for f in last.values()) >= len(sent) - 6
+    assert verdicts(lines, w.models) == {"registry": True}
+
+
+def test_rotation_wraps_within_the_books_span_and_skips_live_ids() -> None:
+    from kraftlab.workloads.agents import ID_SPAN, AgentBook
+
+    book = AgentBook.pool(1000, 3, zombies=1)
+    seen = set()
+    for _ in range(2 * ID_SPAN):
+        old = book[book.ids[0]]
+        fresh = book.rotate(old)
+        assert fresh.zombie == old.zombie and fresh.id != old.id
+        assert 1000 <= fresh.id < 1000 + ID_SPAN and len(book.agents) == 3
+        seen.add(fresh.id)
+    assert len(seen) == ID_SPAN
