@@ -1,6 +1,8 @@
 """The deterministic simulation of a Raft cluster: the real core over in-memory storage, a
-seeded scheduler and a simulated network, with faults, a client appending records, and the
-safety invariants checked after every event; liveness is checked once the faults are healed.
+seeded scheduler and a simulated network, with faults, a client appending records, optionally a
+rogue client sending requests every node must refuse (`node.sim.rogue`), and the safety
+invariants checked after every event — the leader's DescribeQuorum answer judged against the
+deliveries the simulator made (`node.sim.quorum_view`); liveness is checked once the faults are healed.
 
 A run is a pure function of its `SimParams`: `SimParams.replay_command()` reproduces it.
 """
@@ -21,9 +23,11 @@ from kraftlab.node.sim.invariants import Invariants, InvariantViolation
 from kraftlab.node.sim.machine import CounterMachine
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
+from kraftlab.node.sim.quorum_view import QuorumWitness
+from kraftlab.node.sim.rogue import ROGUE_ID, judge, malformed
 from kraftlab.node.sim.scheduler import EventQueue
 
-DELIVER, TICK, CLIENT, FAULT, FLUSH = 0, 1, 2, 3, 4
+DELIVER, TICK, CLIENT, FAULT, FLUSH, ROGUE = 0, 1, 2, 3, 4, 5
 # Events at one virtual instant beyond this mean a node spins without letting time pass.
 _MAX_EVENTS_AT_ONE_TIME = 20_000
 
@@ -49,6 +53,10 @@ class SimParams:
     journal: bool = False
     first_id: int = 1
     """The first node id (voters, then observers, count up from it): Kafka's node ids start at 0."""
+    observers_first: bool = False
+    """Observers take the first ids, voters the ones after (an observer may be node 0)."""
+    rogue: bool = False
+    """A rogue client sends requests every node must refuse (`node.sim.rogue`), every few hundred ms."""
 
     def replay_command(self) -> str:
         return (
@@ -58,6 +66,7 @@ class SimParams:
             f"--append-interval-ms {self.append_interval_ms} --snapshot-chunk-bytes {self.snapshot_chunk_bytes} "
             f"--flush-delay-ms {self.flush_delay_ms}{' --refusals' if self.refusals else ''}"
             f"{f' --first-id {self.first_id}' if self.first_id != 1 else ''}"
+            f"{' --observers-first' if self.observers_first else ''}{' --rogue' if self.rogue else ''}"
         )
 
 
@@ -111,13 +120,16 @@ class Simulation:
         self.rng = random.Random(params.seed)
         self.queue = EventQueue()
         self.network = Network(random.Random(self.rng.getrandbits(64)))
-        first = params.first_id
-        self.voter_ids = list(range(first, first + params.voters))
-        self.observer_ids = list(range(first + params.voters, first + params.voters + params.observers))
+        ids = list(range(params.first_id, params.first_id + params.voters + params.observers))
+        if params.observers_first:
+            self.observer_ids, self.voter_ids = ids[: params.observers], ids[params.observers :]
+        else:
+            self.voter_ids, self.observer_ids = ids[: params.voters], ids[params.voters :]
         self.nodes: dict[int, SimNode] = {
             i: SimNode(i, i in self.voter_ids) for i in self.voter_ids + self.observer_ids
         }
         self.invariants = Invariants(self.voter_ids)
+        self.witness = QuorumWitness(self.voter_ids, self.invariants.fail)
         self.result = SimResult(params)
         self._client_seq = 0
         self._same_time = 0
@@ -132,6 +144,10 @@ class Simulation:
         self.queue.push(params.fault_ms + params.settle_ms // 2, FAULT, FaultEvent(0, "mark"))
         self._committed_at_mark = 0
         self.queue.push(0, CLIENT, None)
+        # The rogue client's own generator: the runs without it stay what they were.
+        self._rogue_rng = random.Random(params.seed ^ 0xBAD_C0DE)
+        if params.rogue:
+            self.queue.push(self._rogue_rng.randint(1, 500), ROGUE, None)
 
     # ------------------------------------------------------------------ nodes
 
@@ -181,7 +197,7 @@ class Simulation:
     def run(self) -> SimResult:
         for node in self.nodes.values():
             self.start_node(node, 0)
-        self.invariants.check_all(self.nodes)
+        self._check_all(0)
         end = self.params.fault_ms + self.params.settle_ms
         queue = self.queue
         invariants = self.invariants
@@ -212,7 +228,11 @@ class Simulation:
                     continue
                 if node.incarnation != dst_inc:
                     continue
-                self._dispatch(node, node.raft.handle(env, now), now)
+                fetch = self.witness.before(node, env, now)
+                out = node.raft.handle(env, now)
+                if fetch is not None:
+                    self.witness.after(node, env, out, fetch, now)
+                self._dispatch(node, out, now)
                 touched = node
             elif kind == TICK:
                 node = nodes[payload]
@@ -232,25 +252,37 @@ class Simulation:
                 touched = node
             elif kind == CLIENT:
                 touched = self._client(now)
+            elif kind == ROGUE:
+                touched = self._rogue(now)
             else:
                 self._fault(payload, now)
                 self.result.events += 1
-                invariants.check_all(nodes)
+                self._check_all(now)
                 continue
             self.result.events += 1
             if touched is not None:
                 invariants.check_node(touched, nodes)
+                self.witness.check(touched, now)
                 if self._healed_at is not None and self.result.commit_after_heal_ms is None:
                     self._note_recovery(now)
         self.result.end_ms = end
         self._check_liveness()
         return self.result
 
+    def _check_all(self, now: int) -> None:
+        self.invariants.check_all(self.nodes)
+        self.witness.forget(self.nodes)
+        for node in self.nodes.values():
+            self.witness.check(node, now)
+
     def _dispatch(self, node: SimNode, out: Output, now: int) -> None:
         network = self.network
         queue = self.queue
         inc = node.incarnation
         for env in out.messages:
+            if env.dst == ROGUE_ID:
+                judge(env, self.invariants.fail)
+                continue
             for delay in network.delays(env.src, env.dst):
                 queue.push(now + delay, DELIVER, (env, inc, self.nodes[env.dst].incarnation))
         if out.flush_to is not None and not node.flush_pending:
@@ -287,6 +319,19 @@ class Simulation:
         self.result.appended += 1
         self._dispatch(leader, out, now)
         return leader
+
+    def _rogue(self, now: int) -> SimNode | None:
+        """The rogue client's next request, to the leader or any live node; answers are judged in `_dispatch`."""
+        rng = self._rogue_rng
+        self.queue.push(now + rng.randint(100, 800), ROGUE, None)
+        live = [n for n in self.nodes.values() if n.raft is not None]
+        leader = self._leader()
+        node = leader if leader is not None and rng.random() < 0.6 else (rng.choice(live) if live else None)
+        if node is None or node.raft is None:
+            return None
+        request = malformed(rng, node, sorted(self.nodes))
+        self._dispatch(node, node.raft.handle(m.Envelope(ROGUE_ID, node.node_id, request, request), now), now)
+        return node
 
     def _leader(self) -> SimNode | None:
         leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]

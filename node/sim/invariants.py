@@ -1,12 +1,16 @@
 """Safety invariants the simulator checks after every event (those of Kafka's RaftEventSimulationTest).
 
+Besides Kafka's (one leader per epoch, monotonic epochs and high-water marks, the high-water mark
+held durably by a majority, consistent committed data, no leader loading a snapshot), a node's
+log must start at its latest snapshot and keep no snapshot below that start.
+
 Each event changes the state of one node at most (or applies a fault), so `check_node` looks
 at the node the event touched and `check_all` runs after faults; both see every node that is up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -59,7 +63,7 @@ class Invariants:
         if wiped:
             seen.epoch = 0
 
-    def check_node(self, node: CheckedNode, nodes: dict[int, CheckedNode]) -> None:
+    def check_node(self, node: CheckedNode, nodes: Mapping[int, CheckedNode]) -> None:
         core = node.core
         if core is None:
             return
@@ -94,8 +98,13 @@ class Invariants:
             latest = node.snapshots.latest()
             if latest is None or latest.offset != start:
                 self.fail("SnapshotAtLogStart", f"node {nid} log starts at {start}, latest snapshot {latest}")
+        # Snapshots below the log start offset cover nothing the log and the latest snapshot do not:
+        # Kafka deletes them (a node that keeps them fills its disk).
+        stale = [s for s in node.snapshots.ids() if s.offset < start]
+        if stale:
+            self.fail("NoSnapshotBelowLogStart", f"node {nid} log starts at {start} but keeps snapshots {stale}")
 
-    def check_all(self, nodes: dict[int, CheckedNode]) -> None:
+    def check_all(self, nodes: Mapping[int, CheckedNode]) -> None:
         for node in nodes.values():
             self.check_node(node, nodes)
 

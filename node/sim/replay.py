@@ -29,6 +29,8 @@ def parse(argv: list[str] | None = None) -> SimParams:
     parser.add_argument("--flush-delay-ms", type=int, default=_DEFAULTS.flush_delay_ms)
     parser.add_argument("--refusals", action="store_true", help="crashed nodes refuse connections")
     parser.add_argument("--first-id", type=int, default=_DEFAULTS.first_id, help="the first node id (0 as Kafka's)")
+    parser.add_argument("--observers-first", action="store_true", help="observers take the first ids")
+    parser.add_argument("--rogue", action="store_true", help="a rogue client sends requests nodes must refuse")
     args = parser.parse_args(argv)
     faults = tuple(f for f in args.faults.split(",") if f and f != "none")
     return SimParams(
@@ -44,6 +46,8 @@ def parse(argv: list[str] | None = None) -> SimParams:
         flush_delay_ms=args.flush_delay_ms,
         refusals=args.refusals,
         first_id=args.first_id,
+        observers_first=args.observers_first,
+        rogue=args.rogue,
     )
 
 

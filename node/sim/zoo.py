@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kraftlab.node.bugs import BY_NAME, NO_BUGS, BugSet
@@ -91,7 +92,7 @@ class ZooInvariants(Invariants):
         super().__init__(voters)
         self.stale_after_ms = stale_after_ms
 
-    def check_node(self, node: CheckedNode, nodes: dict[int, CheckedNode]) -> None:
+    def check_node(self, node: CheckedNode, nodes: Mapping[int, CheckedNode]) -> None:
         super().check_node(node, nodes)
         core = node.core
         if core is None or not isinstance(core.state, Leader) or len(self.voters) < 2:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.raft.states import Leader
 from kraftlab.node.sim.cluster import LivenessViolation, SimParams, run
 from kraftlab.node.sim.invariants import InvariantViolation
@@ -44,12 +46,41 @@ class IgnoresDivergence(RaftCore):
         return None
 
 
+class ForgetsCatchingUp(RaftCore):
+    """DescribeQuorum's lastCaughtUpTimestamp of a voter stays at the first time it caught up."""
+
+    def _on_fetch_request(self, env: m.Envelope, req: m.FetchRequest, now: int) -> None:
+        state = self.state
+        first = {r: p.last_caught_up_ms for r, p in state.voters.items()} if isinstance(state, Leader) else {}
+        super()._on_fetch_request(env, req, now)
+        if isinstance(state, Leader):
+            for r, t in first.items():
+                if t >= 0:
+                    state.voters[r].last_caught_up_ms = t
+
+
+class KeepsOldSnapshots(RaftCore):
+    def _delete_snapshots_before(self, sid: OffsetAndEpoch) -> None:
+        return None
+
+
+class ServesEmptySnapshotChunks(RaftCore):
+    """A FetchSnapshot asking for no bytes is answered (with no data) instead of refused."""
+
+    def _on_fetch_snapshot_request(self, env: m.Envelope, req: m.FetchSnapshotRequest, now: int) -> None:
+        if req.max_bytes <= 0 and req.snapshot_id in self.snapshots.ids() and req.position >= 0:
+            self._reply(env, m.FetchSnapshotResponse(m.Errors.NONE, self.epoch, self.leader_id, req.snapshot_id))
+            return
+        super()._on_fetch_snapshot_request(env, req, now)
+
+
 def first_violation(
     core_class: type[RaftCore],
     faults: tuple[str, ...],
     seeds: int = 40,
     snapshot_every: int = 25,
     flush_delay_ms: int = 0,
+    rogue: bool = False,
 ) -> str:
     for seed in range(seeds):
         params = SimParams(
@@ -59,6 +90,7 @@ def first_violation(
             faults=faults,
             snapshot_every=snapshot_every,
             flush_delay_ms=flush_delay_ms,
+            rogue=rogue,
         )
         try:
             run(params, core_class=core_class)
@@ -80,7 +112,9 @@ def test_follower_acknowledging_unflushed_data_is_caught() -> None:
 def test_leader_counting_its_unflushed_tail_is_caught() -> None:
     """With the deferred leader flush, the leader's tail is not durable until its flush completes: a
     leader counting it toward the HW commits what a crash of it (plus one follower) would lose."""
-    assert first_violation(LeaderCountsUnflushedTail, ("crash",), flush_delay_ms=20) == "MajorityReachedHighWatermark"
+    # DescribeQuorum shows it first: the leader describes its unflushed tail as its own log end.
+    name = first_violation(LeaderCountsUnflushedTail, ("crash",), flush_delay_ms=20)
+    assert name in {"MajorityReachedHighWatermark", "DescribeQuorumReplicaState"}
 
 
 def test_deferred_leader_flush_keeps_every_invariant() -> None:
@@ -96,3 +130,15 @@ def test_ignoring_divergence_is_caught() -> None:
     # Without snapshots: a later snapshot would otherwise repair the follower's log by accident.
     name = first_violation(IgnoresDivergence, ("crash", "partition"), snapshot_every=0)
     assert name in {"ConsistentCommittedData", "Liveness", "MajorityReachedHighWatermark"}
+
+
+def test_describe_quorum_with_a_stale_caught_up_time_is_caught() -> None:
+    assert first_violation(ForgetsCatchingUp, ()) == "DescribeQuorumReplicaState"
+
+
+def test_snapshots_kept_below_the_log_start_are_caught() -> None:
+    assert first_violation(KeepsOldSnapshots, ("partition", "wipe")) == "NoSnapshotBelowLogStart"
+
+
+def test_a_malformed_request_answered_is_caught() -> None:
+    assert first_violation(ServesEmptySnapshotChunks, (), rogue=True) == "BadRequestRefused"

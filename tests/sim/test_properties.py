@@ -1,5 +1,6 @@
 """Property tests: random clusters (1-5 voters, 0-3 observers, node ids from 0 as Kafka's or
-from 1) under random fault mixes and seeds, every invariant checked after every event, liveness
+from 1, voters or observers first), with or without a rogue client sending requests every node
+must refuse, under random fault mixes and seeds, every invariant checked after every event, liveness
 checked after healing. A failure prints the one-line command that replays it exactly."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def run_or_explain(params: SimParams) -> None:
     flush_delay_ms=st.sampled_from([0, 3, 20]),
     refusals=st.booleans(),
     first_id=st.sampled_from([0, 1]),
+    observers_first=st.booleans(),
+    rogue=st.booleans(),
 )
 def test_invariants_and_liveness_under_faults(
     seed: int,
@@ -42,6 +45,8 @@ def test_invariants_and_liveness_under_faults(
     flush_delay_ms: int,
     refusals: bool,
     first_id: int,
+    observers_first: bool,
+    rogue: bool,
 ) -> None:
     params = SimParams(
         seed=seed,
@@ -53,5 +58,7 @@ def test_invariants_and_liveness_under_faults(
         flush_delay_ms=flush_delay_ms,
         refusals=refusals,
         first_id=first_id,
+        observers_first=observers_first,
+        rogue=rogue,
     )
     run_or_explain(params)
