@@ -81,8 +81,8 @@ from kraftlab.node.raft.states import (
     Role,
     SnapshotFetch,
     Unattached,
-    majority,
 )
+from kraftlab.node.raft.voters import VoterHistory, VoterSet
 
 ZOO_FLUSH_INTERVAL_MS = 1000
 """BUG ZOO: ack-before-fsync — the period of the only flushes (like an OS writeback)."""
@@ -149,7 +149,7 @@ class RaftCore:
         self,
         config: RaftConfig,
         node_id: int,
-        voters: Sequence[int],
+        voters: Sequence[int] | VoterSet,
         log: ReplicatedLog,
         quorum: QuorumStateStore,
         snapshots: SnapshotStore,
@@ -165,16 +165,13 @@ class RaftCore:
         self.deferred_flush = deferred_flush
         self.config = config
         self.node_id = node_id
-        self.voters: tuple[int, ...] = tuple(sorted(set(voters)))
-        self.is_voter = node_id in self.voters
+        self.voter_history = VoterHistory(voters if isinstance(voters, VoterSet) else VoterSet.of_ids(voters))
         self.log = log
         self.quorum = quorum
         self.snapshots = snapshots
         self.rng = rng
         self.journal = journal
         self.roles = list(roles) if roles is not None else (["controller"] if self.is_voter else ["broker"])
-        self._others = tuple(v for v in self.voters if v != node_id)
-        self._majority = majority(len(self.voters))
         self.state: EpochState = Unattached(0, None, 0)
         self._hw = 0
         self._applied = 0
@@ -208,6 +205,19 @@ class RaftCore:
         }
 
     # ----------------------------------------------------------------- read-only views
+
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voter set this node acts on now (the one in force at its log's end)."""
+        return self.voter_history.latest
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        return self.voter_history.latest.ids
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voter_history.latest
 
     @property
     def epoch(self) -> int:
@@ -328,7 +338,7 @@ class RaftCore:
         self._begin()
         state = self.state
         if isinstance(state, Leader):
-            ranked = sorted(self._others, key=lambda v: -state.voters[v].end_offset)
+            ranked = sorted(self.voter_set.others(self.node_id), key=lambda v: -state.voters[v].end_offset)
             self._set_state(self._resigned(state.epoch, tuple(ranked), now), now)
         return self._end(now)
 
@@ -427,7 +437,7 @@ class RaftCore:
 
     def _round_lost(self, state: Prospective | Candidate, now: int) -> None:
         """A (pre-)vote round rejected by a majority (explicitly or unreachable) ends after a backoff."""
-        if len(state.rejected) < self._majority:
+        if not self.voter_set.is_majority(state.rejected):
             return
         if isinstance(state, Prospective):
             state.deadline = min(state.deadline, now)  # the poll starts the next round after a backoff
@@ -443,7 +453,7 @@ class RaftCore:
         return self.rng.randrange(0, bound + 1)
 
     def _unattached_deadline(self, now: int) -> int:
-        if self.is_voter and len(self.voters) == 1:
+        if self.voter_set.is_only_voter(self.node_id):
             return now
         return now + (self._election_timeout() if self.is_voter else 0)
 
@@ -453,13 +463,14 @@ class RaftCore:
         can reach the voters, after a short random delay in [0, retry backoff) instead of a whole
         election timeout. It still pre-votes first (a pre-vote changes nobody's state), and every
         later election keeps the randomised election timeout."""
-        if len(self.voters) == 1:
+        if self.voter_set.is_only_voter(self.node_id):
             return now
         return now + self.rng.randrange(0, max(1, self.config.retry_backoff_ms))
 
     def _resigned(self, epoch: int, successors: tuple[int, ...], now: int) -> Resigned:
-        wait = self._election_timeout() if self._others else 0  # a lone voter has nobody to wait for
-        return Resigned(epoch, now + wait, successors, set(self._others))
+        others = self.voter_set.others(self.node_id)
+        wait = self._election_timeout() if others else 0  # a lone voter has nobody to wait for
+        return Resigned(epoch, now + wait, successors, set(others))
 
     # ----------------------------------------------------------------- transitions
 
@@ -534,23 +545,24 @@ class RaftCore:
             self.epoch, self.voted_id, leader, send_at, send_at + self._election_timeout(), {self.node_id}
         )
         self._set_state(state, now)
-        if len(state.granted) >= self._majority:
+        if self.voter_set.is_majority(state.granted):
             self._become_candidate(now)
 
     def _become_candidate(self, now: int) -> None:
         state = Candidate(self.epoch + 1, now + self._election_timeout(), {self.node_id})
         self._set_state(state, now)  # persists the vote for ourselves before any request goes out
-        if len(state.granted) >= self._majority:
+        if self.voter_set.is_majority(state.granted):
             self._become_leader(now)
 
     def _become_leader(self, now: int) -> None:
         granted = sorted(self.state.granted) if isinstance(self.state, Candidate) else [self.node_id]
         self._failures = 0
         end = self.log.end_offset()
-        progress = {v: Progress(0, now, -1) for v in self.voters}
-        state = Leader(self.epoch, end, progress, unacknowledged=set(self._others))
+        voter_set = self.voter_set
+        progress = {v: Progress(0, now, -1) for v in voter_set}
+        state = Leader(self.epoch, end, progress, voter_set, unacknowledged=set(voter_set.others(self.node_id)))
         self._set_state(state, now)
-        record = leader_change_record(self.node_id, self.voters, granted)
+        record = leader_change_record(self.node_id, voter_set.ids, granted)
         self._write_batch(state, Batch(end, state.epoch, (record,), True, now), now)
 
     # ----------------------------------------------------------------- the poll: timers and sends
@@ -598,7 +610,7 @@ class RaftCore:
                         )
 
     def _solicit(self, granted: set[int], rejected: set[int], request: m.VoteRequest, now: int) -> None:
-        for v in self._others:
+        for v in self.voter_set.others(self.node_id):
             if v not in granted and v not in rejected and v not in self._inflight:
                 self._send(v, request, now)
 
@@ -645,7 +657,7 @@ class RaftCore:
             for rid in [r for r, p in state.parked.items() if p.deadline <= now]:
                 p = state.parked.pop(rid)
                 self._answer_fetch(state, p.src, p.ref, p.fetch_offset, p.last_fetched_epoch)
-        if self._others:
+        if not state.voter_set.is_only_voter(self.node_id):
             state.check_quorum_at = state.check_quorum_deadline(self.node_id, now, self.config.check_quorum_timeout_ms)
             if now >= state.check_quorum_at and self.bugs.on("no-check-quorum"):
                 # BUG ZOO: no-check-quorum — an isolated leader stays leader (KAFKA-15489).
@@ -669,7 +681,7 @@ class RaftCore:
                 times.append(state.pending_since + self.config.append_linger_ms)
             if state.parked:
                 times.append(min(p.deadline for p in state.parked.values()))
-            if self._others:
+            if not state.voter_set.is_only_voter(self.node_id):
                 times.append(state.check_quorum_at)
         elif isinstance(state, Prospective):
             times.append(state.deadline)
@@ -695,7 +707,8 @@ class RaftCore:
 
         if req.epoch < self.epoch:
             return answer(False, "stale epoch", m.Errors.FENCED_LEADER_EPOCH)
-        if not self.is_voter or req.candidate_id not in self.voters:
+        voter_set = self.voter_set
+        if self.node_id not in voter_set or req.candidate_id not in voter_set:
             return answer(False, "not a voter", m.Errors.INCONSISTENT_VOTER_SET)
         if req.pre_vote and req.epoch - 1 > self.epoch:
             # The candidate really is in a later epoch (its pre-vote asks for its epoch + 1), reached
@@ -735,13 +748,13 @@ class RaftCore:
         # outstanding requests), so a response counts for it whatever its (non-wire) pre_vote flag.
         if isinstance(state, Prospective):
             (state.granted if ok else state.rejected).add(env.src)
-            if len(state.granted) >= self._majority:
+            if self.voter_set.is_majority(state.granted):
                 self._become_candidate(now)
             else:
                 self._round_lost(state, now)
         elif isinstance(state, Candidate) and resp.epoch == state.epoch:
             (state.granted if ok else state.rejected).add(env.src)
-            if len(state.granted) >= self._majority:
+            if self.voter_set.is_majority(state.granted):
                 self._become_leader(now)
             else:
                 self._round_lost(state, now)
@@ -749,7 +762,7 @@ class RaftCore:
     # ----------------------------------------------------------------- Begin/EndQuorumEpoch
 
     def _on_begin_request(self, env: m.Envelope, req: m.BeginQuorumEpochRequest, now: int) -> None:
-        if req.leader_id not in self.voters or req.leader_id == self.node_id:
+        if req.leader_id not in self.voter_set or req.leader_id == self.node_id:
             self._reply(env, m.BeginQuorumEpochResponse(m.Errors.INCONSISTENT_VOTER_SET, self.epoch, self.leader_id))
             return
         if req.epoch < self.epoch:
@@ -766,7 +779,7 @@ class RaftCore:
             state.unacknowledged.discard(env.src)
 
     def _on_end_request(self, env: m.Envelope, req: m.EndQuorumEpochRequest, now: int) -> None:
-        if req.leader_id not in self.voters or req.leader_id == self.node_id:
+        if req.leader_id not in self.voter_set or req.leader_id == self.node_id:
             self._reply(env, m.EndQuorumEpochResponse(m.Errors.INCONSISTENT_VOTER_SET, self.epoch, self.leader_id))
             return
         if req.epoch < self.epoch:
@@ -903,7 +916,7 @@ class RaftCore:
         taken from the majority's fetch offsets as soon as a majority has fetched, without waiting for
         its LeaderChange (the epoch start offset) to be replicated: it can go below the HW already exposed."""
         if self._zoo_hw_epoch != state.epoch:
-            if len(self.voters) - len(state.unacknowledged) < self._majority:
+            if len(state.voter_set) - len(state.unacknowledged) < state.voter_set.majority:
                 return False
             self._zoo_hw_epoch = state.epoch
             if candidate == self._hw:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kraftlab.node.raft.ports import OffsetAndEpoch
+from kraftlab.node.raft.voters import VoterSet
+from kraftlab.node.raft.voters import majority as majority  # re-exported: the simulator counts majorities with it
 
 
 class Role(StrEnum):
@@ -20,10 +22,6 @@ class Role(StrEnum):
     FOLLOWER = "follower"
     RESIGNED = "resigned"
     OBSERVER = "observer"
-
-
-def majority(n: int) -> int:
-    return n // 2 + 1
 
 
 @dataclass(slots=True)
@@ -104,6 +102,7 @@ class Leader:
     epoch: int
     epoch_start_offset: int
     voters: dict[int, Progress]
+    voter_set: VoterSet
     observers: dict[int, Progress] = field(default_factory=dict)
     # Voters that have not fetched in this epoch yet: they are sent BeginQuorumEpoch.
     unacknowledged: set[int] = field(default_factory=set)
@@ -121,16 +120,15 @@ class Leader:
 
     def quorum_end_offset(self, local_id: int, local_end: int) -> int:
         """The largest offset a majority of voters (counting the leader's durable end) hold."""
-        ends = sorted((local_end if v == local_id else p.end_offset for v, p in self.voters.items()), reverse=True)
-        return ends[majority(len(ends)) - 1]
+        ends = {v: p.end_offset for v, p in self.voters.items()}
+        ends[local_id] = local_end
+        return self.voter_set.majority_value(ends)
 
     def check_quorum_deadline(self, local_id: int, now: int, timeout: int) -> int:
         """When this leader must resign unless more voters fetch (the majority's oldest recent fetch + timeout)."""
-        times = [p.last_fetch_ms for v, p in self.voters.items() if v != local_id]
-        times.sort(reverse=True)
-        # The leader counts itself (as fetching now), so it needs majority - 1 of the others.
-        need = majority(len(self.voters)) - 1
-        return (times[need - 1] if need else now) + timeout
+        times = {v: p.last_fetch_ms for v, p in self.voters.items()}
+        times[local_id] = now  # the leader counts itself as fetching now
+        return self.voter_set.majority_value(times) + timeout
 
 
 @dataclass(slots=True)
