@@ -26,6 +26,7 @@ from kraftlab.checker.linear.budget import Budget
 from kraftlab.checker.linearizable import _safe, check_linearizable
 from kraftlab.checker.metadata.check import check_metadata
 from kraftlab.checker.models import build_model
+from kraftlab.checker.quorum import check_quorum
 from kraftlab.checker.raft import check_raft
 
 GRACE = 120.0
@@ -76,11 +77,12 @@ def linearizable_with_anomalies(history: History | list[Op], model_name: str, in
 
 def journal_checks(journals: Journals, history: History | None, session_timeout_ms: float = 9000.0,
                    slack_ms: float = 3000.0) -> dict[str, CheckerFn]:
-    """The checks of node journals, by result name: Raft, fencing, metadata, forwarding."""
+    """The checks of node journals, by result name: Raft, fencing, metadata, forwarding, quorum."""
     return {"raft": functools.partial(check_raft, journals),
             "fencing": functools.partial(check_fencing, journals, history, session_timeout_ms, slack_ms),
             "metadata": functools.partial(check_metadata, journals),
-            "forwarding": functools.partial(check_forwarding, journals)}
+            "forwarding": functools.partial(check_forwarding, journals),
+            "quorum": functools.partial(check_quorum, journals)}
 
 
 def check_run(history_path: str | Path | None = None, journal_paths: list[str | Path] | None = None,

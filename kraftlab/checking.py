@@ -12,6 +12,7 @@ The checkers, composed (false > unknown > true; a crash is unknown):
 - `metadata`: the committed metadata log decoded with Kafka's schemas and replayed with KIP-631's
   rules, and every node's image compared with that replay (checker.metadata).
 - `forwarding`: a broker never re-sends a forwarded write that reached the controller (KIP-590).
+- `quorum`: the replica progress a leader reports (DescribeQuorum) was made by those replicas.
 - `recovery`: whether the cluster came back after the final heal (`recovery.json`, written by the
   runner's recovery watch), naming each node that did not and its last journalled state.
 The `coverage` section (checker.coverage) says what the run exercised: elections, failovers,

@@ -268,8 +268,9 @@ class RaftDriver:
         self._appends = keep
 
     def _sample_quorum(self, now: int) -> None:
-        """Journal `quorum` (a leader's last-Fetch age per voter, at most once per QUORUM_SAMPLE_MS)
-        so a checker can see a leader that kept leading without hearing from a majority."""
+        """Journal `quorum` (a leader's last-Fetch age per voter and the replica log end offsets its
+        DescribeQuorum gives, at most once per QUORUM_SAMPLE_MS) so a checker can see a leader that
+        kept leading without hearing from a majority, or that reports progress a replica never made."""
         state = self.core.state
         if not isinstance(state, Leader):
             self._quorum_sampled_ms = None
@@ -278,8 +279,10 @@ class RaftDriver:
             return
         self._quorum_sampled_ms = now
         ages = {str(v): max(0, now - p.last_fetch_ms) for v, p in state.voters.items() if v != self.core.node_id}
+        described = self.core.describe_quorum(now)  # what DescribeQuorum answers an operator now
+        replicas = {str(r.replica_id): r.log_end_offset for r in (*described.voters, *described.observers)}
         self.journal.write("quorum", epoch=state.epoch, fetch_age_ms=ages,
-                           check_quorum_ms=self.core.config.check_quorum_timeout_ms)
+                           check_quorum_ms=self.core.config.check_quorum_timeout_ms, replicas=replicas)
 
     def _update_gauges(self, now: int) -> None:
         core = self.core

@@ -19,6 +19,15 @@ class JB:
         return e
 
 
+def one_kernel(j: JB) -> JB:
+    """The same journals as nodes on one kernel write them: `rmono` on every line, one boot id."""
+    for e in j.entries:
+        e["rmono"] = e["mono"]
+        if e["ev"] == "start":
+            e["boot_id"] = "one-kernel"
+    return j
+
+
 def healthy_raft() -> JB:
     """Node 1 leads epoch 1 and commits offsets 0-2 on all three voters; node 2 leads epoch 2."""
     j = JB()

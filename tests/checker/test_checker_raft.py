@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checker_journals import JB, healthy_raft, only_anomaly
+from checker_journals import JB, healthy_raft, one_kernel, only_anomaly
 
 from kraftlab.checker.journal import journals_from
 from kraftlab.checker.raft import check_raft
@@ -106,18 +106,9 @@ def test_restart_with_wiped_storage_starts_over() -> None:
     only_anomaly(_check(k), "MonotonicEpoch")
 
 
-def _shared_clock(j: JB) -> JB:
-    """The same journals as nodes on one kernel write them: `rmono` on every line, one boot id."""
-    for e in j.entries:
-        e["rmono"] = e["mono"]
-        if e["ev"] == "start":
-            e["boot_id"] = "one-kernel"
-    return j
-
-
 def test_shared_clock_catches_a_high_water_mark_taken_before_a_majority_flushed() -> None:
-    assert journals_from(_shared_clock(healthy_raft()).entries).shared_clock
-    assert _check(_shared_clock(healthy_raft()))["valid"] is True
+    assert journals_from(one_kernel(healthy_raft()).entries).shared_clock
+    assert _check(one_kernel(healthy_raft()))["valid"] is True
     j = healthy_raft()
     j.add(2, "append", base=4, epoch=2, crcs=[22], control=False, leader=True)
     j.add(2, "hw", hw=5, epoch=2)  # counted before any follower had the entry...
@@ -125,10 +116,10 @@ def test_shared_clock_catches_a_high_water_mark_taken_before_a_majority_flushed(
         j.add(n, "append", base=4, epoch=2, crcs=[22], control=False, leader=False)
         j.add(n, "hw", hw=5, epoch=2)
     assert _check(j)["valid"] is True
-    a = only_anomaly(_check(_shared_clock(j)), "MajorityReachedHighWatermark")
+    a = only_anomaly(_check(one_kernel(j)), "MajorityReachedHighWatermark")
     assert a["entries"][0]["hw"] == 5 and "had flushed offset 4" in a["explanation"]
     # a journal of another kernel (or an old node without rmono) turns the strict order off
-    mixed = _shared_clock(j)
+    mixed = one_kernel(j)
     mixed.entries[0]["boot_id"] = "another-kernel"
     assert not journals_from(mixed.entries).shared_clock and _check(mixed)["valid"] is True
 
