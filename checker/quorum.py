@@ -11,7 +11,8 @@ KIP-853's AddRaftVoter trusts to decide that a new voter has caught up.
 Leaders journal a `quorum` sample about once a second with `replicas` (replica id → the log end
 offset their DescribeQuorum answer gives). The rule orders one node's journal against another's,
 so it is judged only when the journals share a clock (`Journals.shared_clock`: one kernel's
-`rmono`, the namespace lab); "ever held" keeps it sound across truncations, restarts and lost
+`rmono`, the namespace lab), and only for replicas whose journal began before the report (a wiped
+data directory starts its node's journal afresh); "ever held" keeps it sound across truncations, restarts and lost
 unflushed writes (a replica that once held an offset may have lost it since; the leader's record of
 it is stale then, not invented).
 """
@@ -32,6 +33,7 @@ INVARIANTS = ["ReplicaProgressHeld"]
 class _Reach:
     """How far one node's log ever reached, over its journal's `rmono` times."""
 
+    since: int | None = None  # the journal's first `rmono`: before it, the replica's past is unknown
     times: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)  # the highest log end reached at or before times[i]
     entries: list[Entry] = field(default_factory=list)
@@ -56,7 +58,7 @@ class _Reach:
 
 
 def _reach(entries: list[Entry]) -> _Reach:
-    reach, end = _Reach(), 0
+    reach, end = _Reach(since=entries[0].rmono if entries else None), 0
     for e in entries:
         if e.ev == "start":
             end = int(e.get("log_end", 0) or 0)
@@ -87,10 +89,11 @@ def check_quorum(journals: Journals) -> dict[str, Any]:
         assert s.rmono is not None
         for rid_text, offset in sorted(s["replicas"].items()):
             rid, claimed = int(rid_text), int(offset)
-            if rid == s.node or rid not in reach or claimed <= 0:
-                continue
+            known = reach.get(rid)
+            if rid == s.node or known is None or known.since is None or known.since > s.rmono or claimed <= 0:
+                continue  # the leader itself, a replica without a journal, or one whose journal began later
             judged += 1
-            held, where = reach[rid].at(s.rmono)
+            held, where = known.at(s.rmono)
             if claimed > held and (s.node, rid) not in reported:
                 reported.add((s.node, rid))
                 vs.append(Violation(

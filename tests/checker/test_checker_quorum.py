@@ -69,3 +69,12 @@ def test_without_a_shared_clock_or_samples_the_rule_is_not_judged() -> None:
     assert res["valid"] is True and "share no clock" in res["not_checked"]["ReplicaProgressHeld"]
     res = check_quorum(journals_from(one_kernel(healthy_raft()).entries))
     assert "no leader journalled" in res["not_checked"]["ReplicaProgressHeld"]
+
+
+def test_a_replica_whose_journal_began_after_the_report_is_not_judged() -> None:
+    # a wiped data directory starts its node's journal afresh: what the replica held before is unknown
+    j = _sampled({"1": 3, "3": 4})
+    j.entries = [e for e in j.entries if not (e["node"] == 3 and e["mono"] < j.entries[-1]["mono"])]
+    j.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
+    res = check_quorum(journals_from(one_kernel(j).entries))
+    assert res["valid"] is True and res["stats"]["replica_states_judged"] == 1
