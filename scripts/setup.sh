@@ -9,8 +9,9 @@ VENV="$ROOT/.venv"
 PY=${PYTHON:-python3}
 EXTRAS=${KRAFTLAB_EXTRAS:-test}
 
+# fuse3 libfuse3-dev pkg-config gcc: the disk-fault filesystem (pyfuse3 builds against libfuse3)
 APT_PACKAGES=(iproute2 iptables procps psmisc openssh-server openssh-client rsync sudo
-              debootstrap tshark ruby)
+              debootstrap tshark ruby fuse3 libfuse3-dev pkg-config gcc)
 
 need_apt=()
 for p in "${APT_PACKAGES[@]}"; do
