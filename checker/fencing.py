@@ -70,6 +70,14 @@ def _ok(e: Entry, api: str) -> bool:
     return e.ev == "decision" and e.get("api") == api and e.get("error", "NONE") == "NONE"
 
 
+def _known(decision: Entry, applied: int) -> int:
+    """The applied offsets a decision could have seen: a controller journals a decision when it
+    answers (once the decision's records committed), but took it on its state as of the decision's
+    `offset` — records applied between the two came after it."""
+    at = decision.get("offset")
+    return applied if at is None else min(applied, int(at))
+
+
 def _registrations(journals: Journals) -> list[Entry]:
     return [e for e in journals.all() if _ok(e, "BrokerRegistration")]
 
@@ -138,7 +146,7 @@ def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
                     unregistered[int(e["broker"])] = int(e["offset"])
             elif _ok(e, "BrokerRegistration"):
                 view = seen[int(e["broker"])]
-                view.advance(applied)
+                view.advance(_known(e, applied))
                 if view.replaced(e.get("incarnation"), unregistered.get(int(e["broker"]), -1)):
                     older, newer = _incarnations(e, view.decided, by_broker[int(e["broker"])], applied)
                     vs.append(Violation("OldIncarnationAccepted",
@@ -151,10 +159,10 @@ def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
                 view.decide(e)
             elif _ok(e, "BrokerHeartbeat"):
                 b, ep = int(e["broker"]), int(e["broker_epoch"])
-                view = seen.get(b)
-                if view is not None and view.newer_than(ep, applied):
+                view, known = seen.get(b), _known(e, applied)
+                if view is not None and view.newer_than(ep, known):
                     newer = [r for r in regs if int(r["broker"]) == b and ep < int(r["broker_epoch"])
-                             and (int(r["broker_epoch"]) <= applied or any(r is k for k in view.decided))]
+                             and (int(r["broker_epoch"]) <= known or any(r is k for k in view.decided))]
                     vs.append(Violation("StaleEpochAccepted",
                                         f"controller {nid} accepted a heartbeat of broker {b} with epoch {ep} though "
                                         f"it knew registration epoch {newer[-1]['broker_epoch']}", [newer[-1], e],

@@ -38,6 +38,22 @@ def test_stale_epoch_heartbeat_accepted() -> None:
                                          "a heartbeat at broker epoch 5 accepted (Kafka answers STALE_BROKER_EPOCH)")
 
 
+def test_a_heartbeat_decided_before_a_registration_it_is_journalled_after_is_fine() -> None:
+    # decisions are journalled when answered (their records committed), but taken on the state as of
+    # their `offset`: a heartbeat decided at offset 8 is answered after registration 9 was applied
+    j = healthy_fencing()
+    j.add(1, "apply", offset=9, type="RegisterBrokerRecord", broker=4, batch_end=10)
+    j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE", offset=8)
+    j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE",
+          offset=9)
+    assert _check(j)["valid"] is True
+    # decided on a state holding the new registration, it is stale
+    bad = j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE",
+                offset=10)
+    a = only_anomaly(_check(j), "StaleEpochAccepted")
+    assert a["entries"][-1]["where"] == _line(j, bad)
+
+
 def test_stale_epoch_rejected_is_fine() -> None:
     j = healthy_fencing()
     j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE")
