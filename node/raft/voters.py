@@ -37,11 +37,13 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class Voter:
-    """One voter: its node id, its directory id (None when unknown: the static mode), its endpoints."""
+    """One voter: its node id, its directory id (None when unknown: the static mode), its endpoints,
+    and the range of kraft.version it supports (VotersRecord's KRaftVersionFeature)."""
 
     node_id: int
     directory_id: uuid.UUID | None = None
     endpoints: tuple[Endpoint, ...] = ()
+    kraft_versions: tuple[int, int] = (0, 1)
 
 
 class VoterSet:
@@ -127,6 +129,11 @@ class VoterHistory:
     @property
     def latest(self) -> VoterSet:
         return self._sets[-1]
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the record that brought `latest` into force (-1: the initial set)."""
+        return self._offsets[-1]
 
     def at(self, offset: int) -> VoterSet:
         """The voter set in force at `offset`."""

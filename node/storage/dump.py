@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraftlab.node.raft.membership.records import describe_membership_record
 from kraftlab.node.raft.ports import Batch, Record
 from kraftlab.node.storage.batches import BatchHeader, decode_at, read_header
 from kraftlab.node.storage.control import ControlRecordType, control_type, parse_snapshot_footer, parse_snapshot_header
@@ -84,7 +85,7 @@ def describe_control(record: Record) -> str:
             return f"{name} version: {header.version} lastContainedLogTimestamp: {header.last_contained_log_timestamp}"
         if kind == ControlRecordType.SNAPSHOT_FOOTER:
             return f"{name} version: {parse_snapshot_footer(record).version}"
-        return name
+        return describe_membership_record(record) or name
     except ValueError as e:
         return f"unreadable control record ({e})"
 
