@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from kraftlab.control import leftovers
+from kraftlab.control import leftovers, mounts
 from kraftlab.control.host import Host
 from kraftlab.control.lab import Lab
 from kraftlab.control.preflight import SetupError
@@ -75,9 +75,11 @@ def clean(name: str | None = None, everything: bool = False) -> CleanReport:
         backend_module("docker").remove_lab_objects(None if everything else name)
     if everything:
         leftovers.remove(leftovers.ALL)
+        mounts.unmount_under(netns.WORK_ROOT)
         shutil.rmtree(netns.WORK_ROOT, ignore_errors=True)
     else:
         leftovers.remove(netns.lab_prefix(str(name)))
+        mounts.unmount_under(netns.WORK_ROOT / str(name))
         shutil.rmtree(netns.WORK_ROOT / str(name), ignore_errors=True)
         remove_state(str(name))
     return report

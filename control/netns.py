@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, NetNS, netns
 
-from kraftlab.control import leftovers, subnet
+from kraftlab.control import leftovers, mounts, subnet
 from kraftlab.control.host import CommandResult, HostError
 from kraftlab.control.identity import HostIdentity
 from kraftlab.control.preflight import require_commands, require_root
@@ -157,6 +157,7 @@ def down(name: str) -> None:
     with contextlib.suppress(LookupError):
         prefix = str(load_state(name).info.get("prefix", prefix))
     leftovers.remove(prefix)
+    mounts.unmount_under(WORK_ROOT / name)  # before the workdirs: rm cannot remove a (dead) mount point
     shutil.rmtree(WORK_ROOT / name, ignore_errors=True)
     remove_state(name)
 

@@ -30,6 +30,7 @@ from kraftlab.control.netns import NetnsHost
 from kraftlab.control.ssh import SshHost
 from kraftlab.control.state import state_dir
 from kraftlab.control.wheels import WheelError, build_wheelhouse, install_script
+from kraftlab.disks import DiskMounts, python_beside
 from kraftlab.nemesis.daemon_control import DaemonNodeControl
 
 DAEMON = "kraft-node"
@@ -191,6 +192,9 @@ class DeploymentState:
     run_dir: str | None = None
     """The run directory of the test that deployed it: `kraftlab clean` after a killed runner
     collects the node logs and journals there, so `kraftlab analyze` can still judge the run."""
+    diskfs: bool = False
+    """Each node's metadata.log.dir is on the disk-fault filesystem (kraftlab/disks.py): a kill
+    loses what the node never fsynced, and the disk nemesis can fail or delay its I/O."""
 
     def save(self) -> Path:
         path = state_dir() / "deployments" / f"{self.lab}.json"
@@ -221,6 +225,7 @@ class Deployment(DaemonNodeControl):
         self.state = state
         self.timings: dict[str, float] = {}  # seconds per phase of the last deploy / wait_healthy
         self._specs = {s.name: s for s in state.specs}
+        self.disks = DiskMounts(self.lab.host, lambda n: python_beside(self.kraft_node(n))) if state.diskfs else None
         super().__init__(lab.hosts, daemon=DAEMON,
                          command=lambda n: f"{self.kraft_node(n)} start --config {self.paths(n).config}",
                          controllers=[s.name for s in state.specs if s.controller],
@@ -232,10 +237,10 @@ class Deployment(DaemonNodeControl):
 
     @staticmethod
     def create(lab: Lab, topology: str = DEFAULT_TOPOLOGY, overrides: dict[str, str] | None = None,
-               cluster_id: str | None = None, run_dir: Path | None = None) -> Deployment:
+               cluster_id: str | None = None, run_dir: Path | None = None, diskfs: bool = False) -> Deployment:
         state = DeploymentState(lab.name, topology, cluster_id or random_cluster_id(),
                                 plan(topology, lab.addresses()), dict(overrides or {}),
-                                None if run_dir is None else str(run_dir))
+                                None if run_dir is None else str(run_dir), diskfs)
         state.save()
         return Deployment(lab, state)
 
@@ -276,6 +281,8 @@ class Deployment(DaemonNodeControl):
             text = render_properties(spec, self.state.specs, paths, self.state.overrides)
             h.run(f"mkdir -p {paths.data_dir} {paths.metadata_dir} && cat > {paths.config} <<'KRAFTLAB_EOF'\n"
                   f"{text}KRAFTLAB_EOF\n", check=True)
+            if self.disks is not None:
+                self.disks.mount(h.name, seed=self._specs[h.name].node_id)
 
         self.lab.on(None, write)
 
@@ -341,8 +348,31 @@ class Deployment(DaemonNodeControl):
 
     def _wipe(self, node: str) -> None:
         p = self.paths(node)
+        if self.disks is not None:  # the mount goes first: `rm` cannot remove a mount point
+            self.disks.unmount(node)
+            self.lab.host(node).run(f"rm -rf {self.disks.backing(node)}", check=True)
         self.lab.host(node).run(f"rm -rf {p.data_dir} {p.metadata_dir} && mkdir -p {p.data_dir} {p.metadata_dir}",
                                 check=True)
+        if self.disks is not None:
+            self.disks.mount(node, seed=self._specs[node].node_id)
+
+    def lose_unfsynced(self, node: str) -> dict[str, Any] | None:
+        """After a kill: drop everything the node's disk never made durable (None without diskfs)."""
+        if self.disks is None:
+            return None
+        return self.disks.request(node, {"cmd": "crash"})
+
+    def disk_request(self, node: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A request to the node's disk-fault filesystem (errors, delays, status)."""
+        if self.disks is None:
+            raise HostError(f"{node}: this lab's data is not on the disk-fault filesystem (deploy with --diskfs)")
+        return self.disks.request(node, request)
+
+    def unmount_disks(self) -> None:
+        """Stop every node's disk-fault filesystem (the nodes must be down)."""
+        if self.disks is not None:
+            disks = self.disks
+            self.lab.on(None, lambda h: disks.unmount(h.name))
 
     def reformat(self, node: str) -> None:
         self._format(node, ignore_formatted=True)

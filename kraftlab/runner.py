@@ -82,6 +82,7 @@ class TestOptions:
     name: str | None = None
     store: Path = DEFAULT_STORE
     config: dict[str, str] = field(default_factory=dict)  # extra server.properties keys
+    diskfs: bool = False  # metadata directories on the disk-fault filesystem: a kill is a power loss
 
     def test_name(self) -> str:
         return self.name or f"{self.workload}-{self.nemesis.replace(',', '+') or 'none'}"
@@ -183,7 +184,7 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
                 lab, created = _open_lab(opts)
                 run.update_test(lab=lab.name, lab_created=created)
                 live.phase = "deploy"
-                dep = Deployment.create(lab, opts.topology, opts.config, run_dir=run.path)
+                dep = Deployment.create(lab, opts.topology, opts.config, run_dir=run.path, diskfs=opts.diskfs)
                 run.update_test(cluster_id=dep.state.cluster_id,
                                 nodes_roles={s.name: list(s.roles) for s in dep.state.specs},
                                 node_ids={s.name: s.node_id for s in dep.state.specs})
@@ -207,6 +208,8 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
             if not opts.leave_running:
                 with contextlib.suppress(Exception):
                     dep.stop_all(graceful=False)
+                with contextlib.suppress(Exception):
+                    dep.unmount_disks()
         if lab is not None and created and not opts.leave_running:
             with contextlib.suppress(Exception):
                 lab_down(lab.name)

@@ -55,6 +55,9 @@ def add_test_arguments(p: argparse.ArgumentParser, *, matrix: bool = False) -> N
     p.add_argument("--store", type=Path, default=DEFAULT_STORE)
     p.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="extra server.properties entry for every node (repeatable)")
+    p.add_argument("--diskfs", action="store_true",
+                   help="put each node's metadata.log.dir on the disk-fault FUSE filesystem: every kill also "
+                        "loses what the node never fsynced (netns and SSH backends)")
 
 
 def options_from(args: argparse.Namespace, **override: object) -> TestOptions:
@@ -65,6 +68,6 @@ def options_from(args: argparse.Namespace, **override: object) -> TestOptions:
                   recovery_time=args.recovery_time, op_timeout=args.op_timeout, backend=args.backend,
                   lab=args.lab, nodes_file=args.nodes_file, accept_new_host_keys=args.accept_new_host_keys,
                   leave_running=args.leave_running, replay_nemesis=args.replay_nemesis, store=args.store,
-                  config=dict(args.config))
+                  config=dict(args.config), diskfs=getattr(args, "diskfs", False))
     fields.update(override)
     return TestOptions(**fields)  # type: ignore[arg-type]

@@ -26,12 +26,13 @@ op fires) | controllers | brokers).
 *`drop`: `all` (default) or `new-connections`: only the TCP SYNs from the senders are dropped, so
 a receiver cannot be connected to by them but still reaches them over connections it opens.
 
-A kill of a node started with `kraftlab.unsafe.lose.unflushed=true` also loses its un-fsynced log
-writes: the node keeps them in process memory in that mode, so SIGKILL emulates a power failure that
-loses the page cache. The nemesis only sends SIGKILL.
+A kill of a node whose metadata directory is on the disk-fault filesystem (`--diskfs`,
+nemesis.diskfs) is a power loss: the filesystem also drops every write the node never fsynced
+(nemesis.powerloss), and the kill's result lists what was lost (`lost_unfsynced`).
 
 Modules: grudge/targets (pure choices), netfilter/packet/clockfile/disk (commands), partition/
 process/clock/packet/disk (fault kinds), core (Nemesis), state + ports.Ledger (faults in force,
 persisted), schedule/runner/session (packages, seeded schedules, replay, heal on every exit path),
-cleanup (clean_lab for `kraftlab clean`), daemon_control (a NodeControl over plain daemons), fakes.
+cleanup (clean_lab for `kraftlab clean`), daemon_control (a NodeControl over plain daemons), fakes,
+powerloss (a kill that also loses un-fsynced writes), diskfs (the FUSE filesystem of disk faults).
 """

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from kraftlab.nemesis import powerloss
 from kraftlab.nemesis.context import FaultContext
 from kraftlab.nemesis.errors import FaultError
 from kraftlab.nemesis.fault import Handler
@@ -99,7 +100,7 @@ class DiskFault:
         for node in nodes:
             self.ctx.state.put("disk", node, {"host": control.host(node).name, "damage": damage, "done": None})
             if control.running(node):
-                control.kill(node)
+                powerloss.crash(control, node)
             result = control.host(node).run(damage_command(damage, control.metadata_log_dir(node),
                                                            control.data_dir(node), seed, amount), timeout=60)
             if not result.ok:

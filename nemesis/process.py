@@ -1,8 +1,8 @@
 """Process faults: SIGKILL + restart, graceful stop (SIGTERM) + restart, SIGSTOP/SIGCONT.
 
-A kill of a node started with `kraftlab.unsafe.lose.unflushed=true` also loses the writes the node
-had not fsynced (the node keeps them in process memory in that mode), which emulates a power loss
-of the page cache: the nemesis only sends SIGKILL; the node's storage makes the loss real.
+A kill of a node whose data is on the disk-fault filesystem (`kraftlab test --diskfs`) is a power
+loss: its disk also drops every write not yet fsynced (nemesis.powerloss), and the kill's result
+says what was lost (`lost_unfsynced`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kraftlab.nemesis import targets
+from kraftlab.nemesis import powerloss, targets
 from kraftlab.nemesis.context import FaultContext, check_outcomes
 from kraftlab.nemesis.errors import FaultError
 from kraftlab.nemesis.fault import Handler
@@ -62,7 +62,17 @@ class ProcessFault:
         return done
 
     def kill(self, value: dict[str, Any]) -> dict[str, Any]:
-        return self._apply(value, "killed", self.ctx.control.kill, {"signal": "SIGKILL"})
+        lost: dict[str, Any] = {}
+
+        def kill_one(node: str) -> None:
+            dropped = powerloss.crash(self.ctx.control, node)
+            if dropped is not None:
+                lost[node] = dropped
+
+        done = self._apply(value, "killed", kill_one, {"signal": "SIGKILL"})
+        if lost:
+            done["lost_unfsynced"] = lost
+        return done
 
     def graceful_stop(self, value: dict[str, Any]) -> dict[str, Any]:
         return self._apply(value, "stopped", lambda n: self.ctx.control.stop(n, graceful=True),

@@ -14,13 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
-from pathlib import Path
 
-FSNAME = "kraftlab-diskfs"
+from kraftlab.control.mounts import FSNAME, unmount
 
 
 def serve(backing: str, mountpoint: str, control_path: str, seed: int = 0) -> None:
@@ -55,26 +52,6 @@ def serve(backing: str, mountpoint: str, control_path: str, seed: int = 0) -> No
         pyfuse3.close(unmount=True)
         if os.path.lexists(control_path):
             os.unlink(control_path)
-
-
-def is_mounted(mountpoint: str) -> bool:
-    """Whether a kraftlab diskfs (alive or dead) is mounted at `mountpoint` (from /proc/mounts)."""
-    target = os.path.realpath(mountpoint)
-    try:
-        lines = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return False
-    return any(len(f) > 1 and f[0] == FSNAME and f[1] == target for f in (line.split() for line in lines))
-
-
-def unmount(mountpoint: str) -> bool:
-    """Lazily unmount a diskfs at `mountpoint`; False when none was mounted there."""
-    if not is_mounted(mountpoint):
-        return False
-    tool = shutil.which("fusermount3") or shutil.which("fusermount")
-    cmd = [tool, "-u", "-z", mountpoint] if tool else ["umount", "-l", mountpoint]
-    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=30)
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

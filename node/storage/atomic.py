@@ -17,6 +17,24 @@ def fsync_dir(directory: str | Path) -> None:
         os.close(fd)
 
 
+def make_dirs_durably(directory: str | Path) -> Path:
+    """Create `directory` (and missing parents) so that it survives a power loss: a new directory's
+    name is durable only once its parent is fsynced. The parent is fsynced even when the directory
+    already exists, since a previous life may have created it and stopped before that fsync."""
+    directory = Path(directory)
+    missing = []
+    p = directory
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    for d in [directory, *missing]:
+        fsync_dir(d.parent)
+    return directory
+
+
 def write_atomically(path: str | Path, data: bytes) -> None:
     """Replace `path` by `data` so that a crash leaves either the old or the new content, never a mix.
 

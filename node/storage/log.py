@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch
-from kraftlab.node.storage.atomic import fsync_dir
+from kraftlab.node.storage.atomic import fsync_dir, make_dirs_durably
 from kraftlab.node.storage.batches import decode_batch, encode_batch
 from kraftlab.node.storage.checkpoint import HighWatermarkCheckpoint
 from kraftlab.node.storage.epoch_cache import EpochCache
@@ -111,7 +111,7 @@ class DiskLog:
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, not {segment_bytes}")
         directory = partition_dir(metadata_log_dir)
-        directory.mkdir(parents=True, exist_ok=True)
+        make_dirs_durably(directory)
         self = cls(directory, segment_bytes, lose_unflushed)
         try:
             self._recover(snapshot_id)

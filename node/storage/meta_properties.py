@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraftlab.node.storage.atomic import write_atomically
+from kraftlab.node.storage.atomic import make_dirs_durably, write_atomically
 from kraftlab.node.storage.errors import CorruptStateFile, StorageError
 from kraftlab.node.storage.layout import META_PROPERTIES_FILE
 
@@ -110,7 +110,7 @@ def read_meta_properties(log_dir: str | Path) -> MetaProperties:
 def write_meta_properties(log_dir: str | Path, props: MetaProperties) -> None:
     """Write meta.properties atomically, creating the directory if needed."""
     validate_cluster_id(props.cluster_id)
-    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    make_dirs_durably(log_dir)
     write_atomically(Path(log_dir) / META_PROPERTIES_FILE, encode_meta_properties(props))
 
 

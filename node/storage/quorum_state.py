@@ -16,7 +16,7 @@ from typing import Any
 
 from kraftlab.node.bugs import NO_BUGS, BugSet
 from kraftlab.node.raft.ports import QuorumStateData
-from kraftlab.node.storage.atomic import TMP_SUFFIX, write_atomically
+from kraftlab.node.storage.atomic import TMP_SUFFIX, make_dirs_durably, write_atomically
 from kraftlab.node.storage.errors import CorruptStateFile
 from kraftlab.node.storage.layout import QUORUM_STATE_FILE, partition_dir
 
@@ -90,7 +90,7 @@ class FileQuorumStateStore:
     ) -> FileQuorumStateStore:
         """The store at `<metadata.log.dir>/__cluster_metadata-0/quorum-state` (Kafka's place)."""
         directory = partition_dir(metadata_log_dir)
-        directory.mkdir(parents=True, exist_ok=True)
+        make_dirs_durably(directory)
         return cls(directory / QUORUM_STATE_FILE, bugs, lose_unflushed)
 
     def read(self) -> QuorumStateData | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
-from kraftlab.node.storage.atomic import fsync_dir
+from kraftlab.node.storage.atomic import fsync_dir, make_dirs_durably
 from kraftlab.node.storage.batches import decode_batches, encode_batch
 from kraftlab.node.storage.control import parse_snapshot_footer, parse_snapshot_header, snapshot_footer, snapshot_header
 from kraftlab.node.storage.errors import CorruptBatch, CorruptSnapshot
@@ -87,7 +87,7 @@ class DiskSnapshotStore:
     def __init__(self, directory: str | Path, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> None:
         self.directory = Path(directory)
         self.max_batch_bytes = max_batch_bytes
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_dirs_durably(self.directory)
         partials = [p for p in self.directory.iterdir() if is_partial_snapshot(p.name)]
         for p in partials:
             log.info("deleting partial snapshot %s", p)

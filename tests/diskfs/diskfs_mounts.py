@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from kraftlab.control.mounts import diskfs_mounts, unmount
 from kraftlab.nemesis.diskfs.control import request
-from kraftlab.nemesis.diskfs.mount import is_mounted, unmount
 
 
 def fuse_available() -> str | None:
@@ -55,7 +55,7 @@ def mounted(tmp_path: Path, seed: int = 0) -> Iterator[Mounted]:
                              "--control", control, "--seed", str(seed)], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 20
-        while not (is_mounted(str(mountpoint)) and os.path.exists(control)):
+        while not (str(mountpoint.resolve()) in diskfs_mounts() and os.path.exists(control)):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError("diskfs did not mount: " + (tmp_path / "diskfs.log").read_text()[-2000:])
             time.sleep(0.02)

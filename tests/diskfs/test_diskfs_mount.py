@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from kraftlab.control.mounts import diskfs_mounts, unmount
 from kraftlab.nemesis.diskfs.durability import STASH
-from kraftlab.nemesis.diskfs.mount import is_mounted, unmount
 from kraftlab.node.storage.atomic import fsync_dir, write_atomically
 
 from .diskfs_mounts import mounted, needs_fuse
@@ -125,12 +125,12 @@ def test_a_killed_filesystem_leaves_a_mount_that_unmount_removes(tmp_path: Path)
     with mounted(tmp_path) as m:
         m.process.send_signal(signal.SIGKILL)
         m.process.wait(5)
-        assert is_mounted(str(m.mountpoint))
+        assert diskfs_mounts(m.mountpoint) == [str(m.mountpoint.resolve())]
         with pytest.raises(OSError) as err:
             os.listdir(m.mountpoint)
         assert err.value.errno == errno.ENOTCONN
         assert unmount(str(m.mountpoint))
-        assert not is_mounted(str(m.mountpoint)) and os.listdir(m.mountpoint) == []
+        assert diskfs_mounts(m.mountpoint) == [] and os.listdir(m.mountpoint) == []
 
 
 def test_the_command_line_talks_to_the_control_socket(tmp_path: Path) -> None:
