@@ -1,23 +1,27 @@
 """The `kraftlab` command line: discovers one module per subcommand in `kraftlab.commands`.
 
-Each command module defines `register(subparsers) -> None`, which adds its parser and sets
-`func=handler` on it; a handler takes the parsed `argparse.Namespace` and returns an exit code.
-Exit codes are the run's verdict: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 the
-run itself crashed.
+Each command module defines `HELP` (its one-line summary) and `register(subparsers) -> None`,
+which adds its parser and sets `func=handler` on it; a handler takes the parsed
+`argparse.Namespace` and returns an exit code. Only the command being run is imported and
+registered: the others are listed by their `HELP`, read from their source without importing
+them, so `kraftlab --help` answers without loading plotting, checkers or workloads. Exit codes
+are the run's verdict: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 the run itself crashed.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import pkgutil
 import signal
 import sys
 import traceback
+from collections.abc import Collection
+from pathlib import Path
 
 from kraftlab import commands
 from kraftlab.exits import EXIT_BAD_ARGS, EXIT_CRASHED, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID  # noqa: F401
-from kraftlab.nemesis.runner import interrupt_on, restore_handlers
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,10 +32,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(wanted: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; `wanted` names the commands registered in full (None: every one). The others
+    appear by their `HELP` only (a command without a readable `HELP` is registered in full)."""
     parser = _Parser(prog="kraftlab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        name = info.name.replace("_", "-")
+        summary = None if wanted is None or name in wanted else _static_help(info)
+        if summary is not None:
+            sub.add_parser(name, help=summary, add_help=False)
+            continue
         try:
             module = importlib.import_module(f"kraftlab.commands.{info.name}")
         except ImportError as exc:  # one broken command must not take the others down
@@ -41,6 +52,26 @@ def build_parser() -> argparse.ArgumentParser:
         if register is not None:
             register(sub)
     return parser
+
+
+def _static_help(info: pkgutil.ModuleInfo) -> str | None:
+    """A command module's module-level `HELP = "..."`, read from its source (None if it has none)."""
+    try:
+        path = Path(getattr(info.module_finder, "path", "")) / f"{info.name}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "HELP" and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            return node.value.value
+    return None
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The subcommand named in `argv` (the first word that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def _register_broken(sub: argparse._SubParsersAction, module: str, exc: ImportError) -> None:
@@ -57,7 +88,9 @@ def _register_broken(sub: argparse._SubParsersAction, module: str, exc: ImportEr
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    command = _command_in(argv)
+    parser = build_parser([command] if command else [])
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "broken", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -65,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return EXIT_BAD_ARGS
+    from kraftlab.nemesis.runner import interrupt_on, restore_handlers
+
     previous = interrupt_on((signal.SIGTERM,))  # a CI timeout or `kill` unwinds like Ctrl-C: labs removed, verdict
     try:
         return int(func(args))

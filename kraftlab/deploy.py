@@ -507,6 +507,19 @@ class Deployment(DaemonNodeControl):
         found = self.lab.on(nodes, first_fatal)
         return {n: e for n, e in found.items() if e is not None}
 
+    def metrics_addresses(self) -> dict[str, str | None]:
+        """Each node's metrics address as it journalled it when it last started (None: serves none)."""
+        pattern = shlex.quote('"ev":"metrics"')
+
+        def last_address(h: Host) -> str | None:
+            r = h.run(f"grep -F {pattern} {shlex.quote(self.paths(h.name).journal)} 2>/dev/null | tail -n1", timeout=10)
+            try:
+                return str(json.loads(r.stdout)["address"]) if r.ok and r.stdout.strip() else None
+            except (ValueError, KeyError):
+                return None
+
+        return self.lab.on(self.nodes(), last_address)
+
     def log_tail(self, node: str, lines: int = 20) -> str:
         r = self.lab.host(node).run(f"tail -n {lines} {self.paths(node).log} 2>&1", timeout=10)
         return r.stdout.rstrip()

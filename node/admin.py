@@ -7,7 +7,6 @@ rendering — the same functions `kraft-node`'s commands use, so a query in the 
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -133,11 +132,15 @@ def unregister_request(broker_id: int) -> Callable[[int], Any]:
 
 def describe_quorum_now(host: str, port: int, timeout: float = 2.0) -> dict[str, Any]:
     """`describe_quorum` from synchronous code (the suite's deploy and health checks)."""
+    import asyncio  # here, not at import: `kraft-node --help` answers without loading it
+
     return asyncio.run(describe_quorum((host, port), timeout))
 
 
 def describe_cluster_now(host: str, port: int, timeout: float = 2.0) -> dict[str, Any]:
     """`describe_cluster` from synchronous code."""
+    import asyncio
+
     return asyncio.run(describe_cluster((host, port), timeout))
 
 

@@ -18,7 +18,6 @@ Queries print JSON on stdout.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import importlib
 import json
@@ -53,6 +52,13 @@ EXIT_FAILED = 1
 CommandFailed = AdminError
 """A command could not do its job; the message is printed as is."""
 __all__ = ["CommandFailed", "cluster_json", "describe_cluster", "describe_quorum", "main", "quorum_json"]
+
+
+def _run(coro: Any) -> Any:
+    """`asyncio.run`, with asyncio loaded only by the commands that talk to a node (not by `--help`)."""
+    import asyncio
+
+    return asyncio.run(coro)
 
 
 def _config(path: str, overrides: dict[str, str] | None = None) -> NodeConfig:
@@ -170,7 +176,7 @@ def _shell_image(args: argparse.Namespace) -> tuple[Any, str]:
         from kraftlab.node.metadata.live import LiveFetchError, fetch_image
 
         try:
-            image, end = asyncio.run(fetch_image(args.bootstrap_controller, args.timeout))
+            image, end = _run(fetch_image(args.bootstrap_controller, args.timeout))
         except LiveFetchError as e:
             raise CommandFailed(str(e)) from None
         return image, f"committed metadata image of the quorum up to offset {end}"
@@ -251,18 +257,18 @@ async def append_test_records(client: Any, values: list[bytes], timeout_ms: int 
 
 def cmd_describe_quorum(args: argparse.Namespace) -> int:
     address = args.bootstrap_controller or args.bootstrap_server
-    print(json.dumps(asyncio.run(describe_quorum(address, args.timeout))))
+    print(json.dumps(_run(describe_quorum(address, args.timeout))))
     return EXIT_OK
 
 
 def cmd_cluster_id(args: argparse.Namespace) -> int:
-    print(asyncio.run(describe_cluster(args.bootstrap_server, args.timeout))["cluster_id"])
+    print(_run(describe_cluster(args.bootstrap_server, args.timeout))["cluster_id"])
     return EXIT_OK
 
 
 def cmd_unregister(args: argparse.Namespace) -> int:
     """KIP-631's `kafka-cluster unregister`: UnregisterBroker through a broker (relayed to the controller)."""
-    response = asyncio.run(
+    response = _run(
         query(args.bootstrap_server, UNREGISTER_BROKER_KEY, (0, 0), unregister_request(args.id), args.timeout)
     )
     if int(response.error_code) != 0:
@@ -274,7 +280,7 @@ def cmd_unregister(args: argparse.Namespace) -> int:
 
 
 def cmd_describe_cluster(args: argparse.Namespace) -> int:
-    print(json.dumps(asyncio.run(describe_cluster(args.bootstrap_server, args.timeout))))
+    print(json.dumps(_run(describe_cluster(args.bootstrap_server, args.timeout))))
     return EXIT_OK
 
 
@@ -358,9 +364,9 @@ def load_kio_without_hypothesis() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # `--help` ends here, before kio is loaded
     if argv is None:  # the `kraft-node` program itself (tests pass argv and keep kio's strategies)
         load_kio_without_hypothesis()
-    args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
     except CommandFailed as e:

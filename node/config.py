@@ -199,7 +199,9 @@ class NodeConfig:
     metadata_max_idle_interval_ms: int = 500
     journal_file: Path | None = None
     clock_file: Path | None = None
-    metrics_port: int = 9100
+    metrics_port: int | None = None
+    """`kraftlab.metrics.port`: None (the key absent) serves no metrics, as Kafka binds nothing
+    optional by default; 0 serves them on a free port (its address logged and journalled)."""
     broker_self_fence_timeout_ms: int = 18000
     unsafe_test_mode: bool = False
     unsafe_bug: str | None = None
@@ -426,9 +428,11 @@ def config_from_properties(props: dict[str, str]) -> NodeConfig:
         raise ConfigError(f"kraftlab.unsafe.bug: {e}") from None
     journal = r.str("kraftlab.journal.file")
     clock = r.str("kraftlab.clock.file")
-    metrics_port = r.int("kraftlab.metrics.port", 9100)
-    if metrics_port > 65535:
-        raise ConfigError(f"kraftlab.metrics.port: {metrics_port} out of range")
+    metrics_port: int | None = None
+    if r.str("kraftlab.metrics.port") is not None:
+        metrics_port = r.int("kraftlab.metrics.port", 0)
+        if metrics_port > 65535:
+            raise ConfigError(f"kraftlab.metrics.port: {metrics_port} out of range")
     return NodeConfig(
         roles=roles,
         node_id=node_id,

@@ -186,13 +186,8 @@ class NodeServer:
         if broker_apis is not None:
             for listener in config.broker_listeners:
                 await self._listen(broker_apis, listener.host, listener.port, listener.name)
-        if config.metrics_port:
-            host = (config.listeners[0].host if config.listeners else "") or "0.0.0.0"
-            self._metrics_server = mx.MetricsServer(self.metrics, host, config.metrics_port)
-            try:
-                await self._metrics_server.start()
-            except OSError as e:
-                raise StartupError(f"cannot serve metrics on {host}:{config.metrics_port}: {e}") from e
+        if config.metrics_port is not None:
+            await self._serve_metrics(config.metrics_port)
         self.driver.start()
         # Everything loaded so far (modules, the image of the latest snapshot) lives as long as the
         # process: out of the garbage collector's sight, a full collection no longer rescans it.
@@ -206,6 +201,21 @@ class NodeServer:
             list(config.voter_ids),
             storage.meta.cluster_id,
         )
+
+    async def _serve_metrics(self, port: int) -> None:
+        """Prometheus `/metrics` on the first listener's host; port 0 takes a free one. The address
+        is logged and journalled (`metrics`), where `kraftlab lab status` finds it."""
+        config = self.config
+        host = (config.listeners[0].host if config.listeners else "") or "0.0.0.0"
+        self._metrics_server = mx.MetricsServer(self.metrics, host, port)
+        try:
+            await self._metrics_server.start()
+        except OSError as e:
+            raise StartupError(f"cannot serve metrics on {host}:{port}: {e}") from e
+        shown = f"[{host}]" if ":" in host else host
+        address = f"http://{shown}:{self._metrics_server.port}/metrics"
+        log.info("metrics on %s", address)
+        self.journal.write("metrics", address=address)
 
     async def _listen(self, registry: ApiRegistry, host: str, port: int, name: str) -> None:
         server = ProtocolServer(registry, host or "0.0.0.0", port, listener=name)

@@ -62,7 +62,7 @@ def test_sigterm_is_an_interrupt_and_the_handler_is_restored(
         finally:
             cleaned.append(True)
 
-    def parser() -> argparse.ArgumentParser:
+    def parser(wanted: object = None) -> argparse.ArgumentParser:
         p = argparse.ArgumentParser()
         p.add_subparsers().add_parser("stops-itself").set_defaults(func=stops_itself)
         return p
@@ -100,10 +100,63 @@ def test_a_forked_child_still_dies_of_sigterm(monkeypatch: pytest.MonkeyPatch) -
         _, status = os.waitpid(pid, 0)
         return 0 if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM else 1
 
-    def parser() -> argparse.ArgumentParser:
+    def parser(wanted: object = None) -> argparse.ArgumentParser:
         p = argparse.ArgumentParser()
         p.add_subparsers().add_parser("forks").set_defaults(func=forks)
         return p
 
     monkeypatch.setattr(cli, "build_parser", parser)
     assert cli.main(["forks"]) == 0
+
+
+HEAVY = ("matplotlib", "networkx", "numpy", "pyroute2", "kio", "kraftlab.workloads", "kraftlab.checker",
+         "kraftlab.nemesis", "kraftlab.runner", "kraftlab.report")
+"""What `--help` must not load: the cost of the commands, paid only when one runs."""
+
+
+def _modules_after(code: str) -> set[str]:
+    import json
+    import subprocess
+    import sys
+
+    probe = (f"import sys, json, contextlib, io\n"
+             f"with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+             f"    {code}\n"
+             f"print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+@pytest.mark.parametrize("code", [
+    "from kraftlab.cli import main; main(['--help'])",
+    "from kraftlab.cli import main; main([])",
+    "from kraftlab.node.cli import main; main(['--help'])",
+])
+def test_help_loads_no_heavy_module(code: str) -> None:
+    loaded = _modules_after(code)
+    heavy = sorted(m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY))
+    if "node.cli" in code:  # the node's own CLI may use kio (its wire types) but nothing of the suite's
+        heavy = [m for m in heavy if not m.startswith("kio")]
+    assert heavy == []
+
+
+def test_top_level_help_lists_every_command_with_its_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib
+    import pkgutil
+
+    from kraftlab import commands
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for info in pkgutil.iter_modules(commands.__path__):
+        module = importlib.import_module(f"kraftlab.commands.{info.name}")
+        assert info.name.replace("_", "-") in out
+        assert " ".join(module.HELP.split()[:4]) in " ".join(out.split())
+
+
+def test_a_command_still_parses_its_own_arguments() -> None:
+    from kraftlab.cli import build_parser
+
+    args = build_parser(["nemesis"]).parse_args(["nemesis", "--lab", "x", "heal"])
+    assert args.command == "nemesis" and callable(args.func)

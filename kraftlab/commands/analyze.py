@@ -14,9 +14,12 @@ from kraftlab.runner import session_timeout_ms
 from kraftlab.store import RunDir
 from kraftlab.workloads import catalog
 
+HELP = "re-check a stored run and re-render its report"
+"""The one line `kraftlab --help` shows (read without importing this module)."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("analyze", help="re-check a stored run and re-render its report")
+    p = sub.add_parser("analyze", help=HELP)
     p.add_argument("run_dir", type=Path)
     p.add_argument("--spark", default=None, metavar="MASTER", help="check on Spark (e.g. local[2])")
     p.set_defaults(func=run)

@@ -14,12 +14,15 @@ from typing import Any
 
 from kraftlab.exits import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
+HELP = "check a history file (and node journals)"
+"""The one line `kraftlab --help` shows (read without importing this module)."""
+
 
 def register(subparsers: Any) -> None:
     from kraftlab.checker.formats import FORMATS
     from kraftlab.checker.models import MODELS
 
-    p = subparsers.add_parser("check", help="check a history file (and node journals)")
+    p = subparsers.add_parser("check", help=HELP)
     p.add_argument("file", nargs="?", help="history: .jsonl, .edn or a Jepsen etcd log")
     p.add_argument("--model", choices=MODELS, help="model for linearizability (default: per op's workload)")
     p.add_argument("--format", choices=FORMATS, help="history format (default: detected)")

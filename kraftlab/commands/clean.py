@@ -17,9 +17,12 @@ from kraftlab.control.labs import clean, load_lab
 from kraftlab.control.preflight import SetupError, require_root
 from kraftlab.control.state import list_states
 
+HELP = "remove leftovers of killed runs"
+"""The one line `kraftlab --help` shows (read without importing this module)."""
+
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("clean", help="remove leftovers of killed runs")
+    p = subparsers.add_parser("clean", help=HELP)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--lab", help="the lab's name")
     g.add_argument("--all", action="store_true", help="every kraftlab lab on this machine")

@@ -19,9 +19,12 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_ARGS = 254
 
+HELP = "bring a lab of hosts up or down, show its status"
+"""The one line `kraftlab --help` shows (read without importing this module)."""
+
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("lab", help="bring a lab of hosts up or down, show its status")
+    p = subparsers.add_parser("lab", help=HELP)
     sub = p.add_subparsers(dest="lab_command", metavar="ACTION", parser_class=type(p))
     up = sub.add_parser("up", help="create a lab")
     up.add_argument("--name", default="default")
@@ -138,6 +141,12 @@ def _status(args: argparse.Namespace) -> int:
             return EXIT_OK
         roles = ", ".join(f"{s.name}={'+'.join(s.roles)}" for s in dep.state.specs)
         print(f"cluster {dep.state.cluster_id} ({dep.state.topology}): {roles}")
+        try:
+            metrics = dep.metrics_addresses()
+        except HostError:
+            metrics = {}
+        for node, address in sorted(metrics.items()):
+            print(f"  {node}\tmetrics {address or 'not served'}")
         ok, why = dep.health()
         print(f"  {'healthy' if ok else 'not healthy'}: {why}")
     return EXIT_OK

@@ -36,9 +36,12 @@ def parse_duration_ms(text: str) -> float:
 def _nodes(text: str) -> list[str]:
     return [n for n in text.split(",") if n]
 
+HELP = "apply, heal and inspect faults by hand on a running lab"
+"""The one line `kraftlab --help` shows (read without importing this module)."""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("nemesis", help="apply, heal and inspect faults by hand on a running lab")
+    p = subparsers.add_parser("nemesis", help=HELP)
     p.add_argument("--lab", default="default", help="the lab's name (as given to `kraftlab lab up`)")
     p.set_defaults(func=main)
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)

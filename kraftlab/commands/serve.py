@@ -8,9 +8,12 @@ from pathlib import Path
 from kraftlab.serve import make_server
 from kraftlab.store import DEFAULT_STORE
 
+HELP = "serve the store as browsable pages on localhost"
+"""The one line `kraftlab --help` shows (read without importing this module)."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve the store as browsable pages on localhost")
+    p = sub.add_parser("serve", help=HELP)
     p.add_argument("--store", type=Path, default=DEFAULT_STORE)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)

@@ -10,9 +10,12 @@ from kraftlab.matrix import worst_code
 from kraftlab.runner import BadArguments, run_test
 from kraftlab.testargs import add_test_arguments, options_from
 
+HELP = "run a test against a lab and check it"
+"""The one line `kraftlab --help` shows (read without importing this module)."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("test", help="run a test against a lab and check it")
+    p = sub.add_parser("test", help=HELP)
     add_test_arguments(p)
     p.add_argument("--test-count", type=int, default=1, help="run the test this many times")
     p.set_defaults(func=run)

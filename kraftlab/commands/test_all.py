@@ -12,9 +12,12 @@ from kraftlab.matrix import print_summary, run_matrix, worst_exit, write_junit
 from kraftlab.runner import BadArguments, run_test, validate
 from kraftlab.testargs import add_test_arguments, options_from
 
+HELP = "run a matrix of tests; JUnit XML; exit with the worst result"
+"""The one line `kraftlab --help` shows (read without importing this module)."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("test-all", help="run a matrix of tests; JUnit XML; exit with the worst result")
+    p = sub.add_parser("test-all", help=HELP)
     add_test_arguments(p, matrix=True)
     p.add_argument("--workloads", default="registry,topics,isr,mixed")
     p.add_argument("--nemeses", default="none,partition,kill,pause,clock,packet,disk,all",

@@ -21,9 +21,12 @@ def _shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected K/N, got {text!r}") from None
     return k, n
 
+HELP = "run the planted bugs end to end; every one must be found (test-only switches)"
+"""The one line `kraftlab --help` shows (read without importing this module)."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("zoo", help="run the planted bugs end to end; every one must be found (test-only switches)")
+    p = sub.add_parser("zoo", help=HELP)
     p.add_argument("bugs", nargs="*", metavar="BUG", help=f"bugs to run (default all): {', '.join(PLANS)}")
     p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                    help="run every N-th bug starting at K (a rotating CI subset)")

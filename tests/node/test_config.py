@@ -97,7 +97,7 @@ def test_defaults_and_accessors(tmp_path: Path) -> None:
     assert (c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms) == (9000, 2000)
     assert c.broker_self_fence_timeout_ms > c.broker_session_timeout_ms
     assert c.journal_file == Path("/data/a/journal.jsonl")
-    assert c.metrics_port == 9100 and c.clock_file is None
+    assert c.metrics_port is None and c.clock_file is None  # nothing optional binds a port by default
     assert c.security_protocol_map == {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
 
 
