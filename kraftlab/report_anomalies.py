@@ -35,7 +35,7 @@ def _esc(x: Any) -> str:
     return html.escape(str(x))
 
 
-RULE_SOURCES = ("kraftlab.checker.metadata.model", "kraftlab.checker.raft", "kraftlab.checker.fencing",
+RULE_SOURCES = ("kraftlab.checker.metadata.check", "kraftlab.checker.raft", "kraftlab.checker.fencing",
                 "kraftlab.checker.forwarding", "kraftlab.checker.quorum", "kraftlab.checker.recovery",
                 "kraftlab.checker.availability")
 """The checker modules whose rules the report can state: each declares `RULES: dict[str, str]` (rule

@@ -10,7 +10,14 @@ compared with that replay at the same offset.
   snapshot it wrote or fetched — is what the committed records below N make. Reported once per
   node process life, naming the sections (brokers, topics, partitions, configs, features) that
   differ.
-- The rules of `model.RULES`, judged for each committed record against the image before it.
+- The rules of `model.RULES` (RECORD_RULES here), judged for each committed record against the image before it.
+- The rules of `DECISION_RULES`, judged for each heartbeat answer a controller journalled (its
+  `decision`, with the offset of the state it was decided on) against the replay at that offset —
+  the controller answers once that state committed, so the replay holds exactly what it decided on:
+  - ShutDownWhileLeading: ShouldShutDown only for a broker that leads no partition (KIP-631:
+    "Once they are all moved, the controller responds to the heartbeat with ShouldShutDown = true").
+  - FencedAnswerDisagrees: the answer's IsFenced is the broker's fencing in that state (a broker told
+    it is unfenced while the quorum has it fenced serves as a member it is not, and the reverse).
 
 The log is the union of what every node applied: an offset no node applied is either a control
 record (a node journalled appending one there) or a gap, and a gap (or a record that does not
@@ -30,8 +37,15 @@ from typing import Any
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals
 from kraftlab.checker.metadata.decode import LEGACY_FRAME_VERSION, DecodeError, decode
-from kraftlab.checker.metadata.model import RULES, ImageModel, digest_of
+from kraftlab.checker.metadata.model import RULES as RECORD_RULES
+from kraftlab.checker.metadata.model import ImageModel, digest_of
 
+DECISION_RULES: dict[str, str] = {
+    "ShutDownWhileLeading": "a heartbeat is answered ShouldShutDown only when the broker leads no partition",
+    "FencedAnswerDisagrees": "a heartbeat's IsFenced answer is the broker's fencing in the state it was decided on",
+}
+RULES: dict[str, str] = {**RECORD_RULES, **DECISION_RULES}
+"""Every rule judged against the replay, stated in one sentence (the report reads them here)."""
 INVARIANTS = ["RecordDecodes", "ImageAgreement", *RULES]
 
 
@@ -90,6 +104,43 @@ def _images(journals: Journals) -> dict[int, list[_Image]]:
     return by_offset
 
 
+def _heartbeat_answers(journals: Journals) -> dict[int, list[Entry]]:
+    """Accepted heartbeat decisions by the offset of the state they were decided on."""
+    out: dict[int, list[Entry]] = defaultdict(list)
+    for e in journals.all():
+        if (e.ev == "decision" and e.get("api") == "BrokerHeartbeat" and e.get("error", "NONE") == "NONE"
+                and e.get("offset") is not None and e.get("broker") is not None):
+            out[int(e["offset"])].append(e)
+    return out
+
+
+def _judge_answers(model: ImageModel, answers: list[Entry], at: int) -> list[Violation]:
+    """The DECISION_RULES for heartbeat answers decided on the state of the records up to `at`."""
+    vs: list[Violation] = []
+    for e in answers:
+        b = int(e["broker"])
+        broker = model.brokers.get(b)
+        if broker is None:
+            continue  # NamesCurrentRegistration / the registry model judge answers for unknown brokers
+        if e.get("shut_down"):
+            led = sorted(f"{model.topic_names.get(tid, tid)}-{pid}" for (tid, pid), p in model.partitions.items()
+                         if p.leader == b)
+            if led:
+                vs.append(Violation("ShutDownWhileLeading", (
+                    f"{_name(e)} told broker {b} it may shut down (ShouldShutDown) while, at offset {at}, the broker "
+                    f"still led {len(led)} partition(s): {', '.join(led[:4])}{' …' if len(led) > 4 else ''} — "
+                    "their leadership goes offline with it"), [e],
+                    before=f"broker {b} leads {', '.join(led[:4])}", after=f"broker {b} told to shut down"))
+        if e.get("fenced") is not None and bool(e["fenced"]) != broker.fenced:
+            state, told = ("fenced", "unfenced") if broker.fenced else ("unfenced", "fenced")
+            vs.append(Violation("FencedAnswerDisagrees", (
+                f"{_name(e)} answered broker {b}'s heartbeat (broker epoch {e.get('broker_epoch')}) with IsFenced="
+                f"{bool(e['fenced'])} while the committed records up to offset {at}, the state it decided on, have "
+                f"the broker {state}"), [e], before=f"broker {b} {state} at offset {at}", after=f"broker {b} told it "
+                f"is {told}"))
+    return vs
+
+
 def _entries_that_differ(form: dict[str, Any], img: _Image, sections: list[str], limit: int = 4) -> str:
     """'; broker 1001: the replay has {...}, ...' for the entries whose digests differ (when the node
     journalled per-entry digests for those sections)."""
@@ -136,7 +187,12 @@ def check_metadata(journals: Journals) -> dict[str, Any]:
     end = max(max(committed), max(images, default=0))
     stop: tuple[int, str] | None = None
     cache: tuple[str, dict[str, str]] | None = None
+    answers = _heartbeat_answers(journals)
+    judged_answers = 0
     for off in range(0, end + 1):
+        if off - 1 in answers:  # the model holds the records up to off - 1
+            judged_answers += len(answers[off - 1])
+            vs.extend(_judge_answers(model, answers[off - 1], off - 1))
         for img in images.get(off, ()):
             cache = cache or model.digest()
             compared += 1
@@ -175,6 +231,9 @@ def check_metadata(journals: Journals) -> dict[str, Any]:
             nxt = min(o for o in committed if o > off)
             stop = (off, f"offsets {off}–{nxt - 1} were applied by no node and are no control record")
             break
+    if stop is None and end in answers:
+        judged_answers += len(answers[end])
+        vs.extend(_judge_answers(model, answers[end], end))
     for key, n in later_mismatches.items():
         notes.append(f"n{key[0]}: {n} later image(s) of the same process life differ too")
     if stop is not None:
@@ -183,6 +242,7 @@ def check_metadata(journals: Journals) -> dict[str, Any]:
     if legacy:
         notes.append(f"{legacy} record(s) in the legacy frame version 0 (kraft-node before it matched Kafka's 1)")
     stats = {"records": replayed, "images_compared": compared, "images_agreeing": agreed,
+             "heartbeat_answers_judged": judged_answers,
              "end_offset": stop[0] if stop else end + 1}
     out = result(vs, INVARIANTS, None, stats)
     if not images:

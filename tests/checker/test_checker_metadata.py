@@ -397,3 +397,33 @@ def test_journals_without_record_bytes_check_nothing_and_say_so() -> None:
         e.pop("value", None)
     res = check_metadata(journals_from(entries))
     assert res["valid"] is True and res["checked"] == [] and "ImageAgreement" in res["not_checked"]
+
+
+# ---- heartbeat answers judged against the replay at the offset they were decided on -------------
+
+
+def _answer(broker: int, offset: int, *, fenced: bool, shut_down: bool = False) -> dict[str, Any]:
+    return {"ts": 99_999, "mono": 99_999, "node": 1, "ev": "decision", "api": "BrokerHeartbeat", "broker": broker,
+            "broker_epoch": broker - 1, "error": "NONE", "fenced": fenced, "shut_down": shut_down, "offset": offset}
+
+
+def test_heartbeat_answers_that_match_the_state_they_were_decided_on_are_fine() -> None:
+    # broker 2 is unfenced by the record at offset 4: fenced in the state up to 3, unfenced up to 4
+    answers = [_answer(2, 3, fenced=True), _answer(2, 4, fenced=False), _answer(3, 7, fenced=False, shut_down=True)]
+    res = check_metadata(journals_from(_journals(_base()) + answers))
+    assert res["valid"] is True, res["explanation"]
+    assert res["stats"]["heartbeat_answers_judged"] == 3
+
+
+def test_should_shut_down_for_a_broker_that_still_leads_is_a_violation() -> None:
+    res = check_metadata(journals_from([*_journals(_base()), _answer(1, 7, fenced=False, shut_down=True)]))
+    (a,) = res["anomalies"]
+    assert a["type"] == "ShutDownWhileLeading"
+    assert "told broker 1 it may shut down (ShouldShutDown) while, at offset 7, the broker still led 1 partition(s): " \
+           "t-0" in a["explanation"]
+
+
+def test_an_is_fenced_answer_that_disagrees_with_the_state_is_a_violation() -> None:
+    res = check_metadata(journals_from([*_journals(_base()), _answer(2, 4, fenced=True), _answer(2, 3, fenced=False)]))
+    assert [a["type"] for a in res["anomalies"]] == ["FencedAnswerDisagrees"] * 2
+    assert "IsFenced=False while the committed records up to offset 3" in res["anomalies"][0]["explanation"]
