@@ -1,0 +1,274 @@
+"""The Raft rules, one class per invariant (the package docstring of checker.raft states each),
+every one reading the same `Replay` and none changing it: editing one rule cannot mask another."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kraftlab.checker.invariant import Violation
+from kraftlab.checker.journal import Entry
+from kraftlab.checker.raft.replay import LeaderHw, NodeLog, Replay
+from kraftlab.checker.rules import NamedRule
+
+STALE_LEADER_SLACK_MS = 1000.0
+
+
+def _present(*entries: Entry | None) -> list[Entry]:
+    return [e for e in entries if e is not None]
+
+
+class SingleLeader(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        by_epoch: dict[int, list[Entry]] = {}
+        for el in replay.elections:
+            by_epoch.setdefault(int(el.entry["epoch"]), []).append(el.entry)
+        for ep, es in sorted(by_epoch.items()):
+            nodes = sorted({x.node for x in es})
+            if len(nodes) > 1:
+                yield Violation(self.name, f"nodes {nodes} were all leader in epoch {ep}", es)
+
+
+class MonotonicEpoch(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for e, m in replay.events("role"):
+            ep, nid = int(e["epoch"]), e.node
+            if ep < m.epoch and m.epoch_entry is not None:
+                yield Violation(self.name, f"node {nid} went from epoch {m.epoch} back to {ep}",
+                                [m.epoch_entry, e], before=f"node {nid} {m.role} in epoch {m.epoch}",
+                                after=f"node {nid} {e['role']} in epoch {ep}")
+
+
+class DurableVote(NamedRule):
+    """What a restarted node read from its quorum-state (`start`'s `stored_epoch` and `stored_vote`)
+    still holds the last vote it granted before (unless it had moved to a later epoch)."""
+
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for entries in replay.journals.by_node.values():
+            last: Entry | None = None  # the last granted (non-pre-) vote of the current process life
+            damaged = False
+            for e in entries:
+                if e.ev == "start":
+                    if last is not None and not damaged and "stored_epoch" in e.fields:
+                        yield from self._judge(last, e)
+                    last, damaged = None, False
+                elif e.ev == "vote" and e.get("granted") and not e.get("pre_vote"):
+                    last = e
+                elif e.ev == "corruption" and "quorum-state" in str(e.get("path", "")):
+                    damaged = True
+
+    def _judge(self, vote: Entry, start: Entry) -> Iterator[Violation]:
+        epoch, candidate = int(vote["epoch"]), vote["candidate"]
+        stored_epoch, stored_vote = start.get("stored_epoch"), start.get("stored_vote")
+        if stored_epoch is not None and (int(stored_epoch) > epoch
+                                         or (int(stored_epoch) == epoch and stored_vote == candidate)):
+            return
+        held = "no quorum-state" if stored_epoch is None else f"epoch {stored_epoch}, voted for {stored_vote}"
+        yield Violation(self.name, (
+            f"node {vote.node} granted its vote in epoch {epoch} to {candidate}, but after its restart its "
+            f"quorum-state held {held}: it may vote again in that epoch, and two leaders can be elected "
+            "(KIP-595: the vote is persisted before it is answered)"), [vote, start])
+
+
+class CheckpointedHighWatermark(NamedRule):
+    """The high-water mark a node reads back from its checkpoint when it recovers its log
+    (`recovery`'s `hw_checkpoint`) is one it had journalled (`hw`, or a snapshot's end at `start`)
+    in an earlier process life: a checkpoint beyond any HW the node knew claims uncommitted entries
+    are committed (recovery then refuses to cut a damaged uncommitted tail)."""
+
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for entries in replay.journals.by_node.values():
+            known, known_entry = 0, None
+            for e in entries:
+                if e.ev == "hw" or (e.ev == "start" and e.get("hw")):
+                    if int(e["hw"]) > known:
+                        known, known_entry = int(e["hw"]), e
+                elif e.ev == "recovery" and int(e.get("hw_checkpoint") or 0) > known:
+                    yield Violation(self.name, (
+                        f"node {e.node} recovered a high-water mark checkpoint of {e['hw_checkpoint']}, beyond "
+                        f"the highest high-water mark it had ever known ({known}): its checkpoint claims "
+                        "uncommitted entries are committed"), _present(known_entry, e))
+
+
+class MonotonicHighWatermark(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for e, m in replay.events("hw"):
+            if int(e["hw"]) < m.hw and m.hw_entry is not None and m.hw_entry.ev == "hw":
+                yield Violation(self.name, f"node {e.node} high-water mark went from {m.hw} back to {e['hw']}",
+                                [m.hw_entry, e])
+
+
+def _held(st: NodeLog, claim: LeaderHw, before: int | None, before_rmono: int | None) -> bool:
+    """Whether a node held the entry at `hw - 1` durably (flushed, or under a snapshot) at some point
+    of its journal, or — for the leader judging its own HW (`before`: that `hw` line's position) —
+    before that line: the leader journals the flush that counts its own log before the `hw` it allows;
+    with a shared clock (`before_rmono`: that line's), any voter only before that instant."""
+    first = st.ever.get(claim.hw - 1, {}).get((claim.epoch, claim.crc))
+    if first is not None and before_rmono is not None and first[1] is not None:
+        return first[1] < before_rmono
+    return (first is not None and (before is None or first[0] < before)) or st.snap_max >= claim.hw
+
+
+def _maybe_cut(st: NodeLog | None, e: Entry, hw: int, shared_clock: bool) -> bool:
+    """Whether a voter's journal may end before a leader's `hw` line `e` (copied from a live node):
+    it never shows a high-water mark of `hw` or more (which only comes after the leader's) and its
+    last line is not later than `e` by the wall clocks (skewed clocks make this lenient, not wrong,
+    once the clock faults are healed at the end of a run) — or by the shared clock when there is one."""
+    if st is None:
+        return True
+    if shared_clock and st.last_rmono is not None and e.rmono is not None:
+        return st.top_hw < hw and st.last_rmono <= e.rmono
+    return st.top_hw < hw and st.last_ts <= e.ts
+
+
+class MajorityReachedHighWatermark(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        yield from self._followers(replay)
+        yield from self._leaders(replay)
+
+    def _followers(self, replay: Replay) -> Iterator[Violation]:
+        """A follower's HW never goes beyond its own durable end (reported once per process life)."""
+        reported: set[tuple[int, int]] = set()  # (node, process life): every later HW of that life repeats it
+        for e, m in replay.events("hw"):
+            if (m.role != "leader" and int(e["hw"]) > max(m.durable, m.snap_max)
+                    and (e.node, m.life) not in reported):
+                reported.add((e.node, m.life))
+                yield Violation(self.name, (
+                    f"node {e.node} ({m.role}) took high-water mark {e['hw']} while its durable (flushed) log "
+                    f"ended at {m.durable}: the Fetch that acknowledged those offsets came before their "
+                    "flush"), _present(m.flush_entry, e))
+
+    def _leaders(self, replay: Replay) -> Iterator[Violation]:
+        for claim in replay.leader_hws:
+            e, hw = claim.entry, claim.hw
+            voters = replay.voters_at(hw - 1)
+            majority = len(voters) // 2 + 1
+            at = e.rmono if replay.shared_clock else None
+            holders = [v for v in voters if v in replay.nodes
+                       and _held(replay.nodes[v], claim, claim.pos if v == e.node else None, at)]
+            unknown = [v for v in voters
+                       if v not in holders and _maybe_cut(replay.nodes.get(v), e, hw, replay.shared_clock)]
+            if len(holders) + len(unknown) < majority:
+                yield Violation(self.name, (
+                    f"leader {e.node} advanced the high-water mark to {hw} but only {holders} of voters {voters} "
+                    f"{'had flushed' if at is not None else 'ever held'} offset {hw - 1} (epoch {claim.epoch})"
+                    f"{' by then' if at is not None else ''}; a majority is {majority}"), [e])
+
+
+class CommittedPrefixAgreement(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        yield from self._truncations(replay)
+        committed = replay.committed
+        for c in replay.claims:
+            first = committed[c.offset]
+            if c.crc != first.crc:
+                yield Violation(self.name, f"offset {c.offset} committed with CRC {first.crc} on node "
+                                           f"{first.entry.node} but with CRC {c.crc} on node {c.entry.node}",
+                                [first.append, first.entry, c.append, c.entry])
+        for o, first in sorted(committed.items()):
+            for nid, st in replay.nodes.items():
+                have = st.log.get(o)
+                # only below the node's own high-water mark: a node cut off when the journals end (a killed
+                # run, collected before any heal) may still hold a divergent tail it has not learned about
+                if have is not None and have[1] != first.crc and o < st.end.hw:
+                    yield Violation(self.name, f"node {nid} ends with CRC {have[1]} at committed offset {o} "
+                                               f"(committed: {first.crc})", [first.append, first.entry, have[2]])
+
+    def _truncations(self, replay: Replay) -> Iterator[Violation]:
+        """No node truncates below its own HW (except to a snapshot, or a corrupt tail on recovery)."""
+        for e, m in replay.events("truncate"):
+            if e.get("reason") not in ("snapshot", "corrupt-tail") and int(e["to"]) < m.hw:
+                yield Violation(self.name, f"node {e.node} truncated its log to {e['to']}, below its "
+                                           f"high-water mark {m.hw}", _present(m.hw_entry, e))
+
+
+class LeaderCompleteness(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        committed = replay.committed
+        for el in replay.elections:
+            e = el.entry
+            for o, c in committed.items():
+                if c.hw_epoch < int(e["epoch"]) and o >= el.log_start:
+                    have = el.log.get(o)
+                    if have is None or have[1] != c.crc:
+                        what = "lacks" if have is None else f"has CRC {have[1]} at"
+                        yield Violation(self.name, f"node {e.node} became leader of epoch {e['epoch']} but {what} "
+                                                   f"offset {o}, committed in epoch {c.hw_epoch} with CRC {c.crc}",
+                                        [c.entry, e])
+                        break
+
+
+class NoUncommittedApply(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        committed = replay.committed
+        for e, m in replay.events("apply"):
+            o = int(e["offset"])
+            c = committed.get(o)
+            if o >= m.hw:
+                yield Violation(self.name, f"node {e.node} applied offset {o} while its high-water mark was "
+                                           f"{m.hw}", [e])
+            elif c is not None and e.get("crc") is not None and int(e["crc"]) != c.crc:
+                yield Violation(self.name, f"node {e.node} applied CRC {e['crc']} at offset {o}; the "
+                                           f"committed CRC is {c.crc}", [c.entry, e])
+
+
+class StaleLeader(NamedRule):
+    """A leader's `quorum` samples: the voters it heard a Fetch from within the check-quorum timeout
+    plus slack, itself included; reported on the second stale sample in a row of an epoch."""
+
+    def __init__(self, slack_ms: float = STALE_LEADER_SLACK_MS) -> None:
+        self.slack_ms = slack_ms
+
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for entries in replay.journals.by_node.values():
+            stale: Entry | None = None  # the last `quorum` sample, if it showed no majority
+            reported = -1  # the epoch whose StaleLeader is reported already
+            for e in entries:
+                if e.ev in ("start", "role"):
+                    stale = None
+                elif e.ev == "quorum":
+                    ages = {int(v): float(a) for v, a in (e.get("fetch_age_ms") or {}).items()}
+                    limit = float(e["check_quorum_ms"]) + self.slack_ms
+                    heard = 1 + sum(1 for a in ages.values() if a <= limit)
+                    need = (len(ages) + 1) // 2 + 1
+                    prev, stale = (None, None) if heard >= need else (stale, e)
+                    epoch = int(e["epoch"])
+                    if prev is None or int(prev["epoch"]) != epoch or reported == epoch:
+                        continue
+                    reported = epoch
+                    silent = sorted(v for v, a in ages.items() if a > limit)
+                    yield Violation(self.name, (
+                        f"node {e.node} still led epoch {epoch} though it had heard no Fetch from voters {silent} "
+                        f"for over {limit:g} ms (check-quorum {e['check_quorum_ms']} ms + slack "
+                        f"{self.slack_ms:g} ms): {heard} of {len(ages) + 1} voters, a majority is {need}"),
+                        [prev, e])
+
+
+class AnsweredBeforeCommit(NamedRule):
+    """A successful `decision` while the controller's own HW is not past its records' last offset
+    (reported once per process life: every later answer repeats it)."""
+
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        reported: set[tuple[int, int]] = set()  # (node, process life)
+        for e, m in replay.events("decision"):
+            if ((e.node, m.life) not in reported and e.get("error", "NONE") == "NONE"
+                    and e.get("offset") is not None and int(e["offset"]) >= m.hw):
+                reported.add((e.node, m.life))
+                yield Violation(self.name, (
+                    f"node {e.node} answered {e.get('api', 'a request')} successfully with its records ending at "
+                    f"offset {e['offset']} while its high-water mark was {m.hw}"), _present(m.hw_entry, e))
+
+
+class NodeStoppedOnSafetyError(NamedRule):
+    """A `fatal` line, unless that process life also journalled `corruption`."""
+
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        damaged = {(e.node, m.life) for e, m in replay.events("corruption")}
+        for e, m in replay.events("fatal"):
+            if (e.node, m.life) not in damaged:
+                yield self._stopped(e)
+
+    def _stopped(self, e: Entry) -> Violation:
+        return Violation(self.name, (
+            f"node {e.node} {'stopped' if e.get('stopped') else 'is stuck'} on an internal error of its Raft core: "
+            f"{e.get('error')} (epoch {e.get('epoch')}, applied up to {e.get('applied')}, high-water mark "
+            f"{e.get('hw')}, log end {e.get('log_end')})"), [e])
