@@ -26,6 +26,7 @@ from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.quorum_view import QuorumWitness
 from kraftlab.node.sim.rogue import ROGUE_ID, judge, malformed
 from kraftlab.node.sim.scheduler import EventQueue
+from kraftlab.node.sim.wire import raft_through_the_wire
 
 DELIVER, TICK, CLIENT, FAULT, FLUSH, ROGUE = 0, 1, 2, 3, 4, 5
 # Events at one virtual instant beyond this mean a node spins without letting time pass.
@@ -57,6 +58,8 @@ class SimParams:
     """Observers take the first ids, voters the ones after (an observer may be node 0)."""
     rogue: bool = False
     """A rogue client sends requests every node must refuse (`node.sim.rogue`), every few hundred ms."""
+    wire: bool = False
+    """Every message goes through Kafka's wire format as the node's transport sends it (`node.sim.wire`)."""
 
     def replay_command(self) -> str:
         return (
@@ -67,6 +70,7 @@ class SimParams:
             f"--flush-delay-ms {self.flush_delay_ms}{' --refusals' if self.refusals else ''}"
             f"{f' --first-id {self.first_id}' if self.first_id != 1 else ''}"
             f"{' --observers-first' if self.observers_first else ''}{' --rogue' if self.rogue else ''}"
+            f"{' --wire' if self.wire else ''}"
         )
 
 
@@ -283,6 +287,8 @@ class Simulation:
             if env.dst == ROGUE_ID:
                 judge(env, self.invariants.fail)
                 continue
+            if self.params.wire:
+                env = raft_through_the_wire(env)
             for delay in network.delays(env.src, env.dst):
                 queue.push(now + delay, DELIVER, (env, inc, self.nodes[env.dst].incarnation))
         if out.flush_to is not None and not node.flush_pending:

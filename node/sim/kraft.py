@@ -8,14 +8,20 @@ them valid, some with a default, zero or too large partition count or replicatio
 isolating a node, crashing and restarting a controller or a broker (a broker restarts as a new
 incarnation), a broker's controlled shutdown followed by its restart; optionally a lossy network.
 Checked while running, after every step that moved a node's committed offset: images identical
-at equal offsets on every node, no fenced or unregistered broker in any ISR or leading.
+at equal offsets on every node, no fenced or unregistered broker in any ISR or leading; the
+active controller keeps leases only of brokers it knows.
 Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
-is never created. At the end (after healing): no acknowledged topic lost, each with the partition
-count and replication factor asked for (or the defaults), every node converged.
+is never created. An admin client (`node.sim.kraft_admin`) asks the active controller for
+preferred leader elections and to unregister brokers that are down and fenced (or unknown),
+each answer judged against the controller's image when it decided. Every Kafka request and
+response goes through Kafka's wire format (`node.sim.wire`). At the end (after healing): no
+acknowledged topic lost, each with the partition count and replication factor asked for (or the
+defaults), every node converged.
 """
 
 from __future__ import annotations
 
+import datetime
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -23,6 +29,7 @@ from typing import Any
 
 from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32Timedelta
 
 from kraftlab.node.broker import (
     BrokerApis,
@@ -42,12 +49,14 @@ from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import NotLeader as RaftNotLeader
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.scheduler import EventQueue
+from kraftlab.node.sim.wire import WireViolation, through_the_wire
 
 CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
-DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT = range(8)
+DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY = range(10)
 APP_TICK_MS = 50
 RPC_TIMEOUT_MS = 2_000
 
@@ -135,6 +144,12 @@ class KraftSim:
         self.client_until = 0
         self.lossy = lossy
         self._hit: dict[int, int] = {}
+        # The admin client's own generator (the fault schedule stays the seed's); the facts each
+        # decision of an admin request saw (a duplicated request is decided more than once).
+        self.admin = AdminClient(random.Random(seed ^ 0xAD417))
+        self.admin_asked = 0
+        self.admin_answered = 0
+        self._admin_facts: dict[int, list[tuple[Any, Facts]]] = {}
 
     # ---- nodes --------------------------------------------------------------------------
 
@@ -202,7 +217,9 @@ class KraftSim:
             for out in node.ctrl.take_outputs():
                 if isinstance(out, Reply):
                     bid, binc, kind, token = out.token
-                    self._send(node.node_id, bid, REPLY, (bid, binc, kind, token, out.response), now)
+                    response = self._wire(out.response, f"controller {node.node_id}'s answer to {bid}")
+                    reply = ADMIN_REPLY if bid == ADMIN_ID else REPLY
+                    self._send(node.node_id, bid, reply, (bid, binc, kind, token, response), now)
                 else:
                     self.journal.append((now, node.node_id, out))
                     if out.ev == "fence":
@@ -222,7 +239,14 @@ class KraftSim:
         for delay in self.network.delays(src, dst):
             self.queue.push(now + delay, kind, payload)
 
+    def _wire(self, entity: Any, what: str) -> Any:
+        try:
+            return through_the_wire(entity, what)
+        except WireViolation as exc:
+            raise SimViolation(f"seed {self.seed}: {exc}") from exc
+
     def _rpc(self, node: KNode, kind: str, token: int, request: Any, now: int) -> None:
+        request = self._wire(request, f"broker {node.node_id}'s request")
         target = node.leader_id()
         if target is None or target not in self.voter_ids:
             self._failed(node, kind, token, now, sent=False)
@@ -237,7 +261,7 @@ class KraftSim:
             node.apis.on_forward_failure(token, now, sent=sent)  # type: ignore[union-attr]
 
     def _client_answer(self, out: ClientReply) -> None:
-        for t in out.response.topics:
+        for t in self._wire(out.response, "a broker's answer to the client").topics:
             partitions, factor = self.shapes.get(t.name, (-1, -1))
             if t.error_code == ErrorCode.none:
                 if partitions == 0 or factor == 0 or factor > len(self.broker_ids):
@@ -251,6 +275,14 @@ class KraftSim:
     def check(self, node: KNode) -> None:
         if node.raft is None:
             return
+        ctrl = node.ctrl
+        if ctrl is not None and ctrl.active:
+            # Kafka's heartbeat manager drops a broker when it is unregistered: a lease kept for a
+            # broker the controller does not know grows without bound as brokers come and go.
+            stray = sorted(set(ctrl.leases.last_contact) - set(ctrl.future_image.brokers))
+            if stray:
+                raise SimViolation(f"seed {self.seed}: controller {node.node_id} keeps leases of brokers it does "
+                                   f"not know: {stray}")
         offset, image = node.image()
         if offset == node.checked_offset:
             return
@@ -275,6 +307,7 @@ class KraftSim:
             self.start(node, 0)
         self.queue.push(APP_TICK_MS, APP, None)
         self.queue.push(2_000, CLIENT, None)
+        self.queue.push(2_500, ADMIN, None)
         if faults:
             self._schedule_faults(fault_ms)
         if self.lossy:
@@ -317,6 +350,9 @@ class KraftSim:
             node = nodes[target]
             if node.ctrl is None:
                 return
+            if bid == ADMIN_ID:
+                facts = self.admin.facts(request, node.ctrl.future_image)
+                self._admin_facts.setdefault(token, []).append((request, facts))
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
             self.drain(node, now)
         elif kind == REPLY:
@@ -350,10 +386,38 @@ class KraftSim:
                     name=f"t{self.created}", num_partitions=partitions, replication_factor=factor, assignments=(),
                     configs=()
                 )
-                node.apis.handle(("client", self.created), CreateTopicsRequest(topics=(topic,), timeout=5_000), now)  # type: ignore[union-attr]
+                timeout = i32Timedelta.parse(datetime.timedelta(milliseconds=5_000))
+                request = self._wire(CreateTopicsRequest(topics=(topic,), timeout=timeout), "the client's request")
+                node.apis.handle(("client", self.created), request, now)  # type: ignore[union-attr]
                 self.drain(node, now)
         elif kind == FAULT:
             self._fault(payload, now)
+        elif kind == ADMIN:
+            self._admin_request(now)
+        elif kind == ADMIN_REPLY:
+            self._admin_answer(payload[3], payload[4])
+
+    def _admin_request(self, now: int) -> None:
+        """The admin client's next request, to the controller that believes it is active."""
+        if now < self.client_until:
+            self.queue.push(now + 200 + self.admin.rng.randrange(400), ADMIN, None)
+        active = [n for n in self.nodes.values() if n.ctrl is not None and n.ctrl.active]
+        if not active:
+            return
+        target = max(active, key=lambda n: n.raft.core.epoch)  # type: ignore[union-attr]
+        down = [b for b in self.broker_ids if self.nodes[b].raft is None]
+        request = self.admin.request(target.ctrl.future_image, down)  # type: ignore[union-attr]
+        request = self._wire(request, "the admin client's request")
+        self.admin_asked += 1
+        payload = (target.node_id, ADMIN_ID, 0, "admin", self.admin_asked, request)
+        self._send(ADMIN_ID, target.node_id, RPC, payload, now)
+
+    def _admin_answer(self, token: int, response: Any) -> None:
+        decided = self._admin_facts.get(token, [])
+        verdicts = [self.admin.judge(request, facts, response) for request, facts in decided]
+        if decided and None not in verdicts:
+            raise SimViolation(f"seed {self.seed}: {verdicts[0]}")
+        self.admin_answered += 1
 
     def _schedule_faults(self, fault_ms: int) -> None:
         t, fault_id = 3_000, 0

@@ -31,6 +31,7 @@ def parse(argv: list[str] | None = None) -> SimParams:
     parser.add_argument("--first-id", type=int, default=_DEFAULTS.first_id, help="the first node id (0 as Kafka's)")
     parser.add_argument("--observers-first", action="store_true", help="observers take the first ids")
     parser.add_argument("--rogue", action="store_true", help="a rogue client sends requests nodes must refuse")
+    parser.add_argument("--wire", action="store_true", help="every message through Kafka's wire format")
     args = parser.parse_args(argv)
     faults = tuple(f for f in args.faults.split(",") if f and f != "none")
     return SimParams(
@@ -48,6 +49,7 @@ def parse(argv: list[str] | None = None) -> SimParams:
         first_id=args.first_id,
         observers_first=args.observers_first,
         rogue=args.rogue,
+        wire=args.wire,
     )
 
 

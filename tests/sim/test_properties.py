@@ -1,7 +1,8 @@
 """Property tests: random clusters (1-5 voters, 0-3 observers, node ids from 0 as Kafka's or
 from 1, voters or observers first), with or without a rogue client sending requests every node
-must refuse, under random fault mixes and seeds, every invariant checked after every event, liveness
-checked after healing. A failure prints the one-line command that replays it exactly."""
+must refuse, with or without every message going through Kafka's wire format, under random
+fault mixes and seeds, every invariant checked after every event, liveness checked after
+healing. A failure prints the one-line command that replays it exactly."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def run_or_explain(params: SimParams) -> None:
     first_id=st.sampled_from([0, 1]),
     observers_first=st.booleans(),
     rogue=st.booleans(),
+    wire=st.booleans(),
 )
 def test_invariants_and_liveness_under_faults(
     seed: int,
@@ -47,6 +49,7 @@ def test_invariants_and_liveness_under_faults(
     first_id: int,
     observers_first: bool,
     rogue: bool,
+    wire: bool,
 ) -> None:
     params = SimParams(
         seed=seed,
@@ -60,5 +63,6 @@ def test_invariants_and_liveness_under_faults(
         first_id=first_id,
         observers_first=observers_first,
         rogue=rogue,
+        wire=wire,
     )
     run_or_explain(params)

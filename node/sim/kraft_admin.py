@@ -1,0 +1,147 @@
+"""An admin client for the cluster simulator: the controller APIs an operator calls (Kafka's
+ControllerApis serves them, as `--bootstrap-controller` tools use) and the judgement of each answer.
+
+- ElectLeaders (preferred) for some partitions, for partitions that do not exist, or for all of
+  them: per partition Kafka answers UNKNOWN_TOPIC_OR_PARTITION (no such partition),
+  ELECTION_NOT_NEEDED (the preferred replica leads), PREFERRED_LEADER_NOT_AVAILABLE (it is not in
+  the ISR, or fenced, unregistered or shutting down) or NONE (it will lead); a request for all
+  partitions reports only those where an election was needed.
+- UnregisterBroker of a broker that is down and fenced (decommissioning it; it registers again
+  when it comes back) or of an id never registered: NONE for a registered broker, BROKER_ID_NOT_REGISTERED else.
+
+The facts an answer depends on are taken from the active controller's image just before it
+decides (`facts`); NOT_CONTROLLER is always an acceptable answer. What the controller then wrote
+is judged by the metadata checker (a new leader from the ISR, no ineligible leader, …).
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
+from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId, TopicName
+from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
+from kio.static.primitive import i8, i32, i32Timedelta
+
+from kraftlab.node.metadata.image import MetadataImage
+
+ADMIN_ID = 10_000  # the admin client's address in the simulated network (no node has it)
+NOT_REGISTERED_ID = 9_999  # a broker id no simulated broker has
+
+
+@dataclass(frozen=True, slots=True)
+class _PartitionFacts:
+    leader: int
+    preferred: int
+    preferred_in_isr: bool
+    preferred_usable: bool
+
+
+Facts = dict[tuple[str, int], _PartitionFacts | None] | bool
+
+
+def _usable(image: MetadataImage, broker: int) -> bool:
+    reg = image.brokers.get(broker)
+    return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+
+
+def _partition_facts(image: MetadataImage, topic: str, pid: int) -> _PartitionFacts | None:
+    info = image.topic(topic)
+    p = info.partitions.get(pid) if info is not None else None
+    if p is None or not p.replicas:
+        return None
+    preferred = p.replicas[0]
+    return _PartitionFacts(p.leader, preferred, preferred in p.isr, _usable(image, preferred))
+
+
+def _expected(facts: _PartitionFacts | None) -> ErrorCode:
+    if facts is None:
+        return ErrorCode.unknown_topic_or_partition
+    if facts.leader == facts.preferred:
+        return ErrorCode.election_not_needed
+    if not (facts.preferred_in_isr and facts.preferred_usable):
+        return ErrorCode.preferred_leader_not_available
+    return ErrorCode.none
+
+
+class AdminClient:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def request(self, image: MetadataImage, down_brokers: list[int]) -> Any:
+        """The next admin request, drawn against what the cluster holds (`image`: the deciding
+        controller's view; `down_brokers`: the brokers whose process is not running)."""
+        rng = self.rng
+        # An operator decommissions a broker once it is down and the controller has fenced it (an
+        # unfenced dead broker is the controller's failure to see, not one to clean up by hand).
+        gone = [b for b in down_brokers if (reg := image.brokers.get(b)) is not None and reg.fenced]
+        if gone and rng.random() < 0.5:
+            return UnregisterBrokerRequest(broker_id=BrokerId(rng.choice(gone)))
+        if rng.random() < 0.1:
+            return UnregisterBrokerRequest(broker_id=BrokerId(NOT_REGISTERED_ID))
+        timeout = i32Timedelta.parse(datetime.timedelta(milliseconds=5_000))
+        if rng.random() < 0.2:
+            return ElectLeadersRequest(election_type=i8(0), topic_partitions=None, timeout=timeout)
+        names = sorted(t.name for t in image.topics.values())
+        wanted: dict[str, set[int]] = {}
+        for _ in range(rng.randint(1, 4)):
+            name = rng.choice(names) if names and rng.random() < 0.9 else f"no-such-topic-{rng.randrange(3)}"
+            wanted.setdefault(name, set()).add(rng.randrange(4))
+        parts = tuple(
+            TopicPartitions(topic=TopicName(n), partitions=tuple(i32(p) for p in sorted(ps)))
+            for n, ps in sorted(wanted.items())
+        )
+        return ElectLeadersRequest(election_type=i8(0), topic_partitions=parts, timeout=timeout)
+
+    @staticmethod
+    def facts(request: Any, image: MetadataImage) -> Facts:
+        """What the answer to `request` depends on in the deciding controller's `image`."""
+        if isinstance(request, UnregisterBrokerRequest):
+            return request.broker_id in image.brokers
+        if request.topic_partitions is None:
+            return {
+                (t.name, pid): _partition_facts(image, t.name, pid)
+                for t in image.topics.values()
+                for pid in t.partitions
+            }
+        wanted = [(tp.topic, p) for tp in request.topic_partitions for p in tp.partitions]
+        return {(t, p): _partition_facts(image, t, p) for t, p in wanted}
+
+    @staticmethod
+    def judge(request: Any, facts: Facts, response: Any) -> str | None:
+        """Why `response` is not Kafka's answer to `request` given `facts`, or None when it is."""
+        if response.error_code == ErrorCode.not_controller:
+            return None
+        if isinstance(request, UnregisterBrokerRequest):
+            want = ErrorCode.none if facts else ErrorCode.broker_id_not_registered
+            if response.error_code != want:
+                state = "registered" if facts else "not registered"
+                return (f"UnregisterBroker of broker {request.broker_id} ({state}) answered "
+                        f"{response.error_code.name}, Kafka answers {want.name}")
+            return None
+        assert isinstance(facts, dict)
+        if response.error_code != ErrorCode.none:
+            return f"ElectLeaders answered {response.error_code.name} for the whole request"
+        got = {
+            (r.topic, p.partition_id): p.error_code
+            for r in response.replica_election_results
+            for p in r.partition_result
+        }
+        everything = request.topic_partitions is None
+        for key, f in sorted(facts.items()):
+            want = _expected(f)
+            if everything and want == ErrorCode.election_not_needed:
+                if key in got:
+                    return f"ElectLeaders for all partitions reported {key[0]}-{key[1]}, which needed no election"
+                continue
+            if got.get(key) != want:
+                return (f"ElectLeaders answered {key[0]}-{key[1]} with {getattr(got.get(key), 'name', 'nothing')}, "
+                        f"Kafka answers {want.name} ({f})")
+        extra = sorted(set(got) - set(facts))
+        if extra:
+            return f"ElectLeaders answered partitions nobody asked for: {extra}"
+        return None
