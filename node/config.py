@@ -27,7 +27,7 @@ KRAFTLAB_KEYS = (
     UNSAFE_TEST_MODE,
     *UNSAFE_KEYS,
 )
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_LOG_DIRS = "/tmp/kraft-combined-logs"
 
 
@@ -345,7 +345,10 @@ def _security_map(r: _Reader, listener_names: list[str]) -> dict[str, str]:
         if proto is None:
             raise ConfigError(f"listener.security.protocol.map: no security protocol for listener {name}")
         if proto not in SUPPORTED_SECURITY_PROTOCOLS:
-            raise ConfigError(f"listener.security.protocol.map: {name}:{proto} unsupported (only PLAINTEXT)")
+            raise ConfigError(
+                f"listener.security.protocol.map: {name}:{proto} unsupported "
+                f"(one of {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})"
+            )
     return mapping
 
 

@@ -52,7 +52,7 @@ from kio.static.primitive import i32, i64
 
 from kraftlab.node import metrics as mx
 from kraftlab.node.clock import Clock, SkewedClock
-from kraftlab.node.config import NodeConfig
+from kraftlab.node.config import ConfigError, NodeConfig
 from kraftlab.node.journal import JournalWriter
 from kraftlab.node.process.application import KraftApplication
 from kraftlab.node.process.driver import MAX_TIMER_SLEEP_S, RaftDriver
@@ -67,6 +67,8 @@ from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import NotLeader, RaftCore, RaftSafetyError
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.raft.ports import LogCorruption, Record
+from kraftlab.node.security.listeners import NodeSecurity
+from kraftlab.node.security.session import register_sasl_apis
 from kraftlab.node.storage.batches import decode_batches
 from kraftlab.node.storage.errors import StorageError
 
@@ -104,6 +106,7 @@ class NodeServer:
         self.application: Application | None = None
         self._hw_task: asyncio.Task[None] | None = None
         self._app_timer: asyncio.TimerHandle | None = None
+        self.security: NodeSecurity | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -136,6 +139,10 @@ class NodeServer:
         config = self.config
         if config.bugs:
             log.warning("TEST MODE: planted bugs on: %s", config.bugs)
+        try:
+            self.security = NodeSecurity.from_config(config)
+        except ConfigError as e:
+            raise StartupError(str(e)) from e
         storage = self.storage = open_storage(config, self.journal)
         raft_config = RaftConfig(
             election_timeout_ms=config.election_timeout_ms,
@@ -158,6 +165,9 @@ class NodeServer:
         )
         controller_apis = ApiRegistry() if config.controller_listener is not None else None
         broker_apis = ApiRegistry() if config.is_broker else None
+        for registry in (controller_apis, broker_apis):
+            if registry is not None:
+                register_sasl_apis(registry)
         context = NodeContext(
             config,
             storage.meta.cluster_id,
@@ -168,11 +178,12 @@ class NodeServer:
             controller_apis,
             broker_apis,
             restarted=storage.log.end_offset() > 0 or storage.snapshots.latest() is not None,
+            security=self.security,
         )
         self.application = self._application_factory(context)
         every = max(1, config.metadata_snapshot_max_new_record_bytes // _APPROX_RECORD_BYTES)
         node = RaftNode(core, self.application.state_machine, snapshot_every_records=every)
-        self.peers = PeerLinks(config, storage.meta.cluster_id, self._deliver)
+        self.peers = PeerLinks(config, storage.meta.cluster_id, self._deliver, self.security)
         self.driver = RaftDriver(node, self.clock, self.journal, self.metrics, self.peers.send)
         self.driver.after_step = self.application.after_step
         timeout_s = (config.request_timeout_ms + config.fetch_timeout_ms) / 1000.0
@@ -218,7 +229,15 @@ class NodeServer:
         self.journal.write("metrics", address=address)
 
     async def _listen(self, registry: ApiRegistry, host: str, port: int, name: str) -> None:
-        server = ProtocolServer(registry, host or "0.0.0.0", port, listener=name)
+        security = self.security
+        server = ProtocolServer(
+            registry,
+            host or "0.0.0.0",
+            port,
+            listener=name,
+            guard_factory=security.guard_factory(name) if security is not None else None,
+            ssl_context=security.ssl_context(name) if security is not None else None,
+        )
         try:
             await server.start()
         except OSError as e:

@@ -13,6 +13,7 @@ unknown tags are skipped, as Kafka skips them.
 
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
 from collections.abc import Callable
@@ -224,6 +225,41 @@ def _registration_change(r: _Reader, v: int) -> dict[str, Any]:
     return out
 
 
+def _bytes(r: _Reader) -> str:
+    """A compact bytes field, as base64 (the image form's spelling of bytes)."""
+    n = r.uvarint()
+    if n == 0:
+        raise DecodeError("null in non-nullable bytes")
+    return base64.b64encode(r.take(n - 1)).decode()
+
+
+def _user_scram_credential(r: _Reader, v: int) -> dict[str, Any]:
+    out = {"name": r.compact_string(), "mechanism": _i8(r), "salt": _bytes(r), "stored_key": _bytes(r),
+           "server_key": _bytes(r), "iterations": _i32(r)}
+    r.tagged({})
+    return out
+
+
+def _remove_user_scram_credential(r: _Reader, v: int) -> dict[str, Any]:
+    out = {"name": r.compact_string(), "mechanism": _i8(r)}
+    r.tagged({})
+    return out
+
+
+def _access_control_entry(r: _Reader, v: int) -> dict[str, Any]:
+    out = {"id": _uuid(r), "resource_type": _i8(r), "resource_name": r.compact_string(), "pattern_type": _i8(r),
+           "principal": r.compact_string(), "host": r.compact_string(), "operation": _i8(r),
+           "permission_type": _i8(r)}
+    r.tagged({})
+    return out
+
+
+def _remove_access_control_entry(r: _Reader, v: int) -> dict[str, Any]:
+    out = {"id": _uuid(r)}
+    r.tagged({})
+    return out
+
+
 def _no_op(r: _Reader, v: int) -> dict[str, Any]:
     r.tagged({})
     return {}
@@ -239,9 +275,13 @@ SCHEMAS: dict[int, tuple[str, int, Callable[[_Reader, int], dict[str, Any]]]] = 
     7: ("FenceBrokerRecord", 0, _broker_and_epoch),
     8: ("UnfenceBrokerRecord", 0, _broker_and_epoch),
     9: ("RemoveTopicRecord", 0, _remove_topic),
+    11: ("UserScramCredentialRecord", 0, _user_scram_credential),
     12: ("FeatureLevelRecord", 0, _feature_level),
     17: ("BrokerRegistrationChangeRecord", 2, _registration_change),
+    18: ("AccessControlEntryRecord", 0, _access_control_entry),
+    19: ("RemoveAccessControlEntryRecord", 0, _remove_access_control_entry),
     20: ("NoOpRecord", 0, _no_op),
+    22: ("RemoveUserScramCredentialRecord", 0, _remove_user_scram_credential),
 }
 """Kafka's api key → (record name, highest version this checker knows, body reader)."""
 

@@ -47,6 +47,9 @@ RULES: dict[str, str] = {
     "IsrWithinReplicas": "the ISR is distinct replicas",
     "LeaderInIsr": "a partition's leader is in its ISR",
     "RecordApplies": "every record type has a meaning in the image",
+    "AclIdUnique": "an AccessControlEntryRecord's id names no ACL already stored",
+    "RemovesLiveAcl": "a RemoveAccessControlEntryRecord names a stored ACL",
+    "RemovesLiveCredential": "a RemoveUserScramCredentialRecord names a stored credential",
 }
 """The rules a committed record must keep given the image before it (docs/contracts.md lists them)."""
 
@@ -100,6 +103,8 @@ class ImageModel:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self.features: dict[str, int] = {}
+        self.acls: dict[str, list[Any]] = {}
+        self.scram: dict[str, dict[str, Any]] = {}
 
     # ---- the canonical form --------------------------------------------------------------------
 
@@ -119,6 +124,8 @@ class ImageModel:
             } for (tid, pid), p in self.partitions.items()},
             "configs": {f"{rtype}/{name}": dict(entries) for (rtype, name), entries in self.configs.items()},
             "features": dict(self.features),
+            **({"acls": {k: list(v) for k, v in self.acls.items()}} if self.acls else {}),
+            **({"scram": {k: dict(v) for k, v in self.scram.items()}} if self.scram else {}),
         }
 
     def digest(self) -> tuple[str, dict[str, str]]:
@@ -314,6 +321,33 @@ class ImageModel:
             self.features.pop(f["name"], None)
         else:
             self.features[f["name"]] = f["feature_level"]
+        return []
+
+    def _AccessControlEntryRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
+        out = []
+        if f["id"] in self.acls:
+            out.append(Breach("AclIdUnique", f"offset {offset}: ACL {f['id']} is created again"))
+        self.acls[f["id"]] = [f["resource_type"], f["resource_name"], f["pattern_type"], f["principal"], f["host"],
+                              f["operation"], f["permission_type"]]
+        return out
+
+    def _RemoveAccessControlEntryRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
+        if self.acls.pop(f["id"], None) is None:
+            return [Breach("RemovesLiveAcl",
+                           f"offset {offset}: RemoveAccessControlEntryRecord for unknown ACL {f['id']}")]
+        return []
+
+    def _UserScramCredentialRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
+        self.scram[f"{f['name']}/{f['mechanism']}"] = {
+            "salt": f["salt"], "stored_key": f["stored_key"], "server_key": f["server_key"],
+            "iterations": f["iterations"],
+        }
+        return []
+
+    def _RemoveUserScramCredentialRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
+        if self.scram.pop(f"{f['name']}/{f['mechanism']}", None) is None:
+            return [Breach("RemovesLiveCredential", f"offset {offset}: no SCRAM credential of {f['name']!r} "
+                                                    f"(mechanism {f['mechanism']}) to remove")]
         return []
 
     def _NoOpRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:

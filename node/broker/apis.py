@@ -30,8 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest as ControllerAlterConfigs
+from kio.schema.alter_user_scram_credentials.v0.request import (
+    AlterUserScramCredentialsRequest as ControllerAlterUserScramCredentials,
+)
+from kio.schema.create_acls.v3.request import CreateAclsRequest as ControllerCreateAcls
 from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig
 from kio.schema.create_topics.v7.request import CreateTopicsRequest as ControllerCreateTopics
+from kio.schema.delete_acls.v3.request import DeleteAclsRequest as ControllerDeleteAcls
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as ControllerDeleteTopics
 from kio.schema.delete_topics.v6.request import DeleteTopicState
 from kio.schema.errors import ErrorCode
@@ -39,6 +44,7 @@ from kio.schema.incremental_alter_configs.v1.request import (
     IncrementalAlterConfigsRequest as ControllerIncrementalAlterConfigs,
 )
 
+from kraftlab.node.broker import security_apis
 from kraftlab.node.broker.lifecycle import BrokerLifecycle
 from kraftlab.node.broker.metadata import BrokerMetadata
 from kraftlab.node.controller.messages import api_name, as_values, build, respond
@@ -89,7 +95,14 @@ class _Pending:
 
 
 Output = ClientReply | Refused | Forward
-FORWARDED_APIS = ("CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs")
+FORWARDED_APIS = (
+    "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
+    "AlterUserScramCredentials",
+)
+_FORWARDED_AS = {  # forwarded at the controller's version, rebuilt field by field
+    "CreateAcls": ControllerCreateAcls, "DeleteAcls": ControllerDeleteAcls,
+    "AlterUserScramCredentials": ControllerAlterUserScramCredentials,
+}
 
 
 def _controller_for_clients(image: MetadataImage) -> int:
@@ -322,6 +335,14 @@ class BrokerApis:
             self._forward(token, request, build(ControllerAlterConfigs, as_values(request)), now_ms)
         elif api == "DescribeConfigs":
             self._outbox.append(ClientReply(token, describe_configs_response(request, image)))
+        elif api in _FORWARDED_AS:
+            self._forward(token, request, build(_FORWARDED_AS[api], as_values(request)), now_ms)
+        elif api == "DescribeAcls":
+            self._outbox.append(ClientReply(token, security_apis.describe_acls_response(request, image)))
+        elif api == "DescribeUserScramCredentials":
+            self._outbox.append(
+                ClientReply(token, security_apis.describe_user_scram_credentials_response(request, image))
+            )
         else:
             self._outbox.append(Refused(token, f"unsupported API {api}"))
 

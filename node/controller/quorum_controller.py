@@ -29,8 +29,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kraftlab.node.controller import acls, cluster, configs, reassignment, scram, topics
 from kraftlab.node.controller import alter_partition as ap
-from kraftlab.node.controller import cluster, configs, reassignment, topics
 from kraftlab.node.controller.messages import api_name, error_name, respond
 from kraftlab.node.controller.ports import (
     METADATA_VERSION,
@@ -48,7 +48,10 @@ from kraftlab.node.metadata.replay import CommittedReplay
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 
 Output = Reply | JournalEvent
-ATOMIC_APIS = frozenset({"CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs"})
+ATOMIC_APIS = frozenset({
+    "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
+    "AlterUserScramCredentials",
+})
 """Requests whose records are committed all or nothing (one batch; their handlers bound the count).
 The others (registration, heartbeats with their fences and elections, unregistration, ISR changes,
 reassignments, leader elections) may span several batches, as in Kafka."""
@@ -66,6 +69,9 @@ CONTROLLER_APIS = (
     "ElectLeaders",
     "IncrementalAlterConfigs",
     "AlterConfigs",
+    "CreateAcls",
+    "DeleteAcls",
+    "AlterUserScramCredentials",
 )
 
 
@@ -106,6 +112,9 @@ class QuorumController:
             "ElectLeaders": reassignment.elect_leaders,
             "IncrementalAlterConfigs": configs.incremental_alter_configs,
             "AlterConfigs": configs.alter_configs,
+            "CreateAcls": acls.create_acls,
+            "DeleteAcls": acls.delete_acls,
+            "AlterUserScramCredentials": scram.alter_user_scram_credentials,
         }
 
     # ---- queries -------------------------------------------------------------------------
@@ -311,4 +320,11 @@ def error_response(request: Any, code: ErrorCode) -> Any:
             for r in request.resources
         ]
         return respond(request, {"responses": items})
+    if api == "CreateAcls":
+        return respond(request, {"results": [{"error_code": code}] * len(request.creations)})
+    if api == "DeleteAcls":
+        return respond(request, {"filter_results": [{"error_code": code}] * len(request.filters)})
+    if api == "AlterUserScramCredentials":
+        users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+        return respond(request, {"results": [{"user": u, "error_code": code} for u in users]})
     return respond(request, {"error_code": code})

@@ -13,6 +13,7 @@ change only the broker; the controller writes the ISR changes as explicit Partit
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import uuid
@@ -24,6 +25,7 @@ from kraftlab.node.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     RESOURCE_TOPIC,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
@@ -35,12 +37,17 @@ from kraftlab.node.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     encode,
 )
+from kraftlab.node.security.acl import AclBinding
+from kraftlab.node.security.scram import ScramCredential
 
 ENTRY_DIGESTS_UP_TO = 256
 """Sections larger than this journal no per-entry digests (the section digest still tells)."""
@@ -104,9 +111,9 @@ class TopicInfo:
 
 
 class MetadataImage:
-    """Brokers, topics and partitions, configs and finalized feature levels."""
+    """Brokers, topics and partitions, configs, finalized feature levels, ACLs and SCRAM credentials."""
 
-    __slots__ = ("brokers", "configs", "features", "retired", "topic_ids", "topics")
+    __slots__ = ("acls", "brokers", "configs", "features", "retired", "scram", "topic_ids", "topics")
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
@@ -118,6 +125,9 @@ class MetadataImage:
         """Incarnations replaced by a newer registration of the same id: from replayed log records,
         and from snapshots (RegisterBrokerRecord's `replaced_incarnations`, so a controller that
         loaded a snapshot refuses the same zombies as one that replayed the log)."""
+        self.acls: dict[uuid.UUID, AclBinding] = {}
+        self.scram: dict[tuple[str, int], ScramCredential] = {}
+        """(user, Kafka's mechanism code) → credential."""
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -217,6 +227,23 @@ class MetadataImage:
                     self.features.pop(record.name, None)
                 else:
                     self.features[record.name] = record.feature_level
+            case AccessControlEntryRecord():
+                if record.id in self.acls:
+                    raise ImageError(f"ACL {record.id} already exists")
+                self.acls[record.id] = AclBinding(
+                    record.resource_type, record.resource_name, record.pattern_type, record.principal,
+                    record.host, record.operation, record.permission_type,
+                )
+            case RemoveAccessControlEntryRecord():
+                if self.acls.pop(record.id, None) is None:
+                    raise ImageError(f"RemoveAccessControlEntryRecord for unknown ACL {record.id}")
+            case UserScramCredentialRecord():
+                self.scram[(record.name, record.mechanism)] = ScramCredential(
+                    record.salt, record.stored_key, record.server_key, record.iterations
+                )
+            case RemoveUserScramCredentialRecord():
+                if self.scram.pop((record.name, record.mechanism), None) is None:
+                    raise ImageError(f"no SCRAM credential of {record.name!r} for mechanism {record.mechanism}")
             case NoOpRecord():
                 pass
             case _:
@@ -268,6 +295,8 @@ class MetadataImage:
         other.configs = {k: dict(v) for k, v in self.configs.items()}
         other.features = dict(self.features)
         other.retired = {b: set(v) for b, v in self.retired.items()}
+        other.acls = dict(self.acls)
+        other.scram = dict(self.scram)
         return other
 
     def to_records(self) -> list[MetadataRecord]:
@@ -311,6 +340,17 @@ class MetadataImage:
         for (rtype, rname), entries in sorted(self.configs.items()):
             for k, v in sorted(entries.items()):
                 yield ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=v)
+        for (user, mech), c in sorted(self.scram.items()):
+            yield UserScramCredentialRecord(
+                name=user, mechanism=mech, salt=c.salt, stored_key=c.stored_key, server_key=c.server_key,
+                iterations=c.iterations,
+            )
+        for aid, acl in sorted(self.acls.items()):
+            yield AccessControlEntryRecord(
+                id=aid, resource_type=acl.resource_type, resource_name=acl.resource_name,
+                pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host, operation=acl.operation,
+                permission_type=acl.permission,
+            )
 
     @classmethod
     def from_records(cls, records: Iterable[MetadataRecord]) -> MetadataImage:
@@ -321,8 +361,10 @@ class MetadataImage:
 
     def semantic_form(self) -> dict[str, Any]:
         """The image as plain data in the canonical shape of docs/contracts.md ("Metadata image
-        digest"): what a checker rebuilds on its own from the committed records and compares."""
-        return {
+        digest"): what a checker rebuilds on its own from the committed records and compares. The
+        `acls` and `scram` sections appear only when not empty (digests of images without them are
+        unchanged)."""
+        form: dict[str, Any] = {
             "brokers": {str(b.id): {
                 "epoch": b.epoch, "incarnation": str(b.incarnation_id), "fenced": b.fenced,
                 "in_controlled_shutdown": b.in_controlled_shutdown, "rack": b.rack,
@@ -339,6 +381,15 @@ class MetadataImage:
             "configs": {f"{rtype}/{rname}": dict(entries) for (rtype, rname), entries in self.configs.items()},
             "features": dict(self.features),
         }
+        if self.acls:
+            form["acls"] = {str(aid): [b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host,
+                                       b.operation, b.permission] for aid, b in self.acls.items()}
+        if self.scram:
+            form["scram"] = {f"{user}/{mech}": {
+                "salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key),
+                "iterations": c.iterations,
+            } for (user, mech), c in self.scram.items()}
+        return form
 
     def semantic_digest(self) -> tuple[str, dict[str, str]]:
         """SHA-256 of `semantic_form()` as sorted, compact JSON, and the first 16 hex digits of each
@@ -374,9 +425,15 @@ class MetadataImage:
             and self.configs == other.configs
             and self.features == other.features
             and self.retired == other.retired
+            and self.acls == other.acls
+            and self.scram == other.scram
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 def _form_digest(form: dict[str, Any]) -> tuple[str, dict[str, str]]:

@@ -58,9 +58,13 @@ class RecordType(enum.IntEnum):
     FENCE_BROKER_RECORD = 7
     UNFENCE_BROKER_RECORD = 8
     REMOVE_TOPIC_RECORD = 9
+    USER_SCRAM_CREDENTIAL_RECORD = 11
     FEATURE_LEVEL_RECORD = 12
     BROKER_REGISTRATION_CHANGE_RECORD = 17
+    ACCESS_CONTROL_ENTRY_RECORD = 18
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
     NO_OP_RECORD = 20
+    REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
 
 
 def _f(kafka_type: str, **kw: Any) -> Any:
@@ -228,6 +232,57 @@ class BrokerRegistrationChangeRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord:
+    """One user's SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512), stored as
+    RFC 5802 keeps it: salt, StoredKey, ServerKey and the iteration count, never the password."""
+
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    name: str = _f("string")
+    mechanism: int = _f("int8")
+    salt: bytes = _f("bytes")
+    stored_key: bytes = _f("bytes")
+    server_key: bytes = _f("bytes")
+    iterations: int = _f("int32")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    name: str = _f("string")
+    mechanism: int = _f("int8")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntryRecord:
+    """One ACL binding with its id (Kafka's AclOperation, AclPermissionType, ResourceType and
+    PatternType codes)."""
+
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    id: uuid.UUID = _f("uuid")
+    resource_type: int = _f("int8")
+    resource_name: str = _f("string")
+    pattern_type: int = _f("int8")
+    principal: str = _f("string")
+    host: str = _f("string")
+    operation: int = _f("int8")
+    permission_type: int = _f("int8")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    id: uuid.UUID = _f("uuid")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord:
     __type__: ClassVar = EntityType.data
     __version__: ClassVar[int] = 0
@@ -246,6 +301,10 @@ MetadataRecord = (
     | RemoveTopicRecord
     | FeatureLevelRecord
     | BrokerRegistrationChangeRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
     | NoOpRecord
 )
 
@@ -261,6 +320,10 @@ _TYPES: dict[type, RecordType] = {
     RemoveTopicRecord: RecordType.REMOVE_TOPIC_RECORD,
     FeatureLevelRecord: RecordType.FEATURE_LEVEL_RECORD,
     BrokerRegistrationChangeRecord: RecordType.BROKER_REGISTRATION_CHANGE_RECORD,
+    UserScramCredentialRecord: RecordType.USER_SCRAM_CREDENTIAL_RECORD,
+    RemoveUserScramCredentialRecord: RecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
+    AccessControlEntryRecord: RecordType.ACCESS_CONTROL_ENTRY_RECORD,
+    RemoveAccessControlEntryRecord: RecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
     NoOpRecord: RecordType.NO_OP_RECORD,
 }
 _CLASSES: dict[int, type] = {int(t): cls for cls, t in _TYPES.items()}
@@ -427,6 +490,8 @@ def _camel(name: str) -> str:
 
 
 def _json_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
     if isinstance(value, uuid.UUID):
         return uuid_to_kafka(value)
     if isinstance(value, tuple):

@@ -10,7 +10,7 @@ import logging
 import os
 import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -28,8 +28,10 @@ from kraftlab.node.broker import (
     Refused,
     SendToController,
 )
+from kraftlab.node.broker.security_apis import describe_acls_response
 from kraftlab.node.controller import ControllerConfig, QuorumController, Reply, error_response
 from kraftlab.node.controller import NotLeader as ControllerNotLeader
+from kraftlab.node.controller.messages import api_name
 from kraftlab.node.metadata.fanout import FanOut
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.process.seam import Appender, NodeContext, StartupError
@@ -38,6 +40,9 @@ from kraftlab.node.protocol.errors import RequestError
 from kraftlab.node.protocol.registry import RequestContext
 from kraftlab.node.raft.core import NotLeader
 from kraftlab.node.raft.ports import Record, StateMachine
+from kraftlab.node.security.acl import AclOperation, ResourceType
+from kraftlab.node.security.authorizer import AllowAll
+from kraftlab.node.security.enforce import Screening, screen
 
 log = logging.getLogger("kraft-node")
 
@@ -57,6 +62,12 @@ CONTROLLER_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # name: (api key, 
     "ElectLeaders": (43, 0, 2),
     "IncrementalAlterConfigs": (44, 0, 1),
     "AlterConfigs": (33, 0, 2),
+    "CreateAcls": (30, 1, 3),
+    "DeleteAcls": (31, 1, 3),
+    "AlterUserScramCredentials": (51, 0, 0),
+}
+CONTROLLER_READ_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # answered from the committed image
+    "DescribeAcls": (29, 1, 3),
 }
 # The flexible versions too (node.protocol skips unknown tagged fields and trailing bytes, as Kafka
 # does): today's Kafka's ranges, DescribeCluster v2 (fenced brokers on request) included, except
@@ -71,6 +82,11 @@ BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
     "DescribeConfigs": (32, 1, 4),
     "AlterConfigs": (33, 0, 2),
     "IncrementalAlterConfigs": (44, 0, 1),
+    "CreateAcls": (30, 1, 3),
+    "DeleteAcls": (31, 1, 3),
+    "DescribeAcls": (29, 1, 3),
+    "AlterUserScramCredentials": (51, 0, 0),
+    "DescribeUserScramCredentials": (50, 0, 0),
 }
 RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers by asking the active controller
     "DescribeQuorum": (55, 1, 1),  # the version node.raft.wire maps
@@ -129,6 +145,8 @@ class KraftApplication:
             assert context.controller_apis is not None
             for key, lo, hi in CONTROLLER_API_VERSIONS.values():
                 context.controller_apis.register(key, lo, hi, self._controller_request)
+            for key, lo, hi in CONTROLLER_READ_API_VERSIONS.values():
+                context.controller_apis.register(key, lo, hi, self._controller_read)
         if config.is_broker:
             self.broker_metadata = BrokerMetadata(journal_applies=self.controller is None)
             endpoints = []
@@ -157,6 +175,9 @@ class KraftApplication:
                 context.broker_apis.register(key, lo, hi, self._relay)
         if not machines:
             raise StartupError("process.roles names neither broker nor controller")
+        self.security = context.security
+        if self.security is not None:
+            self.security.image = self._security_image
         self._machine: StateMachine = machines[0] if len(machines) == 1 else FanOut(*machines)
 
     @property
@@ -190,13 +211,65 @@ class KraftApplication:
         finally:
             self._waiting.pop(token, None)
 
+    # ---- authorization (node.security.enforce) ------------------------------------------------------
+
+    def _security_image(self) -> Any:
+        """The image SCRAM logins and authorization read: the broker's, else the controller's committed one."""
+        if self.broker_metadata is not None:
+            return self.broker_metadata.image
+        return self.controller.committed_image if self.controller is not None else None
+
+    def _screen(self, request: Any, context: RequestContext, image: Any, journal: bool) -> Screening:
+        security = self.security
+        authorizer = security.authorizer if security is not None else AllowAll()
+        host = context.peer.rsplit(":", 1)[0]
+
+        def check(operation: int, resource_type: int, name: str) -> bool:
+            acls = image.acls.values()
+            decision = authorizer.authorize(acls, context.principal, host, operation, resource_type, name)
+            if journal and decision.reason != "super.users":
+                self.ctx.journal.write(
+                    "authz", principal=context.principal, host=host, operation=AclOperation(operation).name,
+                    resource_type=ResourceType(resource_type).name, resource=name, allowed=decision.allowed,
+                    reason=decision.reason, api=api_name(request), offset=self._image_offset(),
+                )
+            return decision.allowed
+
+        return screen(api_name(request), request, check, image, authorizer.enabled)
+
+    def _image_offset(self) -> int:
+        if self.broker_metadata is not None:
+            return int(self.broker_metadata.highest_offset)
+        return int(self.controller.committed_offset) if self.controller is not None else -1
+
+    async def _screened(self, request: Any, context: RequestContext, image: Any, journal: bool,
+                        serve: Callable[[Any], Awaitable[Any]]) -> Any:
+        screening = self._screen(request, context, image, journal)
+        if screening.reply is not None:
+            return screening.reply
+        return screening.finish(await serve(screening.request))
+
     async def _controller_request(self, request: Any, context: RequestContext) -> Any:
-        return await self._await_token(lambda token, now: self.controller.handle_request(token, request, now), request)
+        async def serve(allowed: Any) -> Any:
+            return await self._await_token(
+                lambda token, now: self.controller.handle_request(token, allowed, now), allowed
+            )
+
+        return await self._screened(request, context, self.controller.committed_image, False, serve)
+
+    async def _controller_read(self, request: Any, context: RequestContext) -> Any:
+        async def serve(allowed: Any) -> Any:
+            return describe_acls_response(allowed, self.controller.committed_image)
+
+        return await self._screened(request, context, self.controller.committed_image, False, serve)
 
     async def _client_request(self, request: Any, context: RequestContext) -> Any:
-        return await self._await_token(
-            lambda token, now: self.apis.handle(token, request, now, context.listener or "PLAINTEXT"), request
-        )
+        async def serve(allowed: Any) -> Any:
+            return await self._await_token(
+                lambda token, now: self.apis.handle(token, allowed, now, context.listener or "PLAINTEXT"), allowed
+            )
+
+        return await self._screened(request, context, self.broker_metadata.image, True, serve)
 
     # ---- outputs -------------------------------------------------------------------------------
 
@@ -255,6 +328,8 @@ class KraftApplication:
                 client_id=f"broker-{self.ctx.config.node_id}",
                 request_timeout=self._timeout_s,
                 connect_timeout=self._timeout_s,
+                login=self.security.controller_client[0] if self.security is not None else None,
+                ssl_context=self.security.controller_client[1] if self.security is not None else None,
             )
         return client
 
@@ -292,6 +367,9 @@ class KraftApplication:
 
         if not self.lifecycle.accepting_client_requests():
             raise ConnectionRefusedError("the broker is not serving clients")
+        screening = self._screen(request, context, self.broker_metadata.image, True)
+        if screening.reply is not None:
+            return screening.reply
         client = self._controller_client()
         if client is None:
             return error_response(request, ErrorCode.not_controller)

@@ -12,6 +12,7 @@ from kraftlab.node.config import NodeConfig
 from kraftlab.node.journal import Journal
 from kraftlab.node.protocol.registry import ApiRegistry
 from kraftlab.node.raft.ports import Record, StateMachine
+from kraftlab.node.security.listeners import NodeSecurity
 
 log = logging.getLogger("kraft-node")
 
@@ -45,6 +46,9 @@ class NodeContext:
     broker_apis: ApiRegistry | None
     restarted: bool = False
     """The metadata log held records or a snapshot when the process started (not a first start)."""
+    security: NodeSecurity | None = None
+    """The listeners' security and the authorizer (node.security.listeners); the application points
+    it at the metadata image its SCRAM logins and authorization read."""
 
 
 class Application(Protocol):

@@ -14,6 +14,7 @@ from kraftlab.node.protocol.errors import RequestError, RequestTimedOut
 from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire
+from kraftlab.node.security.listeners import NodeSecurity
 
 log = logging.getLogger("kraft-node")
 
@@ -24,7 +25,14 @@ log = logging.getLogger("kraft-node")
 class PeerLinks:
     """One client per voter; requests are sent as tasks and their responses fed back to the core."""
 
-    def __init__(self, config: NodeConfig, cluster_id: str, deliver: Callable[[m.Envelope], None]) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        cluster_id: str,
+        deliver: Callable[[m.Envelope], None],
+        security: NodeSecurity | None = None,
+    ) -> None:
+        self._login, self._ssl = security.controller_client if security is not None else (None, None)
         self._config = config
         self._cluster_id = cluster_id
         self._deliver = deliver
@@ -44,6 +52,8 @@ class PeerLinks:
                 client_id=f"raft-{self._config.node_id}",
                 request_timeout=self._timeout_s,
                 connect_timeout=self._timeout_s,
+                login=self._login,
+                ssl_context=self._ssl,
             )
             self._clients[node_id] = client
         return client

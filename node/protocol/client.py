@@ -7,6 +7,8 @@
 - What a failure means for the request's effect (see ``node.protocol.errors``):
   ``ConnectFailed``/``ClientClosed``/``InvalidRequest`` — never sent, did not take effect (Jepsen
   ``fail``); ``RequestTimedOut``/``ConnectionLost`` — sent, may have taken effect (Jepsen ``info``).
+- ``login`` (a SASL login, node.security.client_login) runs on every new connection before any
+  request; a failed login is ``ConnectFailed``. ``ssl_context`` makes the connection TLS.
 - A request timeout closes the connection (as Kafka's NetworkClient does): later responses on it
   would be stuck behind the missing one. Other requests in flight on it fail with ``ConnectionLost``.
 """
@@ -17,9 +19,11 @@ import asyncio
 import collections
 import contextlib
 import logging
+import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
@@ -42,6 +46,9 @@ log = logging.getLogger(__name__)
 DEFAULT_REQUEST_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 _MAX_CORRELATION_ID = 0x7FFFFFFF
+Login = Callable[[Callable[[Any], Awaitable[Any]]], Awaitable[None]]
+"""Given a function that sends a request on the new connection and returns its response, log in
+(raise to refuse the connection)."""
 
 R = TypeVar("R", bound=ResponsePayload)
 
@@ -126,7 +133,11 @@ class ProtocolClient:
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        login: Login | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self.login = login
+        self.ssl_context = ssl_context
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -152,6 +163,11 @@ class ProtocolClient:
         except (EncodingError, UnsupportedApi) as exc:
             raise InvalidRequest(str(exc)) from exc
         link = await self._connected_link()
+        return await self._send_on(link, request, data, correlation_id, timeout)
+
+    async def _send_on(
+        self, link: _Link, request: RequestPayload, data: bytes, correlation_id: int, timeout: float | None
+    ) -> ResponsePayload:
         future: asyncio.Future[ResponsePayload] = asyncio.get_running_loop().create_future()
         link.pending.append(_Pending(correlation_id, type(request), future))
         try:
@@ -187,11 +203,26 @@ class ProtocolClient:
                 return self._link
             try:
                 async with asyncio.timeout(self.connect_timeout):
-                    reader, writer = await asyncio.open_connection(self.host, self.port)
+                    reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl_context)
             except (OSError, TimeoutError) as exc:
                 raise ConnectFailed(f"cannot connect to {self.host}:{self.port}: {exc or type(exc).__name__}") from exc
-            self._link = _Link(reader, writer, self.max_frame_bytes)
+            link = _Link(reader, writer, self.max_frame_bytes)
+            if self.login is not None:
+                await self._log_in(link, self.login)
+            self._link = link
             return self._link
+
+    async def _log_in(self, link: _Link, login: Login) -> None:
+        async def exchange(request: Any) -> Any:
+            correlation_id = self._next_correlation_id()
+            data = encode_request(request, correlation_id, self.client_id)
+            return await self._send_on(link, request, data, correlation_id, self.connect_timeout)
+
+        try:
+            await login(exchange)
+        except Exception as exc:
+            link.fail(f"login failed: {exc}")
+            raise ConnectFailed(f"cannot log in to {self.host}:{self.port}: {exc}") from exc
 
     async def close(self) -> None:
         """Close the connection; requests in flight end with ``ConnectionLost``, later sends ``ClientClosed``."""

@@ -36,6 +36,8 @@ class RequestContext:
     client_id: str | None
     peer: str
     listener: str = ""
+    principal: str = "User:ANONYMOUS"
+    """Who sent it: the listener's SASL login or TLS client certificate (node.protocol.guard)."""
 
 
 class Handler(Protocol):

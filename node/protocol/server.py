@@ -9,6 +9,9 @@ Per connection:
   have been written; a handler that raises or returns a wrong entity does the same (logged as an error);
 - an ApiVersions request of a version the registry does not serve gets Kafka's v0 UNSUPPORTED_VERSION
   answer instead of a close;
+- with a `GuardFactory` (node.protocol.guard), each connection's guard screens every request first:
+  it may answer it itself, close the connection after a refusal, or let it through with its
+  principal; with an `ssl.SSLContext` the listener speaks TLS;
 - a connection idle for ``idle_timeout`` seconds (Kafka's connections.max.idle.ms, 10 minutes) is closed.
 
 ``stop()`` closes the listener and every connection and waits until they are gone.
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import ssl
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -28,6 +32,7 @@ from kio.static.protocol import ResponsePayload
 from kraftlab.node.protocol.api_versions import unsupported_api_versions_response
 from kraftlab.node.protocol.errors import EncodingError, FrameError, TruncatedFrame
 from kraftlab.node.protocol.framing import DEFAULT_MAX_FRAME_BYTES, read_frame
+from kraftlab.node.protocol.guard import ANONYMOUS, ConnectionGuard, GuardFactory, Peer
 from kraftlab.node.protocol.headers import API_VERSIONS_KEY, encode_response, parse_request_body, parse_request_header
 from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
 
@@ -46,6 +51,7 @@ class HandlerFailed(Exception):
 class _InFlight:
     context: RequestContext
     result: asyncio.Future[ResponsePayload | None]
+    close_after: bool = False
 
 
 def _settled(
@@ -73,6 +79,12 @@ class _Connection:
         self.loop = asyncio.get_running_loop()
         self.last_read = self.loop.time()
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.guard: ConnectionGuard | None = None
+        if server.guard_factory is not None:
+            ssl_object = writer.get_extra_info("ssl_object")
+            cert = ssl_object.getpeercert() if ssl_object is not None else None
+            host = peer[0] if isinstance(peer, tuple) else str(peer)
+            self.guard = server.guard_factory(Peer(host, cert or None))
 
     def _check_idle(self) -> None:
         """One timer per connection (not one per frame): re-armed until nothing was read for a whole period."""
@@ -129,6 +141,8 @@ class _Connection:
                 log.warning("closing connection from %s: %s", self.peer, exc)
                 return
             await self.queue.put(in_flight)
+            if in_flight.close_after:
+                return
 
     def _dispatch(self, payload: bytes) -> _InFlight:
         registry = self.server.registry
@@ -140,11 +154,19 @@ class _Connection:
             client_id=request.client_id,
             peer=self.peer,
             listener=self.server.listener,
+            principal=self.guard.principal if self.guard is not None else ANONYMOUS,
         )
         if request.api_key == API_VERSIONS_KEY and not registry.supports(API_VERSIONS_KEY, request.api_version):
             return _InFlight(context, _settled(unsupported_api_versions_response(registry.ranges())))
         request_type, handler = registry.lookup(request.api_key, request.api_version)
         body = parse_request_body(request, request_type)
+        if self.guard is not None:
+            screened = self.guard.screen(request.api_key, request.api_version, body)
+            if screened is not None:
+                if screened.close:
+                    log.info("closing connection from %s after api key %d: refused by the listener's security",
+                             self.peer, request.api_key)
+                return _InFlight(context, _settled(screened.response), screened.close)
         try:
             result = handler(body, context)
         except Exception as exc:
@@ -177,6 +199,9 @@ class _Connection:
                     break
                 if data is not None:
                     chunks.append(data)
+                if in_flight.close_after:
+                    finished = True
+                    break
                 if self.queue.empty() or len(chunks) >= _WRITE_BATCH_FRAMES:
                     break
                 in_flight = self.queue.get_nowait()
@@ -243,6 +268,8 @@ class ProtocolServer:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         flush_timeout: float = 5.0,
+        guard_factory: GuardFactory | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -254,6 +281,8 @@ class ProtocolServer:
         self.idle_timeout = idle_timeout
         self.max_in_flight = max_in_flight
         self.flush_timeout = flush_timeout
+        self.guard_factory = guard_factory
+        self.ssl_context = ssl_context
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._stopping = False
@@ -266,7 +295,7 @@ class ProtocolServer:
     async def start(self) -> None:
         """Bind and listen; ``self.port`` is the bound port afterwards."""
         self._stopping = False
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, ssl=self.ssl_context)
         self.port = int(self._server.sockets[0].getsockname()[1])
         log.info("listening on %s:%d%s", self.host, self.port, f" ({self.listener})" if self.listener else "")
 

@@ -22,6 +22,7 @@ from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
@@ -33,10 +34,13 @@ from kraftlab.node.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     encode,
 )
 
@@ -161,6 +165,34 @@ class ValidLog:
             self.records.append(RemoveTopicRecord(topic_id=tid))
             del self.topics[tid]
 
+    def security(self) -> None:
+        """ACLs and SCRAM credentials come and go (only stored ones are removed)."""
+        acls = getattr(self, "acls", set())
+        creds = getattr(self, "creds", set())
+        self.acls, self.creds = acls, creds
+        choice = self.rng.randrange(4)
+        if choice == 0 or (choice == 1 and not acls):
+            aid = self._uuid()
+            acls.add(aid)
+            self.records.append(AccessControlEntryRecord(
+                id=aid, resource_type=self.rng.choice([2, 4]), resource_name=self.rng.choice(["t0", "kafka-cluster"]),
+                pattern_type=self.rng.choice([3, 4]), principal=f"User:u{self.rng.randint(0, 3)}", host="*",
+                operation=self.rng.randint(2, 14), permission_type=self.rng.choice([2, 3])))
+        elif choice == 1:
+            aid = self.rng.choice(sorted(acls))
+            acls.discard(aid)
+            self.records.append(RemoveAccessControlEntryRecord(id=aid))
+        elif choice == 2 or not creds:
+            key = (f"u{self.rng.randint(0, 3)}", self.rng.choice([1, 2]))
+            creds.add(key)
+            self.records.append(UserScramCredentialRecord(
+                name=key[0], mechanism=key[1], salt=self.rng.randbytes(8), stored_key=self.rng.randbytes(32),
+                server_key=self.rng.randbytes(32), iterations=self.rng.choice([4096, 8192])))
+        else:
+            key = self.rng.choice(sorted(creds))
+            creds.discard(key)
+            self.records.append(RemoveUserScramCredentialRecord(name=key[0], mechanism=key[1]))
+
     def other(self) -> None:
         self.records.append(self.rng.choice([
             NoOpRecord(), ConfigRecord(resource_type=4, resource_name="", name="log.retention.ms", value="5"),
@@ -171,7 +203,7 @@ class ValidLog:
 def valid_log(seed: int, steps: int) -> list[MetadataRecord]:
     log = ValidLog(random.Random(seed))
     ops = [log.register] * 3 + [log.unfence] * 3 + [log.fence, log.shutdown, log.unregister, log.delete,
-                                                    log.other] + [log.create] * 2 + [log.isr_change] * 2
+                                                    log.other, log.security] + [log.create] * 2 + [log.isr_change] * 2
     for _ in range(steps):
         log.rng.choice(ops)()
     return log.records
@@ -264,6 +296,16 @@ def _base() -> list[MetadataRecord]:
     return out
 
 
+def _acl(aid: uuid.UUID) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(id=aid, resource_type=2, resource_name="t", pattern_type=3, principal="User:a",
+                                    host="*", operation=3, permission_type=3)
+
+
+def _scram(user: str, mechanism: int) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(name=user, mechanism=mechanism, salt=b"salt", stored_key=b"stored",
+                                     server_key=b"server", iterations=4096)
+
+
 BREAKERS: dict[str, list[MetadataRecord]] = {
     "ZombieRegistered": [RegisterBrokerRecord(broker_id=1, incarnation_id=uuid.UUID(int=9), broker_epoch=8),
                          RegisterBrokerRecord(broker_id=1, incarnation_id=uuid.UUID(int=101), broker_epoch=9)],
@@ -294,6 +336,9 @@ BREAKERS: dict[str, list[MetadataRecord]] = {
     "ReplicasValid": [PartitionChangeRecord(partition_id=0, topic_id=T, replicas=(1, 1), isr=(1,))],
     "IsrWithinReplicas": [PartitionChangeRecord(partition_id=0, topic_id=T, isr=(1, 3))],
     "LeaderInIsr": [PartitionChangeRecord(partition_id=0, topic_id=T, isr=(2,))],
+    "AclIdUnique": [_acl(uuid.UUID(int=7)), _acl(uuid.UUID(int=7))],
+    "RemovesLiveAcl": [_acl(uuid.UUID(int=7)), RemoveAccessControlEntryRecord(id=uuid.UUID(int=8))],
+    "RemovesLiveCredential": [_scram("alice", 1), RemoveUserScramCredentialRecord(name="alice", mechanism=2)],
 }
 
 

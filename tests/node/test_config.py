@@ -131,7 +131,7 @@ def test_overrides() -> None:
         ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "needs a listener named in controller.listener.names"),
         ({"controller_listener_names": None}, "controller.listener.names: missing"),
         ({"listeners": "PLAINTEXT//x:1,CONTROLLER://x:2"}, "is not NAME://host:port"),
-        ({"listener_security_protocol_map": "PLAINTEXT:SSL,CONTROLLER:PLAINTEXT"}, "unsupported"),
+        ({"listener_security_protocol_map": "PLAINTEXT:GSSAPI_SSL,CONTROLLER:PLAINTEXT"}, "unsupported"),
         ({"controller_quorum_fetch_timeout_ms": "-1"}, "must be >= 1"),
         ({"kraftlab_unsafe_bug": "stale-read"}, "test-only switch"),
         ({"kraftlab_unsafe_lose_unflushed": "true"}, "refused unless kraftlab.unsafe.test.mode=true"),

@@ -1,0 +1,176 @@
+"""Which operation each API needs, and the request each principal may have served (pure).
+
+`screen(api, request, check, image)` decides, before a request reaches the controller or broker
+core, what the principal may do, with Kafka's operations and error codes:
+
+- CreateTopics: CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED per topic;
+- DeleteTopics: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED per topic;
+- DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: DESCRIBE_CONFIGS / ALTER_CONFIGS on the
+  topic (TOPIC_AUTHORIZATION_FAILED) or, for broker resources, the cluster
+  (CLUSTER_AUTHORIZATION_FAILED), per resource;
+- Metadata: DESCRIBE on each topic; others are left out (all topics asked) or answered
+  TOPIC_AUTHORIZATION_FAILED (named);
+- DescribeCluster, DescribeAcls, DescribeUserScramCredentials, DescribeQuorum,
+  ListPartitionReassignments: DESCRIBE on the cluster; CreateAcls, DeleteAcls,
+  AlterUserScramCredentials, UnregisterBroker, AlterPartitionReassignments, ElectLeaders: ALTER on
+  the cluster; BrokerRegistration, BrokerHeartbeat, AlterPartition: CLUSTER_ACTION on the cluster
+  — else CLUSTER_AUTHORIZATION_FAILED.
+
+Without an authorizer the ACL APIs answer SECURITY_DISABLED. The result is a `Screening`: a
+reply to send now (everything refused), or the request to serve — only its permitted items — and
+a `finish` that adds the refused items' results to the core's response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kraftlab.node.controller.messages import as_values, build, respond
+from kraftlab.node.controller.quorum_controller import error_response
+from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.records import RESOURCE_TOPIC
+from kraftlab.node.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+
+Check = Callable[[int, int, str], bool]
+"""(operation, resource type, resource name) → allowed for the request's principal."""
+
+AUTHORIZATION_FAILED = "Authorization failed."
+ACL_APIS = frozenset({"CreateAcls", "DeleteAcls", "DescribeAcls"})
+_CLUSTER_OPERATION = {
+    "DescribeCluster": AclOperation.DESCRIBE,
+    "DescribeAcls": AclOperation.DESCRIBE,
+    "DescribeUserScramCredentials": AclOperation.DESCRIBE,
+    "DescribeQuorum": AclOperation.DESCRIBE,
+    "ListPartitionReassignments": AclOperation.DESCRIBE,
+    "CreateAcls": AclOperation.ALTER,
+    "DeleteAcls": AclOperation.ALTER,
+    "AlterUserScramCredentials": AclOperation.ALTER,
+    "UnregisterBroker": AclOperation.ALTER,
+    "AlterPartitionReassignments": AclOperation.ALTER,
+    "ElectLeaders": AclOperation.ALTER,
+    "BrokerRegistration": AclOperation.CLUSTER_ACTION,
+    "BrokerHeartbeat": AclOperation.CLUSTER_ACTION,
+    "AlterPartition": AclOperation.CLUSTER_ACTION,
+}
+
+
+def _same(response: Any) -> Any:
+    return response
+
+
+@dataclass
+class Screening:
+    reply: Any | None = None
+    """Answer this now; the core never sees the request."""
+    request: Any | None = None
+    """Serve this (the permitted part of the request)."""
+    finish: Callable[[Any], Any] = field(default=_same)
+    """Applied to the core's response to `request` before it goes back."""
+
+
+def _cluster_refusal(api: str, request: Any, code: ErrorCode) -> Any:
+    """The whole request refused with `code` wherever its response carries errors."""
+    return error_response(request, code)
+
+
+def _partial(
+    request: Any, items_field: str, kept: list[Any], result_field: str, refused: list[dict[str, Any]]
+) -> Screening:
+    if not refused:
+        return Screening(request=request)
+    if not kept:
+        return Screening(reply=respond(request, {result_field: refused}))
+    values = as_values(request)
+    values[items_field] = [as_values(x) for x in kept]
+    subset = build(type(request), values)
+
+    def finish(response: Any) -> Any:
+        merged = as_values(response)
+        merged[result_field] = list(merged[result_field]) + refused
+        return respond(request, merged)
+
+    return Screening(request=subset, finish=finish)
+
+
+def _config_resource(check: Check, op: int, rtype: int, name: str) -> ErrorCode:
+    if rtype == RESOURCE_TOPIC:
+        return ErrorCode.none if check(op, ResourceType.TOPIC, name) else ErrorCode.topic_authorization_failed
+    if check(op, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ErrorCode.none
+    return ErrorCode.cluster_authorization_failed
+
+
+def _metadata_finish(request: Any, check: Check) -> Callable[[Any], Any]:
+    listed_all = request.topics is None or (type(request).__version__ == 0 and not request.topics)
+
+    def finish(response: Any) -> Any:
+        values = as_values(response)
+        topics = []
+        for t in values["topics"]:
+            if check(AclOperation.DESCRIBE, ResourceType.TOPIC, t["name"] or ""):
+                topics.append(t)
+            elif not listed_all:
+                topics.append({"name": t["name"], "topic_id": t.get("topic_id"),
+                               "error_code": ErrorCode.topic_authorization_failed})
+        values["topics"] = topics
+        return respond(request, values)
+
+    return finish
+
+
+def screen(api: str, request: Any, check: Check, image: MetadataImage, authorizer_enabled: bool) -> Screening:
+    """What of `request` the principal behind `check` may have served (see the module's table)."""
+    if api in ACL_APIS and not authorizer_enabled:
+        return Screening(reply=_cluster_refusal(api, request, ErrorCode.security_disabled))
+    if not authorizer_enabled:
+        return Screening(request=request)
+    op = _CLUSTER_OPERATION.get(api)
+    if op is not None:
+        if check(op, ResourceType.CLUSTER, CLUSTER_NAME):
+            return Screening(request=request)
+        return Screening(reply=_cluster_refusal(api, request, ErrorCode.cluster_authorization_failed))
+    if api == "Metadata":
+        return Screening(request=request, finish=_metadata_finish(request, check))
+    if api == "CreateTopics":
+        cluster_create = check(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+        kept, refused = [], []
+        for t in request.topics:
+            if cluster_create or check(AclOperation.CREATE, ResourceType.TOPIC, t.name):
+                kept.append(t)
+            else:
+                refused.append({"name": t.name, "error_code": ErrorCode.topic_authorization_failed,
+                                "error_message": AUTHORIZATION_FAILED})
+        return _partial(request, "topics", kept, "topics", refused)
+    if api == "DeleteTopics":
+        by_id = hasattr(request, "topics")
+        kept, refused = [], []
+        for t in request.topics if by_id else request.topic_names:
+            name = (t.name if by_id else t) or ""
+            if by_id and not name:
+                info = image.topics.get(t.topic_id)
+                name = info.name if info is not None else ""
+            if name and check(AclOperation.DELETE, ResourceType.TOPIC, name):
+                kept.append(t)
+            else:
+                item = {"name": name or None, "error_code": ErrorCode.topic_authorization_failed,
+                        "error_message": AUTHORIZATION_FAILED}
+                if by_id:
+                    item["topic_id"] = t.topic_id
+                refused.append(item)
+        return _partial(request, "topics" if by_id else "topic_names", kept, "responses", refused)
+    if api in ("DescribeConfigs", "AlterConfigs", "IncrementalAlterConfigs"):
+        op = AclOperation.DESCRIBE_CONFIGS if api == "DescribeConfigs" else AclOperation.ALTER_CONFIGS
+        kept, refused = [], []
+        for r in request.resources:
+            code = _config_resource(check, op, r.resource_type, r.resource_name)
+            if code == ErrorCode.none:
+                kept.append(r)
+            else:
+                refused.append({"resource_type": r.resource_type, "resource_name": r.resource_name,
+                                "error_code": code, "error_message": AUTHORIZATION_FAILED})
+        return _partial(request, "resources", kept, "results" if api == "DescribeConfigs" else "responses", refused)
+    return Screening(request=request)
