@@ -14,7 +14,9 @@ core, what the principal may do, with Kafka's operations and error codes:
   ListPartitionReassignments: DESCRIBE on the cluster; CreateAcls, DeleteAcls,
   AlterUserScramCredentials, UnregisterBroker, AlterPartitionReassignments, ElectLeaders: ALTER on
   the cluster; BrokerRegistration, BrokerHeartbeat, AlterPartition: CLUSTER_ACTION on the cluster
-  — else CLUSTER_AUTHORIZATION_FAILED.
+  — else CLUSTER_AUTHORIZATION_FAILED;
+- any other API: CLUSTER_ACTION on the cluster (fail safe: an API added without a rule here is
+  served to super users and brokers only).
 
 Without an authorizer the ACL APIs answer SECURITY_DISABLED. The result is a `Screening`: a
 reply to send now (everything refused), or the request to serve — only its permitted items — and
@@ -128,11 +130,6 @@ def screen(api: str, request: Any, check: Check, image: MetadataImage, authorize
         return Screening(reply=_cluster_refusal(api, request, ErrorCode.security_disabled))
     if not authorizer_enabled:
         return Screening(request=request)
-    op = _CLUSTER_OPERATION.get(api)
-    if op is not None:
-        if check(op, ResourceType.CLUSTER, CLUSTER_NAME):
-            return Screening(request=request)
-        return Screening(reply=_cluster_refusal(api, request, ErrorCode.cluster_authorization_failed))
     if api == "Metadata":
         return Screening(request=request, finish=_metadata_finish(request, check))
     if api == "CreateTopics":
@@ -173,4 +170,7 @@ def screen(api: str, request: Any, check: Check, image: MetadataImage, authorize
                 refused.append({"resource_type": r.resource_type, "resource_name": r.resource_name,
                                 "error_code": code, "error_message": AUTHORIZATION_FAILED})
         return _partial(request, "resources", kept, "results" if api == "DescribeConfigs" else "responses", refused)
-    return Screening(request=request)
+    op = _CLUSTER_OPERATION.get(api, AclOperation.CLUSTER_ACTION)  # an API not listed here: fail safe
+    if check(op, ResourceType.CLUSTER, CLUSTER_NAME):
+        return Screening(request=request)
+    return Screening(reply=_cluster_refusal(api, request, ErrorCode.cluster_authorization_failed))
