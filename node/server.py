@@ -188,7 +188,7 @@ class NodeServer:
         self.driver.after_step = self.application.after_step
         timeout_s = (config.request_timeout_ms + config.fetch_timeout_ms) / 1000.0
         if controller_apis is not None:
-            register_raft_apis(controller_apis, self.driver, storage.meta.cluster_id, timeout_s)
+            register_raft_apis(controller_apis, self.driver, storage.meta.cluster_id, timeout_s, self.security)
             if config.unsafe_test_mode:
                 register_test_append(controller_apis, self.driver, config.request_timeout_ms / 1000.0)
             listener = config.controller_listener

@@ -126,15 +126,29 @@ async def _later(future: asyncio.Future[m.Message]) -> Any:
     return wire.response_to_wire(await future)  # type: ignore[arg-type]
 
 
-def register_raft_apis(registry: ApiRegistry, driver: RaftDriver, cluster_id: str, timeout_s: float) -> None:
+def register_raft_apis(
+    registry: ApiRegistry,
+    driver: RaftDriver,
+    cluster_id: str,
+    timeout_s: float,
+    security: NodeSecurity | None = None,
+) -> None:
     """Serve Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum, each in
     the one version `node.raft.wire` maps. A request naming another cluster id is answered
-    INCONSISTENT_CLUSTER_ID without reaching the core (a node of another cluster must not vote)."""
+    INCONSISTENT_CLUSTER_ID without reaching the core (a node of another cluster must not vote).
+    With an authorizer, the sender's principal needs CLUSTER_ACTION on the cluster (DESCRIBE for
+    DescribeQuorum), as Kafka's controllers require: CLUSTER_AUTHORIZATION_FAILED otherwise."""
 
     def handle(request: Any, context: RequestContext) -> Any:
         """The response entity at once when the core answered within its step (most requests: no
         task, no timer), else an awaitable of it (a parked Fetch)."""
         message = wire.request_from_wire(request)
+        if security is not None and not security.allows_on_cluster(
+            context.principal, context.peer, describe=isinstance(message, m.DescribeQuorumRequest)
+        ):
+            log.warning("refusing %s from %s: %s lacks the cluster permission", type(message).__name__,
+                        context.peer, context.principal)
+            return wire.response_to_wire(refusal(message, m.Errors.CLUSTER_AUTHORIZATION_FAILED, driver.core.epoch))
         sender_cluster = getattr(request, "cluster_id", None)
         if sender_cluster is not None and sender_cluster != cluster_id:
             log.warning("refusing %s from %s: cluster id %s", type(message).__name__, context.peer, sender_cluster)

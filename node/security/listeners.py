@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from kraftlab.node.config import ConfigError, NodeConfig
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.protocol.guard import ConnectionGuard, GuardFactory, Peer
+from kraftlab.node.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kraftlab.node.security.authenticator import PLAIN, SaslAuthenticator
 from kraftlab.node.security.authorizer import STANDARD_AUTHORIZER_CLASS, AllowAll, Authorizer, StandardAuthorizer
 from kraftlab.node.security.client_login import SaslLogin
@@ -125,6 +126,16 @@ class NodeSecurity:
         return jaas_options(text or "")
 
     # ---- server side ---------------------------------------------------------------------------
+
+    def allows_on_cluster(self, principal: str, peer: str, describe: bool = False) -> bool:
+        """CLUSTER_ACTION (or DESCRIBE) on the cluster, by the committed ACLs (super users always)."""
+        if not self.authorizer.enabled:
+            return True
+        image = self.image()
+        acls = image.acls.values() if image is not None else ()
+        op = AclOperation.DESCRIBE if describe else AclOperation.CLUSTER_ACTION
+        host = peer.rsplit(":", 1)[0]
+        return self.authorizer.authorize(acls, principal, host, op, ResourceType.CLUSTER, CLUSTER_NAME).allowed
 
     def guard_factory(self, listener: str) -> GuardFactory | None:
         protocol = self.protocol(listener)

@@ -5,6 +5,7 @@ StandardAuthorizer with the admin as super user."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,6 +16,10 @@ import pytest
 from kraftnode_helpers import ProcessCluster
 
 from kraftlab.node.config import render_properties
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft import wire
+from kraftlab.node.security.client_login import SaslLogin
 
 pytestmark = [
     pytest.mark.e2e,
@@ -87,6 +92,19 @@ def _refused_login(c: ProcessCluster, mechanism: str, user: str, password: str) 
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
 
 
+def _controller_answer(
+    c: ProcessCluster, user: str, password: str, message: Any, mechanism: str = "SCRAM-SHA-256"
+) -> Any:
+    """The error of a Raft request sent to the controller's SASL listener as `user`."""
+
+    async def ask() -> Any:
+        port = next(iter(c.ports.values()))
+        async with ProtocolClient("127.0.0.1", port, login=SaslLogin(mechanism, user, password)) as client:
+            return wire.response_from_wire(await client.send(wire.request_to_wire(message, c.cluster_id))).error
+
+    return asyncio.run(ask())
+
+
 def test_confluent_scram_login_acls_and_refusals(cluster: ProcessCluster) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
@@ -145,6 +163,13 @@ def test_confluent_scram_login_acls_and_refusals(cluster: ProcessCluster) -> Non
     deleted = admin.delete_acls([mine])[mine].result(timeout=30)
     assert deleted == [grant]
     assert eventually(lambda: admin.describe_acls(mine).result(timeout=10) == [], what="the ACL gone")
+
+    # alice may log in to the controllers' listener too, but not take part in the quorum
+    assert _controller_answer(c, user, "alice-secret", m.FetchRequest(
+        epoch=0, fetch_offset=0, last_fetched_epoch=0, replica_id=99)) == m.Errors.CLUSTER_AUTHORIZATION_FAILED
+    assert _controller_answer(c, user, "alice-secret", m.DescribeQuorumRequest()) == (
+        m.Errors.CLUSTER_AUTHORIZATION_FAILED)
+    assert _controller_answer(c, "admin", "admin-secret", m.DescribeQuorumRequest(), "PLAIN") == m.Errors.NONE
 
     admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)])[
         user].result(timeout=30)
