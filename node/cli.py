@@ -1,7 +1,7 @@
 """`kraft-node`: the node's command line (Kafka's storage tool, the node itself, and quorum/cluster queries).
 
     kraft-node random-uuid
-    kraft-node format --config F --cluster-id ID [--ignore-formatted]
+    kraft-node format --config F --cluster-id ID [--ignore-formatted] [--add-scram 'SCRAM-SHA-256=[name=U,password=P]']
     kraft-node info --config F
     kraft-node start --config F
     kraft-node dump-log PATH...
@@ -74,10 +74,17 @@ def cmd_random_uuid(args: argparse.Namespace) -> int:
 
 
 def cmd_format(args: argparse.Namespace) -> int:
+    import time
+
+    from kraftlab.node.security.bootstrap import parse_add_scram, write_bootstrap
+
     config = _config(args.config)
     try:
         validate_cluster_id(args.cluster_id)
+        scram = [parse_add_scram(text) for text in args.add_scram]
         written = format_dirs(config.all_log_dirs, args.cluster_id, config.node_id, args.ignore_formatted)
+        if scram and config.metadata_log_dir in written:
+            write_bootstrap(config.metadata_log_dir, list(scram), int(time.time() * 1000))
     except (ValueError, StorageError, OSError) as e:
         raise CommandFailed(str(e)) from None
     for d in config.all_log_dirs:
@@ -295,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", "-c", required=True)
     p.add_argument("--cluster-id", "-t", required=True)
     p.add_argument("--ignore-formatted", "-g", action="store_true", help="skip directories already formatted")
+    p.add_argument("--add-scram", "-S", action="append", default=[], metavar="'MECHANISM=[name=U,password=P]'",
+                   help="a SCRAM credential the first active controller writes (KIP-900); repeatable")
     p.set_defaults(func=cmd_format)
     p = sub.add_parser("info", help="show the log directories' meta.properties and problems")
     p.add_argument("--config", "-c", required=True)

@@ -52,6 +52,9 @@ class ControllerConfig:
     """Seeds topic ids and placement (the core is deterministic; the process passes a random seed)."""
     bugs: BugSet = NO_BUGS
     """Test-only planted bugs (node.bugs, the bug zoo); none by default."""
+    bootstrap_records: tuple[Any, ...] = ()
+    """Metadata records the first active controller of an empty log writes with the bootstrap
+    metadata.version (`kraft-node format --add-scram`: KIP-900's SCRAM credentials)."""
 
 
 @dataclass(frozen=True, slots=True)

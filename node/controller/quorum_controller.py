@@ -220,6 +220,8 @@ class QuorumController:
         if METADATA_VERSION_FEATURE not in self._future.features:
             w = self._write(now_ms)
             w.emit(FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION))
+            for record in self.config.bootstrap_records:
+                w.emit(record)
             self._commit_write(w)
 
     def _write(self, now_ms: int, atomic: bool = True) -> Write:

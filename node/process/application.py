@@ -42,6 +42,7 @@ from kraftlab.node.raft.core import NotLeader
 from kraftlab.node.raft.ports import Record, StateMachine
 from kraftlab.node.security.acl import AclOperation, ResourceType
 from kraftlab.node.security.authorizer import AllowAll
+from kraftlab.node.security.bootstrap import BootstrapError, read_bootstrap
 from kraftlab.node.security.enforce import Screening, screen
 
 log = logging.getLogger("kraft-node")
@@ -109,6 +110,14 @@ class _ControllerWriter:
             raise ControllerNotLeader(str(e)) from e
 
 
+def _bootstrap_records(metadata_dir: Any) -> tuple[Any, ...]:
+    """What `kraft-node format --add-scram` left for the first active controller (KIP-900)."""
+    try:
+        return tuple(read_bootstrap(metadata_dir))
+    except BootstrapError as e:
+        raise StartupError(str(e)) from e
+
+
 class KraftApplication:
     """The quorum controller (controller role) and the broker (broker role) of this process.
 
@@ -138,6 +147,7 @@ class KraftApplication:
                     snapshot_max_new_record_bytes=config.metadata_snapshot_max_new_record_bytes,
                     seed=random.Random(os.urandom(8)).getrandbits(63),
                     bugs=config.bugs,
+                    bootstrap_records=_bootstrap_records(config.metadata_log_dir),
                 ),
                 _ControllerWriter(context.appender),
             )

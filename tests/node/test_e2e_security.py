@@ -19,6 +19,7 @@ from kraftlab.node.config import render_properties
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire
+from kraftlab.node.security.bootstrap import parse_add_scram, write_bootstrap
 from kraftlab.node.security.client_login import SaslLogin
 
 pytestmark = [
@@ -55,9 +56,15 @@ def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "con
     raise AssertionError(f"{what} not reached within {timeout}s (last error: {last})")
 
 
+BOOT_USER = f"boot-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ProcessCluster]:
     c = ProcessCluster(tmp_path, n=1, brokers=2, **SECURITY)
+    # what `kraft-node format --add-scram` leaves (KIP-900; the CLI itself is tested in tests/security)
+    write_bootstrap(c.meta_dir(c.ids[0]), [parse_add_scram(f"SCRAM-SHA-512=[name={BOOT_USER},password=boot-pw]")],
+                    int(time.time() * 1000))
     for i in c.broker_ids:  # the brokers' one listener is SASL_PLAINTEXT, also between brokers
         text = c.configs[i].read_text().replace("PLAINTEXT://", "SASL_PLAINTEXT://")
         c.configs[i].write_text(text + render_properties({"inter.broker.listener.name": "SASL_PLAINTEXT"}))
@@ -125,6 +132,8 @@ def test_confluent_scram_login_acls_and_refusals(cluster: ProcessCluster) -> Non
     admin = _confluent(c, "PLAIN", "admin", "admin-secret")
     # both brokers registered and unfenced: they logged in to the controller
     eventually(lambda: len(admin.list_topics(timeout=5).brokers) == 2, what="two brokers listed to the admin")
+    booted = _confluent(c, "SCRAM-SHA-512", BOOT_USER, "boot-pw")  # bootstrapped at format time
+    assert len(eventually(lambda: booted.list_topics(timeout=5).brokers, what="the bootstrap user logged in")) == 2
 
     user = f"alice-{uuid.uuid4().hex[:8]}"
     prefix = f"sec-{uuid.uuid4().hex[:6]}-"
