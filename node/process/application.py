@@ -233,6 +233,7 @@ class KraftApplication:
         security = self.security
         authorizer = security.authorizer if security is not None else AllowAll()
         host = context.peer.rsplit(":", 1)[0]
+        journal = journal and api_name(request) != "Metadata"  # one per topic per Metadata: not journalled
 
         def check(operation: int, resource_type: int, name: str) -> bool:
             acls = image.acls.values()
