@@ -11,6 +11,7 @@ import os
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import astuple
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -243,6 +244,7 @@ class KraftApplication:
                     "authz", principal=context.principal, host=host, operation=AclOperation(operation).name,
                     resource_type=ResourceType(resource_type).name, resource=name, allowed=decision.allowed,
                     reason=decision.reason, api=api_name(request), offset=self._image_offset(),
+                    acl=list(astuple(decision.binding)) if decision.binding is not None else None,
                 )
             return decision.allowed
 

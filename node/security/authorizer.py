@@ -36,6 +36,8 @@ class Decision:
     allowed: bool
     reason: str
     """Which rule decided: `super.users`, `DENY <binding>`, `ALLOW <binding>`, `no ACL found`, …"""
+    binding: AclBinding | None = None
+    """The ACL that decided, if one did."""
 
 
 class Authorizer(Protocol):
@@ -84,11 +86,11 @@ class StandardAuthorizer:
                 continue
             if b.permission == AclPermission.DENY:
                 if b.operation in (operation, AclOperation.ALL):
-                    return Decision(False, f"DENY {b.describe()}")
+                    return Decision(False, f"DENY {b.describe()}", b)
             elif allow is None and (b.operation in (operation, AclOperation.ALL) or b.operation in implied):
                 allow = b
         if allow is not None:
-            return Decision(True, f"ALLOW {allow.describe()}")
+            return Decision(True, f"ALLOW {allow.describe()}", allow)
         if not found:
             return Decision(self.allow_if_no_acl, "no ACL found for the resource")
         return Decision(False, "no ALLOW ACL matches")

@@ -16,6 +16,7 @@ import pytest
 from kraftnode_helpers import ProcessCluster
 
 from kraftlab.node.config import render_properties
+from kraftlab.node.journal import read_journal
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire
@@ -167,6 +168,12 @@ def test_confluent_scram_login_acls_and_refusals(cluster: ProcessCluster) -> Non
         return True
 
     eventually(created, what="alice's topic created after the grant")
+    # the brokers journalled both decisions, the allowed one naming the ACL that allowed it (docs/contracts.md)
+    decisions = [e for i in c.broker_ids for e in read_journal(c.journal(i))
+                 if e["ev"] == "authz" and e["principal"] == f"User:{user}" and e["operation"] == "CREATE"
+                 and e["resource"] == topic]
+    assert any(not e["allowed"] for e in decisions)
+    assert any(e["allowed"] and e["acl"] == [2, prefix, 4, f"User:{user}", "*", 5, 3] for e in decisions)
     assert topic in admin.list_topics(timeout=10).topics
 
     deleted = admin.delete_acls([mine])[mine].result(timeout=30)
