@@ -1,0 +1,63 @@
+"""The authorization checker: brokers' `authz` decisions against the committed ACLs."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+from kraftlab.checker.authorization import check_authorization
+from kraftlab.checker.journal import journals_from
+from kraftlab.node.metadata.records import AccessControlEntryRecord, RemoveAccessControlEntryRecord, encode
+
+ACL = [2, "orders", 3, "User:alice", "*", 3, 3]
+AID = uuid.UUID(int=7)
+
+
+def _apply(node: int, offset: int, record: Any, ms: int) -> dict[str, Any]:
+    return {"node": node, "ev": "apply", "ts": ms, "mono": ms * 1_000_000, "rmono": ms * 1_000_000,
+            "offset": offset, "type": type(record).__name__, "value": base64.b64encode(encode(record)).decode()}
+
+
+def _authz(node: int, offset: int, ms: int, acl: list[Any] | None = ACL, allowed: bool = True) -> dict[str, Any]:
+    return {"node": node, "ev": "authz", "ts": ms, "mono": ms * 1_000_000, "rmono": ms * 1_000_000,
+            "principal": "User:alice", "operation": "READ", "resource_type": "TOPIC", "resource": "orders",
+            "allowed": allowed, "reason": "ALLOW (…)" if allowed else "no ALLOW ACL matches", "acl": acl,
+            "offset": offset}
+
+
+def _journals(*decisions: dict[str, Any], removed_at: int | None = 3_000) -> Any:
+    created = AccessControlEntryRecord(id=AID, resource_type=2, resource_name="orders", pattern_type=3,
+                                       principal="User:alice", host="*", operation=3, permission_type=3)
+    entries = [{"node": n, "ev": "start", "ts": 0, "mono": 0, "rmono": 0, "boot_id": "b"} for n in (1, 2)]
+    entries += [{"node": 2, "ev": "heartbeat", "ts": 1, "mono": 1, "rmono": 1, "ok": True, "self_fence_ms": 4000}]
+    entries.append(_apply(1, 10, created, 1_000))
+    if removed_at is not None:
+        entries.append(_apply(1, 20, RemoveAccessControlEntryRecord(id=AID), removed_at))
+    return journals_from([*entries, *decisions])
+
+
+def test_decisions_within_the_bound_and_after_a_lag_are_valid() -> None:
+    r = check_authorization(_journals(_authz(2, 11, 2_000), _authz(2, 15, 6_000), _authz(2, 21, 9_000, None, False)))
+    assert r["valid"], r
+
+
+def test_an_acl_honoured_long_after_its_removal_is_stale() -> None:
+    r = check_authorization(_journals(_authz(2, 15, 9_000)))
+    assert not r["valid"] and r["anomalies"][0]["type"] == "StaleAuthorization"
+    assert "past its self-fencing bound of 4000" in r["anomalies"][0]["explanation"]
+
+
+def test_an_acl_the_image_could_not_hold_is_flagged() -> None:
+    before_creation = check_authorization(_journals(_authz(2, 5, 1_500)))
+    after_removal = check_authorization(_journals(_authz(2, 25, 3_500)))
+    never = check_authorization(_journals(_authz(2, 15, 1_500, acl=[2, "other", 3, "User:bob", "*", 3, 3])))
+    for r in (before_creation, after_removal, never):
+        assert not r["valid"] and r["anomalies"][0]["type"] == "AuthorizedByCommittedAcl"
+
+
+def test_without_decisions_or_a_shared_clock_it_says_what_it_could_not_check() -> None:
+    assert check_authorization(_journals())["checked"] == []
+    no_clock = [{**e, "rmono": None} for e in ([_authz(2, 15, 9_000)])]
+    r = check_authorization(_journals(*no_clock))
+    assert r["valid"] and "StaleAuthorization" not in r["checked"]
