@@ -62,6 +62,9 @@ INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced"
               "UnfencedBeforeCaughtUp", "AckedLost"]
 SERVING = ("RUNNING", "PENDING_CONTROLLED_SHUTDOWN")
 CONFIRM_MS = 1000.0
+TERM_ENDS = ("role", "start", "corruption")
+"""Events that end a controller's term for SessionNotFenced: a resignation is the first step of a
+controller that stalled past the limit, not a step it took while still active."""
 BROKER_RECORDS = ("FenceBrokerRecord", "UnfenceBrokerRecord", "RegisterBrokerRecord", "UnregisterBrokerRecord",
                   "BrokerRegistrationChangeRecord")
 
@@ -290,11 +293,11 @@ def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, 
     for nid, entries in journals.by_node.items():
         t = _Term()
         for e in entries:
-            if t.leading:
+            if t.leading and e.ev not in TERM_ENDS:  # the step that ends the term is no step of it
                 _expire(t.watched, t.overdue, e, nid, limit_ns, vs, timeout_ms, slack_ms)
             if e.ev == "start" or (e.ev == "snapshot" and e.get("action") in ("load", "fetch")):
                 t.unfenced.clear()  # a new image: only what is applied from now on is known
-            if e.ev in ("role", "start", "corruption"):  # storage damage is found by a restarting process
+            if e.ev in TERM_ENDS:  # storage damage is found by a restarting process
                 t.new_term(e.ev == "role" and e.get("role") == "leader")
             elif e.ev == "hw" and t.leading and t.active is None:
                 t.activate(e)

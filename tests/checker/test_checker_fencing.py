@@ -96,6 +96,20 @@ def test_controller_resuming_from_a_pause_and_resigning_is_fine() -> None:
     assert _check(j)["valid"] is True
 
 
+def test_controller_whose_clock_jumped_and_that_stalled_until_it_resigned_is_fine() -> None:
+    # the clock nemesis moves the controller's clock 17 s at once: a queued heartbeat is handled at
+    # the new time (the first step that shows broker 4 overdue), then the process stalls 8 s and its
+    # next step is its resignation — it never had a step while active in which to fence
+    j = JB()
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    last = j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
+    jumped = j.add(1, "lease", broker=7, expires_ms=0)
+    jumped["mono"] = last["mono"] + 17_000_000_000
+    resigned = j.add(1, "role", role="resigned", epoch=1, leader=1, voted_for=None)
+    resigned["mono"] = jumped["mono"] + 8_000_000_000
+    assert _check(j)["valid"] is True
+
+
 def test_controller_resuming_from_a_pause_and_fencing_at_once_is_fine() -> None:
     j = JB()
     j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
