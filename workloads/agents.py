@@ -60,6 +60,7 @@ class Agent:
     resend_due: float | None = None  # when the pending re-send goes out (after a backoff)
     registering_since: float | None = None  # a registration of it is in flight since then (generator time)
     invocations: int = 0  # ops sent for it so far (its key's history length: see AgentBook.rotate)
+    unknown: int = 0  # its ops that ended info (outcome unknown), which cost a key's check the most
 
     def registering(self, now: float, patience: float) -> bool:
         """A registration is in flight: a broker process registers once at a time. Forgotten after
@@ -200,6 +201,7 @@ def agent_handlers(books: list[AgentBook]) -> Handlers:
         except BaseException:  # the op completes info (a timeout cancels us): its outcome is unknown
             if a is not None:
                 a.in_doubt(v["incarnation"])
+                a.unknown += 1
             raise
         finally:
             if a is not None:

@@ -139,3 +139,21 @@ def test_rotation_wraps_within_the_books_span_and_skips_live_ids() -> None:
         assert 1000 <= fresh.id < 1000 + ID_SPAN and len(book.agents) == 3
         seen.add(fresh.id)
     assert len(seen) == ID_SPAN
+
+
+def test_an_agent_whose_registrations_keep_ending_unknown_is_decommissioned_sooner() -> None:
+    from kraftlab.workloads.registry import MAX_UNKNOWN
+
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(9), p_timeout=0.3)
+    lines, w = run("registry", fake, seconds=4.0, seed=9)
+    unknown: Counter[int] = Counter()
+    by_process = {}
+    for x in lines:
+        if x["type"] == "invoke":
+            by_process[x["process"]] = x
+        elif x["type"] == "info" and by_process[x["process"]]["f"] == "register":
+            unknown[by_process[x["process"]]["value"]["broker"]] += 1
+    assert len(unknown) > 6  # fresh ids replaced agents whose registrations kept ending info
+    # a key's unknown registrations stay near the bound (the ones still in flight when it retires)
+    assert max(unknown.values()) <= MAX_UNKNOWN + 6
+    assert verdicts(lines, w.models) == {"registry": True}
