@@ -24,7 +24,6 @@ from kraftlab.nemesis.schedule import save
 from kraftlab.runner import TestOptions
 from kraftlab.zoo_schedules import RECIPES, targeted
 
-LOSE_UNFLUSHED = {"kraftlab.unsafe.lose.unflushed": "true"}
 SNAPSHOT_OFTEN = {"metadata.snapshot.max.new.record.bytes": "4096"}
 SHORT_SESSION = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}  # self-fence at 8 s
 
@@ -41,6 +40,9 @@ class Plan:
     attempt_s: float = 60.0
     """Workload seconds per attempt unless the zoo is told otherwise: a targeted recipe exposes its
     bug in its first cycles, so a short attempt gives the verdict sooner."""
+    diskfs: bool = False
+    """Run on the disk-fault filesystem, where every kill is a power loss: how a durability bug
+    shows, through the disk as on real machines (the node has no switch that loses writes)."""
 
     def __post_init__(self) -> None:
         if self.recipe is not None and self.recipe not in RECIPES:
@@ -50,10 +52,10 @@ class Plan:
 PLANS: dict[str, Plan] = {
     "hw-before-leader-change": Plan("mixed", "partition", recipe="lagging-voter-meets-new-leader",
                                     attempt_s=25),
-    "resume-old-epoch": Plan("mixed", "kill", LOSE_UNFLUSHED, recipe="leader-crash-loop", attempt_s=25),
-    "ack-before-fsync": Plan("mixed", "kill", LOSE_UNFLUSHED, attempt_s=30),
-    "quorum-state-no-fsync": Plan("mixed", "partition,kill", LOSE_UNFLUSHED, recipe="stale-epoch",
-                                  attempt_s=28),
+    "resume-old-epoch": Plan("mixed", "kill", recipe="leader-crash-loop", attempt_s=25, diskfs=True),
+    "ack-before-fsync": Plan("mixed", "kill", attempt_s=30, diskfs=True),
+    "quorum-state-no-fsync": Plan("mixed", "partition,kill", recipe="stale-epoch",
+                                  attempt_s=28, diskfs=True),
     "no-check-quorum": Plan("topics", "partition", recipe="isolate-leader", attempt_s=25),
     # one forced cycle (15 s from 2 s in): the lagging voter is the only one that can win, so it does
     "vote-without-log-check": Plan("mixed", "partition,kill", recipe="lagging-voter-first-candidate",
@@ -164,7 +166,7 @@ def options_for(base: TestOptions, bug: str | None, plan: Plan, seed: int, attem
         config["kraftlab.unsafe.test.mode"] = "true"
     name = f"zoo-{bug or 'control'}"
     return replace(base, workload=plan.workload, nemesis=plan.nemesis, seed=seed, time_limit=attempt_s,
-                   config=config, name=name)
+                   config=config, name=name, diskfs=base.diskfs or plan.diskfs)
 
 
 @contextlib.contextmanager

@@ -134,8 +134,8 @@ def isolate_leader(rng: random.Random, r: Roles) -> Steps:
 
 
 def leader_crash_loop(rng: random.Random, r: Roles) -> Steps:
-    """resume-old-epoch: the active controller SIGKILLed (losing what it had not flushed, with
-    `kraftlab.unsafe.lose.unflushed`) and restarted at once, so it comes back while its followers
+    """resume-old-epoch: the active controller SIGKILLed (losing what it had not flushed: the
+    plan runs on the disk-fault filesystem) and restarted at once, so it comes back while its followers
     still hold its epoch's tail; a restarted leader must never lead that epoch again."""
     del rng, r
     return [(0.0, "kill", "kill", {"target": "controller"}),

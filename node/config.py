@@ -18,7 +18,7 @@ from kraftlab.node.bugs import NO_BUGS, BugSet, UnknownBug
 
 ROLES = ("broker", "controller")
 UNSAFE_TEST_MODE = "kraftlab.unsafe.test.mode"
-UNSAFE_KEYS = ("kraftlab.unsafe.bug", "kraftlab.unsafe.lose.unflushed")
+UNSAFE_KEYS = ("kraftlab.unsafe.bug",)
 KRAFTLAB_KEYS = (
     "kraftlab.journal.file",
     "kraftlab.clock.file",
@@ -207,7 +207,6 @@ class NodeConfig:
     unsafe_bug: str | None = None
     bugs: BugSet = NO_BUGS
     """The planted bugs `kraftlab.unsafe.bug` names (comma-separated; test mode only)."""
-    unsafe_lose_unflushed: bool = False
     raw: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -355,6 +354,9 @@ def _security_map(r: _Reader, listener_names: list[str]) -> dict[str, str]:
 def _check_unsafe(r: _Reader) -> bool:
     test_mode = r.bool(UNSAFE_TEST_MODE)
     for key in r.props:
+        if key == "kraftlab.unsafe.lose.unflushed":
+            raise ConfigError(f"{key}: removed; a power loss is made by the disk-fault filesystem the data "
+                              "directory is mounted on (kraftlab test --diskfs), not by the node")
         if key.startswith("kraftlab.unsafe.") and key not in (UNSAFE_TEST_MODE, *UNSAFE_KEYS):
             raise ConfigError(f"{key}: unknown test-only switch (known: {', '.join(UNSAFE_KEYS)})")
         if key in UNSAFE_KEYS and not test_mode:
@@ -465,7 +467,6 @@ def config_from_properties(props: dict[str, str]) -> NodeConfig:
         unsafe_test_mode=test_mode,
         unsafe_bug=bug_names,
         bugs=bugs,
-        unsafe_lose_unflushed=r.bool("kraftlab.unsafe.lose.unflushed"),
         raw=dict(props),
     )
 

@@ -96,8 +96,7 @@ class Durability:
         if os.path.lexists(target):
             return
         if not self._needed(st.st_ino):
-            if st.st_nlink <= 1:
-                self.files.pop(st.st_ino, None)  # its inode may be reused by a new file
+            self._forget_if_last_name(st)
             return
         if stat.S_ISDIR(st.st_mode):
             os.rename(path, target)  # rmdir: the caller finds it gone, as it asked
@@ -120,7 +119,7 @@ class Durability:
         by_ino = self._paths_by_inode()
         for ino, undo in self.files.items():
             path = by_ino.get(ino)
-            if path is None:
+            if path is None or not stat.S_ISREG(os.lstat(path).st_mode):
                 continue  # not reachable any more: it went with its non-durable name
             dropped += self._roll_back(path, undo)
             rolled.append(str(path.relative_to(self.root)))
@@ -233,10 +232,19 @@ class Durability:
         with os.scandir(self.stash) as it:
             for e in it:
                 if e.name not in wanted:
+                    self._forget_if_last_name(e.stat(follow_symlinks=False))
                     if e.is_dir(follow_symlinks=False):
                         shutil.rmtree(e.path, ignore_errors=True)
                     else:
                         os.unlink(e.path)
+
+    def _forget_if_last_name(self, st: os.stat_result) -> None:
+        """The last name of a file or directory is going: the kernel may give its inode number to a
+        new one, which must not inherit its undo state."""
+        if stat.S_ISDIR(st.st_mode):
+            self.dirs.pop(st.st_ino, None)
+        elif st.st_nlink <= 1:
+            self.files.pop(st.st_ino, None)
 
     def _paths_by_inode(self) -> dict[int, Path]:
         """Every reachable file and directory of the backing tree (the stash excluded), by inode."""

@@ -54,7 +54,6 @@ def open_storage(config: NodeConfig, journal: Journal) -> Storage:
         disk_log = DiskLog.open(
             config.metadata_log_dir,
             segment_bytes=config.metadata_log_segment_bytes,
-            lose_unflushed=config.unsafe_lose_unflushed,
             snapshot_id=snapshots.latest(),
         )
     except LogCorruption as e:
@@ -64,6 +63,6 @@ def open_storage(config: NodeConfig, journal: Journal) -> Storage:
         fields = dict(event)
         journal.write(str(fields.pop("ev")), **fields)
     quorum = FileQuorumStateStore.in_log_dir(
-        config.metadata_log_dir, config.bugs, lose_unflushed=config.unsafe_lose_unflushed
+        config.metadata_log_dir, config.bugs
     )
     return Storage(meta, disk_log, quorum, snapshots)

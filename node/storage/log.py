@@ -10,10 +10,9 @@ served or changed; an unreadable `hw-checkpoint` raises it too.
 
 Writes go to the OS at `append` and are fsynced at `flush`, or by a flush split in three so that
 the fsync can run on a thread while the event loop goes on (`begin_flush` on the loop, then
-`FlushTicket.sync` on any thread, then `complete_flush` on the loop). Test-only `lose_unflushed=True` keeps
-un-flushed bytes in process memory until `flush` instead: a SIGKILL then loses exactly what was
-never fsynced, which emulates a power loss that wipes the page cache (without it, SIGKILL loses
-nothing, since the kernel still holds the written pages).
+`FlushTicket.sync` on any thread, then `complete_flush` on the loop). A SIGKILL loses nothing (the
+kernel still holds the written pages); a power loss takes what was never fsynced, which tests make
+real by running the log on the disk-fault filesystem (kraftlab.nemesis.diskfs).
 """
 
 from __future__ import annotations
@@ -74,10 +73,9 @@ class DiskLog:
     """A ReplicatedLog on disk. Open with `DiskLog.open`; pass the latest frozen snapshot id so
     that a log starting after offset 0 (or behind the snapshot) is understood."""
 
-    def __init__(self, directory: Path, segment_bytes: int, lose_unflushed: bool) -> None:
+    def __init__(self, directory: Path, segment_bytes: int) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
-        self.lose_unflushed = lose_unflushed
         self.hw_checkpoint = HighWatermarkCheckpoint(directory / HW_CHECKPOINT_FILE)
         self.recovery = RecoveryReport(0, 0, 0, 0, 0)
         self._segments: list[Segment] = []
@@ -104,7 +102,6 @@ class DiskLog:
         metadata_log_dir: str | Path,
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-        lose_unflushed: bool = False,
         snapshot_id: OffsetAndEpoch | None = None,
     ) -> DiskLog:
         """Open (creating if needed) and recover the log of `metadata.log.dir`."""
@@ -112,7 +109,7 @@ class DiskLog:
             raise ValueError(f"segment_bytes must be positive, not {segment_bytes}")
         directory = partition_dir(metadata_log_dir)
         make_dirs_durably(directory)
-        self = cls(directory, segment_bytes, lose_unflushed)
+        self = cls(directory, segment_bytes)
         try:
             self._recover(snapshot_id)
         except BaseException:
@@ -161,7 +158,7 @@ class DiskLog:
             for name in damage.deleted_segments:
                 Path(name).unlink(missing_ok=True)
         for scanned in kept:
-            seg = Segment(scanned.path, scanned.base_offset, self.lose_unflushed)
+            seg = Segment(scanned.path, scanned.base_offset)
             self._segments.append(seg)
             valid = scanned.headers[-1].end_position if scanned.headers else 0
             if seg.size > valid:
@@ -290,14 +287,13 @@ class DiskLog:
         self._flushed_end = self._end
 
     def begin_flush(self) -> FlushTicket:
-        """First part of a split flush (on the thread that appends): hand everything written to the
-        OS and note what `FlushTicket.sync` will make durable."""
+        """First part of a split flush (on the thread that appends): note what `FlushTicket.sync`
+        will make durable."""
         ticket = FlushTicket(
             self._generation, self._end, [], self.directory if self._dir_dirty else None, self._dir_generation
         )
         for seg in self._segments:
             if seg.dirty:
-                seg.hand_to_os()
                 ticket.covers.append((seg, seg.written))
                 ticket.fds.append(os.dup(seg.fd))
         return ticket
@@ -363,7 +359,7 @@ class DiskLog:
         return [s.path for s in self._segments]
 
     def close(self) -> None:
-        """Close the files. Un-flushed bytes of `lose_unflushed` mode are dropped, as in a crash."""
+        """Close the files."""
         for seg in self._segments:
             seg.close()
 
@@ -376,7 +372,7 @@ class DiskLog:
     # ---- helpers --------------------------------------------------------------------------
 
     def _roll(self, base_offset: int) -> Segment:
-        seg = Segment(self.directory / segment_name(base_offset), base_offset, self.lose_unflushed, create=True)
+        seg = Segment(self.directory / segment_name(base_offset), base_offset, create=True)
         self._segments.append(seg)
         self._dirty_dir()
         return seg

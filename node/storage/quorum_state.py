@@ -74,28 +74,23 @@ def _int(doc: dict[str, Any], key: str, path: str) -> int:
 class FileQuorumStateStore:
     """A QuorumStateStore backed by one file.
 
-    `bugs` (test only) may plant quorum-state-no-fsync; with `lose_unflushed` (the test-only
-    page-cache emulation) its un-synced write stays in process memory until the next write, so a
-    SIGKILL forgets it as a power loss would."""
+    `bugs` (test only) may plant quorum-state-no-fsync: a power loss then forgets the last write
+    (shown by running on the disk-fault filesystem, kraftlab.nemesis.diskfs)."""
 
-    def __init__(self, path: str | Path, bugs: BugSet = NO_BUGS, lose_unflushed: bool = False) -> None:
+    def __init__(self, path: str | Path, bugs: BugSet = NO_BUGS) -> None:
         self.path = Path(path)
         self.bugs = bugs
-        self.lose_unflushed = lose_unflushed
-        self._unsynced: bytes | None = None
 
     @classmethod
     def in_log_dir(
-        cls, metadata_log_dir: str | Path, bugs: BugSet = NO_BUGS, lose_unflushed: bool = False
+        cls, metadata_log_dir: str | Path, bugs: BugSet = NO_BUGS
     ) -> FileQuorumStateStore:
         """The store at `<metadata.log.dir>/__cluster_metadata-0/quorum-state` (Kafka's place)."""
         directory = partition_dir(metadata_log_dir)
         make_dirs_durably(directory)
-        return cls(directory / QUORUM_STATE_FILE, bugs, lose_unflushed)
+        return cls(directory / QUORUM_STATE_FILE, bugs)
 
     def read(self) -> QuorumStateData | None:
-        if self._unsynced is not None:
-            return decode_quorum_state(self._unsynced, str(self.path))
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -107,10 +102,6 @@ class FileQuorumStateStore:
         if self.bugs.on("quorum-state-no-fsync"):
             # BUG ZOO: quorum-state-no-fsync (KAFKA-15312) — renamed into place with no fsync of the
             # file or its directory: a power loss can bring back the old state (a forgotten vote).
-            if self.lose_unflushed:
-                data, self._unsynced = self._unsynced, data  # only the previous write reaches the disk
-                if data is None:
-                    return
             tmp = self.path.with_name(self.path.name + TMP_SUFFIX)
             tmp.write_bytes(data)
             os.replace(tmp, self.path)

@@ -134,7 +134,7 @@ def test_overrides() -> None:
         ({"listener_security_protocol_map": "PLAINTEXT:GSSAPI_SSL,CONTROLLER:PLAINTEXT"}, "unsupported"),
         ({"controller_quorum_fetch_timeout_ms": "-1"}, "must be >= 1"),
         ({"kraftlab_unsafe_bug": "stale-read"}, "test-only switch"),
-        ({"kraftlab_unsafe_lose_unflushed": "true"}, "refused unless kraftlab.unsafe.test.mode=true"),
+        ({"kraftlab_unsafe_lose_unflushed": "true"}, "removed; a power loss is made by the disk-fault filesystem"),
         ({"kraftlab_unsafe_whatever": "1"}, "unknown test-only switch"),
         ({"kraftlab_broker_self_fence_timeout_ms": "5000"}, "must be longer than"),
     ],
@@ -159,10 +159,9 @@ def test_unsafe_keys_accepted_in_test_mode() -> None:
         cfg(
             kraftlab_unsafe_test_mode="true",
             kraftlab_unsafe_bug="no-check-quorum, ack-before-fsync",
-            kraftlab_unsafe_lose_unflushed="true",
         )
     )
-    assert c.unsafe_test_mode and c.unsafe_lose_unflushed
+    assert c.unsafe_test_mode
     assert c.bugs.on("no-check-quorum") and c.bugs.on("ack-before-fsync") and not c.bugs.on("no-self-fencing")
     with pytest.raises(ConfigError, match=r"kraftlab\.unsafe\.bug: unknown bug\(s\) no-such-bug"):
         config_from_properties(cfg(kraftlab_unsafe_test_mode="true", kraftlab_unsafe_bug="no-such-bug"))

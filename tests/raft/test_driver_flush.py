@@ -21,7 +21,7 @@ from kraftlab.node.storage.log import DiskLog
 
 
 def test_single_voter_commits_only_what_its_flush_thread_made_durable(tmp_path: Path) -> None:
-    log = DiskLog.open(tmp_path, lose_unflushed=True)
+    log = DiskLog.open(tmp_path)
     core = RaftCore(
         RaftConfig(append_linger_ms=0),
         1,
