@@ -225,7 +225,8 @@ class Deployment(DaemonNodeControl):
         self.state = state
         self.timings: dict[str, float] = {}  # seconds per phase of the last deploy / wait_healthy
         self._specs = {s.name: s for s in state.specs}
-        self.disks = DiskMounts(self.lab.host, lambda n: python_beside(self.kraft_node(n))) if state.diskfs else None
+        self._mounts = DiskMounts(self.lab.host, lambda n: python_beside(self.kraft_node(n)))
+        self.disks = self._mounts if state.diskfs else None
         super().__init__(lab.hosts, daemon=DAEMON,
                          command=lambda n: f"{self.kraft_node(n)} start --config {self.paths(n).config}",
                          controllers=[s.name for s in state.specs if s.controller],
@@ -348,9 +349,9 @@ class Deployment(DaemonNodeControl):
 
     def _wipe(self, node: str) -> None:
         p = self.paths(node)
-        if self.disks is not None:  # the mount goes first: `rm` cannot remove a mount point
-            self.disks.unmount(node)
-            self.lab.host(node).run(f"rm -rf {self.disks.backing(node)}", check=True)
+        if self._mounts.supported(node):  # a mount (also a previous deployment's) goes first: rm cannot remove it
+            self._mounts.unmount(node)
+            self.lab.host(node).run(f"rm -rf {self._mounts.backing(node)}", check=True)
         self.lab.host(node).run(f"rm -rf {p.data_dir} {p.metadata_dir} && mkdir -p {p.data_dir} {p.metadata_dir}",
                                 check=True)
         if self.disks is not None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kraftlab.control.host import CommandResult, Host
+from kraftlab.control.host import CommandResult, Host, HostError
 from kraftlab.control.mounts import FUSE_TYPE, unmount_command
 from kraftlab.control.netns import NetnsHost
 from kraftlab.control.shell import local_daemon_pid, signal_script, start_script
@@ -35,7 +35,7 @@ DAEMON = "kraftlab-diskfs"
 MOUNT_WAIT_S = 20.0
 
 
-class DiskFsError(Exception):
+class DiskFsError(HostError):
     """The filesystem could not be mounted, unmounted or asked (names the node and why)."""
 
 
@@ -69,6 +69,9 @@ class DiskMounts:
 
     def log(self, node: str) -> str:
         return f"{self._host(node).workdir}/{DAEMON}.log"
+
+    def supported(self, node: str) -> bool:
+        return isinstance(self._host(node), NetnsHost | SshHost)
 
     def _run(self, node: str, command: str, timeout: float = 60.0) -> CommandResult:
         h = self._host(node)

@@ -19,10 +19,12 @@ import random
 import shlex
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from kraftlab.nemesis import powerloss
 from kraftlab.nemesis.context import FaultContext
+from kraftlab.nemesis.corruption_script import MODES, ZONES
 from kraftlab.nemesis.errors import FaultError
 from kraftlab.nemesis.fault import Handler
 from kraftlab.nemesis.package import Cluster, Draw, FaultKind, Package, Timing, pick, span
@@ -73,6 +75,16 @@ print(json.dumps(out))
 """
 
 
+_CORRUPTION = Path(__file__).with_name("corruption_script.py").read_text()
+CORRUPTION_MODES = MODES
+
+
+def corruption_command(mode: str, zone: str, meta_dir: str, stash: str, seed: int, index: int, count: int,
+                       amount: int) -> str:
+    args = [mode, zone, meta_dir, stash, str(seed), str(index), str(count), str(amount)]
+    return "python3 -c " + shlex.quote(_CORRUPTION) + " " + " ".join(shlex.quote(a) for a in args)
+
+
 def damage_command(action: str, meta_dir: str, data_dir: str, seed: int, amount: int) -> str:
     args = [action, meta_dir, data_dir, str(seed), str(amount)]
     return "python3 -c " + shlex.quote(_DAMAGER) + " " + " ".join(shlex.quote(a) for a in args)
@@ -89,6 +101,8 @@ class DiskFault:
         return {"start-disk": self.start, "stop-disk": self.stop}
 
     def start(self, value: dict[str, Any]) -> dict[str, Any]:
+        if "zone" in value:
+            return self._corrupt(value)
         damage = value.get("damage", "truncate-tail")
         if damage not in DAMAGES:
             raise FaultError(f"unknown disk damage {damage!r}; known: {', '.join(DAMAGES)}")
@@ -112,6 +126,40 @@ class DiskFault:
         if failed and len(failed) == len(nodes):
             raise FaultError("; ".join(f"{n}: {e}" for n, e in failed.items()) + " (the nodes are down)")
         return {"nodes": nodes, "damage": damage, "seed": seed, "amount": amount, "done": done}
+
+    def _corrupt(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Damage by KRaft zone (nemesis.corruption_script): the nodes are killed (a power loss) and
+        damaged, each in its own region when `helix` (every node, never two in the same place);
+        `snapshot` only keeps a copy of the zone (the node runs on) for a later `restore`."""
+        mode, zone = value.get("damage", "flip-bits"), str(value["zone"])
+        if mode not in CORRUPTION_MODES:
+            raise FaultError(f"unknown corruption {mode!r}; known: {', '.join(CORRUPTION_MODES)}")
+        if zone not in ZONES:
+            raise FaultError(f"unknown zone {zone!r}; known: {', '.join(ZONES)}")
+        seed = int(value.get("seed", self.rng.randrange(2**31)))
+        amount = int(value.get("amount", 1 if mode == "flip-bits" else 64))
+        helix = bool(value.get("helix"))
+        nodes = resolve_nodes(self.ctx, value, self.rng)
+        control = self.ctx.control
+        done: dict[str, Any] = {}
+        for k, node in enumerate(nodes):
+            index, count = (k, len(nodes)) if helix else (0, 1)
+            if mode != "snapshot":
+                self.ctx.state.put("disk", node, {"host": control.host(node).name, "damage": mode, "done": None})
+                if control.running(node):
+                    powerloss.crash(control, node)
+            stash = f"{control.data_dir(node).rsplit('/', 1)[0]}/disk-snapshots"
+            result = control.host(node).run(corruption_command(mode, zone, control.metadata_log_dir(node), stash,
+                                                               seed + k, index, count, amount), timeout=60)
+            done[node] = (json.loads(result.stdout.strip().splitlines()[-1]) if result.ok
+                          else {"error": result.stderr.strip()[-500:]})
+            if mode != "snapshot":
+                self.ctx.state.put("disk", node, {"host": control.host(node).name, "damage": mode, "done": done[node]})
+        failed = {n: d["error"] for n, d in done.items() if "error" in d}
+        if failed and len(failed) == len(nodes):
+            raise FaultError("; ".join(f"{n}: {e}" for n, e in failed.items()))
+        return {"nodes": nodes, "damage": mode, "zone": zone, "helix": helix, "seed": seed, "amount": amount,
+                "done": done}
 
     def stop(self, value: dict[str, Any]) -> dict[str, Any]:
         in_force = self.ctx.state.get("disk")
@@ -172,14 +220,32 @@ class DiskFault:
 # whose logs can be rebuilt from the quorum; damaging a voter stays possible by hand
 # (`kraftlab nemesis start-disk --nodes n1`).
 
+# Corruption by zone is generated the same way: on one observer, or (`helix`) on every observer, each
+# in its own region of the file; by hand it reaches any node.
+GENERATED_CORRUPTIONS = ("flip-bits", "truncate", "zero", "copy-chunk")
+
+
 def _disk_modes(cluster: Cluster) -> list[tuple[str, float]]:
-    return [(d, 1.0) for d in DAMAGES] if cluster.observers else []
+    if not cluster.observers:
+        return []
+    modes = [(d, 1.0) for d in DAMAGES] + [("zone", 2.0)]
+    if len(cluster.observers) >= 2:
+        modes.append(("helix", 1.0))
+    return modes
 
 
 def draw_disk(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
     damage = pick(rng, _disk_modes(cluster), enabled)
+    seed = rng.randrange(2**31)
+    if damage in ("zone", "helix"):
+        mode, zone = rng.choice(GENERATED_CORRUPTIONS), rng.choice(ZONES)
+        nodes = list(cluster.observers) if damage == "helix" else [rng.choice(cluster.observers)]
+        return Draw("start-disk", {"nodes": nodes, "damage": mode, "zone": zone, "helix": damage == "helix",
+                                   "seed": seed}, span(rng, 3.0, 10.0),
+                    f"{mode} of {zone} on {'every broker, each in its own region' if damage == 'helix' else 'a broker'}"
+                    ": it must recover from the quorum or refuse loudly", damage)
     return Draw("start-disk", {"nodes": [rng.choice(cluster.observers)], "damage": damage,
-                               "seed": rng.randrange(2**31)}, span(rng, 3.0, 10.0),
+                               "seed": seed}, span(rng, 3.0, 10.0),
                 f"{damage} on a broker's metadata log: it must recover from the quorum or refuse loudly", damage)
 
 
@@ -187,5 +253,6 @@ FAULT = FaultKind("disk", DiskFault)
 PACKAGE = Package(
     name="disk", kind="disk", windows={"start-disk": "stop-disk"},
     modes=_disk_modes, draw=draw_disk, gap_s=lambda t: 2 * t.session_s,
-    doc="damage to a broker-only node's metadata log (truncated tail, flipped bits, lost quorum-state, wipe)",
+    doc="damage to broker-only nodes' metadata logs (truncated tail, flipped bits, lost quorum-state, wipe; "
+        "corruption by KRaft zone, also helix across every broker)",
 )

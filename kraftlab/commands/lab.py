@@ -49,6 +49,9 @@ def register(subparsers: Any) -> None:
     dep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="a server.properties key for every node (repeatable)")
     dep.add_argument("--wait", type=float, default=60.0, help="seconds to wait for a healthy cluster")
+    dep.add_argument("--diskfs", action="store_true",
+                     help="each node's metadata.log.dir on the disk-fault FUSE filesystem (a kill loses "
+                          "what was never fsynced; docs/diskfs.md)")
     dep.set_defaults(func=_deploy)
     node = sub.add_parser("node", help="operate one deployed node")
     node.add_argument("action", choices=NODE_ACTIONS)
@@ -161,7 +164,7 @@ def _deploy(args: argparse.Namespace) -> int:
     start = time.monotonic()
     try:
         with load_lab(args.name) as lab:
-            dep = Deployment.create(lab, args.topology, overrides)
+            dep = Deployment.create(lab, args.topology, overrides, diskfs=args.diskfs)
             why = dep.deploy(wait=args.wait)
     except (LookupError, HostError, SetupError, DeployError, ValueError) as exc:
         return _fail(exc)

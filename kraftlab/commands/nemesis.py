@@ -12,7 +12,7 @@ from typing import Any
 
 from kraftlab.nemesis.cleanup import ledger_for
 from kraftlab.nemesis.core import Completion, Nemesis
-from kraftlab.nemesis.disk import DAMAGES
+from kraftlab.nemesis.disk import CORRUPTION_MODES, DAMAGES, ZONES
 from kraftlab.nemesis.grudge import TOPOLOGIES
 from kraftlab.nemesis.ports import NodeControl
 from kraftlab.nemesis.runner import ScheduleRunner, guarded
@@ -88,10 +88,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                                   "duplicate/reorder: percent")
     packet.add_argument("--nodes", type=_nodes, default=[])
 
-    disk = sub.add_parser("disk", help="damage a node's metadata log (the node is killed), or restore")
-    disk.add_argument("damage", choices=(*DAMAGES, "restore"))
+    disk = sub.add_parser("disk", help="damage a node's metadata log (the node is killed), or restore (restart)")
+    disk.add_argument("damage", choices=sorted({*DAMAGES, *CORRUPTION_MODES, "restore"}))
     disk.add_argument("node", nargs="?")
     disk.add_argument("--seed", type=int)
+    disk.add_argument("--zone", choices=ZONES, help="corrupt this KRaft zone's files (modes "
+                      + ", ".join(CORRUPTION_MODES) + "; snapshot keeps a copy, rollback puts it back)")
+    disk.add_argument("--nodes", type=_nodes, default=[], help="several nodes (with --zone)")
+    disk.add_argument("--helix", action="store_true",
+                      help="with --zone: every node named (default all), each damaged in its own region")
+    disk.add_argument("--amount", type=int, help="bits to flip, bytes to zero or copy")
 
     replay = sub.add_parser("replay", help="replay a run's nemesis schedule against the lab, then heal")
     replay.add_argument("run_dir")
@@ -123,9 +129,17 @@ def _op(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
         case "disk":
             if args.damage == "restore":
                 return "stop-disk", {}
-            if not args.node:
+            nodes = [args.node] if args.node else list(args.nodes)
+            if args.zone is None and args.damage not in DAMAGES:
+                raise ValueError(f"disk {args.damage} needs --zone ({', '.join(ZONES)})")
+            if not nodes and not (args.zone and args.helix):
                 raise ValueError("disk DAMAGE needs a NODE")
-            value = {"nodes": [args.node], "damage": args.damage}
+            value = {"nodes": nodes} if nodes else {"target": "all"}
+            value["damage"] = args.damage
+            if args.zone is not None:
+                value.update(zone=args.zone, **({"helix": True} if args.helix else {}))
+            if args.amount is not None:
+                value["amount"] = args.amount
             return "start-disk", value if args.seed is None else {**value, "seed": args.seed}
     return None
 

@@ -48,6 +48,12 @@ def test_durations() -> None:
     (["packet", "heal"], ("stop-packet", {})),
     (["disk", "flip-bits", "n2", "--seed", "4"], ("start-disk", {"nodes": ["n2"], "damage": "flip-bits", "seed": 4})),
     (["disk", "restore"], ("stop-disk", {})),
+    (["disk", "zero", "n1", "--zone", "active-segment", "--amount", "32"],
+     ("start-disk", {"nodes": ["n1"], "damage": "zero", "zone": "active-segment", "amount": 32})),
+    (["disk", "flip-bits", "--zone", "snapshot", "--helix"],
+     ("start-disk", {"target": "all", "damage": "flip-bits", "zone": "snapshot", "helix": True})),
+    (["disk", "rollback", "--nodes", "n1,n2", "--zone", "quorum-state"],
+     ("start-disk", {"nodes": ["n1", "n2"], "damage": "rollback", "zone": "quorum-state"})),
 ])
 def test_actions_map_to_ops(argv: list[str], expected: tuple[str, dict]) -> None:
     assert op(*argv) == expected
@@ -59,6 +65,8 @@ def test_bad_arguments_exit_254() -> None:
     assert exc.value.code == 254
     with pytest.raises(ValueError, match="needs a NODE"):
         op("disk", "wipe")
+    with pytest.raises(ValueError, match="needs --zone"):
+        op("disk", "copy-chunk", "n1")
 
 
 def test_run_arguments_for_the_test_command() -> None:

@@ -255,9 +255,11 @@ def test_any_schedule_then_heal_all_restores_everything(seed: int, packages: lis
 def test_generated_disk_faults_lose_stable_storage_only_on_broker_only_nodes() -> None:
     sched = generate(["disk"], seed=2, duration=1200, use_swarm=False, **KW)
     starts = [s.value for s in sched.steps if s.f == "start-disk"]
-    assert {v["damage"] for v in starts} == {"truncate-tail", "flip-bits", "delete-quorum-state", "wipe"}
+    assert {v["damage"] for v in starts} == {"truncate-tail", "flip-bits", "delete-quorum-state", "wipe",
+                                            "truncate", "zero", "copy-chunk"}
+    assert {v.get("zone") for v in starts} > {None, "active-segment", "snapshot"}  # by KRaft zone too
+    assert any(v.get("helix") for v in starts)
     for v in starts:
-        if v["damage"] in ("wipe", "delete-quorum-state"):
-            assert set(v["nodes"]) <= {"n4", "n5"}, v
+        assert set(v["nodes"]) <= {"n4", "n5"}, v
     combined = generate(["disk"], seed=2, duration=100, nodes=NODES, controllers=NODES, brokers=NODES)
     assert {s.value["damage"] for s in combined.steps if s.f == "start-disk"} <= {"truncate-tail", "flip-bits"}
