@@ -1,0 +1,120 @@
+"""Benchmark of the disk-fault filesystem's cost: the node's commit latency and failover time with
+each node's directory on kraftlab's FUSE filesystem (kraftlab.nemesis.diskfs) and without it.
+
+Three `kraft-node start` voters on loopback, fsync on (the same cluster as bench/bench_node.py). On
+the filesystem, each node's directory (its metadata log and its journal) is its own mount, and a
+failover's SIGKILL is a power loss: the killed leader's un-fsynced writes are dropped before it
+restarts, as `kraftlab test --diskfs` does.
+
+Prints, for each setup: commit latency p50/p99 of single-record appends acknowledged on commit, and
+the failover time from SIGKILL of the leader to the next committed append (median, max); then the
+ratios (FUSE / plain) of the p99 latency and the median failover.
+
+    .venv/bin/python bench/bench_diskfs.py [--appends 300] [--failovers 5] [--linger-ms 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "node"))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_node import _latencies, percentile  # noqa: E402
+from diskfs.diskfs_mounts import Mounted, fuse_available, mounted  # noqa: E402
+from kraftnode_helpers import ProcessCluster  # noqa: E402
+
+
+@contextmanager
+def node_dirs(base: Path, fuse: bool, n: int = 3) -> Iterator[dict[int, Mounted]]:
+    """`base/n1` … `base/nN`: plain directories, or each a diskfs mount (unmounted afterwards)."""
+    base.mkdir(parents=True)
+    with ExitStack() as stack:
+        mounts: dict[int, Mounted] = {}
+        for i in range(1, n + 1):
+            if fuse:
+                (base / f"fs-n{i}").mkdir()
+                m = stack.enter_context(mounted(base / f"fs-n{i}", seed=i))
+                (base / f"n{i}").symlink_to(m.mountpoint)
+                mounts[i] = m
+        yield mounts
+
+
+def bench_latency(base: Path, fuse: bool, appends: int, linger_ms: int) -> list[float]:
+    with node_dirs(base, fuse):
+        c = ProcessCluster(base, **{"controller.quorum.append.linger.ms": str(linger_ms)})
+        try:
+            c.start_all()
+            c.append_committed([b"warm-up"], timeout=60)
+            leader, _ = c.wait_leader()
+            asyncio.run(_latencies(c.ports[leader], 20))
+            return asyncio.run(_latencies(c.ports[leader], appends))
+        finally:
+            c.close()
+
+
+def bench_failover(base: Path, fuse: bool, rounds: int) -> list[float]:
+    with node_dirs(base, fuse) as mounts:
+        c = ProcessCluster(base)
+        times = []
+        try:
+            c.start_all()
+            for r in range(rounds):
+                c.append_committed([f"before-{r}".encode()], timeout=30)
+                leader, _ = c.wait_leader()
+                time.sleep(0.5)
+                t0 = time.monotonic()
+                c.kill(leader, signal.SIGKILL)
+                if fuse:
+                    mounts[leader].ctl(cmd="crash")  # the power loss, before anyone restarts it
+                c.append_committed([f"after-{r}".encode()], timeout=30)
+                times.append(time.monotonic() - t0)
+                print(f"  {'fuse' if fuse else 'plain'} failover {r + 1}/{rounds}: {times[-1]:.2f} s", flush=True)
+                c.start(leader)
+                time.sleep(1.0)
+        finally:
+            c.close()
+        return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--appends", type=int, default=300)
+    parser.add_argument("--failovers", type=int, default=5)
+    parser.add_argument("--linger-ms", type=int, default=0)
+    args = parser.parse_args()
+    why = fuse_available()
+    if why is not None:
+        print(f"bench_diskfs: cannot mount the filesystem here: {why}", file=sys.stderr)
+        return 2
+    results: dict[str, tuple[list[float], list[float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-diskfs-") as tmp:
+        for setup in ("plain", "fuse"):
+            fuse = setup == "fuse"
+            lat = bench_latency(Path(tmp) / f"{setup}-latency", fuse, args.appends, args.linger_ms)
+            fo = bench_failover(Path(tmp) / f"{setup}-failover", fuse, args.failovers)
+            results[setup] = (lat, fo)
+            print(f"{setup}: commit latency (3 voters, fsync on, linger {args.linger_ms} ms, n={len(lat)}) "
+                  f"p50 {percentile(lat, 50):.2f} ms  p99 {percentile(lat, 99):.2f} ms; "
+                  f"failover (SIGKILL leader -> next commit, n={len(fo)}) median {statistics.median(fo):.2f} s  "
+                  f"max {max(fo):.2f} s", flush=True)
+    (pl, pf), (fl, ff) = results["plain"], results["fuse"]
+    print(f"ratio fuse/plain: commit p50 {percentile(fl, 50) / percentile(pl, 50):.2f}x  "
+          f"p99 {percentile(fl, 99) / percentile(pl, 99):.2f}x  "
+          f"failover median {statistics.median(ff) / statistics.median(pf):.2f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
