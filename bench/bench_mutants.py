@@ -157,8 +157,10 @@ def line_map(packages: list[str]) -> dict[str, object]:
         out = tree / "lines.json"
         tests = [t for t in SIM_TESTS if (tree / t).exists()]
         t0 = time.monotonic()
-        r = subprocess.run(_pytest(tree, tests, "-m", MARKS), cwd=tree, capture_output=True, text=True,
-                           env=_env(tree, MUTATION_LINES_OUT=str(out), MUTATION_LINES_PACKAGES=",".join(packages)))
+        # No per-test timeout: line tracing makes the long property tests several times slower.
+        env = _env(tree, MUTATION_LINES_OUT=str(out), MUTATION_LINES_PACKAGES=",".join(packages))
+        r = subprocess.run(_pytest(tree, tests, "-m", MARKS, "--timeout", "0"), cwd=tree, capture_output=True,
+                           text=True, env=env)
         if r.returncode != 0:
             sys.exit(f"the simulators' tests fail on the unmutated tree; fix that first:\n{r.stdout[-3000:]}")
         data = json.loads(out.read_text())

@@ -266,7 +266,12 @@ class Simulation:
             self.result.events += 1
             if touched is not None:
                 invariants.check_node(touched, nodes)
-                self.witness.check(touched, now)
+                # The leader's view is judged whenever its own timers run (often: linger, fetch
+                # waits); a leadership is noted the moment it begins.
+                if kind == TICK:
+                    self.witness.check(touched, now)
+                else:
+                    self.witness.leadership(touched, now)
                 if self._healed_at is not None and self.result.commit_after_heal_ms is None:
                     self._note_recovery(now)
         self.result.end_ms = end

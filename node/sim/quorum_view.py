@@ -4,7 +4,7 @@ The simulator delivers every Fetch and FetchSnapshot itself, so it knows, for ea
 node and the epoch it leads), when each replica last fetched, when it last fetched at the
 leader's log end (caught up), and the furthest offset it fetched from that continues the
 leader's log. `QuorumWitness` records that from the deliveries and, whenever a leader takes a
-step, compares the leader's `describe_quorum` answer with it (KIP-595's DescribeQuorum fields):
+timer runs, compares the leader's `describe_quorum` answer with it (KIP-595's DescribeQuorum fields):
 
 - the answer names this leader, its epoch and its high-water mark, every voter and exactly the
   observers that fetched in this leadership;
@@ -48,7 +48,7 @@ class QuorumWitness:
         self.fail = fail
         self.leaderships: dict[tuple[int, int], _Leadership] = {}
 
-    def _leadership(self, node: CheckedNode, now: int) -> _Leadership | None:
+    def leadership(self, node: CheckedNode, now: int) -> _Leadership | None:
         core = node.core
         if core is None or not core.is_leader:
             return None
@@ -61,7 +61,7 @@ class QuorumWitness:
         req = env.message
         if core is None or not isinstance(req, m.FetchRequest | m.FetchSnapshotRequest):
             return None
-        if self._leadership(node, now) is None or req.epoch != core.epoch:
+        if self.leadership(node, now) is None or req.epoch != core.epoch:
             return None
         return node.log.end_offset(), core.epoch
 
@@ -93,7 +93,7 @@ class QuorumWitness:
                 seen.last_caught_up = now
 
     def check(self, node: CheckedNode, now: int) -> None:
-        lead = self._leadership(node, now)
+        lead = self.leadership(node, now)
         core = node.core
         if lead is None or core is None:
             return

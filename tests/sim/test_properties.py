@@ -1,6 +1,6 @@
 """Property tests: random clusters (1-5 voters, 0-3 observers, node ids from 0 as Kafka's or
 from 1, voters or observers first), with or without a rogue client sending requests every node
-must refuse, with or without every message going through Kafka's wire format, under random
+must refuse, in a quarter of the runs every message through Kafka's wire format, under random
 fault mixes and seeds, every invariant checked after every event, liveness checked after
 healing. A failure prints the one-line command that replays it exactly."""
 
@@ -35,7 +35,7 @@ def run_or_explain(params: SimParams) -> None:
     first_id=st.sampled_from([0, 1]),
     observers_first=st.booleans(),
     rogue=st.booleans(),
-    wire=st.booleans(),
+    wire=st.sampled_from([False, False, False, True]),  # a quarter: the codec in the loop costs 2.5x
 )
 def test_invariants_and_liveness_under_faults(
     seed: int,
