@@ -1,7 +1,10 @@
-"""The epoch states of a Raft node (KIP-595 + KIP-996): plain data plus small pure predicates.
+"""The epoch states of a Raft node (KIP-595 + KIP-996), each its own class with what it owns.
 
-Transitions between them live in `node.raft.core`; these classes only hold what one state
-remembers (its epoch, its leader or vote, its timers) so the core stays readable.
+As in Kafka's raft module, every state knows its epoch, its leader and its vote, and keeps the
+behaviour that belongs to it: the (pre-)vote tally of a Prospective or Candidate node, the
+follower's fetch timer, the leader's replica progress, quorum end offset and check-quorum
+deadline. A state never changes the node's state itself: `QuorumState` makes every transition
+(and persists it), and the core's handlers decide which one.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kraftlab.node.raft.ports import OffsetAndEpoch
+from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.raft.voters import majority as majority  # re-exported: the simulator counts majorities with it
 
@@ -22,6 +25,25 @@ class Role(StrEnum):
     FOLLOWER = "follower"
     RESIGNED = "resigned"
     OBSERVER = "observer"
+
+
+class VoteTally:
+    """The votes of one (pre-)vote round: the voters that granted (the node itself first) and
+    those that rejected or could not be reached."""
+
+    __slots__ = ()
+    granted: set[int]
+    rejected: set[int]
+
+    def record_vote(self, voter_id: int, granted: bool) -> None:
+        (self.granted if granted else self.rejected).add(voter_id)
+
+    def won(self, voters: VoterSet) -> bool:
+        return voters.is_majority(self.granted)
+
+    def lost(self, voters: VoterSet) -> bool:
+        """Rejected by a majority (explicitly or unreachable): the round can no longer be won."""
+        return voters.is_majority(self.rejected)
 
 
 @dataclass(slots=True)
@@ -38,9 +60,12 @@ class Unattached:
     def leader_id(self) -> int | None:
         return None
 
+    def next_timer(self, now: int) -> int:
+        return self.deadline
+
 
 @dataclass(slots=True)
-class Prospective:
+class Prospective(VoteTally):
     """Pre-vote (KIP-996): asks for votes for `epoch + 1` without changing anyone's state.
     Keeps the vote and leader it had in `epoch` (it may go back to following that leader)."""
 
@@ -53,10 +78,16 @@ class Prospective:
     rejected: set[int] = field(default_factory=set)
     role = Role.PROSPECTIVE
 
+    def next_timer(self, now: int) -> int:
+        return min(self.deadline, self.send_at) if self.send_at > now else self.deadline
+
 
 @dataclass(slots=True)
-class Candidate:
+class Candidate(VoteTally):
+    """Asks for votes in `epoch`, having voted for itself (`local_id`)."""
+
     epoch: int
+    local_id: int
     deadline: int
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
@@ -64,11 +95,14 @@ class Candidate:
 
     @property
     def voted_id(self) -> int | None:
-        return None  # set by the core: a candidate always votes for itself
+        return self.local_id
 
     @property
     def leader_id(self) -> int | None:
         return None
+
+    def next_timer(self, now: int) -> int:
+        return self.deadline
 
 
 @dataclass(slots=True)
@@ -99,36 +133,83 @@ class ParkedFetch:
 
 @dataclass(slots=True)
 class Leader:
+    """Leads `epoch` (from `epoch_start_offset`, its LeaderChange) for the voters of `voter_set`:
+    owns every replica's progress, the parked fetches, the append linger and check-quorum."""
+
     epoch: int
+    local_id: int
     epoch_start_offset: int
     voters: dict[int, Progress]
+    """Progress of every voter (the leader's own entry is unused: it counts its durable end)."""
     voter_set: VoterSet
     observers: dict[int, Progress] = field(default_factory=dict)
     # Voters that have not fetched in this epoch yet: they are sent BeginQuorumEpoch.
     unacknowledged: set[int] = field(default_factory=set)
     parked: dict[int, ParkedFetch] = field(default_factory=dict)
     # Records appended but not yet written as a batch (the append linger).
-    pending: list = field(default_factory=list)
+    pending: list[Record] = field(default_factory=list)
     pending_since: int = -1
     # When check-quorum fires unless more voters fetch; recomputed by every poll.
     check_quorum_at: int = 0
     role = Role.LEADER
 
+    @classmethod
+    def elected(cls, epoch: int, local_id: int, epoch_start_offset: int, voter_set: VoterSet, now: int) -> Leader:
+        """A new leader: every voter counted as heard from now (check-quorum starts in full), none
+        of the others acknowledged yet."""
+        progress = {v: Progress(0, now, -1) for v in voter_set}
+        return cls(
+            epoch, local_id, epoch_start_offset, progress, voter_set, unacknowledged=set(voter_set.others(local_id))
+        )
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.local_id
+
     @property
     def voted_id(self) -> int | None:
         return None
 
-    def quorum_end_offset(self, local_id: int, local_end: int) -> int:
+    @property
+    def alone(self) -> bool:
+        """The only voter: no check-quorum, nobody to tell."""
+        return self.voter_set.is_only_voter(self.local_id)
+
+    def progress_of(self, replica_id: int) -> Progress | None:
+        """The progress of a replica that fetched (a voter has now acknowledged the epoch; an
+        observer is tracked from its first fetch); None for a replica id below 0 (a consumer)."""
+        if replica_id in self.voters:
+            self.unacknowledged.discard(replica_id)
+            return self.voters[replica_id]
+        if replica_id < 0:
+            return None
+        return self.observers.setdefault(replica_id, Progress())
+
+    def quorum_end_offset(self, local_end: int) -> int:
         """The largest offset a majority of voters (counting the leader's durable end) hold."""
         ends = {v: p.end_offset for v, p in self.voters.items()}
-        ends[local_id] = local_end
+        ends[self.local_id] = local_end
         return self.voter_set.majority_value(ends)
 
-    def check_quorum_deadline(self, local_id: int, now: int, timeout: int) -> int:
+    def majority_acknowledged(self) -> bool:
+        """Whether a majority of voters (the leader included) have fetched in this epoch."""
+        return len(self.voter_set) - len(self.unacknowledged) >= self.voter_set.majority
+
+    def check_quorum_deadline(self, now: int, timeout: int) -> int:
         """When this leader must resign unless more voters fetch (the majority's oldest recent fetch + timeout)."""
         times = {v: p.last_fetch_ms for v, p in self.voters.items()}
-        times[local_id] = now  # the leader counts itself as fetching now
+        times[self.local_id] = now  # the leader counts itself as fetching now
         return self.voter_set.majority_value(times) + timeout
+
+    def next_timer(self, now: int, linger_ms: int) -> int | None:
+        times = []
+        if self.pending:
+            times.append(self.pending_since + linger_ms)
+        if self.parked:
+            times.append(min(p.deadline for p in self.parked.values()))
+        if not self.alone:
+            times.append(self.check_quorum_at)
+        return min(times) if times else None
 
 
 @dataclass(slots=True)
@@ -150,6 +231,14 @@ class Follower:
     snapshot: SnapshotFetch | None = None
     role = Role.FOLLOWER
 
+    def fetched(self, now: int, fetch_timeout_ms: int) -> None:
+        """A successful response from the leader: the fetch timer starts over."""
+        self.deadline = now + fetch_timeout_ms
+        self.has_fetched = True
+
+    def next_timer(self, now: int, fetch_outstanding: bool) -> int:
+        return self.deadline if fetch_outstanding else min(self.deadline, max(self.retry_at, now))
+
 
 @dataclass(slots=True)
 class Resigned:
@@ -157,14 +246,22 @@ class Resigned:
     sends EndQuorumEpoch, serves nothing, and starts a pre-vote at `deadline`."""
 
     epoch: int
+    local_id: int
     deadline: int
     preferred_successors: tuple[int, ...]
     unacknowledged: set[int] = field(default_factory=set)
     role = Role.RESIGNED
 
     @property
+    def leader_id(self) -> int | None:
+        return self.local_id
+
+    @property
     def voted_id(self) -> int | None:
         return None
+
+    def next_timer(self, now: int) -> int:
+        return self.deadline
 
 
 EpochState = Unattached | Prospective | Candidate | Leader | Follower | Resigned

@@ -1,0 +1,214 @@
+"""What every part of the Raft core shares: the node's storage and state, the step's output, the
+requests in flight, the timers, and the transitions (through `QuorumState`).
+
+`RaftCore` is assembled from responsibilities, each a module of its own — `election` (Vote,
+Begin/EndQuorumEpoch, the (pre-)vote rounds), `replication` (Fetch on both sides, the
+high-water mark, appends and flushes), `snapshots` (FetchSnapshot, creating and installing
+snapshots) — on top of this context. A part calls another's methods only through names declared
+here.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from kraftlab.node.bugs import NO_BUGS, BugSet
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.output import Output
+from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, QuorumStateStore, ReplicatedLog, SnapshotStore
+from kraftlab.node.raft.quorum_state import QuorumState
+from kraftlab.node.raft.states import Candidate, EpochState, Follower, Leader, Prospective, Resigned, Unattached
+from kraftlab.node.raft.voters import VoterHistory, VoterSet
+
+
+class CoreContext:
+    bugs: BugSet = NO_BUGS
+    """Test-only planted bugs (node.bugs); empty unless a zoo run asks for one."""
+
+    config: RaftConfig
+    node_id: int
+    log: ReplicatedLog
+    quorum: QuorumStateStore
+    """The quorum-state file; only `quorum_state` writes it."""
+    snapshots: SnapshotStore
+    rng: random.Random
+    journal: bool
+    deferred_flush: bool
+    voter_history: VoterHistory
+    quorum_state: QuorumState
+    _hw: int
+    _applied: int
+    _durable: int
+    """The durable end offset this core has counted and journalled (`flush`): raised only by a flush
+    the core did itself or one the driver reported (`flushed`), cut by truncations. The leader counts
+    this, never the log's own flushed end, which a driver's flush thread may move earlier."""
+    _inflight: dict[int, tuple[int, int]]
+    _unreachable: dict[int, int]
+    """Consecutive failed requests per peer (RequestFailed)."""
+    _ref: int
+    _failures: int
+    _out: Output
+
+    if TYPE_CHECKING:
+        # Provided by the parts (see the module docstring).
+        def _write_batch(self, state: Leader, batch: Batch, now: int) -> None: ...
+        def _journal_flush(self, always: bool = False) -> None: ...
+        def _set_hw(self, hw: int) -> None: ...
+        def _deliver_commits(self) -> None: ...
+        def _delete_snapshots_before(self, sid: OffsetAndEpoch) -> None: ...
+        def _following(self, env: m.Envelope, epoch: int) -> Follower | None: ...
+        def _become_prospective(self, now: int, send_at: int) -> None: ...
+        def _bootstrap_fetch(self, state: Unattached, now: int) -> None: ...
+        def _begin(self) -> None: ...
+        def _end(self, now: int) -> Output: ...
+
+    # ----------------------------------------------------------------- read-only views
+
+    @property
+    def state(self) -> EpochState:
+        return self.quorum_state.state
+
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voter set this node acts on now (the one in force at its log's end)."""
+        return self.voter_history.latest
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        return self.voter_history.latest.ids
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voter_history.latest
+
+    @property
+    def epoch(self) -> int:
+        return self.quorum_state.state.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.quorum_state.state.leader_id
+
+    @property
+    def voted_id(self) -> int | None:
+        return self.quorum_state.state.voted_id
+
+    # ----------------------------------------------------------------- step plumbing
+
+    def _event(self, ev: str, **fields: Any) -> None:
+        if self.journal:
+            fields["ev"] = ev
+            self._out.events.append(fields)
+
+    def _send(self, dst: int, message: m.Request, now: int) -> None:
+        self._ref -= 1
+        self._inflight[dst] = (self._ref, now + self.config.request_timeout_ms)
+        self._out.messages.append(m.Envelope(self.node_id, dst, message, self._ref))
+
+    def _reply(self, request: m.Envelope, message: m.Response) -> None:
+        self._out.messages.append(m.Envelope(self.node_id, request.src, message, request.ref))
+
+    def _take_inflight(self, envelope: m.Envelope) -> bool:
+        """True when `envelope` answers the request outstanding to its source (then no longer outstanding)."""
+        entry = self._inflight.get(envelope.src)
+        if entry is None or entry[0] != envelope.ref:
+            return False
+        del self._inflight[envelope.src]
+        if self._unreachable:
+            self._unreachable.pop(envelope.src, None)
+        return True
+
+    def _not_leader_error(self, epoch: int) -> m.Errors | None:
+        """The error a Fetch/FetchSnapshot at `epoch` gets here, or None when this node serves it."""
+        if epoch > self.epoch:
+            return m.Errors.UNKNOWN_LEADER_EPOCH
+        if not isinstance(self.state, Leader):
+            return m.Errors.NOT_LEADER_OR_FOLLOWER
+        if epoch < self.epoch:
+            return m.Errors.FENCED_LEADER_EPOCH
+        return None
+
+    # ----------------------------------------------------------------- timers
+
+    def _election_timeout(self) -> int:
+        t = self.config.election_timeout_ms
+        return self.rng.randrange(t, 2 * t)
+
+    def _backoff(self) -> int:
+        bound = min(self.config.election_backoff_max_ms, self.config.retry_backoff_ms << min(self._failures, 20))
+        return self.rng.randrange(0, bound + 1)
+
+    def _unattached_deadline(self, now: int) -> int:
+        if self.voter_set.is_only_voter(self.node_id):
+            return now
+        return now + (self._election_timeout() if self.is_voter else 0)
+
+    def _fresh_deadline(self, now: int) -> int:
+        """A fresh voter (no quorum-state, empty log, no snapshot: the quorum's first start) knows
+        there is no leader to wait for: as KIP-595's bootstrap has it, it begins the vote once it
+        can reach the voters, after a short random delay in [0, retry backoff) instead of a whole
+        election timeout. It still pre-votes first (a pre-vote changes nobody's state), and every
+        later election keeps the randomised election timeout."""
+        if self.voter_set.is_only_voter(self.node_id):
+            return now
+        return now + self.rng.randrange(0, max(1, self.config.retry_backoff_ms))
+
+    def _resigned(self, epoch: int, successors: tuple[int, ...], now: int) -> Resigned:
+        others = self.voter_set.others(self.node_id)
+        wait = self._election_timeout() if others else 0  # a lone voter has nobody to wait for
+        return Resigned(epoch, self.node_id, now + wait, successors, set(others))
+
+    # ----------------------------------------------------------------- transitions
+
+    def _set_state(self, state: EpochState, now: int) -> None:
+        old = self.quorum_state.state
+        if isinstance(old, Leader):
+            self._leave_leadership(old, state)
+        self._inflight.clear()
+        self.quorum_state.transition_to(state, self._out, self.journal)
+
+    def _leave_leadership(self, old: Leader, new: EpochState) -> None:
+        """What a leader settles before it is left: its unflushed tail and its parked fetches."""
+        if (
+            self.deferred_flush
+            and self.log.flushed_end_offset() < self.log.end_offset()
+            and not self.bugs.on("ack-before-fsync")  # BUG ZOO: ack-before-fsync leaves the tail to its flusher
+        ):
+            # Deferred flush: nothing this node says from now on (Fetch offsets, votes) may count
+            # an unflushed tail as durable.
+            self.log.flush()
+            self._journal_flush()
+        if old.parked and old is not new:
+            for p in old.parked.values():
+                response = m.FetchResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, new.epoch, None, self._hw)
+                self._out.messages.append(m.Envelope(self.node_id, p.src, response, p.ref))
+            old.parked.clear()
+
+    def _observe(self, epoch: int, leader_id: int | None, now: int, src: int) -> bool:
+        """React to an epoch and leader learned from a message from `src`; True when the state changed.
+
+        A prospective node that gave up on its leader goes back to it only on hearing from the
+        leader itself: other voters still naming it prove nothing (they may be cut off from it too).
+        """
+        if leader_id == self.node_id:
+            leader_id = None
+        state = self.quorum_state.state
+        if epoch > state.epoch:
+            if leader_id is not None:
+                self._become_follower(epoch, leader_id, now)
+            else:
+                self._set_state(Unattached(epoch, None, self._unattached_deadline(now)), now)
+            return True
+        if epoch == state.epoch and leader_id is not None and isinstance(state, Unattached | Prospective | Candidate):
+            if isinstance(state, Prospective) and state.leader_id == leader_id and src != leader_id:
+                return False
+            self._become_follower(epoch, leader_id, now)
+            return True
+        return False
+
+    def _become_follower(self, epoch: int, leader_id: int, now: int) -> None:
+        voted = self.voted_id if epoch == self.epoch else None
+        self._failures = 0
+        self._set_state(Follower(epoch, leader_id, voted, now + self.config.fetch_timeout_ms), now)
