@@ -140,7 +140,8 @@ class Leader:
     local_id: int
     epoch_start_offset: int
     voters: dict[int, Progress]
-    """Progress of every voter (the leader's own entry is unused: it counts its durable end)."""
+    """Progress of exactly the voters of `voter_set` (the leader's own entry is unused: it counts
+    its durable end)."""
     voter_set: VoterSet
     observers: dict[int, Progress] = field(default_factory=dict)
     # Voters that have not fetched in this epoch yet: they are sent BeginQuorumEpoch.
@@ -173,7 +174,7 @@ class Leader:
     @property
     def alone(self) -> bool:
         """The only voter: no check-quorum, nobody to tell."""
-        return self.voter_set.is_only_voter(self.local_id)
+        return len(self.voters) == 1
 
     def progress_of(self, replica_id: int) -> Progress | None:
         """The progress of a replica that fetched (a voter has now acknowledged the epoch; an
@@ -187,9 +188,10 @@ class Leader:
 
     def quorum_end_offset(self, local_end: int) -> int:
         """The largest offset a majority of voters (counting the leader's durable end) hold."""
-        ends = {v: p.end_offset for v, p in self.voters.items()}
-        ends[self.local_id] = local_end
-        return self.voter_set.majority_value(ends)
+        local = self.local_id
+        ends = [local_end if v == local else p.end_offset for v, p in self.voters.items()]
+        ends.sort(reverse=True)
+        return ends[self.voter_set.majority - 1]
 
     def majority_acknowledged(self) -> bool:
         """Whether a majority of voters (the leader included) have fetched in this epoch."""
@@ -197,9 +199,11 @@ class Leader:
 
     def check_quorum_deadline(self, now: int, timeout: int) -> int:
         """When this leader must resign unless more voters fetch (the majority's oldest recent fetch + timeout)."""
-        times = {v: p.last_fetch_ms for v, p in self.voters.items()}
-        times[self.local_id] = now  # the leader counts itself as fetching now
-        return self.voter_set.majority_value(times) + timeout
+        local = self.local_id
+        # The leader counts itself as fetching now.
+        times = [now if v == local else p.last_fetch_ms for v, p in self.voters.items()]
+        times.sort(reverse=True)
+        return times[self.voter_set.majority - 1] + timeout
 
     def next_timer(self, now: int, linger_ms: int) -> int | None:
         times = []

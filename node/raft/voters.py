@@ -105,7 +105,8 @@ class VoterSet:
         """The largest value that a majority of voters hold at least (a voter missing from `values`
         counts as -1): with log end offsets, the offset a majority holds; with fetch times, the
         time by which a majority had last been heard from."""
-        ordered = sorted((values.get(v, -1) for v in self.ids), reverse=True)
+        ordered = [values.get(v, -1) for v in self.ids]
+        ordered.sort(reverse=True)
         return ordered[self.majority - 1]
 
     def overlaps_majority_with(self, other: VoterSet) -> bool:

@@ -55,6 +55,7 @@ _MIN_BYTES = i32(0)
 def _max_wait(ms: int) -> Any:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
 
+
 REQUEST_ENTITIES: dict[type, type] = {
     m.VoteRequest: v_req.VoteRequest,
     m.BeginQuorumEpochRequest: bqe_req.BeginQuorumEpochRequest,
@@ -125,27 +126,29 @@ def request_to_wire(message: m.Request, cluster_id: str | None = None, destinati
             topics=(v_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),),
         )
     if isinstance(message, m.BeginQuorumEpochRequest):
-        part = bqe_req.PartitionData(
+        begin_part = bqe_req.PartitionData(
             partition_index=PARTITION, leader_id=BrokerId(message.leader_id), leader_epoch=i32(message.epoch)
         )
         return bqe_req.BeginQuorumEpochRequest(
-            cluster_id=cluster_id, topics=(bqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),)
+            cluster_id=cluster_id, topics=(bqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(begin_part,)),)
         )
     if isinstance(message, m.EndQuorumEpochRequest):
-        part = eqe_req.PartitionData(
+        end_part = eqe_req.PartitionData(
             partition_index=PARTITION,
             leader_id=BrokerId(message.leader_id),
             leader_epoch=i32(message.epoch),
             preferred_successors=tuple(i32(s) for s in message.preferred_successors),
         )
         return eqe_req.EndQuorumEpochRequest(
-            cluster_id=cluster_id, topics=(eqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),)
+            cluster_id=cluster_id, topics=(eqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(end_part,)),)
         )
     if isinstance(message, m.DescribeQuorumRequest):
-        part = dq_req.PartitionData(partition_index=PARTITION)
-        return dq_req.DescribeQuorumRequest(topics=(dq_req.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
+        describe_part = dq_req.PartitionData(partition_index=PARTITION)
+        return dq_req.DescribeQuorumRequest(
+            topics=(dq_req.TopicData(topic_name=METADATA_TOPIC, partitions=(describe_part,)),)
+        )
     if isinstance(message, m.FetchRequest):
-        part = f_req.FetchPartition(
+        fetch_part = f_req.FetchPartition(
             partition=PARTITION,
             current_leader_epoch=i32(message.epoch),
             fetch_offset=i64(message.fetch_offset),
@@ -158,11 +161,11 @@ def request_to_wire(message: m.Request, cluster_id: str | None = None, destinati
             replica_id=BrokerId(message.replica_id),
             max_wait=_max_wait(message.max_wait_ms),
             min_bytes=_MIN_BYTES,
-            topics=(f_req.FetchTopic(topic=METADATA_TOPIC, partitions=(part,)),),
+            topics=(f_req.FetchTopic(topic=METADATA_TOPIC, partitions=(fetch_part,)),),
             forgotten_topics_data=(),
         )
     if isinstance(message, m.FetchSnapshotRequest):
-        part = fs_req.PartitionSnapshot(
+        snapshot_part = fs_req.PartitionSnapshot(
             partition=PARTITION,
             current_leader_epoch=i32(message.epoch),
             snapshot_id=fs_req.SnapshotId(
@@ -174,7 +177,7 @@ def request_to_wire(message: m.Request, cluster_id: str | None = None, destinati
             cluster_id=cluster_id,
             replica_id=BrokerId(message.replica_id),
             max_bytes=i32(message.max_bytes),
-            topics=(fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=(part,)),),
+            topics=(fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=(snapshot_part,)),),
         )
     raise TypeError(f"not a Raft request: {type(message).__name__}")
 
@@ -212,7 +215,7 @@ def response_to_wire(message: m.Response) -> Any:
         entity = mod.BeginQuorumEpochResponse if mod is bqe_resp else mod.EndQuorumEpochResponse
         return entity(error_code=ErrorCode.none, topics=(mod.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),))
     if isinstance(message, m.DescribeQuorumResponse):
-        part = dq_resp.PartitionData(
+        describe_part = dq_resp.PartitionData(
             partition_index=PARTITION,
             error_code=_err(message.error),
             leader_id=_bid(message.leader_id),
@@ -222,13 +225,14 @@ def response_to_wire(message: m.Response) -> Any:
             observers=tuple(_replica(r) for r in message.observers),
         )
         return dq_resp.DescribeQuorumResponse(
-            error_code=ErrorCode.none, topics=(dq_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(part,)),)
+            error_code=ErrorCode.none,
+            topics=(dq_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(describe_part,)),),
         )
     if isinstance(message, m.FetchResponse):
         return _fetch_response_to_wire(message)
     if isinstance(message, m.FetchSnapshotResponse):
         sid = message.snapshot_id or OffsetAndEpoch(-1, -1)
-        part = fs_resp.PartitionSnapshot(
+        snapshot_part = fs_resp.PartitionSnapshot(
             index=PARTITION,
             error_code=_err(message.error),
             snapshot_id=fs_resp.SnapshotId(end_offset=i64(sid.offset), epoch=i32(sid.epoch)),
@@ -240,7 +244,7 @@ def response_to_wire(message: m.Response) -> Any:
         return fs_resp.FetchSnapshotResponse(
             throttle_time=_NO_THROTTLE,
             error_code=ErrorCode.none,
-            topics=(fs_resp.TopicSnapshot(name=METADATA_TOPIC, partitions=(part,)),),
+            topics=(fs_resp.TopicSnapshot(name=METADATA_TOPIC, partitions=(snapshot_part,)),),
         )
     raise TypeError(f"not a Raft response: {type(message).__name__}")
 
