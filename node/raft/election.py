@@ -106,7 +106,7 @@ class Election(CoreContext):
         wait = min(self.config.election_backoff_max_ms, self.config.retry_backoff_ms << min(strikes, 10))
         self._inflight[env.src] = (0, now + wait)  # ref 0 is never a request's (they are negative)
         state = self.state
-        if isinstance(state, Prospective | Candidate):
+        if isinstance(state, Prospective | Candidate):  # a (pre-)vote round counts the peer as not granting
             state.record_vote(env.src, False)
             self._round_lost(state, now)
 
@@ -138,25 +138,22 @@ class Election(CoreContext):
         if self.bugs.on("vote-without-log-check"):
             up_to_date = True  # BUG ZOO: vote-without-log-check — the candidate's log is never compared
         if req.pre_vote:
-            state = self.state
-            if isinstance(state, Leader):
-                return answer(False, "leader")
-            if isinstance(state, Follower) and state.has_fetched:
-                return answer(False, "following a live leader")
+            refusal = self.state.pre_vote_refusal()
+            if refusal is not None:
+                return answer(False, refusal)
             return answer(up_to_date, "ok" if up_to_date else "log behind")
         if req.epoch > self.epoch:
             self._set_state(Unattached(req.epoch, None, now + self._election_timeout()), now)
         state = self.state
-        if isinstance(state, Unattached | Prospective) and state.leader_id is None:
-            if state.voted_id not in (None, req.candidate_id):
-                return answer(False, f"voted for {state.voted_id}")
-            if not up_to_date:
-                return answer(False, "log behind")
-            if state.voted_id is None or not isinstance(state, Unattached):
-                # Persist the vote (quorum-state write) before the response goes out.
-                self._set_state(Unattached(state.epoch, req.candidate_id, now + self._election_timeout()), now)
-            return answer(True, "ok")
-        return answer(False, f"already {state.role.value} in epoch")
+        refusal = state.vote_refusal(req.candidate_id)
+        if refusal is not None:
+            return answer(False, refusal)
+        if not up_to_date:
+            return answer(False, "log behind")
+        if not (isinstance(state, Unattached) and state.voted_id == req.candidate_id):
+            # Persist the vote (quorum-state write) before the response goes out.
+            self._set_state(Unattached(state.epoch, req.candidate_id, now + self._election_timeout()), now)
+        return answer(True, "ok")
 
     def _on_vote_response(self, env: m.Envelope, resp: m.VoteResponse, now: int) -> None:
         if not self._take_inflight(env) or self._observe(resp.epoch, resp.leader_id, now, env.src):

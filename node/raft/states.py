@@ -1,10 +1,10 @@
 """The epoch states of a Raft node (KIP-595 + KIP-996), each its own class with what it owns.
 
 As in Kafka's raft module, every state knows its epoch, its leader and its vote, and keeps the
-behaviour that belongs to it: the (pre-)vote tally of a Prospective or Candidate node, the
-follower's fetch timer, the leader's replica progress, quorum end offset and check-quorum
-deadline. A state never changes the node's state itself: `QuorumState` makes every transition
-(and persists it), and the core's handlers decide which one.
+behaviour that belongs to it: whether it can grant a (pre-)vote, the (pre-)vote tally of a
+Prospective or Candidate node, the follower's fetch timer, the leader's replica progress, quorum
+end offset and check-quorum deadline. A state never changes the node's state itself:
+`QuorumState` makes every transition (and persists it), and the core's handlers decide which one.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ class Role(StrEnum):
     FOLLOWER = "follower"
     RESIGNED = "resigned"
     OBSERVER = "observer"
+
+
+def _voted_elsewhere(voted_id: int | None, candidate_id: int) -> str | None:
+    return None if voted_id in (None, candidate_id) else f"voted for {voted_id}"
 
 
 class VoteTally:
@@ -60,6 +64,14 @@ class Unattached:
     def leader_id(self) -> int | None:
         return None
 
+    def pre_vote_refusal(self) -> str | None:
+        """Why this state refuses any pre-vote whatever the candidate's log (None: it judges the log)."""
+        return None
+
+    def vote_refusal(self, candidate_id: int) -> str | None:
+        """Why this state refuses a vote in its own epoch whatever the candidate's log."""
+        return _voted_elsewhere(self.voted_id, candidate_id)
+
     def next_timer(self, now: int) -> int:
         return self.deadline
 
@@ -77,6 +89,14 @@ class Prospective(VoteTally):
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
     role = Role.PROSPECTIVE
+
+    def pre_vote_refusal(self) -> str | None:
+        return None
+
+    def vote_refusal(self, candidate_id: int) -> str | None:
+        if self.leader_id is not None:
+            return f"already {self.role.value} in epoch"
+        return _voted_elsewhere(self.voted_id, candidate_id)
 
     def next_timer(self, now: int) -> int:
         return min(self.deadline, self.send_at) if self.send_at > now else self.deadline
@@ -100,6 +120,12 @@ class Candidate(VoteTally):
     @property
     def leader_id(self) -> int | None:
         return None
+
+    def pre_vote_refusal(self) -> str | None:
+        return None
+
+    def vote_refusal(self, candidate_id: int) -> str | None:
+        return f"already {self.role.value} in epoch"
 
     def next_timer(self, now: int) -> int:
         return self.deadline
@@ -171,6 +197,12 @@ class Leader:
     def voted_id(self) -> int | None:
         return None
 
+    def pre_vote_refusal(self) -> str | None:
+        return "leader"
+
+    def vote_refusal(self, candidate_id: int) -> str | None:
+        return f"already {self.role.value} in epoch"
+
     @property
     def alone(self) -> bool:
         """The only voter: no check-quorum, nobody to tell."""
@@ -235,6 +267,13 @@ class Follower:
     snapshot: SnapshotFetch | None = None
     role = Role.FOLLOWER
 
+    def pre_vote_refusal(self) -> str | None:
+        """A follower still hearing from its leader refuses to help unseat it (KIP-996)."""
+        return "following a live leader" if self.has_fetched else None
+
+    def vote_refusal(self, candidate_id: int) -> str | None:
+        return f"already {self.role.value} in epoch"
+
     def fetched(self, now: int, fetch_timeout_ms: int) -> None:
         """A successful response from the leader: the fetch timer starts over."""
         self.deadline = now + fetch_timeout_ms
@@ -263,6 +302,12 @@ class Resigned:
     @property
     def voted_id(self) -> int | None:
         return None
+
+    def pre_vote_refusal(self) -> str | None:
+        return None
+
+    def vote_refusal(self, candidate_id: int) -> str | None:
+        return f"already {self.role.value} in epoch"
 
     def next_timer(self, now: int) -> int:
         return self.deadline

@@ -88,3 +88,20 @@ def test_each_state_says_when_it_needs_a_tick() -> None:
     leader.pending_since = 5
     assert leader.next_timer(10, linger_ms=25) == 30
     assert Leader.elected(1, 1, 0, VoterSet.of_ids([1]), 0).next_timer(0, 25) is None
+
+
+def test_each_state_says_why_it_refuses_a_vote_whatever_the_log() -> None:
+    assert Unattached(3, None, 0).vote_refusal(2) is None
+    assert Unattached(3, 2, 0).vote_refusal(2) is None
+    assert Unattached(3, 1, 0).vote_refusal(2) == "voted for 1"
+    assert Prospective(3, None, 1, 0, 10).vote_refusal(2) == "already prospective in epoch"
+    assert Prospective(3, None, None, 0, 10).vote_refusal(2) is None
+    assert Candidate(3, 1, 10).vote_refusal(2) == "already candidate in epoch"
+    assert Leader.elected(3, 1, 0, VOTERS, 0).vote_refusal(2) == "already leader in epoch"
+    assert Resigned(3, 1, 10, ()).vote_refusal(2) == "already resigned in epoch"
+    assert Leader.elected(3, 1, 0, VOTERS, 0).pre_vote_refusal() == "leader"
+    follower = Follower(3, 1, None, 100)
+    assert follower.pre_vote_refusal() is None and follower.vote_refusal(2) == "already follower in epoch"
+    follower.fetched(now=5, fetch_timeout_ms=2000)
+    assert follower.pre_vote_refusal() == "following a live leader" and follower.deadline == 2005
+    assert all(s.pre_vote_refusal() is None for s in (Unattached(3, 1, 0), Candidate(3, 1, 0), Resigned(3, 1, 0, ())))
