@@ -17,6 +17,10 @@ quiet pass from a searching one (docs/contracts.md, "Coverage").
   changes that left a partition leaderless.
 - faults: per fault kind, how many windows and seconds, and the client operations invoked while it
   was in force by outcome (ok / fail / info), plus the same for operations with no fault in force.
+- disk: from the nemesis's completions: power losses (kills on the disk-fault filesystem) and
+  what they dropped (bytes, files rolled back, names removed or restored), damages by mode and
+  KRaft zone, and what became of damaged nodes (restarted and served, rebuilt after refusing,
+  left down refusing).
 """
 
 from __future__ import annotations
@@ -140,6 +144,32 @@ def _faults(history: History, openers: Mapping[str, str]) -> dict[str, dict[str,
     return dict(sorted(out.items()))
 
 
+def _disk(history: History) -> dict[str, Any]:
+    out: dict[str, Any] = {"power_losses": 0, "bytes_dropped": 0, "files_rolled_back": 0, "names_removed": 0,
+                           "names_restored": 0, "damages": {}, "restarted": 0, "rebuilt": 0, "refused": 0}
+    damages: Counter[str] = Counter()
+    for e in history.events:
+        if e.process != "nemesis" or e.type != "ok" or not isinstance(e.value, dict):
+            continue
+        if e.f == "kill":
+            for lost in (e.value.get("lost_unfsynced") or {}).values():
+                out["power_losses"] += 1
+                out["bytes_dropped"] += int(lost.get("bytes_dropped", 0))
+                out["files_rolled_back"] += len(lost.get("files_rolled_back", ()))
+                out["names_removed"] += len(lost.get("entries_removed", ()))
+                out["names_restored"] += len(lost.get("entries_restored", ()))
+        elif e.f == "start-disk":
+            where = f"{e.value.get('damage')}" + (f" {e.value['zone']}" if e.value.get("zone") else "")
+            damages[where + (" helix" if e.value.get("helix") else "")] += len(e.value.get("nodes", ()))
+        elif e.f == "stop-disk":
+            rebuilt, refused = set(e.value.get("rebuilt", ())), set(e.value.get("refused", ()))
+            out["rebuilt"] += len(rebuilt)
+            out["refused"] += len(refused)
+            out["restarted"] += len(set(e.value.get("restarted", ())) - rebuilt - refused)
+    out["damages"] = dict(sorted(damages.items()))
+    return out
+
+
 def coverage(journals: Journals | None, history: History | None, openers: Mapping[str, str],
              node_ids: Collection[int] = ()) -> dict[str, Any]:
     """The coverage section (see the module docstring); parts without their input are left out."""
@@ -151,6 +181,7 @@ def coverage(journals: Journals | None, history: History | None, openers: Mappin
         out["partitions"] = _committed(journals, ids, out["brokers"])
     if history is not None:
         out["faults"] = _faults(history, openers)
+        out["disk"] = _disk(history)
     return out
 
 
@@ -160,7 +191,8 @@ HEADLINE = (("leader epochs", ("raft", "leader_epochs")), ("failovers", ("raft",
             ("self-fences", ("brokers", "nodes", "self_fences")),
             ("ISR shrinks", ("partitions", "isr_shrinks")), ("ISR expands", ("partitions", "isr_expands")),
             ("truncations", ("raft", "truncations")), ("snapshot loads", ("raft", "snapshots_loaded")),
-            ("controlled shutdowns", ("brokers", "nodes", "controlled_shutdowns")))
+            ("controlled shutdowns", ("brokers", "nodes", "controlled_shutdowns")),
+            ("power losses", ("disk", "power_losses")), ("disk refusals", ("disk", "refused")))
 """The figures a summary shows, in order: (label, path into the coverage section)."""
 
 

@@ -1,6 +1,6 @@
 """The report's coverage section: what the run exercised (results.json `coverage`, see
-checker.coverage) as small tables — the headline figures, Raft, brokers, partitions, and client
-outcomes per fault kind."""
+checker.coverage) as small tables — the headline figures, Raft, brokers, partitions, client
+outcomes per fault kind, and disk faults."""
 
 from __future__ import annotations
 
@@ -50,4 +50,12 @@ def coverage_section(cov: Mapping[str, Any] | None) -> list[str]:
                    + _table(["fault in force", "windows", "seconds", "ok", "fail", "info"], rows)
                    + "<div class='small'>An operation invoked while several faults were in force counts for each; "
                      "“none”: no fault in force.</div>")
+    if (disk := cov.get("disk")) and (disk.get("power_losses") or disk.get("damages")):
+        counts = {k: v for k, v in disk.items() if k != "damages"}
+        damages = ", ".join(f"{k}: {n}" for k, n in (disk.get("damages") or {}).items()) or "none"
+        out.append("<h3>Disk</h3>" + _table([_words(k) for k in counts], [list(counts.values())])
+                   + f"<div class='small'>Power losses: kills on the disk-fault filesystem, which drop what the "
+                     f"node never fsynced. Damaged nodes afterwards: restarted and serving, rebuilt after "
+                     f"refusing (broker-only nodes), or left down refusing (voters). Damages (mode, zone), "
+                     f"per node: {html.escape(damages)}.</div>")
     return out

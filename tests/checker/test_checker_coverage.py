@@ -124,3 +124,29 @@ def test_the_report_shows_coverage_and_test_all_sums_it(tmp_path: Path) -> None:
     assert "coverage over 3 run(s)" in text
     row = next(line for line in text.splitlines() if "leader epochs" in line)
     assert [c.strip() for c in row.split("│")[2:5]] == ["19", "6", "4"]
+
+
+def test_disk_faults_count_power_losses_damages_and_outcomes() -> None:
+    lines = [
+        {"process": "nemesis", "type": "ok", "f": "kill", "time": 1, "value": {
+            "nodes": ["n1", "n2"], "signal": "SIGKILL", "lost_unfsynced": {
+                "n1": {"bytes_dropped": 120, "files_rolled_back": ["p/0.log"], "entries_removed": ["p/9.log"],
+                       "entries_restored": []},
+                "n2": {"bytes_dropped": 0, "files_rolled_back": [], "entries_removed": [],
+                       "entries_restored": ["p/q"]}}}},
+        {"process": "nemesis", "type": "ok", "f": "start-disk", "time": 2, "value": {
+            "nodes": ["n4", "n5"], "damage": "zero", "zone": "snapshot", "helix": True}},
+        {"process": "nemesis", "type": "ok", "f": "start-disk", "time": 3,
+         "value": {"nodes": ["n4"], "damage": "wipe"}},
+        {"process": "nemesis", "type": "ok", "f": "stop-disk", "time": 4, "value": {
+            "restarted": ["n4", "n5"], "formatted": ["n4"], "rebuilt": ["n4"], "refused": []}},
+        {"process": "nemesis", "type": "fail", "f": "kill", "time": 5, "value": {"nodes": ["n3"]}},
+    ]
+    events = [parse_jsonl_line(json.dumps(x), "<memory>", i + 1, i) for i, x in enumerate(lines)]
+    cov = coverage(None, History(events, "<memory>", "jsonl"), {})
+    assert cov["disk"] == {"power_losses": 2, "bytes_dropped": 120, "files_rolled_back": 1, "names_removed": 1,
+                           "names_restored": 1, "damages": {"wipe": 1, "zero snapshot helix": 2},
+                           "restarted": 1, "rebuilt": 1, "refused": 0}
+    assert headline(cov)["power losses"] == 2 and headline(cov)["disk refusals"] == 0
+    page = "".join(coverage_section(cov))
+    assert "<h3>Disk</h3>" in page and "zero snapshot helix: 2" in page
