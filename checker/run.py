@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kraftlab.checker.authorization import check_authorization
 from kraftlab.checker.compose import CheckerFn, compose
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.formats import read_history
@@ -77,12 +78,17 @@ def linearizable_with_anomalies(history: History | list[Op], model_name: str, in
 
 def journal_checks(journals: Journals, history: History | None, session_timeout_ms: float = 9000.0,
                    slack_ms: float = 3000.0) -> dict[str, CheckerFn]:
-    """The checks of node journals, by result name: Raft, fencing, metadata, forwarding, quorum."""
-    return {"raft": functools.partial(check_raft, journals),
-            "fencing": functools.partial(check_fencing, journals, history, session_timeout_ms, slack_ms),
-            "metadata": functools.partial(check_metadata, journals),
-            "forwarding": functools.partial(check_forwarding, journals),
-            "quorum": functools.partial(check_quorum, journals)}
+    """The checks of node journals, by result name: Raft, fencing, metadata, forwarding, quorum, and
+    authorization when brokers journalled authorization decisions (an authorizer was configured)."""
+    checks: dict[str, CheckerFn] = {
+        "raft": functools.partial(check_raft, journals),
+        "fencing": functools.partial(check_fencing, journals, history, session_timeout_ms, slack_ms),
+        "metadata": functools.partial(check_metadata, journals),
+        "forwarding": functools.partial(check_forwarding, journals),
+        "quorum": functools.partial(check_quorum, journals)}
+    if any(e.ev == "authz" for e in journals.all()):
+        checks["authorization"] = functools.partial(check_authorization, journals)
+    return checks
 
 
 def check_run(history_path: str | Path | None = None, journal_paths: list[str | Path] | None = None,

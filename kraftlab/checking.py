@@ -13,6 +13,8 @@ The checkers, composed (false > unknown > true; a crash is unknown):
   rules, and every node's image compared with that replay (checker.metadata).
 - `forwarding`: a broker never re-sends a forwarded write that reached the controller (KIP-590).
 - `quorum`: the replica progress a leader reports (DescribeQuorum) was made by those replicas.
+- `authorization` (when brokers journal authorization decisions: an authorizer is configured): each
+  allowed decision rests on a committed ACL, never one removed past the broker's self-fencing bound.
 - `recovery`: whether the cluster came back after the final heal (`recovery.json`, written by the
   runner's recovery watch), naming each node that did not and its last journalled state.
 The `coverage` section (checker.coverage) says what the run exercised: elections, failovers,

@@ -36,7 +36,8 @@ def _esc(x: Any) -> str:
 
 
 RULE_SOURCES = ("kraftlab.checker.metadata.check", "kraftlab.checker.raft", "kraftlab.checker.fencing",
-                "kraftlab.checker.forwarding", "kraftlab.checker.quorum", "kraftlab.checker.recovery",
+                "kraftlab.checker.forwarding", "kraftlab.checker.quorum", "kraftlab.checker.authorization",
+                "kraftlab.checker.recovery",
                 "kraftlab.checker.availability")
 """The checker modules whose rules the report can state: each declares `RULES: dict[str, str]` (rule
 name → the rule in one sentence), or lists its rules in its docstring as `- Name: the rule. More…`

@@ -61,3 +61,11 @@ def test_without_decisions_or_a_shared_clock_it_says_what_it_could_not_check() -
     no_clock = [{**e, "rmono": None} for e in ([_authz(2, 15, 9_000)])]
     r = check_authorization(_journals(*no_clock))
     assert r["valid"] and "StaleAuthorization" not in r["checked"]
+
+
+def test_a_run_whose_brokers_journalled_decisions_is_judged_by_the_authorization_checker() -> None:
+    from kraftlab.checker.run import journal_checks
+
+    assert "authorization" not in journal_checks(_journals(), None)  # no authorizer configured: nothing to judge
+    checks = journal_checks(_journals(_authz(2, 15, 9_000)), None)
+    assert checks["authorization"]()["anomalies"][0]["type"] == "StaleAuthorization"
