@@ -151,15 +151,19 @@ def load_image(path: str) -> tuple[Any, int]:
     files = [f for f in dumpable_files(path) if f.exists() and not f.name.endswith(".part")]
     if not files:
         raise CommandFailed(f"{path}: no metadata segment or snapshot found")
-    snapshots = [f for f in files if file_kind(f) == "snapshot"]
-    latest = max(snapshots, key=lambda f: parse_snapshot_name(f.name) or (0, 0), default=None)
+    snapshots = {
+        f: snapshot_id
+        for f in files
+        if file_kind(f) == "snapshot" and (snapshot_id := parse_snapshot_name(f.name)) is not None
+    }
+    latest = max(snapshots, key=snapshots.__getitem__, default=None)
     image = MetadataImage()
     start = 0
     sources = [latest] if latest is not None else []
     if Path(path).is_dir() or latest is None:
         sources += [f for f in files if file_kind(f) == "segment"]
     if latest is not None:
-        start = parse_snapshot_name(latest.name).offset  # type: ignore[union-attr]
+        start = snapshots[latest].offset
     end = start
     try:
         for f in sources:
@@ -246,16 +250,18 @@ async def append_test_records(client: Any, values: list[bytes], timeout_ms: int 
     carries its tag as the key and a null value (metadata replay skips records without a value).
     Returns (Kafka error name, base offset)."""
     from kio.schema.produce.v9 import request as produce
+    from kio.schema.types import TopicName
+    from kio.static.primitive import Records, i16, i32, i32Timedelta
 
     from kraftlab.node.raft.ports import Batch, Record
     from kraftlab.node.storage.batches import encode_batch
 
     data = encode_batch(Batch(0, 0, tuple(Record(v, None) for v in values)))
-    partition = produce.PartitionProduceData(index=0, records=data)  # type: ignore[arg-type]
+    partition = produce.PartitionProduceData(index=i32(0), records=Records(data))
     request = produce.ProduceRequest(
-        acks=-1,
-        timeout=datetime.timedelta(milliseconds=timeout_ms),  # type: ignore[arg-type]
-        topic_data=(produce.TopicProduceData(name=METADATA_TOPIC, partition_data=(partition,)),),
+        acks=i16(-1),
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)),
+        topic_data=(produce.TopicProduceData(name=TopicName(METADATA_TOPIC), partition_data=(partition,)),),
     )
     response = await client.send(request)
     part = response.responses[0].partition_responses[0]
@@ -364,7 +370,7 @@ def load_kio_without_hypothesis() -> bool:
     importable again. A process that already loaded kio (a test run) is left untouched."""
     if "kio" in sys.modules or "hypothesis" in sys.modules:
         return False
-    sys.modules["hypothesis"] = None  # type: ignore[assignment]
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # None marks a module absent (documented)
     try:
         importlib.import_module("kio.static.primitive")
     finally:

@@ -10,6 +10,7 @@ ignores them too); kraftlab's test-only switches are refused unless
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,7 +259,8 @@ class _Reader:
             return default
         return value.strip()
 
-    def int(self, key: str, default: int, minimum: int | None = 0) -> int:
+    # The methods are named after the types they read: below them, the builtins are spelled out.
+    def int(self, key: builtins.str, default: int, minimum: int | None = 0) -> int:
         value = self.str(key)
         if value is None:
             return default
@@ -270,7 +272,7 @@ class _Reader:
             raise ConfigError(f"{key}: must be >= {minimum}, got {n}")
         return n
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def bool(self, key: builtins.str, default: builtins.bool = False) -> builtins.bool:
         value = self.str(key)
         if value is None:
             return default
@@ -278,7 +280,7 @@ class _Reader:
             return value.lower() == "true"
         raise ConfigError(f"{key}: expected true or false, got {value!r}")
 
-    def list(self, key: str) -> list[str]:
+    def list(self, key: builtins.str) -> builtins.list[builtins.str]:
         value = self.str(key)
         if value is None:
             return []
@@ -340,12 +342,12 @@ def _security_map(r: _Reader, listener_names: list[str]) -> dict[str, str]:
             raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
         mapping[name.strip().upper()] = proto.strip().upper()
     for name in listener_names:
-        proto = mapping.get(name)
-        if proto is None:
+        protocol = mapping.get(name)
+        if protocol is None:
             raise ConfigError(f"listener.security.protocol.map: no security protocol for listener {name}")
-        if proto not in SUPPORTED_SECURITY_PROTOCOLS:
+        if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
             raise ConfigError(
-                f"listener.security.protocol.map: {name}:{proto} unsupported "
+                f"listener.security.protocol.map: {name}:{protocol} unsupported "
                 f"(one of {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})"
             )
     return mapping

@@ -29,6 +29,8 @@ from typing import Any
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
+from kio.static.primitive import i16, i64, u16
 
 from kraftlab.node.bugs import NO_BUGS, BugSet
 from kraftlab.node.controller.ports import METADATA_VERSION, METADATA_VERSION_FEATURE
@@ -196,15 +198,16 @@ class BrokerLifecycle:
     def _registration(self) -> BrokerRegistrationRequest:
         c = self.config
         return BrokerRegistrationRequest(
-            broker_id=c.node_id,
+            broker_id=BrokerId(c.node_id),
             cluster_id=c.cluster_id,
             incarnation_id=c.incarnation_id,
             listeners=tuple(
-                Listener(name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                Listener(name=e.name, host=e.host, port=u16(e.port), security_protocol=i16(e.security_protocol))
                 for e in c.listeners
             ),
             features=tuple(
-                Feature(name=n, min_supported_version=lo, max_supported_version=hi) for n, lo, hi in c.features
+                Feature(name=n, min_supported_version=i16(lo), max_supported_version=i16(hi))
+                for n, lo, hi in c.features
             ),
             rack=c.rack,
         )
@@ -214,9 +217,9 @@ class BrokerLifecycle:
             self.state == BrokerState.RECOVERY and not self.recovery_done
         )
         return BrokerHeartbeatRequest(
-            broker_id=self.config.node_id,
-            broker_epoch=self.broker_epoch,
-            current_metadata_offset=metadata_offset,
+            broker_id=BrokerId(self.config.node_id),
+            broker_epoch=i64(self.broker_epoch),
+            current_metadata_offset=i64(metadata_offset),
             want_fence=want_fence,
             want_shut_down=self.state == BrokerState.PENDING_CONTROLLED_SHUTDOWN,
         )

@@ -106,7 +106,8 @@ def _response_class_of(request_cls: type) -> type:
 
 def response_class(request: Any) -> type:
     """The kio response class of the same API and version as `request`."""
-    return _response_class_of(type(request))
+    request_cls: type = type(request)
+    return _response_class_of(request_cls)
 
 
 def respond(request: Any, values: dict[str, Any]) -> Any:

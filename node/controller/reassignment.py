@@ -63,6 +63,7 @@ def alter_reassignments(w: Write, req: Any) -> Outcome:
         topic = w.image.topic(rt.name)
         parts = []
         for rp in rt.partitions:
+            msg: str | None
             if topic is None or rp.partition_index not in topic.partitions:
                 code, msg = ErrorCode.unknown_topic_or_partition, "unknown topic or partition"
             else:
@@ -93,7 +94,8 @@ def list_reassignments(image: MetadataImage, req: Any) -> Outcome:
         topic = image.topic(name)
         if topic is None:
             continue
-        pids = wanted[name] if wanted[name] is not None else sorted(topic.partitions)
+        requested = wanted[name]
+        pids = requested if requested is not None else sorted(topic.partitions)
         parts = [
             {
                 "partition_index": pid,

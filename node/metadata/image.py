@@ -338,8 +338,8 @@ class MetadataImage:
                     last_known_elr=p.last_known_elr,
                 )
         for (rtype, rname), entries in sorted(self.configs.items()):
-            for k, v in sorted(entries.items()):
-                yield ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=v)
+            for name, value in sorted(entries.items()):
+                yield ConfigRecord(resource_type=rtype, resource_name=rname, name=name, value=value)
         for (user, mech), c in sorted(self.scram.items()):
             yield UserScramCredentialRecord(
                 name=user, mechanism=mech, salt=c.salt, stored_key=c.stored_key, server_key=c.server_key,
@@ -429,7 +429,7 @@ class MetadataImage:
             and self.scram == other.scram
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: mutable, and equal by value
 
 
 def _b64(data: bytes) -> str:

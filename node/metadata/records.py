@@ -308,7 +308,7 @@ MetadataRecord = (
     | NoOpRecord
 )
 
-_TYPES: dict[type, RecordType] = {
+_TYPES: dict[type[MetadataRecord], RecordType] = {
     RegisterBrokerRecord: RecordType.REGISTER_BROKER_RECORD,
     UnregisterBrokerRecord: RecordType.UNREGISTER_BROKER_RECORD,
     TopicRecord: RecordType.TOPIC_RECORD,
@@ -326,7 +326,7 @@ _TYPES: dict[type, RecordType] = {
     RemoveAccessControlEntryRecord: RecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
     NoOpRecord: RecordType.NO_OP_RECORD,
 }
-_CLASSES: dict[int, type] = {int(t): cls for cls, t in _TYPES.items()}
+_CLASSES: dict[int, type[MetadataRecord]] = {int(t): cls for cls, t in _TYPES.items()}
 _WRITERS: dict[type, Callable[..., None]] = {cls: entity_writer(cls) for cls in _TYPES}
 _READERS: dict[type, Any] = {cls: entity_reader(cls) for cls in _TYPES}
 
@@ -426,11 +426,11 @@ def _encode_partition_change_record(r: PartitionChangeRecord) -> bytes:
 
 def encode(record: MetadataRecord) -> bytes:
     """The record's value bytes: frame type, record type, version, payload."""
+    if type(record) is PartitionRecord:
+        return _encode_partition_record(record)
+    if type(record) is PartitionChangeRecord:
+        return _encode_partition_change_record(record)
     cls = type(record)
-    if cls is PartitionRecord:
-        return _encode_partition_record(record)  # type: ignore[arg-type]
-    if cls is PartitionChangeRecord:
-        return _encode_partition_change_record(record)  # type: ignore[arg-type]
     out = _Buffer()
     _uvarint(out, FRAME_TYPE)
     _uvarint(out, int(_TYPES[cls]))

@@ -116,7 +116,8 @@ class MetadataShell:
                 return "\n".join(sorted(node, key=_natural)) if isinstance(node, dict) else posixpath.basename(path)
             if cmd == "cat":
                 out = []
-                for p in rest or [None]:
+                paths: list[str | None] = list(rest) or [None]
+                for p in paths:
                     _, node = self._resolve(p)
                     out.append(json.dumps(node, indent=2) if isinstance(node, dict | list) else json.dumps(node))
                 return "\n".join(out)
