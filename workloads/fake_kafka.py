@@ -47,12 +47,15 @@ from kio.schema.describe_quorum.v1 import response as dq_resp
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
+from kio.schema.types import BrokerId, TopicName
 from kio.schema.unregister_broker.v0 import request as un_req
 from kio.schema.unregister_broker.v0 import response as un_resp
+from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from kraftlab.node.protocol.errors import ClientClosed, ConnectFailed, ConnectionLost, RequestTimedOut
 
-ZERO = datetime.timedelta(0)
+ZERO = i32Timedelta.parse(datetime.timedelta(0))
+NO_AUTHORIZED_OPERATIONS = i32(-2147483648)  # Kafka's INT32_MIN: authorized operations not asked for
 CLUSTER_ID = "fake-cluster-0000000000"
 BUGS = frozenset({"accept-stale-epoch", "lose-acked-create", "alter-ignores-epoch", "reuse-epoch",
                   "reregister-bumps-epoch"})
@@ -151,18 +154,19 @@ class FakeKafka:
     def handle(self, req: Any, node: int, is_controller: bool) -> Any:
         if isinstance(req, av_req.ApiVersionsRequest):
             return av_resp.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=tuple(
-                av_resp.ApiVersion(api_key=k, min_version=v, max_version=v) for k, v in sorted(SERVED.items())))
+                av_resp.ApiVersion(api_key=i16(k), min_version=i16(v), max_version=i16(v))
+                for k, v in sorted(SERVED.items())))
         if isinstance(req, dq_req.DescribeQuorumRequest):
             return self._describe_quorum()
         if isinstance(req, md_req.MetadataRequest):
             return self._metadata(req)
         if isinstance(req, dc_req.DescribeClusterRequest):
             return dc_resp.DescribeClusterResponse(throttle_time=ZERO, error_code=ErrorCode.none, cluster_id=CLUSTER_ID,
-                                                   controller_id=min(self._unfenced(), default=-1),
-                                                   brokers=tuple(dc_resp.DescribeClusterBroker(broker_id=b, host="h",
-                                                                                               port=9092)
+                                                   controller_id=BrokerId(min(self._unfenced(), default=-1)),
+                                                   brokers=tuple(dc_resp.DescribeClusterBroker(broker_id=BrokerId(b),
+                                                                                               host="h", port=i32(9092))
                                                                  for b in self._unfenced()),
-                                                   cluster_authorized_operations=-2147483648)
+                                                   cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
         if isinstance(req, ct_req.CreateTopicsRequest | dt_req.DeleteTopicsRequest):
             if is_controller and node != self.leader:
                 return self._error_response(req, ErrorCode.not_controller)
@@ -205,7 +209,7 @@ class FakeKafka:
 
     def _register(self, req: Any) -> Any:
         def answer(code: ErrorCode, epoch: int = -1) -> Any:
-            return reg_resp.BrokerRegistrationResponse(throttle_time=ZERO, error_code=code, broker_epoch=epoch)
+            return reg_resp.BrokerRegistrationResponse(throttle_time=ZERO, error_code=code, broker_epoch=i64(epoch))
 
         if req.cluster_id != CLUSTER_ID:
             return answer(ErrorCode.inconsistent_cluster_id)
@@ -312,7 +316,7 @@ class FakeKafka:
                 self.topics[t.name] = Topic(tid, parts)
             out.append(ct_resp.CreatableTopicResult(name=t.name, topic_id=tid if code == ErrorCode.none else None,
                                                     error_code=code, error_message=None,
-                                                    topic_config_error_code=0, configs=None))
+                                                    topic_config_error_code=i16(0), configs=None))
         return ct_resp.CreateTopicsResponse(throttle_time=ZERO, topics=tuple(out))
 
     def _delete(self, req: Any) -> Any:
@@ -345,11 +349,14 @@ class FakeKafka:
                     if set(isr) != set(p.isr):  # as Kafka: an unchanged ISR writes nothing, keeps the epoch
                         self._bump(p, isr, p.leader)
                     parts_out.append(ap_resp.PartitionData(partition_index=pd.partition_index, error_code=code,
-                                                           leader_id=p.leader, leader_epoch=p.leader_epoch,
-                                                           isr=p.isr, partition_epoch=p.partition_epoch))
+                                                           leader_id=BrokerId(p.leader),
+                                                           leader_epoch=i32(p.leader_epoch),
+                                                           isr=tuple(BrokerId(b) for b in p.isr),
+                                                           partition_epoch=i32(p.partition_epoch)))
                 else:
                     parts_out.append(ap_resp.PartitionData(partition_index=pd.partition_index, error_code=code,
-                                                           leader_id=-1, leader_epoch=-1, partition_epoch=-1))
+                                                           leader_id=BrokerId(-1), leader_epoch=i32(-1),
+                                                           partition_epoch=i32(-1)))
             topics_out.append(ap_resp.TopicData(topic_id=td.topic_id, partitions=tuple(parts_out)))
         return ap_resp.AlterPartitionResponse(throttle_time=ZERO, error_code=ErrorCode.none, topics=tuple(topics_out))
 
@@ -377,10 +384,11 @@ class FakeKafka:
     # --- reads --------------------------------------------------------------------------------
 
     def _describe_quorum(self) -> Any:
-        part = dq_resp.PartitionData(partition_index=0, error_code=ErrorCode.none, leader_id=self.leader,
-                                     leader_epoch=1, high_watermark=self.offset, current_voters=(), observers=())
+        part = dq_resp.PartitionData(partition_index=i32(0), error_code=ErrorCode.none,
+                                     leader_id=BrokerId(self.leader), leader_epoch=i32(1),
+                                     high_watermark=i64(self.offset), current_voters=(), observers=())
         return dq_resp.DescribeQuorumResponse(error_code=ErrorCode.none,
-                                              topics=(dq_resp.TopicData(topic_name="__cluster_metadata",
+                                              topics=(dq_resp.TopicData(topic_name=TopicName("__cluster_metadata"),
                                                                         partitions=(part,)),))
 
     def _metadata(self, req: Any) -> Any:
@@ -389,27 +397,30 @@ class FakeKafka:
         for name in names:
             t = self.topics.get(name)
             if t is None:
-                out.append(md_resp.MetadataResponseTopic(error_code=ErrorCode.unknown_topic_or_partition, name=name,
-                                                         topic_id=uuid.UUID(int=0), partitions=(),
-                                                         topic_authorized_operations=-2147483648))
+                out.append(md_resp.MetadataResponseTopic(error_code=ErrorCode.unknown_topic_or_partition,
+                                                         name=TopicName(name), topic_id=uuid.UUID(int=0), partitions=(),
+                                                         topic_authorized_operations=NO_AUTHORIZED_OPERATIONS))
                 continue
             parts = tuple(md_resp.MetadataResponsePartition(
                 error_code=ErrorCode.none if p.leader != -1 else ErrorCode.leader_not_available,
-                partition_index=i, leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=p.replicas,
-                isr_nodes=p.isr, offline_replicas=tuple(b for b in p.replicas if not self._usable(b)))
+                partition_index=i32(i), leader_id=BrokerId(p.leader), leader_epoch=i32(p.leader_epoch),
+                replica_nodes=tuple(BrokerId(b) for b in p.replicas), isr_nodes=tuple(BrokerId(b) for b in p.isr),
+                offline_replicas=tuple(BrokerId(b) for b in p.replicas if not self._usable(b)))
                 for i, p in sorted(t.parts.items()))
-            out.append(md_resp.MetadataResponseTopic(error_code=ErrorCode.none, name=name, topic_id=t.id,
-                                                     partitions=parts, topic_authorized_operations=-2147483648))
+            out.append(md_resp.MetadataResponseTopic(error_code=ErrorCode.none, name=TopicName(name), topic_id=t.id,
+                                                     partitions=parts,
+                                                     topic_authorized_operations=NO_AUTHORIZED_OPERATIONS))
         return md_resp.MetadataResponse(
-            throttle_time=ZERO, cluster_id=CLUSTER_ID, controller_id=min(self._unfenced(), default=-1),
-            brokers=tuple(md_resp.MetadataResponseBroker(node_id=b, host="h", port=9092) for b in self._unfenced()),
+            throttle_time=ZERO, cluster_id=CLUSTER_ID, controller_id=BrokerId(min(self._unfenced(), default=-1)),
+            brokers=tuple(md_resp.MetadataResponseBroker(node_id=BrokerId(b), host="h", port=i32(9092))
+                          for b in self._unfenced()),
             topics=tuple(out))
 
     def _error_response(self, req: Any, code: ErrorCode) -> Any:
         if isinstance(req, ct_req.CreateTopicsRequest):
             return ct_resp.CreateTopicsResponse(throttle_time=ZERO, topics=tuple(
                 ct_resp.CreatableTopicResult(name=t.name, topic_id=None, error_code=code, error_message=None,
-                                             topic_config_error_code=0, configs=None) for t in req.topics))
+                                             topic_config_error_code=i16(0), configs=None) for t in req.topics))
         if isinstance(req, dt_req.DeleteTopicsRequest):
             return dt_resp.DeleteTopicsResponse(throttle_time=ZERO, responses=tuple(
                 dt_resp.DeletableTopicResult(name=t.name, topic_id=None, error_code=code) for t in req.topics))
