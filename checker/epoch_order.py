@@ -53,10 +53,11 @@ def sightings(op: Op) -> Iterator[Sighting]:
     if op.status != "ok" or not isinstance(op.value, dict | type(None)):
         return
     out = op.output if isinstance(op.output, dict) else {}
+    value = op.value if isinstance(op.value, dict) else {}  # a register or heartbeat without one: KeyError
     if op.f == "register" and "epoch" in out:
-        yield Sighting(int(op.value["broker"]), int(out["epoch"]), op)
+        yield Sighting(int(value["broker"]), int(out["epoch"]), op)
     elif op.f == "heartbeat":
-        yield Sighting(int(op.value["broker"]), int(op.value["epoch"]), op)
+        yield Sighting(int(value["broker"]), int(value["epoch"]), op)
     elif op.f == "read" and "brokers" in out:
         for b, e in out["brokers"].items():
             yield Sighting(int(b), int(e), op)
@@ -96,9 +97,9 @@ def violation(ops: list[Op]) -> tuple[str, list[Op]] | None:
     crashed: dict[int, Op] = {}
     for op in ops:
         if op.f == "register" and op.status == "info" and isinstance(op.value, dict):
-            b = int(op.value["broker"])
-            if b not in crashed or op.call < crashed[b].call:
-                crashed[b] = op
+            broker = int(op.value["broker"])
+            if broker not in crashed or op.call < crashed[broker].call:
+                crashed[broker] = op
     for s in seen:
         if (s.epoch, s.broker) not in windows and s.broker in crashed:
             windows[(s.epoch, s.broker)] = Window(s.epoch, s.broker, crashed[s.broker].call, crashed[s.broker],
@@ -132,23 +133,24 @@ def _raise_starts(windows: dict[tuple[int, int], Window], seen: list[Sighting]) 
 
 def _set_ends(windows: dict[tuple[int, int], Window], seen: list[Sighting]) -> None:
     """The earliest completion that saw a higher epoch (any broker) or this one (this broker)."""
-    done = sorted((s for s in seen if s.op.ret is not None), key=lambda s: -s.epoch)
-    same: dict[tuple[int, int], Sighting] = {}
-    for s in done:
+    # (completion position, sighting), highest epoch first
+    done = sorted(((ret, s) for s in seen if (ret := s.op.ret) is not None), key=lambda d: -d[1].epoch)
+    same: dict[tuple[int, int], tuple[int, Sighting]] = {}
+    for ret, s in done:
         k = (s.epoch, s.broker)
-        if k not in same or s.op.ret < same[k].op.ret:  # type: ignore[operator]
-            same[k] = s
-    best: Sighting | None = None  # over epochs > e
+        if k not in same or ret < same[k][0]:
+            same[k] = (ret, s)
+    best: tuple[int, Sighting] | None = None  # over epochs > e
     i = 0
     for (e, b) in sorted(windows, reverse=True):
-        while i < len(done) and done[i].epoch > e:
-            if best is None or done[i].op.ret < best.op.ret:  # type: ignore[operator]
+        while i < len(done) and done[i][1].epoch > e:
+            if best is None or done[i][0] < best[0]:
                 best = done[i]
             i += 1
         w = windows[(e, b)]
-        for s in (best, same.get((e, b))):
-            if s is not None and (w.end is None or s.op.ret < w.end):  # type: ignore[operator]
-                w.end, w.end_op = s.op.ret, s.op
+        for d in (best, same.get((e, b))):
+            if d is not None and (w.end is None or d[0] < w.end):
+                w.end, w.end_op = d[0], d[1].op
 
 
 def _first_misfit(windows: dict[tuple[int, int], Window]) -> tuple[str, list[Op]] | None:

@@ -97,7 +97,7 @@ def build_graph(ops: list[Op], view: View, numeric: bool = False, initial: Any =
                 label: Callable[[Op], str] = Op.label, version: str = "{}") -> nx.MultiDiGraph:
     """The dependency graph of these ops (see the module docstring). `label` says an op and
     `version` a value (a format string) in the model's words."""
-    g = nx.MultiDiGraph()
+    g: nx.MultiDiGraph[int] = nx.MultiDiGraph()  # nodes: op ids
     ops = [o for o in ops if o.status != "fail"]
     views = {o.id: view(o) for o in ops}
     labels = {o.id: label(o) for o in ops}
@@ -125,10 +125,10 @@ def build_graph(ops: list[Op], view: View, numeric: bool = False, initial: Any =
             newer(r, v, f"%B replaced {version.format(r)}, which %A installed", writer.get(r), w)
     if numeric:
         nums = sorted(v for v in writer if isinstance(v, int))
-        for a, b in itertools.pairwise(nums):
-            why = (f"%A installed {version.format(a)}, older than {version.format(b)}, which %B installed "
+        for lower, higher in itertools.pairwise(nums):
+            why = (f"%A installed {version.format(lower)}, older than {version.format(higher)}, which %B installed "
                    "(versions only grow)")
-            newer(a, b, why, writer[a], writer[b])
+            newer(lower, higher, why, writer[lower], writer[higher])
     else:
         writes = list(writer.values())
         for wb, was in _realtime_predecessors(writes):
@@ -142,9 +142,9 @@ def build_graph(ops: list[Op], view: View, numeric: bool = False, initial: Any =
         if src is not None and src.id != o.id:
             g.add_edge(src.id, o.id, kind="wr", why=f"%B read {version.format(r)}, which %A installed")
         for b in older.get(r, ()):
-            wb = writer.get(b)
-            if wb is not None and wb.id != o.id:
-                g.add_edge(o.id, wb.id, kind="rw",
+            replacer = writer.get(b)
+            if replacer is not None and replacer.id != o.id:
+                g.add_edge(o.id, replacer.id, kind="rw",
                            why=f"%A read {version.format(r)}, which %B replaced with {version.format(b)}")
     by_proc: dict[Any, list[Op]] = {}
     for o in sorted(ops, key=lambda x: x.call):
@@ -250,7 +250,7 @@ def find_anomalies(ops: list[Op], model_name: str, initial: Any = None, limit: i
         ops = [o for o in ops if _same_key(model.partition_key(o), key)]
     g = build_graph(window(ops, around), view, numeric, initial, lambda o: op_label(model, o),
                     VERSION_WORDS.get(model_name, "{}"))
-    simple = nx.DiGraph()
+    simple: nx.DiGraph[int] = nx.DiGraph()
     for a, b, d in g.edges(data=True):
         if d["kind"] in ("wr", "ww", "rw") or not simple.has_edge(a, b):
             simple.add_edge(a, b)
@@ -306,7 +306,7 @@ def draw_anomaly(anomaly: dict[str, Any], out_base: str | Path) -> list[Path]:
 
     g: nx.MultiDiGraph = anomaly["_graph"]
     nodes = anomaly["_nodes"]
-    sub = nx.DiGraph()
+    sub: nx.DiGraph[int] = nx.DiGraph()
     for e in _cycle_edges(g, nodes):
         sub.add_edge(e["from"], e["to"], kind=e["kind"])
     pos = nx.circular_layout(sub)

@@ -36,7 +36,7 @@ Step = Callable[[Any], Any]
 def reads(step: Step) -> Step:
     """Mark a step as read-only: in every state it either fails or leaves the state as it is.
     The search linearizes such completed ops as soon as they fit, and never reconsiders them."""
-    step.read_only = True  # type: ignore[attr-defined]
+    step.read_only = True  # type: ignore[attr-defined]  # a mark on the function object, read by the search
     return step
 
 
@@ -424,7 +424,7 @@ class BrokerRegistry:
             return [(b, replace(op, output={"unfenced": [b]})) for b in sorted({int(x) for x in out["unfenced"]})]
         seen = {int(b): e for b, e in out["brokers"].items()}
         return [(b, replace(op, output={"brokers": {str(b): seen[b]} if b in seen else {}}))
-                for b in sorted({int(k) for k in keys} | set(seen))]  # type: ignore[call-overload]
+                for b in sorted({int(k) for k in keys} | set(seen))]  # type: ignore[call-overload]  # keys: broker ids
 
     def cross_check(self, ops: list[Op]) -> tuple[str, list[Op]] | None:
         return epoch_order_violation(ops) if self.keyed else None
@@ -531,7 +531,11 @@ def _epoch_of(s: Any, b: int) -> Any:
     return None
 
 
-def _set(s: Any, b: int, ep: int, inc: Any) -> Any:
+# A registry state's broker epoch: an issued one, or ("?", the highest issued before it) for one not yet known.
+RegistryEpoch = int | tuple[str, int]
+
+
+def _set(s: Any, b: int, ep: RegistryEpoch, inc: Any) -> Any:
     regs = tuple(sorted([r for r in s[1] if r[0] != b] + [(b, ep, inc)]))
     return (s[0], regs)
 

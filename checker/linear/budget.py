@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -32,7 +33,7 @@ class Budget:
         return {"seconds": self.seconds, "max_rss_bytes": self.max_rss_bytes, "max_configs": self.max_configs}
 
     @classmethod
-    def from_json(cls, d: dict[str, float | int] | None) -> Budget:
+    def from_json(cls, d: dict[str, Any] | None) -> Budget:
         return cls(**d) if d else cls()
 
 

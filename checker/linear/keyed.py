@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kraftlab.checker.history import Op
@@ -49,9 +50,10 @@ def check_across_keys(ops: list[dict[str, Any]], model: dict[str, Any]) -> dict[
     """The model's cross-key check (None when it has none), as a `check_key` result."""
     t0 = time.perf_counter()
     m = build_model(model["name"], model.get("initial"), bool(model.get("nil_read_any", False)))
-    check = getattr(m, "cross_check", None)
+    check: Callable[[list[Op]], tuple[str, list[Op]] | None] | None = getattr(m, "cross_check", None)
     if check is None:
         return None
+    valid: bool | str
     try:
         found = check([op_from_dict(d) for d in ops])
         valid, reason = (True, "linearizable") if found is None else (False, found[0])

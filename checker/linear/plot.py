@@ -44,7 +44,7 @@ def draw_failure(expl: Explanation, out_base: str | Path, title: str = "not line
     if expl.partials:
         visible = {o.id for o in ops}
         xs, ys = [], []
-        last = start
+        last: float = start
         for n, (o, _) in enumerate(expl.partials[0], 1):
             if o.id not in visible:
                 continue

@@ -16,7 +16,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,8 @@ def split(ops: list[Op], model: Model) -> dict[Hashable, list[Op]]:
     (`project`), else everything goes under the key None (one search)."""
     groups: dict[Hashable, list[Op]] = {}
     spanning: list[Op] = []
-    project = getattr(model, "project", None)
+    # optional (a keyed model's): an op spanning keys as one op per key, or None when it cannot
+    project: Callable[[Op, set[Hashable]], list[tuple[Hashable, Op]] | None] | None = getattr(model, "project", None)
     for op in ops:
         k = model.partition_key(op)
         if k is not None:
@@ -58,7 +59,7 @@ def split(ops: list[Op], model: Model) -> dict[Hashable, list[Op]]:
             return {None: list(ops)}
         else:
             spanning.append(op)
-    if spanning:
+    if spanning and project is not None:  # (spanning ops exist only when the model projects)
         keys: set[Hashable] = set(groups)
         for op in spanning:  # the keys the spanning ops name themselves count too
             parts = project(op, set())
@@ -66,7 +67,9 @@ def split(ops: list[Op], model: Model) -> dict[Hashable, list[Op]]:
                 return {None: list(ops)}
             keys.update(k for k, _ in parts)
         for op in spanning:
-            for k, sub in project(op, keys):
+            parts = project(op, keys)
+            assert parts is not None  # it projected this op onto the keys the op named, above
+            for k, sub in parts:
                 groups.setdefault(k, []).append(sub)
         for group in groups.values():
             group.sort(key=lambda o: o.call)
@@ -75,7 +78,7 @@ def split(ops: list[Op], model: Model) -> dict[Hashable, list[Op]]:
 
 def cross_check(ops: list[Op], model: Model, groups: dict[Hashable, list[Op]]) -> RaceResult | None:
     """A keyed model's constraint across keys (`cross_check`), when the history was split."""
-    check = getattr(model, "cross_check", None)
+    check: Callable[[list[Op]], tuple[str, list[Op]] | None] | None = getattr(model, "cross_check", None)
     if check is None or None in groups:
         return None
     found = check(ops)

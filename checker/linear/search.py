@@ -60,7 +60,7 @@ def search(ops: list[Op], model: Model, budget: Budget | None = None, meter: Met
             configs = next(run)
             why = meter.exceeded(configs)
             if why:
-                return run.throw(_OutOfBudget(why))
+                run.throw(_OutOfBudget(why))  # the search returns its unknown result: StopIteration
     except StopIteration as done:
         return done.value
 
@@ -88,9 +88,9 @@ def search_steps(ops: list[Op], model: Model, keep_partials: int = 0) -> Generat
     last: dict[str, int] = {}
     for i, (op, _) in enumerate(prepared):
         if crashed[i]:
-            k = _twin_key(op)
-            twin[i] = last.get(k, -1)
-            last[k] = i
+            key = _twin_key(op)
+            twin[i] = last.get(key, -1)
+            last[key] = i
     events: list[tuple[int, int, int]] = []
     for i, (op, _) in enumerate(prepared):
         events.append((op.call, 0, i))

@@ -217,3 +217,13 @@ def test_across_keys_for_remote_callers() -> None:
     merged = merge_keys([*per_key, across])
     assert merged["valid"] is False and merged["failing_keys"] == [ACROSS_KEYS]
     assert check_across_keys(ops, {"name": "cas-register"}) is None
+
+
+def test_across_keys_unknown_on_a_registration_without_a_value() -> None:
+    """A malformed op (an ok register whose invocation carries no value) makes the cross-key check
+    unknown, naming the missing field, never valid and never a crash."""
+    ops = [{"id": 0, "process": 0, "f": "register", "value": None, "output": {"epoch": 3}, "status": "ok",
+            "call": 0, "ret": 1}]
+    across = check_across_keys(ops, {"name": "registry"})
+    assert across is not None and across["valid"] == "unknown"
+    assert across["reason"] == "KeyError: 'broker'", across["reason"]
