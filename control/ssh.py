@@ -20,6 +20,7 @@ import tarfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import paramiko
 
@@ -189,13 +190,19 @@ class SshHost(ShellDaemons):
                 self._idle.append(session)
         return result.check() if check else result
 
+    def _sftp(self) -> paramiko.SFTPClient:
+        sftp = paramiko.SFTPClient.from_transport(self.transport())
+        if sftp is None:  # paramiko's answer when the server opens no channel for it
+            raise HostError(f"{self.name}: the SSH server opened no SFTP channel")
+        return sftp
+
     def _tmp(self) -> str:
         return f"/tmp/kraftlab-xfer-{secrets.token_hex(6)}"
 
     def put(self, local_path: str, remote_path: str) -> None:
         tmp = self._tmp()
         q = shlex.quote
-        with paramiko.SFTPClient.from_transport(self.transport()) as sftp:  # type: ignore[union-attr]
+        with self._sftp() as sftp:
             if os.path.isdir(local_path):
                 buf = io.BytesIO()
                 with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -217,7 +224,7 @@ class SshHost(ShellDaemons):
                         f"elif [ -e {q(remote_path)} ]; then cp {q(remote_path)} {tmp} && echo file; "
                         f"else echo no such file {q(remote_path)} >&2; exit 1; fi; chmod 644 {tmp}", check=True)
         try:
-            with paramiko.SFTPClient.from_transport(self.transport()) as sftp:  # type: ignore[union-attr]
+            with self._sftp() as sftp:
                 if kind.stdout.strip() == "dir":
                     buf = io.BytesIO()
                     sftp.getfo(tmp, buf)
@@ -246,8 +253,13 @@ class SshHost(ShellDaemons):
 
 def entries_from_state(state: LabState) -> list[NodeEntry]:
     return [NodeEntry(h.name, str(h.extra["host"]), int(str(h.extra["port"])), str(h.extra["user"]),
-                      str(h.extra["key"]), {str(k): str(v) for k, v in dict(h.extra.get("options", {})).items()})
+                      str(h.extra["key"]), _options(h.extra.get("options", {})))
             for h in state.hosts]
+
+
+def _options(saved: Any) -> dict[str, str]:
+    """A host's ssh options as the lab state saved them (a JSON object)."""
+    return {str(k): str(v) for k, v in dict(saved).items()}
 
 
 def open_hosts(state: LabState) -> list[SshHost]:
