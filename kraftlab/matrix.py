@@ -99,7 +99,7 @@ def coverage_table(results: Sequence[MatrixResult]) -> Table | None:
     for col in ("", "total", "median per run", "least per run"):
         table.add_column(col)
     for label in covs[0]:
-        values = [c[label] for c in covs if c.get(label) is not None]
+        values = [v for c in covs if (v := c.get(label)) is not None]
         if values:
             table.add_row(label, str(sum(values)), f"{statistics.median(values):g}", str(min(values)))
     return table

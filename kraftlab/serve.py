@@ -11,8 +11,11 @@ import functools
 import html
 import http.server
 from pathlib import Path
+from typing import Any
 
 from kraftlab.store import list_runs
+
+_VERDICT_WORDS: dict[object, str] = {True: "valid", False: "INVALID"}  # else unknown, or no verdict yet
 
 
 def index_page(store: Path) -> str:
@@ -20,7 +23,7 @@ def index_page(store: Path) -> str:
     for run in list_runs(store):
         res = run.read_results()
         valid = None if res is None else res.get("valid")
-        verdict = {True: "valid", False: "INVALID"}.get(valid, "unknown" if res else "no verdict")
+        verdict = _VERDICT_WORDS.get(valid, "unknown" if res else "no verdict")
         color = {"valid": "#2b8a3e", "INVALID": "#c92a2a"}.get(verdict, "#e67700")
         rel = run.path.relative_to(store).as_posix()
         test = run.read_test()
@@ -38,9 +41,9 @@ def index_page(store: Path) -> str:
 
 
 class StoreHandler(http.server.SimpleHTTPRequestHandler):
-    def __init__(self, *args: object, store: Path, **kwargs: object) -> None:
+    def __init__(self, *args: Any, store: Path, **kwargs: Any) -> None:  # the server's, passed through
         self.store = store
-        super().__init__(*args, directory=str(store), **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, directory=str(store), **kwargs)
 
     def do_GET(self) -> None:
         if self.path in ("/", "/index.html"):

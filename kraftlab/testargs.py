@@ -70,4 +70,4 @@ def options_from(args: argparse.Namespace, **override: object) -> TestOptions:
                   leave_running=args.leave_running, replay_nemesis=args.replay_nemesis, store=args.store,
                   config=dict(args.config), diskfs=getattr(args, "diskfs", False))
     fields.update(override)
-    return TestOptions(**fields)  # type: ignore[arg-type]
+    return TestOptions(**fields)

@@ -5,6 +5,7 @@ stepped clock, no SIGSTOPped node. `control`'s clean calls `clean_lab(lab)`.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def clean_lab(lab: Lab) -> dict[str, Any]:
         h = lab.host(host)
         return [h.run(c, timeout=60).stderr.strip() for c in commands]
 
-    outcomes = fan_out({h: (lambda h=h, c=c: run_all(h, c)) for h, c in scripts.items() if h in known})
+    outcomes = fan_out({h: partial(run_all, h, c) for h, c in scripts.items() if h in known})
     failed = {h: o.error for h, o in outcomes.items() if o.error}
     missing = sorted(set(scripts) - known)
     if not failed and not missing:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar, cast
 
 from kraftlab.control.host import CommandResult, Host
 from kraftlab.nemesis.errors import FaultError, PartialFault
 from kraftlab.nemesis.fanout import Outcome, errors, fan_out
 from kraftlab.nemesis.ports import NodeControl
 from kraftlab.nemesis.state import FaultState
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -30,18 +34,18 @@ class FaultContext:
         return check_outcomes(outcomes, {n: o.value.stdout.strip() for n, o in outcomes.items() if o.ok and o.value})
 
     def call_each(self, nodes: Iterable[str], action: Callable[[str], object]) -> dict[str, Outcome[object]]:
-        return fan_out({node: (lambda n=node: action(n)) for node in nodes})
+        return fan_out({node: partial(action, node) for node in nodes})
 
 
 def _runner(host: Host, script: str, timeout: float) -> Callable[[], CommandResult]:
     return lambda: host.run(script, timeout=timeout, check=True)
 
 
-def check_outcomes(outcomes: Mapping[str, Outcome[object]], done: object) -> dict[str, CommandResult]:
+def check_outcomes(outcomes: Mapping[str, Outcome[T]], done: object) -> dict[str, T]:
     """Nothing failed: the results. Everything failed: FaultError. Some failed: PartialFault(done)."""
     failed = errors(outcomes)
     if not failed:
-        return {n: o.value for n, o in outcomes.items()}  # type: ignore[misc]
+        return {n: cast(T, o.value) for n, o in outcomes.items()}  # no error: each outcome holds its result
     message = "; ".join(f"{n}: {e}" for n, e in sorted(failed.items()))
     if len(failed) == len(outcomes):
         raise FaultError(message)

@@ -7,6 +7,7 @@ import random
 import shlex
 import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kraftlab.nemesis import netfilter, packet
@@ -99,7 +100,7 @@ class Nemesis:
             return {"rules": [r for r in rules if r.startswith("-A ")],
                     "qdisc": qdisc.stdout.strip() or qdisc.stderr.strip(), "clock": clock.stdout.strip() or None}
 
-        outcomes = fan_out({n: (lambda n=n: look(n)) for n in control.nodes()})
+        outcomes = fan_out({n: partial(look, n) for n in control.nodes()})
         return {node: (o.value if o.value is not None else {"error": o.error}) for node, o in outcomes.items()}
 
     def close(self) -> None:

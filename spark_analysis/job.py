@@ -47,7 +47,7 @@ from kraftlab.spark_analysis.keys import bucket_of, decode_key
 from kraftlab.spark_analysis.layout import bucket_name, whole_name
 from kraftlab.spark_analysis.session import spark_session
 from kraftlab.spark_analysis.stats import write_stats
-from kraftlab.spark_analysis.table import CHECK_COLUMNS, COLUMNS, frame_ops, frame_runs
+from kraftlab.spark_analysis.table import CHECK_COLUMNS, COLUMNS, DEFAULT_BUCKETS, frame_ops, frame_runs
 
 SMALL_BUDGET = Budget(seconds=5.0, max_configs=200_000)
 LARGE_BUDGET = Budget(seconds=120.0)
@@ -291,8 +291,7 @@ def analyze_run(run_dir: Any, models: Sequence[str] | None = None, master: str |
     work = path / "spark"
     dataset = work / "parquet"
     notes: list[str] = []
-    meta = convert(history, dataset, specs, notes=notes,
-                   **({"buckets": buckets} if buckets else {}))
+    meta = convert(history, dataset, specs, notes=notes, buckets=buckets or DEFAULT_BUCKETS)
     spark = spark_session(master, work / "logs")
     out_dir = path / "checker"
     checkers = plan_checks(spark, dataset, waves=waves, out_dir=out_dir)

@@ -32,6 +32,7 @@ from typing import Any
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
+from kio.static.primitive import i16, u16
 
 from kraftlab.workloads.client import DefiniteFailure, Invocation
 from kraftlab.workloads.kafka import check, error_name
@@ -188,9 +189,10 @@ def agent_handlers(books: list[AgentBook]) -> Handlers:
             req = BrokerRegistrationRequest(
                 broker_id=v["broker"], cluster_id=await session.cluster_id(),
                 incarnation_id=uuid.UUID(v["incarnation"]),
-                listeners=(Listener(name="PLAINTEXT", host=AGENT_HOST, port=AGENT_PORT, security_protocol=0),),
-                features=(Feature(name="metadata.version", min_supported_version=METADATA_VERSION_RANGE[0],
-                                  max_supported_version=METADATA_VERSION_RANGE[1]),),
+                listeners=(Listener(name="PLAINTEXT", host=AGENT_HOST, port=u16(AGENT_PORT),
+                                    security_protocol=i16(0)),),
+                features=(Feature(name="metadata.version", min_supported_version=i16(METADATA_VERSION_RANGE[0]),
+                                  max_supported_version=i16(METADATA_VERSION_RANGE[1])),),
                 rack=None)
             resp = await session.controller.send(req, lambda r: r.error_code)
             check(resp.error_code, v)

@@ -41,7 +41,8 @@ class DefiniteFailure(Exception):
 class Client(Protocol):
     """One logical client process bound to one node."""
 
-    node: str
+    @property
+    def node(self) -> str: ...  # read-only: a client stays bound to its node
 
     async def invoke(self, op: Invocation) -> Completion: ...
 

@@ -138,7 +138,7 @@ class IsrWorkload:
             elif name == "NOT_CONTROLLER":  # our epochs were ahead of the controller's
                 belief.partition_epoch = max(belief.leader_epoch, belief.partition_epoch - 1)
         check(part.error_code, v)
-        out = {"leader": int(part.leader_id), "leader_epoch": int(part.leader_epoch),
+        out: dict[str, Any] = {"leader": int(part.leader_id), "leader_epoch": int(part.leader_epoch),
                "partition_epoch": int(part.partition_epoch), "isr": sorted(int(b) for b in part.isr)}
         if belief is not None and out["partition_epoch"] > belief.partition_epoch:
             belief.leader, belief.leader_epoch = out["leader"], out["leader_epoch"]
@@ -159,7 +159,8 @@ class IsrWorkload:
         p = next((p for p in t.partitions if int(p.partition_index) == v["partition"]), None)
         if p is None:
             return {"exists": True, "partition": None}
-        out = {"exists": True, "leader": int(p.leader_id), "leader_epoch": int(getattr(p, "leader_epoch", -1)),
+        out: dict[str, Any] = {"exists": True, "leader": int(p.leader_id),
+                               "leader_epoch": int(getattr(p, "leader_epoch", -1)),
                "isr": sorted(int(b) for b in p.isr_nodes), "replicas": [int(b) for b in p.replica_nodes]}
         if belief is not None:
             belief.seen(out["leader"], out["leader_epoch"], out["isr"])

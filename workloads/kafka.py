@@ -30,12 +30,14 @@ from kio.schema.describe_quorum.v1.request import DescribeQuorumRequest
 from kio.schema.describe_quorum.v1.request import PartitionData as DqPartition
 from kio.schema.describe_quorum.v1.request import TopicData as DqTopic
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.protocol.errors import RequestNotSent
 from kraftlab.workloads.client import DefiniteFailure
 
-METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC = TopicName("__cluster_metadata")
 
 DEFINITE_ERRORS: frozenset[str] = frozenset({
     "TOPIC_ALREADY_EXISTS",
@@ -214,7 +216,7 @@ class ControllerChannel:
             addr = self.cluster.nodes[names[(self.start + i) % len(names)]].controller
             assert addr is not None
             req = DescribeQuorumRequest(topics=(DqTopic(topic_name=METADATA_TOPIC,
-                                                        partitions=(DqPartition(partition_index=0),)),))
+                                                        partitions=(DqPartition(partition_index=i32(0)),)),))
             try:
                 resp = await self.conns.get(addr).send(req)
             except Exception as e:  # nothing was written by DescribeQuorum: try the next one

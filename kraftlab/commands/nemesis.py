@@ -40,7 +40,7 @@ HELP = "apply, heal and inspect faults by hand on a running lab"
 """The one line `kraftlab --help` shows (read without importing this module)."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("nemesis", help=HELP)
     p.add_argument("--lab", default="default", help="the lab's name (as given to `kraftlab lab up`)")
     p.set_defaults(func=main)
@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     step.add_argument("node")
     step.add_argument("delta", type=parse_duration_ms)
     for negative_ok in (bump, step):  # let `-30s` be a value, not an option
-        negative_ok._negative_number_matcher = _NEGATIVE_DURATION  # type: ignore[attr-defined]
+        negative_ok._negative_number_matcher = _NEGATIVE_DURATION
     reset = clock.add_parser("reset", help="undo clock faults (all nodes, or the given ones)")
     reset.add_argument("nodes", nargs="*")
 
