@@ -56,6 +56,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutation_ops import Mutant, mutants_of, mutated_source, unmutated_source
@@ -141,13 +142,13 @@ def _pytest(tree: Path, tests: list[str], *extra: str) -> list[str]:
 
 # ----------------------------------------------------------------------------- which tests run which lines
 
-def line_map(packages: list[str]) -> dict[str, object]:
+def line_map(packages: list[str]) -> dict[str, Any]:
     """{"tests": {nodeid: seconds}, "lines": {file: {line: [nodeids]}}} for the current tree (cached)."""
     key = f"{suite_hash()}:{','.join(sorted(packages))}"
     try:
         cached = json.loads(LINES_CACHE.read_text())
         if cached.get("key") == key:
-            return cached  # type: ignore[no-any-return]
+            return cached
     except (OSError, ValueError):
         pass
     print("measuring which simulator tests run which lines (once per tree; a few minutes)…", flush=True)
@@ -167,14 +168,14 @@ def line_map(packages: list[str]) -> dict[str, object]:
         print(f"  {len(data['tests'])} tests, {time.monotonic() - t0:.0f} s with line tracing", flush=True)
     data["key"] = key
     LINES_CACHE.write_text(json.dumps(data))
-    return data  # type: ignore[no-any-return]
+    return data
 
 
-def tests_for(m: Mutant, lines: dict[str, object]) -> list[str] | None:
+def tests_for(m: Mutant, lines: dict[str, Any]) -> list[str]:
     """The tests to run against a mutant, fastest first; [] when no test executes its lines;
-    None when module-level code runs them (every test depends on it)."""
-    per_file: dict[str, list[str]] = lines["lines"].get(m.file, {})  # type: ignore[attr-defined]
-    durations: dict[str, float] = lines["tests"]  # type: ignore[assignment]
+    every test when module-level code runs them (every test depends on it)."""
+    per_file: dict[str, list[str]] = lines["lines"].get(m.file, {})
+    durations: dict[str, float] = lines["tests"]
     chosen: set[str] = set()
     for n in range(m.line, m.end_line + 1):
         chosen.update(per_file.get(str(n), ()))
@@ -275,7 +276,7 @@ def _budget_left(deadline: float | None) -> bool:
 
 def _load_cache() -> dict[str, dict[str, str]]:
     try:
-        return json.loads(CACHE.read_text())  # type: ignore[no-any-return]
+        return json.loads(CACHE.read_text())
     except (OSError, ValueError):
         return {}
 
@@ -291,9 +292,9 @@ def _fresh(entry: dict[str, str] | None, suite: str) -> bool:
         entry.get("suite") == suite and entry["status"] != "uncovered"))  # uncovered: cheap to re-check
 
 
-def run_simulators(todo: list[Mutant], lines: dict[str, object], cache: dict[str, dict[str, str]], suite: str,
+def run_simulators(todo: list[Mutant], lines: dict[str, Any], cache: dict[str, dict[str, str]], suite: str,
                    workers: int, deadline: float | None) -> None:
-    durations: dict[str, float] = lines["tests"]  # type: ignore[assignment]
+    durations: dict[str, float] = lines["tests"]
     pool_workers = [Worker() for _ in range(max(1, workers))]
     free = list(pool_workers)
     lock = threading.Lock()

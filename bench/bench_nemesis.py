@@ -14,7 +14,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,7 +39,10 @@ PAIRS: list[tuple[str, tuple[str, dict], tuple[str, dict]]] = [
 ]
 
 
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
+T = TypeVar("T")
+
+
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
     t0 = time.perf_counter()
     out = fn()
     return (time.perf_counter() - t0) * 1000.0, out
@@ -66,10 +71,10 @@ def main() -> int:
             for label, (f_on, v_on), (f_off, v_off) in PAIRS:
                 applies, heals, outcome = [], [], ""
                 for _ in range(args.runs):
-                    ms, done = timed(lambda f=f_on, v=v_on: nemesis.invoke(f, v))
+                    ms, done = timed(partial(nemesis.invoke, f_on, v_on))
                     outcome = done.type if done.error is None else f"{done.type}: {done.error[:60]}"
                     applies.append(ms)
-                    heals.append(timed(lambda f=f_off, v=v_off: nemesis.invoke(f, v))[0])
+                    heals.append(timed(partial(nemesis.invoke, f_off, v_off))[0])
                     if done.type == "fail":
                         break
                 print(f"{label:32} {statistics.median(applies):9.1f} {statistics.median(heals):9.1f}  {outcome}")

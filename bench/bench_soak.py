@@ -137,8 +137,8 @@ def main() -> int:
         saved = json.loads(args.runner_rss.read_text()) if args.runner_rss else {"samples": []}
         if isinstance(saved, list):  # older files: samples only, the run directory's name is its start
             saved = {"samples": saved, "started": time.mktime(time.strptime(args.run.name[:15], "%Y%m%dT%H%M%S"))}
-        runner = [(float(t), float(v)) for t, v in saved["samples"]]
-        return report(args.run, run_phase(args.run, runner, float(saved.get("started") or 0)), -1)
+        samples = [(float(t), float(v)) for t, v in saved["samples"]]
+        return report(args.run, run_phase(args.run, samples, float(saved.get("started") or 0)), -1)
     cmd = [str(Path(sys.executable).parent / "kraftlab"), "test", "--workload", "mixed", "--nemesis", "all",
            "--time-limit", str(int(args.minutes * 60)), "--seed", str(args.seed), "--store", str(args.store)]
     print("$ " + " ".join(cmd), flush=True)

@@ -93,6 +93,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if not out:
         return
     sys.settrace(None)
-    threading.settrace(None)  # type: ignore[arg-type]
+    threading.settrace(None)
     lines = {f: {str(n): sorted(t) for n, t in sorted(per.items())} for f, per in sorted(_lines.items())}
     Path(out).write_text(json.dumps({"tests": _durations, "lines": lines}))

@@ -248,7 +248,7 @@ def mutants_of(source: str, file: str) -> list[Mutant]:
         digest = hashlib.sha1(f"{contexts[id(node)]}|{_src(node)}|{kind}|{variant}".encode()).hexdigest()[:8]
         rank = ranks[(scope, kind, digest)]
         ranks[(scope, kind, digest)] += 1
-        found.append(Mutant(file, shown.lineno, shown.end_lineno or shown.lineno,  # type: ignore[attr-defined]
+        found.append(Mutant(file, shown.lineno, shown.end_lineno or shown.lineno,  # type: ignore[attr-defined]  # hasattr above
                             scope, kind, variant, detail, i, digest, rank, id(node) in top))
     return found
 
@@ -288,14 +288,16 @@ def _mutate(node: ast.AST, kind: str, variant: int) -> ast.AST:
         assert isinstance(node, ast.Constant)
         node.value = not node.value
     elif kind == "int":
-        assert isinstance(node, ast.Constant)
+        assert isinstance(node, ast.Constant) and isinstance(node.value, int)
         node.value = _off_by_one(node.value)
     elif kind == "slice":
         assert isinstance(node, ast.Slice)
         if variant == 0:
-            node.lower = _plus_one(node.lower)  # type: ignore[arg-type]
+            assert node.lower is not None  # a slice site's variants are the bounds it has
+            node.lower = _plus_one(node.lower)
         else:
-            node.upper = _plus_one(node.upper)  # type: ignore[arg-type]
+            assert node.upper is not None
+            node.upper = _plus_one(node.upper)
     elif kind == "swap-args":
         assert isinstance(node, ast.Call)
         node.args[0], node.args[1] = node.args[1], node.args[0]
