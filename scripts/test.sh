@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs kraftlab's test suite: installs what it needs, checks ruff, runs pytest.
+# Runs kraftlab's test suite: installs what it needs, checks ruff, the import boundaries and the types
+# (mypy), runs pytest.
 #   scripts/test.sh            the default suite (no slow/docker/spark tests)
 #   scripts/test.sh --ci       the default suite plus the docker and spark tests; the mode
 #                              when CI=true is set in the environment, as CI sets it
@@ -15,6 +16,7 @@ else KRAFTLAB_EXTRAS=test,spark bash scripts/setup.sh; fi
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check .
 lint-imports --no-cache   # the import boundaries of pyproject.toml [tool.importlinter]
+mypy                      # the types, over the files of pyproject.toml [tool.mypy]
 case $mode in
   default) marks="not slow and not docker and not spark";;
   ci)      marks="not slow";;
