@@ -36,6 +36,8 @@ RULES: dict[str, str] = {
     "TopicIdUnique": "a topic id is never reused",
     "PartitionOfLiveTopic": "partition records name an existing topic and partition",
     "PartitionCreatedOnce": "a PartitionRecord creates a partition that does not exist",
+    "PartitionsContiguous": "a topic's partitions are numbered 0..n-1: a new one (CreateTopics, CreatePartitions) "
+                            "takes the next number",
     "ReplicasRegistered": "a new partition's replicas are registered brokers",
     "LeaderEligible": "a new leader is registered, unfenced and not shutting down",
     "LeaderFromIsr": "a new leader comes from the ISR (or the last known ELR): no unclean election",
@@ -101,6 +103,7 @@ class ImageModel:
         self.topic_names: dict[str, str] = {}  # topic id → name
         self.ever_topic_ids: set[str] = set()
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.partition_count: dict[str, int] = {}
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self.features: dict[str, int] = {}
         self.acls: dict[str, list[Any]] = {}
@@ -238,6 +241,12 @@ class ImageModel:
         out = []
         if (tid, pid) in self.partitions:
             out.append(Breach("PartitionCreatedOnce", f"offset {offset}: PartitionRecord for existing {label}"))
+        else:
+            count = self.partition_count.get(tid, 0)
+            if pid != count and not snapshot:  # a snapshot may list partitions in any order
+                out.append(Breach("PartitionsContiguous", f"offset {offset}: {label} created while the topic has "
+                                                          f"{count} partition(s): the next one is number {count}"))
+            self.partition_count[tid] = count + 1
         p = Partition(f["replicas"], f["isr"], f["removing"], f["adding"], f["leader"], f["leader_epoch"],
                       f["partition_epoch"], f["last_known_elr"])
         self.partitions[(tid, pid)] = p
@@ -298,6 +307,7 @@ class ImageModel:
         del self.topics[name]
         for key in [k for k in self.partitions if k[0] == tid]:
             del self.partitions[key]
+        self.partition_count.pop(tid, None)
         self.configs.pop((RESOURCE_TOPIC, name), None)
         return []
 

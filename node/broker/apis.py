@@ -6,15 +6,16 @@
   UNKNOWN_TOPIC_OR_PARTITION for an unknown requested topic (no auto-creation).
 - DescribeCluster (any version): cluster id and the unfenced brokers (fenced ones too, marked,
   when a v2 request asks with IncludeFencedBrokers).
-- CreateTopics / DeleteTopics / IncrementalAlterConfigs / AlterConfigs (any version): forwarded
-  to the active controller as v7 / v6 / v1 / v2 (`Forward`), and the controller's answer relayed
-  back in the client's version. DescribeConfigs: the dynamic configs from the broker's image. A forward
-  that could not be sent is retried until the client's timeout; one that was sent but got no
-  answer is answered REQUEST_TIMED_OUT (its outcome is unknown, and so is NOT_CONTROLLER's:
-  a controller that lost leadership may still see the write committed by its successor).
+- CreateTopics / DeleteTopics / IncrementalAlterConfigs / AlterConfigs / CreatePartitions (any
+  version): forwarded to the active controller as v7 / v6 / v1 / v2 / v3 (`Forward`), and the
+  controller's answer relayed back in the client's version. DescribeConfigs: the dynamic configs
+  from the broker's image. A forward that could not be sent is retried until the client's timeout;
+  one that was sent but got no answer is answered REQUEST_TIMED_OUT (its outcome is unknown, and
+  so is NOT_CONTROLLER's: a controller that lost leadership may still see the write committed by
+  its successor).
 - Controller APIs (BrokerRegistration, BrokerHeartbeat, …) get NOT_CONTROLLER, as in Kafka.
-- Read-your-writes on the forwarding broker: a successful create/delete is relayed once this
-  broker's own image shows it (or after `visibility_wait_ms`), so a client that reads from the
+- Read-your-writes on the forwarding broker: a successful create/delete/CreatePartitions is
+  relayed once this broker's own image shows it (or after `visibility_wait_ms`), so a client that reads from the
   broker it wrote through sees its write.
 - A broker that is not RUNNING (or PENDING_CONTROLLED_SHUTDOWN), or that fenced itself,
   refuses client requests (`Refused`: the server closes the connection).
@@ -34,6 +35,7 @@ from kio.schema.alter_user_scram_credentials.v0.request import (
     AlterUserScramCredentialsRequest as ControllerAlterUserScramCredentials,
 )
 from kio.schema.create_acls.v3.request import CreateAclsRequest as ControllerCreateAcls
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest as ControllerCreatePartitions
 from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig
 from kio.schema.create_topics.v7.request import CreateTopicsRequest as ControllerCreateTopics
 from kio.schema.delete_acls.v3.request import DeleteAclsRequest as ControllerDeleteAcls
@@ -83,6 +85,8 @@ class _Settling:
     created: tuple[str, ...]
     deleted: tuple[str, ...]
     deadline_ms: int | None = None
+    grown: tuple[tuple[str, int], ...] = ()
+    """(topic, partition count) that CreatePartitions reached."""
 
 
 @dataclass
@@ -97,7 +101,7 @@ class _Pending:
 Output = ClientReply | Refused | Forward
 FORWARDED_APIS = (
     "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
-    "AlterUserScramCredentials",
+    "AlterUserScramCredentials", "CreatePartitions",
 )
 _FORWARDED_AS = {  # forwarded at the controller's version, rebuilt field by field
     "CreateAcls": ControllerCreateAcls, "DeleteAcls": ControllerDeleteAcls,
@@ -299,8 +303,10 @@ class BrokerApis:
         for s in self._settling:
             if now_ms is not None and s.deadline_ms is None:
                 s.deadline_ms = now_ms + self.visibility_wait_ms
-            visible = all(image.topic(n) is not None for n in s.created) and all(
-                image.topic(n) is None for n in s.deleted
+            visible = (
+                all(image.topic(n) is not None for n in s.created)
+                and all(image.topic(n) is None for n in s.deleted)
+                and all(len(getattr(image.topic(n), "partitions", ())) >= count for n, count in s.grown)
             )
             expired = now_ms is not None and s.deadline_ms is not None and now_ms >= s.deadline_ms
             if visible or expired:
@@ -333,6 +339,8 @@ class BrokerApis:
             self._forward(token, request, build(ControllerIncrementalAlterConfigs, as_values(request)), now_ms)
         elif api == "AlterConfigs":
             self._forward(token, request, build(ControllerAlterConfigs, as_values(request)), now_ms)
+        elif api == "CreatePartitions":
+            self._forward(token, request, build(ControllerCreatePartitions, as_values(request)), now_ms)
         elif api == "DescribeConfigs":
             self._outbox.append(ClientReply(token, describe_configs_response(request, image)))
         elif api in _FORWARDED_AS:
@@ -364,8 +372,13 @@ class BrokerApis:
             created = tuple(t.name for t in response.topics if t.error_code == ErrorCode.none)
         elif api_name(response) == "DeleteTopics":
             deleted = tuple(t.name for t in response.responses if t.error_code == ErrorCode.none and t.name)
+        grown: tuple[tuple[str, int], ...] = ()
+        if api_name(response) == "CreatePartitions" and not p.controller_request.validate_only:
+            counts = {t.name: int(t.count) for t in p.controller_request.topics}
+            grown = tuple((r.name, counts[r.name]) for r in response.results
+                          if r.error_code == ErrorCode.none and r.name in counts)
         deadline = now_ms + self.visibility_wait_ms if now_ms is not None else None
-        self._settling.append(_Settling(p.client_token, relayed, created, deleted, deadline))
+        self._settling.append(_Settling(p.client_token, relayed, created, deleted, deadline, grown))
 
     def on_forward_failure(self, fwd: int, now_ms: int, *, sent: bool) -> None:
         p = self._pending.get(fwd)

@@ -25,7 +25,7 @@ Wire versions the controller is written against (the response is always built in
 own version): BrokerRegistration v4 (any), BrokerHeartbeat v1 (any), UnregisterBroker v0,
 CreateTopics v7 (v2+), DeleteTopics v6 (v1+), AlterPartition v3 (v2+, topic ids),
 AlterPartitionReassignments v0, ListPartitionReassignments v0, ElectLeaders v2 (v0+),
-IncrementalAlterConfigs v1 (v0+), AlterConfigs v2 (v0+).
+IncrementalAlterConfigs v1 (v0+), AlterConfigs v2 (v0+), CreatePartitions v3 (v0+).
 Kafka's INVALID_CLUSTER_ID is today's INCONSISTENT_CLUSTER_ID (104).
 
 Outcomes, for workloads and checkers: an answer other than NOT_CONTROLLER / REQUEST_TIMED_OUT is

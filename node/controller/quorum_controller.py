@@ -31,6 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from kraftlab.node.controller import acls, cluster, configs, reassignment, scram, topics
 from kraftlab.node.controller import alter_partition as ap
+from kraftlab.node.controller.create_partitions import create_partitions
 from kraftlab.node.controller.messages import api_name, error_name, respond
 from kraftlab.node.controller.ports import (
     METADATA_VERSION,
@@ -50,7 +51,7 @@ from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 Output = Reply | JournalEvent
 ATOMIC_APIS = frozenset({
     "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
-    "AlterUserScramCredentials",
+    "AlterUserScramCredentials", "CreatePartitions",
 })
 """Requests whose records are committed all or nothing (one batch; their handlers bound the count).
 The others (registration, heartbeats with their fences and elections, unregistration, ISR changes,
@@ -72,6 +73,7 @@ CONTROLLER_APIS = (
     "CreateAcls",
     "DeleteAcls",
     "AlterUserScramCredentials",
+    "CreatePartitions",
 )
 
 
@@ -115,6 +117,7 @@ class QuorumController:
             "CreateAcls": acls.create_acls,
             "DeleteAcls": acls.delete_acls,
             "AlterUserScramCredentials": scram.alter_user_scram_credentials,
+            "CreatePartitions": create_partitions,
         }
 
     # ---- queries -------------------------------------------------------------------------
@@ -316,6 +319,8 @@ def error_response(request: Any, code: ErrorCode) -> Any:
         else:
             items = [{"name": n, "error_code": code} for n in request.topic_names]
         return respond(request, {"responses": items})
+    if api == "CreatePartitions":
+        return respond(request, {"results": [{"name": t.name, "error_code": code} for t in request.topics]})
     if api in ("IncrementalAlterConfigs", "AlterConfigs"):
         items = [
             {"resource_type": r.resource_type, "resource_name": r.resource_name, "error_code": code}

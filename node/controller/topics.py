@@ -50,17 +50,32 @@ MAX_RECORDS_PER_USER_OP = 10_000
 for two billion partitions must be refused before anything is built, not exhaust memory)."""
 
 
-def _check_size(w: Write, partitions: int) -> None:
+def check_size(w: Write, partitions: int) -> None:
     if len(w.records) + partitions + 1 > MAX_RECORDS_PER_USER_OP:
         raise Invalid(ErrorCode.policy_violation,
                       f"the request would create more than {MAX_RECORDS_PER_USER_OP} records "
                       f"({partitions} partitions asked for)")
 
 
+def check_replicas(w: Write, replicas: tuple[int, ...], partition: int) -> None:
+    """An explicit replica list (CreateTopics, CreatePartitions): non-empty, distinct, registered
+    brokers, at least one usable — else INVALID_REPLICA_ASSIGNMENT."""
+    if not replicas or len(set(replicas)) != len(replicas):
+        raise Invalid(ErrorCode.invalid_replica_assignment, f"bad replicas {list(replicas)}")
+    missing = [b for b in replicas if b not in w.image.brokers]
+    if missing:
+        raise Invalid(ErrorCode.invalid_replica_assignment, f"unregistered brokers {missing}")
+    if not any(w.image.is_usable(b) for b in replicas):
+        raise Invalid(
+            ErrorCode.invalid_replica_assignment,
+            f"all brokers of partition {partition} are fenced or in controlled shutdown",
+        )
+
+
 def _assignments(w: Write, topic: Any) -> list[tuple[int, ...]]:
     assignments = sorted(topic.assignments, key=lambda a: a.partition_index)
     if assignments:
-        _check_size(w, len(assignments))
+        check_size(w, len(assignments))
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise Invalid(ErrorCode.invalid_request, "assignments given with num_partitions or replication_factor")
         if [a.partition_index for a in assignments] != list(range(len(assignments))):
@@ -68,16 +83,7 @@ def _assignments(w: Write, topic: Any) -> list[tuple[int, ...]]:
         out = []
         for a in assignments:
             replicas = tuple(a.broker_ids)
-            if not replicas or len(set(replicas)) != len(replicas):
-                raise Invalid(ErrorCode.invalid_replica_assignment, f"bad replicas {list(replicas)}")
-            missing = [b for b in replicas if b not in w.image.brokers]
-            if missing:
-                raise Invalid(ErrorCode.invalid_replica_assignment, f"unregistered brokers {missing}")
-            if not any(w.image.is_usable(b) for b in replicas):
-                raise Invalid(
-                    ErrorCode.invalid_replica_assignment,
-                    f"all brokers of partition {a.partition_index} are fenced or in controlled shutdown",
-                )
+            check_replicas(w, replicas, a.partition_index)
             out.append(replicas)
         return out
     partitions = w.config.default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
@@ -86,7 +92,7 @@ def _assignments(w: Write, topic: Any) -> list[tuple[int, ...]]:
         raise Invalid(ErrorCode.invalid_partitions, "number of partitions must be larger than 0")
     if factor <= 0:
         raise Invalid(ErrorCode.invalid_replication_factor, "replication factor must be larger than 0")
-    _check_size(w, partitions)
+    check_size(w, partitions)
     usable = w.image.usable_brokers()
     if factor > len(usable):
         raise Invalid(

@@ -67,6 +67,7 @@ CONTROLLER_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # name: (api key, 
     "CreateAcls": (30, 1, 3),
     "DeleteAcls": (31, 1, 3),
     "AlterUserScramCredentials": (51, 0, 0),
+    "CreatePartitions": (37, 0, 3),
 }
 CONTROLLER_READ_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # answered from the committed image
     "DescribeAcls": (29, 1, 3),
@@ -89,6 +90,7 @@ BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
     "DescribeAcls": (29, 1, 3),
     "AlterUserScramCredentials": (51, 0, 0),
     "DescribeUserScramCredentials": (50, 0, 0),
+    "CreatePartitions": (37, 0, 3),
 }
 RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers by asking the active controller
     "DescribeQuorum": (55, 1, 1),  # the version node.raft.wire maps

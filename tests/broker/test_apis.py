@@ -212,3 +212,23 @@ def test_config_changes_forwarded_and_described(mc: MiniCluster) -> None:
     got = mc.client(102, "describe", describe).response
     assert [(c.name, c.value) for c in got.results[0].configs] == [("retention.ms", "60000")]
     assert got.results[1].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_create_partitions_forwarded_and_visible_on_the_forwarding_broker(mc: MiniCluster) -> None:
+    from kio.schema.create_partitions.v1.request import CreatePartitionsRequest as CreatePartitions1
+    from kio.schema.create_partitions.v1.request import CreatePartitionsTopic as CPT1
+
+    _up(mc)
+    assert _create(mc, "grow", partitions=1, rf=2).error_code == ErrorCode.none
+    mc.run(200)
+    req = CreatePartitions1(topics=(CPT1(name="grow", count=4, assignments=None), CPT1(name="x", count=2,
+                                                                                      assignments=None)),
+                            timeout=datetime.timedelta(seconds=5), validate_only=False)
+    reply = mc.client(102, "cp", req)
+    assert isinstance(reply, ClientReply) and type(reply.response).__version__ == 1
+    assert {r.name: r.error_code for r in reply.response.results} == {
+        "grow": ErrorCode.none, "x": ErrorCode.unknown_topic_or_partition}
+    assert len(mc.brokers[102].metadata.image.topic("grow").partitions) == 4  # read-your-writes
+    shrink = CreatePartitions1(topics=(CPT1(name="grow", count=2, assignments=None),),
+                               timeout=datetime.timedelta(seconds=5), validate_only=False)
+    assert mc.client(101, "cp2", shrink).response.results[0].error_code == ErrorCode.invalid_partitions

@@ -321,6 +321,7 @@ BREAKERS: dict[str, list[MetadataRecord]] = {
     "TopicIdUnique": [RemoveTopicRecord(topic_id=T), TopicRecord(name="u", topic_id=T)],
     "PartitionOfLiveTopic": [PartitionChangeRecord(partition_id=5, topic_id=T, isr=(1,))],
     "PartitionCreatedOnce": [PartitionRecord(partition_id=0, topic_id=T, replicas=(1,), isr=(1,), leader=1)],
+    "PartitionsContiguous": [PartitionRecord(partition_id=2, topic_id=T, replicas=(1,), isr=(1,), leader=1)],
     "ReplicasRegistered": [PartitionRecord(partition_id=1, topic_id=T, replicas=(1, 9), isr=(1,), leader=1)],
     "LeaderEligible": [PartitionChangeRecord(partition_id=0, topic_id=T, leader=2, isr=(2,)),
                        FenceBrokerRecord(id=1, epoch=0), PartitionChangeRecord(partition_id=0, topic_id=T,
