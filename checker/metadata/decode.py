@@ -260,6 +260,19 @@ def _remove_access_control_entry(r: _Reader, v: int) -> dict[str, Any]:
     return out
 
 
+def _quota_entity(r: _Reader) -> list[Any]:
+    out = [r.compact_string(), r.compact_string(nullable=True)]
+    r.tagged({})
+    return out
+
+
+def _client_quota(r: _Reader, v: int) -> dict[str, Any]:
+    out = {"entity": r.compact_array(_quota_entity), "key": r.compact_string(), "value": r.fixed(">d"),
+           "remove": _bool(r)}
+    r.tagged({})
+    return out
+
+
 def _no_op(r: _Reader, v: int) -> dict[str, Any]:
     r.tagged({})
     return {}
@@ -277,6 +290,7 @@ SCHEMAS: dict[int, tuple[str, int, Callable[[_Reader, int], dict[str, Any]]]] = 
     9: ("RemoveTopicRecord", 0, _remove_topic),
     11: ("UserScramCredentialRecord", 0, _user_scram_credential),
     12: ("FeatureLevelRecord", 0, _feature_level),
+    14: ("ClientQuotaRecord", 0, _client_quota),
     17: ("BrokerRegistrationChangeRecord", 2, _registration_change),
     18: ("AccessControlEntryRecord", 0, _access_control_entry),
     19: ("RemoveAccessControlEntryRecord", 0, _remove_access_control_entry),

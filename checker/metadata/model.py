@@ -48,6 +48,7 @@ RULES: dict[str, str] = {
     "ReplicasValid": "replicas are non-empty and distinct",
     "IsrWithinReplicas": "the ISR is distinct replicas",
     "LeaderInIsr": "a partition's leader is in its ISR",
+    "RemovesLiveQuota": "a ClientQuotaRecord removal names a quota the entity has",
     "RecordApplies": "every record type has a meaning in the image",
     "AclIdUnique": "an AccessControlEntryRecord's id names no ACL already stored",
     "RemovesLiveAcl": "a RemoveAccessControlEntryRecord names a stored ACL",
@@ -108,6 +109,7 @@ class ImageModel:
         self.features: dict[str, int] = {}
         self.acls: dict[str, list[Any]] = {}
         self.scram: dict[str, dict[str, Any]] = {}
+        self.client_quotas: dict[str, dict[str, float]] = {}
 
     # ---- the canonical form --------------------------------------------------------------------
 
@@ -129,6 +131,7 @@ class ImageModel:
             "features": dict(self.features),
             **({"acls": {k: list(v) for k, v in self.acls.items()}} if self.acls else {}),
             **({"scram": {k: dict(v) for k, v in self.scram.items()}} if self.scram else {}),
+            **({"client_quotas": {e: dict(v) for e, v in self.client_quotas.items()}} if self.client_quotas else {}),
         }
 
     def digest(self) -> tuple[str, dict[str, str]]:
@@ -359,6 +362,21 @@ class ImageModel:
             return [Breach("RemovesLiveCredential", f"offset {offset}: no SCRAM credential of {f['name']!r} "
                                                     f"(mechanism {f['mechanism']}) to remove")]
         return []
+
+    def _ClientQuotaRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
+        entity = json.dumps(sorted([t, n] for t, n in f["entity"]), separators=(",", ":"))
+        out = []
+        if f["remove"]:
+            values = self.client_quotas.get(entity, {})
+            if f["key"] not in values:
+                out.append(Breach("RemovesLiveQuota", f"offset {offset}: quota {f['key']} removed from {entity}, "
+                                                      "which did not have it"))
+            values.pop(f["key"], None)
+            if not values:
+                self.client_quotas.pop(entity, None)
+        else:
+            self.client_quotas.setdefault(entity, {})[f["key"]] = f["value"]
+        return out
 
     def _NoOpRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
         return []

@@ -30,6 +30,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest as ControllerAlterClientQuotas
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest as ControllerAlterConfigs
 from kio.schema.alter_user_scram_credentials.v0.request import (
     AlterUserScramCredentialsRequest as ControllerAlterUserScramCredentials,
@@ -47,6 +48,7 @@ from kio.schema.incremental_alter_configs.v1.request import (
 )
 
 from kraftlab.node.broker import security_apis
+from kraftlab.node.broker.client_quotas import describe_client_quotas_response
 from kraftlab.node.broker.lifecycle import BrokerLifecycle
 from kraftlab.node.broker.metadata import BrokerMetadata
 from kraftlab.node.controller.messages import api_name, as_values, build, respond
@@ -101,7 +103,7 @@ class _Pending:
 Output = ClientReply | Refused | Forward
 FORWARDED_APIS = (
     "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
-    "AlterUserScramCredentials", "CreatePartitions",
+    "AlterUserScramCredentials", "CreatePartitions", "AlterClientQuotas",
 )
 _FORWARDED_AS = {  # forwarded at the controller's version, rebuilt field by field
     "CreateAcls": ControllerCreateAcls, "DeleteAcls": ControllerDeleteAcls,
@@ -341,6 +343,10 @@ class BrokerApis:
             self._forward(token, request, build(ControllerAlterConfigs, as_values(request)), now_ms)
         elif api == "CreatePartitions":
             self._forward(token, request, build(ControllerCreatePartitions, as_values(request)), now_ms)
+        elif api == "AlterClientQuotas":
+            self._forward(token, request, build(ControllerAlterClientQuotas, as_values(request)), now_ms)
+        elif api == "DescribeClientQuotas":
+            self._outbox.append(ClientReply(token, describe_client_quotas_response(request, image)))
         elif api == "DescribeConfigs":
             self._outbox.append(ClientReply(token, describe_configs_response(request, image)))
         elif api in _FORWARDED_AS:

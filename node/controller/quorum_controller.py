@@ -41,6 +41,7 @@ from kraftlab.node.controller.ports import (
     NotLeader,
     Reply,
 )
+from kraftlab.node.controller.quotas import alter_client_quotas
 from kraftlab.node.controller.write import Outcome, Write, split_batches
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
@@ -51,7 +52,7 @@ from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 Output = Reply | JournalEvent
 ATOMIC_APIS = frozenset({
     "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
-    "AlterUserScramCredentials", "CreatePartitions",
+    "AlterUserScramCredentials", "CreatePartitions", "AlterClientQuotas",
 })
 """Requests whose records are committed all or nothing (one batch; their handlers bound the count).
 The others (registration, heartbeats with their fences and elections, unregistration, ISR changes,
@@ -74,6 +75,7 @@ CONTROLLER_APIS = (
     "DeleteAcls",
     "AlterUserScramCredentials",
     "CreatePartitions",
+    "AlterClientQuotas",
 )
 
 
@@ -118,6 +120,7 @@ class QuorumController:
             "DeleteAcls": acls.delete_acls,
             "AlterUserScramCredentials": scram.alter_user_scram_credentials,
             "CreatePartitions": create_partitions,
+            "AlterClientQuotas": alter_client_quotas,
         }
 
     # ---- queries -------------------------------------------------------------------------
@@ -319,6 +322,9 @@ def error_response(request: Any, code: ErrorCode) -> Any:
         else:
             items = [{"name": n, "error_code": code} for n in request.topic_names]
         return respond(request, {"responses": items})
+    if api == "AlterClientQuotas":
+        return respond(request, {"entries": [{"error_code": code, "entity": [
+            {"entity_type": c.entity_type, "entity_name": c.entity_name} for c in e.entity]} for e in request.entries]})
     if api == "CreatePartitions":
         return respond(request, {"results": [{"name": t.name, "error_code": code} for t in request.topics]})
     if api in ("IncrementalAlterConfigs", "AlterConfigs"):

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kraftlab.node.metadata.client_quotas import Entity
 from kraftlab.node.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -29,6 +30,7 @@ from kraftlab.node.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -36,6 +38,7 @@ from kraftlab.node.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    QuotaEntityData,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
@@ -113,7 +116,7 @@ class TopicInfo:
 class MetadataImage:
     """Brokers, topics and partitions, configs, finalized feature levels, ACLs and SCRAM credentials."""
 
-    __slots__ = ("acls", "brokers", "configs", "features", "retired", "scram", "topic_ids", "topics")
+    __slots__ = ("acls", "brokers", "client_quotas", "configs", "features", "retired", "scram", "topic_ids", "topics")
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
@@ -128,6 +131,8 @@ class MetadataImage:
         self.acls: dict[uuid.UUID, AclBinding] = {}
         self.scram: dict[tuple[str, int], ScramCredential] = {}
         """(user, Kafka's mechanism code) → credential."""
+        self.client_quotas: dict[Entity, dict[str, float]] = {}
+        """Quota values by client quota entity (node.metadata.client_quotas), from ClientQuotaRecords."""
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -244,6 +249,15 @@ class MetadataImage:
             case RemoveUserScramCredentialRecord():
                 if self.scram.pop((record.name, record.mechanism), None) is None:
                     raise ImageError(f"no SCRAM credential of {record.name!r} for mechanism {record.mechanism}")
+            case ClientQuotaRecord():
+                entity: Entity = tuple(sorted((e.entity_type, e.entity_name) for e in record.entity))
+                if record.remove:
+                    values = self.client_quotas.get(entity, {})
+                    values.pop(record.key, None)
+                    if not values:
+                        self.client_quotas.pop(entity, None)
+                else:
+                    self.client_quotas.setdefault(entity, {})[record.key] = record.value
             case NoOpRecord():
                 pass
             case _:
@@ -297,6 +311,7 @@ class MetadataImage:
         other.retired = {b: set(v) for b, v in self.retired.items()}
         other.acls = dict(self.acls)
         other.scram = dict(self.scram)
+        other.client_quotas = {k: dict(v) for k, v in self.client_quotas.items()}
         return other
 
     def to_records(self) -> list[MetadataRecord]:
@@ -351,6 +366,10 @@ class MetadataImage:
                 pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host, operation=acl.operation,
                 permission_type=acl.permission,
             )
+        for entity, values in sorted(self.client_quotas.items(), key=lambda kv: _entity_key(kv[0])):
+            for k, q in sorted(values.items()):
+                yield ClientQuotaRecord(entity=tuple(QuotaEntityData(entity_type=t, entity_name=n) for t, n in entity),
+                                        key=k, value=q)
 
     @classmethod
     def from_records(cls, records: Iterable[MetadataRecord]) -> MetadataImage:
@@ -389,6 +408,8 @@ class MetadataImage:
                 "salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key),
                 "iterations": c.iterations,
             } for (user, mech), c in self.scram.items()}
+        if self.client_quotas:  # a section only when there are quotas: digests journalled before stay valid
+            form["client_quotas"] = {_entity_key(e): dict(v) for e, v in self.client_quotas.items()}
         return form
 
     def semantic_digest(self) -> tuple[str, dict[str, str]]:
@@ -427,9 +448,16 @@ class MetadataImage:
             and self.retired == other.retired
             and self.acls == other.acls
             and self.scram == other.scram
+            and self.client_quotas == other.client_quotas
         )
 
     __hash__ = None  # type: ignore[assignment]  # unhashable: mutable, and equal by value
+
+
+def _entity_key(entity: Entity) -> str:
+    """A client quota entity as the image form's key (docs/contracts.md): its sorted [type, name]
+    pairs as compact JSON, a default entity's name null (`[["user",null]]`)."""
+    return json.dumps([[t, n] for t, n in entity], separators=(",", ":"))
 
 
 def _b64(data: bytes) -> str:

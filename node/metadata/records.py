@@ -60,6 +60,7 @@ class RecordType(enum.IntEnum):
     REMOVE_TOPIC_RECORD = 9
     USER_SCRAM_CREDENTIAL_RECORD = 11
     FEATURE_LEVEL_RECORD = 12
+    CLIENT_QUOTA_RECORD = 14
     BROKER_REGISTRATION_CHANGE_RECORD = 17
     ACCESS_CONTROL_ENTRY_RECORD = 18
     REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
@@ -283,6 +284,30 @@ class RemoveAccessControlEntryRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class QuotaEntityData:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    entity_type: str = _f("string")
+    entity_name: str | None = _f("string", default=None)
+    """None: the default entity of this type."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaRecord:
+    """One quota key of one client quota entity set (or removed): KIP-631's QuotaRecord, which Kafka
+    names ClientQuotaRecord (node.metadata.client_quotas)."""
+
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    entity: tuple[QuotaEntityData, ...] = ()
+    key: str = _f("string")
+    value: float = _f("float64")
+    remove: bool = _f("bool", default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord:
     __type__: ClassVar = EntityType.data
     __version__: ClassVar[int] = 0
@@ -305,6 +330,7 @@ MetadataRecord = (
     | RemoveUserScramCredentialRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
     | NoOpRecord
 )
 
@@ -324,6 +350,7 @@ _TYPES: dict[type[MetadataRecord], RecordType] = {
     RemoveUserScramCredentialRecord: RecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
     AccessControlEntryRecord: RecordType.ACCESS_CONTROL_ENTRY_RECORD,
     RemoveAccessControlEntryRecord: RecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
+    ClientQuotaRecord: RecordType.CLIENT_QUOTA_RECORD,
     NoOpRecord: RecordType.NO_OP_RECORD,
 }
 _CLASSES: dict[int, type[MetadataRecord]] = {int(t): cls for cls, t in _TYPES.items()}

@@ -5,10 +5,12 @@ listener serves."""
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import logging
 import os
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import astuple
@@ -30,9 +32,11 @@ from kraftlab.node.broker import (
     SendToController,
 )
 from kraftlab.node.broker.security_apis import describe_acls_response
+from kraftlab.node.broker.throttle import RequestQuotas
 from kraftlab.node.controller import ControllerConfig, QuorumController, Reply, error_response
 from kraftlab.node.controller import NotLeader as ControllerNotLeader
 from kraftlab.node.controller.messages import api_name
+from kraftlab.node.metadata.client_quotas import REQUEST_PERCENTAGE, resolve
 from kraftlab.node.metadata.fanout import FanOut
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.process.seam import Appender, NodeContext, StartupError
@@ -68,6 +72,7 @@ CONTROLLER_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # name: (api key, 
     "DeleteAcls": (31, 1, 3),
     "AlterUserScramCredentials": (51, 0, 0),
     "CreatePartitions": (37, 0, 3),
+    "AlterClientQuotas": (49, 0, 1),
 }
 CONTROLLER_READ_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # answered from the committed image
     "DescribeAcls": (29, 1, 3),
@@ -91,6 +96,8 @@ BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
     "AlterUserScramCredentials": (51, 0, 0),
     "DescribeUserScramCredentials": (50, 0, 0),
     "CreatePartitions": (37, 0, 3),
+    "AlterClientQuotas": (49, 0, 1),
+    "DescribeClientQuotas": (48, 0, 1),
 }
 RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers by asking the active controller
     "DescribeQuorum": (55, 1, 1),  # the version node.raft.wire maps
@@ -180,6 +187,8 @@ class KraftApplication:
                 )
             )
             self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle)
+            self.request_quotas = RequestQuotas(
+                lambda entity: resolve(self.broker_metadata.image.client_quotas, *entity, REQUEST_PERCENTAGE))
             machines.append(self.broker_metadata)
             assert context.broker_apis is not None
             for key, lo, hi in BROKER_API_VERSIONS.values():
@@ -279,12 +288,30 @@ class KraftApplication:
         return await self._screened(request, context, self.controller.committed_image, False, serve)
 
     async def _client_request(self, request: Any, context: RequestContext) -> Any:
-        async def serve(allowed: Any) -> Any:
-            return await self._await_token(
-                lambda token, now: self.apis.handle(token, allowed, now, context.listener or "PLAINTEXT"), allowed
-            )
+        cost_ms = 0.0
 
-        return await self._screened(request, context, self.broker_metadata.image, True, serve)
+        async def serve(allowed: Any) -> Any:
+            def start(token: int, now: int) -> None:
+                nonlocal cost_ms
+                began = time.perf_counter()  # the handler's own time, as Kafka meters a request thread's
+                self.apis.handle(token, allowed, now, context.listener or "PLAINTEXT")
+                cost_ms = (time.perf_counter() - began) * 1000.0
+
+            return await self._await_token(start, allowed)
+
+        response = await self._screened(request, context, self.broker_metadata.image, True, serve)
+        return await self._throttle(response, context, cost_ms)
+
+    async def _throttle(self, response: Any, context: RequestContext, cost_ms: float) -> Any:
+        """The request-rate quota (`request_percentage`) of the request's user and client id: the
+        response carries Kafka's throttle time and is held that long (the client is muted)."""
+        principal = str(getattr(context, "principal", "User:ANONYMOUS"))
+        user = principal.split(":", 1)[1] if ":" in principal else principal
+        throttle_ms = self.request_quotas.record((user, context.client_id or ""), self._now(), cost_ms)
+        if throttle_ms <= 0 or response is None or not hasattr(response, "throttle_time"):
+            return response
+        await asyncio.sleep(throttle_ms / 1000.0)
+        return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
 
     # ---- outputs -------------------------------------------------------------------------------
 

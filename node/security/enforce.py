@@ -15,6 +15,7 @@ core, what the principal may do, with Kafka's operations and error codes:
   AlterUserScramCredentials, UnregisterBroker, AlterPartitionReassignments, ElectLeaders: ALTER on
   the cluster; BrokerRegistration, BrokerHeartbeat, AlterPartition: CLUSTER_ACTION on the cluster
   — else CLUSTER_AUTHORIZATION_FAILED;
+- AlterClientQuotas / DescribeClientQuotas: ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster;
 - any other API: CLUSTER_ACTION on the cluster (fail safe: an API added without a rule here is
   served to super users and brokers only).
 
@@ -54,6 +55,8 @@ _CLUSTER_OPERATION = {
     "UnregisterBroker": AclOperation.ALTER,
     "AlterPartitionReassignments": AclOperation.ALTER,
     "ElectLeaders": AclOperation.ALTER,
+    "AlterClientQuotas": AclOperation.ALTER_CONFIGS,  # as Kafka: quotas are cluster configs
+    "DescribeClientQuotas": AclOperation.DESCRIBE_CONFIGS,
     "BrokerRegistration": AclOperation.CLUSTER_ACTION,
     "BrokerHeartbeat": AclOperation.CLUSTER_ACTION,
     "AlterPartition": AclOperation.CLUSTER_ACTION,

@@ -26,6 +26,7 @@ from kraftlab.node.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -33,6 +34,7 @@ from kraftlab.node.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    QuotaEntityData,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
@@ -55,6 +57,7 @@ class ValidLog:
         self.records: list[MetadataRecord] = [FeatureLevelRecord(name="metadata.version", feature_level=7)]
         self.brokers: dict[int, dict[str, Any]] = {}
         self.topics: dict[uuid.UUID, tuple[str, dict[int, dict[str, Any]]]] = {}
+        self.quotas: dict[tuple[tuple[str, str | None], ...], set[str]] = {}
         self.n = 0
 
     def _uuid(self) -> uuid.UUID:
@@ -193,6 +196,35 @@ class ValidLog:
             creds.discard(key)
             self.records.append(RemoveUserScramCredentialRecord(name=key[0], mechanism=key[1]))
 
+    def grow(self) -> None:
+        """CreatePartitions: the next partition numbers, on eligible brokers."""
+        live = [b for b in self.brokers if self.eligible(b)]
+        if not self.topics or not live:
+            return
+        tid = self.rng.choice(sorted(self.topics))
+        parts = self.topics[tid][1]
+        for pid in range(len(parts), len(parts) + self.rng.randint(1, 2)):
+            replicas = self.rng.sample(live, min(len(live), 2))
+            self.records.append(PartitionRecord(partition_id=pid, topic_id=tid, replicas=tuple(replicas),
+                                                isr=tuple(replicas), leader=replicas[0], leader_epoch=0,
+                                                partition_epoch=0))
+            parts[pid] = {"replicas": replicas, "isr": list(replicas), "leader": replicas[0], "elr": []}
+
+    def quota(self) -> None:
+        """AlterClientQuotas: a key set, changed or removed on one of a few entities."""
+        entity = self.rng.choice([(("user", "u1"),), (("user", None),), (("client-id", "c"), ("user", "u1")),
+                                  (("ip", "10.0.0.1"),)])
+        key = "connection_creation_rate" if entity[0][0] == "ip" else self.rng.choice(["request_percentage",
+                                                                                     "producer_byte_rate"])
+        ent = tuple(QuotaEntityData(entity_type=t, entity_name=n) for t, n in entity)
+        current = self.quotas.setdefault(entity, set())
+        if key in current and self.rng.random() < 0.5:
+            self.records.append(ClientQuotaRecord(entity=ent, key=key, value=0.0, remove=True))
+            current.discard(key)
+        else:
+            self.records.append(ClientQuotaRecord(entity=ent, key=key, value=float(self.rng.randint(1, 99))))
+            current.add(key)
+
     def other(self) -> None:
         self.records.append(self.rng.choice([
             NoOpRecord(), ConfigRecord(resource_type=4, resource_name="", name="log.retention.ms", value="5"),
@@ -203,7 +235,8 @@ class ValidLog:
 def valid_log(seed: int, steps: int) -> list[MetadataRecord]:
     log = ValidLog(random.Random(seed))
     ops = [log.register] * 3 + [log.unfence] * 3 + [log.fence, log.shutdown, log.unregister, log.delete,
-                                                    log.other, log.security] + [log.create] * 2 + [log.isr_change] * 2
+                                                    log.other, log.security, log.grow, log.quota] + [log.create] * 2
+    ops += [log.isr_change] * 2
     for _ in range(steps):
         log.rng.choice(ops)()
     return log.records
@@ -340,6 +373,8 @@ BREAKERS: dict[str, list[MetadataRecord]] = {
     "AclIdUnique": [_acl(uuid.UUID(int=7)), _acl(uuid.UUID(int=7))],
     "RemovesLiveAcl": [_acl(uuid.UUID(int=7)), RemoveAccessControlEntryRecord(id=uuid.UUID(int=8))],
     "RemovesLiveCredential": [_scram("alice", 1), RemoveUserScramCredentialRecord(name="alice", mechanism=2)],
+    "RemovesLiveQuota": [ClientQuotaRecord(entity=(QuotaEntityData(entity_type="user", entity_name="u"),),
+                                           key="request_percentage", value=0.0, remove=True)],
 }
 
 
