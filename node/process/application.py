@@ -12,9 +12,9 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import astuple
-from typing import Any
+from typing import Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -187,8 +187,7 @@ class KraftApplication:
                 )
             )
             self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle)
-            self.request_quotas = RequestQuotas(
-                lambda entity: resolve(self.broker_metadata.image.client_quotas, *entity, REQUEST_PERCENTAGE))
+            self.request_quotas = RequestQuotas(self._request_percentage)
             machines.append(self.broker_metadata)
             assert context.broker_apis is not None
             for key, lo, hi in BROKER_API_VERSIONS.values():
@@ -301,6 +300,11 @@ class KraftApplication:
 
         response = await self._screened(request, context, self.broker_metadata.image, True, serve)
         return await self._throttle(response, context, cost_ms)
+
+    def _request_percentage(self, entity: Hashable) -> float | None:
+        """The `request_percentage` quota of a (user, client id), from this broker's image."""
+        user, client_id = cast(tuple[str, str], entity)
+        return resolve(self.broker_metadata.image.client_quotas, user, client_id, REQUEST_PERCENTAGE)
 
     async def _throttle(self, response: Any, context: RequestContext, cost_ms: float) -> Any:
         """The request-rate quota (`request_percentage`) of the request's user and client id: the
