@@ -71,13 +71,13 @@ def _child(path: str, fmt: str, ref: Reference, seconds: float, rss: int, q: Any
 
 def bench_run(run_dir: Path, runs: int) -> int:
     """Keyed vs unsplit check of each workload of a stored run."""
+    from kraftlab.checker.history import load_jsonl_tolerant
     from kraftlab.checker.judged import linearizable_part
     from kraftlab.checker.models import MODELS, build_model
     from kraftlab.checker.run import split_by_workload
-    from kraftlab.checking import load_history
 
     t0 = time.perf_counter()
-    history, _ = load_history(run_dir / "history.jsonl")
+    history, _ = load_jsonl_tolerant(run_dir / "history.jsonl")
     lin = linearizable_part(history)
     print(f"{run_dir}: {len(history.events)} events, {len(lin.events)} judged; loaded in "
           f"{time.perf_counter() - t0:.1f} s; load average {os.getloadavg()[0]:.1f}")

@@ -3,7 +3,10 @@
 A history is a list of `Event`s in recorded (real-time) order, with Jepsen's meaning: `invoke`
 starts an operation, `ok` says it took effect, `fail` that it did not, `info` that nobody knows
 (it may take effect at any later time, or never). `pair_ops` turns events into `Op`s
-(invocation + completion), which is what the linearizability search works on.
+(invocation + completion), which is what the linearizability search works on — and what the
+report draws. The JSON Lines reader comes strict (`read_jsonl`) and as the runner's history is
+read everywhere (`iter_jsonl_tolerant`: a torn last line dropped with a note); nemesis events
+give the fault windows (`fault_windows`).
 """
 
 from __future__ import annotations
@@ -79,10 +82,26 @@ class Op:
     ret_time: int | None = None
     call_line: int = 0
     ret_line: int = 0
+    node: str | None = None
+    """The node the invocation was sent to (the history line's `node`)."""
 
     @property
     def crashed(self) -> bool:
         return self.ret is None
+
+    @property
+    def start(self) -> int:
+        """The invocation's time (ns since the test started; 0 for a history without times)."""
+        return self.call_time or 0
+
+    @property
+    def end(self) -> int | None:
+        """The completion's time; None when no completion was recorded (the runner died)."""
+        return self.ret_time
+
+    @property
+    def latency_ms(self) -> float | None:
+        return None if self.ret_time is None or self.call_time is None else (self.ret_time - self.call_time) / 1e6
 
     def label(self, words: Callable[[Op], str] | None = None) -> str:
         """The op in a line: `p<process> <words> [<status> <error>]`. `words` is how the model
@@ -145,7 +164,7 @@ def pair_ops(history: History | Iterable[Event]) -> list[Op]:
         if e.type == "invoke":
             if e.process in open_:
                 raise HistoryError(source, e.line, f"process {e.process} invokes while its op is still open")
-            op = Op(len(ops), e.process, e.f, e.value, None, "info", pos, None, None, e.time, None, e.line, 0)
+            op = Op(len(ops), e.process, e.f, e.value, None, "info", pos, None, None, e.time, None, e.line, 0, e.node)
             open_[e.process] = op
             ops.append(op)
             continue
@@ -205,8 +224,47 @@ def iter_jsonl(path: str | Path) -> Iterator[Event]:
 
 
 def read_jsonl(path: str | Path) -> History:
-    """Read the project's history.jsonl. A torn last line (a crashed writer) is an error too."""
+    """Read the project's history.jsonl strictly: a torn last line (a crashed writer) is an error too."""
     return History(list(iter_jsonl(path)), str(path), "jsonl")
+
+
+def torn_line_note(path: str | Path, line: int) -> str:
+    return f"{path}:{line}: torn last line dropped (the runner was killed mid-write)"
+
+
+def iter_jsonl_tolerant(path: str | Path, notes: list[str]) -> Iterator[Event]:
+    """The events of a history.jsonl as the runner may leave it: a last line with no newline after
+    it that does not parse (the runner was killed mid-write) is dropped with a note in `notes`; any
+    other malformed line is an error naming file and line. Streams: a large history is never held
+    as text."""
+    with open(path, encoding="utf-8") as fh:
+        index = 0
+        pending: tuple[int, str] | None = None
+        for lineno, text in enumerate(fh, 1):
+            if pending is not None:
+                yield parse_jsonl_line(pending[1], path, pending[0], index)
+                index += 1
+                pending = None
+            if not text.strip():
+                continue
+            if text.endswith("\n"):
+                yield parse_jsonl_line(text, path, lineno, index)
+                index += 1
+            else:
+                pending = (lineno, text)  # the last line, without its newline
+        if pending is not None:
+            try:
+                yield parse_jsonl_line(pending[1], path, pending[0], index)
+            except HistoryError:
+                notes.append(torn_line_note(path, pending[0]))
+
+
+def load_jsonl_tolerant(path: str | Path) -> tuple[History, list[str]]:
+    """The run's history (`iter_jsonl_tolerant`) and its notes; a missing file is an empty history."""
+    notes: list[str] = []
+    if not Path(path).is_file():
+        return History([], str(path), "jsonl"), notes
+    return History(list(iter_jsonl_tolerant(path, notes)), str(path), "jsonl"), notes
 
 
 def write_jsonl(history: History | Iterable[Event], path: str | Path) -> None:

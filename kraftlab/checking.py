@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 from typing import Any
 
 from kraftlab.checker.availability import check_availability
 from kraftlab.checker.compose import CheckerFn, compose
 from kraftlab.checker.coverage import coverage
-from kraftlab.checker.history import Event, History, parse_jsonl_line
+from kraftlab.checker.history import load_jsonl_tolerant
 from kraftlab.checker.journal import load_journals
 from kraftlab.checker.judged import linearizable_part
 from kraftlab.checker.linear.budget import Budget
@@ -46,27 +45,6 @@ from kraftlab.checker.run import journal_checks, linearizable_with_anomalies, sp
 from kraftlab.nemesis.packages import WINDOWS
 from kraftlab.recovery import RECOVERY_FILE
 from kraftlab.store import RunDir, write_json
-
-
-def load_history(path: Path) -> tuple[History, list[str]]:
-    """The run's history; a torn last line (the runner was killed mid-write) is dropped with a
-    note, any other malformed line is an error naming file and line."""
-    notes: list[str] = []
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    lines = text.split("\n")
-    events: list[Event] = []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            events.append(parse_jsonl_line(line, path, lineno, len(events)))
-        except ValueError:
-            if lineno == len(lines) and not text.endswith("\n"):
-                notes.append(f"{path}:{lineno}: torn last line dropped (the runner was killed mid-write)")
-                break
-            raise
-    return History(events, str(path), "jsonl"), notes
-
 
 CHECK_SECONDS = 900.0
 """Hard wall-clock limit of each checker process."""
@@ -77,7 +55,7 @@ CHECK_MEMORY_BYTES = 4_000_000_000
 def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget | None = None,
               timeout: float | None = CHECK_SECONDS, memory_bytes: int | None = CHECK_MEMORY_BYTES) -> dict[str, Any]:
     """Check a run directory, write `results.json`, and return it."""
-    history, notes = load_history(run.history)
+    history, notes = load_jsonl_tolerant(run.history)
     journal_paths = list(run.journals().values())
     out_dir = run.path / "checker"
     out_dir.mkdir(exist_ok=True)

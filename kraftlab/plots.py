@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from kraftlab.analysis import FaultWindow, OpPair
+from kraftlab.checker.history import FaultWindow, Op
 
 COLORS = {"ok": "#2b8a3e", "fail": "#e67700", "info": "#c92a2a"}
 FAULT_COLORS = ["#748ffc", "#f783ac", "#63e6be", "#ffd43b", "#a9e34b", "#ff8787", "#b197fc"]
@@ -41,15 +41,15 @@ def _legend(ax: Any) -> None:
         ax.legend(fontsize=7, loc="upper right", ncol=2)
 
 
-def latency_raw(pairs: Sequence[OpPair], windows: Sequence[FaultWindow]) -> bytes:
+def latency_raw(pairs: Sequence[Op], windows: Sequence[FaultWindow]) -> bytes:
     fig, ax = plt.subplots(figsize=(10, 3.6))
     _shade(ax, windows)
     fs = sorted({p.f for p in pairs})
     markers = "o^sDv<>phx*"
-    groups: dict[tuple[str, str], list[OpPair]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[Op]] = defaultdict(list)
     for p in pairs:
         if p.end is not None:
-            groups[(p.type, p.f)].append(p)
+            groups[(p.status, p.f)].append(p)
     for t in ("ok", "fail", "info"):
         for i, f in enumerate(fs):
             sel = groups.get((t, f), [])
@@ -64,14 +64,14 @@ def latency_raw(pairs: Sequence[OpPair], windows: Sequence[FaultWindow]) -> byte
     return _png(fig)
 
 
-def _buckets(pairs: Sequence[OpPair], width_s: float) -> dict[int, list[OpPair]]:
-    out: dict[int, list[OpPair]] = defaultdict(list)
+def _buckets(pairs: Sequence[Op], width_s: float) -> dict[int, list[Op]]:
+    out: dict[int, list[Op]] = defaultdict(list)
     for p in pairs:
         out[int(p.start / 1e9 // width_s)].append(p)
     return out
 
 
-def latency_quantiles(pairs: Sequence[OpPair], windows: Sequence[FaultWindow], width_s: float = 1.0) -> bytes:
+def latency_quantiles(pairs: Sequence[Op], windows: Sequence[FaultWindow], width_s: float = 1.0) -> bytes:
     fig, ax = plt.subplots(figsize=(10, 3.2))
     _shade(ax, windows)
     buckets = _buckets([p for p in pairs if p.end is not None], width_s)
@@ -90,13 +90,13 @@ def latency_quantiles(pairs: Sequence[OpPair], windows: Sequence[FaultWindow], w
     return _png(fig)
 
 
-def throughput(pairs: Sequence[OpPair], windows: Sequence[FaultWindow], width_s: float = 1.0) -> bytes:
+def throughput(pairs: Sequence[Op], windows: Sequence[FaultWindow], width_s: float = 1.0) -> bytes:
     fig, ax = plt.subplots(figsize=(10, 3.0))
     _shade(ax, windows)
     buckets = _buckets(pairs, width_s)
     xs = sorted(buckets)
     for t in ("ok", "fail", "info"):
-        ax.plot([b * width_s for b in xs], [sum(1 for p in buckets[b] if p.type == t) / width_s for b in xs],
+        ax.plot([b * width_s for b in xs], [sum(1 for p in buckets[b] if p.status == t) / width_s for b in xs],
                 color=COLORS[t], label=t, lw=1)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("ops/s")
@@ -105,7 +105,7 @@ def throughput(pairs: Sequence[OpPair], windows: Sequence[FaultWindow], width_s:
     return _png(fig)
 
 
-def lanes(pairs: Sequence[OpPair]) -> dict[int, int]:
+def lanes(pairs: Sequence[Op]) -> dict[int, int]:
     """A row for each process: a process retired after an `info` hands its row to the next one,
     so rows are the client threads (as in Jepsen's timelines), not the ever-growing processes."""
     spans: dict[int, list[float]] = {}
@@ -125,7 +125,7 @@ def lanes(pairs: Sequence[OpPair]) -> dict[int, int]:
     return out
 
 
-def timeline(pairs: Sequence[OpPair], windows: Sequence[FaultWindow]) -> bytes:
+def timeline(pairs: Sequence[Op], windows: Sequence[FaultWindow]) -> bytes:
     row = lanes(pairs)
     n = max(row.values(), default=-1) + 1
     fig, ax = plt.subplots(figsize=(10, max(2.5, 0.22 * n + 1)))
@@ -134,7 +134,7 @@ def timeline(pairs: Sequence[OpPair], windows: Sequence[FaultWindow]) -> bytes:
     bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
     for p in pairs:  # one artist per (row, outcome): one per op takes hours on a 10-minute run's 150k ops
         end = p.end if p.end is not None else end_all
-        bars[(row[p.process], p.type)].append((p.start / 1e9, max((end - p.start) / 1e9, 0.002)))
+        bars[(row[p.process], p.status)].append((p.start / 1e9, max((end - p.start) / 1e9, 0.002)))
     for (y, outcome), spans in bars.items():
         ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=COLORS[outcome])
     ax.set_yticks(range(n), [str(i) for i in range(n)], fontsize=6)

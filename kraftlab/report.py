@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from kraftlab import plots
-from kraftlab.analysis import fault_windows, pair_ops
-from kraftlab.checking import load_history
+from kraftlab.checker.history import HistoryError, Op, fault_windows, load_jsonl_tolerant, pair_ops
+from kraftlab.nemesis.packages import WINDOWS
 from kraftlab.report_anomalies import anomaly_sections
 from kraftlab.report_coverage import coverage_section
 from kraftlab.store import RunDir
@@ -124,21 +124,26 @@ def render(run: RunDir) -> Path:
     """Write `report.html` for a run directory and return its path."""
     test = run.read_test()
     results = run.read_results() or {"valid": "unknown", "checkers": {}}
-    ops = [e.to_json() for e in load_history(run.history)[0].events]
-    pairs = pair_ops(ops)
-    windows = fault_windows(ops)
+    pairs: list[Op] = []
+    try:
+        history, notes = load_jsonl_tolerant(run.history)
+        windows = fault_windows(history.events, WINDOWS)
+        pairs = pair_ops(history)
+    except HistoryError as exc:  # the checkers report a malformed history; the page still shows the rest
+        notes, windows = [f"the history cannot be read: {exc}"], []
     title = run_title(test)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_esc(title)}"
              f"</title><style>{CSS}</style></head><body>",
              f"<h1>{_esc(title)}: {_verdict(results.get('valid'))}</h1>",
              f"<div class='small'>{_esc(run.path)} · seed {_esc(test.get('seed'))} · "
              f"{len(pairs)} client ops · {len(windows)} fault windows</div>",
+             *(f"<div class='small'>{_esc(n)}</div>" for n in notes),
              f"<details><summary>test arguments</summary><pre>{_esc(json.dumps(test, indent=2, default=str))}"
              f"</pre></details>",
              "<h2>Verdict per checker</h2>", _checker_rows(results), *anomaly_sections(results, windows),
              *coverage_section(results.get("coverage"))]
 
-    counts = Counter((p.f, p.type) for p in pairs)
+    counts = Counter((p.f, p.status) for p in pairs)
     fs = sorted({p.f for p in pairs})
     parts.append("<h2>Operations</h2><table><tr><th>f</th><th>ok</th><th>fail</th><th>info</th></tr>")
     parts += [f"<tr><td>{_esc(f)}</td>" + "".join(f"<td>{counts[(f, t)]}</td>" for t in ("ok", "fail", "info"))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraftlab.checker.history import Event, HistoryError, Op, parse_jsonl_line
+from kraftlab.checker.history import Event, HistoryError, Op, parse_jsonl_line, torn_line_note
 from kraftlab.checker.judged import judged
 from kraftlab.spark_analysis.table import ModelSpec, RowSink
 
@@ -220,7 +220,7 @@ def scan_jsonl_chunk(task: ChunkTask) -> ChunkResult | Failure:
             except HistoryError:
                 if not task.last:
                     raise
-                scanner.notes.append(f"{task.path}:{lineno}: torn last line dropped (the runner was killed mid-write)")
+                scanner.notes.append(torn_line_note(task.path, lineno))
     except HistoryError as exc:
         return Failure(exc.path, exc.line, exc.reason)
     scanner.sink.write(Path(task.out))

@@ -1,9 +1,10 @@
 """The history: Jepsen-style operations streamed to `history.jsonl` as they happen.
 
-Each line is one op (docs/contracts.md). Writes are serialised by a lock (client tasks and the
+Each line is one op (docs/contracts.md), in the history contract's shape (`checker.history.Event`,
+whose `to_json` is the one place the line's fields are named). Writes are serialised by a lock (client tasks and the
 nemesis thread share one writer), flushed after every line so a killed runner leaves a history
 that `kraftlab analyze` can still check, and indexed in file order. Reading a history back is
-the checker's job (`checker.history`; `kraftlab.checking.load_history` for a run's own file).
+the checker's job (`checker.history`; `load_jsonl_tolerant` for a run's own file).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Literal, TextIO
+
+from kraftlab.checker.history import Event
 
 OpType = Literal["invoke", "ok", "fail", "info"]
 
@@ -40,8 +43,7 @@ class HistoryWriter:
                node: str | None = None, error: str | None = None, **extra: Any) -> dict[str, Any]:
         """Append one op; `extra` fields (e.g. `workload`) are written beside the standard ones."""
         with self._lock:
-            op = {"index": self._next_index, "time": self.now(), "process": process, "type": type_, "f": f,
-                  "value": value, "node": node, "error": error, **extra}
+            op = Event(self._next_index, process, type_, f, value, self.now(), node, error, extra=extra).to_json()
             self._next_index += 1
             self._out.write(json.dumps(op, separators=(",", ":"), default=str) + "\n")
             self._out.flush()

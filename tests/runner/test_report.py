@@ -6,7 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from kraftlab.analysis import fault_windows, pair_ops
+from kraftlab.checker.history import Op, fault_windows, load_jsonl_tolerant, pair_ops
+from kraftlab.nemesis.packages import WINDOWS
 from kraftlab.report import render
 from kraftlab.store import list_runs, new_run, write_json
 from kraftlab.workloads.history import HistoryWriter
@@ -45,12 +46,12 @@ def make_run(tmp_path: Path):
 
 def test_pairs_and_windows(tmp_path: Path) -> None:
     run = make_run(tmp_path)
-    ops = [json.loads(x) for x in run.history.read_text().splitlines()]
-    pairs = pair_ops(ops)
-    assert len(pairs) == 22
-    assert sum(p.type == "info" for p in pairs) == 2  # the timeout and the op never completed
+    history, notes = load_jsonl_tolerant(run.history)
+    pairs = pair_ops(history)
+    assert len(pairs) == 22 and not notes
+    assert sum(p.status == "info" for p in pairs) == 2  # the timeout and the op never completed
     assert next(p for p in pairs if p.end is None).f == "list"
-    kinds = {(w.kind, round(w.start / 1e9, 1), round(w.end / 1e9, 1)) for w in fault_windows(ops)}
+    kinds = {(w.kind, round(w.start / 1e9, 1), round(w.end / 1e9, 1)) for w in fault_windows(history.events, WINDOWS)}
     assert kinds == {("partition", 0.0, 4.4), ("kill", 4.1, 4.5)}
 
 
@@ -82,17 +83,16 @@ def test_failed_faults_open_no_window_and_shared_closers_close_all() -> None:
         {"process": "nemesis", "type": "ok", "f": "clock-reset", "time": 30, "value": {}},
         {"process": "nemesis", "type": "info", "f": "graceful-stop", "time": 40, "value": {}},
     ]
-    got = [(w.kind, w.start, w.end) for w in fault_windows(ops)]
+    got = [(w.kind, w.start, w.end) for w in fault_windows(ops, WINDOWS)]
     # a window starts at the opener's invocation when there is one
     assert got == [("clock-bump", 5, 30), ("clock-rate", 20, 30), ("graceful-stop", 40, 40)]
 
 
 def test_timeline_lanes_reuse_rows_of_retired_processes() -> None:
-    from kraftlab.analysis import OpPair
     from kraftlab.plots import lanes
 
-    def op(p: int, a: int, b: int | None) -> OpPair:
-        return OpPair(p, "create", "ok", a, b, "n1", None, None)
+    def op(p: int, a: int, b: int | None) -> Op:
+        return Op(0, p, "create", None, None, "ok", 0, None, call_time=a, ret_time=b, node="n1")
 
     # process 0 retires at t=10 and thread 0 goes on as process 2; process 1 overlaps both
     got = lanes([op(0, 0, 5), op(1, 1, 30), op(0, 6, 10), op(2, 11, 20), op(3, 31, None)])

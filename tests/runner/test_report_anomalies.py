@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kraftlab.analysis import FaultWindow
+from kraftlab.checker.history import FaultWindow
 from kraftlab.checker.invariant import Violation
 from kraftlab.checker.journal import journals_from
 from kraftlab.checker.run import check_run

@@ -115,7 +115,7 @@ def test_each_node_once_reads_every_node() -> None:
 
 def test_history_file_streams_and_survives_a_torn_tail(tmp_path) -> None:
     from kraftlab.checker.history import HistoryError
-    from kraftlab.checking import load_history
+    from kraftlab.checker.history import load_jsonl_tolerant as load_history
 
     path = tmp_path / "history.jsonl"
     h = HistoryWriter(path)
