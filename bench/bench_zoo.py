@@ -20,14 +20,10 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "zoo"))
-
-from kraft_zoo import CLUSTER_SCENARIOS, run_cluster_once
 
 from kraftlab.node.sim.zoo import RAFT_SCENARIOS, SimOutcome, run_once
 from kraftlab.zoo import Attempt, attempt_line
+from kraftlab.zoo.cluster_sim import CLUSTER_SCENARIOS, run_cluster_once
 
 
 def _sim_hunt(bug: str, base: int, max_seeds: int) -> tuple[SimOutcome, int, float]:

@@ -15,7 +15,7 @@ from kraftlab.node.config import ConfigError, load_config, render_properties
 from kraftlab.node.storage.errors import StorageError
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id, validate_cluster_id
 
-__all__ = ["AdminError", "cluster_json", "describe_cluster", "describe_cluster_now", "describe_quorum",
+__all__ = ["AdminError", "bug_names", "cluster_json", "describe_cluster", "describe_cluster_now", "describe_quorum",
            "describe_quorum_now", "format_storage", "quorum_json", "random_cluster_id", "render_properties"]
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -26,6 +26,14 @@ UNREGISTER_BROKER_KEY = 64
 
 class AdminError(Exception):
     """An admin operation could not do its job; the message says why in one line."""
+
+
+def bug_names() -> list[str]:
+    """The names of the node's test-only bug switches (`kraftlab.unsafe.bug`), from its registry
+    (node/bugs.py): the one list the suite's bug zoo plans against."""
+    from kraftlab.node.bugs import BUGS
+
+    return [b.name for b in BUGS]
 
 
 def _schema(api: str, version: int, kind: str) -> Any:

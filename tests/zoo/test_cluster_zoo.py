@@ -5,10 +5,10 @@ the clean cluster under the same scenario is caught by nothing."""
 from __future__ import annotations
 
 import pytest
-from kraft_zoo import CLUSTER_SCENARIOS, hunt_cluster, run_cluster_once
 
 from kraftlab.node.bugs import BUGS
 from kraftlab.node.sim.zoo import RAFT_SCENARIOS
+from kraftlab.zoo.cluster_sim import CLUSTER_SCENARIOS, hunt_cluster, run_cluster_once
 
 MAX_SEEDS = 10
 

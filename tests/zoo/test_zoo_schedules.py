@@ -15,7 +15,7 @@ from kraftlab.nemesis.ports import MemoryLedger
 from kraftlab.nemesis.schedule import load
 from kraftlab.runner import TestOptions as Options
 from kraftlab.zoo import PLANS, Plan, control_run, hunt, targeted_plans
-from kraftlab.zoo_schedules import RECIPES, roles, targeted
+from kraftlab.zoo.recipes import RECIPES, roles, targeted
 
 
 class FailoverControl(FakeNodeControl):
@@ -177,3 +177,9 @@ def test_a_recipe_control_replays_the_recipe_on_the_correct_node(tmp_path: Path)
     assert seen[0].diskfs  # the correct node survives power loss
     assert "kraftlab.unsafe.test.mode" not in seen[0].config  # nothing unsafe asked of the node
     assert seen[0].time_limit == plans["stale-epoch"].attempt_s
+
+
+def test_every_bug_of_the_node_registry_has_a_plan_and_every_plan_a_bug() -> None:
+    from kraftlab.zoo import missing_plans
+
+    assert missing_plans() == ([], [])
