@@ -33,8 +33,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from kraftlab.checker.formats import read_history
 from kraftlab.checker.history import pair_ops
 from kraftlab.checker.linear.budget import Budget, rss_bytes

@@ -18,8 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from kraftlab.control import sshd_lab
 from kraftlab.control.lab import Lab
 from kraftlab.control.labs import clean, lab_down, lab_up

@@ -15,10 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import TypeVar
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kraftlab.control.labs import clean, lab_up
 from kraftlab.nemesis.cleanup import ledger_for

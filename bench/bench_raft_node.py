@@ -27,8 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from bench_node import _latencies, bench_failover, bench_latency, percentile
 from kraftnode_helpers import ProcessCluster
 

@@ -30,7 +30,6 @@ from kraftlab.nemesis.netfilter import partition_chain
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -267,7 +266,6 @@ def test_disk_damage_on_a_stopped_node(control: DaemonNodeControl, nemesis: Neme
 
 KILLED_RUN = """
 import sys, time
-sys.path.insert(0, {repo!r})
 from kraftlab.control.labs import load_lab
 from kraftlab.nemesis.cleanup import ledger_for
 from kraftlab.nemesis.core import Nemesis
@@ -287,7 +285,7 @@ time.sleep(600)
 
 def test_clean_after_a_sigkilled_run_restores_every_host(lab: Lab, programs: dict[str, str],
                                                           control: DaemonNodeControl) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN.format(repo=str(REPO), name=lab.name)],
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN.format(name=lab.name)],
                             stdout=subprocess.PIPE, text=True, env=os.environ.copy())
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"

@@ -8,21 +8,18 @@ import asyncio
 import resource
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from kraftnode_helpers import KRAFT_NODE, free_ports, node_properties, read_log_values
+from protocol.fuzzing import fuzz  # tests/protocol (tests/ is on pytest's pythonpath)
 
 from kraftlab.node.cli import append_test_records, describe_quorum
 from kraftlab.node.config import config_from_properties, render_properties
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.storage.log import DiskLog
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the protocol fuzzer
-from protocol.fuzzing import fuzz
 
 # The node runs under a memory limit, so that a request it mishandles (a CreateTopics asking for
 # billions of partitions once did) fails it alone instead of exhausting the machine.

@@ -15,12 +15,8 @@ import json
 import logging
 import os
 import signal
-import sys
 import time
 from collections import Counter
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # makes ``protocol.*`` importable
 
 from kraftlab.node.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from kraftlab.node.protocol.server import ProtocolServer

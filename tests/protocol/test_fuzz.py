@@ -29,7 +29,8 @@ BAD_KINDS = set(EXPECTATIONS)
 @pytest.fixture
 def example_server() -> Iterator[tuple[subprocess.Popen[str], int]]:
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--max-frame-bytes", str(MAX_FRAME_BYTES)],
+        [sys.executable, "-m", "protocol.example_server", "--max-frame-bytes", str(MAX_FRAME_BYTES)],
+        cwd=SERVER.parent.parent,  # tests/: `-m` makes the `protocol` test package importable
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -19,8 +19,6 @@ from kraftlab.node.storage.errors import CommittedDataDamaged, CorruptStateFile
 from kraftlab.node.storage.layout import partition_dir, segment_name
 from kraftlab.node.storage.log import DiskLog
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def seg_files(log_dir: Path) -> list[str]:
     return sorted(p.name for p in partition_dir(log_dir).glob("*.log"))
@@ -248,7 +246,6 @@ def test_hw_checkpoint_round_trip_in_kafka_format(tmp_path: Path) -> None:
 CHILD = textwrap.dedent(
     """
     import os, signal, sys
-    sys.path.insert(0, {tests!r})
     from storage_helpers import batches
     from kraftlab.node.storage.log import DiskLog
     log = DiskLog.open({log_dir!r}, segment_bytes=200)
@@ -265,8 +262,10 @@ def test_sigkill_loses_nothing_the_kernel_holds(log_dir: Path) -> None:
     """A process crash is not a power loss: the written tail survives in the page cache (a power
     loss is tested on the disk-fault filesystem: tests/diskfs)."""
     expected_end = 14
-    code = CHILD.format(tests=str(Path(__file__).parent), log_dir=str(log_dir))
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    code = CHILD.format(log_dir=str(log_dir))
+    # `-c` imports from the working directory: storage_helpers sits beside this test
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent, capture_output=True, text=True,
+                          timeout=60)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert proc.stdout.split() == ["14", "6"]
     with DiskLog.open(log_dir, segment_bytes=200) as log:
