@@ -51,7 +51,7 @@ def stale_epoch(rng: random.Random, r: Roles) -> Steps:
     remembers the epoch, whichever voter won; a SIGKILL then brings back the previous epoch if that
     write was never made durable (MonotonicEpoch)."""
     a, b, c = rng.sample(r.controllers, 3)
-    cut = {"grudge": {v: [a] for v in r.controllers if v != a}, "drop": "new-connections"}
+    cut: dict[str, object] = {"grudge": {v: [a] for v in r.controllers if v != a}, "drop": "new-connections"}
     return [(0.0, "partition", "start-partition", _isolate(a)),
             (0.5, "kill", "kill", {"nodes": sorted([b, c])}),
             (1.0, "kill", "restart", {"nodes": sorted([b, c])}),
@@ -86,7 +86,7 @@ def lagging_voter_first_candidate(rng: random.Random, r: Roles) -> Steps:
     others = sorted(c for c in r.controllers if c != a)
     majority = len(r.controllers) // 2 + 1
     extra = sorted(rng.sample(others, len(r.controllers) - majority - 1))  # down with `a`; the leader follows
-    cut = {"grudge": {a: others}, "drop": "new-connections"}
+    cut: dict[str, object] = {"grudge": {a: others}, "drop": "new-connections"}
     return [(0.0, "kill", "kill", {"nodes": sorted([a, *extra])}),
             (5.0, "partition", "start-partition", cut),
             (5.1, "kill", "kill", {"target": "controller"}),
@@ -119,7 +119,7 @@ def leader_alone_with_brokers(rng: random.Random, r: Roles) -> Steps:
     those records, which are lost. Every answer given before committing is one the new leader's
     history contradicts (linearizable-topics); the correct node answers none of them."""
     del rng
-    controllers_cut = {"grudge": {c: [o for o in r.controllers if o != c] for c in r.controllers}}
+    controllers_cut: dict[str, object] = {"grudge": {c: [o for o in r.controllers if o != c] for c in r.controllers}}
     return [(0.0, "partition", "start-partition", controllers_cut),
             (2.4, "partition", "start-partition", {"topology": "isolate-controller"}),
             (5.0, "partition", "stop-partition", {})]
