@@ -162,14 +162,14 @@ def _check_epochs(journals: Journals, vs: list[Violation]) -> None:
                 view.decide(e)
             elif _ok(e, "BrokerHeartbeat"):
                 b, ep = int(e["broker"]), int(e["broker_epoch"])
-                view, known = seen.get(b), _known(e, applied)
-                if view is not None and view.newer_than(ep, known):
-                    newer = [r for r in regs if int(r["broker"]) == b and ep < int(r["broker_epoch"])
-                             and (int(r["broker_epoch"]) <= known or any(r is k for k in view.decided))]
+                known_view, known = seen.get(b), _known(e, applied)
+                if known_view is not None and known_view.newer_than(ep, known):
+                    later = [r for r in regs if int(r["broker"]) == b and ep < int(r["broker_epoch"])
+                             and (int(r["broker_epoch"]) <= known or any(r is k for k in known_view.decided))]
                     vs.append(Violation("StaleEpochAccepted",
                                         f"controller {nid} accepted a heartbeat of broker {b} with epoch {ep} though "
-                                        f"it knew registration epoch {newer[-1]['broker_epoch']}", [newer[-1], e],
-                                        before=f"broker {b} registered at broker epoch {newer[-1]['broker_epoch']}",
+                                        f"it knew registration epoch {later[-1]['broker_epoch']}", [later[-1], e],
+                                        before=f"broker {b} registered at broker epoch {later[-1]['broker_epoch']}",
                                         after=f"a heartbeat at broker epoch {ep} accepted (Kafka answers "
                                               "STALE_BROKER_EPOCH)"))
 
@@ -379,20 +379,21 @@ def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
                                     f"{prev['partition_epoch']} to {e['partition_epoch']}", [prev, e]))
             last[key] = e
     for key, es in by_part.items():
-        seen: dict[int, Entry] = {}
+        at_epoch: dict[int, Entry] = {}
         for e in sorted(es, key=lambda x: int(x["partition_epoch"])):
             pe = int(e["partition_epoch"])
-            other = seen.get(pe)
+            other = at_epoch.get(pe)
             if other is not None and other.node != e.node and sorted(other.get("isr") or []) != sorted(
                     e.get("isr") or []):
                 vs.append(Violation("EpochsGoBack", f"{key[0]}-{key[1]}: two different states accepted with "
                                                     f"partition epoch {pe}", [other, e]))
-            seen[pe] = e
+            at_epoch[pe] = e
         ordered = sorted(es, key=lambda x: int(x["partition_epoch"]))
-        for a, b in itertools.pairwise(ordered):
-            if int(b.get("leader_epoch", 0)) < int(a.get("leader_epoch", 0)):
-                vs.append(Violation("EpochsGoBack", f"{key[0]}-{key[1]}: leader epoch fell from {a['leader_epoch']} "
-                                                    f"to {b['leader_epoch']} as the partition epoch grew", [a, b]))
+        for earlier, later in itertools.pairwise(ordered):
+            if int(later.get("leader_epoch", 0)) < int(earlier.get("leader_epoch", 0)):
+                vs.append(Violation("EpochsGoBack", f"{key[0]}-{key[1]}: leader epoch fell from "
+                                                    f"{earlier['leader_epoch']} to {later['leader_epoch']} as the "
+                                                    "partition epoch grew", [earlier, later]))
 
 
 def _judge_batch(fenced: dict[int, Entry], parts: dict[tuple[str, int], Entry],

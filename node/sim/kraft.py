@@ -29,7 +29,8 @@ from typing import Any
 
 from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32Timedelta
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32, i32Timedelta
 
 from kraftlab.node.broker import (
     BrokerApis,
@@ -225,13 +226,14 @@ class KraftSim:
                     if out.ev == "fence":
                         self.fence_events.append((now, out.fields))
         if node.lifecycle is not None:
-            for out in node.lifecycle.take_outputs() + node.apis.take_outputs():  # type: ignore[union-attr]
-                if isinstance(out, SendToController | Forward):
-                    self._rpc(node, "hb" if isinstance(out, SendToController) else "fwd", out.token, out.request, now)
-                elif isinstance(out, ClientReply):
-                    self._client_answer(out)
-                elif isinstance(out, JournalEvent):
-                    self.journal.append((now, node.node_id, out))
+            for broker_out in node.lifecycle.take_outputs() + node.apis.take_outputs():  # type: ignore[union-attr]
+                if isinstance(broker_out, SendToController | Forward):
+                    rpc_kind = "hb" if isinstance(broker_out, SendToController) else "fwd"
+                    self._rpc(node, rpc_kind, broker_out.token, broker_out.request, now)
+                elif isinstance(broker_out, ClientReply):
+                    self._client_answer(broker_out)
+                elif isinstance(broker_out, JournalEvent):
+                    self.journal.append((now, node.node_id, broker_out))
             self.journal += [(now, node.node_id, e) for e in node.metadata.take_outputs()]  # type: ignore[union-attr]
         self.check(node)
 
@@ -383,8 +385,8 @@ class KraftSim:
                 factor = self.shape_rng.choice([2, 2, 2, 1, 3, -1, 0, len(self.broker_ids) + 1])
                 self.shapes[f"t{self.created}"] = (partitions, factor)
                 topic = CreatableTopic(
-                    name=f"t{self.created}", num_partitions=partitions, replication_factor=factor, assignments=(),
-                    configs=()
+                    name=TopicName(f"t{self.created}"), num_partitions=i32(partitions), replication_factor=i16(factor),
+                    assignments=(), configs=()
                 )
                 timeout = i32Timedelta.parse(datetime.timedelta(milliseconds=5_000))
                 request = self._wire(CreateTopicsRequest(topics=(topic,), timeout=timeout), "the client's request")
