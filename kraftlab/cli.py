@@ -19,6 +19,7 @@ import sys
 import traceback
 from collections.abc import Collection
 from pathlib import Path
+from typing import NoReturn
 
 from kraftlab import commands
 from kraftlab.exits import EXIT_BAD_ARGS, EXIT_CRASHED, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID  # noqa: F401
@@ -27,7 +28,7 @@ from kraftlab.exits import EXIT_BAD_ARGS, EXIT_CRASHED, EXIT_INVALID, EXIT_UNKNO
 class _Parser(argparse.ArgumentParser):
     """argparse that exits with 254 (bad arguments) instead of 2 (which means `unknown`)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message}\n")
 

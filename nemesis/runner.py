@@ -47,7 +47,7 @@ def interrupt_on(signals: tuple[signal.Signals, ...]) -> dict[signal.Signals, ob
 
 def restore_handlers(previous: dict[signal.Signals, object]) -> None:
     for sig, handler in previous.items():
-        signal.signal(sig, handler)  # type: ignore[arg-type]
+        signal.signal(sig, handler)  # type: ignore[arg-type]  # each is what signal.signal returned
 
 
 @contextlib.contextmanager

@@ -123,4 +123,5 @@ def pick_version(server: dict[int, tuple[int, int]], api_key: int, min_version: 
 
 def ranges_from_response(response: ResponsePayload) -> dict[int, tuple[int, int]]:
     """api key → (min, max) from a decoded ApiVersionsResponse."""
-    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}  # type: ignore[union-attr]
+    keys = response.api_keys  # type: ignore[union-attr]  # every ApiVersionsResponse has them
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in keys}

@@ -10,8 +10,9 @@ frame it was given. It allocates nothing itself: it only moves an offset and rai
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import Field, fields
 from functools import cache
+from typing import Any
 
 from kio.serial._introspect import (
     EntityField,
@@ -159,23 +160,23 @@ def _primitive(kafka_type: str, flexible: bool, nullable: bool, legacy_string: b
     return _legacy_bytes(2 if kafka_type == "string" else 4, nullable)
 
 
-def _field_walker(entity_type: type[Entity], field: object) -> Walker:
+def _field_walker(entity_type: type[Entity], field: Field[Any]) -> Walker:
     flexible = bool(entity_type.__flexible__)
     # kio (like Kafka) always writes RequestHeader.client_id as a legacy nullable string.
     legacy_string = entity_type.__name__ == "RequestHeader" and getattr(field, "name", "") == "client_id"
-    klass = classify_field(field)  # type: ignore[arg-type]
+    klass = classify_field(field)
     # Like Kafka's readers, a null where the schema does not allow one is malformed.
-    nullable = is_optional(field)  # type: ignore[arg-type]
+    nullable = is_optional(field)
     match klass:
         case PrimitiveField():
-            return _primitive(get_schema_field_type(field), flexible, nullable, legacy_string)  # type: ignore[arg-type]
+            return _primitive(get_schema_field_type(field), flexible, nullable, legacy_string)
         case PrimitiveTupleField():
-            item = _primitive(get_schema_field_type(field), flexible, False)  # type: ignore[arg-type]
+            item = _primitive(get_schema_field_type(field), flexible, False)
             return _array(item, flexible, nullable)
         case EntityField(nested):
             inner = entity_walker(nested)
             # Tagged fields are optional by their presence, so only a plain nullable struct has a marker.
-            return _nullable_entity(inner) if nullable and get_field_tag(field) is None else inner  # type: ignore[arg-type]
+            return _nullable_entity(inner) if nullable and get_field_tag(field) is None else inner
         case EntityTupleField(nested):
             return _array(entity_walker(nested), flexible, nullable)
     raise MalformedFrame(f"unclassifiable field {field!r}")

@@ -24,6 +24,7 @@ def api_versions_request(version: int) -> RequestPayload:
     """An ApiVersionsRequest of ``version`` naming this software (v3+)."""
     request_type = request_schema(API_VERSIONS_KEY, version)
     if version >= _FIRST_VERSION_WITH_SOFTWARE:
+        # a v3+ ApiVersionsRequest has these fields; the schema lookup is typed for any request
         return request_type(client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION)  # type: ignore[call-arg]
     return request_type()
 
@@ -32,11 +33,11 @@ async def fetch_api_versions(client: ProtocolClient) -> dict[int, tuple[int, int
     """The server's served api keys → (min, max) version."""
     lo, hi = API_VERSIONS_RANGE
     response = await client.send(api_versions_request(hi))
-    error = response.error_code  # type: ignore[union-attr]
+    error = response.error_code  # type: ignore[union-attr]  # every ApiVersionsResponse has one
     if error == ErrorCode.unsupported_version:
         version = pick_version(ranges_from_response(response), API_VERSIONS_KEY, lo, hi)
         response = await client.send(api_versions_request(version))
-        error = response.error_code  # type: ignore[union-attr]
+        error = response.error_code  # type: ignore[union-attr]  # every ApiVersionsResponse has one
     if error != ErrorCode.none:
         raise UnsupportedVersion(f"ApiVersions failed with {ErrorCode(error).name}")
     return ranges_from_response(response)
