@@ -71,6 +71,7 @@ class PeerLinks:
         task.add_done_callback(self._tasks.discard)
 
     async def _exchange(self, client: ProtocolClient, envelope: m.Envelope) -> None:
+        # send() passes requests only (m.is_request)
         request = wire.request_to_wire(envelope.message, self._cluster_id, envelope.dst)  # type: ignore[arg-type]
         try:
             response = await client.send(request)
@@ -123,7 +124,7 @@ def refusal(message: m.Message, error: m.Errors, epoch: int) -> m.Response:
 
 
 async def _later(future: asyncio.Future[m.Message]) -> Any:
-    return wire.response_to_wire(await future)  # type: ignore[arg-type]
+    return wire.response_to_wire(await future)  # type: ignore[arg-type]  # a request's answer is a response
 
 
 def register_raft_apis(
@@ -155,7 +156,7 @@ def register_raft_apis(
             return wire.response_to_wire(refusal(message, m.Errors.INCONSISTENT_CLUSTER_ID, driver.core.epoch))
         future = driver.submit(request_source(message), message, timeout_s)
         if future.done():
-            return wire.response_to_wire(future.result())  # type: ignore[arg-type]
+            return wire.response_to_wire(future.result())  # type: ignore[arg-type]  # the request's response
         return _later(future)
 
     for entity in wire.REQUEST_ENTITIES.values():

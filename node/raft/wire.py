@@ -37,6 +37,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as v_req
 from kio.schema.vote.v2 import response as v_resp
 from kio.static.primitive import Records, i32, i32Timedelta, i64
+from kio.static.protocol import Payload
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.ports import OffsetAndEpoch
@@ -56,7 +57,7 @@ def _max_wait(ms: int) -> Any:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
 
 
-REQUEST_ENTITIES: dict[type, type] = {
+REQUEST_ENTITIES: dict[type, type[Payload]] = {
     m.VoteRequest: v_req.VoteRequest,
     m.BeginQuorumEpochRequest: bqe_req.BeginQuorumEpochRequest,
     m.EndQuorumEpochRequest: eqe_req.EndQuorumEpochRequest,
@@ -64,7 +65,7 @@ REQUEST_ENTITIES: dict[type, type] = {
     m.FetchRequest: f_req.FetchRequest,
     m.FetchSnapshotRequest: fs_req.FetchSnapshotRequest,
 }
-RESPONSE_ENTITIES: dict[type, type] = {
+RESPONSE_ENTITIES: dict[type, type[Payload]] = {
     m.VoteResponse: v_resp.VoteResponse,
     m.BeginQuorumEpochResponse: bqe_resp.BeginQuorumEpochResponse,
     m.EndQuorumEpochResponse: eqe_resp.EndQuorumEpochResponse,

@@ -43,9 +43,9 @@ def raft_through_the_wire(env: m.Envelope) -> m.Envelope:
     if isinstance(message, m.RequestFailed):
         return env
     if m.is_request(message):
-        entity = raft_wire.request_to_wire(message, None, env.dst)  # type: ignore[arg-type]
+        entity = raft_wire.request_to_wire(message, None, env.dst)  # type: ignore[arg-type]  # is_request above
         back: m.Message = raft_wire.request_from_wire(through_the_wire(entity, f"node {env.src}'s request"))
     else:
-        entity = raft_wire.response_to_wire(message)  # type: ignore[arg-type]
+        entity = raft_wire.response_to_wire(message)  # type: ignore[arg-type]  # not a request: a response
         back = raft_wire.response_from_wire(through_the_wire(entity, f"node {env.src}'s response"))
     return m.Envelope(env.src, env.dst, back, env.ref)
