@@ -2,6 +2,7 @@
 
     kraft-node random-uuid
     kraft-node format --config F --cluster-id ID [--ignore-formatted] [--add-scram 'SCRAM-SHA-256=[name=U,password=P]']
+                      [--standalone | --initial-controllers ID@HOST:PORT:DIRID,... | --no-initial-controllers]
     kraft-node info --config F
     kraft-node start --config F
     kraft-node dump-log PATH...
@@ -23,8 +24,10 @@ import importlib
 import json
 import shlex
 import sys
+import time
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraftlab.node.admin import (
     METADATA_TOPIC,
@@ -46,6 +49,9 @@ from kraftlab.node.storage.meta_properties import (
     read_meta_properties,
     validate_cluster_id,
 )
+
+if TYPE_CHECKING:
+    from kraftlab.node.raft.voters import VoterSet
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -73,23 +79,73 @@ def cmd_random_uuid(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_format(args: argparse.Namespace) -> int:
-    import time
+def _initial_voters(args: argparse.Namespace, config: NodeConfig) -> tuple[VoterSet | None, uuid.UUID]:
+    """Kafka's rules for `--standalone` / `--initial-controllers` / `--no-initial-controllers`: the
+    first voters to write in the bootstrap checkpoint (None: write none) and the metadata log
+    directory's id."""
+    from kraftlab.node.raft.voters import Endpoint
+    from kraftlab.node.storage.bootstrap import parse_initial_controllers, standalone_voters
+    from kraftlab.node.storage.meta_properties import random_directory_id
 
+    directory_id = random_directory_id()
+    dynamic_flag = "--standalone" if args.standalone else "--initial-controllers" if args.initial_controllers else None
+    if dynamic_flag is not None and not config.is_controller:
+        raise CommandFailed(f"{dynamic_flag} formats a controller, but process.roles has no controller")
+    if dynamic_flag is not None and not config.is_dynamic_quorum:
+        raise CommandFailed(
+            f"controller.quorum.voters is set (a static quorum): {dynamic_flag} is for a dynamic quorum; "
+            "remove controller.quorum.voters and set controller.quorum.bootstrap.servers instead"
+        )
+    if config.is_controller and config.is_dynamic_quorum and dynamic_flag is None and not args.no_initial_controllers:
+        raise CommandFailed(
+            "controller.quorum.voters is not set on this controller: specify one of --standalone, "
+            "--initial-controllers or --no-initial-controllers"
+        )
+    try:
+        if args.standalone:
+            endpoints = tuple(
+                Endpoint(e.name, e.host, e.port)
+                for name in config.controller_listener_names
+                if (e := config.advertised(name)) is not None
+            )
+            return standalone_voters(config.node_id, directory_id, endpoints), directory_id
+        if args.initial_controllers:
+            voters = parse_initial_controllers(args.initial_controllers, config.controller_listener_names[0])
+            mine = voters.voter(config.node_id)
+            return voters, mine.directory_id if mine is not None and mine.directory_id else directory_id
+    except ValueError as e:
+        raise CommandFailed(str(e)) from None
+    return None, directory_id
+
+
+def cmd_format(args: argparse.Namespace) -> int:
     from kraftlab.node.security.bootstrap import parse_add_scram, write_bootstrap
+    from kraftlab.node.storage.bootstrap import write_bootstrap_checkpoint
 
     config = _config(args.config)
+    voters, directory_id = _initial_voters(args, config)
     try:
         validate_cluster_id(args.cluster_id)
         scram = [parse_add_scram(text) for text in args.add_scram]
-        written = format_dirs(config.all_log_dirs, args.cluster_id, config.node_id, args.ignore_formatted)
+        written = format_dirs(
+            config.all_log_dirs,
+            args.cluster_id,
+            config.node_id,
+            args.ignore_formatted,
+            directory_ids={config.metadata_log_dir: directory_id},
+        )
         if scram and config.metadata_log_dir in written:
             write_bootstrap(config.metadata_log_dir, list(scram), int(time.time() * 1000))
+        checkpoint = None
+        if voters is not None and config.metadata_log_dir in written:
+            checkpoint = write_bootstrap_checkpoint(config.metadata_log_dir, voters, int(time.time() * 1000))
     except (ValueError, StorageError, OSError) as e:
         raise CommandFailed(str(e)) from None
     for d in config.all_log_dirs:
         state = "Formatting" if d in written else "Skipping already formatted"
         print(f"{state} {d} with cluster.id {args.cluster_id} and node.id {config.node_id}")
+    if checkpoint is not None and voters is not None:
+        print(f"Wrote the bootstrap checkpoint {checkpoint} with kraft.version 1 and voters {list(voters.ids)}")
     return EXIT_OK
 
 
@@ -310,16 +366,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore-formatted", "-g", action="store_true", help="skip directories already formatted")
     p.add_argument("--add-scram", "-S", action="append", default=[], metavar="'MECHANISM=[name=U,password=P]'",
                    help="a SCRAM credential the first active controller writes (KIP-900); repeatable")
+    quorum = p.add_mutually_exclusive_group()
+    quorum.add_argument(
+        "--standalone",
+        "-s",
+        action="store_true",
+        help="a dynamic quorum's first controller: this node is its only voter",
+    )
+    quorum.add_argument(
+        "--initial-controllers",
+        "-I",
+        metavar="ID@HOST:PORT:DIRID,...",
+        help="a dynamic quorum's first voters (directory ids from `kraft-node random-uuid`)",
+    )
+    quorum.add_argument(
+        "--no-initial-controllers",
+        "-N",
+        action="store_true",
+        help="a controller that joins an existing dynamic quorum (as an observer, until added)",
+    )
     p.set_defaults(func=cmd_format)
     p = sub.add_parser("info", help="show the log directories' meta.properties and problems")
     p.add_argument("--config", "-c", required=True)
     p.set_defaults(func=cmd_info)
     p = sub.add_parser("start", help="run the node in the foreground (SIGTERM: graceful stop)")
     p.add_argument("--config", "-c", required=True)
-    p.add_argument("--unsafe-bug", action="append", default=[], metavar="NAME",
-                   help="TEST ONLY: switch on a bug-zoo bug (docs/zoo.md); refused without --unsafe-test-mode")
-    p.add_argument("--unsafe-test-mode", action="store_true",
-                   help="TEST ONLY: allow the kraftlab.unsafe.* switches (never in production)")
+    p.add_argument(
+        "--unsafe-bug",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="TEST ONLY: switch on a bug-zoo bug (docs/zoo.md); refused without --unsafe-test-mode",
+    )
+    p.add_argument(
+        "--unsafe-test-mode",
+        action="store_true",
+        help="TEST ONLY: allow the kraftlab.unsafe.* switches (never in production)",
+    )
     p.set_defaults(func=cmd_start)
     p = sub.add_parser("dump-log", help="decode metadata log segments and snapshots (KIP-631 JSON payloads)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="a segment, a snapshot, or a (metadata) log directory")

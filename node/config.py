@@ -180,6 +180,7 @@ class NodeConfig:
     roles: frozenset[str]
     node_id: int
     voters: tuple[Voter, ...]
+    """`controller.quorum.voters` (the static quorum); empty in a dynamic quorum."""
     listeners: tuple[Endpoint, ...]
     advertised_listeners: tuple[Endpoint, ...]
     controller_listener_names: tuple[str, ...]
@@ -208,6 +209,8 @@ class NodeConfig:
     unsafe_bug: str | None = None
     bugs: BugSet = NO_BUGS
     """The planted bugs `kraftlab.unsafe.bug` names (comma-separated; test mode only)."""
+    bootstrap_servers: tuple[tuple[str, int], ...] = ()
+    """`controller.quorum.bootstrap.servers` (KIP-853): where a node of a dynamic quorum finds it."""
     raw: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -217,6 +220,11 @@ class NodeConfig:
     @property
     def is_broker(self) -> bool:
         return "broker" in self.roles
+
+    @property
+    def is_dynamic_quorum(self) -> bool:
+        """Whether the voter set lives in the log (KIP-853) rather than in `controller.quorum.voters`."""
+        return not self.voters
 
     @property
     def voter_ids(self) -> tuple[int, ...]:
@@ -298,6 +306,9 @@ def _host_port(text: str, key: str) -> tuple[str, int]:
     if not 0 <= port <= 65535:
         raise ConfigError(f"{key}: port {port} out of range in {text!r}")
     return (m.group("v6") if m.group("v6") is not None else m.group("host")), port
+
+
+BOOTSTRAP_SERVERS = "controller.quorum.bootstrap.servers"
 
 
 def parse_voters(text: str, key: str = "controller.quorum.voters") -> tuple[Voter, ...]:
@@ -384,12 +395,15 @@ def config_from_properties(props: dict[str, str]) -> NodeConfig:
     node_id = r.int("node.id", 0)
 
     voters_text = r.str("controller.quorum.voters")
-    if voters_text is None:
-        raise ConfigError("controller.quorum.voters: missing (id@host:port,...)")
-    voters = parse_voters(voters_text)
-    if not voters:
+    bootstrap = tuple(_host_port(item, BOOTSTRAP_SERVERS) for item in r.list(BOOTSTRAP_SERVERS))
+    if voters_text is None and not bootstrap:
+        raise ConfigError(
+            f"controller.quorum.voters (id@host:port,...) or {BOOTSTRAP_SERVERS} (host:port,...): one is required"
+        )
+    voters = parse_voters(voters_text) if voters_text is not None else ()
+    if voters_text is not None and not voters:
         raise ConfigError("controller.quorum.voters: empty")
-    if "controller" in roles and node_id not in {v.node_id for v in voters}:
+    if voters and "controller" in roles and node_id not in {v.node_id for v in voters}:
         raise ConfigError(
             f"controller.quorum.voters: this node ({node_id}) has the controller role "
             f"but is not one of the voters {[v.node_id for v in voters]}"
@@ -469,6 +483,7 @@ def config_from_properties(props: dict[str, str]) -> NodeConfig:
         unsafe_test_mode=test_mode,
         unsafe_bug=bug_names,
         bugs=bugs,
+        bootstrap_servers=bootstrap,
         raw=dict(props),
     )
 

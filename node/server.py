@@ -139,6 +139,13 @@ class NodeServer:
         config = self.config
         if config.bugs:
             log.warning("TEST MODE: planted bugs on: %s", config.bugs)
+        if config.is_dynamic_quorum:
+            # The Raft core does not yet follow a voter set from the log (issue 16): refuse rather
+            # than run a quorum with no voters.
+            raise StartupError(
+                "a dynamic quorum (controller.quorum.bootstrap.servers without controller.quorum.voters) "
+                "cannot be started by this node yet: set controller.quorum.voters"
+            )
         try:
             self.security = NodeSecurity.from_config(config)
         except ConfigError as e:

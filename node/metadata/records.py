@@ -33,6 +33,8 @@ from kio._kio_native import read_unsigned_varint
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from kraftlab.node.kafka_uuid import uuid_from_kafka as uuid_from_kafka  # re-exported: the records speak Kafka ids
+from kraftlab.node.kafka_uuid import uuid_to_kafka
 from kraftlab.node.raft.ports import Record
 
 FRAME_TYPE = 1
@@ -500,15 +502,6 @@ def to_log_record(record: MetadataRecord) -> Record:
 def from_log_record(record: Record) -> MetadataRecord | None:
     """The metadata record in a (non-control) log record, or None if it holds no value."""
     return decode(record.value) if record.value is not None else None
-
-
-def uuid_to_kafka(value: uuid.UUID) -> str:
-    """Kafka's Uuid.toString: base64url without padding."""
-    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
-
-
-def uuid_from_kafka(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
 def _camel(name: str) -> str:

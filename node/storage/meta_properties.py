@@ -1,20 +1,22 @@
 """meta.properties v1 (KIP-631): which cluster and node a log directory belongs to.
 
-`version=1`, `cluster.id=<base64 UUID>`, `node.id=<int>` in Java properties syntax, in every
-log directory (`metadata.log.dir` and each of `log.dirs`). `kraft-node format` writes it;
+`version=1`, `cluster.id=<base64 UUID>`, `node.id=<int>` and `directory.id=<base64 UUID>` in Java
+properties syntax, in every log directory (`metadata.log.dir` and each of `log.dirs`). The
+directory id (KIP-858, used by KIP-853) names the disk: each directory gets a new random one when
+formatted, so a replaced disk is told apart from the one it replaces; directories formatted before
+it existed have none. `kraft-node format` writes it;
 `kraft-node start` refuses directories that are missing, unformatted, or formatted for another
 cluster or node.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraftlab.node.kafka_uuid import parse_kafka_uuid, random_kafka_uuid, uuid_to_kafka
 from kraftlab.node.storage.atomic import make_dirs_durably, write_atomically
 from kraftlab.node.storage.errors import CorruptStateFile, StorageError
 from kraftlab.node.storage.layout import META_PROPERTIES_FILE
@@ -39,31 +41,32 @@ class MetaProperties:
     cluster_id: str
     node_id: int
     version: int = VERSION
+    directory_id: uuid.UUID | None = None
 
 
 def random_cluster_id() -> str:
     """A new cluster id: a random UUID in Kafka's URL-safe base64 without padding (22 characters)."""
+    return random_kafka_uuid()
+
+
+def random_directory_id() -> uuid.UUID:
+    """A new directory id: random, never one of the ids Kafka reserves (the first 100 UUIDs)."""
     while True:
-        raw = uuid.uuid4().bytes
-        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
-        if not text.startswith("-"):  # Kafka avoids ids that look like command-line options
-            return text
+        value = uuid.uuid4()
+        if value.int >= 100:
+            return value
 
 
 def validate_cluster_id(cluster_id: str) -> None:
     """Kafka's Uuid.fromString: 22 characters of URL-safe base64 encoding 16 bytes."""
-    try:
-        raw = base64.urlsafe_b64decode(cluster_id + "==")
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(cluster_id) != 22 or len(raw) != 16 or not all(c.isalnum() or c in "-_" for c in cluster_id):
-        raise ValueError(f"invalid cluster id {cluster_id!r}: expected a base64 UUID such as {random_cluster_id()}")
+    parse_kafka_uuid(cluster_id, "cluster id")
 
 
 def encode_meta_properties(props: MetaProperties) -> bytes:
+    directory = f"directory.id={uuid_to_kafka(props.directory_id)}\n" if props.directory_id is not None else ""
     return (
         f"#\n#Written by kraft-node format\nversion={props.version}\ncluster.id={props.cluster_id}\n"
-        f"node.id={props.node_id}\n"
+        f"node.id={props.node_id}\n{directory}"
     ).encode()
 
 
@@ -102,9 +105,11 @@ def read_meta_properties(log_dir: str | Path) -> MetaProperties:
     try:
         node_id = int(props["node.id"])
         validate_cluster_id(props["cluster.id"])
+        directory = props.get("directory.id")
+        directory_id = parse_kafka_uuid(directory, "directory.id") if directory else None
     except ValueError as e:
         raise CorruptStateFile(str(path), str(e)) from None
-    return MetaProperties(props["cluster.id"], node_id)
+    return MetaProperties(props["cluster.id"], node_id, directory_id=directory_id)
 
 
 def write_meta_properties(log_dir: str | Path, props: MetaProperties) -> None:
@@ -115,10 +120,15 @@ def write_meta_properties(log_dir: str | Path, props: MetaProperties) -> None:
 
 
 def format_dirs(
-    log_dirs: Iterable[str | Path], cluster_id: str, node_id: int, ignore_formatted: bool = False
+    log_dirs: Iterable[str | Path],
+    cluster_id: str,
+    node_id: int,
+    ignore_formatted: bool = False,
+    directory_ids: Mapping[Path, uuid.UUID] | None = None,
 ) -> list[Path]:
-    """Format every directory (`kraft-node format`); returns the ones written. A directory that is
-    already formatted is an error, or skipped with `ignore_formatted` (as Kafka's storage tool)."""
+    """Format every directory (`kraft-node format`) with a new random directory id (or the one
+    `directory_ids` gives it); returns the ones written. A directory that is already formatted is
+    an error, or skipped with `ignore_formatted` (as Kafka's storage tool)."""
     validate_cluster_id(cluster_id)
     dirs = [Path(d) for d in dict.fromkeys(str(d) for d in log_dirs)]
     todo = []
@@ -128,8 +138,10 @@ def format_dirs(
                 raise AlreadyFormatted(f"log directory {d} is already formatted (use --ignore-formatted to skip it)")
         else:
             todo.append(d)
+    chosen = directory_ids or {}
     for d in todo:
-        write_meta_properties(d, MetaProperties(cluster_id, node_id))
+        directory_id = chosen.get(d) or random_directory_id()
+        write_meta_properties(d, MetaProperties(cluster_id, node_id, directory_id=directory_id))
     return todo
 
 

@@ -1,7 +1,8 @@
 """DiskSnapshotStore: KIP-630 snapshots as files of record batches in the metadata partition directory.
 
-A snapshot `<20-digit end offset>-<10-digit epoch>.checkpoint` holds: a control batch with one
-SnapshotHeaderRecord, the state machine's records in batches, a control batch with one
+A snapshot `<20-digit end offset>-<10-digit epoch>.checkpoint` holds: a control batch with the
+SnapshotHeaderRecord (then, as Kafka writes it with kraft.version 1, the KRaftVersionRecord and the
+VotersRecord in force), the state machine's records in batches, a control batch with one
 SnapshotFooterRecord; offsets inside the file count from 0 (Kafka's snapshot writer does the
 same). A snapshot being written or fetched is `<name>.checkpoint.part` until `freeze` validated
 it (CRCs, contiguous offsets, header first, footer last, nothing after) and renamed it durably;
@@ -15,10 +16,18 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kraftlab.node.raft.membership.records import parse_kraft_version, parse_voters
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 from kraftlab.node.storage.atomic import fsync_dir, make_dirs_durably
 from kraftlab.node.storage.batches import decode_batches, encode_batch
-from kraftlab.node.storage.control import parse_snapshot_footer, parse_snapshot_header, snapshot_footer, snapshot_header
+from kraftlab.node.storage.control import (
+    ControlRecordType,
+    control_type,
+    parse_snapshot_footer,
+    parse_snapshot_header,
+    snapshot_footer,
+    snapshot_header,
+)
 from kraftlab.node.storage.errors import CorruptBatch, CorruptSnapshot
 from kraftlab.node.storage.layout import is_partial_snapshot, parse_snapshot_name, partition_dir, snapshot_name
 
@@ -32,11 +41,14 @@ def encode_snapshot(
     records: Sequence[Record],
     append_time_ms: int,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+    control_records: Sequence[Record] = (),
 ) -> bytes:
-    """The bytes of a complete snapshot: header batch, records in batches of about `max_batch_bytes`, footer."""
+    """The bytes of a complete snapshot: header batch (the header, then `control_records`: the
+    KRaftVersion and KRaftVoters records), records in batches of about `max_batch_bytes`, footer."""
     epoch = snapshot_id.epoch
-    parts = [encode_batch(Batch(0, epoch, (snapshot_header(append_time_ms),), True, append_time_ms))]
-    offset = 1
+    header = (snapshot_header(append_time_ms), *control_records)
+    parts = [encode_batch(Batch(0, epoch, header, True, append_time_ms))]
+    offset = len(header)
     chunk: list[Record] = []
     chunk_bytes = 0
     for record in records:
@@ -56,6 +68,16 @@ def encode_snapshot(
 
 def decode_snapshot(data: bytes, path: str = "snapshot") -> list[Record]:
     """Validate a snapshot's bytes and return its data records (control batches excluded)."""
+    return _decode_snapshot(data, path)[1]
+
+
+def decode_snapshot_control(data: bytes, path: str = "snapshot") -> list[Record]:
+    """Validate a snapshot's bytes and return the membership control records after its header
+    (KRaftVersion, KRaftVoters; none in a snapshot of a static quorum)."""
+    return _decode_snapshot(data, path)[0]
+
+
+def _decode_snapshot(data: bytes, path: str) -> tuple[list[Record], list[Record]]:
     try:
         batches = decode_batches(data)
     except CorruptBatch as e:
@@ -67,16 +89,37 @@ def decode_snapshot(data: bytes, path: str = "snapshot") -> list[Record]:
         if b.base_offset != expected:
             raise CorruptSnapshot(path, f"batch at offset {b.base_offset} where {expected} was expected")
         expected = b.next_offset
-    _check_control(batches[0], parse_snapshot_header, "header", path)
-    _check_control(batches[-1], parse_snapshot_footer, "footer", path)
-    return [r for b in batches[1:-1] if not b.control for r in b.records]
+    _check_control(batches[0], parse_snapshot_header, "header", path, _MEMBERSHIP_PARSERS)
+    _check_control(batches[-1], parse_snapshot_footer, "footer", path, {})
+    control = list(batches[0].records[1:])
+    return control, [r for b in batches[1:-1] if not b.control for r in b.records]
 
 
-def _check_control(batch: Batch, parse: Callable[[Record], object], what: str, path: str) -> None:
-    if not batch.control or len(batch.records) != 1:
-        raise CorruptSnapshot(path, f"the {what} batch must be a control batch with one record")
+_MEMBERSHIP_PARSERS: dict[int, Callable[[Record], object]] = {
+    ControlRecordType.KRAFT_VERSION: parse_kraft_version,
+    ControlRecordType.KRAFT_VOTERS: parse_voters,
+}
+
+
+def _check_control(
+    batch: Batch,
+    parse: Callable[[Record], object],
+    what: str,
+    path: str,
+    followers: dict[int, Callable[[Record], object]],
+) -> None:
+    """The batch is a control batch whose first record is the `what` record, followed only by
+    records `followers` can parse (each type at most once, in the order Kafka writes them)."""
+    if not batch.control or not batch.records or len(batch.records) > 1 + len(followers):
+        extra = f" (then at most {', '.join(ControlRecordType(k).name for k in followers)})" if followers else ""
+        raise CorruptSnapshot(path, f"the {what} batch must be a control batch with the {what} record{extra}")
     try:
         parse(batch.records[0])
+        kinds = [control_type(r.key) for r in batch.records[1:]]
+        if kinds != sorted(set(kinds)) or any(k not in followers for k in kinds):
+            raise ValueError(f"unexpected control records {kinds} after the {what}")
+        for record, kind in zip(batch.records[1:], kinds, strict=True):
+            followers[kind](record)
     except ValueError as e:
         raise CorruptSnapshot(path, f"bad snapshot {what}: {e}") from None
 
@@ -111,10 +154,16 @@ class DiskSnapshotStore:
         ids = self.ids()
         return ids[-1] if ids else None
 
-    def write(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record], append_time_ms: int) -> None:
+    def write(
+        self,
+        snapshot_id: OffsetAndEpoch,
+        records: Sequence[Record],
+        append_time_ms: int,
+        control_records: Sequence[Record] = (),
+    ) -> None:
         if self.path(snapshot_id).exists():
             return  # snapshots are immutable: the same id holds the same committed state
-        data = encode_snapshot(snapshot_id, records, append_time_ms, self.max_batch_bytes)
+        data = encode_snapshot(snapshot_id, records, append_time_ms, self.max_batch_bytes, control_records)
         part = self.path(snapshot_id, partial=True)
         part.unlink(missing_ok=True)
         self._write_at(part, 0, data)
@@ -161,6 +210,11 @@ class DiskSnapshotStore:
     def read_records(self, snapshot_id: OffsetAndEpoch) -> list[Record]:
         path = self._frozen(snapshot_id)
         return decode_snapshot(path.read_bytes(), str(path))
+
+    def read_control_records(self, snapshot_id: OffsetAndEpoch) -> list[Record]:
+        """The KRaftVersion and KRaftVoters records of a snapshot (empty for a static quorum's)."""
+        path = self._frozen(snapshot_id)
+        return decode_snapshot_control(path.read_bytes(), str(path))
 
     def delete_before(self, snapshot_id: OffsetAndEpoch) -> None:
         doomed = [p for p in self.directory.iterdir() if is_partial_snapshot(p.name)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,32 @@ CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"  # the example id of Kafka's quickstart
 def test_format_then_validate(tmp_path: Path) -> None:
     dirs = [tmp_path / "meta", tmp_path / "data1", tmp_path / "data2"]
     assert format_dirs(dirs, CLUSTER, 3) == dirs
-    text = (dirs[0] / "meta.properties").read_text()
-    assert parse_properties(text) == {"version": "1", "cluster.id": CLUSTER, "node.id": "3"}
-    assert load_and_validate(dirs, node_id=3, cluster_id=CLUSTER) == MetaProperties(CLUSTER, 3)
+    found = [parse_properties((d / "meta.properties").read_text()) for d in dirs]
+    for props in found:
+        assert {k: v for k, v in props.items() if k != "directory.id"} == {
+            "version": "1",
+            "cluster.id": CLUSTER,
+            "node.id": "3",
+        }
+    # every directory gets its own directory id (a disk's identity, KIP-858), in Kafka's base64 form
+    ids = [props["directory.id"] for props in found]
+    assert len(set(ids)) == 3 and all(len(i) == 22 for i in ids)
+    meta = load_and_validate(dirs, node_id=3, cluster_id=CLUSTER)
+    assert (meta.cluster_id, meta.node_id) == (CLUSTER, 3)
+    assert meta.directory_id == read_meta_properties(dirs[0]).directory_id != read_meta_properties(dirs[1]).directory_id
+
+
+def test_directory_id_given_and_absent(tmp_path: Path) -> None:
+    chosen = uuid.UUID(int=12345)
+    format_dirs([tmp_path / "meta"], CLUSTER, 1, directory_ids={tmp_path / "meta": chosen})
+    assert read_meta_properties(tmp_path / "meta").directory_id == chosen
+    old = tmp_path / "old"  # formatted before directory ids existed
+    old.mkdir()
+    (old / "meta.properties").write_text(f"version=1\ncluster.id={CLUSTER}\nnode.id=1\n")
+    assert read_meta_properties(old) == MetaProperties(CLUSTER, 1)
+    (old / "meta.properties").write_text(f"version=1\ncluster.id={CLUSTER}\nnode.id=1\ndirectory.id=nope\n")
+    with pytest.raises(CorruptStateFile, match=r"directory\.id"):
+        read_meta_properties(old)
 
 
 def test_format_twice_needs_ignore_formatted(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.static.primitive import i16, u16
 
-from kraftlab.node.metadata.records import uuid_to_kafka
+from kraftlab.node.kafka_uuid import uuid_to_kafka
 from kraftlab.node.raft.control import ControlRecordType, control_key, control_type
 from kraftlab.node.raft.ports import Record
 from kraftlab.node.raft.voters import Endpoint, Voter, VoterSet
