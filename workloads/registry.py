@@ -111,14 +111,16 @@ registrations kept timing out through a long outage had 89 and could not be chec
 
 def retirement(book: AgentBook, lifetimes: dict[int, int], ctx: Context, patience: float) -> Invocation | None:
     """The decommission of the first agent past its lifetime (or its share of unknown outcomes)
-    that is quiet (no registration in flight or pending re-send, not shut down): it is unregistered
-    — whatever the clients believe of it, a lost registration may have taken — and replaced by a
-    fresh agent."""
+    that has no registration in flight and is not silent after a shutdown (a pending re-send is given up: an agent
+    whose registrations keep timing out always has one): it is unregistered — whatever the clients
+    believe of it, a lost registration may have taken — and replaced by a fresh agent."""
     for a in [book[b] for b in book.ids]:
         limit = lifetimes.setdefault(a.id, ctx.rng.randint(*LIFETIME))
-        if ((a.invocations < limit and a.unknown < MAX_UNKNOWN) or a.resend is not None
-                or a.down_until is not None or a.registering(ctx.time, patience)):
+        in_flight = a.registering(ctx.time, patience) and a.resend is None  # (a held re-send marks it too)
+        silent = a.down_until is not None and ctx.time < a.down_until  # shut down, not back yet
+        if (a.invocations < limit and a.unknown < MAX_UNKNOWN) or silent or in_flight:
             continue
+        a.resend = a.resend_due = None  # a broker being decommissioned gives up its pending re-send
         del lifetimes[a.id]
         book.rotate(a)
         return unregister_op(a)
@@ -176,10 +178,10 @@ class RegistryWorkload:
         return {**agent_handlers([self.book]), (REGISTRY, "read"): read_handler(self.book)}
 
     def next_op(self, ctx: Context) -> Invocation:
-        if (again := resend(self.book, ctx)) is not None:
-            return again
         if (farewell := retirement(self.book, self.lifetimes, ctx, self.session_timeout)) is not None:
             return farewell
+        if (again := resend(self.book, ctx)) is not None:
+            return again
         if (due := lifecycle_op(self.book, ctx, self.session_timeout)) is not None:
             return due
         a = self.book[ctx.rng.choice(self.book.ids)]
