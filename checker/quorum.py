@@ -11,10 +11,11 @@ KIP-853's AddRaftVoter trusts to decide that a new voter has caught up.
 Leaders journal a `quorum` sample about once a second with `replicas` (replica id → the log end
 offset their DescribeQuorum answer gives). The rule orders one node's journal against another's,
 so it is judged only when the journals share a clock (`Journals.shared_clock`: one kernel's
-`rmono`, the namespace lab), and only for replicas whose journal began before the report (a wiped
-data directory starts its node's journal afresh); "ever held" keeps it sound across truncations, restarts and lost
-unflushed writes (a replica that once held an offset may have lost it since; the leader's record of
-it is stale then, not invented).
+`rmono`, the namespace lab), and only for replicas whose journal began before the reporting leader's
+term (a wiped data directory starts its node's journal afresh, and a leader keeps the progress it
+learned from the replica's earlier life until its term ends); "ever held" keeps it sound across
+truncations, restarts and lost unflushed writes (a replica that once held an offset may have lost
+it since; the leader's record of it is stale then, not invented).
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ def check_quorum(journals: Journals) -> dict[str, Any]:
         return result([], [], {"ReplicaProgressHeld": "the journals share no clock (nodes on different hosts): "
                                                       "one node's events cannot be ordered against another's"})
     reach = {nid: _reach(es) for nid, es in journals.by_node.items()}
+    terms = {nid: [e.rmono for e in es if e.ev == "role" and e.get("role") == "leader" and e.rmono is not None]
+             for nid, es in journals.by_node.items()}
     vs: list[Violation] = []
     reported: set[tuple[int, int]] = set()  # (leader, replica): one report per pair
     judged = 0
@@ -90,8 +93,10 @@ def check_quorum(journals: Journals) -> dict[str, Any]:
         for rid_text, offset in sorted(s["replicas"].items()):
             rid, claimed = int(rid_text), int(offset)
             known = reach.get(rid)
-            if rid == s.node or known is None or known.since is None or known.since > s.rmono or claimed <= 0:
-                continue  # the leader itself, a replica without a journal, or one whose journal began later
+            began = [t for t in terms.get(s.node, []) if t <= s.rmono]
+            term_start = began[-1] if began else s.rmono
+            if rid == s.node or known is None or known.since is None or known.since > term_start or claimed <= 0:
+                continue  # the leader itself, a replica without a journal, or one whose journal began in this term
             judged += 1
             held, where = known.at(s.rmono)
             if claimed > held and (s.node, rid) not in reported:

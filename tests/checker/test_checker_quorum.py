@@ -78,3 +78,14 @@ def test_a_replica_whose_journal_began_after_the_report_is_not_judged() -> None:
     j.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
     res = check_quorum(journals_from(one_kernel(j).entries))
     assert res["valid"] is True and res["stats"]["replica_states_judged"] == 1
+
+
+def test_a_replica_whose_journal_began_during_the_leaders_term_is_not_judged() -> None:
+    # a rebuilt broker: its data directory (and journal) wiped while leader 2 leads; leader 2 still
+    # reports the end offset it learned from the broker's earlier life
+    j = healthy_raft()
+    j.entries = [e for e in j.entries if e["node"] != 3]
+    j.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
+    j.add(2, "quorum", epoch=2, fetch_age_ms={}, check_quorum_ms=3000, replicas={"3": 4})
+    res = check_quorum(journals_from(one_kernel(j).entries))
+    assert res["valid"] is True and res["stats"]["replica_states_judged"] == 0
