@@ -103,7 +103,7 @@ class ZooKraftSim(KraftSim):
             if now - since <= self.session_timeout_ms + FAILOVER_ALLOWANCE_MS:
                 continue
             for n in active:
-                reg = n.ctrl.committed_image.brokers.get(bid)  # type: ignore[union-attr]
+                reg = n.ctrl.committed_image.brokers.get(bid)  # type: ignore[union-attr]  # active ones have a ctrl
                 if reg is not None and not reg.fenced:
                     raise ZooViolation("DeadBrokerUnfenced", f"broker {bid} dead since t={since} is unfenced "
                                                              f"at t={now} on active controller {n.node_id}")
