@@ -18,6 +18,7 @@ from kraftlab.checker.history import Op
 from kraftlab.checker.journal import load_journals
 from kraftlab.checker.linear.budget import Budget
 from kraftlab.checker.metadata.check import check_metadata
+from kraftlab.checker.quorum import check_quorum
 from kraftlab.checker.raft import check_raft
 from kraftlab.checker.run import linearizable_with_anomalies
 from kraftlab.spark_analysis.history_io import load_history_tolerant
@@ -45,6 +46,10 @@ def raft(journal_paths: list[Path]) -> dict[str, Any]:
 
 def forwarding(journal_paths: list[Path]) -> dict[str, Any]:
     return check_forwarding(load_journals(journal_paths))
+
+
+def quorum(journal_paths: list[Path]) -> dict[str, Any]:
+    return check_quorum(load_journals(journal_paths))
 
 
 def metadata(journal_paths: list[Path]) -> dict[str, Any]:

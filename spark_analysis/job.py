@@ -301,6 +301,7 @@ def analyze_run(run_dir: Any, models: Sequence[str] | None = None, master: str |
         checkers["fencing"] = functools.partial(checks.fencing, journal_paths, history, session_timeout_ms)
         checkers["metadata"] = functools.partial(checks.metadata, journal_paths)
         checkers["forwarding"] = functools.partial(checks.forwarding, journal_paths)
+        checkers["quorum"] = functools.partial(checks.quorum, journal_paths)
     results = compose(checkers, timeout=600.0)
     if not journal_paths:
         results.setdefault("notes", []).append("no node journals in the run directory: Raft and fencing "
