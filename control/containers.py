@@ -258,7 +258,9 @@ class DockerHost(HostIdentity, ShellDaemons):
                 raise HostError(f"{self._name}: container {self.container_name} does not exist") from None
         return self._container
 
-    def _exec(self, argv: list[str]) -> tuple[int, bytes | None, bytes | None]:
+    def _exec(self, argv: list[str], *, revive: bool = True) -> tuple[int, bytes | None, bytes | None]:
+        """Run argv in the container. A container whose node exited is started again (idle) when revive is
+        set; without it, an exec into a stopped container answers code -1 (nothing ran)."""
         import docker
 
         for attempt in (1, 2):
@@ -268,7 +270,10 @@ class DockerHost(HostIdentity, ShellDaemons):
             except docker.errors.APIError as exc:
                 # not running: the node exited (409 at create; 500 "is not running" when it exited between
                 # create and start); start the host again
-                if attempt == 1 and (exc.status_code == 409 or "is not running" in str(exc)):
+                stopped = exc.status_code == 409 or "is not running" in str(exc)
+                if stopped and not revive:
+                    return -1, None, None
+                if attempt == 1 and stopped:
                     self.container().start()  # idle: the launcher is PID 1, the node's pid file is stale
                     self.container().exec_run(["rm", "-f", pid_file(self._workdir, self.pid1)])
                     continue
@@ -296,7 +301,9 @@ class DockerHost(HostIdentity, ShellDaemons):
         c.reload()
         if c.status != "running":
             return False
-        code, _, _ = self._exec(["grep", "-qF", LAUNCHER_MARK, "/proc/1/cmdline"])  # 1: not the launcher
+        # 1: not the launcher. A node that exited meanwhile leaves its container stopped (exit code kept)
+        # rather than started again by this question
+        code, _, _ = self._exec(["grep", "-qF", LAUNCHER_MARK, "/proc/1/cmdline"], revive=False)
         return code == 1
 
     def start_daemon(self, name: str, command: str, *, log_path: str, env: dict[str, str] | None = None) -> int:
