@@ -112,6 +112,9 @@ class BatchHeader:
     control: bool
     append_time_ms: int
     count: int
+    max_timestamp: int = -1
+    compression: int = 0
+    timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime (attributes bit 3)
 
     @property
     def next_offset(self) -> int:
@@ -122,8 +125,11 @@ class BatchHeader:
         return self.position + self.size
 
 
-def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
-    """Validate the batch at `position` (size, magic, CRC, counts) without decoding its records."""
+def read_header(buf: bytes | bytearray | memoryview, position: int = 0, compressed_ok: bool = False) -> BatchHeader:
+    """Validate the batch at `position` (size, magic, CRC, counts) without decoding its records.
+
+    Compressed batches are refused unless `compressed_ok` (a partition log keeps clients' batches
+    as bytes whatever their codec; the metadata log never compresses)."""
     available = len(buf) - position
     if available < LOG_OVERHEAD:
         raise CorruptBatch(f"truncated batch header ({available} of {HEADER_SIZE} bytes)", position)
@@ -139,14 +145,15 @@ def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> Batch
     actual = crc32c.crc32c(memoryview(buf)[position + _CRC_START : position + size])
     if actual != crc:
         raise CorruptBatch(f"CRC mismatch (stored {crc:#010x}, computed {actual:#010x})", position, base_offset)
-    attributes, last_delta, base_ts, _max_ts, _pid, _pepoch, _seq, count = _POST.unpack_from(buf, position + _PRE.size)
-    if attributes & COMPRESSION_MASK:
+    attributes, last_delta, base_ts, max_ts, _pid, _pepoch, _seq, count = _POST.unpack_from(buf, position + _PRE.size)
+    if attributes & COMPRESSION_MASK and not compressed_ok:
         raise CorruptBatch(f"compressed batches are not supported (codec {attributes & 7})", position, base_offset)
     if count < 1 or count != last_delta + 1:
         raise CorruptBatch(f"record count {count} disagrees with last offset delta {last_delta}", position, base_offset)
     return BatchHeader(
         position, size, base_offset, base_offset + last_delta, epoch, crc,
-        bool(attributes & CONTROL_FLAG), base_ts, count,
+        bool(attributes & CONTROL_FLAG), base_ts, count, max_ts, attributes & COMPRESSION_MASK,
+        (attributes >> 3) & 1,
     )  # fmt: skip
 
 
@@ -220,7 +227,11 @@ class Scan:
 
 
 def scan(
-    buf: bytes | bytearray | memoryview, start: int = 0, next_offset: int | None = None, min_epoch: int | None = None
+    buf: bytes | bytearray | memoryview,
+    start: int = 0,
+    next_offset: int | None = None,
+    min_epoch: int | None = None,
+    compressed_ok: bool = False,
 ) -> Scan:
     """Walk batches from `start` until the end or the first damaged batch (torn-tail recovery).
 
@@ -235,7 +246,7 @@ def scan(
     end = len(buf)
     while pos < end:
         try:
-            header = read_header(buf, pos)
+            header = read_header(buf, pos, compressed_ok)
         except CorruptBatch as e:
             return Scan(headers, pos, e)
         reason = None
@@ -250,6 +261,30 @@ def scan(
         min_epoch = header.epoch if min_epoch is not None else None
         pos = header.end_position
     return Scan(headers, pos, None)
+
+
+def record_timestamps(buf: bytes, header: BatchHeader) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of an uncompressed batch (LogAppendTime: the batch's max
+    timestamp for every record); raises CorruptBatch on bad framing or a compressed batch."""
+    if header.compression:
+        raise CorruptBatch("record timestamps of a compressed batch", header.position, header.base_offset)
+    if header.timestamp_type == 1:
+        return [(header.base_offset + d, header.max_timestamp) for d in range(header.count)]
+    out: list[tuple[int, int]] = []
+    pos = header.position + HEADER_SIZE
+    try:
+        for _ in range(header.count):
+            length, pos = _read_varint(buf, pos)
+            record_end = pos + length
+            ts_delta, p = _read_varint(buf, pos + 1)
+            offset_delta, _ = _read_varint(buf, p)
+            out.append((header.base_offset + offset_delta, header.append_time_ms + ts_delta))
+            pos = record_end
+    except (IndexError, ValueError) as e:
+        raise CorruptBatch(f"bad record framing: {e}", header.position, header.base_offset) from None
+    if pos != header.end_position:
+        raise CorruptBatch("record lengths disagree with the batch length", header.position, header.base_offset)
+    return out
 
 
 def valid_length(buf: bytes | bytearray | memoryview) -> int:

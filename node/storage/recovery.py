@@ -59,17 +59,20 @@ class SegmentScan:
     headers: list[BatchHeader] = field(default_factory=list)
 
 
-def scan_segments(segments: Sequence[tuple[int, Path, bytes]]) -> tuple[list[SegmentScan], Damage | None]:
+def scan_segments(
+    segments: Sequence[tuple[int, Path, bytes]], compressed_ok: bool = False
+) -> tuple[list[SegmentScan], Damage | None]:
     """The segments to keep (each with its valid batches, the last one possibly cut short) and the
-    first damage, given `(base offset, path, content)` sorted by base offset."""
+    first damage, given `(base offset, path, content)` sorted by base offset. `compressed_ok`:
+    clients' compressed batches are valid (partition logs)."""
     kept: list[SegmentScan] = []
     expected = segments[0][0] if segments else 0
     epoch = 0
     for i, (base, path, data) in enumerate(segments):
         if base != expected:
             reason = f"segment starts at offset {base} but the previous one ends at {expected}"
-            return kept, _damage(0, expected, reason, segments[i:], delete_first=True)
-        result = scan(data, 0, expected, epoch)
+            return kept, _damage(0, expected, reason, segments[i:], True, compressed_ok)
+        result = scan(data, 0, expected, epoch, compressed_ok)
         seg = SegmentScan(base, path, data, result.headers)
         if result.headers:
             expected = result.headers[-1].next_offset
@@ -78,14 +81,19 @@ def scan_segments(segments: Sequence[tuple[int, Path, bytes]]) -> tuple[list[Seg
             keep = result.valid_end > 0 or not kept  # an emptied segment survives only as the first one
             if keep:
                 kept.append(seg)
-            damage = _damage(result.valid_end, expected, result.error.reason, segments[i:], delete_first=not keep)
+            damage = _damage(result.valid_end, expected, result.error.reason, segments[i:], not keep, compressed_ok)
             return kept, damage
         kept.append(seg)
     return kept, None
 
 
 def _damage(
-    position: int, offset: int, reason: str, rest: Sequence[tuple[int, Path, bytes]], delete_first: bool
+    position: int,
+    offset: int,
+    reason: str,
+    rest: Sequence[tuple[int, Path, bytes]],
+    delete_first: bool,
+    compressed_ok: bool = False,
 ) -> Damage:
     """Damage at `position` of the first of `rest`: the rest of that segment (all of it when
     `delete_first`) and every later segment go."""
@@ -97,6 +105,6 @@ def _damage(
         dropped += len(tail)
         if j > 0 or delete_first:
             deleted.append(str(path))
-        for h in scan(tail).headers:
+        for h in scan(tail, compressed_ok=compressed_ok).headers:
             old_end = max(old_end, h.next_offset)
     return Damage(str(rest[0][1]), position, offset, reason, dropped, tuple(deleted), old_end)
