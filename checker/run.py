@@ -27,6 +27,7 @@ from kraftlab.checker.linear.budget import Budget
 from kraftlab.checker.linearizable import _safe, check_linearizable
 from kraftlab.checker.metadata.check import check_metadata
 from kraftlab.checker.models import build_model
+from kraftlab.checker.queue import check_queue
 from kraftlab.checker.quorum import check_quorum
 from kraftlab.checker.raft import check_raft
 
@@ -34,6 +35,9 @@ GRACE = 120.0
 """Seconds a checker process gets beyond the linearizability budget before it is killed."""
 
 WORKLOAD_MODELS = {"topics": "topics", "registry": "registry", "isr": "isr", "register": "cas-register"}
+OWN_CHECKERS = frozenset({"queue"})
+"""Workloads judged by a checker of their own (checker.queue), not by a linearizability model; also a
+`model` name that sends a whole external history (Jepsen's Kafka workload) to that checker."""
 
 
 def split_by_workload(history: History, model: str | None = None) -> dict[str, tuple[str, History]]:
@@ -43,6 +47,8 @@ def split_by_workload(history: History, model: str | None = None) -> dict[str, t
         if e.process == "nemesis":
             continue
         w = e.extra.get("workload")
+        if model is None and w in OWN_CHECKERS:
+            continue
         parts.setdefault(str(w) if w is not None else "", []).append(e)
     out: dict[str, tuple[str, History]] = {}
     for w, events in parts.items():
@@ -51,6 +57,19 @@ def split_by_workload(history: History, model: str | None = None) -> dict[str, t
             raise ValueError(f"no model for workload {w!r}: pass one (e.g. --model cas-register)")
         out[w] = (name, History(events, history.source, history.format))
     return out
+
+
+def workload_checks(history: History, out_dir: Path | None = None, model: str | None = None) -> dict[str, CheckerFn]:
+    """The checkers of the workloads judged by their own checker (OWN_CHECKERS), by result name: the
+    queue's ops (or, with `model="queue"`, every client op: an external Jepsen Kafka history)."""
+    if model is not None and model not in OWN_CHECKERS:
+        return {}
+    events = [e for e in history.events if e.process != "nemesis"
+              and (model is not None or e.extra.get("workload") == "queue")]
+    if not events:
+        return {}
+    part = History(events, history.source, history.format)
+    return {"queue": functools.partial(check_queue, part, None if out_dir is None else out_dir / "queue")}
 
 
 def linearizable_with_anomalies(history: History | list[Op], model_name: str, initial: Any = None,
@@ -102,7 +121,8 @@ def check_run(history_path: str | Path | None = None, journal_paths: list[str | 
     checkers: dict[str, CheckerFn] = {}
     history = read_history(history_path, fmt) if history_path is not None else None
     if history is not None:
-        for w, (name, part) in split_by_workload(history, model).items():
+        checkers |= workload_checks(history, out, model)
+        for w, (name, part) in ({} if model in OWN_CHECKERS else split_by_workload(history, model)).items():
             tag = "linearizable" + (f"-{w}" if w else "")
             checkers[tag] = functools.partial(linearizable_with_anomalies, part, name, initial, nil_read_any, budget,
                                               out, tag)

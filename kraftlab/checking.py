@@ -5,6 +5,8 @@ The checkers, composed (false > unknown > true; a crash is unknown):
   model — the part `checker.judged` picks: the writes and the final reads taken after heal and
   recovery, not the eventually consistent reads brokers served during the run (those go to the
   fencing checker's staleness/monotonic checks).
+- `queue`: the queue workload's sends and polls (lost, duplicated, reordered, skipped records:
+  checker.queue), the whole history's.
 - `raft`: the Raft invariants over every node's journal.
 - `fencing`: the fencing invariants over the journals and the whole history.
 - `availability` (when the test states it, `--availability S`): a majority-side client succeeds
@@ -41,7 +43,7 @@ from kraftlab.checker.journal import load_journals
 from kraftlab.checker.judged import linearizable_part
 from kraftlab.checker.linear.budget import Budget
 from kraftlab.checker.recovery import check_recovery
-from kraftlab.checker.run import journal_checks, linearizable_with_anomalies, split_by_workload
+from kraftlab.checker.run import journal_checks, linearizable_with_anomalies, split_by_workload, workload_checks
 from kraftlab.nemesis.packages import WINDOWS
 from kraftlab.recovery import RECOVERY_FILE
 from kraftlab.store import RunDir, write_json
@@ -61,7 +63,7 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
     out_dir.mkdir(exist_ok=True)
     budget = budget or Budget(seconds=300.0)
     lin = linearizable_part(history)
-    checkers: dict[str, CheckerFn] = {}
+    checkers: dict[str, CheckerFn] = workload_checks(history, out_dir)
     for w, (model, part) in split_by_workload(lin).items():
         tag = "linearizable" + (f"-{w}" if w else "")
         checkers[tag] = functools.partial(linearizable_with_anomalies, part, model, budget=budget,

@@ -10,7 +10,8 @@
   rendered generically from the shape of docs/contracts.md ("Anomalies in results.json"):
   `{type, explanation, entries, before?, after?, rule?}` — grouped per rule: the rule in one
   sentence, how often it broke, and for the first few violations the explanation, the state before
-  and after, the journal entries (where, node, event, fields) and a picture of them per node.
+  and after, the journal entries (where, node, event, fields) and a picture of them per node — or,
+  for the history's own rules (the queue checker), the ops that show it with their history lines.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _esc(x: Any) -> str:
 RULE_SOURCES = ("kraftlab.checker.metadata.check", "kraftlab.checker.raft", "kraftlab.checker.fencing",
                 "kraftlab.checker.forwarding", "kraftlab.checker.quorum", "kraftlab.checker.authorization",
                 "kraftlab.checker.recovery",
-                "kraftlab.checker.availability")
+                "kraftlab.checker.availability", "kraftlab.checker.queue")
 """The checker modules whose rules the report can state: each declares `RULES: dict[str, str]` (rule
 name → the rule in one sentence), or lists its rules in its docstring as `- Name: the rule. More…`
 bullets (the first sentence is taken)."""
@@ -150,6 +151,11 @@ def _rule(rule: str, vs: list[dict[str, Any]], ident: str) -> list[str]:
         out.append(f"<p><b>{k + 1}.</b> {_esc(v.get('explanation'))}</p>")
         if v.get("before") is not None or v.get("after") is not None:
             out.append(_table(["before", "after"], [[v.get("before", "–"), v.get("after", "–")]]))
+        ops = [o for o in v.get("ops") or [] if isinstance(o, dict)]
+        if ops:
+            out.append(_table(["#", "process", "operation", "history line"],
+                              [[i + 1, f"p{o.get('process')}", o.get("label"), o.get("invoke_line")]
+                               for i, o in enumerate(ops[:SHOWN_ENTRIES])]))
         entries = [e for e in v.get("entries") or [] if isinstance(e, dict)]
         if entries:
             shown = entries[:SHOWN_ENTRIES]

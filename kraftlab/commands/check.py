@@ -24,7 +24,9 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("check", help=HELP)
     p.add_argument("file", nargs="?", help="history: .jsonl, .edn or a Jepsen etcd log")
-    p.add_argument("--model", choices=MODELS, help="model for linearizability (default: per op's workload)")
+    p.add_argument("--model", choices=(*MODELS, "queue"),
+                   help="model for linearizability (default: per op's workload); queue: the whole history is a "
+                        "Kafka queue history (Jepsen's Kafka workload) for the queue checker")
     p.add_argument("--format", choices=FORMATS, help="history format (default: detected)")
     p.add_argument("--init", help="initial state of the model, as JSON (e.g. 0)")
     p.add_argument("--nil-read-any", action="store_true",

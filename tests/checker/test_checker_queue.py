@@ -237,3 +237,37 @@ def test_pictures_of_broken_partitions(tmp_path: Path) -> None:
     assert res["pictures"] == [str(tmp_path / "queue-q-0.png")]
     assert (tmp_path / "queue-q-0.png").stat().st_size > 1000 and (tmp_path / "queue-q-0.svg").is_file()
     json.dumps(res)
+
+
+def test_a_run_history_gets_the_queue_checker_beside_the_models(tmp_path: Path) -> None:
+    from kraftlab.checker.history import write_jsonl
+    from kraftlab.checker.run import check_run
+
+    h = QH().send(1, "q-0", "a", 0).send(1, "q-0", "b", 1)
+    h.final(9, "q-0", [(0, "a")], hw=2)
+    n = len(h.events)
+    h.events += [Event(n, 3, "invoke", "create", {"topic": "t1"}, time=n * 1000, line=n + 1,
+                       extra={"workload": "topics"}),
+                 Event(n + 1, 3, "ok", "create", {"topic": "t1"}, time=n * 1000 + 1, line=n + 2,
+                       extra={"workload": "topics"})]
+    write_jsonl(h.history(), tmp_path / "history.jsonl")
+    res = check_run(tmp_path / "history.jsonl", out_dir=tmp_path / "out")
+    assert set(res["checkers"]) == {"queue", "linearizable-topics"}
+    assert res["checkers"]["queue"]["valid"] is False and res["valid"] is False
+    assert (tmp_path / "out" / "queue" / "queue-q-0.png").is_file()
+
+
+def test_kraftlab_check_model_queue_reads_a_whole_external_history(tmp_path: Path) -> None:
+    from kraftlab.checker.history import write_jsonl
+    from kraftlab.cli import main
+
+    h = healthy()
+    for e in h.events:
+        e.extra = {}
+    write_jsonl(h.history(), tmp_path / "h.jsonl")
+    assert main(["check", str(tmp_path / "h.jsonl"), "--model", "queue"]) == 0
+    h.send(1, "q-0", "z", 3)  # offset 3 already holds 3
+    for e in h.events:
+        e.extra = {}
+    write_jsonl(h.history(), tmp_path / "h.jsonl")
+    assert main(["check", str(tmp_path / "h.jsonl"), "--model", "queue"]) == 1
