@@ -132,14 +132,20 @@ class Package:
     """Mean seconds between the end of one window and the start of the next."""
     stop_value: Callable[[Mapping[str, Any]], dict[str, Any]] = nothing
     """The stop op's value, from the start op's completion value."""
-    moves_leadership: bool = False
-    """Its windows can move the quorum's leadership (a failover): swarm testing keeps at least one
-    such package in every run, so every run exercises elections and the active controller's change."""
+    leader_modes: tuple[str, ...] = ()
+    """Its modes aimed at the active controller (each window a failover). Swarm testing keeps at least
+    one package that has them in every run, and one of them in every such package it keeps, so every
+    run exercises elections and changes of the active controller."""
     flags: tuple[str, ...] = ()
     """Options swarm testing switches on or off per seed (e.g. graceful stops beside kills)."""
     doc: str = ""
     extra_windows: Mapping[str, str] = field(default_factory=dict)
     """Windows of by-hand operations the schedule never generates (for reports)."""
+
+    @property
+    def moves_leadership(self) -> bool:
+        """Its windows can move the quorum's leadership (a failover)."""
+        return bool(self.leader_modes)
 
 
 @dataclass(frozen=True)

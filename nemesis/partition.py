@@ -136,7 +136,7 @@ def draw_partition(rng: random.Random, cluster: Cluster, timing: Timing, enabled
 
 FAULT = FaultKind("partition", PartitionFault)
 PACKAGE = Package(
-    moves_leadership=True,
+    leader_modes=_ACTIVE_CUTS,
     name="partition", kind="partition", windows={"start-partition": "stop-partition"},
     modes=_partition_modes, draw=draw_partition, gap_s=lambda t: 0.5 * t.failover_s, flags=("new-connections",),
     doc="network partitions (iptables DROP per receiving host), around the active controller, the voters, "

@@ -200,7 +200,7 @@ def draw_pause(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Se
 
 FAULT = FaultKind("process", ProcessFault)
 KILL = Package(
-    moves_leadership=True,
+    leader_modes=("controller",),
     name="kill", kind="process", windows={"kill": "restart", "graceful-stop": "restart"},
     modes=_kill_modes, draw=draw_kill, gap_s=lambda t: 0.6 * t.failover_s, stop_value=keep_nodes,
     flags=("graceful",),
@@ -208,7 +208,7 @@ KILL = Package(
         "or majority of voters or every node, always followed by a restart",
 )
 PAUSE = Package(
-    moves_leadership=True,
+    leader_modes=("controller",),
     name="pause", kind="process", windows={"pause": "resume"},
     modes=_pause_modes, draw=draw_pause, gap_s=lambda t: t.failover_s, stop_value=keep_nodes,
     doc="SIGSTOP of the active controller, a voter, a broker or a minority of voters, then SIGCONT",

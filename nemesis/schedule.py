@@ -114,7 +114,8 @@ def parse_packages(spec: str) -> list[str]:
 def swarm(rng: random.Random, packages: Sequence[str], cluster: Cluster) -> dict[str, list[str]]:
     """The packages (each kept with probability 4/5; at least two when two are usable, and at least
     one that moves leadership when one is named) and, per package, the modes (each kept with
-    probability 2/3, at least one) and flags (1/2) this seed uses."""
+    probability 2/3, at least one, and at least one aimed at the active controller when the package
+    has such modes) and flags (1/2) this seed uses."""
     usable = [p for p in packages if PACKAGES[p].modes(cluster)]
     kept = [p for p in usable if rng.random() < 0.8]
     movers = [p for p in usable if PACKAGES[p].moves_leadership]
@@ -131,6 +132,9 @@ def swarm(rng: random.Random, packages: Sequence[str], cluster: Cluster) -> dict
             continue
         modes = [m for m, _ in PACKAGES[p].modes(cluster)]
         on = [m for m in modes if rng.random() < 2 / 3] or [rng.choice(modes)]
+        aimed = [m for m in PACKAGES[p].leader_modes if m in modes]
+        if aimed and not set(aimed) & set(on):
+            on.append(rng.choice(aimed))
         chosen[p] = on + [f for f in PACKAGES[p].flags if rng.random() < 0.5]
     return chosen
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kraftlab.control.host import CommandResult
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl
-from kraftlab.nemesis.package import Timing
+from kraftlab.nemesis.package import Cluster, Timing
 from kraftlab.nemesis.packages import PACKAGES, WINDOWS
 from kraftlab.nemesis.runner import ScheduleRunner
 from kraftlab.nemesis.schedule import Schedule, ScheduleError, Step, generate, load, parse_packages, save
@@ -71,10 +71,12 @@ def test_swarm_keeps_a_recorded_subset_with_a_package_that_moves_leadership(seed
     assert 2 <= len(sched.swarm) <= len(ALL)
     assert any(PACKAGES[p].moves_leadership for p in sched.swarm)
     assert {s.package for s in sched.steps} <= set(sched.swarm)
+    cluster = Cluster(tuple(NODES), tuple(NODES[:3]), tuple(NODES))
     for package, enabled in sched.swarm.items():
-        assert enabled and set(enabled) <= {m for m, _ in PACKAGES[package].modes(
-            __import__("kraftlab.nemesis.package", fromlist=["Cluster"]).Cluster(
-                tuple(NODES), tuple(NODES[:3]), tuple(NODES)))} | set(PACKAGES[package].flags)
+        modes = {m for m, _ in PACKAGES[package].modes(cluster)}
+        assert enabled and set(enabled) <= modes | set(PACKAGES[package].flags)
+        aimed = set(PACKAGES[package].leader_modes) & modes
+        assert not aimed or aimed & set(enabled), f"{package} kept without a mode aimed at the active controller"
     whole = generate(ALL, seed=seed, duration=60, use_swarm=False, **KW)
     assert whole.swarm == {} and {s.package for s in whole.steps} >= {"partition", "kill", "pause"}
 
