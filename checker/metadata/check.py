@@ -18,6 +18,9 @@ compared with that replay at the same offset.
     "Once they are all moved, the controller responds to the heartbeat with ShouldShutDown = true").
   - FencedAnswerDisagrees: the answer's IsFenced is the broker's fencing in that state (a broker told
     it is unfenced while the quorum has it fenced serves as a member it is not, and the reverse).
+- The rules of `producer_ids.RULES` over the producer ids brokers journalled handing out
+  (ProducerIdUnique, ProducerIdFromCommittedBlock), against the blocks the replayed
+  ProducerIdsRecords granted.
 
 The log is the union of what every node applied: an offset no node applied is either a control
 record (a node journalled appending one there) or a gap, and a gap (or a record that does not
@@ -39,12 +42,14 @@ from kraftlab.checker.journal import Entry, Journals
 from kraftlab.checker.metadata.decode import LEGACY_FRAME_VERSION, DecodeError, decode
 from kraftlab.checker.metadata.model import RULES as RECORD_RULES
 from kraftlab.checker.metadata.model import ImageModel, digest_of
+from kraftlab.checker.metadata.producer_ids import RULES as PRODUCER_ID_RULES
+from kraftlab.checker.metadata.producer_ids import judge_producer_ids
 
 DECISION_RULES: dict[str, str] = {
     "ShutDownWhileLeading": "a heartbeat is answered ShouldShutDown only when the broker leads no partition",
     "FencedAnswerDisagrees": "a heartbeat's IsFenced answer is the broker's fencing in the state it was decided on",
 }
-RULES: dict[str, str] = {**RECORD_RULES, **DECISION_RULES}
+RULES: dict[str, str] = {**RECORD_RULES, **DECISION_RULES, **PRODUCER_ID_RULES}
 """Every rule judged against the replay, stated in one sentence (the report reads them here)."""
 INVARIANTS = ["RecordDecodes", "ImageAgreement", *RULES]
 
@@ -241,10 +246,12 @@ def check_metadata(journals: Journals) -> dict[str, Any]:
         notes.append(f"the replay stops at offset {stop[0]}: {stop[1]}; {unjudged} later node image(s) not compared")
     if legacy:
         notes.append(f"{legacy} record(s) in the legacy frame version 0 (kraft-node before it matched Kafka's 1)")
+    pids = judge_producer_ids(journals, model.producer_id_blocks, stop is None)
+    vs.extend(pids.violations)
     stats = {"records": replayed, "images_compared": compared, "images_agreeing": agreed,
              "heartbeat_answers_judged": judged_answers,
-             "end_offset": stop[0] if stop else end + 1}
-    out = result(vs, INVARIANTS, None, stats)
+             "end_offset": stop[0] if stop else end + 1, **pids.stats}
+    out = result(vs, INVARIANTS, pids.not_checked or None, stats)
     if not images:
         out.setdefault("not_checked", {})["ImageAgreement"] = "no node journalled `image` events"
     if notes:

@@ -273,6 +273,12 @@ def _client_quota(r: _Reader, v: int) -> dict[str, Any]:
     return out
 
 
+def _producer_ids(r: _Reader, v: int) -> dict[str, Any]:
+    out = {"broker_id": _i32(r), "broker_epoch": _i64(r), "next_producer_id": _i64(r)}
+    r.tagged({})
+    return out
+
+
 def _no_op(r: _Reader, v: int) -> dict[str, Any]:
     r.tagged({})
     return {}
@@ -291,6 +297,7 @@ SCHEMAS: dict[int, tuple[str, int, Callable[[_Reader, int], dict[str, Any]]]] = 
     11: ("UserScramCredentialRecord", 0, _user_scram_credential),
     12: ("FeatureLevelRecord", 0, _feature_level),
     14: ("ClientQuotaRecord", 0, _client_quota),
+    15: ("ProducerIdsRecord", 0, _producer_ids),
     17: ("BrokerRegistrationChangeRecord", 2, _registration_change),
     18: ("AccessControlEntryRecord", 0, _access_control_entry),
     19: ("RemoveAccessControlEntryRecord", 0, _remove_access_control_entry),

@@ -29,7 +29,8 @@ RULES: dict[str, str] = {
     "BrokerEpochMonotonic": "a broker's epoch only grows across its registrations",
     "BrokerEpochIsRecordOffset": "a registration's broker epoch is the offset of its RegisterBrokerRecord",
     "RegistersFenced": "a new registration starts fenced",
-    "NamesCurrentRegistration": "fence, unfence, unregister and registration changes name the broker's current epoch",
+    "NamesCurrentRegistration": "fence, unfence, unregister, registration changes and producer id blocks name the "
+                                "broker's current epoch",
     "FencedLeavesIsr": "a broker is out of every ISR before its FenceBrokerRecord",
     "NoIneligibleLeader": "after a fence or unregistration no partition is led by that broker",
     "TopicNameUnique": "a topic name is created only while no topic has it",
@@ -53,6 +54,7 @@ RULES: dict[str, str] = {
     "AclIdUnique": "an AccessControlEntryRecord's id names no ACL already stored",
     "RemovesLiveAcl": "a RemoveAccessControlEntryRecord names a stored ACL",
     "RemovesLiveCredential": "a RemoveUserScramCredentialRecord names a stored credential",
+    "ProducerIdsGrow": "a ProducerIdsRecord's next producer id is above every earlier one: no block is granted twice",
 }
 """The rules a committed record must keep given the image before it (docs/contracts.md lists them)."""
 
@@ -86,6 +88,17 @@ class Partition:
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerIdBlock:
+    """The producer ids [start, end) a committed ProducerIdsRecord granted to a broker."""
+
+    offset: int
+    broker: int
+    broker_epoch: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
 class Breach:
     """A record that broke a rule: the rule's name and what happened, in Kafka's words."""
 
@@ -110,6 +123,9 @@ class ImageModel:
         self.acls: dict[str, list[Any]] = {}
         self.scram: dict[str, dict[str, Any]] = {}
         self.client_quotas: dict[str, dict[str, float]] = {}
+        self.next_producer_id: int | None = None
+        self.producer_id_blocks: list[ProducerIdBlock] = []
+        """Every block the replayed ProducerIdsRecords granted, in log order."""
 
     # ---- the canonical form --------------------------------------------------------------------
 
@@ -132,6 +148,8 @@ class ImageModel:
             **({"acls": {k: list(v) for k, v in self.acls.items()}} if self.acls else {}),
             **({"scram": {k: dict(v) for k, v in self.scram.items()}} if self.scram else {}),
             **({"client_quotas": {e: dict(v) for e, v in self.client_quotas.items()}} if self.client_quotas else {}),
+            **({"producer_ids": {"next_producer_id": self.next_producer_id}}
+               if self.next_producer_id is not None else {}),
         }
 
     def digest(self) -> tuple[str, dict[str, str]]:
@@ -376,6 +394,22 @@ class ImageModel:
                 self.client_quotas.pop(entity, None)
         else:
             self.client_quotas.setdefault(entity, {})[f["key"]] = f["value"]
+        return out
+
+    def _ProducerIdsRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
+        before = self.next_producer_id or 0
+        out: list[Breach] = []
+        if self.next_producer_id is not None and f["next_producer_id"] <= before:
+            out.append(Breach("ProducerIdsGrow", f"offset {offset}: a ProducerIdsRecord for broker {f['broker_id']} "
+                                                 f"sets the next producer id to {f['next_producer_id']}, not above "
+                                                 f"{before}: the ids from {f['next_producer_id']} on were granted "
+                                                 "before and will be granted again"))
+        if not snapshot:
+            out += self._at_epoch(f["broker_id"], f["broker_epoch"], offset, "ProducerIdsRecord")[1]
+            self.producer_id_blocks.append(ProducerIdBlock(offset, f["broker_id"], f["broker_epoch"], before,
+                                                           f["next_producer_id"]))
+        grows = self.next_producer_id is None or f["next_producer_id"] > before
+        self.next_producer_id = f["next_producer_id"] if grows else before  # the node refuses a step back too
         return out
 
     def _NoOpRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:

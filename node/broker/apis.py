@@ -13,6 +13,8 @@
   one that was sent but got no answer is answered REQUEST_TIMED_OUT (its outcome is unknown, and
   so is NOT_CONTROLLER's: a controller that lost leadership may still see the write committed by
   its successor).
+- InitProducerId (any version): a producer id from this broker's block (node.broker.producer_ids,
+  which asks the active controller for blocks: `AllocateIds`, answered through `producer_ids`).
 - Controller APIs (BrokerRegistration, BrokerHeartbeat, …) get NOT_CONTROLLER, as in Kafka.
 - Read-your-writes on the forwarding broker: a successful create/delete/CreatePartitions is
   relayed once this broker's own image shows it (or after `visibility_wait_ms`), so a client that reads from the
@@ -51,9 +53,11 @@ from kraftlab.node.broker import security_apis
 from kraftlab.node.broker.client_quotas import describe_client_quotas_response
 from kraftlab.node.broker.lifecycle import BrokerLifecycle
 from kraftlab.node.broker.metadata import BrokerMetadata
+from kraftlab.node.broker.producer_ids import AllocateIds, IdReply, ProducerIdManager
 from kraftlab.node.controller.messages import api_name, as_values, build, respond
 from kraftlab.node.controller.quorum_controller import CONTROLLER_APIS, error_response
 from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
 
 
@@ -100,7 +104,7 @@ class _Pending:
     retry_at_ms: int | None = None
 
 
-Output = ClientReply | Refused | Forward
+Output = ClientReply | Refused | Forward | AllocateIds | JournalEvent
 FORWARDED_APIS = (
     "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
     "AlterUserScramCredentials", "CreatePartitions", "AlterClientQuotas",
@@ -291,9 +295,13 @@ class BrokerApis:
         self._settling: list[_Settling] = []
         self._forwards = 0
         self._outbox: list[Output] = []
+        self.producer_ids = ProducerIdManager(
+            lifecycle.config.node_id, lambda: self.lifecycle.broker_epoch, retry_backoff_ms)
 
     def take_outputs(self) -> list[Output]:
         self._release_settled(None)
+        for o in self.producer_ids.take_outputs():
+            self._outbox.append(ClientReply(o.token, o.response) if isinstance(o, IdReply) else o)
         out, self._outbox = self._outbox, []
         return out
 
@@ -349,6 +357,8 @@ class BrokerApis:
             self._outbox.append(ClientReply(token, describe_client_quotas_response(request, image)))
         elif api == "DescribeConfigs":
             self._outbox.append(ClientReply(token, describe_configs_response(request, image)))
+        elif api == "InitProducerId":
+            self.producer_ids.handle(token, request, now_ms)
         elif api in _FORWARDED_AS:
             self._forward(token, request, build(_FORWARDED_AS[api], as_values(request)), now_ms)
         elif api == "DescribeAcls":
@@ -400,6 +410,7 @@ class BrokerApis:
 
     def tick(self, now_ms: int) -> None:
         self._release_settled(now_ms)
+        self.producer_ids.tick(now_ms)
         for fwd, p in list(self._pending.items()):
             if p.retry_at_ms is not None and now_ms >= p.retry_at_ms:
                 p.retry_at_ms = None

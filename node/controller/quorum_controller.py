@@ -41,6 +41,7 @@ from kraftlab.node.controller.ports import (
     NotLeader,
     Reply,
 )
+from kraftlab.node.controller.producer_ids import allocate_producer_ids
 from kraftlab.node.controller.quotas import alter_client_quotas
 from kraftlab.node.controller.write import Outcome, Write, split_batches
 from kraftlab.node.metadata.image import MetadataImage
@@ -52,7 +53,7 @@ from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 Output = Reply | JournalEvent
 ATOMIC_APIS = frozenset({
     "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
-    "AlterUserScramCredentials", "CreatePartitions", "AlterClientQuotas",
+    "AlterUserScramCredentials", "CreatePartitions", "AlterClientQuotas", "AllocateProducerIds",
 })
 """Requests whose records are committed all or nothing (one batch; their handlers bound the count).
 The others (registration, heartbeats with their fences and elections, unregistration, ISR changes,
@@ -76,6 +77,7 @@ CONTROLLER_APIS = (
     "AlterUserScramCredentials",
     "CreatePartitions",
     "AlterClientQuotas",
+    "AllocateProducerIds",
 )
 
 
@@ -121,6 +123,7 @@ class QuorumController:
             "AlterUserScramCredentials": scram.alter_user_scram_credentials,
             "CreatePartitions": create_partitions,
             "AlterClientQuotas": alter_client_quotas,
+            "AllocateProducerIds": allocate_producer_ids,
         }
 
     # ---- queries -------------------------------------------------------------------------
@@ -340,4 +343,4 @@ def error_response(request: Any, code: ErrorCode) -> Any:
     if api == "AlterUserScramCredentials":
         users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
         return respond(request, {"results": [{"user": u, "error_code": code} for u in users]})
-    return respond(request, {"error_code": code})
+    return respond(request, {"error_code": code, "producer_id_start": -1, "producer_id": -1})  # no id: -1, as Kafka

@@ -38,6 +38,7 @@ from kraftlab.node.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     QuotaEntityData,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
@@ -116,7 +117,8 @@ class TopicInfo:
 class MetadataImage:
     """Brokers, topics and partitions, configs, finalized feature levels, ACLs and SCRAM credentials."""
 
-    __slots__ = ("acls", "brokers", "client_quotas", "configs", "features", "retired", "scram", "topic_ids", "topics")
+    __slots__ = ("acls", "brokers", "client_quotas", "configs", "features", "producer_ids", "retired", "scram",
+                 "topic_ids", "topics")
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
@@ -133,6 +135,13 @@ class MetadataImage:
         """(user, Kafka's mechanism code) → credential."""
         self.client_quotas: dict[Entity, dict[str, float]] = {}
         """Quota values by client quota entity (node.metadata.client_quotas), from ClientQuotaRecords."""
+        self.producer_ids: ProducerIdsRecord | None = None
+        """The last producer id block granted (its `next_producer_id`: the first id never granted)."""
+
+    @property
+    def next_producer_id(self) -> int:
+        """The first producer id no block has granted (0 before the first block)."""
+        return self.producer_ids.next_producer_id if self.producer_ids is not None else 0
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -258,6 +267,11 @@ class MetadataImage:
                         self.client_quotas.pop(entity, None)
                 else:
                     self.client_quotas.setdefault(entity, {})[record.key] = record.value
+            case ProducerIdsRecord():
+                if record.next_producer_id <= self.next_producer_id:
+                    raise ImageError(f"ProducerIdsRecord's next producer id {record.next_producer_id} is not above "
+                                     f"{self.next_producer_id}: ids would be granted twice")
+                self.producer_ids = record
             case NoOpRecord():
                 pass
             case _:
@@ -312,6 +326,7 @@ class MetadataImage:
         other.acls = dict(self.acls)
         other.scram = dict(self.scram)
         other.client_quotas = {k: dict(v) for k, v in self.client_quotas.items()}
+        other.producer_ids = self.producer_ids
         return other
 
     def to_records(self) -> list[MetadataRecord]:
@@ -370,6 +385,8 @@ class MetadataImage:
             for k, q in sorted(values.items()):
                 yield ClientQuotaRecord(entity=tuple(QuotaEntityData(entity_type=t, entity_name=n) for t, n in entity),
                                         key=k, value=q)
+        if self.producer_ids is not None:
+            yield self.producer_ids
 
     @classmethod
     def from_records(cls, records: Iterable[MetadataRecord]) -> MetadataImage:
@@ -410,6 +427,8 @@ class MetadataImage:
             } for (user, mech), c in self.scram.items()}
         if self.client_quotas:  # a section only when there are quotas: digests journalled before stay valid
             form["client_quotas"] = {_entity_key(e): dict(v) for e, v in self.client_quotas.items()}
+        if self.producer_ids is not None:  # likewise only once a block was granted
+            form["producer_ids"] = {"next_producer_id": self.producer_ids.next_producer_id}
         return form
 
     def semantic_digest(self) -> tuple[str, dict[str, str]]:
@@ -449,6 +468,7 @@ class MetadataImage:
             and self.acls == other.acls
             and self.scram == other.scram
             and self.client_quotas == other.client_quotas
+            and self.producer_ids == other.producer_ids
         )
 
     __hash__ = None  # type: ignore[assignment]  # unhashable: mutable, and equal by value

@@ -63,6 +63,7 @@ class RecordType(enum.IntEnum):
     USER_SCRAM_CREDENTIAL_RECORD = 11
     FEATURE_LEVEL_RECORD = 12
     CLIENT_QUOTA_RECORD = 14
+    PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
     ACCESS_CONTROL_ENTRY_RECORD = 18
     REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
@@ -310,6 +311,20 @@ class ClientQuotaRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdsRecord:
+    """A block of producer ids granted to a broker (AllocateProducerIds): the block is
+    [previous `next_producer_id`, this one), and ids below `next_producer_id` are never granted
+    again. Kafka's third field, `NextProducerId` (`ProducerIdsEnd` in its first schema)."""
+
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    broker_id: int = _f("int32")
+    broker_epoch: int = _f("int64", default=-1)
+    next_producer_id: int = _f("int64")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord:
     __type__: ClassVar = EntityType.data
     __version__: ClassVar[int] = 0
@@ -333,6 +348,7 @@ MetadataRecord = (
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
     | ClientQuotaRecord
+    | ProducerIdsRecord
     | NoOpRecord
 )
 
@@ -353,6 +369,7 @@ _TYPES: dict[type[MetadataRecord], RecordType] = {
     AccessControlEntryRecord: RecordType.ACCESS_CONTROL_ENTRY_RECORD,
     RemoveAccessControlEntryRecord: RecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
     ClientQuotaRecord: RecordType.CLIENT_QUOTA_RECORD,
+    ProducerIdsRecord: RecordType.PRODUCER_IDS_RECORD,
     NoOpRecord: RecordType.NO_OP_RECORD,
 }
 _CLASSES: dict[int, type[MetadataRecord]] = {int(t): cls for cls, t in _TYPES.items()}

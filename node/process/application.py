@@ -31,6 +31,7 @@ from kraftlab.node.broker import (
     Refused,
     SendToController,
 )
+from kraftlab.node.broker.producer_ids import AllocateIds
 from kraftlab.node.broker.security_apis import describe_acls_response
 from kraftlab.node.broker.throttle import RequestQuotas
 from kraftlab.node.controller import ControllerConfig, QuorumController, Reply, error_response
@@ -73,6 +74,7 @@ CONTROLLER_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # name: (api key, 
     "AlterUserScramCredentials": (51, 0, 0),
     "CreatePartitions": (37, 0, 3),
     "AlterClientQuotas": (49, 0, 1),
+    "AllocateProducerIds": (67, 0, 0),
 }
 CONTROLLER_READ_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # answered from the committed image
     "DescribeAcls": (29, 1, 3),
@@ -98,6 +100,7 @@ BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
     "CreatePartitions": (37, 0, 3),
     "AlterClientQuotas": (49, 0, 1),
     "DescribeClientQuotas": (48, 0, 1),
+    "InitProducerId": (22, 0, 4),
 }
 RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers by asking the active controller
     "DescribeQuorum": (55, 1, 1),  # the version node.raft.wire maps
@@ -342,9 +345,11 @@ class KraftApplication:
             elif isinstance(out, JournalEvent):
                 self.ctx.journal.write(out.ev, **out.fields)
             elif isinstance(out, SendToController):
-                self._to_controller(out.token, out.request, forward=False)
+                self._to_controller(out.token, out.request, "lifecycle")
             elif isinstance(out, Forward):
-                self._to_controller(out.token, out.request, forward=True)
+                self._to_controller(out.token, out.request, "forward")
+            elif isinstance(out, AllocateIds):
+                self._to_controller(out.token, out.request, "producer_ids")
         self._update_metrics()
 
     def _update_metrics(self) -> None:
@@ -355,8 +360,9 @@ class KraftApplication:
         self.ctx.metrics.set(mx.FENCED_BROKERS, fenced)
         self.ctx.metrics.set(mx.UNFENCED_BROKERS, len(brokers) - fenced)
 
-    def _to_controller(self, token: int, request: Any, *, forward: bool) -> None:
-        task = asyncio.get_running_loop().create_task(self._exchange(token, request, forward))
+    def _to_controller(self, token: int, request: Any, kind: str) -> None:
+        """`kind`: whose request it is (`lifecycle`, `forward`, `producer_ids`), to route the answer."""
+        task = asyncio.get_running_loop().create_task(self._exchange(token, request, kind))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -379,7 +385,7 @@ class KraftApplication:
             )
         return client
 
-    async def _exchange(self, token: int, request: Any, forward: bool) -> None:
+    async def _exchange(self, token: int, request: Any, kind: str) -> None:
         client = self._controller_client()
         response: Any = None
         sent = False
@@ -392,7 +398,12 @@ class KraftApplication:
         else:
             await asyncio.sleep(self.ctx.config.retry_backoff_ms / 1000.0)
         now = self._now()
-        if forward:
+        if kind == "producer_ids":
+            if response is not None:
+                self.apis.producer_ids.on_response(token, response, now)
+            else:
+                self.apis.producer_ids.on_failure(token, now)
+        elif kind == "forward":
             # What the wire saw, journalled at the edge (ForwardedOnce): a forward that reached the
             # controller, answered or not, may have taken effect there.
             outcome = "answered" if response is not None else "sent-unanswered" if sent else "not-sent"

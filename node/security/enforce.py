@@ -16,6 +16,7 @@ core, what the principal may do, with Kafka's operations and error codes:
   the cluster; BrokerRegistration, BrokerHeartbeat, AlterPartition: CLUSTER_ACTION on the cluster
   — else CLUSTER_AUTHORIZATION_FAILED;
 - AlterClientQuotas / DescribeClientQuotas: ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster;
+- InitProducerId: IDEMPOTENT_WRITE on the cluster; AllocateProducerIds: CLUSTER_ACTION;
 - any other API: CLUSTER_ACTION on the cluster (fail safe: an API added without a rule here is
   served to super users and brokers only).
 
@@ -60,6 +61,8 @@ _CLUSTER_OPERATION = {
     "BrokerRegistration": AclOperation.CLUSTER_ACTION,
     "BrokerHeartbeat": AclOperation.CLUSTER_ACTION,
     "AlterPartition": AclOperation.CLUSTER_ACTION,
+    "AllocateProducerIds": AclOperation.CLUSTER_ACTION,
+    "InitProducerId": AclOperation.IDEMPOTENT_WRITE,  # Kafka's cluster check (KIP-679's WRITE on any topic: not yet)
 }
 
 

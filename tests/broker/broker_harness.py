@@ -12,6 +12,7 @@ from typing import Any
 from kraftlab.node.broker.apis import BrokerApis, ClientReply, Forward, Refused
 from kraftlab.node.broker.lifecycle import BrokerConfig, BrokerEndpoint, BrokerLifecycle, SendToController
 from kraftlab.node.broker.metadata import BrokerMetadata
+from kraftlab.node.broker.producer_ids import AllocateIds
 from kraftlab.node.controller.fake_quorum import FakeQuorum
 from kraftlab.node.controller.ports import ControllerConfig, Reply
 from kraftlab.node.controller.quorum_controller import QuorumController
@@ -103,8 +104,16 @@ class MiniCluster:
                     b.apis.on_forward_failure(out.token, self.now, sent=False)
                 else:
                     c.handle_request(("fwd", bid, out.token), out.request, self.now)
+            elif isinstance(out, AllocateIds):
+                c = self.active()
+                if bid in self.cut or c is None:
+                    b.apis.producer_ids.on_failure(out.token, self.now)
+                else:
+                    c.handle_request(("pid", bid, out.token), out.request, self.now)
             elif isinstance(out, ClientReply | Refused):
                 self.client_replies[out.token] = out
+            elif isinstance(out, JournalEvent):
+                self.events.append((bid, out))
 
     def _collect(self) -> None:
         for cid, c in self.ctrls.items():
@@ -121,6 +130,12 @@ class MiniCluster:
                             b.lifecycle.on_response(token, out.response, self.now)
                             for o in b.lifecycle.take_outputs():
                                 self._route_lifecycle(bid, o)
+                    elif kind == "pid":
+                        if bid in self.drop_replies:
+                            b.apis.producer_ids.on_failure(token, self.now)
+                        else:
+                            b.apis.producer_ids.on_response(token, out.response, self.now)
+                        self._route_apis(bid)
                     else:
                         b.apis.on_forward_response(token, out.response)
                         self._route_apis(bid)

@@ -34,6 +34,7 @@ from kraftlab.node.metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     QuotaEntityData,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
@@ -225,6 +226,14 @@ class ValidLog:
             self.records.append(ClientQuotaRecord(entity=ent, key=key, value=float(self.rng.randint(1, 99))))
             current.add(key)
 
+    def producer_ids(self) -> None:
+        """AllocateProducerIds: the next block of 1000 to a registered broker at its current epoch."""
+        if self.brokers:
+            b = self.rng.choice(sorted(self.brokers))
+            self.next_pid = getattr(self, "next_pid", 0) + 1000
+            self.records.append(ProducerIdsRecord(broker_id=b, broker_epoch=self.brokers[b]["epoch"],
+                                                  next_producer_id=self.next_pid))
+
     def other(self) -> None:
         self.records.append(self.rng.choice([
             NoOpRecord(), ConfigRecord(resource_type=4, resource_name="", name="log.retention.ms", value="5"),
@@ -235,7 +244,8 @@ class ValidLog:
 def valid_log(seed: int, steps: int) -> list[MetadataRecord]:
     log = ValidLog(random.Random(seed))
     ops = [log.register] * 3 + [log.unfence] * 3 + [log.fence, log.shutdown, log.unregister, log.delete,
-                                                    log.other, log.security, log.grow, log.quota] + [log.create] * 2
+                                                    log.other, log.security, log.grow, log.quota]
+    ops += [log.producer_ids] + [log.create] * 2
     ops += [log.isr_change] * 2
     for _ in range(steps):
         log.rng.choice(ops)()
@@ -373,6 +383,8 @@ BREAKERS: dict[str, list[MetadataRecord]] = {
     "AclIdUnique": [_acl(uuid.UUID(int=7)), _acl(uuid.UUID(int=7))],
     "RemovesLiveAcl": [_acl(uuid.UUID(int=7)), RemoveAccessControlEntryRecord(id=uuid.UUID(int=8))],
     "RemovesLiveCredential": [_scram("alice", 1), RemoveUserScramCredentialRecord(name="alice", mechanism=2)],
+    "ProducerIdsGrow": [ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=2000),
+                        ProducerIdsRecord(broker_id=2, broker_epoch=1, next_producer_id=2000)],
     "RemovesLiveQuota": [ClientQuotaRecord(entity=(QuotaEntityData(entity_type="user", entity_name="u"),),
                                            key="request_percentage", value=0.0, remove=True)],
 }
