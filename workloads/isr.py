@@ -17,6 +17,12 @@ want_fence=false and a caught-up offset (so they unfence: `registry` ops), and t
   partition epoch, so these reads steer the agents' beliefs and go to the staleness checks; the
   `isr` model checks the alters. Broker reads are eventually consistent in Kafka (a broker's
   image may lag), hence the `broker_read` mark; final reads run after heal and recovery.
+
+Agents rotate as the `registry` workload's do (`registry.retirement`: after 100-200 ops an agent is
+unregistered and a fresh broker id takes its place), so an hour-long soak's broker keys stay as
+checkable as a minute's. The topics placed on a retired agent are retired with it: deleted, and
+replaced by topics under new names placed on the current agents — a new name is a new key of the
+`isr` model, whose partition epochs start again at 0, so each key's history stays bounded too.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from kraftlab.workloads.client import DefiniteFailure, Invocation
 from kraftlab.workloads.generator import Context, FnGen
 from kraftlab.workloads.kafka import check, error_name
 from kraftlab.workloads.ops import OncePer, broker_read, op, read_node
-from kraftlab.workloads.registry import lifecycle_op, shut_down, silence
+from kraftlab.workloads.registry import lifecycle_op, retirement, shut_down, silence
 from kraftlab.workloads.session import Handlers, Session
 from kraftlab.workloads.topics import create as create_topic
 from kraftlab.workloads.topics import delete as delete_topic
@@ -79,14 +85,29 @@ class IsrWorkload:
     replication: int = 3
     session_timeout: float = 9.0  # the cluster's broker.session.timeout.ms, in seconds
     book: AgentBook = field(init=False)
-    beliefs: dict[str, Belief] = field(init=False)
+    beliefs: dict[str, Belief] = field(init=False, default_factory=dict)  # the topics in use, by name
+    retiring: set[str] = field(init=False, default_factory=set)  # topics of retired agents, to delete
+    lifetimes: dict[int, int] = field(init=False, default_factory=dict)  # ops per agent before it retires
+    _topics_made: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.book = AgentBook.pool(self.base, self.agents)
-        ids = self.book.ids
+        for _ in range(self.topics):
+            self._new_topic()
+
+    def _new_topic(self) -> None:
+        """A topic under the next name, its replicas placed on the current agents (round robin)."""
+        i, ids = self._topics_made, self.book.ids
+        self._topics_made += 1
         rf = min(self.replication, len(ids))
-        self.beliefs = {f"{self.prefix}{i}": Belief(tuple(ids[(i + k) % len(ids)] for k in range(rf)))
-                        for i in range(self.topics)}
+        self.beliefs[f"{self.prefix}{i}"] = Belief(tuple(ids[(i + k) % len(ids)] for k in range(rf)))
+
+    def _retire_topics_of(self, agent: int) -> None:
+        """The agent is being unregistered: its topics go (deleted by later ops), new ones come."""
+        for topic in [t for t, b in self.beliefs.items() if agent in b.replicas]:
+            del self.beliefs[topic]
+            self.retiring.add(topic)
+            self._new_topic()
 
     # --- handlers -----------------------------------------------------------------------------
 
@@ -110,10 +131,20 @@ class IsrWorkload:
         return out
 
     async def _delete(self, session: Session, inv: Invocation) -> Any:
-        out = await delete_topic(session, inv)
-        if (belief := self.beliefs.get(inv.value["topic"])) is not None:
-            belief.forget()
+        topic = inv.value["topic"]
+        try:
+            out = await delete_topic(session, inv)
+        except DefiniteFailure as e:
+            if e.error == "UNKNOWN_TOPIC_OR_PARTITION":
+                self._gone(topic)  # already gone (an earlier delete that ended in doubt took)
+            raise
+        self._gone(topic)
         return out
+
+    def _gone(self, topic: str) -> None:
+        self.retiring.discard(topic)
+        if (belief := self.beliefs.get(topic)) is not None:
+            belief.forget()
 
     async def _alter(self, session: Session, inv: Invocation) -> Any:
         v = inv.value
@@ -170,6 +201,11 @@ class IsrWorkload:
 
     def next_op(self, ctx: Context) -> Invocation:
         rng = ctx.rng
+        if (farewell := retirement(self.book, self.lifetimes, ctx, self.session_timeout)) is not None:
+            self._retire_topics_of(farewell.value["broker"])
+            return farewell
+        if self.retiring and rng.random() < 0.2:
+            return op("topics", "delete", {"topic": rng.choice(sorted(self.retiring)), "via": "controller"})
         if (due := lifecycle_op(self.book, ctx, self.session_timeout)) is not None:
             return due
         unregistered = [a for a in self.book.agents.values() if a.epoch is None]
@@ -229,8 +265,8 @@ class IsrWorkload:
         return FnGen(self.next_op)
 
     def final_reads(self) -> OncePer:
-        items = [(node, topic) for node in self.brokers for topic in sorted(self.beliefs)]
-        return OncePer([f"{n}\t{t}" for n, t in items], self._final_read)
+        """One read per broker of each topic in use at the end of the run."""
+        return OncePer(lambda: [f"{n}\t{t}" for n in self.brokers for t in sorted(self.beliefs)], self._final_read)
 
     def _final_read(self, item: str) -> Invocation:
         node, topic = item.split("\t")

@@ -37,13 +37,17 @@ def read_node(ctx: Context, brokers: Sequence[str]) -> str:
 
 @dataclass
 class OncePer:
-    """One op per item (final reads: one per broker), issued by whichever process asks."""
+    """One op per item (final reads: one per broker), issued by whichever process asks. `items` may
+    be a function, called when the first op is asked for: the items a workload has at the end of
+    its run (one that rotates its keys knows them only then)."""
 
-    items: Sequence[str]
+    items: Sequence[str] | Callable[[], Sequence[str]]
     make: Callable[[str], Invocation]
     _next: int = 0
 
     def next_op(self, ctx: Context) -> Answer:
+        if callable(self.items):
+            self.items = list(self.items())
         if self._next >= len(self.items):
             return None
         self._next += 1

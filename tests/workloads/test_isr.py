@@ -118,3 +118,24 @@ def test_a_controller_ignoring_the_partition_epoch_is_caught() -> None:
         if stale_alters(lines) and verdicts(lines, w.models)["isr"] is False:
             return
     raise AssertionError("a controller accepting stale partition epochs went unnoticed in 5 runs")
+
+
+def test_agents_rotate_and_their_topics_move_to_new_topics_on_the_fresh_ids() -> None:
+    """An hour-long soak stays checkable: agents retire after their lifetime (unregistered, a fresh
+    broker id in their place), each topic placed on a retired agent is deleted and a topic under a
+    new name is placed on the current agents; every model still accepts the history."""
+    fake = FakeKafka(session_timeout_s=0.12, rng=random.Random(3))
+    lines, _w = run("isr", fake, seconds=6, seed=3)
+    invokes = [x for x in lines if x["type"] == "invoke"]
+    retired = {x["value"]["broker"] for x in invokes if x["f"] == "unregister"}
+    assert len(retired) >= 2, retired
+    pool = set(range(2000, 2004))
+    creates = [x["value"] for x in invokes if x["f"] == "create" and x["value"]["topic"].startswith("isr-")]
+    fresh = [c for c in creates if set(c["assignment"][0]) - pool]
+    assert fresh, "no topic was placed on a fresh agent id"
+    assert not {c["topic"] for c in fresh} & {"isr-0", "isr-1"}  # new names: new keys of the isr model
+    deleted = {x["value"]["topic"] for x in lines if x["f"] == "delete" and x["type"] == "ok"}
+    assert deleted & {"isr-0", "isr-1"}, deleted  # the first topics sat on the first agents
+    finals = {x["value"]["topic"] for x in invokes if x["f"] == "read" and x["value"].get("final")}
+    assert finals and not finals & deleted  # the final reads are of the topics in use at the end
+    assert verdicts(lines, ("registry", "topics", "isr")) == {"registry": True, "topics": True, "isr": True}
