@@ -17,8 +17,9 @@ quiet pass from a searching one (docs/contracts.md, "Coverage").
   changes that left a partition leaderless.
 - faults: per fault kind, how many windows and seconds, and the client operations invoked while it
   was in force by outcome (ok / fail / info), plus the same for operations with no fault in force.
-- disk: from the nemesis's completions: power losses (kills on the disk-fault filesystem) and
-  what they dropped (bytes, files rolled back, names removed or restored), damages by mode and
+- disk: from the nemesis's completions: power losses (kills on the disk-fault filesystem), how
+  many of them dropped anything (a kill seldom lands while something is un-fsynced unless the disk
+  is slow), and what they dropped (bytes, files rolled back, names removed or restored), damages by mode and
   KRaft zone, and what became of damaged nodes (restarted and served, rebuilt after refusing,
   left down refusing).
 """
@@ -145,7 +146,7 @@ def _faults(history: History, openers: Mapping[str, str]) -> dict[str, dict[str,
 
 
 def _disk(history: History) -> dict[str, Any]:
-    out: dict[str, Any] = {"power_losses": 0, "bytes_dropped": 0, "files_rolled_back": 0, "names_removed": 0,
+    out: dict[str, Any] = {"power_losses": 0, "power_losses_dropping": 0, "bytes_dropped": 0, "files_rolled_back": 0, "names_removed": 0,
                            "names_restored": 0, "damages": {}, "restarted": 0, "rebuilt": 0, "refused": 0}
     damages: Counter[str] = Counter()
     for e in history.events:
@@ -154,6 +155,8 @@ def _disk(history: History) -> dict[str, Any]:
         if e.f == "kill":
             for lost in (e.value.get("lost_unfsynced") or {}).values():
                 out["power_losses"] += 1
+                out["power_losses_dropping"] += bool(lost.get("bytes_dropped") or lost.get("entries_removed")
+                                                     or lost.get("entries_restored"))
                 out["bytes_dropped"] += int(lost.get("bytes_dropped", 0))
                 out["files_rolled_back"] += len(lost.get("files_rolled_back", ()))
                 out["names_removed"] += len(lost.get("entries_removed", ()))

@@ -363,6 +363,10 @@ class Deployment(DaemonNodeControl):
             return None
         return self.disks.request(node, {"cmd": "crash"})
 
+    def on_diskfs(self) -> bool:
+        """The nodes' metadata directories are on the disk-fault filesystem (`--diskfs`)."""
+        return self.disks is not None
+
     def disk_request(self, node: str, request: dict[str, Any]) -> dict[str, Any]:
         """A request to the node's disk-fault filesystem (errors, delays, status)."""
         if self.disks is None:

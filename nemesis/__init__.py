@@ -22,6 +22,8 @@ op fires) | controllers | brokers).
 | stop-packet | — | hosts cleared |
 | start-disk | nodes, `damage` (disk.DAMAGES), `seed`, `amount` | per node: file, sizes, flipped bits |
 | stop-disk | `watch_s` | `formatted`, `restarted`, `rebuilt` (refusing observers re-made), `refused` (voters) |
+| start-slow-disk | nodes/target, `ms`, `glob` (`--diskfs` only) | `nodes`, `ms`, `glob`: every fsync held `ms` |
+| stop-slow-disk | — | `nodes` whose delays were cleared |
 
 *`drop`: `all` (default) or `new-connections`: only the TCP SYNs from the senders are dropped, so
 a receiver cannot be connected to by them but still reaches them over connections it opens.
@@ -31,7 +33,7 @@ nemesis.diskfs) is a power loss: the filesystem also drops every write the node 
 (nemesis.powerloss), and the kill's result lists what was lost (`lost_unfsynced`).
 
 Modules: grudge/targets (pure choices), netfilter/packet/clockfile/disk (commands), partition/
-process/clock/packet/disk (fault kinds), core (Nemesis), state + ports.Ledger (faults in force,
+process/clock/packet/disk/diskrules (fault kinds), core (Nemesis), state + ports.Ledger (faults in force,
 persisted), schedule/runner/session (packages, seeded schedules, replay, heal on every exit path),
 cleanup (clean_lab for `kraftlab clean`), daemon_control (a NodeControl over plain daemons), fakes,
 powerloss (a kill that also loses un-fsynced writes), diskfs (the FUSE filesystem of disk faults).

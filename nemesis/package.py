@@ -82,6 +82,8 @@ class Cluster:
     nodes: tuple[str, ...]
     controllers: tuple[str, ...]
     brokers: tuple[str, ...]  # every node with the broker role
+    diskfs: bool = False
+    """The nodes' data is on the disk-fault filesystem (its rules can fail or delay their I/O)."""
 
     @property
     def observers(self) -> tuple[str, ...]:
@@ -101,6 +103,18 @@ class Draw:
 
 
 DrawFn = Callable[[random.Random, Cluster, Timing, Sequence[str]], Draw]
+AroundFn = Callable[[random.Random, Cluster, Timing, Sequence[str], Mapping[str, Any]], Draw]
+
+
+@dataclass(frozen=True, slots=True)
+class Around:
+    """A package's windows that enclose another package's: for each window of `package`, `draw`
+    (given the enclosed window's opening value) draws one that opens `Draw.duration` seconds before
+    it and closes when it closes — a slow disk around a kill, so the power loss catches what the
+    node has not fsynced yet."""
+
+    package: str
+    draw: AroundFn
 
 
 def keep_nodes(done: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,6 +155,9 @@ class Package:
     doc: str = ""
     extra_windows: Mapping[str, str] = field(default_factory=dict)
     """Windows of by-hand operations the schedule never generates (for reports)."""
+    around: Around | None = None
+    """Windows placed around another package's windows when both are kept in a run (without that
+    package, this one draws a lane of its own)."""
 
     @property
     def moves_leadership(self) -> bool:

@@ -141,15 +141,17 @@ def swarm(rng: random.Random, packages: Sequence[str], cluster: Cluster) -> dict
 
 def generate(packages: Sequence[str], *, seed: int, duration: float, nodes: Sequence[str],
              controllers: Sequence[str], brokers: Sequence[str], timing: Timing | None = None,
-             interval: float | None = None, use_swarm: bool = True) -> Schedule:
-    """A combined schedule: one lane of windows per package kept by the swarm, overlapping."""
+             interval: float | None = None, use_swarm: bool = True, diskfs: bool = False) -> Schedule:
+    """A combined schedule: one lane of windows per package kept by the swarm, overlapping; a
+    package declared `around` another kept one encloses each of its windows instead (`diskfs`: the
+    nodes' data is on the disk-fault filesystem, which some packages need)."""
     if interval is not None and interval <= 0:
         raise ScheduleError("--nemesis-interval must be positive")
     unknown = [p for p in packages if p not in PACKAGES]
     if unknown:
         raise ScheduleError(f"unknown nemesis {', '.join(unknown)}; known: {', '.join(PACKAGES)}")
     timing = timing or Timing()
-    cluster = Cluster(tuple(nodes), tuple(controllers), tuple(brokers))
+    cluster = Cluster(tuple(nodes), tuple(controllers), tuple(brokers), diskfs)
     rng = random.Random(seed)
     if use_swarm:
         chosen = swarm(rng, packages, cluster)
@@ -159,18 +161,16 @@ def generate(packages: Sequence[str], *, seed: int, duration: float, nodes: Sequ
     sched = Schedule(seed, interval, duration, list(packages), list(nodes), list(controllers), list(brokers),
                      timing=timing.to_json(), swarm=chosen if use_swarm else {})
     lanes: list[tuple[Step, Step | None]] = []
+    enclosing = {name: PACKAGES[name].around for name in chosen}
     for name, enabled in chosen.items():
-        package = PACKAGES[name]
-        lane = random.Random(f"{seed}/{name}")  # a package's lane does not move when another is added
-        gap = interval if interval is not None else package.gap_s(timing)
-        at = timing.election_s + lane.uniform(0, gap)  # the first operations meet a healthy cluster
-        while at < duration:
-            draw = package.draw(lane, cluster, timing, enabled)
-            start = Step(round(at, 3), name, draw.f, dict(draw.value), purpose=draw.purpose)
-            end = at + draw.duration
-            stop = Step(round(end, 3), name, package.windows[draw.f], {}) if end < duration else None
-            lanes.append((start, stop))
-            at = end + lane.uniform(0.5, 1.5) * gap
+        around = enclosing[name]
+        if around is None or around.package not in chosen:
+            lanes += _lane(name, enabled, seed=seed, duration=duration, cluster=cluster, timing=timing,
+                           interval=interval)
+    for name, around in enclosing.items():
+        if around is not None and around.package in chosen:
+            enclosed = [w for w in lanes if w[0].package == around.package]
+            lanes += _enclose(name, chosen[name], enclosed, seed=seed, cluster=cluster, timing=timing)
     lanes.sort(key=lambda w: (w[0].at, w[0].package))
     for window, (start, stop) in enumerate(lanes):
         sched.steps.append(Step(start.at, start.package, start.f, start.value, window, start.purpose))
@@ -178,6 +178,45 @@ def generate(packages: Sequence[str], *, seed: int, duration: float, nodes: Sequ
             sched.steps.append(Step(stop.at, stop.package, stop.f, stop.value, window))
     sched.steps.sort(key=lambda s: (s.at, 0 if not s.opens else 1, s.window or 0))
     return sched
+
+
+def _lane(name: str, enabled: Sequence[str], *, seed: int, duration: float, cluster: Cluster, timing: Timing,
+          interval: float | None) -> list[tuple[Step, Step | None]]:
+    """A package's own lane: a window, a gap, the next window, until the run's end."""
+    package = PACKAGES[name]
+    lane = random.Random(f"{seed}/{name}")  # a package's lane does not move when another is added
+    gap = interval if interval is not None else package.gap_s(timing)
+    at = timing.election_s + lane.uniform(0, gap)  # the first operations meet a healthy cluster
+    windows: list[tuple[Step, Step | None]] = []
+    while at < duration:
+        draw = package.draw(lane, cluster, timing, enabled)
+        start = Step(round(at, 3), name, draw.f, dict(draw.value), purpose=draw.purpose)
+        end = at + draw.duration
+        stop = Step(round(end, 3), name, package.windows[draw.f], {}) if end < duration else None
+        windows.append((start, stop))
+        at = end + lane.uniform(0.5, 1.5) * gap
+    return windows
+
+
+def _enclose(name: str, enabled: Sequence[str], enclosed: list[tuple[Step, Step | None]], *, seed: int,
+             cluster: Cluster, timing: Timing) -> list[tuple[Step, Step | None]]:
+    """One window of package `name` around each enclosed window: opened the draw's lead before it
+    (never before the previous one closed), closed with it (held to the final heal with it)."""
+    package = PACKAGES[name]
+    assert package.around is not None
+    lane = random.Random(f"{seed}/{name}")
+    windows: list[tuple[Step, Step | None]] = []
+    free_at = 0.0
+    for inner_start, inner_stop in sorted(enclosed, key=lambda w: w[0].at):
+        draw = package.around.draw(lane, cluster, timing, enabled, inner_start.value)
+        at = round(max(inner_start.at - draw.duration, free_at, 0.0), 3)
+        start = Step(at, name, draw.f, dict(draw.value), purpose=draw.purpose)
+        stop = Step(inner_stop.at, name, package.windows[draw.f], {}) if inner_stop is not None else None
+        windows.append((start, stop))
+        if stop is None:
+            break
+        free_at = stop.at + 0.001
+    return windows
 
 
 def save(schedule: Schedule, run_dir: str | Path) -> Path:

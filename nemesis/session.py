@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from kraftlab.nemesis.cleanup import ledger_for
 from kraftlab.nemesis.core import Completion, Nemesis
+from kraftlab.nemesis.diskrules import on_diskfs
 from kraftlab.nemesis.package import Timing
 from kraftlab.nemesis.packages import PACKAGES
 from kraftlab.nemesis.ports import Ledger, NodeControl, OpRecorder
@@ -99,7 +100,7 @@ def prepare_run(lab: str, control: NodeControl, *, packages: str, interval: floa
         controllers = control.controllers()
         schedule = generate(parse_packages(packages), seed=seed, interval=interval, duration=duration,
                             nodes=control.nodes(), controllers=controllers, brokers=control.brokers(),
-                            timing=timing, use_swarm=swarm)
+                            timing=timing, use_swarm=swarm, diskfs=on_diskfs(control))
     path = save(schedule, run_dir)
     nemesis = Nemesis(lab, control, recorder=recorder, ledger=ledger if ledger is not None else ledger_for(lab),
                       seed=schedule.seed)

@@ -13,7 +13,7 @@ from typing import Any
 
 from kraftlab.nemesis.ports import Ledger
 
-KINDS: tuple[str, ...] = ("partition", "loss", "qdisc", "clock", "clock_step", "process", "disk")
+KINDS: tuple[str, ...] = ("partition", "loss", "qdisc", "clock", "clock_step", "process", "disk", "disk_rules")
 
 
 class FaultState:

@@ -5,7 +5,7 @@ Requests (`{"cmd": ...}`):
 - `crash`: drop everything not durable (send it right after the kill of the process using the
   mount, before that process starts again); the answer says what was dropped.
 - `fail`: add an error rule (`ops`, `glob`, `errno` EIO|ENOSPC, `probability`); `delay`: add an
-  fsync delay (`glob`, `ms`); `clear`: remove every rule.
+  fsync delay (`glob`, `ms`); `clear`: remove every rule (`"rules": "delay"` or `"fail"`: those only).
 - `status`: what is not durable yet, the rules, the errors injected so far.
 - `unmount`: stop serving and unmount.
 Every answer has `ok`; a refused request says why in `error`.
@@ -50,9 +50,7 @@ def handle(fs: Controlled, request: dict[str, Any], stop: Callable[[], None]) ->
             fs.faults.add(rule)
             return {"ok": True, "rule": rule.to_json()}
         if cmd == "clear":
-            n = len(fs.faults.rules)
-            fs.faults.clear()
-            return {"ok": True, "cleared": n}
+            return {"ok": True, "cleared": fs.faults.clear(request.get("rules"))}
         if cmd == "status":
             return {"ok": True, **fs.status()}
         if cmd == "unmount":

@@ -71,8 +71,14 @@ class FaultTable:
     def add(self, rule: Rule) -> None:
         self.rules.append(rule)
 
-    def clear(self) -> None:
-        self.rules.clear()
+    def clear(self, kind: str | None = None) -> int:
+        """Remove the rules of one kind (`delay` or `fail`; None: every rule); how many went."""
+        if kind not in (None, "delay", "fail"):
+            raise RuleError(f"rules {kind!r}: delay or fail (or none named: every rule)")
+        kept = [r for r in self.rules if kind is not None and (r.delay_ms > 0) != (kind == "delay")]
+        gone = len(self.rules) - len(kept)
+        self.rules[:] = kept
+        return gone
 
     def error(self, op: str, path: str) -> int | None:
         """The errno this operation on `path` must fail with, or None."""

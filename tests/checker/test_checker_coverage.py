@@ -141,12 +141,15 @@ def test_disk_faults_count_power_losses_damages_and_outcomes() -> None:
         {"process": "nemesis", "type": "ok", "f": "stop-disk", "time": 4, "value": {
             "restarted": ["n4", "n5"], "formatted": ["n4"], "rebuilt": ["n4"], "refused": []}},
         {"process": "nemesis", "type": "fail", "f": "kill", "time": 5, "value": {"nodes": ["n3"]}},
+        {"process": "nemesis", "type": "ok", "f": "kill", "time": 6, "value": {
+            "nodes": ["n3"], "signal": "SIGKILL", "lost_unfsynced": {"n3": {
+                "bytes_dropped": 0, "files_rolled_back": [], "entries_removed": [], "entries_restored": []}}}},
     ]
     events = [parse_jsonl_line(json.dumps(x), "<memory>", i + 1, i) for i, x in enumerate(lines)]
     cov = coverage(None, History(events, "<memory>", "jsonl"), {})
-    assert cov["disk"] == {"power_losses": 2, "bytes_dropped": 120, "files_rolled_back": 1, "names_removed": 1,
+    assert cov["disk"] == {"power_losses": 3, "power_losses_dropping": 2, "bytes_dropped": 120, "files_rolled_back": 1, "names_removed": 1,
                            "names_restored": 1, "damages": {"wipe": 1, "zero snapshot helix": 2},
                            "restarted": 1, "rebuilt": 1, "refused": 0}
-    assert headline(cov)["power losses"] == 2 and headline(cov)["disk refusals"] == 0
+    assert headline(cov)["power losses"] == 3 and headline(cov)["disk refusals"] == 0
     page = "".join(coverage_section(cov))
     assert "<h3>Disk</h3>" in page and "zero snapshot helix: 2" in page

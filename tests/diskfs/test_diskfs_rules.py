@@ -80,3 +80,15 @@ def test_the_control_requests() -> None:
     bad = handle(fs, {"cmd": "fail", "errno": "EWHAT"}, lambda: None)
     assert not bad["ok"] and "errno" in bad["error"]
     assert "known: crash" in handle(fs, {"cmd": "explode"}, lambda: None)["error"]
+
+
+def test_clearing_one_kind_of_rule_keeps_the_other() -> None:
+    fs = FakeFs()
+    handle(fs, {"cmd": "fail", "glob": "*.log", "errno": "ENOSPC"}, lambda: None)
+    handle(fs, {"cmd": "delay", "ms": 300}, lambda: None)
+    assert handle(fs, {"cmd": "clear", "rules": "delay"}, lambda: None) == {"ok": True, "cleared": 1}
+    assert fs.faults.delay_s("fsync", "a.log") == 0 and fs.faults.error("write", "a.log") == errno.ENOSPC
+    assert handle(fs, {"cmd": "clear", "rules": "fail"}, lambda: None) == {"ok": True, "cleared": 1}
+    assert fs.faults.rules == []
+    bad = handle(fs, {"cmd": "clear", "rules": "all"}, lambda: None)
+    assert not bad["ok"] and "delay or fail" in bad["error"]

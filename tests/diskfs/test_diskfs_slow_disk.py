@@ -1,0 +1,106 @@
+"""A slow disk: generated around each kill when the nodes are on the disk-fault filesystem (so the
+power loss catches un-fsynced writes), applied as fsync-delay rules and cleared exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.fakes import FakeNodeControl
+from kraftlab.nemesis.ports import MemoryLedger
+from kraftlab.nemesis.schedule import Schedule, Step, generate
+
+NODES = ["n1", "n2", "n3", "n4", "n5"]
+KW: dict[str, Any] = {"nodes": NODES, "controllers": NODES[:3], "brokers": NODES}
+
+
+def _windows(sched: Schedule, package: str) -> list[tuple[Step, Step | None]]:
+    return [(a, b) for a, b in sched.windows() if a.package == package]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_each_kill_is_enclosed_by_a_slow_disk(seed: int) -> None:
+    sched = generate(["kill", "slow-disk"], seed=seed, duration=300, use_swarm=False, diskfs=True, **KW)
+    kills, slows = _windows(sched, "kill"), _windows(sched, "slow-disk")
+    assert len(kills) > 10 and len(slows) == len(kills)
+    for (kill, restart), (slow, fast) in zip(kills, slows, strict=True):
+        assert kill.at - 1.5 <= slow.at < kill.at
+        assert (fast is None) == (restart is None)
+        if fast is not None and restart is not None:
+            assert fast.at == restart.at and fast.f == "stop-slow-disk"
+        assert 100 <= slow.value["ms"] <= 600
+        named = {k: v for k, v in slow.value.items() if k in ("nodes", "target")}
+        assert named in ({k: v for k, v in kill.value.items() if k in ("nodes", "target")}, {"nodes": NODES})
+    ends = [(s.at, e.at if e else 1e9) for s, e in slows]
+    assert all(a_end < b_start for (_, a_end), (b_start, _) in zip(ends, ends[1:]))  # never two at once
+
+
+def test_without_the_filesystem_no_slow_disk_is_generated() -> None:
+    for swarm in (True, False):
+        sched = generate(["kill", "slow-disk"], seed=4, duration=300, use_swarm=swarm, **KW)
+        assert not _windows(sched, "slow-disk") and _windows(sched, "kill")
+
+
+def test_without_kills_a_slow_disk_has_a_lane_of_its_own() -> None:
+    sched = generate(["partition", "slow-disk"], seed=5, duration=300, use_swarm=False, diskfs=True, **KW)
+    slows = _windows(sched, "slow-disk")
+    assert len(slows) > 3
+    assert all(e is None or e.at - s.at >= 5.5 for s, e in slows)  # a failover's length at least
+
+
+class DiskControl(FakeNodeControl):
+    """Fake nodes whose disks take rule requests (as a deployment on the filesystem does)."""
+
+    def __init__(self, diskfs: bool = True) -> None:
+        super().__init__()
+        self.diskfs = diskfs
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+
+    def on_diskfs(self) -> bool:
+        return self.diskfs
+
+    def disk_request(self, node: str, request: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append((node, request))
+        return {"ok": True}
+
+
+def test_a_slow_disk_delays_fsyncs_and_its_stop_clears_only_delays() -> None:
+    control = DiskControl()
+    nemesis = Nemesis("t", control, ledger=MemoryLedger(), seed=1)
+    done = nemesis.invoke("start-slow-disk", {"nodes": ["n1", "n4"], "ms": 250})
+    assert done.type == "ok" and done.value == {"nodes": ["n1", "n4"], "ms": 250, "glob": "*"}
+    assert sorted(control.requests) == [("n1", {"cmd": "delay", "glob": "*", "ms": 250}),
+                                        ("n4", {"cmd": "delay", "glob": "*", "ms": 250})]
+    assert set(nemesis.status()["disk_rules"]) == {"n1", "n4"}
+    control.requests.clear()
+    assert [c.f for c in nemesis.heal_all()] == ["stop-slow-disk"]
+    assert sorted(control.requests) == [("n1", {"cmd": "clear", "rules": "delay"}),
+                                        ("n4", {"cmd": "clear", "rules": "delay"})]
+    assert "disk_rules" not in nemesis.status() and nemesis.heal_all() == []
+
+
+def test_the_active_controller_is_resolved_when_the_slow_disk_starts() -> None:
+    control = DiskControl()
+    control.leader = "n2"
+    done = Nemesis("t", control, ledger=MemoryLedger(), seed=1).invoke("start-slow-disk",
+                                                                       {"target": "controller", "ms": 100})
+    assert done.value["nodes"] == ["n2"] and control.requests == [("n2", {"cmd": "delay", "glob": "*", "ms": 100})]
+
+
+def test_off_the_filesystem_a_slow_disk_is_unsupported_and_nothing_is_in_force() -> None:
+    for control in (DiskControl(diskfs=False), FakeNodeControl()):
+        nemesis = Nemesis("t", control, ledger=MemoryLedger(), seed=1)
+        done = nemesis.invoke("start-slow-disk", {"nodes": ["n1"], "ms": 100})
+        assert done.type == "fail" and "unsupported here" in str(done.error) and "--diskfs" in str(done.error)
+        assert "disk_rules" not in nemesis.status()
+
+
+def test_a_refused_rule_is_a_failed_fault() -> None:
+    class Refusing(DiskControl):
+        def disk_request(self, node: str, request: dict[str, Any]) -> dict[str, Any]:
+            return {"ok": False, "error": "no such mount"}
+
+    done = Nemesis("t", Refusing(), ledger=MemoryLedger(), seed=1).invoke("start-slow-disk", {"nodes": ["n1"]})
+    assert done.type == "fail" and "no such mount" in str(done.error)
