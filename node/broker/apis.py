@@ -53,18 +53,13 @@ from kraftlab.node.broker import security_apis
 from kraftlab.node.broker.client_quotas import describe_client_quotas_response
 from kraftlab.node.broker.lifecycle import BrokerLifecycle
 from kraftlab.node.broker.metadata import BrokerMetadata
+from kraftlab.node.broker.outputs import ClientReply
 from kraftlab.node.broker.producer_ids import AllocateIds, IdReply, ProducerIdManager
 from kraftlab.node.controller.messages import api_name, as_values, build, respond
 from kraftlab.node.controller.quorum_controller import CONTROLLER_APIS, error_response
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
-
-
-@dataclass(frozen=True, slots=True)
-class ClientReply:
-    token: Any
-    response: Any
 
 
 @dataclass(frozen=True, slots=True)

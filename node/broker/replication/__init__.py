@@ -1,0 +1,19 @@
+"""Partition replication on a broker (sans-IO): which partitions it leads and follows, from the
+metadata image, and the data-plane APIs on them — Produce, Fetch (consumers and followers),
+ListOffsets, OffsetForLeaderEpoch.
+
+Modules: `ports` (the log seams: ReplicaLog, LogStore), `partition` (one partition's role, leader
+epoch, ISR and followers' progress; the high-water mark), `manager` (ReplicaManager: the image's
+roles, the requests, parked acks=all produces and min.bytes fetches).
+
+    manager = ReplicaManager(node_id, log_manager, wall_ms=clock.wall_ms)
+    manager.apply_image(metadata.image, now_ms)     # after every metadata change
+    manager.handle(token, request, now_ms)          # Produce / Fetch / ListOffsets / OffsetForLeaderEpoch
+    manager.tick(now_ms)                            # parked requests whose time is up
+    manager.take_outputs()                          # ClientReply(token, response | None), JournalEvent
+"""
+
+from kraftlab.node.broker.replication.manager import DATA_PLANE_APIS, ClientReply, ReplicaManager
+from kraftlab.node.broker.replication.partition import Partition, Role
+
+__all__ = ["DATA_PLANE_APIS", "ClientReply", "Partition", "ReplicaManager", "Role"]

@@ -1,0 +1,97 @@
+"""One partition as this broker sees it: its role (leader, follower), the leader and leader epoch,
+the replicas and ISR from the metadata image, and — on the leader — what each follower has
+fetched, from which the high-water mark follows (Kafka's Partition)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kraftlab.node.broker.replication.ports import ReplicaLog
+
+
+class Role(Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(slots=True)
+class FollowerProgress:
+    """What the leader knows of one follower: its log end offset (-1 unknown) and when it was
+    last caught up with the leader's log end (Kafka's lastCaughtUpTimeMs)."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_end: int = -1
+    last_fetch_ms: int = 0
+
+
+@dataclass(slots=True)
+class Partition:
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+    log: ReplicaLog
+    role: Role
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    partition_epoch: int = 0
+    followers: dict[int, FollowerProgress] = field(default_factory=dict)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.log.config.min_insync_replicas
+
+    def follower_fetched(self, replica: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower's Fetch at `fetch_offset`: everything below it is on that follower. It is
+        caught up when it asked for the leader's log end, or for the end the leader had at its
+        previous fetch (then it was caught up as of that fetch)."""
+        p = self.followers.setdefault(replica, FollowerProgress())
+        end = self.log.log_end_offset
+        if fetch_offset >= end:
+            p.last_caught_up_ms = now_ms
+        elif fetch_offset >= p.last_fetch_leader_end >= 0:
+            p.last_caught_up_ms = max(p.last_caught_up_ms, p.last_fetch_ms)
+        p.log_end_offset = fetch_offset
+        p.last_fetch_leader_end = end
+        p.last_fetch_ms = now_ms
+
+    def end_offset_of(self, replica: int, own_id: int) -> int:
+        if replica == own_id:
+            return self.log.log_end_offset
+        p = self.followers.get(replica)
+        return p.log_end_offset if p is not None else -1
+
+    def maybe_advance_high_watermark(self, own_id: int) -> bool:
+        """The leader's HW: the smallest log end offset among the ISR; it never goes back.
+        True when it moved."""
+        if self.role is not Role.LEADER:
+            return False
+        candidate = min(self.end_offset_of(r, own_id) for r in self.isr) if own_id in self.isr else -1
+        if candidate > self.log.high_watermark:
+            self.log.update_high_watermark(candidate)
+            return True
+        return False
+
+    def lagging(self, own_id: int, now_ms: int, max_lag_ms: int) -> tuple[int, ...]:
+        """ISR followers not caught up within `replica.lag.time.max.ms` (candidates to shrink)."""
+        out = []
+        for r in self.isr:
+            if r == own_id:
+                continue
+            p = self.followers.get(r)
+            if p is None or now_ms - p.last_caught_up_ms > max_lag_ms:
+                out.append(r)
+        return tuple(out)
+
+    def caught_up(self, own_id: int) -> tuple[int, ...]:
+        """Replicas outside the ISR whose log reached the high-water mark (candidates to expand)."""
+        hw = self.log.high_watermark
+        return tuple(
+            r for r in self.replicas
+            if r not in self.isr and r != own_id and self.end_offset_of(r, own_id) >= hw
+            and self.end_offset_of(r, own_id) >= 0
+        )  # fmt: skip
