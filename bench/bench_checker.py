@@ -11,7 +11,7 @@ process, under a time and memory budget, and its peak resident memory is printed
     .venv/bin/python bench/bench_checker.py --registry-sim
 
 `--registry-sim`: simulated registry histories (10 clients, 10 brokers, some crashed ops;
-tests/checker/checker_registry_sim.py) checked per broker and unsplit, CPU seconds.
+kraftlab/testing/registry_sim.py) checked per broker and unsplit, CPU seconds.
 
 With `--run`, a stored run's history instead: each workload's judged part checked with its
 keyed model and with the unsplit one (`registry-whole`, `topics-whole`), median wall and CPU
@@ -94,10 +94,8 @@ def bench_run(run_dir: Path, runs: int) -> int:
 
 
 def bench_registry_sim(budget: float) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "checker"))
-    from checker_registry_sim import RegistrySim
-
     from kraftlab.checker.models import build_model
+    from kraftlab.testing.registry_sim import RegistrySim
 
     for n, crash in ((2000, 0.0), (2000, 0.05), (4000, 0.05)):
         ops = pair_ops(RegistrySim(7, None, brokers=10, processes=10, ops=n, crash_rate=crash).run())

@@ -26,14 +26,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "node"))
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench_node import _latencies, percentile  # a sibling script: run as a file, bench/ is sys.path[0]
 
-from bench_node import _latencies, percentile  # noqa: E402
-from diskfs.diskfs_mounts import Mounted, fuse_available, mounted  # noqa: E402
-from kraftnode_helpers import ProcessCluster  # noqa: E402
+from kraftlab.testing.diskfs_mounts import Mounted, fuse_available, mounted
+from kraftlab.testing.kraftnode import ProcessCluster
 
 
 @contextmanager
@@ -53,7 +49,7 @@ def node_dirs(base: Path, fuse: bool, n: int = 3) -> Iterator[dict[int, Mounted]
 
 def bench_latency(base: Path, fuse: bool, appends: int, linger_ms: int) -> list[float]:
     with node_dirs(base, fuse):
-        c = ProcessCluster(base, **{"controller.quorum.append.linger.ms": str(linger_ms)})
+        c = ProcessCluster(base, config={"controller.quorum.append.linger.ms": str(linger_ms)})
         try:
             c.start_all()
             c.append_committed([b"warm-up"], timeout=60)

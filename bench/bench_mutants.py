@@ -58,7 +58,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutation_ops import Mutant, mutants_of, mutated_source, unmutated_source
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,16 +37,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "node"))
-
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
-from kraftnode_helpers import ProcessCluster
 
 from kraftlab.node.cli import CommandFailed, append_test_records, describe_cluster
 from kraftlab.node.journal import read_journal
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.protocol.errors import RequestError
+from kraftlab.testing.kraftnode import ProcessCluster
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -67,7 +65,7 @@ async def _latencies(port: int, n: int) -> list[float]:
 
 
 def bench_latency(base: Path, appends: int, linger_ms: int) -> list[float]:
-    c = ProcessCluster(base, **{"controller.quorum.append.linger.ms": str(linger_ms)})
+    c = ProcessCluster(base, config={"controller.quorum.append.linger.ms": str(linger_ms)})
     try:
         c.start_all()
         c.append_committed([b"warm-up"])
@@ -284,7 +282,7 @@ def bench_broker_restart(base: Path, partitions: int) -> tuple[float, int, float
     snapshot files it had, and the seconds from the kill until the controller had fenced it."""
     # about three snapshots while the image is built (a partition record is ~80 bytes)
     snapshot_bytes = max(1 << 20, partitions * 80 // 3)
-    c = ProcessCluster(base, brokers=3, **{"metadata.snapshot.max.new.record.bytes": str(snapshot_bytes)})
+    c = ProcessCluster(base, brokers=3, config={"metadata.snapshot.max.new.record.bytes": str(snapshot_bytes)})
     try:
         c.start_all()
         _wait_unfenced(c, 3)

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 from bench_node import _latencies, bench_failover, bench_latency, percentile
-from kraftnode_helpers import ProcessCluster
+
+from kraftlab.testing.kraftnode import ProcessCluster
 
 IDLE_S = 3.0  # how long each process's idle CPU rate is measured before the load
 
@@ -62,7 +63,7 @@ def cpu_seconds(pid: int) -> float:
 
 def cpu_per_commit(base: Path, appends: int) -> tuple[float, float, float]:
     """One cluster: (leader, mean follower) CPU ms per commit net of idle, and the run's p99 (ms)."""
-    c = ProcessCluster(base, **{"controller.quorum.append.linger.ms": "0"})
+    c = ProcessCluster(base, config={"controller.quorum.append.linger.ms": "0"})
     try:
         c.start_all()
         c.append_committed([b"warm-up"])

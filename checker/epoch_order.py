@@ -25,7 +25,7 @@ because a later read saw the broker gone) is not seen here. Per-broker searches 
 found every violation the whole search found in the hand-built histories, and 999 of the 1,003
 it found in 1,600 simulated histories with injected bugs (the 4 missed: torn multi-broker reads,
 or an epoch order implied only through such a forced interleaving); all 400 correct ones valid,
-no false alarm — measured with tests/checker/checker_registry_sim.py. Model `registry-whole` is
+no false alarm — measured with kraftlab/testing/registry_sim.py. Model `registry-whole` is
 the exact, unsplit search.
 """
 

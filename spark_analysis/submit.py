@@ -4,6 +4,10 @@
     spark-submit --master spark://HOST:7077 --py-files dist/kraftlab-spark.zip \\
         spark_analysis/submit.py HISTORY --model kv --out DIR [--ops-url hdfs://…/ops]
 
+spark-submit runs a file, not a module: this one, whose `kraftlab` imports come from the
+`--py-files` zip (`python -m kraftlab.spark_analysis.package`, put on the driver's and the executors'
+path by spark-submit) or from an installed kraftlab.
+
 HISTORY is a history file (JSON Lines, EDN or etcd log; converted to Parquet under
 `DIR/parquet`) or a directory already converted (it holds meta.json). `--ops-url` says where
 the executors read the ops from when that is not the local directory (HDFS, S3, a shared
@@ -15,11 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file by spark-submit: the project (or the --py-files zip) is on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kraftlab.checker.compose import compose
 from kraftlab.checker.linear.budget import Budget

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from checker_registry_sim import BUGS, RegistrySim, history
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +19,7 @@ from kraftlab.checker.linear.keyed import check_across_keys, check_key, merge_ke
 from kraftlab.checker.linear.race import ACROSS_KEYS, split
 from kraftlab.checker.linearizable import check_linearizable
 from kraftlab.checker.models import build_model
+from kraftlab.testing.registry_sim import BUGS, RegistrySim, history
 
 
 def verdicts(h: History, model: str) -> tuple[Any, Any, dict[str, Any]]:

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from kraftlab.node.raft.ports import Batch, Record
 from kraftlab.node.storage.log import DiskLog, FlushTicket
+from kraftlab.testing.diskfs_mounts import Mounted, mounted
 
-from .diskfs_mounts import Mounted, mounted, needs_fuse
+from . import needs_fuse
 
 pytestmark = needs_fuse
 _dirs = itertools.count()

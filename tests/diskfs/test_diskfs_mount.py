@@ -16,8 +16,9 @@ import pytest
 from kraftlab.control.mounts import diskfs_mounts, unmount
 from kraftlab.nemesis.diskfs.durability import STASH
 from kraftlab.node.storage.atomic import fsync_dir, write_atomically
+from kraftlab.testing.diskfs_mounts import mounted
 
-from .diskfs_mounts import mounted, needs_fuse
+from . import needs_fuse
 
 pytestmark = needs_fuse
 

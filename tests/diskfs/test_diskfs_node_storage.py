@@ -12,8 +12,9 @@ from kraftlab.node.bugs import NO_BUGS, BugSet
 from kraftlab.node.raft.ports import Batch, QuorumStateData, Record
 from kraftlab.node.storage.log import DiskLog
 from kraftlab.node.storage.quorum_state import FileQuorumStateStore
+from kraftlab.testing.diskfs_mounts import mounted
 
-from .diskfs_mounts import mounted, needs_fuse
+from . import needs_fuse
 
 pytestmark = needs_fuse
 

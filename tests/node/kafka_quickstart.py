@@ -11,10 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kraftnode_helpers import KRAFT_NODE, free_ports
-
 from kraftlab.node.admin import AdminError, describe_cluster_now, describe_quorum_now
 from kraftlab.node.journal import read_journal
+from kraftlab.testing.kraftnode import KRAFT_NODE, free_ports
 
 
 def quickstart_properties(node_id: int, roles: str, log_dir: Path, voters: str, port: int) -> str:

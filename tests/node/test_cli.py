@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kraftnode_helpers import free_ports, node_properties
 
 from kraftlab.node.cli import cluster_json, main, quorum_json
 from kraftlab.node.storage.meta_properties import random_cluster_id, read_meta_properties
+from kraftlab.testing.kraftnode import free_ports, node_properties
 
 VOTERS = {1: 19093, 2: 19094, 3: 19095}
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kraftnode_helpers import node_properties
 
 from kraftlab.node.cli import main
 from kraftlab.node.config import ConfigError, config_from_properties
@@ -17,6 +16,7 @@ from kraftlab.node.raft.membership.records import KRAFT_VERSION_1
 from kraftlab.node.raft.voters import Endpoint, Voter, VoterSet
 from kraftlab.node.storage.bootstrap import bootstrap_path, read_bootstrap_checkpoint
 from kraftlab.node.storage.meta_properties import random_cluster_id, read_meta_properties
+from kraftlab.testing.kraftnode import node_properties
 
 VOTERS = {1: 19093, 2: 19094, 3: 19095, 4: 19096}
 Write = Callable[..., Path]

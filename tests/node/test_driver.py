@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kraftnode_helpers import Cluster
 
 from kraftlab.node import metrics as mx
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import NotLeader
 from kraftlab.node.raft.ports import Record
+from kraftlab.testing.kraftnode import Cluster
 
 
 def test_single_voter_commits_and_journals() -> None:

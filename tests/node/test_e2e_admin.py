@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kraftnode_helpers import ProcessCluster
 
 from kraftlab.node.cli import main as cli_main
 from kraftlab.node.journal import read_journal
+from kraftlab.testing.kraftnode import ProcessCluster
 
 pytestmark = [
     pytest.mark.e2e,

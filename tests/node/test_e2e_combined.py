@@ -11,12 +11,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from kraftnode_helpers import KRAFT_NODE, free_ports, node_properties
 
 from kraftlab.node.clock import Skew, write_skew
 from kraftlab.node.config import config_from_properties, render_properties
 from kraftlab.node.journal import read_journal
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.testing.kraftnode import KRAFT_NODE, free_ports, node_properties
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

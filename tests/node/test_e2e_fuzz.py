@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from kraftnode_helpers import KRAFT_NODE, free_ports, node_properties, read_log_values
 from protocol.fuzzing import fuzz  # tests/protocol (tests/ is on pytest's pythonpath)
 
 from kraftlab.node.cli import append_test_records, describe_quorum
@@ -20,6 +19,7 @@ from kraftlab.node.config import config_from_properties, render_properties
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.storage.log import DiskLog
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.testing.kraftnode import KRAFT_NODE, free_ports, node_properties, read_log_values
 
 # The node runs under a memory limit, so that a request it mishandles (a CreateTopics asking for
 # billions of partitions once did) fails it alone instead of exhausting the machine.

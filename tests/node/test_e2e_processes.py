@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kraftnode_helpers import KRAFT_NODE, ProcessCluster, read_log_values
 
 from kraftlab.node.journal import read_journal
+from kraftlab.testing.kraftnode import KRAFT_NODE, ProcessCluster, read_log_values
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kraftnode_helpers import ProcessCluster
 
 from kraftlab.node.config import render_properties
 from kraftlab.node.journal import read_journal
@@ -22,6 +21,7 @@ from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire
 from kraftlab.node.security.bootstrap import parse_add_scram, write_bootstrap
 from kraftlab.node.security.client_login import SaslLogin
+from kraftlab.testing.kraftnode import ProcessCluster
 
 pytestmark = [
     pytest.mark.e2e,
@@ -62,7 +62,7 @@ BOOT_USER = f"boot-{uuid.uuid4().hex[:8]}"
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ProcessCluster]:
-    c = ProcessCluster(tmp_path, n=1, brokers=2, **SECURITY)
+    c = ProcessCluster(tmp_path, n=1, brokers=2, config=SECURITY)
     # what `kraft-node format --add-scram` leaves (KIP-900; the CLI itself is tested in tests/security)
     write_bootstrap(c.meta_dir(c.ids[0]), [parse_add_scram(f"SCRAM-SHA-512=[name={BOOT_USER},password=boot-pw]")],
                     int(time.time() * 1000))

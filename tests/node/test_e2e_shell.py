@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from kraftnode_helpers import KRAFT_NODE, free_ports, node_properties
 
 from kraftlab.node.cli import CommandFailed, describe_cluster, main
 from kraftlab.node.config import config_from_properties, render_properties
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.testing.kraftnode import KRAFT_NODE, free_ports, node_properties
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from kraftnode_helpers import ProcessCluster
+
+from kraftlab.testing.kraftnode import ProcessCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -9,8 +9,6 @@ import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from kraftnode_helpers import free_ports, node_properties, until_leader
-
 from kraftlab.node.cli import append_test_records
 from kraftlab.node.config import config_from_properties
 from kraftlab.node.journal import read_journal
@@ -20,6 +18,7 @@ from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.raft.ports import Batch, StateMachine
 from kraftlab.node.server import EXIT_FAILED, NodeServer
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.testing.kraftnode import free_ports, node_properties, until_leader
 
 
 class PoisonedLog(CommitLog):

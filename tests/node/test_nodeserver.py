@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from kraftnode_helpers import free_ports, node_properties, until_leader
-
 from kraftlab.node import metrics as mx
 from kraftlab.node.cli import append_test_records, describe_quorum
 from kraftlab.node.config import config_from_properties
@@ -16,6 +14,7 @@ from kraftlab.node.process.commit_log import CommitLog, CommitLogApplication
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.server import EXIT_OK, NodeServer
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.testing.kraftnode import free_ports, node_properties, until_leader
 
 
 def test_single_voter_serves_appends_and_stops(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import socket
 from pathlib import Path
 
 import pytest
-from kraftnode_helpers import free_ports, node_properties
 
 from kraftlab.node.config import config_from_properties
 from kraftlab.node.journal import read_journal
@@ -17,6 +16,7 @@ from kraftlab.node.server import EXIT_FAILED, NodeServer
 from kraftlab.node.storage.layout import partition_dir
 from kraftlab.node.storage.log import DiskLog
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
+from kraftlab.testing.kraftnode import free_ports, node_properties
 
 
 def _config(tmp_path: Path, **extra: str):  # type: ignore[no-untyped-def]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from kraftnode_helpers import Cluster
-
 from kraftlab.node.cli import append_test_records
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.protocol.registry import ApiRegistry
 from kraftlab.node.protocol.server import ProtocolServer
 from kraftlab.node.server import register_test_append
+from kraftlab.testing.kraftnode import Cluster
 
 
 def test_produce_appends_on_leader_and_refuses_elsewhere() -> None:

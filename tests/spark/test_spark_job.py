@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -166,8 +167,10 @@ def test_spark_submit_program_and_py_files_zip(tmp_path: Path) -> None:
     zipped = subprocess.run([sys.executable, "-m", "kraftlab.spark_analysis.package", str(tmp_path / "k.zip")],
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert zipped.returncode == 0 and (tmp_path / "k.zip").stat().st_size > 0
+    # run as spark-submit runs it: the file, its `kraftlab` imports served first by the zip on the path
     proc = subprocess.run([sys.executable, str(ROOT / "spark_analysis" / "submit.py"), str(s.path), "--model", "kv",
                            "--master", "local[1]", "--out", str(tmp_path / "out")], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path / "k.zip")},
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     res = json.loads((tmp_path / "out" / "results.json").read_text())

@@ -1,4 +1,4 @@
-"""A diskfs mounted for one test in a subprocess, unmounted afterwards even when the test fails."""
+"""A diskfs mounted in a subprocess for one test or benchmark, unmounted afterwards even when it fails."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kraftlab.control.mounts import diskfs_mounts, unmount
 from kraftlab.nemesis.diskfs.control import request
@@ -29,8 +27,6 @@ def fuse_available() -> str | None:
         return "pyfuse3 is not installed (bash scripts/setup.sh)"
     return None
 
-
-needs_fuse = pytest.mark.skipif(fuse_available() is not None, reason=str(fuse_available()))
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Helpers for the node process tests: free loopback ports, server.properties for loopback clusters."""
+"""Node clusters for tests and benchmarks: free loopback ports, server.properties for loopback clusters,
+in-process Raft drivers and real `kraft-node start` processes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +171,8 @@ class ProcessCluster:
     """Real `kraft-node start` processes of an all-controller cluster on loopback (used by the e2e
     tests and bench/bench_node.py). Every process is killed by `close()`, whatever happened."""
 
-    def __init__(self, base: Path, n: int = 3, brokers: int = 0, **extra: str) -> None:
+    def __init__(self, base: Path, n: int = 3, brokers: int = 0, config: Mapping[str, str] | None = None) -> None:
+        """`n` voters and `brokers` brokers under `base`; `config`: extra server.properties of every node."""
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
         self.ids = list(range(1, n + 1))
@@ -181,7 +183,7 @@ class ProcessCluster:
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.configs: dict[int, Path] = {}
         self.cluster_id = random_cluster_id()
-        extra = {"kraftlab.unsafe.test.mode": "true", **extra}
+        extra = {"kraftlab.unsafe.test.mode": "true", **(config or {})}
         for i in self.ids + self.broker_ids:
             if i in self.ports:
                 props = node_properties(i, base, self.ports, **extra)
