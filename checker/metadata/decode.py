@@ -279,6 +279,20 @@ def _producer_ids(r: _Reader, v: int) -> dict[str, Any]:
     return out
 
 
+def _delegation_token(r: _Reader, v: int) -> dict[str, Any]:
+    out = {"owner": r.compact_string(), "requester": r.compact_string(),
+           "renewers": r.compact_array(lambda x: x.compact_string()), "issue_timestamp": _i64(r),
+           "max_timestamp": _i64(r), "expiration_timestamp": _i64(r), "token_id": r.compact_string()}
+    r.tagged({})
+    return out
+
+
+def _remove_delegation_token(r: _Reader, v: int) -> dict[str, Any]:
+    out = {"token_id": r.compact_string()}
+    r.tagged({})
+    return out
+
+
 def _no_op(r: _Reader, v: int) -> dict[str, Any]:
     r.tagged({})
     return {}
@@ -294,6 +308,7 @@ SCHEMAS: dict[int, tuple[str, int, Callable[[_Reader, int], dict[str, Any]]]] = 
     7: ("FenceBrokerRecord", 0, _broker_and_epoch),
     8: ("UnfenceBrokerRecord", 0, _broker_and_epoch),
     9: ("RemoveTopicRecord", 0, _remove_topic),
+    10: ("DelegationTokenRecord", 0, _delegation_token),
     11: ("UserScramCredentialRecord", 0, _user_scram_credential),
     12: ("FeatureLevelRecord", 0, _feature_level),
     14: ("ClientQuotaRecord", 0, _client_quota),
@@ -303,6 +318,7 @@ SCHEMAS: dict[int, tuple[str, int, Callable[[_Reader, int], dict[str, Any]]]] = 
     19: ("RemoveAccessControlEntryRecord", 0, _remove_access_control_entry),
     20: ("NoOpRecord", 0, _no_op),
     22: ("RemoveUserScramCredentialRecord", 0, _remove_user_scram_credential),
+    26: ("RemoveDelegationTokenRecord", 0, _remove_delegation_token),
 }
 """Kafka's api key → (record name, highest version this checker knows, body reader)."""
 

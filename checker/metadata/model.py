@@ -50,6 +50,7 @@ RULES: dict[str, str] = {
     "IsrWithinReplicas": "the ISR is distinct replicas",
     "LeaderInIsr": "a partition's leader is in its ISR",
     "RemovesLiveQuota": "a ClientQuotaRecord removal names a quota the entity has",
+    "RemovesLiveToken": "a RemoveDelegationTokenRecord names a delegation token that exists",
     "RecordApplies": "every record type has a meaning in the image",
     "AclIdUnique": "an AccessControlEntryRecord's id names no ACL already stored",
     "RemovesLiveAcl": "a RemoveAccessControlEntryRecord names a stored ACL",
@@ -125,6 +126,7 @@ class ImageModel:
         self.client_quotas: dict[str, dict[str, float]] = {}
         self.next_producer_id: int | None = None
         self.producer_id_blocks: list[ProducerIdBlock] = []
+        self.delegation_tokens: dict[str, dict[str, Any]] = {}
         """Every block the replayed ProducerIdsRecords granted, in log order."""
 
     # ---- the canonical form --------------------------------------------------------------------
@@ -150,6 +152,8 @@ class ImageModel:
             **({"client_quotas": {e: dict(v) for e, v in self.client_quotas.items()}} if self.client_quotas else {}),
             **({"producer_ids": {"next_producer_id": self.next_producer_id}}
                if self.next_producer_id is not None else {}),
+            **({"delegation_tokens": {k: dict(v) for k, v in self.delegation_tokens.items()}}
+               if self.delegation_tokens else {}),
         }
 
     def digest(self) -> tuple[str, dict[str, str]]:
@@ -411,6 +415,15 @@ class ImageModel:
         grows = self.next_producer_id is None or f["next_producer_id"] > before
         self.next_producer_id = f["next_producer_id"] if grows else before  # the node refuses a step back too
         return out
+
+    def _DelegationTokenRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
+        self.delegation_tokens[f["token_id"]] = {k: v for k, v in f.items() if k != "token_id"}
+        return []
+
+    def _RemoveDelegationTokenRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
+        if self.delegation_tokens.pop(f["token_id"], None) is None:
+            return [Breach("RemovesLiveToken", f"offset {offset}: no delegation token {f['token_id']!r} to remove")]
+        return []
 
     def _NoOpRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
         return []

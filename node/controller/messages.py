@@ -41,6 +41,9 @@ def _field_shape(cls: type, name: str) -> tuple[str, type | None, bool, bool]:
     return f.metadata.get("kafka_type", ""), entity, is_array, optional
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
 def _zero(kafka_type: str, optional: bool) -> Any:
     if optional:
         return None
@@ -59,6 +62,8 @@ def _zero(kafka_type: str, optional: bool) -> Any:
             return ErrorCode.none
         case "timedelta_i32" | "timedelta_i64":
             return datetime.timedelta(0)
+        case "datetime_i64":
+            return _EPOCH
         case _:
             return 0
 
@@ -70,6 +75,8 @@ def _convert(kafka_type: str, entity: type | None, value: Any) -> Any:
         return ErrorCode(value)
     if kafka_type.startswith("timedelta") and isinstance(value, int):
         return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64" and isinstance(value, int):  # ms since the epoch (never negative here)
+        return _EPOCH + datetime.timedelta(milliseconds=max(value, 0))
     return value
 
 

@@ -10,11 +10,12 @@ adapts its own append to it (translating its not-leader exception into this one)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kraftlab.node.bugs import NO_BUGS, BugSet
 from kraftlab.node.raft.ports import Batch, Record
+from kraftlab.node.security.tokens import TokenConfig
 
 METADATA_VERSION_FEATURE = "metadata.version"
 METADATA_VERSION = 1
@@ -55,6 +56,8 @@ class ControllerConfig:
     bootstrap_records: tuple[Any, ...] = ()
     """Metadata records the first active controller of an empty log writes with the bootstrap
     metadata.version (`kraft-node format --add-scram`: KIP-900's SCRAM credentials)."""
+    tokens: TokenConfig = field(default_factory=TokenConfig)
+    """Delegation tokens (`delegation.token.*`); without a secret key they are disabled."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,12 @@ from kraftlab.node.controller.ports import (
 )
 from kraftlab.node.controller.producer_ids import allocate_producer_ids
 from kraftlab.node.controller.quotas import alter_client_quotas
+from kraftlab.node.controller.tokens import (
+    create_delegation_token,
+    expire_delegation_token,
+    expire_tokens,
+    renew_delegation_token,
+)
 from kraftlab.node.controller.write import Outcome, Write, split_batches
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
@@ -54,6 +60,7 @@ Output = Reply | JournalEvent
 ATOMIC_APIS = frozenset({
     "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
     "AlterUserScramCredentials", "CreatePartitions", "AlterClientQuotas", "AllocateProducerIds",
+    "CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken",
 })
 """Requests whose records are committed all or nothing (one batch; their handlers bound the count).
 The others (registration, heartbeats with their fences and elections, unregistration, ISR changes,
@@ -78,6 +85,9 @@ CONTROLLER_APIS = (
     "CreatePartitions",
     "AlterClientQuotas",
     "AllocateProducerIds",
+    "CreateDelegationToken",
+    "RenewDelegationToken",
+    "ExpireDelegationToken",
 )
 
 
@@ -124,7 +134,12 @@ class QuorumController:
             "CreatePartitions": create_partitions,
             "AlterClientQuotas": alter_client_quotas,
             "AllocateProducerIds": allocate_producer_ids,
+            "CreateDelegationToken": create_delegation_token,
+            "RenewDelegationToken": renew_delegation_token,
+            "ExpireDelegationToken": expire_delegation_token,
         }
+        self._token_sweep_ms: int | None = None
+        """Wall-clock time of the last expired-token sweep (None: not yet, since activation)."""
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -196,6 +211,7 @@ class QuorumController:
 
     def _activate(self) -> None:
         self._claimed_epoch = None
+        self._token_sweep_ms = None
         self._future = self.replay.image.copy()
         self._next_offset = self.replay.next_offset
         self.leases = cluster.Leases(self.config.session_timeout_ms, self.config.lease_journal_interval_ms)
@@ -233,9 +249,11 @@ class QuorumController:
                 w.emit(record)
             self._commit_write(w)
 
-    def _write(self, now_ms: int, atomic: bool = True) -> Write:
+    def _write(self, now_ms: int, atomic: bool = True, principal: str = "User:ANONYMOUS",
+               wall_ms: int | None = None) -> Write:
         assert self._future is not None
-        return Write(self._future, self.config, now_ms, self._next_offset, self.rng, atomic)
+        return Write(self._future, self.config, now_ms, self._next_offset, self.rng, atomic,
+                     principal=principal, wall_ms=now_ms if wall_ms is None else wall_ms)
 
     def _commit_write(self, w: Write) -> int | None:
         """Append the write's records; the last offset written so far, or None if leadership is lost.
@@ -261,8 +279,9 @@ class QuorumController:
 
     # ---- inputs --------------------------------------------------------------------------
 
-    def tick(self, now_ms: int) -> None:
-        """Lease expiry: fence brokers whose session timed out."""
+    def tick(self, now_ms: int, wall_ms: int | None = None) -> None:
+        """Lease expiry: fence brokers whose session timed out; and, every
+        `delegation.token.expiry.check.interval.ms` of the wall clock, remove expired tokens."""
         if self._future is None:
             return
         self._activation_work(now_ms)
@@ -270,10 +289,24 @@ class QuorumController:
             return
         w = self._write(now_ms, atomic=False)
         self._fencing = not cluster.fence_expired(w, self.leases, self.config.fence_changes_per_tick)
+        if self._commit_write(w) is None:
+            return
+        self._sweep_tokens(now_ms, now_ms if wall_ms is None else wall_ms)
+
+    def _sweep_tokens(self, now_ms: int, wall_ms: int) -> None:
+        if self._token_sweep_ms is None:
+            self._token_sweep_ms = wall_ms
+        if wall_ms - self._token_sweep_ms < self.config.tokens.expiry_check_interval_ms:
+            return
+        self._token_sweep_ms = wall_ms
+        w = self._write(now_ms, wall_ms=wall_ms)
+        expire_tokens(w)
         self._commit_write(w)
 
-    def handle_request(self, token: Any, request: Any, now_ms: int) -> None:
-        """Decide a controller API request; its Reply comes out once the decision is committed."""
+    def handle_request(self, token: Any, request: Any, now_ms: int, *, principal: str = "User:ANONYMOUS",
+                       wall_ms: int | None = None) -> None:
+        """Decide a controller API request; its Reply comes out once the decision is committed.
+        `principal`: who asked (the delegation token APIs act for it); `wall_ms`: the wall clock."""
         api = api_name(request)
         handler = self._handlers.get(api)
         if handler is None:
@@ -283,7 +316,7 @@ class QuorumController:
         if self._future is None:
             self._reply_error(token, request, ErrorCode.not_controller)
             return
-        w = self._write(now_ms, atomic=api in ATOMIC_APIS)
+        w = self._write(now_ms, atomic=api in ATOMIC_APIS, principal=principal, wall_ms=wall_ms)
         outcome = handler(w, request)
         response = respond(request, outcome.values)
         last = self._commit_write(w)

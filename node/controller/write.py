@@ -44,6 +44,10 @@ class Write:
     records: list[MetadataRecord] = field(default_factory=list)
     events: list[JournalEvent] = field(default_factory=list)
     """Journal events of decisions taken now (fence/unfence), whatever happens to the response."""
+    principal: str = "User:ANONYMOUS"
+    """Who asked (the request's principal; a broker's forward carries its client's in an Envelope)."""
+    wall_ms: int = 0
+    """The wall clock (ms since the epoch), for what Kafka timestamps: delegation tokens."""
 
     def emit(self, record: MetadataRecord) -> None:
         self.image.apply(record)

@@ -32,6 +32,7 @@ from kraftlab.node.metadata.records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -42,6 +43,7 @@ from kraftlab.node.metadata.records import (
     QuotaEntityData,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -117,8 +119,8 @@ class TopicInfo:
 class MetadataImage:
     """Brokers, topics and partitions, configs, finalized feature levels, ACLs and SCRAM credentials."""
 
-    __slots__ = ("acls", "brokers", "client_quotas", "configs", "features", "producer_ids", "retired", "scram",
-                 "topic_ids", "topics")
+    __slots__ = ("acls", "brokers", "client_quotas", "configs", "delegation_tokens", "features", "producer_ids",
+                 "retired", "scram", "topic_ids", "topics")
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
@@ -136,6 +138,8 @@ class MetadataImage:
         self.client_quotas: dict[Entity, dict[str, float]] = {}
         """Quota values by client quota entity (node.metadata.client_quotas), from ClientQuotaRecords."""
         self.producer_ids: ProducerIdsRecord | None = None
+        self.delegation_tokens: dict[str, DelegationTokenRecord] = {}
+        """Token id → the token's latest DelegationTokenRecord (owner, renewers, timestamps)."""
         """The last producer id block granted (its `next_producer_id`: the first id never granted)."""
 
     @property
@@ -272,6 +276,11 @@ class MetadataImage:
                     raise ImageError(f"ProducerIdsRecord's next producer id {record.next_producer_id} is not above "
                                      f"{self.next_producer_id}: ids would be granted twice")
                 self.producer_ids = record
+            case DelegationTokenRecord():
+                self.delegation_tokens[record.token_id] = record
+            case RemoveDelegationTokenRecord():
+                if self.delegation_tokens.pop(record.token_id, None) is None:
+                    raise ImageError(f"RemoveDelegationTokenRecord for unknown token {record.token_id}")
             case NoOpRecord():
                 pass
             case _:
@@ -327,6 +336,7 @@ class MetadataImage:
         other.scram = dict(self.scram)
         other.client_quotas = {k: dict(v) for k, v in self.client_quotas.items()}
         other.producer_ids = self.producer_ids
+        other.delegation_tokens = dict(self.delegation_tokens)
         return other
 
     def to_records(self) -> list[MetadataRecord]:
@@ -387,6 +397,8 @@ class MetadataImage:
                                         key=k, value=q)
         if self.producer_ids is not None:
             yield self.producer_ids
+        for _, token in sorted(self.delegation_tokens.items()):
+            yield token
 
     @classmethod
     def from_records(cls, records: Iterable[MetadataRecord]) -> MetadataImage:
@@ -429,6 +441,12 @@ class MetadataImage:
             form["client_quotas"] = {_entity_key(e): dict(v) for e, v in self.client_quotas.items()}
         if self.producer_ids is not None:  # likewise only once a block was granted
             form["producer_ids"] = {"next_producer_id": self.producer_ids.next_producer_id}
+        if self.delegation_tokens:  # likewise only once a token exists
+            form["delegation_tokens"] = {tid: {
+                "owner": t.owner, "requester": t.requester, "renewers": list(t.renewers),
+                "issue_timestamp": t.issue_timestamp, "max_timestamp": t.max_timestamp,
+                "expiration_timestamp": t.expiration_timestamp,
+            } for tid, t in self.delegation_tokens.items()}
         return form
 
     def semantic_digest(self) -> tuple[str, dict[str, str]]:
@@ -469,6 +487,7 @@ class MetadataImage:
             and self.scram == other.scram
             and self.client_quotas == other.client_quotas
             and self.producer_ids == other.producer_ids
+            and self.delegation_tokens == other.delegation_tokens
         )
 
     __hash__ = None  # type: ignore[assignment]  # unhashable: mutable, and equal by value

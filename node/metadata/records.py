@@ -60,6 +60,7 @@ class RecordType(enum.IntEnum):
     FENCE_BROKER_RECORD = 7
     UNFENCE_BROKER_RECORD = 8
     REMOVE_TOPIC_RECORD = 9
+    DELEGATION_TOKEN_RECORD = 10
     USER_SCRAM_CREDENTIAL_RECORD = 11
     FEATURE_LEVEL_RECORD = 12
     CLIENT_QUOTA_RECORD = 14
@@ -69,6 +70,7 @@ class RecordType(enum.IntEnum):
     REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
     NO_OP_RECORD = 20
     REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
+    REMOVE_DELEGATION_TOKEN_RECORD = 26
 
 
 def _f(kafka_type: str, **kw: Any) -> Any:
@@ -325,6 +327,32 @@ class ProducerIdsRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DelegationTokenRecord:
+    """A delegation token as Kafka keeps it (created, or renewed/expired with new timestamps):
+    principals as `Type:name` strings, times in ms since the epoch. The HMAC is not in the log:
+    every node derives it from the token id and `delegation.token.secret.key`."""
+
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    owner: str = _f("string")
+    requester: str = _f("string")
+    renewers: tuple[str, ...] = _f("string", default=())
+    issue_timestamp: int = _f("int64")
+    max_timestamp: int = _f("int64")
+    expiration_timestamp: int = _f("int64")
+    token_id: str = _f("string")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveDelegationTokenRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    token_id: str = _f("string")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord:
     __type__: ClassVar = EntityType.data
     __version__: ClassVar[int] = 0
@@ -349,6 +377,8 @@ MetadataRecord = (
     | RemoveAccessControlEntryRecord
     | ClientQuotaRecord
     | ProducerIdsRecord
+    | DelegationTokenRecord
+    | RemoveDelegationTokenRecord
     | NoOpRecord
 )
 
@@ -370,6 +400,8 @@ _TYPES: dict[type[MetadataRecord], RecordType] = {
     RemoveAccessControlEntryRecord: RecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
     ClientQuotaRecord: RecordType.CLIENT_QUOTA_RECORD,
     ProducerIdsRecord: RecordType.PRODUCER_IDS_RECORD,
+    DelegationTokenRecord: RecordType.DELEGATION_TOKEN_RECORD,
+    RemoveDelegationTokenRecord: RecordType.REMOVE_DELEGATION_TOKEN_RECORD,
     NoOpRecord: RecordType.NO_OP_RECORD,
 }
 _CLASSES: dict[int, type[MetadataRecord]] = {int(t): cls for cls, t in _TYPES.items()}

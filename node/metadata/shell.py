@@ -8,6 +8,7 @@ ls / cd / cat / find / pwd / help.
     /topicIds/<base64 id> -> name
     /configs/<resource type>/<resource name>/<key>
     /features/<name>
+    /delegationTokens/<token id>/{owner,requester,renewers,issueTimestamp,maxTimestamp,expirationTimestamp}
 
 `MetadataShell(tree).run(line)` executes one command and returns its output text (no I/O: the
 CLI reads lines, prints results, and builds the image from a snapshot file or a live quorum).
@@ -68,6 +69,11 @@ def image_tree(image: MetadataImage) -> Tree:
         "topicIds": {uuid_to_kafka(tid): t.name for tid, t in sorted(image.topics.items(), key=lambda kv: kv[1].name)},
         "configs": configs,
         "features": dict(sorted(image.features.items())),
+        "delegationTokens": {tid: {
+            "owner": t.owner, "requester": t.requester, "renewers": list(t.renewers),
+            "issueTimestamp": t.issue_timestamp, "maxTimestamp": t.max_timestamp,
+            "expirationTimestamp": t.expiration_timestamp,
+        } for tid, t in sorted(image.delegation_tokens.items())},
     }
 
 

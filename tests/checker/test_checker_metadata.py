@@ -28,6 +28,7 @@ from kraftlab.node.metadata.records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -38,6 +39,7 @@ from kraftlab.node.metadata.records import (
     QuotaEntityData,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -234,6 +236,22 @@ class ValidLog:
             self.records.append(ProducerIdsRecord(broker_id=b, broker_epoch=self.brokers[b]["epoch"],
                                                   next_producer_id=self.next_pid))
 
+    def token(self) -> None:
+        """A delegation token created or renewed (DelegationTokenRecord), or removed."""
+        tokens = getattr(self, "tokens", set())
+        self.tokens = tokens
+        if tokens and self.rng.random() < 0.4:
+            tid = self.rng.choice(sorted(tokens))
+            tokens.discard(tid)
+            self.records.append(RemoveDelegationTokenRecord(token_id=tid))
+            return
+        tid = self.rng.choice(sorted(tokens)) if tokens and self.rng.random() < 0.5 else f"t{self.rng.randrange(10**6)}"
+        tokens.add(tid)
+        now = self.rng.randint(0, 10**6)
+        self.records.append(DelegationTokenRecord(owner="User:alice", requester="User:admin", renewers=("User:bob",),
+                                                  issue_timestamp=now, max_timestamp=now + 100,
+                                                  expiration_timestamp=now + 10, token_id=tid))
+
     def other(self) -> None:
         self.records.append(self.rng.choice([
             NoOpRecord(), ConfigRecord(resource_type=4, resource_name="", name="log.retention.ms", value="5"),
@@ -245,7 +263,7 @@ def valid_log(seed: int, steps: int) -> list[MetadataRecord]:
     log = ValidLog(random.Random(seed))
     ops = [log.register] * 3 + [log.unfence] * 3 + [log.fence, log.shutdown, log.unregister, log.delete,
                                                     log.other, log.security, log.grow, log.quota]
-    ops += [log.producer_ids] + [log.create] * 2
+    ops += [log.producer_ids, log.token] + [log.create] * 2
     ops += [log.isr_change] * 2
     for _ in range(steps):
         log.rng.choice(ops)()
@@ -385,6 +403,7 @@ BREAKERS: dict[str, list[MetadataRecord]] = {
     "RemovesLiveCredential": [_scram("alice", 1), RemoveUserScramCredentialRecord(name="alice", mechanism=2)],
     "ProducerIdsGrow": [ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=2000),
                         ProducerIdsRecord(broker_id=2, broker_epoch=1, next_producer_id=2000)],
+    "RemovesLiveToken": [RemoveDelegationTokenRecord(token_id="nope")],
     "RemovesLiveQuota": [ClientQuotaRecord(entity=(QuotaEntityData(entity_type="user", entity_name="u"),),
                                            key="request_percentage", value=0.0, remove=True)],
 }

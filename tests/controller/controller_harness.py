@@ -57,10 +57,10 @@ class Harness:
                 else:
                     self.events.append(out)
 
-    def send(self, req: Any, to: int | None = None) -> int:
+    def send(self, req: Any, to: int | None = None, principal: str = "User:ANONYMOUS") -> int:
         token = next(self.tokens)
         c = self.ctrls[to] if to is not None else self.active()
-        c.handle_request(token, req, self.now)
+        c.handle_request(token, req, self.now, principal=principal)
         self.collect()
         return token
 
@@ -68,8 +68,8 @@ class Harness:
         self.q.commit()
         self.collect()
 
-    def run(self, req: Any, to: int | None = None) -> Any:
-        token = self.send(req, to)
+    def run(self, req: Any, to: int | None = None, principal: str = "User:ANONYMOUS") -> Any:
+        token = self.send(req, to, principal)
         self.commit()
         return self.replies.pop(token)
 

@@ -15,7 +15,7 @@ def test_shell_browses_the_image(h: Harness) -> None:
     h.create("alpha", partitions=2, rf=2)
     img = h.active().committed_image
     sh = MetadataShell(image_tree(img))
-    assert sh.run("ls").split("\n") == ["brokers", "configs", "features", "topicIds", "topics"]
+    assert sh.run("ls").split("\n") == ["brokers", "configs", "delegationTokens", "features", "topicIds", "topics"]
     assert sh.run("ls brokers").split("\n") == ["1", "2"]
     assert sh.run("cd topics/alpha") == "" and sh.run("pwd") == "/topics/alpha"
     assert sh.run("ls").split("\n") == ["0", "1", "id", "name"]
