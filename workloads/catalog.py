@@ -27,16 +27,19 @@ from kraftlab.workloads.generator import Generator, Stagger, TimeLimit
 from kraftlab.workloads.isr import IsrWorkload
 from kraftlab.workloads.kafka import Cluster, Connector, TcpConnector
 from kraftlab.workloads.mixed import MixedWorkload
+from kraftlab.workloads.queue import QueueWorkload
+from kraftlab.workloads.queue_client import QueueConnector
 from kraftlab.workloads.registry import RegistryWorkload
 from kraftlab.workloads.session import KafkaClientFactory
 from kraftlab.workloads.topics import TopicsWorkload
 
-WORKLOADS = ("topics", "registry", "isr", "mixed")
+WORKLOADS = ("topics", "registry", "isr", "mixed", "queue")
 MODELS: dict[str, tuple[str, ...]] = {
     "topics": ("topics",),
     "registry": ("registry",),
     "isr": ("isr", "registry", "topics"),  # its setup ops are registrations and topic creates
     "mixed": ("topics", "registry", "isr"),
+    "queue": ("queue",),  # its own checker (checker.queue), not a linearizability model
 }
 
 
@@ -52,13 +55,21 @@ class Workload:
 
 def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate: float = 10.0,
           concurrency: int = 6, time_limit: float | None = None, connector: Connector | None = None,
-          request_timeout: float = 3.0, session_timeout: float = 9.0) -> Workload:
-    """The named workload over `cluster` (see the module docstring)."""
+          request_timeout: float = 3.0, session_timeout: float = 9.0,
+          queue_connector: QueueConnector | None = None) -> Workload:
+    """The named workload over `cluster` (see the module docstring); the queue workload's clients
+    come from `queue_connector` (default: confluent-kafka at each node's broker listener)."""
     c = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
     brokers = c.brokers
     if not brokers:
         raise ValueError("the cluster has no broker listener: workloads read from brokers")
     broker_ids = sorted(c.nodes[n].id for n in brokers)
+    if rate <= 0 or concurrency <= 0:
+        raise ValueError("rate and concurrency must be positive")
+    if name == "queue":
+        queue = QueueWorkload(brokers, queue_connector or _confluent(c, request_timeout))
+        return _workload(name, queue.generator(), queue.final_reads(), queue.factory(), brokers, rate,
+                         concurrency, time_limit)
     impl: TopicsWorkload | RegistryWorkload | IsrWorkload | MixedWorkload
     if name == "topics":
         impl = TopicsWorkload(brokers, broker_ids)
@@ -70,10 +81,19 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
         impl = MixedWorkload(brokers, broker_ids, session_timeout=session_timeout)
     else:
         raise ValueError(f"unknown workload {name!r}; one of {', '.join(WORKLOADS)}")
-    if rate <= 0 or concurrency <= 0:
-        raise ValueError("rate and concurrency must be positive")
-    main: Generator = Stagger(impl.generator(), dt=concurrency / rate)
+    factory = KafkaClientFactory(c, connector or TcpConnector(request_timeout=request_timeout), impl.handlers())
+    return _workload(name, impl.generator(), impl.final_reads(), factory, brokers, rate, concurrency, time_limit)
+
+
+def _workload(name: str, gen: Generator, final: Generator, factory: ClientFactory, brokers: list[str],
+              rate: float, concurrency: int, time_limit: float | None) -> Workload:
+    main: Generator = Stagger(gen, dt=concurrency / rate)
     if time_limit is not None:
         main = TimeLimit(main, time_limit)
-    factory = KafkaClientFactory(c, connector or TcpConnector(request_timeout=request_timeout), impl.handlers())
-    return Workload(name, main, impl.final_reads(), factory, MODELS[name], brokers)
+    return Workload(name, main, final, factory, MODELS[name], brokers)
+
+
+def _confluent(c: Cluster, request_timeout: float) -> QueueConnector:
+    from kraftlab.workloads import queue_confluent  # librdkafka loads only for runs that use it
+
+    return queue_confluent.connector({n: a.broker for n, a in c.nodes.items() if a.broker}, request_timeout)

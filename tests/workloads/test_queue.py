@@ -1,0 +1,145 @@
+"""The queue workload over in-memory partition logs: its ops and history in the checker's shape,
+a valid verdict on correct logs (also with timeouts and refusals), and an invalid one naming the
+broken rule when the logs lose, duplicate, reorder or skip records (bugs planted here, by
+subclassing the fake, never in the product)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import random
+from typing import Any
+
+import pytest
+
+from kraftlab.checker.history import History, parse_jsonl_line
+from kraftlab.checker.queue import check_queue
+from kraftlab.workloads.catalog import build
+from kraftlab.workloads.fake_kafka import FakeKafka
+from kraftlab.workloads.fake_queue import FakeLogs
+from kraftlab.workloads.history import HistoryWriter
+from kraftlab.workloads.interpreter import ProcessIds, run_phase
+from kraftlab.workloads.queue_client import TopicPartition, definite_send_error, key_of, partition_of
+
+
+def run_queue(logs: FakeLogs, *, seconds: float = 1.0, seed: int = 1, concurrency: int = 4,
+              rate: float = 300.0) -> list[dict[str, Any]]:
+    """Main phase then final reads over `logs`; the history's lines."""
+    spec = FakeKafka().spec()
+    w = build("queue", spec, rate=rate, concurrency=concurrency, time_limit=seconds, queue_connector=logs.connector)
+    out = io.StringIO()
+    history = HistoryWriter(stream=out)
+    pids = ProcessIds()
+    nodes = sorted(spec)
+
+    async def go() -> None:
+        await run_phase(w.main, w.factory, history, pids, nodes=nodes, concurrency=concurrency,
+                        rng=random.Random(seed), op_timeout=2.0)
+        await run_phase(w.final, w.factory, history, pids, nodes=nodes, concurrency=len(nodes),
+                        rng=random.Random(seed + 1), op_timeout=6.0)
+
+    asyncio.run(go())
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def verdict(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    events = [parse_jsonl_line(json.dumps(x), "<test>", i + 1, i) for i, x in enumerate(lines)]
+    return check_queue(History(events))
+
+
+def broken(res: dict[str, Any]) -> set[str]:
+    return {a["type"] for a in res["anomalies"]}
+
+
+def test_keys_name_partitions() -> None:
+    assert key_of(("queue", 3)) == "queue-3" and partition_of("my-topic-12") == ("my-topic", 12)
+    with pytest.raises(ValueError, match="topic-partition"):
+        partition_of("nopartition")
+    assert definite_send_error("NOT_ENOUGH_REPLICAS") and definite_send_error("INVALID_RECORD")
+    assert not definite_send_error("NOT_LEADER_OR_FOLLOWER") and not definite_send_error("REQUEST_TIMED_OUT")
+    assert not definite_send_error("NOT_ENOUGH_REPLICAS_AFTER_APPEND")
+
+
+def test_ops_and_a_valid_verdict_on_correct_logs() -> None:
+    logs = FakeLogs()
+    lines = run_queue(logs)
+    assert {x["workload"] for x in lines} == {"queue"}
+    oks = [x for x in lines if x["type"] == "ok"]
+    sends = [x["value"] for x in oks if x["f"] == "send"]
+    polls = [x["value"] for x in oks if x["f"] == "poll"]
+    assert len(sends) > 30 and polls
+    assert len({s["value"] for s in sends}) == len(sends)  # unique values
+    for s in sends:  # each acknowledged offset holds the value sent
+        assert logs.logs[partition_of(s["key"])].records[s["offset"]] == str(s["value"]).encode()
+    finals = [x for x in lines if x["f"] == "poll" and x["type"] == "invoke" and x["value"].get("final")]
+    assert len(finals) == 3 and all(set(f["value"]["positions"]) == {f"queue-{p}" for p in range(4)} for f in finals)
+    final_done = [p for p in polls if "high_water_marks" in p]
+    assert len(final_done) == 3
+    for p in final_done:
+        for k, hw in p["high_water_marks"].items():
+            assert [o for o, _ in p["records"].get(k, [])] == list(range(hw))
+    # a poll's invocation records where the consumer fetched from: its own last offset + 1
+    invokes = [x for x in lines if x["f"] == "poll" and x["type"] == "invoke" and not x["value"].get("final")]
+    assert any(any(v > 0 for v in x["value"]["positions"].values()) for x in invokes)
+    res = verdict(lines)
+    assert res["valid"] is True, res.get("explanation")
+    assert res["stats"]["sends"]["acknowledged"] == len(sends)
+
+
+def test_valid_under_timeouts_and_refusals() -> None:
+    logs = FakeLogs(rng=random.Random(5), p_timeout=0.1, p_refuse=0.1)
+    lines = run_queue(logs, seed=5)
+    types = {(x["f"], x["type"], x.get("error")) for x in lines if x["f"] == "send"}
+    assert ("send", "info", "REQUEST_TIMED_OUT") in types and ("send", "fail", "NOT_ENOUGH_REPLICAS") in types
+    res = verdict(lines)
+    assert res["valid"] is True, res.get("explanation")
+
+
+class LosingLogs(FakeLogs):
+    """Acknowledges a record, then truncates it away: the next append reuses its offset."""
+
+    def append(self, tp: TopicPartition, value: bytes) -> int:
+        offset = super().append(tp, value)
+        if offset == 3 and not getattr(self, "lost", False):
+            self.logs[tp].records.pop()
+            self.lost = True
+        return offset
+
+
+class DuplicatingLogs(FakeLogs):
+    """Appends one record twice (a re-appended batch)."""
+
+    def append(self, tp: TopicPartition, value: bytes) -> int:
+        offset = super().append(tp, value)
+        if offset == 2:
+            super().append(tp, value)
+        return offset
+
+
+class ReorderingLogs(FakeLogs):
+    """Hands a consumer a batch's records out of offset order."""
+
+    def fetch(self, tp: TopicPartition, offset: int, max_records: int) -> list[tuple[int, bytes | None]]:
+        got = super().fetch(tp, offset, max_records)
+        return list(reversed(got)) if len(got) > 1 else got
+
+
+class SkippingLogs(FakeLogs):
+    """Fetches jump over a record that is in the log."""
+
+    def fetch(self, tp: TopicPartition, offset: int, max_records: int) -> list[tuple[int, bytes | None]]:
+        got = super().fetch(tp, offset, max_records)
+        return [r for r in got if r[0] != 4]
+
+
+@pytest.mark.parametrize(("logs", "rule"), [
+    (LosingLogs(), {"LostWrite", "InconsistentOffset"}),
+    (DuplicatingLogs(), {"Duplicate"}),
+    (ReorderingLogs(), {"NonmonotonicPoll"}),
+    (SkippingLogs(), {"PollSkip", "LostWrite"}),
+], ids=["lose", "duplicate", "reorder", "skip"])
+def test_invalid_when_the_logs_break_kafka(logs: FakeLogs, rule: set[str]) -> None:
+    res = verdict(run_queue(logs))
+    assert res["valid"] is False
+    assert rule <= broken(res), res["explanation"]
