@@ -4,7 +4,7 @@ Kafka's brokers serve metadata reads from their own image, which is only eventua
 so a read a broker served during the run (`"broker_read": true` in its invocation value) is not
 judged for linearizability — the staleness and monotonic checks take it instead. The final reads
 (`"final": true`), taken after heal and recovery once every node has caught up, are judged where
-a model can take them: the topic list and describe reads (registry and isr reads from brokers lack
+a model can take them: the topic list and describe reads, the ACL list (registry and isr reads from brokers lack
 the broker and partition epochs Kafka's broker APIs never expose). Nemesis ops are never judged.
 
 A final topic `list` is projected onto one `describe` per topic the history names, so the topics
@@ -19,7 +19,7 @@ from typing import Any
 
 from kraftlab.checker.history import Event, History
 
-JUDGED_FINAL_READS = frozenset({("topics", "list"), ("topics", "describe")})
+JUDGED_FINAL_READS = frozenset({("topics", "list"), ("topics", "describe"), ("acl", "list")})
 
 
 def judged(invocation: Event) -> bool:

@@ -673,7 +673,7 @@ def _may_move(s: Any, seen: Any) -> bool:
 # --- lookup -------------------------------------------------------------------------------------
 
 MODELS = ("register", "cas-register", "kv", "kv-whole", "multi-register", "mutex", "topics", "topics-whole", "registry",
-          "registry-whole", "isr")
+          "registry-whole", "isr", "acl", "acl-whole")
 
 
 def build_model(name: str, initial: Any = None, nil_read_any: bool = False) -> Model:
@@ -694,4 +694,8 @@ def build_model(name: str, initial: Any = None, nil_read_any: bool = False) -> M
         return BrokerRegistry(keyed=name == "registry")
     if name == "isr":
         return PartitionState()
+    if name in ("acl", "acl-whole"):
+        from kraftlab.checker.acl_model import AclSet  # it builds on this module's steps
+
+        return AclSet(keyed=name == "acl")
     raise ValueError(f"unknown model {name!r}; one of {', '.join(MODELS)}")

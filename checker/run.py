@@ -34,7 +34,7 @@ from kraftlab.checker.raft import check_raft
 GRACE = 120.0
 """Seconds a checker process gets beyond the linearizability budget before it is killed."""
 
-WORKLOAD_MODELS = {"topics": "topics", "registry": "registry", "isr": "isr", "register": "cas-register"}
+WORKLOAD_MODELS = {"topics": "topics", "registry": "registry", "isr": "isr", "acl": "acl", "register": "cas-register"}
 OWN_CHECKERS = frozenset({"queue"})
 """Workloads judged by a checker of their own (checker.queue), not by a linearizability model; also a
 `model` name that sends a whole external history (Jepsen's Kafka workload) to that checker."""

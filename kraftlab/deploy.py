@@ -63,6 +63,14 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     # that is always whole.
     "metadata.snapshot.max.new.record.bytes": "8192",
     "metadata.log.segment.bytes": "16384",
+    # Kafka's StandardAuthorizer, so the acl workload's ACLs are enforced and brokers journal their
+    # decisions (checker.authorization). Resources without ACLs stay open (the cluster resource above
+    # all: the workloads' clients and the nodes' own requests are User:ANONYMOUS on PLAINTEXT, which
+    # may therefore create and delete ACLs); the acl workload puts ACLs only on `acl-` resources.
+    # `User:admin` may do anything even where ACLs deny.
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    "super.users": "User:admin",
 }
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kraftlab.workloads.acl import AclWorkload
 from kraftlab.workloads.client import ClientFactory
 from kraftlab.workloads.generator import Generator, Stagger, TimeLimit
 from kraftlab.workloads.isr import IsrWorkload
@@ -33,12 +34,13 @@ from kraftlab.workloads.registry import RegistryWorkload
 from kraftlab.workloads.session import KafkaClientFactory
 from kraftlab.workloads.topics import TopicsWorkload
 
-WORKLOADS = ("topics", "registry", "isr", "mixed", "queue")
+WORKLOADS = ("topics", "registry", "isr", "acl", "mixed", "queue")
 MODELS: dict[str, tuple[str, ...]] = {
     "topics": ("topics",),
     "registry": ("registry",),
     "isr": ("isr", "registry", "topics"),  # its setup ops are registrations and topic creates
-    "mixed": ("topics", "registry", "isr"),
+    "acl": ("acl",),
+    "mixed": ("topics", "registry", "isr", "acl"),
     "queue": ("queue",),  # its own checker (checker.queue), not a linearizability model
 }
 
@@ -70,13 +72,15 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
         queue = QueueWorkload(brokers, queue_connector or _confluent(c, request_timeout))
         return _workload(name, queue.generator(), queue.final_reads(), queue.factory(), brokers, rate,
                          concurrency, time_limit)
-    impl: TopicsWorkload | RegistryWorkload | IsrWorkload | MixedWorkload
+    impl: TopicsWorkload | RegistryWorkload | IsrWorkload | AclWorkload | MixedWorkload
     if name == "topics":
         impl = TopicsWorkload(brokers, broker_ids)
     elif name == "registry":
         impl = RegistryWorkload(brokers, session_timeout=session_timeout)
     elif name == "isr":
         impl = IsrWorkload(brokers, session_timeout=session_timeout)
+    elif name == "acl":
+        impl = AclWorkload(brokers)
     elif name == "mixed":
         impl = MixedWorkload(brokers, broker_ids, session_timeout=session_timeout)
     else:

@@ -4,7 +4,8 @@ It answers exactly the requests (and versions) the workload clients send: ApiVer
 (advertising one version per api, `SERVED`); DescribeQuorum v1 on
 controller addresses; BrokerRegistration v4, BrokerHeartbeat v1, UnregisterBroker v0,
 AlterPartition v3 on the active controller (NOT_CONTROLLER elsewhere); CreateTopics v7 and
-DeleteTopics v6 anywhere (a broker "forwards"); Metadata v12 and DescribeCluster v1 on brokers.
+DeleteTopics v6 anywhere (a broker "forwards"); Metadata v12 and DescribeCluster v1 on brokers;
+the ACL APIs and DescribeConfigs v1 anywhere (`workloads.fake_acls`).
 The semantics follow KIP-631 and Kafka's controller: broker epochs are log offsets, leases fence
 silent brokers, fencing leaves ISRs and leaderships, AlterPartition is a compare-and-set on the
 leader and partition epochs. Reads see the current state (a correct, linearizable cluster).
@@ -15,7 +16,8 @@ refuse connections. Planted bugs (`bugs`): `accept-stale-epoch` (heartbeats and 
 ignore the broker epoch), `lose-acked-create` (a create answers NONE but is not applied),
 `alter-ignores-epoch` (AlterPartition skips the partition-epoch check), `reuse-epoch`
 (a registration gets the previous registration's epoch), `reregister-bumps-epoch` (KAFKA-16952:
-a re-sent registration of the registered incarnation gets a new epoch, fenced again).
+a re-sent registration of the registered incarnation gets a new epoch, fenced again), and the
+ACL store's (`fake_acls.BUGS`).
 """
 
 from __future__ import annotations
@@ -53,15 +55,17 @@ from kio.schema.unregister_broker.v0 import response as un_resp
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from kraftlab.node.protocol.errors import ClientClosed, ConnectFailed, ConnectionLost, RequestTimedOut
+from kraftlab.workloads import fake_acls
 
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
 NO_AUTHORIZED_OPERATIONS = i32(-2147483648)  # Kafka's INT32_MIN: authorized operations not asked for
 CLUSTER_ID = "fake-cluster-0000000000"
 BUGS = frozenset({"accept-stale-epoch", "lose-acked-create", "alter-ignores-epoch", "reuse-epoch",
-                  "reregister-bumps-epoch"})
-SERVED = {3: 12, 18: 0, 19: 7, 20: 6, 55: 1, 56: 3, 60: 1, 62: 4, 63: 1, 64: 0}  # api key → the one version
+                  "reregister-bumps-epoch"}) | fake_acls.BUGS
+SERVED = {3: 12, 18: 0, 19: 7, 20: 6, 55: 1, 56: 3, 60: 1, 62: 4, 63: 1, 64: 0,
+          **fake_acls.SERVED}  # api key → the one version
 WRITES = (reg_req.BrokerRegistrationRequest, hb_req.BrokerHeartbeatRequest, un_req.UnregisterBrokerRequest,
-          ap_req.AlterPartitionRequest, ct_req.CreateTopicsRequest, dt_req.DeleteTopicsRequest)
+          ap_req.AlterPartitionRequest, ct_req.CreateTopicsRequest, dt_req.DeleteTopicsRequest, *fake_acls.WRITES)
 
 
 @dataclass
@@ -107,10 +111,12 @@ class FakeKafka:
     brokers: dict[int, Reg] = field(default_factory=dict)
     offset: int = 1
     requests: list[Any] = field(default_factory=list)
+    acls: fake_acls.FakeAcls = field(init=False)
 
     def __post_init__(self) -> None:
         if unknown := set(self.bugs) - BUGS:
             raise ValueError(f"unknown bugs {sorted(unknown)}; known: {sorted(BUGS)}")
+        self.acls = fake_acls.FakeAcls(frozenset(self.bugs) & fake_acls.BUGS)
         for i in range(1, self.nodes + 1):  # the real brokers: registered and unfenced, never expire
             self.brokers[i] = Reg(self._next_offset(), uuid.uuid4(), fenced=False, last_contact=float("inf"))
 
@@ -167,6 +173,10 @@ class FakeKafka:
                                                                                                host="h", port=i32(9092))
                                                                  for b in self._unfenced()),
                                                    cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS)
+        if isinstance(req, fake_acls.REQUESTS):
+            if is_controller and node != self.leader:
+                return self._error_response(req, ErrorCode.not_controller)
+            return self.acls.handle(req)
         if isinstance(req, ct_req.CreateTopicsRequest | dt_req.DeleteTopicsRequest):
             if is_controller and node != self.leader:
                 return self._error_response(req, ErrorCode.not_controller)
@@ -432,6 +442,8 @@ class FakeKafka:
             return un_resp.UnregisterBrokerResponse(throttle_time=ZERO, error_code=code, error_message=None)
         if isinstance(req, ap_req.AlterPartitionRequest):
             return ap_resp.AlterPartitionResponse(throttle_time=ZERO, error_code=code, topics=())
+        if isinstance(req, fake_acls.REQUESTS):
+            return fake_acls.error_response(req, code)
         raise ValueError(f"no error response for {type(req).__name__}")
 
 

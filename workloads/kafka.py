@@ -52,6 +52,9 @@ DEFINITE_ERRORS: frozenset[str] = frozenset({
     "INCONSISTENT_CLUSTER_ID",
     "UNSUPPORTED_VERSION",
     "LEADER_NOT_AVAILABLE",
+    "SECURITY_DISABLED",  # ACL requests without an authorizer: refused before anything is done
+    "CLUSTER_AUTHORIZATION_FAILED",
+    "TOPIC_AUTHORIZATION_FAILED",
 })
 """Refusals after which the request certainly had no effect (plus every INVALID_* error)."""
 

@@ -1,8 +1,9 @@
-"""The `mixed` workload: topics, registry and isr at once, as nightly runs use it.
+"""The `mixed` workload: topics, registry, isr and acl at once, as nightly runs use it.
 
-The three keep disjoint topic name prefixes (`t`, `isr-`) and agent id ranges (1000–1899, rotating, for the
+They keep disjoint topic name prefixes (`t`, `isr-`; the acl workload's ACLs name only `acl-`
+resources) and agent id ranges (1000–1899, rotating, for the
 registry, 2000+ for the isr agents); every op carries its own `workload` field (`topics`,
-`registry`, `isr`), so the checker splits the history per model. The topics workload's `list`
+`registry`, `isr`, `acl`), so the checker splits the history per model. The topics workload's `list`
 shows both prefixes, because the isr workload's topic creates are `topics` ops too. Broker
 reads are eventually consistent in Kafka and marked `broker_read` (see `workloads.ops`); the
 linearizability checker gets the writes plus the final reads (`checker.judged`).
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kraftlab.workloads.acl import AclWorkload
 from kraftlab.workloads.agents import agent_handlers
 from kraftlab.workloads.generator import Mix
 from kraftlab.workloads.isr import IsrWorkload
@@ -26,25 +28,29 @@ from kraftlab.workloads.topics import TopicsWorkload
 class MixedWorkload:
     brokers: Sequence[str]
     broker_ids: Sequence[int]
-    weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    weights: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 0.5)
     session_timeout: float = 9.0
     topics: TopicsWorkload = field(init=False)
     registry: RegistryWorkload = field(init=False)
     isr: IsrWorkload = field(init=False)
+    acl: AclWorkload = field(init=False)
 
     def __post_init__(self) -> None:
         self.isr = IsrWorkload(self.brokers, base=2000, prefix="isr-", session_timeout=self.session_timeout)
         self.topics = TopicsWorkload(self.brokers, self.broker_ids, prefix="t",
                                      list_prefixes=("t", self.isr.prefix))
         self.registry = RegistryWorkload(self.brokers, base=1000, session_timeout=self.session_timeout)
+        self.acl = AclWorkload(self.brokers)
 
     def handlers(self) -> Handlers:
         return {**self.topics.handlers(), **self.registry.handlers(), **self.isr.handlers(),
-                **agent_handlers([self.registry.book, self.isr.book])}
+                **self.acl.handlers(), **agent_handlers([self.registry.book, self.isr.book])}
 
     def generator(self) -> Mix:
-        return Mix([self.topics.generator(), self.registry.generator(), self.isr.generator()], list(self.weights))
+        return Mix([self.topics.generator(), self.registry.generator(), self.isr.generator(), self.acl.generator()],
+                   list(self.weights))
 
     def final_reads(self) -> Mix:
-        parts: list[OncePer] = [self.topics.final_reads(), self.registry.final_reads(), self.isr.final_reads()]
+        parts: list[OncePer] = [self.topics.final_reads(), self.registry.final_reads(), self.isr.final_reads(),
+                                self.acl.final_reads()]
         return Mix(list(parts))

@@ -19,8 +19,14 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kraftlab.workloads.client import DefiniteFailure
 
 METADATA, CREATE_TOPICS, DELETE_TOPICS = 3, 19, 20
-OURS: dict[int, tuple[int, int]] = {METADATA: (1, 12), CREATE_TOPICS: (2, 7), DELETE_TOPICS: (1, 6)}
-_NAMES = {METADATA: "metadata", CREATE_TOPICS: "create_topics", DELETE_TOPICS: "delete_topics"}
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS = 29, 30, 31, 32
+OURS: dict[int, tuple[int, int]] = {METADATA: (1, 12), CREATE_TOPICS: (2, 7), DELETE_TOPICS: (1, 6),
+                                    # v1: literal and prefixed patterns; every server of KIP-290 on serves it
+                                    DESCRIBE_ACLS: (1, 1), CREATE_ACLS: (1, 1), DELETE_ACLS: (1, 1),
+                                    DESCRIBE_CONFIGS: (1, 1)}
+_NAMES = {METADATA: "metadata", CREATE_TOPICS: "create_topics", DELETE_TOPICS: "delete_topics",
+          DESCRIBE_ACLS: "describe_acls", CREATE_ACLS: "create_acls", DELETE_ACLS: "delete_acls",
+          DESCRIBE_CONFIGS: "describe_configs"}
 
 Ranges = dict[int, tuple[int, int]]
 
