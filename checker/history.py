@@ -4,9 +4,10 @@ A history is a list of `Event`s in recorded (real-time) order, with Jepsen's mea
 starts an operation, `ok` says it took effect, `fail` that it did not, `info` that nobody knows
 (it may take effect at any later time, or never). `pair_ops` turns events into `Op`s
 (invocation + completion), which is what the linearizability search works on — and what the
-report draws. The JSON Lines reader comes strict (`read_jsonl`) and as the runner's history is
-read everywhere (`iter_jsonl_tolerant`: a torn last line dropped with a note); nemesis events
-give the fault windows (`fault_windows`).
+report draws. A `Completion` is how one operation ended, as a client or the nemesis hands it to
+the recorder before it becomes a history line. The JSON Lines reader comes strict (`read_jsonl`)
+and as the runner's history is read everywhere (`iter_jsonl_tolerant`: a torn last line dropped
+with a note); nemesis events give the fault windows (`fault_windows`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 
@@ -58,6 +59,19 @@ class Event:
         }
         out.update(self.extra)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """How one operation ended, Jepsen's meaning: `ok` took effect, `fail` certainly did not,
+    `info` unknown (may take effect at any later time). For a fault: `ok` applied exactly, `fail` not
+    applied, `info` partly applied or unknown. `f` names the operation where the completion travels
+    apart from its invocation (the nemesis's ops and schedules)."""
+
+    type: Literal["ok", "fail", "info"]
+    value: Any = None
+    error: str | None = None
+    f: str | None = None
 
 
 @dataclass(slots=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 import shlex
 import threading
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from kraftlab.checker.history import Completion
 from kraftlab.nemesis import netfilter, packet
 from kraftlab.nemesis.context import FaultContext
 from kraftlab.nemesis.errors import FaultError, PartialFault, Unsupported
@@ -18,16 +18,6 @@ from kraftlab.nemesis.fault import Fault, Handler
 from kraftlab.nemesis.packages import FAULT_KINDS
 from kraftlab.nemesis.ports import Ledger, MemoryLedger, NodeControl, OpRecorder, null_recorder
 from kraftlab.nemesis.state import FaultState
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """How one nemesis op ended: `ok` applied exactly, `fail` not applied, `info` partly/unknown."""
-
-    type: str
-    f: str
-    value: Any
-    error: str | None = None
 
 
 class Nemesis:
@@ -62,15 +52,15 @@ class Nemesis:
             try:
                 if handler is None:
                     raise FaultError(f"unknown nemesis op {f!r}; known: {', '.join(self.operations)}")
-                done = Completion("ok", f, handler(value))
+                done = Completion("ok", handler(value), f=f)
             except Unsupported as exc:
-                done = Completion("fail", f, value, f"unsupported here: {exc}")
+                done = Completion("fail", value, f"unsupported here: {exc}", f=f)
             except FaultError as exc:
-                done = Completion("fail", f, value, str(exc))
+                done = Completion("fail", value, str(exc), f=f)
             except PartialFault as exc:
-                done = Completion("info", f, exc.value, exc.error)
+                done = Completion("info", exc.value, exc.error, f=f)
             except Exception as exc:  # unknown effect: Jepsen's info
-                done = Completion("info", f, value, f"{type(exc).__name__}: {exc}")
+                done = Completion("info", value, f"{type(exc).__name__}: {exc}", f=f)
             self.recorder(done.type, f, done.value, error=done.error)
             return done
 

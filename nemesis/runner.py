@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from kraftlab.nemesis.core import Completion, Nemesis
+from kraftlab.checker.history import Completion
+from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.packages import PACKAGES
 from kraftlab.nemesis.schedule import Schedule, Step
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from kraftlab.checker.history import Completion
 from kraftlab.nemesis.cleanup import ledger_for
-from kraftlab.nemesis.core import Completion, Nemesis
+from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.diskrules import on_diskfs
 from kraftlab.nemesis.package import Timing
 from kraftlab.nemesis.packages import PACKAGES

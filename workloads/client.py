@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
+
+from kraftlab.checker.history import Completion
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,13 +22,6 @@ class Invocation:
     f: str
     value: Any = None
     extra: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    type: Literal["ok", "fail", "info"]
-    value: Any = None
-    error: str | None = None
 
 
 class DefiniteFailure(Exception):

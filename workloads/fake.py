@@ -7,7 +7,8 @@ import asyncio
 import random
 from dataclasses import dataclass, field
 
-from kraftlab.workloads.client import Completion, DefiniteFailure, Invocation
+from kraftlab.checker.history import Completion
+from kraftlab.workloads.client import DefiniteFailure, Invocation
 
 
 @dataclass

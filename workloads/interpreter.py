@@ -17,7 +17,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kraftlab.workloads.client import Client, ClientFactory, Completion, DefiniteFailure, Invocation
+from kraftlab.checker.history import Completion
+from kraftlab.workloads.client import Client, ClientFactory, DefiniteFailure, Invocation
 from kraftlab.workloads.generator import Context, Generator, Sleep
 from kraftlab.workloads.history import HistoryWriter
 

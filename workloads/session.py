@@ -18,9 +18,10 @@ from typing import Any
 
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
+from kraftlab.checker.history import Completion
 from kraftlab.node.protocol.errors import RequestNotSent, RequestOutcomeUnknown
 from kraftlab.workloads import versions
-from kraftlab.workloads.client import Completion, DefiniteFailure, Invocation
+from kraftlab.workloads.client import DefiniteFailure, Invocation
 from kraftlab.workloads.kafka import Cluster, Connections, Connector, ControllerChannel, IndefiniteError, call, check
 
 Handler = Callable[["Session", Invocation], Awaitable[Any]]

@@ -10,8 +10,9 @@ import sys
 import time
 from typing import Any
 
+from kraftlab.checker.history import Completion
 from kraftlab.nemesis.cleanup import ledger_for
-from kraftlab.nemesis.core import Completion, Nemesis
+from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.disk import CORRUPTION_MODES, DAMAGES, ZONES
 from kraftlab.nemesis.grudge import TOPOLOGIES
 from kraftlab.nemesis.ports import NodeControl

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from wl_harness import epoch_bumps, invoke, open_client, run, verdicts
 
+from kraftlab.checker.history import Completion
 from kraftlab.workloads.agents import register_op, resend_op
-from kraftlab.workloads.client import Completion, Invocation
+from kraftlab.workloads.client import Invocation
 from kraftlab.workloads.fake_kafka import FakeKafka
 from kraftlab.workloads.generator import Context
 from kraftlab.workloads.history import HistoryWriter
