@@ -11,6 +11,10 @@
 per timeout and stay silent longer than it after a controlled shutdown.
 - `models`: the checker models to apply; each op's history field `workload` names its model.
 
+The `queue` workload (and its share of `mixed`) needs the data plane: it is built only where the
+brokers' ApiVersions lists Produce, Fetch and ListOffsets, so `mixed` stays as it was on brokers
+that serve metadata only.
+
 Broker reads are eventually consistent in Kafka, so they are marked `broker_read` (with the
 broker's node) and the final ones `final`; which ops the linearizability checker then judges is
 the checker's rule (`checker.judged`): writes, and the final reads a model can take.
@@ -22,15 +26,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kraftlab.workloads import versions
 from kraftlab.workloads.acl import AclWorkload
 from kraftlab.workloads.client import ClientFactory
 from kraftlab.workloads.generator import Generator, Stagger, TimeLimit
 from kraftlab.workloads.isr import IsrWorkload
 from kraftlab.workloads.kafka import Cluster, Connector, TcpConnector
 from kraftlab.workloads.mixed import MixedWorkload
+from kraftlab.workloads.probe import brokers_serve
 from kraftlab.workloads.queue import QueueWorkload
 from kraftlab.workloads.queue_client import QueueConnector
 from kraftlab.workloads.registry import RegistryWorkload
+from kraftlab.workloads.routed import RoutedFactory
 from kraftlab.workloads.session import KafkaClientFactory
 from kraftlab.workloads.topics import TopicsWorkload
 
@@ -58,9 +65,12 @@ class Workload:
 def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate: float = 10.0,
           concurrency: int = 6, time_limit: float | None = None, connector: Connector | None = None,
           request_timeout: float = 3.0, session_timeout: float = 9.0,
-          queue_connector: QueueConnector | None = None) -> Workload:
-    """The named workload over `cluster` (see the module docstring); the queue workload's clients
-    come from `queue_connector` (default: confluent-kafka at each node's broker listener)."""
+          queue_connector: QueueConnector | None = None, data_plane: bool | None = None) -> Workload:
+    """The named workload over `cluster` (see the module docstring). The queue workload needs
+    brokers that serve the data plane (Produce, Fetch, ListOffsets): `data_plane` says whether they
+    do, else the brokers' ApiVersions is asked; `mixed` includes it only then, `queue` refuses
+    without. Its clients come from `queue_connector` (default: confluent-kafka at each node's broker
+    listener)."""
     c = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
     brokers = c.brokers
     if not brokers:
@@ -68,8 +78,14 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
     broker_ids = sorted(c.nodes[n].id for n in brokers)
     if rate <= 0 or concurrency <= 0:
         raise ValueError("rate and concurrency must be positive")
+    kio = connector or TcpConnector(request_timeout=request_timeout)
+    if data_plane is None and name in ("queue", "mixed"):
+        data_plane = brokers_serve(c, kio, versions.DATA_PLANE, request_timeout)
+    queue = QueueWorkload(brokers, queue_connector or _confluent(c, request_timeout)) if data_plane else None
     if name == "queue":
-        queue = QueueWorkload(brokers, queue_connector or _confluent(c, request_timeout))
+        if queue is None:
+            raise ValueError("the queue workload needs brokers that serve Produce, Fetch and ListOffsets, and "
+                             "the brokers' ApiVersions does not list them (or no broker answered)")
         return _workload(name, queue.generator(), queue.final_reads(), queue.factory(), brokers, rate,
                          concurrency, time_limit)
     impl: TopicsWorkload | RegistryWorkload | IsrWorkload | AclWorkload | MixedWorkload
@@ -82,10 +98,12 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
     elif name == "acl":
         impl = AclWorkload(brokers)
     elif name == "mixed":
-        impl = MixedWorkload(brokers, broker_ids, session_timeout=session_timeout)
+        impl = MixedWorkload(brokers, broker_ids, session_timeout=session_timeout, queue=queue)
     else:
         raise ValueError(f"unknown workload {name!r}; one of {', '.join(WORKLOADS)}")
-    factory = KafkaClientFactory(c, connector or TcpConnector(request_timeout=request_timeout), impl.handlers())
+    factory: ClientFactory = KafkaClientFactory(c, kio, impl.handlers())
+    if isinstance(impl, MixedWorkload) and impl.queue is not None:
+        factory = RoutedFactory(factory, {"queue": impl.queue.factory()})
     return _workload(name, impl.generator(), impl.final_reads(), factory, brokers, rate, concurrency, time_limit)
 
 

@@ -1,7 +1,7 @@
 """An in-memory Kafka cluster at the kio request → response level: the `Transport` seam's fake.
 
 It answers exactly the requests (and versions) the workload clients send: ApiVersions v0
-(advertising one version per api, `SERVED`); DescribeQuorum v1 on
+(advertising one version per api, `SERVED` unless `served` says otherwise); DescribeQuorum v1 on
 controller addresses; BrokerRegistration v4, BrokerHeartbeat v1, UnregisterBroker v0,
 AlterPartition v3 on the active controller (NOT_CONTROLLER elsewhere); CreateTopics v7 and
 DeleteTopics v6 anywhere (a broker "forwards"); Metadata v12 and DescribeCluster v1 on brokers;
@@ -111,6 +111,8 @@ class FakeKafka:
     brokers: dict[int, Reg] = field(default_factory=dict)
     offset: int = 1
     requests: list[Any] = field(default_factory=list)
+    served: dict[int, int] = field(default_factory=lambda: dict(SERVED))
+    """api key → the one version ApiVersions advertises (a test adds the data plane's keys)."""
     acls: fake_acls.FakeAcls = field(init=False)
 
     def __post_init__(self) -> None:
@@ -161,7 +163,7 @@ class FakeKafka:
         if isinstance(req, av_req.ApiVersionsRequest):
             return av_resp.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=tuple(
                 av_resp.ApiVersion(api_key=i16(k), min_version=i16(v), max_version=i16(v))
-                for k, v in sorted(SERVED.items())))
+                for k, v in sorted(self.served.items())))
         if isinstance(req, dq_req.DescribeQuorumRequest):
             return self._describe_quorum()
         if isinstance(req, md_req.MetadataRequest):

@@ -1,4 +1,5 @@
-"""The `mixed` workload: topics, registry, isr and acl at once, as nightly runs use it.
+"""The `mixed` workload: topics, registry, isr and acl at once (and queue where brokers serve
+the data plane), as nightly runs use it.
 
 They keep disjoint topic name prefixes (`t`, `isr-`; the acl workload's ACLs name only `acl-`
 resources) and agent id ranges (1000–1899, rotating, for the
@@ -6,7 +7,10 @@ registry, 2000+ for the isr agents); every op carries its own `workload` field (
 `registry`, `isr`, `acl`), so the checker splits the history per model. The topics workload's `list`
 shows both prefixes, because the isr workload's topic creates are `topics` ops too. Broker
 reads are eventually consistent in Kafka and marked `broker_read` (see `workloads.ops`); the
-linearizability checker gets the writes plus the final reads (`checker.judged`).
+linearizability checker gets the writes plus the final reads (`checker.judged`). With `queue` (a
+`QueueWorkload`, topic `queue`, judged by the queue checker), its sends, polls and final reads join
+the mix; its clients are not kio sessions, so a runner routes its ops to its own factory
+(`workloads.routed`).
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ from dataclasses import dataclass, field
 
 from kraftlab.workloads.acl import AclWorkload
 from kraftlab.workloads.agents import agent_handlers
-from kraftlab.workloads.generator import Mix
+from kraftlab.workloads.generator import Generator, Mix
 from kraftlab.workloads.isr import IsrWorkload
-from kraftlab.workloads.ops import OncePer
+from kraftlab.workloads.queue import QueueWorkload
 from kraftlab.workloads.registry import RegistryWorkload
 from kraftlab.workloads.session import Handlers
 from kraftlab.workloads.topics import TopicsWorkload
@@ -30,6 +34,7 @@ class MixedWorkload:
     broker_ids: Sequence[int]
     weights: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 0.5)
     session_timeout: float = 9.0
+    queue: QueueWorkload | None = None
     topics: TopicsWorkload = field(init=False)
     registry: RegistryWorkload = field(init=False)
     isr: IsrWorkload = field(init=False)
@@ -47,10 +52,17 @@ class MixedWorkload:
                 **self.acl.handlers(), **agent_handlers([self.registry.book, self.isr.book])}
 
     def generator(self) -> Mix:
-        return Mix([self.topics.generator(), self.registry.generator(), self.isr.generator(), self.acl.generator()],
-                   list(self.weights))
+        gens: list[Generator] = [self.topics.generator(), self.registry.generator(), self.isr.generator(),
+                                 self.acl.generator()]
+        weights = list(self.weights)
+        if self.queue is not None:
+            gens.append(self.queue.generator())
+            weights.append(1.0)
+        return Mix(gens, weights)
 
     def final_reads(self) -> Mix:
-        parts: list[OncePer] = [self.topics.final_reads(), self.registry.final_reads(), self.isr.final_reads(),
-                                self.acl.final_reads()]
-        return Mix(list(parts))
+        parts: list[Generator] = [self.topics.final_reads(), self.registry.final_reads(), self.isr.final_reads(),
+                                  self.acl.final_reads()]
+        if self.queue is not None:
+            parts.append(self.queue.final_reads())
+        return Mix(parts)

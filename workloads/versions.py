@@ -18,6 +18,9 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
 from kraftlab.workloads.client import DefiniteFailure
 
+PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2
+DATA_PLANE = (PRODUCE, FETCH, LIST_OFFSETS)
+"""The APIs a broker must serve before producers and consumers can use it (the queue workload)."""
 METADATA, CREATE_TOPICS, DELETE_TOPICS = 3, 19, 20
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS = 29, 30, 31, 32
 OURS: dict[int, tuple[int, int]] = {METADATA: (1, 12), CREATE_TOPICS: (2, 7), DELETE_TOPICS: (1, 6),
@@ -47,6 +50,11 @@ async def server_ranges(transport: Any) -> Ranges:
     if int(resp.error_code) != 0:
         raise DefiniteFailure(f"not-sent: ApiVersions error {int(resp.error_code)}")
     return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+
+
+def serves(server: Ranges, api_keys: Sequence[int]) -> bool:
+    """Whether the server's ApiVersions lists every one of `api_keys`."""
+    return all(k in server for k in api_keys)
 
 
 def pick(server: Ranges, api_key: int) -> int:

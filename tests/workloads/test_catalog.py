@@ -12,13 +12,14 @@ from wl_harness import run, select, stale_alters, verdicts
 from kraftlab.checker.history import parse_jsonl_line
 from kraftlab.checker.judged import judged
 from kraftlab.workloads.catalog import WORKLOADS, build
-from kraftlab.workloads.fake_kafka import FakeKafka
+from kraftlab.workloads.fake_kafka import SERVED, FakeKafka
+from kraftlab.workloads.fake_queue import FakeLogs
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_build_each(name: str) -> None:
-    fake = FakeKafka()
-    w = build(name, fake.spec(), connector=fake.connector)
+    fake = FakeKafka(served={**SERVED, 0: 9, 1: 12, 2: 7})  # with the data plane the queue workload needs
+    w = build(name, fake.spec(), connector=fake.connector, queue_connector=FakeLogs().connector)
     assert w.name == name and w.brokers == ["n1", "n2", "n3"] and w.models
 
 

@@ -16,7 +16,7 @@ import pytest
 from kraftlab.checker.history import History, parse_jsonl_line
 from kraftlab.checker.queue import check_queue
 from kraftlab.workloads.catalog import build
-from kraftlab.workloads.fake_kafka import FakeKafka
+from kraftlab.workloads.fake_kafka import SERVED, FakeKafka
 from kraftlab.workloads.fake_queue import FakeLogs
 from kraftlab.workloads.history import HistoryWriter
 from kraftlab.workloads.interpreter import ProcessIds, run_phase
@@ -27,7 +27,8 @@ def run_queue(logs: FakeLogs, *, seconds: float = 1.0, seed: int = 1, concurrenc
               rate: float = 300.0) -> list[dict[str, Any]]:
     """Main phase then final reads over `logs`; the history's lines."""
     spec = FakeKafka().spec()
-    w = build("queue", spec, rate=rate, concurrency=concurrency, time_limit=seconds, queue_connector=logs.connector)
+    w = build("queue", spec, rate=rate, concurrency=concurrency, time_limit=seconds, queue_connector=logs.connector,
+              data_plane=True)
     out = io.StringIO()
     history = HistoryWriter(stream=out)
     pids = ProcessIds()
@@ -143,3 +144,42 @@ def test_invalid_when_the_logs_break_kafka(logs: FakeLogs, rule: set[str]) -> No
     res = verdict(run_queue(logs))
     assert res["valid"] is False
     assert rule <= broken(res), res["explanation"]
+
+
+DATA_PLANE = {**SERVED, 0: 9, 1: 12, 2: 7}  # Produce, Fetch, ListOffsets as a data-plane broker lists them
+
+
+def test_refused_where_brokers_serve_no_data_plane() -> None:
+    fake = FakeKafka()
+    with pytest.raises(ValueError, match="Produce, Fetch and ListOffsets"):
+        build("queue", fake.spec(), connector=fake.connector, queue_connector=FakeLogs().connector)
+    served = FakeKafka(served=DATA_PLANE)
+    assert build("queue", served.spec(), connector=served.connector, queue_connector=FakeLogs().connector)
+    mixed = build("mixed", fake.spec(), connector=fake.connector, queue_connector=FakeLogs().connector)
+    assert mixed.factory.__class__.__name__ == "KafkaClientFactory"
+
+
+def test_mixed_includes_queue_where_brokers_serve_produce() -> None:
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(3), served=DATA_PLANE)
+    logs = FakeLogs()
+    w = build("mixed", fake.spec(), rate=400.0, concurrency=6, time_limit=1.5, connector=fake.connector,
+              queue_connector=logs.connector, session_timeout=fake.session_timeout_s)
+    out = io.StringIO()
+    history = HistoryWriter(stream=out)
+    pids = ProcessIds()
+    nodes = sorted(fake.spec())
+
+    async def go() -> None:
+        await run_phase(w.main, w.factory, history, pids, nodes=nodes, concurrency=6, rng=random.Random(3),
+                        op_timeout=1.0)
+        await run_phase(w.final, w.factory, history, pids, nodes=nodes, concurrency=6, rng=random.Random(4),
+                        op_timeout=6.0)
+
+    asyncio.run(go())
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {x["workload"] for x in lines} == {"topics", "registry", "isr", "acl", "queue"}
+    assert any(x["f"] == "send" and x["type"] == "ok" for x in lines)
+    assert verdict([x for x in lines if x["workload"] == "queue"])["valid"] is True
+    from wl_harness import verdicts
+
+    assert set(verdicts(lines, w.models).values()) == {True}
