@@ -23,7 +23,7 @@ from kraftlab.checker.history import Op
 from kraftlab.checker.models import ILLEGAL, ModelError, Step, reads
 
 PATTERN = ("resource_type", "resource_name", "pattern_type")
-BINDING = PATTERN + ("principal", "host", "operation", "permission")
+BINDING = (*PATTERN, "principal", "host", "operation", "permission")
 Binding = tuple[str, ...]
 
 

@@ -146,8 +146,9 @@ def _faults(history: History, openers: Mapping[str, str]) -> dict[str, dict[str,
 
 
 def _disk(history: History) -> dict[str, Any]:
-    out: dict[str, Any] = {"power_losses": 0, "power_losses_dropping": 0, "bytes_dropped": 0, "files_rolled_back": 0, "names_removed": 0,
-                           "names_restored": 0, "damages": {}, "restarted": 0, "rebuilt": 0, "refused": 0}
+    out: dict[str, Any] = {"power_losses": 0, "power_losses_dropping": 0, "bytes_dropped": 0, "files_rolled_back": 0,
+                           "names_removed": 0, "names_restored": 0, "damages": {}, "restarted": 0, "rebuilt": 0,
+                           "refused": 0}
     damages: Counter[str] = Counter()
     for e in history.events:
         if e.process != "nemesis" or e.type != "ok" or not isinstance(e.value, dict):

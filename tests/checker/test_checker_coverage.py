@@ -147,8 +147,8 @@ def test_disk_faults_count_power_losses_damages_and_outcomes() -> None:
     ]
     events = [parse_jsonl_line(json.dumps(x), "<memory>", i + 1, i) for i, x in enumerate(lines)]
     cov = coverage(None, History(events, "<memory>", "jsonl"), {})
-    assert cov["disk"] == {"power_losses": 3, "power_losses_dropping": 2, "bytes_dropped": 120, "files_rolled_back": 1, "names_removed": 1,
-                           "names_restored": 1, "damages": {"wipe": 1, "zero snapshot helix": 2},
+    assert cov["disk"] == {"power_losses": 3, "power_losses_dropping": 2, "bytes_dropped": 120, "files_rolled_back": 1,
+                           "names_removed": 1, "names_restored": 1, "damages": {"wipe": 1, "zero snapshot helix": 2},
                            "restarted": 1, "rebuilt": 1, "refused": 0}
     assert headline(cov)["power losses"] == 3 and headline(cov)["disk refusals"] == 0
     page = "".join(coverage_section(cov))

@@ -3,6 +3,7 @@ power loss catches un-fsynced writes), applied as fsync-delay rules and cleared 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ def test_each_kill_is_enclosed_by_a_slow_disk(seed: int) -> None:
         named = {k: v for k, v in slow.value.items() if k in ("nodes", "target")}
         assert named in ({k: v for k, v in kill.value.items() if k in ("nodes", "target")}, {"nodes": NODES})
     ends = [(s.at, e.at if e else 1e9) for s, e in slows]
-    assert all(a_end < b_start for (_, a_end), (b_start, _) in zip(ends, ends[1:]))  # never two at once
+    assert all(a_end < b_start for (_, a_end), (b_start, _) in itertools.pairwise(ends))  # never two at once
 
 
 def test_without_the_filesystem_no_slow_disk_is_generated() -> None:
