@@ -29,6 +29,7 @@ LOCAL_DEFINITE = frozenset({"_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC", "_QUEUE_FULL
                             "_INVALID_ARG", "_PURGE_QUEUE"})
 """librdkafka's local errors for a record that never left the client."""
 TICK = 0.005
+FETCH_WAIT_MS = 100
 
 
 def kafka_name(err: KafkaError) -> str:
@@ -52,13 +53,13 @@ class ConfluentQueueClient:
         self.common: dict[str, Any] = {
             "bootstrap.servers": bootstrap, "client.id": f"kraftlab-queue-{process}", "logger": LOG,
             "broker.address.family": "v4", "topic.metadata.refresh.interval.ms": 1000,
-            "socket.timeout.ms": ms, "reconnect.backoff.max.ms": 500}
+            "socket.timeout.ms": max(ms, FETCH_WAIT_MS + 1000), "reconnect.backoff.max.ms": 500}
         self.producer_conf = {**self.common, "acks": "all", "enable.idempotence": False,
                               "message.send.max.retries": 0, "max.in.flight.requests.per.connection": 1,
                               "linger.ms": 0, "request.timeout.ms": ms, "message.timeout.ms": ms}
         self.consumer_conf = {**self.common, "group.id": f"kraftlab-queue-{process}", "enable.auto.commit": False,
                               "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
-                              "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 100,
+                              "isolation.level": "read_uncommitted", "fetch.wait.max.ms": FETCH_WAIT_MS,
                               "enable.partition.eof": False}
         self.timeout = request_timeout
         self._producer: Producer | None = None
