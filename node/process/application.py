@@ -41,8 +41,9 @@ from kraftlab.node.metadata.client_quotas import REQUEST_PERCENTAGE, resolve
 from kraftlab.node.metadata.fanout import FanOut
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.process.seam import Appender, NodeContext, StartupError
+from kraftlab.node.protocol import envelope
 from kraftlab.node.protocol.client import ProtocolClient
-from kraftlab.node.protocol.errors import RequestError
+from kraftlab.node.protocol.errors import MalformedFrame, RequestError
 from kraftlab.node.protocol.registry import RequestContext
 from kraftlab.node.raft.core import NotLeader
 from kraftlab.node.raft.ports import Record, StateMachine
@@ -50,6 +51,8 @@ from kraftlab.node.security.acl import AclOperation, ResourceType
 from kraftlab.node.security.authorizer import AllowAll
 from kraftlab.node.security.bootstrap import BootstrapError, read_bootstrap
 from kraftlab.node.security.enforce import Screening, screen
+from kraftlab.node.security.token_apis import TOKEN_APIS, describe_delegation_token_response, screen_token_request
+from kraftlab.node.security.tokens import TokenConfig, TokenConfigError
 
 log = logging.getLogger("kraft-node")
 
@@ -75,7 +78,12 @@ CONTROLLER_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # name: (api key, 
     "CreatePartitions": (37, 0, 3),
     "AlterClientQuotas": (49, 0, 1),
     "AllocateProducerIds": (67, 0, 0),
+    "CreateDelegationToken": (38, 1, 3),
+    "RenewDelegationToken": (39, 1, 2),
+    "ExpireDelegationToken": (40, 1, 2),
 }
+ENVELOPE_API_VERSIONS = (58, 0, 0)
+"""Brokers forward the token APIs in an Envelope, with their client's principal (node.protocol.envelope)."""
 CONTROLLER_READ_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # answered from the committed image
     "DescribeAcls": (29, 1, 3),
 }
@@ -102,6 +110,13 @@ BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
     "DescribeClientQuotas": (48, 0, 1),
     "InitProducerId": (22, 0, 4),
 }
+TOKEN_FORWARDED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # to the active controller in an Envelope
+    "CreateDelegationToken": (38, 1, 3),
+    "RenewDelegationToken": (39, 1, 2),
+    "ExpireDelegationToken": (40, 1, 2),
+}
+TOKEN_READ_API_VERSIONS = (41, 1, 3)
+"""DescribeDelegationToken, answered by brokers from their image."""
 RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers by asking the active controller
     "DescribeQuorum": (55, 1, 1),  # the version node.raft.wire maps
     "UnregisterBroker": (64, 0, 0),
@@ -151,6 +166,11 @@ class KraftApplication:
         self.broker_metadata: Any = None
         self.lifecycle: Any = None
         self.apis: Any = None
+        try:
+            tokens = TokenConfig.from_properties(config.raw)
+        except TokenConfigError as bad:
+            raise StartupError(str(bad)) from bad
+        self.tokens = tokens
         if config.is_controller:
             self.controller = QuorumController(
                 ControllerConfig(
@@ -161,6 +181,7 @@ class KraftApplication:
                     seed=random.Random(os.urandom(8)).getrandbits(63),
                     bugs=config.bugs,
                     bootstrap_records=_bootstrap_records(config.metadata_log_dir),
+                    tokens=tokens,
                 ),
                 _ControllerWriter(context.appender),
             )
@@ -170,6 +191,7 @@ class KraftApplication:
                 context.controller_apis.register(key, lo, hi, self._controller_request)
             for key, lo, hi in CONTROLLER_READ_API_VERSIONS.values():
                 context.controller_apis.register(key, lo, hi, self._controller_read)
+            context.controller_apis.register(*ENVELOPE_API_VERSIONS, self._controller_envelope)
         if config.is_broker:
             self.broker_metadata = BrokerMetadata(journal_applies=self.controller is None)
             endpoints = []
@@ -197,11 +219,15 @@ class KraftApplication:
                 context.broker_apis.register(key, lo, hi, self._client_request)
             for key, lo, hi in RELAYED_API_VERSIONS.values():
                 context.broker_apis.register(key, lo, hi, self._relay)
+            for key, lo, hi in TOKEN_FORWARDED_API_VERSIONS.values():
+                context.broker_apis.register(key, lo, hi, self._token_forward)
+            context.broker_apis.register(*TOKEN_READ_API_VERSIONS, self._token_describe)
         if not machines:
             raise StartupError("process.roles names neither broker nor controller")
         self.security = context.security
         if self.security is not None:
             self.security.image = self._security_image
+            self.security.wall_ms = self.ctx.clock.wall_ms
         self._machine: StateMachine = machines[0] if len(machines) == 1 else FanOut(*machines)
 
     @property
@@ -244,6 +270,19 @@ class KraftApplication:
         return self.controller.committed_image if self.controller is not None else None
 
     def _screen(self, request: Any, context: RequestContext, image: Any, journal: bool) -> Screening:
+        check = self._checker(request, context, image, journal)
+        security = self.security
+        api = api_name(request)
+        if api in TOKEN_APIS:
+            protocol = security.protocol(context.listener) if security is not None else "PLAINTEXT"
+            reply = screen_token_request(api, request, context.principal, protocol, context.token_authenticated, check)
+            return Screening(reply=reply) if reply is not None else Screening(request=request)
+        authorizer = security.authorizer if security is not None else AllowAll()
+        return screen(api, request, check, image, authorizer.enabled)
+
+    def _checker(self, request: Any, context: RequestContext, image: Any,
+                 journal: bool) -> Callable[[int, int, str], bool]:
+        """The principal's authorization check, its decisions journalled (`authz`) when `journal`."""
         security = self.security
         authorizer = security.authorizer if security is not None else AllowAll()
         host = context.peer.rsplit(":", 1)[0]
@@ -261,7 +300,7 @@ class KraftApplication:
                 )
             return decision.allowed
 
-        return screen(api_name(request), request, check, image, authorizer.enabled)
+        return check
 
     def _image_offset(self) -> int:
         if self.broker_metadata is not None:
@@ -278,10 +317,33 @@ class KraftApplication:
     async def _controller_request(self, request: Any, context: RequestContext) -> Any:
         async def serve(allowed: Any) -> Any:
             return await self._await_token(
-                lambda token, now: self.controller.handle_request(token, allowed, now), allowed
+                lambda token, now: self.controller.handle_request(
+                    token, allowed, now, principal=context.principal, wall_ms=self.ctx.clock.wall_ms()),
+                allowed,
             )
 
         return await self._screened(request, context, self.controller.committed_image, False, serve)
+
+    async def _controller_envelope(self, request: Any, context: RequestContext) -> Any:
+        """A broker's forward of a client's token request: the sender must be a broker (CLUSTER_ACTION,
+        as Kafka requires of Envelope), then the inner request is decided for the client's principal
+        (the broker screened it: node.security.token_apis)."""
+        security = self.security
+        if security is not None and not security.allows_on_cluster(context.principal, context.peer):
+            return envelope.refuse(ErrorCode.cluster_authorization_failed)
+        try:
+            inner = envelope.open_envelope(request)
+        except MalformedFrame as e:
+            log.info("Envelope from %s: %s", context.peer, e)
+            return envelope.refuse(ErrorCode.invalid_request)
+        if api_name(inner.request) not in TOKEN_FORWARDED_API_VERSIONS:
+            return envelope.refuse(ErrorCode.invalid_request)
+        response = await self._await_token(
+            lambda token, now: self.controller.handle_request(
+                token, inner.request, now, principal=inner.principal, wall_ms=self.ctx.clock.wall_ms()),
+            inner.request,
+        )
+        return envelope.seal(response, inner.correlation_id)
 
     async def _controller_read(self, request: Any, context: RequestContext) -> Any:
         async def serve(allowed: Any) -> Any:
@@ -435,6 +497,37 @@ class KraftApplication:
         except RequestError as e:
             return error_response(request, ErrorCode.not_controller if e.definite else ErrorCode.request_timed_out)
 
+    async def _token_forward(self, request: Any, context: RequestContext) -> Any:
+        """Create/Renew/ExpireDelegationToken on a broker listener: screened here, then decided by the
+        active controller for this client's principal (an Envelope), its answer returned as is."""
+        if not self.lifecycle.accepting_client_requests():
+            raise ConnectionRefusedError("the broker is not serving clients")
+        screening = self._screen(request, context, self.broker_metadata.image, True)
+        if screening.reply is not None:
+            return screening.reply
+        client = self._controller_client()
+        if client is None:
+            return error_response(request, ErrorCode.not_controller)
+        wrapped = envelope.wrap(request, context.principal, context.token_authenticated,
+                                context.peer.rsplit(":", 1)[0], context.client_id)
+        try:
+            answer = envelope.unseal(await client.send(wrapped), request)
+        except RequestError as e:
+            return error_response(request, ErrorCode.not_controller if e.definite else ErrorCode.request_timed_out)
+        except MalformedFrame:
+            answer = None
+        return answer if answer is not None else error_response(request, ErrorCode.unknown_server_error)
+
+    async def _token_describe(self, request: Any, context: RequestContext) -> Any:
+        if not self.lifecycle.accepting_client_requests():
+            raise ConnectionRefusedError("the broker is not serving clients")
+        image = self.broker_metadata.image
+        screening = self._screen(request, context, image, True)
+        if screening.reply is not None:
+            return screening.reply
+        check = self._checker(request, context, image, True)
+        return describe_delegation_token_response(request, image, context.principal, check, self.tokens.secret_key)
+
     # ---- time and stop -------------------------------------------------------------------------
 
     def after_step(self, now_ms: int) -> None:
@@ -443,7 +536,7 @@ class KraftApplication:
     def tick(self, now_ms: int) -> int | None:
         wanted = now_ms + APP_TICK_MS
         if self.controller is not None:
-            self.controller.tick(now_ms)
+            self.controller.tick(now_ms, self.ctx.clock.wall_ms())
             due = self.controller.next_deadline_ms()  # 0 while a large fence is under way
             if due is not None:
                 wanted = min(wanted, max(due, now_ms))

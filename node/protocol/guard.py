@@ -40,6 +40,11 @@ class ConnectionGuard(Protocol):
     @property
     def principal(self) -> str: ...
 
+    @property
+    def token_authenticated(self) -> bool:
+        """The principal logged in with a delegation token."""
+        ...
+
     def screen(self, api_key: int, api_version: int, request: RequestPayload) -> Screened | None:
         """None lets the request through to its handler."""
         ...

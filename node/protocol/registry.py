@@ -38,6 +38,8 @@ class RequestContext:
     listener: str = ""
     principal: str = "User:ANONYMOUS"
     """Who sent it: the listener's SASL login or TLS client certificate (node.protocol.guard)."""
+    token_authenticated: bool = False
+    """The principal logged in with a delegation token."""
 
 
 class Handler(Protocol):

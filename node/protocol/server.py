@@ -155,6 +155,7 @@ class _Connection:
             peer=self.peer,
             listener=self.server.listener,
             principal=self.guard.principal if self.guard is not None else ANONYMOUS,
+            token_authenticated=self.guard.token_authenticated if self.guard is not None else False,
         )
         if request.api_key == API_VERSIONS_KEY and not registry.supports(API_VERSIONS_KEY, request.api_version):
             return _InFlight(context, _settled(unsupported_api_versions_response(registry.ranges())))

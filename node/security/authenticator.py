@@ -4,7 +4,10 @@
 token and, once `complete`, `principal` names who logged in (`User:alice`). A bad login raises
 `AuthenticationFailed`. `SaslAuthenticator` is the node's: PLAIN against the users of the
 listener's JAAS config (`user_alice="…"`, as Kafka's PlainLoginModule), SCRAM-SHA-256/512 against
-the credentials a `CredentialStore` holds (the committed metadata image on a node).
+the credentials a `CredentialStore` holds (the committed metadata image on a node). A SCRAM
+client-first message with Kafka's extension `tokenauth=true` logs in with a delegation token
+instead (user = token id, password = the token's base64 HMAC; node.security.tokens): the
+principal is the token's owner and the session is `token_authenticated`.
 `InMemoryCredentials` is the trivial store for tests.
 """
 
@@ -22,12 +25,17 @@ from kraftlab.node.security.scram import (
     ScramCredential,
     ScramServer,
 )
+from kraftlab.node.security.tokens import TOKEN_AUTH_EXTENSION
 
 PLAIN = "PLAIN"
 
 
 class CredentialStore(Protocol):
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
+
+    def token_credential(self, token_id: str, mechanism: str) -> tuple[ScramCredential, str] | None:
+        """A live delegation token's credential and its owner's principal, or None."""
+        ...
 
 
 class SaslExchange(Protocol):
@@ -36,6 +44,9 @@ class SaslExchange(Protocol):
 
     @property
     def principal(self) -> str: ...
+
+    @property
+    def token_authenticated(self) -> bool: ...
 
     def step(self, token: bytes) -> bytes: ...
 
@@ -54,9 +65,14 @@ class InMemoryCredentials:
     """`scram[(user, mechanism name)]` → credential."""
 
     scram: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
+    tokens: dict[tuple[str, str], tuple[ScramCredential, str]] = field(default_factory=dict)
+    """`tokens[(token id, mechanism name)]` → (credential, owner principal)."""
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.scram.get((user, mechanism))
+
+    def token_credential(self, token_id: str, mechanism: str) -> tuple[ScramCredential, str] | None:
+        return self.tokens.get((token_id, mechanism))
 
 
 class PlainExchange:
@@ -66,6 +82,7 @@ class PlainExchange:
         self._users = users
         self.complete = False
         self._user = ""
+        self.token_authenticated = False
 
     @property
     def principal(self) -> str:
@@ -91,10 +108,15 @@ class ScramExchange:
     def __init__(self, mechanism: str, store: CredentialStore) -> None:
         self._store = store
         self._server = ScramServer(MECHANISMS[mechanism], self._lookup)
+        self._owner: str | None = None
 
     def _lookup(self, mechanism: str, first: ClientFirst) -> ScramCredential | None:
-        if first.extensions.get("tokenauth", "").lower() == "true":
-            return None  # delegation tokens are not served yet: refused like an unknown user
+        if first.extensions.get(TOKEN_AUTH_EXTENSION, "").lower() == "true":
+            found = self._store.token_credential(first.user, mechanism)
+            if found is None:
+                return None  # unknown or expired token: refused like an unknown user
+            credential, self._owner = found
+            return credential
         return self._store.scram_credential(first.user, mechanism)
 
     @property
@@ -102,8 +124,12 @@ class ScramExchange:
         return self._server.complete
 
     @property
+    def token_authenticated(self) -> bool:
+        return self._owner is not None
+
+    @property
     def principal(self) -> str:
-        return f"User:{self._server.user}"
+        return self._owner if self._owner is not None else f"User:{self._server.user}"
 
     def step(self, token: bytes) -> bytes:
         return self._server.step(token)

@@ -13,6 +13,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from kraftlab.node.security.authenticator import PLAIN
 from kraftlab.node.security.scram import MECHANISMS, AuthenticationFailed, ScramClient
+from kraftlab.node.security.tokens import TOKEN_AUTH_EXTENSION
 
 Exchange = Callable[[Any], Awaitable[Any]]
 
@@ -22,6 +23,9 @@ class SaslLogin:
     mechanism: str
     username: str
     password: str
+    token: bool = False
+    """Log in with a delegation token (username = token id, password = its base64 HMAC): SCRAM's
+    `tokenauth=true` extension."""
 
     async def __call__(self, exchange: Exchange) -> None:
         handshake = await exchange(SaslHandshakeRequest(mechanism=self.mechanism))
@@ -32,7 +36,8 @@ class SaslLogin:
         if self.mechanism == PLAIN:
             await self._step(exchange, f"\x00{self.username}\x00{self.password}".encode())
             return
-        client = ScramClient(MECHANISMS[self.mechanism], self.username, self.password)
+        extensions = {TOKEN_AUTH_EXTENSION: "true"} if self.token else None
+        client = ScramClient(MECHANISMS[self.mechanism], self.username, self.password, extensions)
         server_first = await self._step(exchange, client.first())
         client.verify(await self._step(exchange, client.final(server_first)))
 

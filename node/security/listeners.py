@@ -10,6 +10,7 @@ Server side, per listener (`listener.security.protocol.map`):
   `listener.name.<name>.sasl.enabled.mechanisms`): PLAIN against the `user_<name>="<password>"`
   entries of the listener's JAAS config (`listener.name.<name>.plain.sasl.jaas.config`, else
   `sasl.jaas.config`), SCRAM-SHA-256/512 against the committed metadata.
+Delegation tokens log in on SCRAM listeners with `tokenauth=true` (`delegation.token.secret.key`).
 Authorization: `authorizer.class.name` (Kafka's StandardAuthorizer; unset: none), `super.users`
 (`User:a;User:b`), `allow.everyone.if.no.acl.found`.
 
@@ -26,6 +27,7 @@ import os
 import re
 import ssl
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -38,6 +40,7 @@ from kraftlab.node.security.authorizer import STANDARD_AUTHORIZER_CLASS, AllowAl
 from kraftlab.node.security.client_login import SaslLogin
 from kraftlab.node.security.scram import MECHANISMS, ScramCredential
 from kraftlab.node.security.session import SaslSession, TlsSession
+from kraftlab.node.security.tokens import TokenConfig, TokenConfigError, token_credential
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS)
@@ -50,10 +53,15 @@ def jaas_options(text: str) -> dict[str, str]:
 
 
 class ImageCredentials:
-    """SCRAM credentials from a metadata image the node keeps current (a CredentialStore)."""
+    """SCRAM credentials and delegation tokens from a metadata image the node keeps current (a
+    CredentialStore). A token logs in while it is in the image and neither its expiry nor its max
+    time has passed on this node's wall clock; without `delegation.token.secret.key` none does."""
 
-    def __init__(self, image: Callable[[], MetadataImage | None]) -> None:
+    def __init__(self, image: Callable[[], MetadataImage | None], tokens: TokenConfig | None = None,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self._image = image
+        self._tokens = tokens or TokenConfig()
+        self._wall_ms = wall_ms
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         image = self._image()
@@ -61,6 +69,18 @@ class ImageCredentials:
         if image is None or mech is None:
             return None
         return image.scram.get((user, mech.code))
+
+    def token_credential(self, token_id: str, mechanism: str) -> tuple[ScramCredential, str] | None:
+        image = self._image()
+        mech = MECHANISMS.get(mechanism)
+        secret = self._tokens.secret_key
+        token = image.delegation_tokens.get(token_id) if image is not None else None
+        if token is None or mech is None or secret is None:
+            return None
+        now = self._wall_ms()
+        if token.expiration_timestamp < now or token.max_timestamp < now:
+            return None
+        return token_credential(secret, token_id, mech), token.owner
 
 
 @dataclass
@@ -72,6 +92,10 @@ class NodeSecurity:
     image: Callable[[], MetadataImage | None] = lambda: None
     controller_client: tuple[SaslLogin | None, ssl.SSLContext | None] = (None, None)
     """How this node connects to the controllers' listener (Raft peers, a broker's requests)."""
+    tokens: TokenConfig = field(default_factory=TokenConfig)
+    """Delegation tokens (`delegation.token.*`)."""
+    wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+    """The node's wall clock (the process sets its skewable clock), for token expiry at login."""
     _ssl: dict[str, ssl.SSLContext] = field(default_factory=dict)
 
     @classmethod
@@ -87,7 +111,11 @@ class NodeSecurity:
             authorizer = StandardAuthorizer(supers, allow)
         else:
             raise ConfigError(f"authorizer.class.name: {name} is not supported (only {STANDARD_AUTHORIZER_CLASS})")
-        security = cls(config, authorizer)
+        try:
+            tokens = TokenConfig.from_properties(raw)
+        except TokenConfigError as e:
+            raise ConfigError(str(e)) from None
+        security = cls(config, authorizer, tokens=tokens)
         for endpoint in config.listeners:
             security.mechanisms(endpoint.name)  # validates
             if security.protocol(endpoint.name) in ("SSL", "SASL_SSL"):
@@ -147,7 +175,8 @@ class NodeSecurity:
         plain_users: Mapping[str, str] = {}
         if PLAIN in mechanisms:
             plain_users = {k[5:]: v for k, v in self.jaas(listener, PLAIN).items() if k.startswith("user_")}
-        authenticator = SaslAuthenticator(mechanisms, ImageCredentials(lambda: self.image()), plain_users)
+        credentials = ImageCredentials(lambda: self.image(), self.tokens, lambda: self.wall_ms())
+        authenticator = SaslAuthenticator(mechanisms, credentials, plain_users)
 
         def factory(peer: Peer) -> ConnectionGuard:
             return SaslSession(authenticator, peer, listener)

@@ -62,6 +62,7 @@ def certificate_principal(certificate: dict[str, Any] | None) -> str:
 class TlsSession:
     def __init__(self, peer: Peer) -> None:
         self.principal = certificate_principal(peer.certificate)
+        self.token_authenticated = False
 
     def screen(self, api_key: int, api_version: int, request: RequestPayload) -> Screened | None:
         return None
@@ -76,6 +77,8 @@ class SaslSession:
         self._exchange: SaslExchange | None = None
         self._mechanism = ""
         self.principal = ANONYMOUS
+        self.token_authenticated = False
+        """Logged in with a delegation token (such a session may not use the token APIs)."""
 
     @property
     def authenticated(self) -> bool:
@@ -126,6 +129,7 @@ class SaslSession:
         if self._exchange.complete:
             self._state = _State.COMPLETE
             self.principal = self._exchange.principal
+            self.token_authenticated = self._exchange.token_authenticated
         return Screened(respond(request, {"error_code": ErrorCode.none, "auth_bytes": token, "session_lifetime": 0}))
 
 
