@@ -12,6 +12,9 @@ EXTRAS=${KRAFTLAB_EXTRAS:-test}
 # fuse3 libfuse3-dev pkg-config gcc: the disk-fault filesystem (pyfuse3 builds against libfuse3)
 APT_PACKAGES=(iproute2 iptables procps psmisc openssh-server openssh-client rsync sudo
               debootstrap tshark ruby fuse3 libfuse3-dev pkg-config gcc)
+# KRAFTLAB_APT_EXTRA: more packages for one mode (the nightly suite's report test drives chromium)
+read -r -a apt_extra <<< "${KRAFTLAB_APT_EXTRA:-}"
+APT_PACKAGES+=("${apt_extra[@]}")
 
 need_apt=()
 for p in "${APT_PACKAGES[@]}"; do

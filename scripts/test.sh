@@ -12,7 +12,8 @@ mode=default
 [ "${CI:-}" = true ] && mode=ci
 case "${1:-}" in --ci|--nightly) mode=${1#--}; shift;; esac
 if [ "$mode" = default ]; then KRAFTLAB_EXTRAS=test bash scripts/setup.sh
-else KRAFTLAB_EXTRAS=test,spark bash scripts/setup.sh; fi
+elif [ "$mode" = ci ]; then KRAFTLAB_EXTRAS=test,spark bash scripts/setup.sh
+else KRAFTLAB_EXTRAS=test,spark KRAFTLAB_APT_EXTRA=chromium bash scripts/setup.sh; fi  # a browser for the report's slow test
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check .
 lint-imports --no-cache   # the import boundaries of pyproject.toml [tool.importlinter]

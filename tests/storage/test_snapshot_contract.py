@@ -1,27 +1,18 @@
-"""The SnapshotStore contract over DiskSnapshotStore and node.sim's MemorySnapshotStore (if present):
+"""The SnapshotStore contract over DiskSnapshotStore and node.sim's MemorySnapshotStore:
 what the Raft core relies on when it writes, serves, fetches, freezes and prunes snapshots."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record, SnapshotStore
+from kraftlab.node.sim.memory import MemorySnapshotStore
 from kraftlab.node.storage.snapshots import DiskSnapshotStore
 
-
-def _memory_store() -> type | None:
-    try:
-        return getattr(importlib.import_module("kraftlab.node.sim.memory"), "MemorySnapshotStore", None)
-    except Exception:
-        return None
-
-
-MEMORY = _memory_store()
-KINDS = ["disk", pytest.param("memory", marks=pytest.mark.skipif(MEMORY is None, reason="no node.sim store"))]
+KINDS = ["disk", "memory"]
 RECORDS = [Record(f"key{i}".encode(), bytes(range(i % 200))) for i in range(120)] + [Record(None, b"v")]
 
 
@@ -31,8 +22,7 @@ def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callab
     if request.param == "disk":
         yield lambda: DiskSnapshotStore(tmp_path / f"s{next(count)}", max_batch_bytes=512)
     else:
-        assert MEMORY is not None
-        yield MEMORY
+        yield MemorySnapshotStore
 
 
 def test_write_then_read(new_store: Callable[[], SnapshotStore]) -> None:
