@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -365,11 +366,17 @@ class Deployment(DaemonNodeControl):
         if self.disks is not None:
             self.disks.mount(node, seed=self._specs[node].node_id)
 
-    def lose_unfsynced(self, node: str) -> dict[str, Any] | None:
-        """After a kill: drop everything the node's disk never made durable (None without diskfs)."""
+    def power_off(self, node: str) -> dict[str, Any] | None:
+        """A kill that is a power loss on the filesystem (nemesis.powerloss.PowerLoss): SIGKILL, the
+        disk's crash at once, then the wait for the process to go (None without diskfs: a kill)."""
         if self.disks is None:
+            self.kill(node)
             return None
-        return self.disks.request(node, {"cmd": "crash"})
+        self._signal(node, signal.SIGKILL)
+        try:
+            return self.disks.request(node, {"cmd": "crash"})
+        finally:
+            self._wait_gone(node, 5.0)
 
     def on_diskfs(self) -> bool:
         """The nodes' metadata directories are on the disk-fault filesystem (`--diskfs`)."""

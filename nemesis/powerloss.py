@@ -14,17 +14,22 @@ from kraftlab.nemesis.ports import NodeControl
 
 @runtime_checkable
 class PowerLoss(Protocol):
-    def lose_unfsynced(self, node: str) -> dict[str, Any] | None:
-        """Drop what the (killed) node's disk never made durable; what was dropped, or None when
-        its data is not on the filesystem."""
+    def power_off(self, node: str) -> dict[str, Any] | None:
+        """SIGKILL the node and drop what its disk never made durable, then wait until the process
+        is gone; what was dropped, or None when its data is not on the filesystem (a plain kill).
+
+        The disk crashes as soon as the signal is sent, not once the process is gone: a process
+        killed inside an fsync that a slow disk holds only exits when that fsync answers, and an
+        fsync cut by the power never returns success (the filesystem answers it EIO)."""
         ...
 
 
 def crash(control: NodeControl, node: str) -> dict[str, Any] | None:
-    """SIGKILL the node, then lose its un-fsynced writes where its disk can; what was lost."""
-    control.kill(node)
+    """SIGKILL the node, losing its un-fsynced writes where its disk can; what was lost."""
     if isinstance(control, PowerLoss):
-        lost = control.lose_unfsynced(node)
+        lost = control.power_off(node)
         if lost is not None:
             return {k: v for k, v in lost.items() if k != "ok"}
+        return None
+    control.kill(node)
     return None

@@ -374,9 +374,14 @@ class DiskFs(pyfuse3.Operations):
         self.durability.file_synced(self._backing_ino(ino))
 
     async def _sync_gate(self, path: Path) -> None:
-        """An fsync's injected delay, then its injected error (a failed fsync makes nothing durable)."""
+        """An fsync's injected delay, then its injected error (a failed fsync makes nothing durable).
+        A crash during the delay is a power loss before the fsync returned: it made nothing durable
+        either (the caller was killed; its answer is EIO)."""
         delay = self.faults.delay_s("fsync", self._rel(path))
         if delay > 0:
+            crashes = self.crashes
             await trio.sleep(delay)
+            if self.crashes != crashes:
+                raise _fail(errno.EIO)
         self._check("fsync", path)
 

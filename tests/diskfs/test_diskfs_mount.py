@@ -143,3 +143,35 @@ def test_the_command_line_talks_to_the_control_socket(tmp_path: Path) -> None:
         assert bad.returncode == 1 and "errno" in bad.stderr
         notjson = subprocess.run([*cli, "crash"], capture_output=True, text=True, timeout=30)
         assert notjson.returncode == 254
+
+
+def test_a_crash_during_a_delayed_fsync_makes_nothing_durable(tmp_path: Path) -> None:
+    """A slow disk's power loss: the fsync held when the power goes never returns success, and what it
+    would have made durable is gone."""
+    import threading
+
+    with mounted(tmp_path) as m:
+        f = m.mountpoint / "seg.log"
+        _append(f, b"durable|", sync=True)
+        fsync_dir(m.mountpoint)
+        m.ctl(cmd="delay", glob="*.log", ms=800)
+        outcome: list[BaseException | None] = []
+
+        def held_fsync() -> None:
+            try:
+                _append(f, b"in flight", sync=True)
+                outcome.append(None)
+            except OSError as exc:
+                outcome.append(exc)
+
+        t = threading.Thread(target=held_fsync)
+        t.start()
+        time.sleep(0.3)  # the write is done, its fsync held
+        report = m.ctl(cmd="crash")
+        t.join(5)
+        assert len(outcome) == 1 and isinstance(outcome[0], OSError) and outcome[0].errno == errno.EIO
+        assert report["bytes_dropped"] == len(b"in flight")
+        m.ctl(cmd="clear")
+        assert f.read_bytes() == b"durable|"
+        m.ctl(cmd="crash")
+        assert f.read_bytes() == b"durable|"  # the late fsync made nothing durable after the crash

@@ -18,8 +18,8 @@ class DiskControl(FakeNodeControl):
         super().__init__()
         self.crashed: list[str] = []
 
-    def lose_unfsynced(self, node: str) -> dict[str, Any] | None:
-        assert not self.running(node), "the disk crashes only once the process is dead"
+    def power_off(self, node: str) -> dict[str, Any] | None:
+        self.kill(node)
         self.crashed.append(node)
         return {"ok": True, "bytes_dropped": 17, "files_rolled_back": ["__cluster_metadata-0/0.log"],
                 "entries_removed": [], "entries_restored": []}
