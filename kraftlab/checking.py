@@ -38,6 +38,7 @@ from typing import Any
 from kraftlab.checker.availability import check_availability
 from kraftlab.checker.compose import CheckerFn, compose
 from kraftlab.checker.coverage import coverage
+from kraftlab.checker.diskerrors import check_disk_errors
 from kraftlab.checker.history import load_jsonl_tolerant
 from kraftlab.checker.journal import load_journals
 from kraftlab.checker.judged import linearizable_part
@@ -71,6 +72,8 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
     journals = load_journals(journal_paths) if journal_paths else None
     if journals is not None:
         checkers |= journal_checks(journals, history, session_timeout_ms)
+    if journals is not None and any(e.f == "stop-disk-errors" for e in history.events if e.process == "nemesis"):
+        checkers["disk-errors"] = functools.partial(check_disk_errors, journals, history, _node_ids(run))
     recovery_path = run.path / RECOVERY_FILE
     if recovery_path.is_file():
         recovery = json.loads(recovery_path.read_text(encoding="utf-8"))

@@ -24,6 +24,8 @@ op fires) | controllers | brokers).
 | stop-disk | `watch_s` | `formatted`, `restarted`, `rebuilt` (refusing observers re-made), `refused` (voters) |
 | start-slow-disk | nodes/target, `ms`, `glob` (`--diskfs` only) | `nodes`, `ms`, `glob`: every fsync held `ms` |
 | stop-slow-disk | — | `nodes` whose delays were cleared |
+| start-disk-errors | nodes/target, `ops`, `glob`, `errno` (EIO, ENOSPC), `probability` (`--diskfs` only) | the rule |
+| stop-disk-errors | — | `injected`: per node the errors returned (op, path, errno, rmono); `restarted` |
 
 *`drop`: `all` (default) or `new-connections`: only the TCP SYNs from the senders are dropped, so
 a receiver cannot be connected to by them but still reaches them over connections it opens.

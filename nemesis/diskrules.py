@@ -1,5 +1,5 @@
 """Rules on the disk-fault filesystem (kraftlab.nemesis.diskfs) of running nodes: a slow disk whose
-fsyncs are delayed.
+fsyncs are delayed, and a failing disk whose writes, fsyncs or creates return EIO or ENOSPC.
 
 A slow disk alone stretches every commit; around a kill it is what makes the kill's power loss
 (nemesis.powerloss) catch data: the correct node fsyncs within milliseconds of a write, so a kill
@@ -7,6 +7,11 @@ seldom lands while anything is un-fsynced, but with each fsync held for a few hu
 the node always has writes in flight. So the `slow-disk` package encloses each `kill` window of the
 run (the schedule places it: `Package.around`): the delay starts shortly before the kill and ends
 when the node is restarted; without the kill package in the run it draws a lane of its own.
+
+A failing disk (`disk-errors`) must make the node stop or refuse, never serve or acknowledge what it
+failed to write (as Kafka halts on a failed metadata log directory). Its window's stop hands the
+errors the filesystem actually returned to the history (`injected`, with the host's unskewed clock,
+for checker.diskerrors) and starts again the nodes that stopped on them.
 
 A node control offers the rules through `DiskRules` (a deployment on the filesystem,
 `kraftlab test --diskfs`); elsewhere the operations fail as unsupported, and generated schedules
@@ -53,7 +58,8 @@ class DiskRulesFault:
         self.rng = rng
 
     def operations(self) -> dict[str, Handler]:
-        return {"start-slow-disk": self.slow, "stop-slow-disk": self.stop_slow}
+        return {"start-slow-disk": self.slow, "stop-slow-disk": self.stop_slow,
+                "start-disk-errors": self.errors, "stop-disk-errors": self.stop_errors}
 
     def _disks(self) -> DiskRules:
         control = self.ctx.control
@@ -73,6 +79,16 @@ class DiskRulesFault:
         outcomes = self.ctx.call_each(nodes, ask)
         return check_outcomes(outcomes, {"nodes": [n for n, o in outcomes.items() if o.ok]})
 
+    def _forget(self, nodes: list[str], what: str) -> None:
+        """The nodes' `what` rules are gone (a node with no rule left leaves the state)."""
+        def drop(entries: dict[str, Any]) -> None:
+            for n in nodes:
+                entries[n].pop(what, None)
+                if set(entries[n]) == {"host"}:
+                    del entries[n]
+
+        self.ctx.state.update(STATE, drop)
+
     def slow(self, value: dict[str, Any]) -> dict[str, Any]:
         """Delay every fsync (file or directory) on the nodes' disks by `ms` milliseconds."""
         ms, glob = int(value.get("ms", 200)), str(value.get("glob", "*"))
@@ -81,7 +97,8 @@ class DiskRulesFault:
         self._disks()
         nodes = resolve_nodes(self.ctx, value, self.rng)
         # intent first: a run killed now still knows which disks to clear
-        self.ctx.state.merge(STATE, {n: {"host": self.ctx.host(n).name, "slow_ms": ms} for n in nodes})
+        self.ctx.state.merge(STATE, {n: {**self.ctx.state.get(STATE).get(n, {"host": self.ctx.host(n).name}),
+                                         "slow_ms": ms} for n in nodes})
         self._each(nodes, {"cmd": "delay", "glob": glob, "ms": ms})
         return {"nodes": nodes, "ms": ms, "glob": glob}
 
@@ -91,11 +108,48 @@ class DiskRulesFault:
         if not nodes:
             return {"nodes": []}
         self._each(nodes, {"cmd": "clear", "rules": "delay"})
-        self.ctx.state.remove(STATE, nodes)
+        self._forget(nodes, "slow_ms")
         return {"nodes": nodes}
 
+    def errors(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Fail the chosen operations (`ops`, default write and fsync) on matching files (`glob`) with
+        `errno` (EIO or ENOSPC), each with `probability`, on the nodes' disks."""
+        rule = {"ops": list(value.get("ops", ["write", "fsync"])), "glob": str(value.get("glob", "*")),
+                "errno": str(value.get("errno", "EIO")), "probability": float(value.get("probability", 1.0))}
+        self._disks()
+        nodes = resolve_nodes(self.ctx, value, self.rng)
+        self.ctx.state.merge(STATE, {n: {**self.ctx.state.get(STATE).get(n, {"host": self.ctx.host(n).name}),
+                                         "errors": rule} for n in nodes})
+        self._each(nodes, {"cmd": "fail", **rule})
+        return {"nodes": nodes, **rule}
+
+    def stop_errors(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Clear the error rules, collect the errors each disk returned, and start the nodes that
+        stopped on them (not those another fault holds down)."""
+        in_force = self.ctx.state.get(STATE)
+        nodes = sorted(n for n, e in in_force.items() if "errors" in e)
+        if not nodes:
+            return {"nodes": [], "injected": {}, "restarted": []}
+        self._each(nodes, {"cmd": "clear", "rules": "fail"})
+        taken = self._each(nodes, {"cmd": "injected"})
+        injected = {n: a["errors"] for n, a in sorted(taken.items()) if a.get("errors")}
+        self._forget(nodes, "errors")
+        held = self.ctx.state.get("process")
+        control = self.ctx.control
+        down = [n for n in nodes if n not in held and not control.running(n)]
+        outcomes = self.ctx.call_each(down, control.start)
+        done = {"nodes": nodes, "injected": injected, "restarted": [n for n, o in outcomes.items() if o.ok]}
+        check_outcomes(outcomes, done)
+        return done
+
     def heal_ops(self) -> list[tuple[str, dict[str, Any]]]:
-        return [("stop-slow-disk", {})] if self.ctx.state.get(STATE) else []
+        in_force = self.ctx.state.get(STATE).values()
+        ops: list[tuple[str, dict[str, Any]]] = []
+        if any("slow_ms" in e for e in in_force):
+            ops.append(("stop-slow-disk", {}))
+        if any("errors" in e for e in in_force):
+            ops.append(("stop-disk-errors", {}))
+        return ops
 
     def close(self) -> None:
         pass
@@ -144,4 +198,44 @@ SLOW = Package(
     around=Around("kill", draw_around_kill),
     doc="fsyncs delayed on the disk-fault filesystem (--diskfs) around each kill, so its power loss drops "
         "un-fsynced writes (a lane of its own without kill)",
+)
+
+
+# ---- the package: a failing disk ---------------------------------------------------------------------
+
+ERROR_GLOBS = ("*", "*.log", "*quorum-state*", "*checkpoint*")
+"""Every file, the log's segments, the quorum-state (and its temporary file), snapshots and the
+high-water mark checkpoint."""
+ERROR_OPS = (("write",), ("fsync",), ("write", "fsync", "create"))
+
+
+def _error_modes(cluster: Cluster) -> list[tuple[str, float]]:
+    if not cluster.diskfs:
+        return []
+    modes = [("controller", 2.0), ("voter", 1.0)] if cluster.controllers else []
+    return modes + ([("broker", 1.0)] if cluster.observers else [])
+
+
+def draw_errors(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
+    mode = pick(rng, _error_modes(cluster), enabled)
+    if mode == "controller":
+        who: dict[str, Any] = {"target": "controller"}
+    else:
+        who = {"nodes": [rng.choice(cluster.controllers if mode == "voter" else cluster.observers)],
+               "chosen_as": mode}
+    errno_name, ops, glob = rng.choice(("EIO", "ENOSPC")), list(rng.choice(ERROR_OPS)), rng.choice(ERROR_GLOBS)
+    probability = rng.choice((0.05, 0.3, 1.0))
+    what = "the active controller" if mode == "controller" else f"a {mode}"
+    return Draw("start-disk-errors", {**who, "ops": ops, "glob": glob, "errno": errno_name,
+                                      "probability": probability},
+                span(rng, 2.0, timing.failover_s + 2),
+                f"{errno_name} on {'/'.join(ops)} of {glob} for {what} (p={probability}): it must stop, never "
+                "serve or acknowledge what it failed to write", mode)
+
+
+ERRORS = Package(
+    name="disk-errors", kind="disk-rules", windows={"start-disk-errors": "stop-disk-errors"},
+    modes=_error_modes, draw=draw_errors, gap_s=lambda t: 2 * t.failover_s,
+    doc="EIO or ENOSPC on writes, fsyncs or creates of a node's metadata directory on the disk-fault filesystem "
+        "(--diskfs): the node must stop, never serve what it failed to write; restarted at the window's end",
 )

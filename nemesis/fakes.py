@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from kraftlab.control.fake import FakeHost
 
@@ -99,3 +100,27 @@ class FakeNodeControl:
     def reformat(self, node: str) -> None:
         self.nodes_by_name[node].formats += 1
         self.log.append(f"format {node}")
+
+
+@dataclass
+class FakeDiskControl(FakeNodeControl):
+    """Fake nodes on a fake disk-fault filesystem (nemesis.diskrules.DiskRules): requests are recorded
+    and answered ok; `injected` answers what a test put in `errors` (node → errors), once."""
+
+    diskfs: bool = True
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    errors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def on_diskfs(self) -> bool:
+        return self.diskfs
+
+    def disk_request(self, node: str, request: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append((node, request))
+        if request.get("cmd") == "injected":
+            return {"ok": True, "errors": self.errors.pop(node, [])}
+        return {"ok": True}
+
+    def fail_stop(self, node: str) -> None:
+        """The node exits on its own (as on a failed write)."""
+        self.nodes_by_name[node].state = "stopped"
+        self.log.append(f"exit {node}")

@@ -15,7 +15,8 @@ FAULT_KINDS: tuple[FaultKind, ...] = (process.FAULT, partition.FAULT, packet.FAU
                                       disk.FAULT)
 
 PACKAGES: dict[str, Package] = {p.name: p for p in (partition.PACKAGE, process.KILL, process.PAUSE, clock.PACKAGE,
-                                                     packet.PACKAGE, disk.PACKAGE, diskrules.SLOW)}
+                                                     packet.PACKAGE, disk.PACKAGE, diskrules.SLOW,
+                                                     diskrules.ERRORS)}
 
 WINDOWS: dict[str, str] = {start: stop for p in PACKAGES.values()
                            for start, stop in {**p.windows, **p.extra_windows}.items()}

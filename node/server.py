@@ -282,8 +282,10 @@ class NodeServer:
                     # two fsyncs: on a thread, not in the event loop (a stall of every Raft step)
                     await asyncio.get_running_loop().run_in_executor(None, self.storage.log.checkpoint_hw, hw)
                     last = hw
-                except OSError as e:
-                    log.warning("high-water mark checkpoint failed: %s", e)
+                except OSError as e:  # Kafka halts on a failed checkpoint of its metadata log dir
+                    log.error("high-water mark checkpoint failed: %s", e)
+                    self.driver.fail_stop(e)
+                    return
 
     async def _shutdown(self, graceful: bool) -> None:
         driver = self.driver

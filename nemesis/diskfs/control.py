@@ -7,6 +7,8 @@ Requests (`{"cmd": ...}`):
 - `fail`: add an error rule (`ops`, `glob`, `errno` EIO|ENOSPC, `probability`); `delay`: add an
   fsync delay (`glob`, `ms`); `clear`: remove every rule (`"rules": "delay"` or `"fail"`: those only).
 - `status`: what is not durable yet, the rules, the errors injected so far.
+- `injected`: the errors injected since the last such request (`op`, `path`, `errno`, and `rmono`,
+  the host's unskewed monotonic clock in ns, which node journals carry too).
 - `unmount`: stop serving and unmount.
 Every answer has `ok`; a refused request says why in `error`.
 """
@@ -51,6 +53,8 @@ def handle(fs: Controlled, request: dict[str, Any], stop: Callable[[], None]) ->
             return {"ok": True, "rule": rule.to_json()}
         if cmd == "clear":
             return {"ok": True, "cleared": fs.faults.clear(request.get("rules"))}
+        if cmd == "injected":
+            return {"ok": True, "errors": fs.faults.take_errors()}
         if cmd == "status":
             return {"ok": True, **fs.status()}
         if cmd == "unmount":
@@ -58,7 +62,7 @@ def handle(fs: Controlled, request: dict[str, Any], stop: Callable[[], None]) ->
             return {"ok": True}
     except (RuleError, ValueError, TypeError) as exc:
         return {"ok": False, "error": str(exc)}
-    return {"ok": False, "error": f"unknown cmd {cmd!r}; known: crash, fail, delay, clear, status, unmount"}
+    return {"ok": False, "error": f"unknown cmd {cmd!r}; known: crash, fail, delay, clear, injected, status, unmount"}
 
 
 async def serve(fs: Controlled, path: str, stop: Callable[[], None]) -> None:

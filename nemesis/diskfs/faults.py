@@ -12,10 +12,13 @@ from __future__ import annotations
 import errno
 import fnmatch
 import random
+import time
 from dataclasses import dataclass
 from typing import Any
 
 OPERATIONS = ("read", "write", "fsync", "open", "create")
+KEPT_ERRORS = 1000
+"""Injected errors remembered for `take_errors` (the count goes on past it)."""
 ERRNOS = {"EIO": errno.EIO, "ENOSPC": errno.ENOSPC}
 
 
@@ -67,6 +70,7 @@ class FaultTable:
         self.rules: list[Rule] = []
         self.rng = random.Random(seed)
         self.injected = 0
+        self._errors: list[dict[str, Any]] = []
 
     def add(self, rule: Rule) -> None:
         self.rules.append(rule)
@@ -85,8 +89,17 @@ class FaultTable:
         for r in self.rules:
             if r.errno_name and r.matches(op, path) and self.rng.random() < r.probability:
                 self.injected += 1
+                if len(self._errors) < KEPT_ERRORS:
+                    # the host's unskewed monotonic clock: the same one nodes journal as `rmono`
+                    self._errors.append({"op": op, "path": path, "errno": r.errno_name,
+                                         "rmono": time.monotonic_ns()})
                 return ERRNOS[r.errno_name]
         return None
+
+    def take_errors(self) -> list[dict[str, Any]]:
+        """The errors injected since the last call (op, path, errno, `rmono`: when), oldest first."""
+        taken, self._errors = self._errors, []
+        return taken
 
     def delay_s(self, op: str, path: str) -> float:
         return sum(r.delay_ms for r in self.rules if r.delay_ms and r.matches(op, path)) / 1000.0

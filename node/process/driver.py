@@ -7,6 +7,7 @@ it on a flush thread after sending the step's messages, so followers fetch (and 
 leader fsyncs; when the fsync is done the core is told (`flushed`) and counts it."""
 
 import asyncio
+import errno
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -157,9 +158,24 @@ class RaftDriver:
         self.failed = error
         if isinstance(error, LogCorruption):
             journal_corruption(self.journal, error, "metadata log")
+        elif isinstance(error, OSError):
+            self._journal_log_dir_failed(error)
         elif isinstance(error, RaftSafetyError) or error is self.node.machine_error:
             self._journal_fatal(error)
         self.stopped.set()
+
+    def fail_stop(self, error: OSError) -> None:
+        """An I/O error outside a step (the high-water mark checkpoint): as Kafka halts when its
+        metadata log directory fails, the node stops rather than go on with a disk it cannot trust."""
+        self._fail(error)
+
+    def _journal_log_dir_failed(self, error: OSError) -> None:
+        """`log_dir_failed`: the metadata log directory returned an I/O error (EIO, ENOSPC, …); the node
+        stops. Not a bug of the node, a fault of its disk: what it must do is stop."""
+        core = self.core
+        self.journal.write("log_dir_failed", error=f"{type(error).__name__}: {error}",
+                           errno=errno.errorcode.get(error.errno or 0), path=error.filename, epoch=core.epoch,
+                           hw=core.high_watermark, log_end=core.log.end_offset())
 
     def _journal_fatal(self, error: BaseException) -> None:
         """Journal `fatal` once per distinct error: the core broke its own invariants (a safety

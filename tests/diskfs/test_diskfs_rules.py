@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import re
+import time
 from typing import Any
 
 import pytest
@@ -92,3 +93,15 @@ def test_clearing_one_kind_of_rule_keeps_the_other() -> None:
     assert fs.faults.rules == []
     bad = handle(fs, {"cmd": "clear", "rules": "all"}, lambda: None)
     assert not bad["ok"] and "delay or fail" in bad["error"]
+
+
+def test_injected_errors_are_handed_over_once_with_the_host_clock() -> None:
+    fs = FakeFs()
+    handle(fs, {"cmd": "fail", "ops": ["write"], "glob": "*.log", "errno": "EIO"}, lambda: None)
+    before = time.monotonic_ns()
+    assert fs.faults.error("write", "p/0.log") == errno.EIO and fs.faults.error("read", "p/0.log") is None
+    answer = handle(fs, {"cmd": "injected"}, lambda: None)
+    assert answer["ok"] and [{k: v for k, v in e.items() if k != "rmono"} for e in answer["errors"]] == [
+        {"op": "write", "path": "p/0.log", "errno": "EIO"}]
+    assert before <= answer["errors"][0]["rmono"] <= time.monotonic_ns()
+    assert handle(fs, {"cmd": "injected"}, lambda: None) == {"ok": True, "errors": []}

@@ -8,6 +8,7 @@ metrics — with the real core, real asyncio time and short timeouts.
 from __future__ import annotations
 
 import asyncio
+import errno
 
 import pytest
 
@@ -116,6 +117,40 @@ def test_a_failing_tick_does_not_stop_the_timer() -> None:
                 while len(calls) < 3:  # ticks go on after the one that raised
                     await asyncio.sleep(0.01)
             assert await c.leader() == 1
+        finally:
+            await c.close()
+
+    asyncio.run(run())
+
+
+def test_a_failed_write_stops_the_node_and_says_so() -> None:
+    """EIO or ENOSPC from the metadata log's disk: the driver stops (Kafka halts on a failed metadata
+    log dir) and journals `log_dir_failed`; nothing is appended or committed after it."""
+
+    async def run() -> None:
+        c = Cluster(1)
+        c.start()
+        try:
+            assert await c.leader() == 1
+            d = c.drivers[1]
+            await d.append_and_wait([Record(b"k", b"v1")], 2.0)
+
+            def no_space(batches: object) -> None:
+                raise OSError(errno.ENOSPC, "No space left on device", "__cluster_metadata-0/0.log")
+
+            c.logs[1].append = no_space  # type: ignore[method-assign]
+            hw = d.core.high_watermark
+            with pytest.raises(OSError):
+                await d.append_and_wait([Record(b"k", b"v2")], 2.0)
+            assert d.stopped.is_set() and isinstance(d.failed, OSError)
+            failed = [e for e in c.journals[1].entries if e["ev"] == "log_dir_failed"]
+            assert len(failed) == 1 and failed[0]["errno"] == "ENOSPC"
+            assert failed[0]["path"] == "__cluster_metadata-0/0.log" and failed[0]["hw"] == hw
+            with pytest.raises(RuntimeError, match="stopped"):
+                await d.append_and_wait([Record(b"k", b"v3")], 2.0)
+            d.fail_stop(OSError(errno.EIO, "Input/output error"))  # the first failure is the one kept
+            assert isinstance(d.failed, OSError) and d.failed.errno == errno.ENOSPC
+            assert sum(e["ev"] == "log_dir_failed" for e in c.journals[1].entries) == 1
         finally:
             await c.close()
 

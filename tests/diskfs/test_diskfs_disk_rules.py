@@ -1,5 +1,7 @@
-"""A slow disk: generated around each kill when the nodes are on the disk-fault filesystem (so the
-power loss catches un-fsynced writes), applied as fsync-delay rules and cleared exactly."""
+"""Rules on running nodes' disks: a slow disk generated around each kill when the nodes are on the
+disk-fault filesystem (so the power loss catches un-fsynced writes), a failing disk (EIO, ENOSPC)
+whose stop collects the errors the filesystem returned and starts the nodes that stopped on them;
+both applied as filesystem rules and cleared exactly."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 import pytest
 
 from kraftlab.nemesis.core import Nemesis
-from kraftlab.nemesis.fakes import FakeNodeControl
+from kraftlab.nemesis.fakes import FakeDiskControl, FakeNodeControl
 from kraftlab.nemesis.ports import MemoryLedger
 from kraftlab.nemesis.schedule import Schedule, Step, generate
 
@@ -51,24 +53,8 @@ def test_without_kills_a_slow_disk_has_a_lane_of_its_own() -> None:
     assert all(e is None or e.at - s.at >= 5.5 for s, e in slows)  # a failover's length at least
 
 
-class DiskControl(FakeNodeControl):
-    """Fake nodes whose disks take rule requests (as a deployment on the filesystem does)."""
-
-    def __init__(self, diskfs: bool = True) -> None:
-        super().__init__()
-        self.diskfs = diskfs
-        self.requests: list[tuple[str, dict[str, Any]]] = []
-
-    def on_diskfs(self) -> bool:
-        return self.diskfs
-
-    def disk_request(self, node: str, request: dict[str, Any]) -> dict[str, Any]:
-        self.requests.append((node, request))
-        return {"ok": True}
-
-
 def test_a_slow_disk_delays_fsyncs_and_its_stop_clears_only_delays() -> None:
-    control = DiskControl()
+    control = FakeDiskControl()
     nemesis = Nemesis("t", control, ledger=MemoryLedger(), seed=1)
     done = nemesis.invoke("start-slow-disk", {"nodes": ["n1", "n4"], "ms": 250})
     assert done.type == "ok" and done.value == {"nodes": ["n1", "n4"], "ms": 250, "glob": "*"}
@@ -83,7 +69,7 @@ def test_a_slow_disk_delays_fsyncs_and_its_stop_clears_only_delays() -> None:
 
 
 def test_the_active_controller_is_resolved_when_the_slow_disk_starts() -> None:
-    control = DiskControl()
+    control = FakeDiskControl()
     control.leader = "n2"
     done = Nemesis("t", control, ledger=MemoryLedger(), seed=1).invoke("start-slow-disk",
                                                                        {"target": "controller", "ms": 100})
@@ -91,7 +77,7 @@ def test_the_active_controller_is_resolved_when_the_slow_disk_starts() -> None:
 
 
 def test_off_the_filesystem_a_slow_disk_is_unsupported_and_nothing_is_in_force() -> None:
-    for control in (DiskControl(diskfs=False), FakeNodeControl()):
+    for control in (FakeDiskControl(diskfs=False), FakeNodeControl()):
         nemesis = Nemesis("t", control, ledger=MemoryLedger(), seed=1)
         done = nemesis.invoke("start-slow-disk", {"nodes": ["n1"], "ms": 100})
         assert done.type == "fail" and "unsupported here" in str(done.error) and "--diskfs" in str(done.error)
@@ -99,9 +85,46 @@ def test_off_the_filesystem_a_slow_disk_is_unsupported_and_nothing_is_in_force()
 
 
 def test_a_refused_rule_is_a_failed_fault() -> None:
-    class Refusing(DiskControl):
+    class Refusing(FakeDiskControl):
         def disk_request(self, node: str, request: dict[str, Any]) -> dict[str, Any]:
             return {"ok": False, "error": "no such mount"}
 
     done = Nemesis("t", Refusing(), ledger=MemoryLedger(), seed=1).invoke("start-slow-disk", {"nodes": ["n1"]})
     assert done.type == "fail" and "no such mount" in str(done.error)
+
+
+# ---- a failing disk -------------------------------------------------------------------------------
+
+def test_generated_disk_errors_need_the_filesystem_and_name_their_rule() -> None:
+    assert not _windows(generate(["disk-errors"], seed=6, duration=300, use_swarm=False, **KW), "disk-errors")
+    sched = generate(["disk-errors"], seed=6, duration=600, use_swarm=False, diskfs=True, **KW)
+    starts = [s.value for s, _ in _windows(sched, "disk-errors")]
+    assert len(starts) > 10
+    assert {v["errno"] for v in starts} == {"EIO", "ENOSPC"}
+    assert {tuple(v["ops"]) for v in starts} <= {("write",), ("fsync",), ("write", "fsync", "create")}
+    assert any(v.get("target") == "controller" for v in starts) and any("nodes" in v for v in starts)
+    assert all(0 < v["probability"] <= 1 for v in starts)
+
+
+def test_disk_errors_start_stop_and_restart_the_nodes_that_stopped_on_them() -> None:
+    control = FakeDiskControl()
+    nemesis = Nemesis("t", control, ledger=MemoryLedger(), seed=1)
+    done = nemesis.invoke("start-disk-errors", {"nodes": ["n2", "n4"], "ops": ["fsync"], "errno": "ENOSPC",
+                                                "probability": 0.3, "glob": "*.log"})
+    rule = {"ops": ["fsync"], "glob": "*.log", "errno": "ENOSPC", "probability": 0.3}
+    assert done.type == "ok" and done.value == {"nodes": ["n2", "n4"], **rule}
+    assert sorted(control.requests) == [("n2", {"cmd": "fail", **rule}), ("n4", {"cmd": "fail", **rule})]
+    nemesis.invoke("start-slow-disk", {"nodes": ["n2"], "ms": 100})
+    control.fail_stop("n2")  # n2 stopped on its failed fsync
+    nemesis.invoke("kill", {"nodes": ["n4"]})  # n4 is held down by another fault: not ours to start
+    error = {"op": "fsync", "path": "p/0.log", "errno": "ENOSPC", "rmono": 5}
+    control.errors = {"n2": [error]}
+    control.requests.clear()
+    stop = nemesis.invoke("stop-disk-errors", {})
+    assert stop.type == "ok" and stop.value == {"nodes": ["n2", "n4"], "injected": {"n2": [error]},
+                                                "restarted": ["n2"]}
+    assert ("n2", {"cmd": "clear", "rules": "fail"}) in control.requests
+    assert control.running("n2") and not control.running("n4")
+    assert set(nemesis.status()["disk_rules"]) == {"n2"}  # its slow disk is still in force
+    assert [c.f for c in nemesis.heal_all()] == ["restart", "stop-slow-disk"]
+    assert "disk_rules" not in nemesis.status()
