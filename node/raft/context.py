@@ -11,11 +11,13 @@ here.
 from __future__ import annotations
 
 import random
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kraftlab.node.bugs import NO_BUGS, BugSet
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.membership.log_voters import ControlRecordState
 from kraftlab.node.raft.output import Output
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, QuorumStateStore, ReplicatedLog, SnapshotStore
 from kraftlab.node.raft.quorum_state import QuorumState
@@ -29,6 +31,12 @@ class CoreContext:
 
     config: RaftConfig
     node_id: int
+    directory_id: uuid.UUID | None
+    """This replica's metadata directory id (KIP-853): a voter set naming this node with another
+    directory id names a replaced disk, not this replica. None: the static mode (ids only)."""
+    bootstrap: tuple[int, ...]
+    """Whom an observer that knows no leader asks (`controller.quorum.bootstrap.servers`, as peer
+    ids the transport resolves); empty: the voters."""
     log: ReplicatedLog
     quorum: QuorumStateStore
     """The quorum-state file; only `quorum_state` writes it."""
@@ -36,8 +44,12 @@ class CoreContext:
     rng: random.Random
     journal: bool
     deferred_flush: bool
-    voter_history: VoterHistory
+    control: ControlRecordState
+    """kraft.version and the voter set by log offset, kept in step with the log (appends,
+    truncations, snapshots): the voter set in force is the one at the log's end (KIP-853)."""
     quorum_state: QuorumState
+    _dynamic: bool
+    """A dynamic quorum (KIP-853: kraft.version 1, the voter set from the log); False: static."""
     _hw: int
     _applied: int
     _durable: int
@@ -61,6 +73,9 @@ class CoreContext:
         def _following(self, env: m.Envelope, epoch: int) -> Follower | None: ...
         def _become_prospective(self, now: int, send_at: int) -> None: ...
         def _bootstrap_fetch(self, state: Unattached, now: int) -> None: ...
+        def _drain(self, state: Leader, now: int) -> None: ...
+        def _poll_voter_change(self, state: Leader, now: int) -> None: ...
+        def _abandon_voter_change(self, state: Leader) -> None: ...
         def _begin(self) -> None: ...
         def _end(self, now: int) -> Output: ...
 
@@ -69,6 +84,10 @@ class CoreContext:
     @property
     def state(self) -> EpochState:
         return self.quorum_state.state
+
+    @property
+    def voter_history(self) -> VoterHistory:
+        return self.control.voters
 
     @property
     def voter_set(self) -> VoterSet:
@@ -81,7 +100,8 @@ class CoreContext:
 
     @property
     def is_voter(self) -> bool:
-        return self.node_id in self.voter_history.latest
+        """Whether this replica (node id and directory id) is a voter of the set in force."""
+        return self.voter_history.latest.holds(self.node_id, self.directory_id)
 
     @property
     def epoch(self) -> int:
@@ -180,6 +200,8 @@ class CoreContext:
             # an unflushed tail as durable.
             self.log.flush()
             self._journal_flush()
+        if old is not new:
+            self._abandon_voter_change(old)
         if old.parked and old is not new:
             for p in old.parked.values():
                 response = m.FetchResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, new.epoch, None, self._hw)

@@ -59,6 +59,7 @@ down is settled in a backoff, not a whole election timeout).
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -66,8 +67,11 @@ from kraftlab.node.bugs import BugSet
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.election import Election
+from kraftlab.node.raft.membership.changes import VoterChanges
+from kraftlab.node.raft.membership.log_voters import ControlRecordState
+from kraftlab.node.raft.membership.records import KRAFT_VERSION_0, KRAFT_VERSION_1
 from kraftlab.node.raft.output import Commit, LeaderChange, LoadSnapshot, NotLeader, Output, RaftSafetyError, Update
-from kraftlab.node.raft.ports import QuorumStateStore, Record, ReplicatedLog, SnapshotStore
+from kraftlab.node.raft.ports import OffsetAndEpoch, QuorumStateStore, Record, ReplicatedLog, SnapshotStore
 from kraftlab.node.raft.quorum_state import QuorumState
 from kraftlab.node.raft.replication import ZOO_FLUSH_INTERVAL_MS, Replication
 from kraftlab.node.raft.snapshots import Snapshots
@@ -81,7 +85,7 @@ from kraftlab.node.raft.states import (
     Role,
     Unattached,
 )
-from kraftlab.node.raft.voters import VoterHistory, VoterSet
+from kraftlab.node.raft.voters import VoterSet
 
 __all__ = [
     "ZOO_FLUSH_INTERVAL_MS",
@@ -99,7 +103,7 @@ __all__ = [
 Handler = Callable[[m.Envelope, Any, int], None]
 
 
-class RaftCore(Election, Replication, Snapshots):
+class RaftCore(Election, Replication, Snapshots, VoterChanges):
     def __init__(
         self,
         config: RaftConfig,
@@ -114,20 +118,28 @@ class RaftCore(Election, Replication, Snapshots):
         roles: Sequence[str] | None = None,
         bugs: BugSet | None = None,
         deferred_flush: bool = False,
+        directory_id: uuid.UUID | None = None,
+        bootstrap: Sequence[int] = (),
     ) -> None:
         if bugs is not None:
             self.bugs = bugs
         self.deferred_flush = deferred_flush
         self.config = config
         self.node_id = node_id
-        self.voter_history = VoterHistory(voters if isinstance(voters, VoterSet) else VoterSet.of_ids(voters))
+        self.directory_id = directory_id
+        self.bootstrap = tuple(bootstrap)
+        initial = voters if isinstance(voters, VoterSet) else VoterSet.of_ids(voters)
+        # An empty initial set is the dynamic mode: the voters come from the bootstrap checkpoint,
+        # snapshots and the log (KIP-853); a static quorum's set is in force from offset 0.
+        self.control = ControlRecordState(initial, KRAFT_VERSION_0 if len(initial) else KRAFT_VERSION_1)
         self.log = log
         self.quorum = quorum
-        self.quorum_state = QuorumState(node_id, quorum, self.voter_history)
+        self.quorum_state = QuorumState(node_id, quorum, self.control.voters, directory_id)
         self.snapshots = snapshots
         self.rng = rng
         self.journal = journal
         self.roles = list(roles) if roles is not None else (["controller"] if self.is_voter else ["broker"])
+        self._dynamic = len(initial) == 0
         self._hw = 0
         self._applied = 0
         self._inflight = {}
@@ -151,6 +163,10 @@ class RaftCore(Election, Replication, Snapshots):
             m.FetchSnapshotResponse: self._on_fetch_snapshot_response,
             m.DescribeQuorumRequest: self._on_describe_request,
             m.DescribeQuorumResponse: self._on_ignored,
+            m.AddRaftVoterRequest: self._on_add_voter_request,
+            m.RemoveRaftVoterRequest: self._on_remove_voter_request,
+            m.UpdateRaftVoterRequest: self._on_update_voter_request,
+            m.VoterChangeResponse: self._on_ignored,
             m.RequestFailed: self._on_request_failed,
         }
         self._polls: dict[type[EpochState], Callable[[Any, int], None]] = {
@@ -188,6 +204,7 @@ class RaftCore(Election, Replication, Snapshots):
         latest = self.snapshots.latest()
         if latest is not None:
             self._applied = self._hw = latest.offset  # a snapshot only ever covers committed data
+        self._load_voters(latest)
         stored = self.quorum_state.read()
         self._event(
             "start",
@@ -201,11 +218,13 @@ class RaftCore(Election, Replication, Snapshots):
             stored_vote=None if stored is None else stored.voted_id,
         )
         self._durable = self.log.flushed_end_offset()  # recovery keeps only the durable log
-        if latest is not None:
+        if latest is not None and latest.offset > 0:
+            # (The bootstrap checkpoint 0-0 holds the first voter set only: no state to load.)
             self._out.updates.append(LoadSnapshot(latest, self.snapshots.read_records(latest)))
             self._event("snapshot", action="load", offset=latest.offset, epoch=latest.epoch)
         log_epoch = self.log.last_epoch()
-        if stored is None and latest is None and self.log.end_offset() == 0 and self.is_voter:
+        first_start = latest is None or latest.offset == 0  # none, or the bootstrap checkpoint 0-0
+        if stored is None and first_start and self.log.end_offset() == 0 and self.is_voter:
             self._set_state(Unattached(0, None, self._fresh_deadline(now)), now)
         elif stored is None or log_epoch > stored.leader_epoch:
             self._set_state(Unattached(max(log_epoch, 0), None, self._unattached_deadline(now)), now)
@@ -225,6 +244,23 @@ class RaftCore(Election, Replication, Snapshots):
             else:
                 self._set_state(Unattached(epoch, stored.voted_id, self._unattached_deadline(now)), now)
         return self._end(now)
+
+    def _load_voters(self, latest: OffsetAndEpoch | None) -> None:
+        """The voter set and kraft.version in force at start: the latest snapshot's (or the bootstrap
+        checkpoint's) control records, then every KRaftVersion/KRaftVoters record the log holds."""
+        if latest is not None:
+            self.control.reset_to_snapshot(self.snapshots.read_control_records(latest))
+        if not self._dynamic and self.control.kraft_version == KRAFT_VERSION_0:
+            return  # a static quorum's log holds no membership records: nothing to read
+        log = self.log
+        pos, end = log.start_offset(), log.end_offset()
+        while pos < end:
+            chunk = log.read(pos, self.config.fetch_max_bytes)
+            if not chunk:
+                break
+            for batch in chunk:
+                self.control.apply_batch(batch)
+                pos = batch.next_offset
 
     def handle(self, envelope: m.Envelope, now: int) -> Output:
         self._begin()

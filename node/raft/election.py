@@ -10,9 +10,12 @@ EndQuorumEpoch naming its preferred successors.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.context import CoreContext
 from kraftlab.node.raft.control import leader_change_record
+from kraftlab.node.raft.membership.records import KRAFT_VERSION_0, kraft_version_record, voters_record
 from kraftlab.node.raft.ports import Batch
 from kraftlab.node.raft.states import Candidate, Follower, Leader, Prospective, Resigned, Unattached
 
@@ -22,6 +25,10 @@ class Election(CoreContext):
 
     def _become_prospective(self, now: int, send_at: int) -> None:
         old = self.state
+        if not self.is_voter:
+            # No longer a voter (removed, or a replaced disk): it fetches as an observer instead.
+            self._set_state(Unattached(self.epoch, self.voted_id, now), now)
+            return
         leader = old.leader_id if isinstance(old, Follower | Prospective) else None
         state = Prospective(
             self.epoch, self.voted_id, leader, send_at, send_at + self._election_timeout(), {self.node_id}
@@ -44,8 +51,14 @@ class Election(CoreContext):
         voter_set = self.voter_set
         state = Leader.elected(self.epoch, self.node_id, end, voter_set, now)
         self._set_state(state, now)
-        record = leader_change_record(self.node_id, voter_set.ids, granted)
-        self._write_batch(state, Batch(end, state.epoch, (record,), True, now), now)
+        records = [leader_change_record(self.node_id, voter_set.ids, granted)]
+        control = self.control
+        if control.kraft_version != KRAFT_VERSION_0 and control.last_change_offset() < 0:
+            # The voter set came from a snapshot or the bootstrap checkpoint: as Kafka's leader does
+            # at the start of its epoch, it writes it into the log too, so that a replica formatted
+            # without initial controllers learns it by fetching.
+            records += [kraft_version_record(control.kraft_version), voters_record(voter_set)]
+        self._write_batch(state, Batch(end, state.epoch, tuple(records), True, now), now)
 
     def _round_lost(self, state: Prospective | Candidate, now: int) -> None:
         """A (pre-)vote round rejected by a majority (explicitly or unreachable) ends after a backoff."""
@@ -92,8 +105,13 @@ class Election(CoreContext):
 
     def _solicit(self, state: Prospective | Candidate, request: m.VoteRequest, now: int) -> None:
         granted, rejected, inflight = state.granted, state.rejected, self._inflight
-        for v in self.voter_set.others(self.node_id):
+        voter_set = self.voter_set
+        for v in voter_set.others(self.node_id):
             if v not in granted and v not in rejected and v not in inflight:
+                voter = voter_set.voter(v)
+                directory = None if voter is None else voter.directory_id
+                if directory is not None:
+                    request = replace(request, voter_directory_id=directory)
                 self._send(v, request, now)
 
     def _on_request_failed(self, env: m.Envelope, failed: m.RequestFailed, now: int) -> None:
@@ -126,8 +144,14 @@ class Election(CoreContext):
 
         if req.epoch < self.epoch:
             return answer(False, "stale epoch", m.Errors.FENCED_LEADER_EPOCH)
-        voter_set = self.voter_set
-        if self.node_id not in voter_set or req.candidate_id not in voter_set:
+        if self._dynamic:
+            # KIP-853: a replica grants votes whatever its voter set says (the candidate may know
+            # a newer one, which may add this replica), but only as the replica the candidate
+            # means: a replaced disk (another directory id) has no vote to give.
+            asked = req.voter_directory_id
+            if asked is not None and asked != self.directory_id:
+                return answer(False, "another directory id", m.Errors.INVALID_VOTER_KEY)
+        elif not self.is_voter or req.candidate_id not in self.voter_set:
             return answer(False, "not a voter", m.Errors.INCONSISTENT_VOTER_SET)
         if req.pre_vote and req.epoch - 1 > self.epoch:
             # The candidate really is in a later epoch (its pre-vote asks for its epoch + 1), reached
@@ -172,8 +196,13 @@ class Election(CoreContext):
 
     # ----------------------------------------------------------------- Begin/EndQuorumEpoch
 
+    def _leader_not_a_voter(self, leader_id: int) -> bool:
+        """A Begin/EndQuorumEpoch whose leader cannot be one: this node itself, or (static mode) not
+        a voter. A dynamic quorum's replica may lag behind the set that made the sender a voter."""
+        return leader_id == self.node_id or (not self._dynamic and leader_id not in self.voter_set)
+
     def _on_begin_request(self, env: m.Envelope, req: m.BeginQuorumEpochRequest, now: int) -> None:
-        if req.leader_id not in self.voter_set or req.leader_id == self.node_id:
+        if self._leader_not_a_voter(req.leader_id):
             self._reply(env, m.BeginQuorumEpochResponse(m.Errors.INCONSISTENT_VOTER_SET, self.epoch, self.leader_id))
             return
         if req.epoch < self.epoch:
@@ -190,7 +219,7 @@ class Election(CoreContext):
             state.unacknowledged.discard(env.src)
 
     def _on_end_request(self, env: m.Envelope, req: m.EndQuorumEpochRequest, now: int) -> None:
-        if req.leader_id not in self.voter_set or req.leader_id == self.node_id:
+        if self._leader_not_a_voter(req.leader_id):
             self._reply(env, m.EndQuorumEpochResponse(m.Errors.INCONSISTENT_VOTER_SET, self.epoch, self.leader_id))
             return
         if req.epoch < self.epoch:

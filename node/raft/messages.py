@@ -9,11 +9,13 @@ Instances are treated as immutable once built (they are not frozen only for spee
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch
+from kraftlab.node.raft.voters import Endpoint, Voter
 
 
 class Errors(IntEnum):
@@ -28,6 +30,7 @@ class Errors(IntEnum):
     REQUEST_TIMED_OUT = 7
     BROKER_NOT_AVAILABLE = 8
     CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_VERSION = 35
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     FENCED_LEADER_EPOCH = 74
@@ -37,6 +40,9 @@ class Errors(IntEnum):
     SNAPSHOT_NOT_FOUND = 98
     POSITION_OUT_OF_RANGE = 99
     INCONSISTENT_CLUSTER_ID = 104
+    INVALID_VOTER_KEY = 125
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
 
 @dataclass(slots=True)
@@ -49,6 +55,9 @@ class VoteRequest:
     last_epoch: int
     end_offset: int
     pre_vote: bool = False
+    voter_directory_id: uuid.UUID | None = None
+    """KIP-853: the directory id the candidate's voter set gives the replica asked (None: not
+    known, the static mode); a replica with another directory (a replaced disk) refuses."""
 
 
 @dataclass(slots=True)
@@ -162,6 +171,45 @@ class DescribeQuorumResponse:
 
 
 @dataclass(slots=True)
+class AddRaftVoterRequest:
+    """KIP-853 (api key 80): make replica (voter.node_id, voter.directory_id) a voter once it has
+    caught up; answered when the new voter set has committed, or REQUEST_TIMED_OUT after `timeout_ms`."""
+
+    voter: Voter
+    timeout_ms: int = 30_000
+
+
+@dataclass(slots=True)
+class RemoveRaftVoterRequest:
+    """KIP-853 (api key 81): remove voter (voter_id, directory_id); answered once the set without it committed."""
+
+    voter_id: int
+    directory_id: uuid.UUID | None
+
+
+@dataclass(slots=True)
+class UpdateRaftVoterRequest:
+    """KIP-853 (api key 82): a voter tells the leader its current endpoints and kraft.version range."""
+
+    epoch: int
+    voter_id: int
+    directory_id: uuid.UUID | None
+    endpoints: tuple[Endpoint, ...]
+    kraft_versions: tuple[int, int] = (0, 1)
+
+
+@dataclass(slots=True)
+class VoterChangeResponse:
+    """The answer to AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter (Kafka's three responses
+    share their error code and message; UpdateRaftVoter's leader hint is `leader_id`/`epoch`)."""
+
+    error: Errors
+    message: str | None = None
+    leader_id: int | None = None
+    epoch: int = -1
+
+
+@dataclass(slots=True)
 class RequestFailed:
     """Not a wire message: a transport's report, in place of the response, that a request got none —
     the connection was refused or lost (`BROKER_NOT_AVAILABLE`, as Kafka's network channel reports a
@@ -177,6 +225,9 @@ Request = (
     | FetchRequest
     | FetchSnapshotRequest
     | DescribeQuorumRequest
+    | AddRaftVoterRequest
+    | RemoveRaftVoterRequest
+    | UpdateRaftVoterRequest
 )
 Response = (
     VoteResponse
@@ -185,6 +236,7 @@ Response = (
     | FetchResponse
     | FetchSnapshotResponse
     | DescribeQuorumResponse
+    | VoterChangeResponse
 )
 Message = Request | Response | RequestFailed
 
@@ -195,6 +247,9 @@ REQUEST_TYPES: tuple[type, ...] = (
     FetchRequest,
     FetchSnapshotRequest,
     DescribeQuorumRequest,
+    AddRaftVoterRequest,
+    RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
 )
 
 

@@ -153,8 +153,15 @@ class SnapshotStore(Protocol):
         """Frozen (complete) snapshots, oldest first."""
         ...
 
-    def write(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record], append_time_ms: int) -> None:
-        """Write a complete snapshot (header, records in batches, footer) durably and freeze it."""
+    def write(
+        self,
+        snapshot_id: OffsetAndEpoch,
+        records: Sequence[Record],
+        append_time_ms: int,
+        control_records: Sequence[Record] = (),
+    ) -> None:
+        """Write a complete snapshot (header, records in batches, footer) durably and freeze it;
+        `control_records` (KIP-853's KRaftVersion and KRaftVoters) follow the header."""
         ...
 
     def size(self, snapshot_id: OffsetAndEpoch) -> int: ...
@@ -173,6 +180,11 @@ class SnapshotStore(Protocol):
 
     def read_records(self, snapshot_id: OffsetAndEpoch) -> list[Record]:
         """The state machine's records of a frozen snapshot (header and footer excluded)."""
+        ...
+
+    def read_control_records(self, snapshot_id: OffsetAndEpoch) -> list[Record]:
+        """The membership control records written after the header of a frozen snapshot (none for
+        a static quorum's)."""
         ...
 
     def delete_before(self, snapshot_id: OffsetAndEpoch) -> None:

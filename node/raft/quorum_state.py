@@ -10,6 +10,8 @@ calls here.
 
 from __future__ import annotations
 
+import uuid
+
 from kraftlab.node.raft.output import LeaderChange, Output
 from kraftlab.node.raft.ports import QuorumStateData, QuorumStateStore
 from kraftlab.node.raft.states import EpochState, Leader, Role, Unattached
@@ -17,10 +19,13 @@ from kraftlab.node.raft.voters import VoterHistory
 
 
 class QuorumState:
-    __slots__ = ("_announced", "_persisted", "local_id", "state", "store", "voters")
+    __slots__ = ("_announced", "_persisted", "directory_id", "local_id", "state", "store", "voters")
 
-    def __init__(self, local_id: int, store: QuorumStateStore, voters: VoterHistory) -> None:
+    def __init__(
+        self, local_id: int, store: QuorumStateStore, voters: VoterHistory, directory_id: uuid.UUID | None = None
+    ) -> None:
         self.local_id = local_id
+        self.directory_id = directory_id
         self.store = store
         self.voters = voters
         self.state: EpochState = Unattached(0, None, 0)
@@ -44,7 +49,7 @@ class QuorumState:
             self.store.write(QuorumStateData(state.epoch, leader, voted, self.voters.latest.ids))
             self._persisted = persisted
         if journal:
-            role = state.role if self.local_id in self.voters.latest else Role.OBSERVER
+            role = state.role if self.voters.latest.holds(self.local_id, self.directory_id) else Role.OBSERVER
             out.events.append(
                 {"role": role.value, "epoch": state.epoch, "leader": leader, "voted_for": voted, "ev": "role"}
             )

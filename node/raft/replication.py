@@ -31,6 +31,10 @@ class Replication(CoreContext):
     # ----------------------------------------------------------------- leader: polls and appends
 
     def _poll_leader(self, state: Leader, now: int) -> None:
+        if state.voter_change is not None:
+            self._poll_voter_change(state, now)
+            if self.state is not state:
+                return
         if state.pending and now >= state.pending_since + self.config.append_linger_ms:
             self._drain(state, now)
         if state.parked:
@@ -59,12 +63,19 @@ class Replication(CoreContext):
     def _write_batch(self, state: Leader, batch: Batch, now: int) -> None:
         """Leader append: write, flush, then let the HW and parked fetches see it."""
         self._append_local([batch], leader=True)
+        if batch.control and state.voter_set != self.voter_set:
+            state.update_voters(self.voter_set, now)
         if not self._maybe_advance_hw(state):
             self._complete_parked(state)
 
     def _append_local(self, batches: Sequence[Batch], leader: bool) -> None:
         log = self.log
         log.append(batches)
+        control = self.control
+        for b in batches:
+            if b.control:
+                # KIP-853: a voter set takes effect as soon as it is appended, committed or not.
+                control.apply_batch(b)
         deferred = False
         if self.bugs.on("ack-before-fsync"):
             pass  # BUG ZOO: ack-before-fsync defers this to the periodic flush
@@ -278,7 +289,7 @@ class Replication(CoreContext):
         timeout, which left brokers up to seconds behind a new leader. Voters backing off after a
         failed request (RequestFailed) are skipped until their backoff ends."""
         inflight = self._inflight
-        idle = [v for v in self.voters if v not in inflight]
+        idle = [v for v in (self.bootstrap or self.voters) if v not in inflight and v != self.node_id]
         if idle and not any(ref != 0 for ref, _ in inflight.values()):  # ref 0: a peer backing off
             target = idle[self.rng.randrange(len(idle))]
             self._send(
@@ -331,5 +342,6 @@ class Replication(CoreContext):
             raise RaftSafetyError(f"node {self.node_id}: truncation to {target} below the high-water mark {self._hw}")
         if target < old_end:
             log.truncate_to(target)
+            self.control.truncate_from(target)  # a voter set the lost tail brought is no longer in force
             self._durable = min(self._durable, target)
             self._event("truncate", to=target, **{"from": old_end}, reason="diverging")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.context import CoreContext
+from kraftlab.node.raft.membership.records import KRAFT_VERSION_0, kraft_version_record, voters_record
 from kraftlab.node.raft.output import LoadSnapshot, Output, RaftSafetyError
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.states import Follower, Leader
@@ -26,11 +27,20 @@ class Snapshots(CoreContext):
         self._begin()
         latest = self.snapshots.latest()
         if latest is None or snapshot_id.offset > latest.offset:
-            self.snapshots.write(snapshot_id, records, now)
+            self.snapshots.write(snapshot_id, records, now, self._membership_records(snapshot_id.offset))
             self._event("snapshot", action="create", offset=snapshot_id.offset, epoch=snapshot_id.epoch)
             self.log.delete_before(snapshot_id.offset)
             self._delete_snapshots_before(snapshot_id)
         return self._end(now)
+
+    def _membership_records(self, end_offset: int) -> list[Record]:
+        """What a snapshot ending at `end_offset` carries after its header (KIP-853): the
+        kraft.version and the voter set in force at its last offset; nothing for a static quorum."""
+        control = self.control
+        version = control.kraft_version_at(end_offset - 1)
+        if version == KRAFT_VERSION_0:
+            return []
+        return [kraft_version_record(version), voters_record(control.voters_at(end_offset - 1))]
 
     def _on_fetch_snapshot_request(self, env: m.Envelope, req: m.FetchSnapshotRequest, now: int) -> None:
         error = self._not_leader_error(req.epoch)
@@ -96,6 +106,7 @@ class Snapshots(CoreContext):
         self._event("snapshot", action="fetch", offset=sid.offset, epoch=sid.epoch)
         old_end = self.log.end_offset()
         self.log.reset_to_snapshot(sid)
+        self.control.reset_to_snapshot(self.snapshots.read_control_records(sid))
         self._durable = sid.offset  # the snapshot is durable and the log now starts (and ends) there
         self._event("truncate", to=sid.offset, **{"from": old_end}, reason="snapshot")
         self._out.updates.append(LoadSnapshot(sid, self.snapshots.read_records(sid)))

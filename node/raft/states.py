@@ -158,6 +158,22 @@ class ParkedFetch:
 
 
 @dataclass(slots=True)
+class VoterChange:
+    """The one voter change (KIP-853: AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter) a leader is
+    carrying out: the requester to answer, the voter set it writes, until when an added voter may
+    take to catch up, and the offset of its VotersRecord once appended (-1 before)."""
+
+    kind: str
+    src: int
+    ref: object
+    voters: VoterSet
+    subject: int
+    """The voter added, removed or updated."""
+    deadline: int
+    offset: int = -1
+
+
+@dataclass(slots=True)
 class Leader:
     """Leads `epoch` (from `epoch_start_offset`, its LeaderChange) for the voters of `voter_set`:
     owns every replica's progress, the parked fetches, the append linger and check-quorum."""
@@ -178,6 +194,7 @@ class Leader:
     pending_since: int = -1
     # When check-quorum fires unless more voters fetch; recomputed by every poll.
     check_quorum_at: int = 0
+    voter_change: VoterChange | None = None
     role = Role.LEADER
 
     @classmethod
@@ -206,7 +223,23 @@ class Leader:
     @property
     def alone(self) -> bool:
         """The only voter: no check-quorum, nobody to tell."""
-        return len(self.voters) == 1
+        return self.voter_set.is_only_voter(self.local_id)
+
+    def update_voters(self, voter_set: VoterSet, now: int) -> None:
+        """The leader appended a voter set (KIP-853: in force at once): a new voter keeps the
+        progress it made as an observer (or starts at none, heard from when it next fetches); a
+        removed one is tracked as an observer from now on."""
+        old = self.voters
+        progress: dict[int, Progress] = {}
+        for v in voter_set:
+            known = old.pop(v) if v in old else self.observers.pop(v, None)
+            progress[v] = known if known is not None else Progress(0, now, -1)
+        for rid, p in old.items():
+            if rid != self.local_id:
+                self.observers[rid] = p
+        self.unacknowledged &= set(voter_set)
+        self.voters = progress
+        self.voter_set = voter_set
 
     def progress_of(self, replica_id: int) -> Progress | None:
         """The progress of a replica that fetched (a voter has now acknowledged the epoch; an
@@ -245,6 +278,8 @@ class Leader:
             times.append(min(p.deadline for p in self.parked.values()))
         if not self.alone:
             times.append(self.check_quorum_at)
+        if self.voter_change is not None and self.voter_change.offset < 0:
+            times.append(self.voter_change.deadline)
         return min(times) if times else None
 
 

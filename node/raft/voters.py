@@ -89,6 +89,23 @@ class VoterSet:
     def voter(self, node_id: int) -> Voter | None:
         return self._by_id.get(node_id)
 
+    def holds(self, node_id: int, directory_id: uuid.UUID | None) -> bool:
+        """Whether replica (node_id, directory_id) is a voter of this set. A voter known with a
+        directory id is that directory only (a replaced disk is a new replica, not the voter); a
+        voter known by id alone (the static mode) is any directory of that node."""
+        voter = self._by_id.get(node_id)
+        if voter is None:
+            return False
+        return voter.directory_id is None or voter.directory_id == directory_id
+
+    def with_voter(self, voter: Voter) -> VoterSet:
+        """This set plus `voter` (ValueError if its id is already a voter)."""
+        return VoterSet([*self._by_id.values(), voter])
+
+    def without(self, node_id: int) -> VoterSet:
+        """This set less voter `node_id`."""
+        return VoterSet(v for i, v in self._by_id.items() if i != node_id)
+
     def others(self, node_id: int) -> tuple[int, ...]:
         """Every voter but `node_id`, ascending."""
         return tuple(v for v in self.ids if v != node_id)
@@ -146,6 +163,11 @@ class VoterHistory:
             raise ValueError(f"voter set at offset {offset} is not after the last one ({self._offsets[-1]})")
         self._offsets.append(offset)
         self._sets.append(voters)
+
+    def reset(self, voters: VoterSet) -> None:
+        """The log was replaced (a snapshot): `voters` is in force from before its first offset on."""
+        self._offsets[:] = [-1]
+        self._sets[:] = [voters]
 
     def truncate_from(self, offset: int) -> None:
         """The log lost every record at or after `offset`: sets they brought are no longer in force."""

@@ -158,17 +158,7 @@ class Simulation:
     def start_node(self, node: SimNode, now: int) -> None:
         node.incarnation += 1
         seed = (self.params.seed * 1_000_003 + node.node_id * 7919 + node.incarnation) & (2**64 - 1)
-        core = self.core_class(
-            self.config,
-            node.node_id,
-            self.voter_ids,
-            node.log,
-            node.quorum,
-            node.snapshots,
-            random.Random(seed),
-            journal=self.params.journal,
-            deferred_flush=self.params.flush_delay_ms > 0,
-        )
+        core = self.new_core(node, random.Random(seed))
         machine = CounterMachine()
         nid = node.node_id
         invariants = self.invariants
@@ -184,6 +174,22 @@ class Simulation:
         node.tick_at = None
         node.flush_pending = False
         self._dispatch(node, node.raft.start(now), now)
+
+    def new_core(self, node: SimNode, rng: random.Random, **options: Any) -> RaftCore:
+        """The core of a node's new incarnation (a static quorum of the voters; `options` are the
+        core's keyword arguments a subclass adds)."""
+        return self.core_class(
+            self.config,
+            node.node_id,
+            options.pop("voters", self.voter_ids),
+            node.log,
+            node.quorum,
+            node.snapshots,
+            rng,
+            journal=self.params.journal,
+            deferred_flush=self.params.flush_delay_ms > 0,
+            **options,
+        )
 
     def crash_node(self, node: SimNode, wipe: bool) -> None:
         node.raft = None
@@ -258,11 +264,13 @@ class Simulation:
                 touched = self._client(now)
             elif kind == ROGUE:
                 touched = self._rogue(now)
-            else:
+            elif kind == FAULT:
                 self._fault(payload, now)
                 self.result.events += 1
                 self._check_all(now)
                 continue
+            else:
+                touched = self.other_event(kind, payload, now)
             self.result.events += 1
             if touched is not None:
                 invariants.check_node(touched, nodes)
@@ -277,6 +285,10 @@ class Simulation:
         self.result.end_ms = end
         self._check_liveness()
         return self.result
+
+    def other_event(self, kind: int, payload: Any, now: int) -> SimNode | None:
+        """An event of a kind a subclass queued (above ROGUE); returns the node it stepped, if any."""
+        raise ValueError(f"unknown simulator event kind {kind}")
 
     def _check_all(self, now: int) -> None:
         self.invariants.check_all(self.nodes)

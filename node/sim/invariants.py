@@ -17,6 +17,7 @@ from typing import Protocol
 from kraftlab.node.raft.core import RaftCore
 from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.raft.states import majority
+from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.sim.memory import MemoryLog, MemorySnapshotStore
 
 
@@ -84,15 +85,17 @@ class Invariants:
             if leader != nid:
                 self.fail("SingleLeader", f"nodes {leader} and {nid} both led epoch {epoch}")
             if hw > 0:
-                durable = 0
-                for v in self.voters:
-                    if nodes[v].log.flushed_end_offset() >= hw:
-                        durable += 1
-                if durable < self.majority:
-                    self.fail(
-                        "MajorityReachedHighWatermark",
-                        f"leader {nid} (epoch {epoch}) has HW {hw} but only {durable} voters hold it durably",
-                    )
+                # Against the voter set the leader acts on (KIP-853: the one at its log's end; in a
+                # static quorum the configured one) — or, just after a voter change was appended,
+                # the set in force at the high-water mark, under which it was committed.
+                durable = self.durable_voters(core.voter_set, hw, nodes)
+                if durable < core.voter_set.majority:
+                    committed_under = core.voter_history.at(hw - 1)
+                    if self.durable_voters(committed_under, hw, nodes) < committed_under.majority:
+                        self.fail(
+                            "MajorityReachedHighWatermark",
+                            f"leader {nid} (epoch {epoch}) has HW {hw} but only {durable} voters hold it durably",
+                        )
         start = node.log.start_offset()
         if start > 0:
             latest = node.snapshots.latest()
@@ -103,6 +106,10 @@ class Invariants:
         stale = [s for s in node.snapshots.ids() if s.offset < start]
         if stale:
             self.fail("NoSnapshotBelowLogStart", f"node {nid} log starts at {start} but keeps snapshots {stale}")
+
+    def durable_voters(self, voters: VoterSet, hw: int, nodes: Mapping[int, CheckedNode]) -> int:
+        """How many of `voters` hold the log durably up to `hw`."""
+        return sum(1 for v in voters if nodes[v].log.flushed_end_offset() >= hw)
 
     def check_all(self, nodes: Mapping[int, CheckedNode]) -> None:
         for node in nodes.values():

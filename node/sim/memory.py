@@ -169,6 +169,16 @@ def decode_records(data: bytes) -> list[Record]:
     return out
 
 
+def _split(records: list[Record]) -> tuple[list[Record], list[Record]]:
+    """(control records, state machine records) of a decoded in-memory snapshot."""
+    if not records or records[0].key is not None or len(records[0].value or b"") != _LEN.size:
+        raise ValueError("snapshot bytes lack their control record count")
+    n = _LEN.unpack(records[0].value or b"")[0]
+    if not 0 <= n < len(records):
+        raise ValueError(f"snapshot bytes claim {n} control records")
+    return records[1 : 1 + n], records[1 + n :]
+
+
 class MemorySnapshotStore:
     """A SnapshotStore of byte strings; partial (fetching) snapshots are lost by `crash()`."""
 
@@ -194,8 +204,16 @@ class MemorySnapshotStore:
     def ids(self) -> list[OffsetAndEpoch]:
         return sorted(self._frozen)
 
-    def write(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record], append_time_ms: int) -> None:
-        self._add(snapshot_id, encode_records(records))
+    def write(
+        self,
+        snapshot_id: OffsetAndEpoch,
+        records: Sequence[Record],
+        append_time_ms: int,
+        control_records: Sequence[Record] = (),
+    ) -> None:
+        # The first pair counts the control records that follow it (the header batch's share).
+        count = Record(None, _LEN.pack(len(control_records)))
+        self._add(snapshot_id, encode_records([count, *control_records, *records]))
 
     def size(self, snapshot_id: OffsetAndEpoch) -> int:
         return len(self._frozen[snapshot_id])
@@ -213,11 +231,14 @@ class MemorySnapshotStore:
 
     def freeze(self, snapshot_id: OffsetAndEpoch) -> None:
         data = bytes(self._partial.pop(snapshot_id, b""))
-        decode_records(data)  # validates
+        _split(decode_records(data))  # validates
         self._add(snapshot_id, data)
 
     def read_records(self, snapshot_id: OffsetAndEpoch) -> list[Record]:
-        return decode_records(self._frozen[snapshot_id])
+        return _split(decode_records(self._frozen[snapshot_id]))[1]
+
+    def read_control_records(self, snapshot_id: OffsetAndEpoch) -> list[Record]:
+        return _split(decode_records(self._frozen[snapshot_id]))[0]
 
     def delete_before(self, snapshot_id: OffsetAndEpoch) -> None:
         for sid in [s for s in self._frozen if s < snapshot_id]:

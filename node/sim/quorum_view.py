@@ -47,6 +47,9 @@ class QuorumWitness:
         self.majority = majority(len(voters))
         self.fail = fail
         self.leaderships: dict[tuple[int, int], _Leadership] = {}
+        self.judging = True
+        """False: record deliveries but judge no answer (a run whose voter set changes within a
+        leadership, where the fixed `voters` above do not hold; node.sim.membership judges those)."""
 
     def leadership(self, node: CheckedNode, now: int) -> _Leadership | None:
         core = node.core
@@ -95,7 +98,7 @@ class QuorumWitness:
     def check(self, node: CheckedNode, now: int) -> None:
         lead = self.leadership(node, now)
         core = node.core
-        if lead is None or core is None:
+        if lead is None or core is None or not self.judging:
             return
         nid = node.node_id
         view = core.describe_quorum(now)

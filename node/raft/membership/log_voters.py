@@ -27,10 +27,7 @@ def holds_vote(voters: VoterSet, node_id: int, directory_id: uuid.UUID | None) -
     """Whether replica (node_id, directory_id) is a voter of `voters`. A voter the set knows with a
     directory id is that directory only (a replaced disk is a new replica, not the voter); a voter
     known by id alone (the static mode) is any directory of that node."""
-    voter = voters.voter(node_id)
-    if voter is None:
-        return False
-    return voter.directory_id is None or voter.directory_id == directory_id
+    return voters.holds(node_id, directory_id)
 
 
 class ControlRecordState:
@@ -107,5 +104,5 @@ class ControlRecordState:
                 version = parse_kraft_version(record)
             elif kind == ControlRecordType.KRAFT_VOTERS:
                 voters = parse_voters(record)
-        self.voters = VoterHistory(voters)
+        self.voters.reset(voters)  # in place: the core's parts share this history
         self._version_offsets, self._versions = [-1], [version]

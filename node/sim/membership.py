@@ -1,0 +1,309 @@
+"""The simulator with a dynamic quorum (KIP-853): voters added, removed and replaced while the
+faults run, and the invariants that must hold across voter sets.
+
+Every node is a controller of a dynamic quorum: the first `initial` start from the bootstrap
+checkpoint (`kraft-node format --initial-controllers`), the others with none
+(`--no-initial-controllers`) and learn the voter set by fetching; all find the leader through
+the bootstrap list (every node's id). An administrator sends AddRaftVoter and RemoveRaftVoter to
+the leader every `change_every_ms` (the leader among the removed), keeping between one and
+`max_voters` voters, and replaces a node's disk now and then (same id, new directory id: the node
+is no longer the voter its id names until it is removed and added back).
+
+Checked after every step, beside the simulator's own invariants (one leader per epoch, the high-
+water mark held durably by a majority of the leader's voter set, committed data the same
+everywhere):
+
+- LeaderCompleteness: a new leader's log holds every committed entry (same record CRCs);
+- OneChangeAtATime: a leader appends a voter set only after the previous one committed;
+- MajoritiesIntersect: every majority of a new voter set meets every majority of the one before;
+- ReplacedDiskNeverVotes: a node whose directory id the voter set does not name never grants a
+  vote nor campaigns.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import Output, RaftCore
+from kraftlab.node.raft.membership.records import KRAFT_VERSION_1, kraft_version_record, voters_record
+from kraftlab.node.raft.ports import OffsetAndEpoch
+from kraftlab.node.raft.states import Candidate, Leader, Prospective
+from kraftlab.node.raft.voters import Endpoint, Voter, VoterSet
+from kraftlab.node.sim.cluster import SimNode, SimParams, SimResult, Simulation
+from kraftlab.node.sim.invariants import CheckedNode, Invariants
+
+ADMIN_ID = -1000
+"""The administrator's id in envelopes (no node's)."""
+MEMBER = 100
+"""The simulator's event kind for the administrator's next action."""
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipParams:
+    sim: SimParams
+    """The simulation's parameters; `sim.voters` is the number of nodes (all controllers)."""
+    initial: int = 1
+    """Voters of the bootstrap checkpoint (1: `--standalone`)."""
+    max_voters: int = 5
+    change_every_ms: int = 700
+    replace_disks: bool = True
+
+
+@dataclass(slots=True)
+class MembershipResult:
+    sim: SimResult
+    answers: dict[str, int] = field(default_factory=dict)
+    """AddRaftVoter/RemoveRaftVoter answers by `kind:ERROR`."""
+    changes_committed: int = 0
+    leader_removals: int = 0
+    """RemoveRaftVoter requests the leader got for itself."""
+    disks_replaced: int = 0
+    final_voters: tuple[int, ...] = ()
+
+
+class MembershipInvariants(Invariants):
+    """The simulator's invariants where a voter's disk may be replaced: until the voter set stops
+    naming the old directory, that voter counts as holding what its old disk held durably. A
+    replaced disk is not the voter (it never votes nor campaigns, ReplacedDiskNeverVotes), so for
+    every majority that could elect a leader it is as a crashed voter that kept its log."""
+
+    def __init__(self, voters: list[int], directories: dict[int, uuid.UUID]) -> None:
+        super().__init__(voters)
+        self.directories = directories
+        self.lost: dict[tuple[int, uuid.UUID], int] = {}
+        """(node id, replaced directory id) -> the durable end offset of that disk when replaced."""
+
+    def durable_voters(self, voters: VoterSet, hw: int, nodes: Mapping[int, CheckedNode]) -> int:
+        count = 0
+        for v in voters:
+            end = nodes[v].log.flushed_end_offset()
+            directory = _directory(voters, v)
+            if directory is not None and directory != self.directories[v]:
+                end = max(end, self.lost.get((v, directory), -1))
+            count += end >= hw
+        return count
+
+
+class MembershipSimulation(Simulation):
+    def __init__(
+        self, params: MembershipParams, config: RaftConfig | None = None, core_class: type[RaftCore] = RaftCore
+    ) -> None:
+        super().__init__(params.sim, config, core_class)
+        self.membership = params
+        self.report = MembershipResult(self.result)
+        self._admin_rng = random.Random(params.sim.seed ^ 0x853)
+        self.directories: dict[int, uuid.UUID] = {i: self._new_directory() for i in self.nodes}
+        self.invariants = MembershipInvariants(self.voter_ids, self.directories)
+        self.witness.judging = False
+        self.witness.fail = self.invariants.fail
+        initial = VoterSet(self._voter(i) for i in sorted(self.nodes)[: params.initial])
+        for i in initial:
+            self.nodes[i].snapshots.write(
+                OffsetAndEpoch(0, 0), [], 0, [kraft_version_record(KRAFT_VERSION_1), voters_record(initial)]
+            )
+        self._ref = 0
+        self._committed: dict[int, int] = {}
+        """Offset -> record CRC of every committed entry seen so far."""
+        self._committed_end = 0
+        self._led: set[tuple[int, int]] = set()
+        self._sets_seen: dict[tuple[int, int], tuple[int, VoterSet]] = {}
+        """(leader, epoch) -> the offset and set of the last voter set that leader had in force."""
+        self.queue.push(params.change_every_ms, MEMBER, None)
+
+    def _new_directory(self) -> uuid.UUID:
+        return uuid.UUID(int=self._admin_rng.getrandbits(128) | (1 << 64))
+
+    def _voter(self, node_id: int) -> Voter:
+        return Voter(node_id, self.directories[node_id], (Endpoint("CONTROLLER", f"n{node_id}", 9093),))
+
+    # ------------------------------------------------------------------ nodes
+
+    def new_core(self, node: SimNode, rng: random.Random, **options: Any) -> RaftCore:
+        # A dynamic-quorum controller: no configured voters, its directory id, every node to ask.
+        return super().new_core(
+            node,
+            rng,
+            voters=VoterSet([]),
+            directory_id=self.directories[node.node_id],
+            bootstrap=tuple(sorted(self.nodes)),
+            **options,
+        )
+
+    def crash_node(self, node: SimNode, wipe: bool) -> None:
+        durable = node.log.flushed_end_offset()
+        super().crash_node(node, wipe)
+        if wipe:  # a new disk: a new directory id and no bootstrap checkpoint
+            invariants = self.invariants
+            assert isinstance(invariants, MembershipInvariants)
+            invariants.lost[(node.node_id, self.directories[node.node_id])] = durable
+            self.directories[node.node_id] = self._new_directory()
+            self.report.disks_replaced += 1
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> SimResult:
+        result = super().run()
+        leader = self._leader()
+        if leader is not None and leader.core is not None:
+            self.report.final_voters = leader.core.voter_set.ids
+        return result
+
+    def other_event(self, kind: int, payload: Any, now: int) -> SimNode | None:
+        if kind != MEMBER:
+            return super().other_event(kind, payload, now)
+        return self._admin(now)
+
+    def _dispatch(self, node: SimNode, out: Output, now: int) -> None:
+        admin = [e for e in out.messages if e.dst == ADMIN_ID]
+        if admin:
+            for env in admin:
+                self._answered(env)
+            out = Output(
+                [e for e in out.messages if e.dst != ADMIN_ID], out.events, out.updates, out.deadline, out.flush_to
+            )
+        super()._dispatch(node, out, now)
+        self._judge(node)
+
+    def _answered(self, env: m.Envelope) -> None:
+        kind = env.ref[0] if isinstance(env.ref, tuple) else "?"
+        message = env.message
+        error = message.error.name if isinstance(message, m.VoterChangeResponse) else type(message).__name__
+        key = f"{kind}:{error}"
+        self.report.answers[key] = self.report.answers.get(key, 0) + 1
+        if error == "NONE":
+            self.report.changes_committed += 1
+
+    # ------------------------------------------------------------------ the administrator
+
+    def _admin(self, now: int) -> SimNode | None:
+        """The administrator's next action, sent to the leader: remove a voter whose disk was
+        replaced, replace a voter's disk, add a node that is not a voter, or remove a voter."""
+        params = self.membership
+        if now < self.params.fault_ms + self.params.settle_ms // 2:
+            self.queue.push(now + params.change_every_ms, MEMBER, None)
+        rng = self._admin_rng
+        leader = self._leader()
+        if leader is None or leader.raft is None or leader.core is None:
+            return None
+        voters = leader.core.voter_set
+        stale = [v for v in voters if _directory(voters, v) != self.directories[v]]
+        outside = [i for i in sorted(self.nodes) if i not in voters and self.nodes[i].raft is not None]
+        self._ref += 1
+        request: m.AddRaftVoterRequest | m.RemoveRaftVoterRequest
+        if stale:
+            victim = rng.choice(stale)
+            kind, request = "remove", m.RemoveRaftVoterRequest(victim, _directory(voters, victim))
+        elif params.replace_disks and len(voters) >= 3 and self._settled(leader) and rng.random() < 0.15:
+            # A voter's disk replaced (it keeps its id): it is no longer the voter its id names.
+            # As an operator would, only in a settled quorum: every voter up, no change in flight.
+            node = self.nodes[rng.choice(list(voters))]
+            if node.raft is not None:
+                self.crash_node(node, wipe=True)
+                self.invariants.restarted(node.node_id, wiped=True)
+                self.start_node(node, now)
+            return None
+        elif outside and len(voters) < params.max_voters and (len(voters) == 1 or rng.random() < 0.5):
+            kind, request = "add", m.AddRaftVoterRequest(self._voter(rng.choice(outside)), 3_000)
+        elif len(voters) > 1:
+            # From two voters, the leader removes the other one: were it to remove itself and the
+            # remaining voter lag behind its log, neither could be elected (the removed leader no
+            # longer campaigns and refuses a vote to a log behind its own) — KIP-853 as Kafka has it.
+            candidates = list(voters) if len(voters) > 2 else list(voters.others(leader.node_id))
+            victim = rng.choice(candidates)
+            kind, request = "remove", m.RemoveRaftVoterRequest(victim, _directory(voters, victim))
+        else:
+            return None
+        if isinstance(request, m.RemoveRaftVoterRequest) and request.voter_id == leader.node_id:
+            self.report.leader_removals += 1
+        env = m.Envelope(ADMIN_ID, leader.node_id, request, (kind, self._ref))
+        self._dispatch(leader, leader.raft.handle(env, now), now)
+        return leader
+
+    def _settled(self, leader: SimNode) -> bool:
+        core = leader.core
+        assert core is not None
+        state = core.state
+        return (
+            isinstance(state, Leader)
+            and state.voter_change is None
+            and core.control.last_change_offset() < core.high_watermark
+            and all(self.nodes[v].raft is not None for v in core.voter_set)
+        )
+
+    # ------------------------------------------------------------------ membership invariants
+
+    def _judge(self, node: SimNode) -> None:
+        core = node.core
+        if core is None:
+            return
+        fail = self.invariants.fail
+        nid = node.node_id
+        if not core.is_voter and isinstance(core.state, Prospective | Candidate):
+            fail("ReplacedDiskNeverVotes", f"node {nid} campaigns but is not a voter of {core.voter_set!r}")
+        self._note_committed(node)
+        if not core.is_leader:
+            return
+        key = (nid, core.epoch)
+        if key not in self._led:
+            self._led.add(key)
+            log = node.log
+            if log.end_offset() < self._committed_end:
+                fail(
+                    "LeaderCompleteness",
+                    f"leader {nid} (epoch {core.epoch}) log ends at {log.end_offset()}, "
+                    f"before the committed offset {self._committed_end}",
+                )
+            for batch in log.batches():
+                for i, record in enumerate(batch.records):
+                    known = self._committed.get(batch.base_offset + i)
+                    if known is not None and known != record.crc():
+                        fail(
+                            "LeaderCompleteness",
+                            f"leader {nid} (epoch {core.epoch}) holds another record "
+                            f"at committed offset {batch.base_offset + i}",
+                        )
+        history = core.voter_history
+        now_set = (history.last_offset, history.latest)
+        before = self._sets_seen.get(key)
+        self._sets_seen[key] = now_set
+        if before is None or before[0] == now_set[0]:
+            return
+        previous_offset, previous = before
+        if previous_offset >= core.high_watermark and previous_offset >= 0:
+            fail(
+                "OneChangeAtATime",
+                f"leader {nid} appended the voter set at {now_set[0]} while the one at "
+                f"{previous_offset} had not committed (high-water mark {core.high_watermark})",
+            )
+        if not previous.overlaps_majority_with(now_set[1]):
+            fail("MajoritiesIntersect", f"leader {nid}: voter sets {previous.ids} then {now_set[1].ids}")
+
+    def _note_committed(self, node: SimNode) -> None:
+        core = node.core
+        assert core is not None
+        hw = core.high_watermark
+        if hw <= self._committed_end:
+            return
+        for batch in node.log.batches():
+            for i, record in enumerate(batch.records):
+                offset = batch.base_offset + i
+                if self._committed_end <= offset < hw:
+                    self._committed.setdefault(offset, record.crc())
+        self._committed_end = hw
+
+
+def _directory(voters: VoterSet, node_id: int) -> uuid.UUID | None:
+    voter = voters.voter(node_id)
+    return None if voter is None else voter.directory_id
+
+
+def run(params: MembershipParams, config: RaftConfig | None = None) -> MembershipResult:
+    simulation = MembershipSimulation(params, config)
+    simulation.run()
+    return simulation.report

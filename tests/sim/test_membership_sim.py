@@ -1,0 +1,85 @@
+"""Simulated dynamic quorums (KIP-853): voters added, removed (the leader among them) and disks
+replaced while crashes, partitions, message loss and lost unflushed writes happen; every step
+checked for one leader per epoch, committed entries in every later leader's log, one voter
+change at a time, intersecting majorities of successive sets, no vote from a replaced disk."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.sim.cluster import SimParams
+from kraftlab.node.sim.invariants import InvariantViolation
+from kraftlab.node.sim.membership import MembershipParams, MembershipSimulation, run
+
+FAULTS = ("crash", "partition", "drop", "delay", "duplicate", "oneway")
+
+
+@pytest.mark.parametrize(
+    ("seed", "initial", "faults", "flush_delay_ms"),
+    [
+        (1, 1, (), 0),
+        (2, 3, ("crash", "partition"), 0),
+        (3, 2, ("crash", "drop"), 20),
+        (4, 1, ("partition", "oneway", "duplicate"), 0),
+        (5, 3, ("crash", "delay", "partition"), 30),
+    ],
+)
+def test_membership_changes_under_faults_keep_raft_safe(
+    seed: int, initial: int, faults: tuple[str, ...], flush_delay_ms: int
+) -> None:
+    sim = SimParams(seed=seed, voters=5, faults=faults, flush_delay_ms=flush_delay_ms)
+    report = run(MembershipParams(sim, initial=initial))
+    # The run changed membership many times, and the quorum still commits after the faults.
+    assert report.changes_committed >= 5, report.answers
+    assert report.answers.get("add:NONE", 0) > 0 and report.answers.get("remove:NONE", 0) > 0
+    assert report.sim.commit_after_heal_ms is not None
+    assert 1 <= len(report.final_voters) <= 5
+
+
+def test_the_leader_is_removed_and_disks_are_replaced_across_runs() -> None:
+    reports = [run(MembershipParams(SimParams(seed=s, voters=5, faults=("crash",)), initial=3)) for s in range(6)]
+    assert sum(r.leader_removals for r in reports) > 0
+    assert sum(r.disks_replaced for r in reports) > 0
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 2**32),
+    initial=st.integers(1, 3),
+    faults=st.sets(st.sampled_from(FAULTS)),
+    flush_delay_ms=st.sampled_from([0, 25]),
+)
+def test_property_safety_across_voter_sets(seed: int, initial: int, faults: set[str], flush_delay_ms: int) -> None:
+    sim = SimParams(seed=seed, voters=5, faults=tuple(sorted(faults)), flush_delay_ms=flush_delay_ms)
+    run(MembershipParams(sim, initial=initial))
+
+
+class TwoChangesAtOnce(RaftCore):
+    """A leader that starts a voter change while the previous one has not committed."""
+
+    def _change_refusal(self) -> tuple[m.Errors, str] | None:
+        refusal = super()._change_refusal()
+        if (
+            refusal is not None
+            and refusal[0] == m.Errors.REQUEST_TIMED_OUT
+            and "committed in its epoch" not in refusal[1]
+        ):
+            state = self.state
+            state.voter_change = None  # type: ignore[union-attr]  # the leader's, refused only as leader
+            return None
+        return refusal
+
+
+def test_the_simulator_catches_a_leader_making_two_changes_at_once() -> None:
+    caught = set()
+    for seed in range(10):
+        params = MembershipParams(SimParams(seed=seed, voters=5, faults=("partition",)), initial=3, change_every_ms=150)
+        try:
+            MembershipSimulation(params, core_class=TwoChangesAtOnce).run()
+        except InvariantViolation as e:
+            caught.add(e.name)
+    assert "OneChangeAtATime" in caught
