@@ -60,6 +60,8 @@ from typing import Any
 
 from mutation_ops import Mutant, mutants_of, mutated_source, unmutated_source
 
+from kraftlab.exits import EXIT_BAD_ARGS
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 COPIED = ("kraftlab", "node", "control", "nemesis", "workloads", "checker", "spark_analysis", "tests", "bench")
@@ -470,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{m.where}  {m.kind}: {m.detail}\n{diff_of(m)}")
                 return 0
         print(f"no mutant {args.show!r} (with --sample 0 to see them all)", file=sys.stderr)
-        return 254
+        return EXIT_BAD_ARGS
     if args.list:
         per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for m in chosen:
@@ -481,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not chosen:
         print("no mutants chosen", file=sys.stderr)
-        return 254
+        return EXIT_BAD_ARGS
 
     if args.report:
         report(chosen, _load_cache())

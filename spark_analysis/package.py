@@ -1,6 +1,7 @@
 """Build the zip shipped to a cluster's executors with `spark-submit --py-files`: the pure
 Python packages the executors import (`kraftlab.checker`, `kraftlab.spark_analysis`, under an
-otherwise empty `kraftlab` package), nothing else.
+otherwise empty `kraftlab` package) and the exit codes the driver program returns (`kraftlab.exits`),
+nothing else.
 
     python -m kraftlab.spark_analysis.package dist/kraftlab-spark.zip
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from kraftlab.spark_analysis.session import PROJECT_ROOT
 
 PACKAGES = ("checker", "spark_analysis")
+MODULES = ("kraftlab/exits.py",)
 
 
 def build_zip(out: str | Path, root: Path = PROJECT_ROOT) -> Path:
@@ -25,6 +27,7 @@ def build_zip(out: str | Path, root: Path = PROJECT_ROOT) -> Path:
         for pkg in PACKAGES:
             files += [(f"kraftlab/{path.relative_to(root).as_posix()}", path.read_bytes())
                       for path in sorted((root / pkg).rglob("*.py"))]
+        files += [(name, (root / name).read_bytes()) for name in MODULES]
         for name, data in files:
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED

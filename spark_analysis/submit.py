@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kraftlab.checker.compose import compose
 from kraftlab.checker.linear.budget import Budget
+from kraftlab.exits import EXIT_BAD_ARGS
 from kraftlab.spark_analysis.convert import DEFAULT_BUCKETS, ModelSpec, convert
 from kraftlab.spark_analysis.job import LARGE_BUDGET, SMALL_BUDGET, plan_checks
 from kraftlab.spark_analysis.session import spark_session
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
     except SystemExit as exc:
-        return 0 if exc.code == 0 else 254
+        return 0 if exc.code == 0 else EXIT_BAD_ARGS
     out = args.out or (args.history if args.history.is_dir() else args.history.parent) / "spark-check"
     out.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []

@@ -12,12 +12,12 @@ from kraftlab.control.labs import BACKENDS, lab_down, lab_up, load_lab
 from kraftlab.control.preflight import SetupError
 from kraftlab.control.state import list_states, load_state
 from kraftlab.deploy import DEFAULT_TOPOLOGY, TOPOLOGIES, DeployError, Deployment, load_deployment
+from kraftlab.exits import EXIT_BAD_ARGS
 
 NODE_ACTIONS = ["start", "stop", "kill", "pause", "resume", "restart", "wipe", "reformat"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-EXIT_BAD_ARGS = 254
 
 HELP = "bring a lab of hosts up or down, show its status"
 """The one line `kraftlab --help` shows (read without importing this module)."""

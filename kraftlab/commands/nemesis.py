@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from kraftlab.checker.history import Completion
+from kraftlab.exits import EXIT_BAD_ARGS
 from kraftlab.nemesis.cleanup import ledger_for
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.disk import CORRUPTION_MODES, DAMAGES, ZONES
@@ -20,7 +21,7 @@ from kraftlab.nemesis.runner import ScheduleRunner, guarded
 from kraftlab.nemesis.schedule import ScheduleError, load
 from kraftlab.nemesis.targets import TARGETS
 
-EXIT_OK, EXIT_NOT_APPLIED, EXIT_BAD_ARGS = 0, 1, 254
+EXIT_OK, EXIT_NOT_APPLIED = 0, 1  # every op applied / some op not applied (bad arguments: EXIT_BAD_ARGS)
 _DURATION = re.compile(r"^([+-]?\d+(?:\.\d+)?)(ms|s|m|min|h)?$")
 _NEGATIVE_DURATION = re.compile(r"^-\d+(?:\.\d+)?(ms|s|m|min|h)?$")
 _UNIT_MS = {"ms": 1.0, "s": 1000.0, None: 1000.0, "m": 60_000.0, "min": 60_000.0, "h": 3_600_000.0}

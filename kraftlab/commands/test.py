@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kraftlab.exits import EXIT_BAD_ARGS
 from kraftlab.matrix import worst_code
 from kraftlab.runner import BadArguments, run_test
 from kraftlab.testargs import add_test_arguments, options_from
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
             code, rundir = run_test(options_from(args, seed=seed))
         except BadArguments as exc:
             print(f"kraftlab test: {exc}", file=sys.stderr)
-            return 254
+            return EXIT_BAD_ARGS
         verdict = {0: "valid", 1: "INVALID", 2: "unknown"}.get(code, "crashed")
         print(f"{verdict}: {rundir.report}")
         codes.append(code)

@@ -18,6 +18,7 @@ import signal
 import sys
 
 from kraftlab.control.mounts import FSNAME, unmount
+from kraftlab.exits import EXIT_BAD_ARGS
 
 
 def serve(backing: str, mountpoint: str, control_path: str, seed: int = 0) -> None:
@@ -71,12 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
-        return 254 if exc.code else 0
+        return EXIT_BAD_ARGS if exc.code else 0
     if args.command == "mount":
         for d in (args.backing, args.mountpoint):
             if not os.path.isdir(d):
                 print(f"diskfs: {d} is not a directory", file=sys.stderr)
-                return 254
+                return EXIT_BAD_ARGS
         serve(args.backing, args.mountpoint, args.control, args.seed)
         return 0
     if args.command == "ctl":
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             req = json.loads(args.request)
         except json.JSONDecodeError as exc:
             print(f"diskfs: the request is not JSON: {exc}", file=sys.stderr)
-            return 254
+            return EXIT_BAD_ARGS
         try:
             print(json.dumps(request(args.socket, req)))
         except ControlError as exc:
