@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 from kio.schema.create_delegation_token.v3.request import CreatableRenewers, CreateDelegationTokenRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.describe_delegation_token.v3.request import DescribeDelegationTokenRequest
@@ -27,6 +28,7 @@ from test_e2e_security import SECURITY, eventually
 
 from kraftlab.node.config import render_properties
 from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 from kraftlab.node.security.bootstrap import parse_add_scram, write_bootstrap
 from kraftlab.node.security.client_login import SaslLogin
 from kraftlab.node.security.tokens import token_hmac, token_password
@@ -96,10 +98,17 @@ def test_a_token_is_created_described_used_to_log_in_renewed_and_expired(cluster
         # Kafka's rule for a token-authenticated session: no token requests
         assert refused.error_code == ErrorCode.delegation_token_request_not_allowed
     topic = f"tok-{uuid.uuid4().hex[:8]}"
-    answer = ask(c, b1, token, CreateTopicsRequest(
+    create_topic = CreateTopicsRequest(
         topics=(CreatableTopic(name=topic, num_partitions=1, replication_factor=1, assignments=(), configs=()),),
-        timeout=datetime.timedelta(seconds=20), validate_only=False))
-    assert answer.topics[0].error_code == ErrorCode.topic_authorization_failed  # the owner has no ACL: refused
+        timeout=datetime.timedelta(seconds=20), validate_only=False)
+    assert ask(c, b1, token, create_topic).topics[0].error_code == ErrorCode.topic_authorization_failed
+    grant = ask(c, b1, admin, CreateAclsRequest(creations=(AclCreation(
+        resource_type=ResourceType.TOPIC, resource_name=topic, resource_pattern_type=PatternType.LITERAL,
+        principal=f"User:{USER}", host="*", operation=AclOperation.CREATE, permission_type=AclPermission.ALLOW),)))
+    assert grant.results[0].error_code == ErrorCode.none
+    # the token session is its owner: the owner's ACL lets it create the topic (once the broker has the ACL)
+    eventually(lambda: ask(c, b1, token, create_topic).topics[0].error_code == ErrorCode.none,
+               what="the token's owner allowed to create the topic")
     with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED"):
         ask(c, b1, SaslLogin("SCRAM-SHA-512", created.token_id, token_password(b"\x00" * 64), token=True),
             DescribeDelegationTokenRequest(owners=None))
