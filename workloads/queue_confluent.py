@@ -46,12 +46,13 @@ def raise_send_error(err: KafkaError) -> None:
 
 
 class ConfluentQueueClient:
-    """A process's producer and consumer, bootstrapped at one broker address."""
+    """A process's producer and consumer; `bootstrap` is librdkafka's list ("h:p,h:p")."""
 
     def __init__(self, bootstrap: str, process: int, request_timeout: float = 3.0) -> None:
         ms = max(500, int(request_timeout * 1000))
         self.common: dict[str, Any] = {
             "bootstrap.servers": bootstrap, "client.id": f"kraftlab-queue-{process}", "logger": LOG,
+            "log_level": 3,
             "broker.address.family": "v4", "topic.metadata.refresh.interval.ms": 1000,
             "socket.timeout.ms": max(ms, FETCH_WAIT_MS + 1000), "reconnect.backoff.max.ms": 500}
         self.producer_conf = {**self.common, "acks": "all", "enable.idempotence": False,
@@ -162,11 +163,14 @@ class ConfluentQueueClient:
 
 
 def connector(bootstraps: Mapping[str, str], request_timeout: float = 3.0) -> QueueConnector:
-    """A `QueueConnector`: node → a client bootstrapped at that node's broker address."""
+    """A `QueueConnector`: node → a client bootstrapped at that node's broker address first, then
+    the others' (a Kafka client talks to each partition's leader anyway; the others let a client
+    whose own node is down or cut off still find the cluster, as a real application's would)."""
 
     def connect(node: str, process: int) -> ConfluentQueueClient:
         if node not in bootstraps:
             raise DefiniteFailure(f"not-sent: {node} has no broker listener")
-        return ConfluentQueueClient(bootstraps[node], process, request_timeout)
+        others = [a for n, a in sorted(bootstraps.items()) if n != node]
+        return ConfluentQueueClient(",".join([bootstraps[node], *others]), process, request_timeout)
 
     return connect

@@ -15,7 +15,7 @@ from kraftlab.workloads.client import DefiniteFailure, Invocation
 from kraftlab.workloads.kafka import IndefiniteError
 from kraftlab.workloads.queue import QueueProcess, QueueWorkload
 from kraftlab.workloads.queue_client import TopicPartition
-from kraftlab.workloads.queue_confluent import ConfluentQueueClient, kafka_name, raise_send_error
+from kraftlab.workloads.queue_confluent import ConfluentQueueClient, connector, kafka_name, raise_send_error
 
 
 def test_kafka_names_and_their_meaning() -> None:
@@ -56,3 +56,13 @@ def test_unreachable_broker_answers_in_time() -> None:
         assert time.monotonic() - t < 2
 
     asyncio.run(go())
+
+
+def test_a_process_bootstraps_at_its_node_first_then_the_others() -> None:
+    connect = connector({"n1": "10.0.0.1:9092", "n2": "10.0.0.2:9092", "n3": "10.0.0.3:9092"})
+    qc = connect("n2", 3)
+    assert isinstance(qc, ConfluentQueueClient)
+    assert qc.common["bootstrap.servers"] == "10.0.0.2:9092,10.0.0.1:9092,10.0.0.3:9092"
+    assert qc.producer_conf["acks"] == "all" and qc.producer_conf["message.send.max.retries"] == 0
+    with pytest.raises(DefiniteFailure, match="no broker listener"):
+        connect("n9", 4)
