@@ -4,7 +4,8 @@ voters and brokers (lifecycle, metadata replay, client APIs) on Raft observers.
 
 Brokers register and heartbeat over the simulated network to the controller they believe
 active; a client creates topics through random brokers (forwarded to the controller), most of
-them valid, some with a default, zero or too large partition count or replication factor. Faults:
+them valid, some with a default, zero or too large partition count or replication factor, half
+of them with topic configs (Kafka's keys, random values). Faults:
 isolating a node, crashing and restarting a controller or a broker (a broker restarts as a new
 incarnation), a broker's controlled shutdown followed by its restart; optionally a lossy network.
 Checked while running, after every step that moved a node's committed offset: images identical
@@ -16,7 +17,7 @@ preferred leader elections and to unregister brokers that are down and fenced (o
 each answer judged against the controller's image when it decided. Every Kafka request and
 response goes through Kafka's wire format (`node.sim.wire`). At the end (after healing): no
 acknowledged topic lost, each with the partition count and replication factor asked for (or the
-defaults), every node converged.
+defaults) and exactly the configs asked for, every node converged.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.create_topics.v4.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
@@ -46,6 +47,7 @@ from kraftlab.node.broker import (
 from kraftlab.node.controller import ControllerConfig, NotLeader, QuorumController, Reply
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.metadata.records import RESOURCE_TOPIC
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import NotLeader as RaftNotLeader
 from kraftlab.node.raft.core import Output, RaftCore
@@ -60,6 +62,14 @@ CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
 DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY = range(10)
 APP_TICK_MS = 50
 RPC_TIMEOUT_MS = 2_000
+# Topic configs a client may create a topic with (Kafka's keys), each with values to draw from.
+TOPIC_CONFIGS: dict[str, tuple[str, ...]] = {
+    "cleanup.policy": ("delete", "compact", "compact,delete"),
+    "retention.ms": ("60000", "86400000", "-1"),
+    "min.insync.replicas": ("1", "2"),
+    "segment.bytes": ("1048576", "104857600"),
+    "compression.type": ("producer", "zstd", "lz4"),
+}
 
 
 class SimViolation(AssertionError):
@@ -138,6 +148,9 @@ class KraftSim:
         # their own generator (the fault schedule stays the seed's): mostly valid, some invalid.
         self.shapes: dict[str, tuple[int, int]] = {}
         self.shape_rng = random.Random(seed ^ 0x5EED)
+        # Each topic's requested configs, from a generator of their own too.
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.config_rng = random.Random(seed ^ 0xC0F16)
         self.created = 0
         self.fence_events: list[tuple[int, dict[str, Any]]] = []
         self.journal: list[tuple[int, int, JournalEvent]] = []
@@ -384,9 +397,12 @@ class KraftSim:
                 partitions = self.shape_rng.choice([2, 2, 2, 1, 3, -1, 0])
                 factor = self.shape_rng.choice([2, 2, 2, 1, 3, -1, 0, len(self.broker_ids) + 1])
                 self.shapes[f"t{self.created}"] = (partitions, factor)
+                configs = self._draw_configs()
+                self.topic_configs[f"t{self.created}"] = configs
                 topic = CreatableTopic(
                     name=TopicName(f"t{self.created}"), num_partitions=i32(partitions), replication_factor=i16(factor),
-                    assignments=(), configs=()
+                    assignments=(),
+                    configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in sorted(configs.items())),
                 )
                 timeout = i32Timedelta.parse(datetime.timedelta(milliseconds=5_000))
                 request = self._wire(CreateTopicsRequest(topics=(topic,), timeout=timeout), "the client's request")
@@ -398,6 +414,13 @@ class KraftSim:
             self._admin_request(now)
         elif kind == ADMIN_REPLY:
             self._admin_answer(payload[3], payload[4])
+
+    def _draw_configs(self) -> dict[str, str]:
+        """No configs for half the topics, one to three of TOPIC_CONFIGS for the others."""
+        if self.config_rng.random() < 0.5:
+            return {}
+        keys = self.config_rng.sample(sorted(TOPIC_CONFIGS), self.config_rng.randint(1, 3))
+        return {k: self.config_rng.choice(TOPIC_CONFIGS[k]) for k in keys}
 
     def _admin_request(self, now: int) -> None:
         """The admin client's next request, to the controller that believes it is active."""
@@ -499,6 +522,10 @@ class KraftSim:
             if len(info.partitions) != want_p or got != [want_f]:  # type: ignore[union-attr]
                 raise SimViolation(f"seed {self.seed}: topic {name} asked for {want_p} partitions of {want_f} "
                                    f"replicas, has {len(info.partitions)} partitions of {got} replicas")  # type: ignore[union-attr]
+            configs = image.configs.get((RESOURCE_TOPIC, name), {})
+            if configs != self.topic_configs.get(name, {}):
+                raise SimViolation(f"seed {self.seed}: topic {name} created with configs "
+                                   f"{self.topic_configs.get(name, {})}, has {configs}")
         for b in self.broker_ids:
             node = self.nodes[b]
             if node.lifecycle is None or node.lifecycle.state != BrokerState.RUNNING:
