@@ -31,6 +31,7 @@ from typing import Any
 import networkx as nx
 
 from kraftlab.checker.history import Op
+from kraftlab.checker.pictures import save_picture
 
 View = Callable[[Op], tuple[Any, Any]]
 """(value read, value installed) of an op; None for either when it has none."""
@@ -326,13 +327,7 @@ def draw_anomaly(anomaly: dict[str, Any], out_base: str | Path) -> list[Path]:
     ax.set_title(anomaly["type"], fontsize=10)
     ax.axis("off")
     fig.tight_layout()
-    base = Path(out_base)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    paths = [base.with_suffix(".png"), base.with_suffix(".svg")]
-    for p in paths:
-        fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return paths
+    return save_picture(fig, out_base)
 
 
 def public(anomaly: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 
 from kraftlab.checker.history import Op
 from kraftlab.checker.linear.explain import Explanation
+from kraftlab.checker.pictures import save_picture
 
 WINDOW = 40
 
@@ -61,10 +62,4 @@ def draw_failure(expl: Explanation, out_base: str | Path, title: str = "not line
     ax.set_title(title, fontsize=10)
     ax.set_xlim(start - 1, end + 2)
     fig.tight_layout()
-    base = Path(out_base)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    paths = [base.with_suffix(".png"), base.with_suffix(".svg")]
-    for p in paths:
-        fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return paths
+    return save_picture(fig, out_base)

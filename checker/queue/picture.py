@@ -10,6 +10,7 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kraftlab.checker.pictures import save_picture
 from kraftlab.checker.queue.logs import QueueReplay
 
 MAX_OFFSETS = 400
@@ -82,9 +83,5 @@ def draw_partitions(rp: QueueReplay, anomalies: Sequence[dict[str, Any]], keys: 
         ax.set_ylabel("value (in send order)")
         ax.set_title(f"partition {key}: {len(mine)} anomal{'y' if len(mine) == 1 else 'ies'}")
         ax.legend(fontsize=7, loc="upper left")
-        base = out_dir / f"queue-{_safe(key)}"
-        for ext in ("png", "svg"):
-            fig.savefig(base.with_suffix("." + ext), dpi=90, bbox_inches="tight")
-        plt.close(fig)
-        written.append(base.with_suffix(".png"))
+        written.append(save_picture(fig, out_dir / f"queue-{_safe(key)}", dpi=90, tight=True)[0])
     return written
