@@ -81,7 +81,8 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
     kio = connector or TcpConnector(request_timeout=request_timeout)
     if data_plane is None and name in ("queue", "mixed"):
         data_plane = brokers_serve(c, kio, versions.DATA_PLANE, request_timeout)
-    queue = QueueWorkload(brokers, queue_connector or _confluent(c, request_timeout)) if data_plane else None
+    queue = QueueWorkload(brokers, queue_connector or _confluent(c, request_timeout),
+                          final_wait=max(1.0, request_timeout - 0.5)) if data_plane else None
     if name == "queue":
         if queue is None:
             raise ValueError("the queue workload needs brokers that serve Produce, Fetch and ListOffsets, and "

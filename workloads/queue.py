@@ -12,7 +12,8 @@ Ops (history field `workload: "queue"`; docs/workload-ops.md, "queue"; checker `
   from the consumer's positions (which the invocation records, so the checker judges skips);
   the final reads ({"positions": {every key: 0}, "final": true}, one per broker after the heal)
   read every partition from offset 0 up to the high-water mark each had when the read began →
-  also {"high_water_marks": {key: hw}}; a final read that does not get there in time is `fail`.
+  also {"high_water_marks": {key: hw}}; a final read that does not get there within `final_wait`
+  (ListOffsets asked again while a partition has no leader yet) is `fail`.
 
 Each process is one Kafka client (a producer and a consumer, bootstrapped at its node's broker,
 over the `QueueClient` seam). The generator steers a process's polls by `ConsumerBook`: where each
@@ -192,13 +193,19 @@ class QueueProcess:
 
     async def _final(self, v: Mapping[str, Any]) -> dict[str, Any]:
         positions: dict[str, int] = {k: int(o) for k, o in v["positions"].items()}
-        hws: dict[str, int] = {}
-        for k in positions:
-            hws[k] = (await self.qc.watermarks(partition_of(k)))[1]
-        await self._seek(positions)
-        records: dict[str, list[list[Any]]] = {}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.workload.final_wait
+        hws: dict[str, int] = {}
+        for k in positions:  # after the heal a partition may still be electing its leader: ask again
+            while k not in hws:
+                try:
+                    hws[k] = (await self.qc.watermarks(partition_of(k)))[1]
+                except (DefiniteFailure, IndefiniteError):
+                    if loop.time() >= deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+        await self._seek(positions)
+        records: dict[str, list[list[Any]]] = {}
         while True:
             assert self.current is not None
             behind = {k: hw for k, hw in hws.items() if self.current.get(k, 0) < hw}

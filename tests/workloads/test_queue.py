@@ -20,6 +20,7 @@ from kraftlab.workloads.fake_kafka import SERVED, FakeKafka
 from kraftlab.workloads.fake_queue import FakeLogs
 from kraftlab.workloads.history import HistoryWriter
 from kraftlab.workloads.interpreter import ProcessIds, run_phase
+from kraftlab.workloads.kafka import IndefiniteError
 from kraftlab.workloads.queue_client import TopicPartition, definite_send_error, key_of, partition_of
 
 
@@ -183,3 +184,36 @@ def test_mixed_includes_queue_where_brokers_serve_produce() -> None:
     from wl_harness import verdicts
 
     assert set(verdicts(lines, w.models).values()) == {True}
+
+
+class LeaderlessForAWhile(FakeLogs):
+    """ListOffsets finds no leader for the first few asks (a partition still electing after the heal)."""
+
+    asks: int = 0
+
+    def watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        self.asks += 1
+        if self.asks <= 6:
+            raise IndefiniteError("NOT_LEADER_OR_FOLLOWER")
+        return super().watermarks(tp)
+
+
+def test_final_read_waits_for_a_leader() -> None:
+    logs = FakeLogs()
+    lines = run_queue(logs, seconds=0.3)
+    acked = sum(1 for x in lines if x["f"] == "send" and x["type"] == "ok")
+    late = LeaderlessForAWhile()
+    late.logs, late.topics = logs.logs, logs.topics
+    w = build("queue", FakeKafka().spec(), queue_connector=late.connector, data_plane=True)
+    out = io.StringIO()
+    history = HistoryWriter(stream=out)
+
+    async def final() -> None:
+        await w.factory.open("n1", 99)  # the topic exists: nothing is created
+        await run_phase(w.final, w.factory, history, ProcessIds(), nodes=["n1"], concurrency=1,
+                        rng=random.Random(1), op_timeout=6.0)
+
+    asyncio.run(final())
+    done = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [x["type"] for x in done] == ["invoke", "ok"] * 3 and late.asks > 6
+    assert sum(len(rs) for rs in done[1]["value"]["records"].values()) == acked
