@@ -21,7 +21,7 @@ quiet pass from a searching one (docs/contracts.md, "Coverage").
   many of them dropped anything (a kill seldom lands while something is un-fsynced unless the disk
   is slow), and what they dropped (bytes, files rolled back, names removed or restored), damages by mode and
   KRaft zone, and what became of damaged nodes (restarted and served, rebuilt after refusing,
-  left down refusing).
+  left down refusing), also per damage and zone (`outcomes`: served, formatted, rebuilt, refused).
 """
 
 from __future__ import annotations
@@ -150,6 +150,7 @@ def _disk(history: History) -> dict[str, Any]:
                            "names_removed": 0, "names_restored": 0, "damages": {}, "restarted": 0, "rebuilt": 0,
                            "refused": 0}
     damages: Counter[str] = Counter()
+    outcomes: defaultdict[str, Counter[str]] = defaultdict(Counter)
     for e in history.events:
         if e.process != "nemesis" or e.type != "ok" or not isinstance(e.value, dict):
             continue
@@ -166,11 +167,15 @@ def _disk(history: History) -> dict[str, Any]:
             where = f"{e.value.get('damage')}" + (f" {e.value['zone']}" if e.value.get("zone") else "")
             damages[where + (" helix" if e.value.get("helix") else "")] += len(e.value.get("nodes", ()))
         elif e.f == "stop-disk":
+            for o in (e.value.get("outcomes") or {}).values():
+                where = f"{o.get('damage')}" + (f" {o['zone']}" if o.get("zone") else "")
+                outcomes[where][str(o.get("outcome"))] += 1
             rebuilt, refused = set(e.value.get("rebuilt", ())), set(e.value.get("refused", ()))
             out["rebuilt"] += len(rebuilt)
             out["refused"] += len(refused)
             out["restarted"] += len(set(e.value.get("restarted", ())) - rebuilt - refused)
     out["damages"] = dict(sorted(damages.items()))
+    out["outcomes"] = {where: dict(sorted(c.items())) for where, c in sorted(outcomes.items())}
     return out
 
 

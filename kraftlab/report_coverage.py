@@ -51,11 +51,20 @@ def coverage_section(cov: Mapping[str, Any] | None) -> list[str]:
                    + "<div class='small'>An operation invoked while several faults were in force counts for each; "
                      "“none”: no fault in force.</div>")
     if (disk := cov.get("disk")) and (disk.get("power_losses") or disk.get("damages")):
-        counts = {k: v for k, v in disk.items() if k != "damages"}
+        counts = {k: v for k, v in disk.items() if k not in ("damages", "outcomes")}
         damages = ", ".join(f"{k}: {n}" for k, n in (disk.get("damages") or {}).items()) or "none"
         out.append("<h3>Disk</h3>" + _table([_words(k) for k in counts], [list(counts.values())])
                    + f"<div class='small'>Power losses: kills on the disk-fault filesystem, which drop what the "
                      f"node never fsynced. Damaged nodes afterwards: restarted and serving, rebuilt after "
                      f"refusing (broker-only nodes), or left down refusing (voters). Damages (mode, zone), "
                      f"per node: {html.escape(damages)}.</div>")
+        if outcomes := disk.get("outcomes"):
+            kinds = ("served", "formatted", "rebuilt", "refused")
+            out.append("<h4>What became of each damage</h4>"
+                       + _table(["damage (mode, zone)", *kinds],
+                                [[where, *(c.get(k, 0) for k in kinds)] for where, c in outcomes.items()])
+                       + "<div class='small'>Per damaged node: served (it started on its damaged files and ran; the "
+                         "checkers judge what it served), formatted (wiped, formatted anew), rebuilt "
+                         "(it refused; a broker-only node re-made from the quorum), refused (a voter left "
+                         "down).</div>")
     return out

@@ -21,11 +21,15 @@ op fires) | controllers | brokers).
 | start-packet | `kind`: loss, bandwidth, delay, duplicate, reorder (netem) | nodes, rule or qdisc |
 | stop-packet | — | hosts cleared |
 | start-disk | nodes, `damage` (disk.DAMAGES), `seed`, `amount` | per node: file, sizes, flipped bits |
-| stop-disk | `watch_s` | `formatted`, `restarted`, `rebuilt` (refusing observers re-made), `refused` (voters) |
+| stop-disk | `watch_s` | `formatted`, `restarted`, `rebuilt`, `refused` (voters), `outcomes`* |
 | start-slow-disk | nodes/target, `ms`, `glob` (`--diskfs` only) | `nodes`, `ms`, `glob`: every fsync held `ms` |
 | stop-slow-disk | — | `nodes` whose delays were cleared |
 | start-disk-errors | nodes/target, `ops`, `glob`, `errno` (EIO, ENOSPC), `probability` (`--diskfs` only) | the rule |
 | stop-disk-errors | — | `injected`: per node the errors returned (op, path, errno, rmono); `restarted` |
+
+*`outcomes` (stop-disk): per node its damage, zone and what became of it: `served` (started on it),
+`formatted` (a wiped broker-only node), `rebuilt` (an observer that refused, re-made), `refused` (a
+voter that refused, or a wiped voter, never formatted anew: left down).
 
 *`drop`: `all` (default) or `new-connections`: only the TCP SYNs from the senders are dropped, so
 a receiver cannot be connected to by them but still reaches them over connections it opens.

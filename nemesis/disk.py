@@ -6,7 +6,8 @@ start: that is the node doing its job. `stop-disk` then does what an operator do
 node (an observer, whose log the quorum can give back): wipe, format, start — and says so in its
 result (`rebuilt`). Like the `wipe` damage, that starts the node's journal afresh. A voter that
 refuses is left down (`refused`), since rebuilding a voter's log breaks Raft's stable-storage
-assumption.
+assumption; so is a wiped voter, which is started on its empty directory (never formatted anew) and
+must refuse to start.
 
 Layout (node/storage): `<metadata.log.dir>/__cluster_metadata-0/` holds `<20-digit offset>.log`
 segments, `*.checkpoint` snapshots and the `quorum-state` file.
@@ -145,7 +146,8 @@ class DiskFault:
         for k, node in enumerate(nodes):
             index, count = (k, len(nodes)) if helix else (0, 1)
             if mode != "snapshot":
-                self.ctx.state.put("disk", node, {"host": control.host(node).name, "damage": mode, "done": None})
+                self.ctx.state.put("disk", node, {"host": control.host(node).name, "damage": mode, "zone": zone,
+                                                  "done": None})
                 if control.running(node):
                     powerloss.crash(control, node)
             stash = f"{control.data_dir(node).rsplit('/', 1)[0]}/disk-snapshots"
@@ -154,7 +156,8 @@ class DiskFault:
             done[node] = (json.loads(result.stdout.strip().splitlines()[-1]) if result.ok
                           else {"error": result.stderr.strip()[-500:]})
             if mode != "snapshot":
-                self.ctx.state.put("disk", node, {"host": control.host(node).name, "damage": mode, "done": done[node]})
+                self.ctx.state.put("disk", node, {"host": control.host(node).name, "damage": mode, "zone": zone,
+                                                  "done": done[node]})
         failed = {n: d["error"] for n, d in done.items() if "error" in d}
         if failed and len(failed) == len(nodes):
             raise FaultError("; ".join(f"{n}: {e}" for n, e in failed.items()))
@@ -162,11 +165,17 @@ class DiskFault:
                 "done": done}
 
     def stop(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Start the damaged nodes again: a wiped broker-only node formatted anew first; a wiped voter
+        not (it must refuse to start on an empty directory: formatting it anew would give the quorum an
+        empty voter, breaking Raft's stable storage); a node that refuses its damage rebuilt if an
+        observer, left down if a voter. `outcomes` says per node what became of its damage: `served`
+        (it started on it), `formatted`, `rebuilt` or `refused`."""
         in_force = self.ctx.state.get("disk")
         control = self.ctx.control
+        voters = set(control.controllers())
         restarted, formatted = [], []
         for node in sorted(in_force):
-            if in_force[node]["damage"] == "wipe":
+            if in_force[node]["damage"] == "wipe" and node not in voters:
                 control.reformat(node)
                 formatted.append(node)
             if not control.running(node):
@@ -175,9 +184,13 @@ class DiskFault:
         watch = [n for n in restarted if n not in formatted]
         default_watch = getattr(control, "startup_watch_s", STARTUP_WATCH_S)
         rebuilt, refused = self._rebuild_refusals(watch, float(value.get("watch_s", default_watch)))
+        outcomes = {node: {"damage": in_force[node]["damage"], "zone": in_force[node].get("zone"),
+                           "outcome": "refused" if node in refused else "rebuilt" if node in rebuilt
+                           else "formatted" if node in formatted else "served"} for node in sorted(in_force)}
         for node in sorted(in_force):
             self.ctx.state.drop("disk", node)
-        return {"restarted": restarted, "formatted": formatted + rebuilt, "rebuilt": rebuilt, "refused": refused}
+        return {"restarted": restarted, "formatted": formatted + rebuilt, "rebuilt": rebuilt, "refused": refused,
+                "outcomes": outcomes}
 
     def _rebuild_refusals(self, nodes: list[str], watch_s: float) -> tuple[list[str], list[str]]:
         """Nodes that exited within `watch_s` of their restart refused their damaged storage: observers

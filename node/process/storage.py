@@ -11,7 +11,7 @@ from kraftlab.node.process.seam import StartupError
 from kraftlab.node.raft.ports import LogCorruption
 from kraftlab.node.storage.errors import StorageError
 from kraftlab.node.storage.log import DiskLog
-from kraftlab.node.storage.meta_properties import MetaProperties, load_and_validate
+from kraftlab.node.storage.meta_properties import MetaProperties, NotFormatted, load_and_validate
 from kraftlab.node.storage.quorum_state import FileQuorumStateStore
 from kraftlab.node.storage.snapshots import DiskSnapshotStore
 
@@ -43,12 +43,24 @@ def journal_corruption(journal: Journal, error: LogCorruption, path: str) -> Non
     )
 
 
+FORMAT_HINT = "format them with `kraft-node format --config ... --cluster-id ...`"
+
+
 def open_storage(config: NodeConfig, journal: Journal) -> Storage:
     """Check meta.properties in every log dir, then open and recover the metadata log."""
     try:
         meta = load_and_validate(config.all_log_dirs, config.node_id)
+    except NotFormatted as e:
+        if config.is_controller and config.voter(config.node_id) is not None:
+            raise StartupError(
+                f"{e}. Node {config.node_id} is a voter of the metadata quorum (controller.quorum.voters): format "
+                "it only for a new cluster. A voter that lost its metadata directory must not be formatted anew "
+                "in place: it would rejoin as an empty voter that may vote twice in an epoch or help elect a "
+                "leader that lacks committed records; replace its disk as KIP-853 does (remove the voter, "
+                "format the new directory with a new directory.id, add it back as a new voter)") from e
+        raise StartupError(f"{e} ({FORMAT_HINT})") from e
     except (StorageError, ValueError) as e:
-        raise StartupError(f"{e} (format them with `kraft-node format --config ... --cluster-id ...`)") from e
+        raise StartupError(f"{e} ({FORMAT_HINT})") from e
     snapshots = DiskSnapshotStore.in_log_dir(config.metadata_log_dir)
     try:
         disk_log = DiskLog.open(

@@ -139,7 +139,12 @@ def test_disk_faults_count_power_losses_damages_and_outcomes() -> None:
         {"process": "nemesis", "type": "ok", "f": "start-disk", "time": 3,
          "value": {"nodes": ["n4"], "damage": "wipe"}},
         {"process": "nemesis", "type": "ok", "f": "stop-disk", "time": 4, "value": {
-            "restarted": ["n4", "n5"], "formatted": ["n4"], "rebuilt": ["n4"], "refused": []}},
+            "restarted": ["n4", "n5"], "formatted": ["n4"], "rebuilt": ["n4"], "refused": [], "outcomes": {
+                "n4": {"damage": "zero", "zone": "snapshot", "outcome": "rebuilt"},
+                "n5": {"damage": "zero", "zone": "snapshot", "outcome": "served"}}}},
+        {"process": "nemesis", "type": "ok", "f": "stop-disk", "time": 4, "value": {
+            "restarted": ["n2"], "formatted": [], "rebuilt": [], "refused": ["n2"], "outcomes": {
+                "n2": {"damage": "wipe", "zone": None, "outcome": "refused"}}}},
         {"process": "nemesis", "type": "fail", "f": "kill", "time": 5, "value": {"nodes": ["n3"]}},
         {"process": "nemesis", "type": "ok", "f": "kill", "time": 6, "value": {
             "nodes": ["n3"], "signal": "SIGKILL", "lost_unfsynced": {"n3": {
@@ -149,7 +154,10 @@ def test_disk_faults_count_power_losses_damages_and_outcomes() -> None:
     cov = coverage(None, History(events, "<memory>", "jsonl"), {})
     assert cov["disk"] == {"power_losses": 3, "power_losses_dropping": 2, "bytes_dropped": 120, "files_rolled_back": 1,
                            "names_removed": 1, "names_restored": 1, "damages": {"wipe": 1, "zero snapshot helix": 2},
-                           "restarted": 1, "rebuilt": 1, "refused": 0}
-    assert headline(cov)["power losses"] == 3 and headline(cov)["disk refusals"] == 0
+                           "restarted": 1, "rebuilt": 1, "refused": 1,
+                           "outcomes": {"wipe": {"refused": 1}, "zero snapshot": {"rebuilt": 1, "served": 1}}}
+    assert headline(cov)["power losses"] == 3 and headline(cov)["disk refusals"] == 1
     page = "".join(coverage_section(cov))
     assert "<h3>Disk</h3>" in page and "zero snapshot helix: 2" in page
+    assert "What became of each damage" in page
+    assert "<tr><td>zero snapshot</td><td>1</td><td>0</td><td>1</td><td>0</td></tr>" in page

@@ -230,6 +230,31 @@ def test_disk_heal_rebuilds_an_observer_that_refuses_its_damaged_log_and_leaves_
     assert control.nodes_by_name["n2"].formats == 0 and control.nodes_by_name["n2"].state == "killed"
     wiped = {n for n in ("n2", "n4") if any("' wipe " in c for c in cmds(control, n))}  # the damager's action arg
     assert wiped == {"n4"}
+    assert healed.value["outcomes"] == {"n2": {"damage": "flip-bits", "zone": None, "outcome": "refused"},
+                                        "n4": {"damage": "flip-bits", "zone": None, "outcome": "rebuilt"}}
+
+
+def test_a_wiped_voter_is_never_formatted_anew_and_must_refuse_to_start(
+        nemesis: Nemesis, control: FakeNodeControl, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raft assumes stable storage: a voter that lost its whole directory must not come back as an
+    empty voter (it could vote twice or help elect a leader without committed records)."""
+    real_start = control.start
+
+    def start(node: str) -> None:  # the node refuses an unformatted directory: it exits at once
+        real_start(node)
+        if node == "n2":
+            control.nodes_by_name[node].state = "killed"
+
+    monkeypatch.setattr(control, "start", start)
+    for node in ("n2", "n5"):
+        control.host(node).on("wipe", CommandResult(node, "", 0, '{"action": "wipe", "removed": []}\n', ""))
+        assert nemesis.invoke("start-disk", {"nodes": [node], "damage": "wipe"}).type == "ok"
+    healed = nemesis.invoke("stop-disk", {"watch_s": 2.0})
+    assert healed.value["refused"] == ["n2"] and healed.value["formatted"] == ["n5"]
+    assert control.nodes_by_name["n2"].formats == 0 and control.nodes_by_name["n2"].state == "killed"
+    assert control.nodes_by_name["n5"].formats == 1 and control.nodes_by_name["n5"].state == "running"
+    assert healed.value["outcomes"] == {"n2": {"damage": "wipe", "zone": None, "outcome": "refused"},
+                                        "n5": {"damage": "wipe", "zone": None, "outcome": "formatted"}}
 
 
 def test_state_survives_in_the_ledger(control: FakeNodeControl) -> None:

@@ -145,4 +145,6 @@ def test_damaged_committed_log_is_refused_then_a_wiped_broker_recovers(deploymen
 def _wipe_and_recover(nemesis: Nemesis) -> None:
     """An operator's way back for a broker: wipe, format again, start; it refetches the metadata log."""
     assert nemesis.invoke("start-disk", {"nodes": ["n5"], "damage": "wipe"}).type == "ok"
-    assert nemesis.invoke("stop-disk").value == {"restarted": ["n5"], "formatted": ["n5"], "rebuilt": [], "refused": []}
+    assert nemesis.invoke("stop-disk").value == {
+        "restarted": ["n5"], "formatted": ["n5"], "rebuilt": [], "refused": [],
+        "outcomes": {"n5": {"damage": "wipe", "zone": None, "outcome": "formatted"}}}

@@ -16,7 +16,7 @@ from kraftlab.node.server import EXIT_FAILED, NodeServer
 from kraftlab.node.storage.layout import partition_dir
 from kraftlab.node.storage.log import DiskLog
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id
-from kraftlab.testing.kraftnode import free_ports, node_properties
+from kraftlab.testing.kraftnode import broker_properties, free_ports, node_properties
 
 
 def _config(tmp_path: Path, **extra: str):  # type: ignore[no-untyped-def]
@@ -25,8 +25,22 @@ def _config(tmp_path: Path, **extra: str):  # type: ignore[no-untyped-def]
 
 
 def test_unformatted_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert asyncio.run(NodeServer(_config(tmp_path)).run()) == EXIT_FAILED
-    assert "kraft-node format" in capsys.readouterr().err
+    ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
+    config = config_from_properties(broker_properties(4, tmp_path, ports, free_ports(1)[0]))
+    assert asyncio.run(NodeServer(config).run()) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "kraft-node format" in err and "voter" not in err
+
+
+def test_an_unformatted_voter_is_refused_with_the_way_to_replace_its_disk(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A voter whose whole metadata directory was lost must not simply be formatted again."""
+    config = _config(tmp_path)
+    assert config.is_controller and config.voter(1) is not None
+    assert asyncio.run(NodeServer(config).run()) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "meta.properties" in err and "voter of the metadata quorum" in err
+    assert "must not be formatted anew" in err and "new directory.id" in err
 
 
 def test_damage_below_high_watermark_stops_with_journalled_corruption(
