@@ -52,6 +52,8 @@ BUGS: tuple[Bug, ...] = (
         "a new active controller grants no leases to brokers it inherits, so a dead broker is never fenced"),
     Bug("no-self-fencing", "KIP-631", "broker",
         "a broker that cannot reach the quorum keeps serving as unfenced"),
+    Bug("stale-acls-while-fenced", "KIP-801", "broker",
+        "a broker that fenced itself keeps answering reads, authorized by the ACLs of its last image"),
     Bug("snapshot-id-off-by-one", "KAFKA-14618", "raft",
         "a snapshot's id names its last included offset (inclusive) instead of the exclusive end offset"),
     Bug("stuck-in-recovery", "KIP-631", "broker",

@@ -8,7 +8,8 @@ cluster simulation alone does not judge:
   checker.metadata (the committed records replayed with KIP-631's rules, every image compared)
   and checker.forwarding;
 - ServesWhileCutOff: a broker with no successful heartbeat for longer than its self-fence
-  timeout (+ two application ticks) still accepts client requests;
+  timeout (+ two application ticks) still accepts client requests; ServesReadsWhileCutOff: it
+  still answers read-only requests, authorized by the ACLs of its last image;
 - DeadBrokerUnfenced: a broker dead for longer than the session timeout plus a failover
   allowance is still unfenced in the active controller's image;
 - Unrecovered: after the faults stop and the cluster settles, a live broker is not RUNNING;
@@ -92,12 +93,14 @@ class ZooKraftSim(KraftSim):
     def _check_brokers(self, now: int) -> None:
         for bid in self.broker_ids:
             life = self.nodes[bid].lifecycle
-            if life is None or not life.accepting_client_requests():
+            if life is None or not life.serving_reads():
                 continue
             limit = life.config.effective_self_fence_timeout_ms + 2 * APP_TICK_MS
             if now - self.last_hb_ok[bid] > limit:
-                raise ZooViolation("ServesWhileCutOff", f"broker {bid} serves {now - self.last_hb_ok[bid]} ms "
-                                                        f"after its last heartbeat (self-fence after {limit} ms)")
+                name, what = (("ServesWhileCutOff", "serves") if life.accepting_client_requests()
+                              else ("ServesReadsWhileCutOff", "answers reads (authorized by its last ACLs)"))
+                raise ZooViolation(name, f"broker {bid} {what} {now - self.last_hb_ok[bid]} ms "
+                                         f"after its last heartbeat (self-fence after {limit} ms)")
         active = [n for n in self.nodes.values() if n.ctrl is not None and n.ctrl.active]
         for bid, since in self.dead_since.items():
             if now - since <= self.session_timeout_ms + FAILOVER_ALLOWANCE_MS:
@@ -149,6 +152,7 @@ CLUSTER_SCENARIOS: dict[str, ClusterScenario] = {
     "fenced-stays-in-isr": ClusterScenario(),
     "forget-leases-on-failover": ClusterScenario(fault_ms=20_000, scripted=_DEAD_BROKER_AND_FAILOVER),
     "no-self-fencing": ClusterScenario(),
+    "stale-acls-while-fenced": ClusterScenario(),
     "stuck-in-recovery": ClusterScenario(),
 }
 

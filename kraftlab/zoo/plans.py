@@ -60,6 +60,9 @@ PLANS: dict[str, Plan] = {
     "forget-leases-on-failover": Plan("mixed", "kill,partition", SHORT_SESSION, recipe="dead-broker-failover",
                                       attempt_s=18),
     "no-self-fencing": Plan("mixed", "partition", SHORT_SESSION, recipe="isolate-broker", attempt_s=24),
+    # found by a generic run: the acl workload's probes meet a broker that every nemesis package's
+    # isolating partitions cut past its self-fencing bound (checker.authorization: StaleAuthorization)
+    "stale-acls-while-fenced": Plan("acl", "all", SHORT_SESSION, attempt_s=60),
     "snapshot-id-off-by-one": Plan("mixed", "kill", SNAPSHOT_OFTEN, attempt_s=30),
     "stuck-in-recovery": Plan("mixed", "kill", attempt_s=25),  # any broker restart; the recovery checker judges
 }

@@ -100,6 +100,9 @@ class _Pending:
 
 
 Output = ClientReply | Refused | Forward | AllocateIds | JournalEvent
+READ_APIS = frozenset({"Metadata", "DescribeCluster", "DescribeConfigs", "DescribeAcls",
+                       "DescribeUserScramCredentials", "DescribeClientQuotas"})
+"""Answered from the broker's own image, changing nothing."""
 FORWARDED_APIS = (
     "CreateTopics", "DeleteTopics", "IncrementalAlterConfigs", "AlterConfigs", "CreateAcls", "DeleteAcls",
     "AlterUserScramCredentials", "CreatePartitions", "AlterClientQuotas",
@@ -320,12 +323,19 @@ class BrokerApis:
                 keep.append(s)
         self._settling = keep
 
+    def serves(self, request: Any) -> bool:
+        """Whether `request` is served now (rather than refused: a broker not running, or fenced
+        itself); only then is it authorized, so a refused request leaves no authorization decision."""
+        if api_name(request) in READ_APIS:
+            return self.lifecycle.serving_reads()
+        return self.lifecycle.accepting_client_requests()
+
     def handle(self, token: Any, request: Any, now_ms: int, listener: str = "PLAINTEXT") -> None:
         api = api_name(request)
         if api in CONTROLLER_APIS and api not in FORWARDED_APIS:
             self._outbox.append(ClientReply(token, error_response(request, ErrorCode.not_controller)))
             return
-        if not self.lifecycle.accepting_client_requests():
+        if not self.serves(request):
             reason = "fenced itself" if self.lifecycle.self_fenced else self.lifecycle.state.name
             self._outbox.append(Refused(token, reason))
             return

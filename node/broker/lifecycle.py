@@ -120,6 +120,14 @@ class BrokerLifecycle:
     def accepting_client_requests(self) -> bool:
         return self.state in (BrokerState.RUNNING, BrokerState.PENDING_CONTROLLED_SHUTDOWN) and not self.self_fenced
 
+    def serving_reads(self) -> bool:
+        """Whether read-only requests (Metadata, DescribeConfigs, DescribeAcls, …) are answered from
+        this broker's image: exactly when client requests are accepted."""
+        running = self.state in (BrokerState.RUNNING, BrokerState.PENDING_CONTROLLED_SHUTDOWN)
+        if running and self.self_fenced and self.config.bugs.on("stale-acls-while-fenced"):  # BUG ZOO: reads go on
+            return True
+        return self.accepting_client_requests()
+
     def next_deadline_ms(self) -> int:
         return self._next_send_ms
 

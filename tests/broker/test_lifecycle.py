@@ -174,3 +174,27 @@ def test_unit_self_fence_timeout_must_exceed_session_timeout() -> None:
     )
     with pytest.raises(ValueError):
         _ = cfg.effective_self_fence_timeout_ms
+
+
+def test_a_broker_fenced_itself_answers_no_reads_unless_the_zoo_bug_is_on() -> None:
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+    from kio.schema.describe_configs.v1.request import DescribeConfigsRequest, DescribeConfigsResource
+
+    from kraftlab.node.bugs import NO_BUGS, BugSet
+
+    read = DescribeConfigsRequest(resources=(DescribeConfigsResource(resource_type=2, resource_name="t",
+                                                                     configuration_keys=None),), include_synonyms=False)
+    write = CreateTopicsRequest(topics=(CreatableTopic(name="t", num_partitions=1, replication_factor=1, assignments=(),
+                                                       configs=()),), timeout=5_000, validate_only=False)
+    for bugs, reads_while_fenced in ((NO_BUGS, False), (BugSet.of("stale-acls-while-fenced"), True)):
+        mc = MiniCluster(bugs=bugs)
+        mc.run_until(lambda m=mc: _running(m))  # type: ignore[misc]
+        apis = mc.brokers[102].apis
+        assert apis.serves(read) and apis.serves(write)
+        mc.cut.add(102)
+        mc.run_until(lambda m=mc: m.brokers[102].lifecycle.self_fenced, max_ms=20_000)  # type: ignore[misc]
+        assert apis.serves(read) is reads_while_fenced and not apis.serves(write)
+        assert not mc.brokers[102].lifecycle.accepting_client_requests()
+        apis.handle("probe", read, mc.now)
+        refused = [o for o in apis.take_outputs() if type(o).__name__ == "Refused"]
+        assert bool(refused) is not reads_while_fenced
