@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import crc32c
-
 
 @dataclass(frozen=True, order=True, slots=True)
 class OffsetAndEpoch:
@@ -39,6 +37,9 @@ class Record:
 
 
 def record_crc(key: bytes | None, value: bytes | None) -> int:
+    import crc32c  # here, not at the top: the package looks its own version up on import (about 40 ms),
+    # which every `kraft-node` command (`--help` too) would pay through node.admin → storage.errors
+
     c = crc32c.crc32c(key or b"")
     return crc32c.crc32c(value or b"", c)
 
