@@ -110,7 +110,8 @@ def test_a_forked_child_still_dies_of_sigterm(monkeypatch: pytest.MonkeyPatch) -
 
 
 HEAVY = ("matplotlib", "networkx", "numpy", "pyroute2", "kio", "kraftlab.workloads", "kraftlab.checker",
-         "kraftlab.nemesis", "kraftlab.runner", "kraftlab.report")
+         "kraftlab.nemesis", "kraftlab.runner", "kraftlab.report",
+         "crc32c", "importlib.metadata")  # crc32c looks its own version up on import: about 40 ms
 """What `--help` must not load: the cost of the commands, paid only when one runs."""
 
 
