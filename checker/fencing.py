@@ -561,14 +561,17 @@ def _check_metadata(journals: Journals, vs: list[Violation]) -> dict[str, Any]:
 
 def _check_acked(history: History, vs: list[Violation]) -> None:
     ops = pair_ops(history)
-    reads = [o for o in ops if o.status == "ok" and o.f == "list"]
+    # the topics workload's lists only: other workloads list other things (the acl workload its ACLs)
+    reads = [o for o in ops if o.status == "ok" and o.f == "list" and isinstance(o.output, dict)
+             and "topics" in o.output]
     if reads:
         final = reads[-1]
-        listed = set(final.output.get("topics", []) if isinstance(final.output, dict) else [])
+        listed = set(final.output["topics"])
         deleted = {o.value.get("topic") for o in ops if o.f == "delete" and isinstance(o.value, dict)}
         for o in ops:
-            if o.f == "create" and o.status == "ok" and o.ret is not None and o.ret < final.call:
-                t = o.value.get("topic")
+            if o.f == "create" and o.status == "ok" and o.ret is not None and o.ret < final.call \
+                    and isinstance(o.value, dict) and "topic" in o.value:
+                t = o.value["topic"]
                 if t not in listed and t not in deleted:
                     vs.append(Violation("AckedLost", f"topic {t} was created ({o.label(op_words.topics)}, history line "
                                                      f"{o.ret_line}) but the final list (line {final.ret_line}) "

@@ -188,6 +188,17 @@ def test_acknowledged_create_lost() -> None:
     assert "topic b" in a["explanation"] and "line 4" in a["explanation"]
 
 
+def test_another_workloads_list_is_not_the_final_topic_list() -> None:
+    """The acl workload lists ACLs (and creates them): neither is a topic list or a topic creation."""
+    h = History([
+        _ev(0, 0, "invoke", "create", {"topic": "a"}), _ev(1, 0, "ok", "create", {"topic": "a"}),
+        _ev(2, 0, "invoke", "list", None), _ev(3, 0, "ok", "list", {"topics": ["a"]}),
+        _ev(4, 1, "invoke", "create", {"acl": ["TOPIC", "x"]}), _ev(5, 1, "ok", "create", {"acl": ["TOPIC", "x"]}),
+        _ev(6, 1, "invoke", "list", None), _ev(7, 1, "ok", "list", {"acls": []}),
+    ])
+    assert _check(healthy_fencing(), h)["valid"] is True
+
+
 def test_fence_journalled_before_an_earlier_logged_decision_is_fine() -> None:
     """A fence is journalled when decided, a decision when its records commit: with offsets, the
     checker orders them by log position, and only a decision later in the log is a violation."""
