@@ -5,8 +5,9 @@ partition: unknown topic id (UNKNOWN_TOPIC_ID) or partition (UNKNOWN_TOPIC_OR_PA
 leader or partition epoch ahead of ours (NOT_CONTROLLER: this controller is behind); an older
 leader epoch (FENCED_LEADER_EPOCH); a sender that is not the leader (INVALID_REQUEST); an older
 partition epoch (INVALID_UPDATE_VERSION); an ISR with duplicates, non-replicas or without the
-leader (INVALID_REQUEST); a member that is unregistered, fenced, in controlled shutdown or (v3)
-of another broker epoch (INELIGIBLE_REPLICA). An accepted ISR bumps the partition epoch and may
+leader (INVALID_REQUEST); a member that is unregistered, fenced, in controlled shutdown, (v3)
+of another broker epoch, or whose replica is on a failed log directory (INELIGIBLE_REPLICA). An
+accepted ISR bumps the partition epoch and may
 complete a reassignment; if that moves leadership away from the sender the answer is
 FENCED_LEADER_EPOCH (KIP-631), otherwise the partition state actually applied.
 
@@ -51,6 +52,8 @@ def validate(image: MetadataImage, sender: int, p: PartitionInfo, pd: Any) -> Er
     for b, epoch in members:
         reg = image.brokers.get(b)
         if reg is None or reg.fenced or reg.in_controlled_shutdown or (epoch != -1 and epoch != reg.epoch):
+            return ErrorCode.ineligible_replica
+        if not image.replica_online(p, b):  # its replica is on a failed log directory
             return ErrorCode.ineligible_replica
     return ErrorCode.none
 

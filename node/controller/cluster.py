@@ -22,6 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kraftlab.node.controller.log_dirs import handle_offline_dirs
 from kraftlab.node.controller.messages import error_name
 from kraftlab.node.controller.partitions import leads_any, recover_leaderless, remove_broker
 from kraftlab.node.controller.write import Outcome, Write
@@ -136,6 +137,7 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
             rack=req.rack,
             fenced=True,
             in_controlled_shutdown=False,
+            log_dirs=tuple(d for d in getattr(req, "log_dirs", ()) if d is not None),
         )
     )
     # A replaced registration's old incarnation must not stay in any ISR or lead.
@@ -161,6 +163,9 @@ def heartbeat(w: Write, req: Any, leases: Leases) -> Outcome:
     leases.touch(bid, w.now_ms, w.events)
     caught_up = req.current_metadata_offset >= b.epoch
     unclean = w.config.unclean_leader_election
+    offline = [d for d in getattr(req, "offline_log_dirs", ()) if d is not None]
+    if offline:
+        handle_offline_dirs(w, bid, epoch, offline)
     if b.fenced:
         if not req.want_fence and not req.want_shut_down and caught_up:
             w.emit(UnfenceBrokerRecord(id=bid, epoch=epoch))

@@ -18,6 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kraftlab.node.controller.log_dirs import place_replicas
 from kraftlab.node.controller.messages import error_name
 from kraftlab.node.controller.topics import Invalid, check_replicas, check_size, place
 from kraftlab.node.controller.write import Outcome, Write
@@ -76,7 +77,8 @@ def _create_one(w: Write, t: Any, validate_only: bool) -> None:
     for k, replicas in enumerate(assignment):
         isr = tuple(b for b in replicas if w.image.is_usable(b))
         w.emit(PartitionRecord(partition_id=current + k, topic_id=topic.topic_id, replicas=replicas, isr=isr,
-                               leader=isr[0] if isr else NO_LEADER, leader_epoch=0, partition_epoch=0))
+                               leader=isr[0] if isr else NO_LEADER, leader_epoch=0, partition_epoch=0,
+                               directories=place_replicas(w.image, replicas, current + k)))
 
 
 def create_partitions(w: Write, req: Any) -> Outcome:

@@ -59,8 +59,8 @@ def change(
             new_replicas, new_removing, new_adding = target, (), ()
             new_isr = _ordered([r for r in new_isr if r in target], target)
 
-    def usable(b: int) -> bool:
-        return b != ineligible and image.is_usable(b)
+    def usable(b: int) -> bool:  # a replica on a failed log directory is not (node.controller.log_dirs)
+        return b != ineligible and image.is_usable(b) and image.replica_online(p, b)
 
     def eligible(b: int) -> bool:
         return b in new_isr and usable(b)

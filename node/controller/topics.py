@@ -18,6 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kraftlab.node.controller.log_dirs import place_replicas
 from kraftlab.node.controller.messages import error_name
 from kraftlab.node.controller.write import Outcome, Write
 from kraftlab.node.metadata.records import (
@@ -131,6 +132,7 @@ def _create_one(w: Write, topic: Any, validate_only: bool) -> dict[str, Any]:
                 leader=isr[0] if isr else NO_LEADER,
                 leader_epoch=0,
                 partition_epoch=0,
+                directories=place_replicas(w.image, replicas, pid),
             )
         )
     for key, value in configs:

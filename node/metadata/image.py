@@ -59,6 +59,10 @@ ENTRY_DIGESTS_UP_TO = 256
 """Sections larger than this journal no per-entry digests (the section digest still tells)."""
 
 
+UNASSIGNED_DIR = uuid.UUID(int=0)
+"""Kafka's DirectoryId.UNASSIGNED: a replica whose log directory is not known (yet)."""
+
+
 class ImageError(ValueError):
     """A record that does not fit the image (for example a partition of an unknown topic)."""
 
@@ -73,6 +77,8 @@ class BrokerInfo:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool
+    log_dirs: tuple[uuid.UUID, ...] = ()
+    """Its online log directories (KIP-858 directory ids); a failed one is no longer listed."""
 
     @property
     def usable(self) -> bool:
@@ -93,6 +99,14 @@ class PartitionInfo:
     leader_epoch: int = 0
     partition_epoch: int = 0
     last_known_elr: tuple[int, ...] = ()
+    directories: tuple[uuid.UUID, ...] = ()
+    """Each replica's log directory, in replica order (empty: none assigned; UNASSIGNED_DIR: not yet)."""
+
+    def directory(self, broker_id: int) -> uuid.UUID:
+        """The log directory of `broker_id`'s replica (UNASSIGNED_DIR when none is known)."""
+        if self.directories and broker_id in self.replicas:
+            return self.directories[self.replicas.index(broker_id)]
+        return UNASSIGNED_DIR
 
     @property
     def reassigning(self) -> bool:
@@ -160,6 +174,13 @@ class MetadataImage:
         b = self.brokers.get(broker_id)
         return b is not None and b.usable
 
+    def replica_online(self, p: PartitionInfo, broker_id: int) -> bool:
+        """False when `broker_id`'s replica of `p` is on a log directory the broker reported failed
+        (assigned, but no longer among its registered online directories)."""
+        d = p.directory(broker_id)
+        b = self.brokers.get(broker_id)
+        return d == UNASSIGNED_DIR or b is None or not b.log_dirs or d in b.log_dirs
+
     def partitions(self) -> Iterator[tuple[TopicInfo, int, PartitionInfo]]:
         """Every partition, lazily: a list of 100,000 tuples would wake the garbage collector's
         full collections over the whole image (a second per fence tick at that size)."""
@@ -189,6 +210,7 @@ class MetadataImage:
                     rack=record.rack,
                     fenced=record.fenced,
                     in_controlled_shutdown=record.in_controlled_shutdown,
+                    log_dirs=record.log_dirs,
                 )
             case UnregisterBrokerRecord():
                 b = self.brokers.get(record.broker_id)
@@ -206,7 +228,8 @@ class MetadataImage:
                 b = self._broker_at(record.broker_id, record.broker_epoch)
                 fenced = {1: True, -1: False}.get(record.fenced, b.fenced)
                 shutdown = True if record.in_controlled_shutdown == 1 else b.in_controlled_shutdown
-                self.brokers[b.id] = replace(b, fenced=fenced, in_controlled_shutdown=shutdown)
+                log_dirs = b.log_dirs if record.log_dirs is None else record.log_dirs
+                self.brokers[b.id] = replace(b, fenced=fenced, in_controlled_shutdown=shutdown, log_dirs=log_dirs)
             case TopicRecord():
                 if record.name in self.topic_ids:
                     raise ImageError(f"topic {record.name} already exists")
@@ -222,6 +245,7 @@ class MetadataImage:
                     leader_epoch=record.leader_epoch,
                     partition_epoch=record.partition_epoch,
                     last_known_elr=record.last_known_elr,
+                    directories=record.directories,
                 )
             case PartitionChangeRecord():
                 self._apply_partition_change(record)
@@ -310,8 +334,13 @@ class MetadataImage:
         leader, leader_epoch = p.leader, p.leader_epoch
         if record.leader != NO_LEADER_CHANGE:
             leader, leader_epoch = record.leader, p.leader_epoch + 1
+        replicas = p.replicas if record.replicas is None else record.replicas
+        directories = record.directories
+        if directories is None:  # replicas that stay keep their directory; new ones have none yet
+            directories = tuple(p.directory(r) for r in replicas) if p.directories else ()
         topic.partitions[record.partition_id] = PartitionInfo(
-            replicas=p.replicas if record.replicas is None else record.replicas,
+            directories=directories,
+            replicas=replicas,
             isr=p.isr if record.isr is None else record.isr,
             removing=p.removing if record.removing_replicas is None else record.removing_replicas,
             adding=p.adding if record.adding_replicas is None else record.adding_replicas,
@@ -359,6 +388,7 @@ class MetadataImage:
                 fenced=b.fenced,
                 in_controlled_shutdown=b.in_controlled_shutdown,
                 replaced_incarnations=tuple(sorted(self.retired.get(b.id, ()))),
+                log_dirs=b.log_dirs,
             )
         for name in sorted(self.topic_ids):
             t = self.topics[self.topic_ids[name]]
@@ -376,6 +406,7 @@ class MetadataImage:
                     leader_epoch=p.leader_epoch,
                     partition_epoch=p.partition_epoch,
                     last_known_elr=p.last_known_elr,
+                    directories=p.directories,
                 )
         for (rtype, rname), entries in sorted(self.configs.items()):
             for name, value in sorted(entries.items()):

@@ -47,6 +47,10 @@ RESOURCE_BROKER = 4
 
 
 REPLACED_INCARNATIONS_TAG = 10_000
+DIRECTORIES_TAG = 10_001
+"""PartitionRecord's Directories: Kafka adds them untagged in version 2; this node writes version 0
+with them tagged (high, like REPLACED_INCARNATIONS_TAG), so readers that skip unknown tags still
+read every PartitionRecord it wrote before."""
 """A tag far above Kafka's own (RegisterBrokerRecord uses 0 for LogDirs), so no Kafka version collides."""
 
 
@@ -120,6 +124,8 @@ class RegisterBrokerRecord:
     """kraftlab's tagged field (Kafka readers skip unknown tags): the incarnations of this broker
     id that newer registrations replaced, written in snapshots so a controller that loads one
     refuses a zombie's registration exactly as log replay would."""
+    log_dirs: tuple[uuid.UUID, ...] = _tag("uuid", 0, default=())
+    """The broker's online log directories (their directory ids, KIP-858), Kafka's tagged LogDirs."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,6 +161,8 @@ class PartitionRecord:
     leader_epoch: int = _f("int32", default=-1)
     partition_epoch: int = _f("int32", default=-1)
     last_known_elr: tuple[int, ...] = _tag("int32", 2, default=())
+    directories: tuple[uuid.UUID, ...] = _tag("uuid", DIRECTORIES_TAG, default=())
+    """Each replica's log directory id (KIP-858), in replica order; empty: none assigned."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,6 +195,7 @@ class PartitionChangeRecord:
     removing_replicas: tuple[int, ...] | None = _tag("int32", 3, default=None)
     adding_replicas: tuple[int, ...] | None = _tag("int32", 4, default=None)
     last_known_elr: tuple[int, ...] | None = _tag("int32", 7, default=None)
+    directories: tuple[uuid.UUID, ...] | None = _tag("uuid", 8, default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,6 +244,8 @@ class BrokerRegistrationChangeRecord:
     broker_epoch: int = _f("int64")
     fenced: int = _tag("int8", 0, default=0)
     in_controlled_shutdown: int = _tag("int8", 1, default=0)
+    log_dirs: tuple[uuid.UUID, ...] | None = _tag("uuid", 2, default=None)
+    """The broker's online log directories when they changed (one failed), else null."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -504,9 +515,9 @@ def _encode_partition_change_record(r: PartitionChangeRecord) -> bytes:
 
 def encode(record: MetadataRecord) -> bytes:
     """The record's value bytes: frame type, record type, version, payload."""
-    if type(record) is PartitionRecord:
+    if type(record) is PartitionRecord and not record.directories:
         return _encode_partition_record(record)
-    if type(record) is PartitionChangeRecord:
+    if type(record) is PartitionChangeRecord and record.directories is None:
         return _encode_partition_change_record(record)
     cls = type(record)
     out = _Buffer()

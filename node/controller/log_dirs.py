@@ -1,0 +1,56 @@
+"""Log directories on the controller (KIP-858, Kafka's later design for a failed log directory).
+
+A broker registers its online log directories (BrokerRegistration's LogDirs: the directory ids of
+its `meta.properties`), kept in its RegisterBrokerRecord. Every new replica is placed on one of
+its broker's directories (PartitionRecord's Directories, in replica order): the only one, as
+Kafka's controller does, or, with several, the next in turn by partition (Kafka leaves those
+UNASSIGNED until the broker's AssignReplicasToDirs; brokers here create no replica logs yet, so
+the controller places them). A broker without registered directories gets UNASSIGNED replicas.
+
+When a heartbeat names OfflineLogDirs (a directory the broker can no longer use), the controller
+writes the broker's remaining directories (BrokerRegistrationChangeRecord's LogDirs) and, for each
+partition whose replica on that broker lived there, takes the broker out of the ISR and elects
+another leader (Kafka's handleDirectoriesOffline): a replica on a failed directory is not
+eligible to lead or to be in the ISR (MetadataImage.replica_online) until the broker registers
+again with the directory back online.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from kraftlab.node.controller.partitions import change
+from kraftlab.node.controller.write import Write
+from kraftlab.node.metadata.image import UNASSIGNED_DIR, MetadataImage
+from kraftlab.node.metadata.records import BrokerRegistrationChangeRecord
+
+
+def place_replicas(image: MetadataImage, replicas: tuple[int, ...], partition_index: int) -> tuple[uuid.UUID, ...]:
+    """Each replica's directory for a new partition; () when no replica's broker registered any."""
+    dirs = [sorted(b.log_dirs) if (b := image.brokers.get(r)) is not None else [] for r in replicas]
+    if not any(dirs):
+        return ()
+    return tuple(d[partition_index % len(d)] if d else UNASSIGNED_DIR for d in dirs)
+
+
+def handle_offline_dirs(w: Write, broker_id: int, epoch: int, offline: Iterable[uuid.UUID]) -> list[str]:
+    """Record the broker's failed directories and move its replicas there out of ISRs and
+    leadership; the partitions changed (`topic-partition`)."""
+    b = w.image.brokers[broker_id]
+    failed = {d for d in offline if d in b.log_dirs}
+    if not failed:
+        return []
+    online = tuple(d for d in b.log_dirs if d not in failed)
+    w.emit(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, log_dirs=online))
+    moved = []
+    for topic, pid, p in list(w.image.partitions()):
+        if broker_id in p.replicas and p.directory(broker_id) in failed and (
+                broker_id in p.isr or p.leader == broker_id):
+            isr = tuple(r for r in p.isr if r != broker_id)
+            rec = change(w.image, topic.topic_id, pid, isr=isr, unclean=w.config.unclean_leader_election,
+                         ineligible=broker_id)
+            if rec is not None:
+                w.emit(rec)
+                moved.append(f"{topic.name}-{pid}")
+    return moved
