@@ -69,8 +69,8 @@ CACHE = BENCH / ".mutants-cache.json"
 LINES_CACHE = BENCH / ".mutants-lines.json"
 EQUIVALENT = BENCH / "mutants-equivalent.toml"
 # The simulators' tests: what CI runs of them (seeded, bounded), the mutants' judges.
-SIM_TESTS = ("tests/raft", "tests/sim", "tests/controller", "tests/broker", "tests/zoo/test_sim_zoo.py",
-             "tests/zoo/test_cluster_zoo.py", "tests/zoo/test_storage_zoo.py",
+SIM_TESTS = ("tests/raft", "tests/membership", "tests/sim", "tests/controller", "tests/broker",
+             "tests/zoo/test_sim_zoo.py", "tests/zoo/test_cluster_zoo.py", "tests/zoo/test_storage_zoo.py",
              "tests/checker/test_checker_sim_journals.py")
 MARKS = "not slow and not netns and not e2e and not docker and not spark"
 DEFAULT_PACKAGES = "node/raft,node/controller"
@@ -145,7 +145,7 @@ def _pytest(tree: Path, tests: list[str], *extra: str) -> list[str]:
 
 def line_map(packages: list[str]) -> dict[str, Any]:
     """{"tests": {nodeid: seconds}, "lines": {file: {line: [nodeids]}}} for the current tree (cached)."""
-    key = f"{suite_hash()}:{','.join(sorted(packages))}"
+    key = f"{suite_hash()}:{','.join(sorted(packages))}:{','.join(SIM_TESTS)}"
     try:
         cached = json.loads(LINES_CACHE.read_text())
         if cached.get("key") == key:
@@ -434,7 +434,7 @@ def select(args: argparse.Namespace) -> tuple[list[Mutant], int]:
         files = [f for f in files if any(str(f.relative_to(ROOT)).endswith(w) for w in wanted)]
     kinds = set(args.kinds.split(",")) if args.kinds else None
     everything = [m for f in files for m in mutants_of(source(str(f.relative_to(ROOT))), str(f.relative_to(ROOT)))
-                  if args.only in m.id and (kinds is None or m.kind in kinds)]
+                  if any(o in m.id for o in args.only.split(",")) and (kinds is None or m.kind in kinds)]
     chosen = everything if args.sample <= 0 else random.Random(args.seed).sample(
         everything, min(args.sample, len(everything)))
     return sorted(chosen, key=lambda m: (m.file, m.line, m.id)), len(everything)
@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--packages", default=DEFAULT_PACKAGES, help="comma-separated folders whose .py files to mutate")
     ap.add_argument("--files", default="", help="only files whose path ends with one of these (comma-separated)")
     ap.add_argument("--kinds", default="", help="only these operators (comma-separated; see bench/mutation_ops.py)")
-    ap.add_argument("--only", default="", help="only mutants whose id contains this")
+    ap.add_argument("--only", default="", help="only mutants whose id contains one of these (comma-separated)")
     ap.add_argument("--sample", type=int, default=200, help="mutants to draw with --seed (0: all of them)")
     ap.add_argument("--seed", type=int, default=1, help="draws the sample; also the end-to-end run's seed")
     ap.add_argument("--workers", type=int, default=2, help="mutants run at once (each a copy of the tree)")
