@@ -1,9 +1,15 @@
 """The `acl` model: the set of ACL bindings, changed by CreateAcls and DeleteAcls (docs/workload-ops.md).
 
 A binding is a resource pattern (resource type, name, pattern type) and an entry (principal, host,
-operation, permission), with Kafka's names. Keyed by resource pattern: create, delete and describe
-touch one pattern; a `list` (DescribeAcls of everything) is projected onto one `describe` per
-pattern (sound, weaker: a torn snapshot across patterns goes unseen).
+operation, permission), with Kafka's names. Keyed by binding: each binding's presence is its own
+register (Kafka stores, creates and removes bindings one by one), which create and delete touch; a
+`describe` (DescribeAcls of one resource pattern) and a `list` (of everything) are projected onto
+one `present` read per binding they could have shown (the bindings the history names, and those
+they listed), each at the read's interval. Sound, never a false alarm, but weaker: a read that
+could only be a torn snapshot across bindings goes unseen. The search stays small with many
+`info` writes (a fault run's timeouts), where one key per resource pattern would hold every
+pending write of its twelve bindings at once. `keyed=False` (model `acl-whole`) checks the whole
+set in one search.
 
 - `create` ok or info: the binding is stored afterwards (Kafka acknowledges a binding already
   stored, so a create is a blind, idempotent write); a `fail` is a definite refusal, no effect.
@@ -66,23 +72,21 @@ class AclSet:
         return frozenset()
 
     def partition_key(self, op: Op) -> Hashable | None:
-        if not self.keyed or op.f in ("list", "authorize"):
+        if not self.keyed or op.f not in ("create", "delete", "present"):
             return None
-        return _pattern(op, op.value)
+        return _binding(op, op.value)
 
     def project(self, op: Op, keys: set[Hashable]) -> list[tuple[Hashable, Op]] | None:
-        if not self.keyed or op.f not in ("list", "authorize"):
+        if not self.keyed or op.f not in ("list", "describe", "authorize"):
             return None
         if op.status != "ok" or op.f == "authorize":
             return []  # an unknown-outcome read observes nothing; a probe is judged elsewhere
         listed = _listed(op)
-        patterns = sorted({tuple(k) for k in keys if isinstance(k, tuple)} | {pattern_of(b) for b in listed})
-        out: list[tuple[Hashable, Op]] = []
-        for p in patterns:
-            value = {**dict(zip(PATTERN, p, strict=True)), "from": "list"}
-            mine = [dict(zip(BINDING, b, strict=True)) for b in sorted(listed) if pattern_of(b) == p]
-            out.append((p, replace(op, f="describe", value=value, output={"acls": mine})))
-        return out
+        pattern = _pattern(op, op.value) if op.f == "describe" else None
+        known = {k for k in keys if isinstance(k, tuple) and len(k) == len(BINDING)}
+        shown = sorted(b for b in known | listed if pattern is None or pattern_of(b) == pattern)
+        return [(b, replace(op, f="present", value={**dict(zip(BINDING, b, strict=True)), "from": op.f},
+                            output={"present": b in listed})) for b in shown]
 
     def describe_state(self, state: Any) -> str:
         return "ACLs: " + "; ".join(_words(b) for b in sorted(state)) if state else "no ACLs"
@@ -92,6 +96,8 @@ class AclSet:
         if op.f in ("create", "delete") and all(f in v for f in BINDING):
             api = "CreateAcls" if op.f == "create" else "DeleteAcls"
             return f"{api} {_words(_binding(op, v))}"
+        if op.f == "present" and all(f in v for f in BINDING):
+            return f"DescribeAcls ({v.get('from', 'read')}) of {_words(_binding(op, v))}"
         if op.f == "describe" and all(f in v for f in PATTERN):
             return f"DescribeAcls {v['resource_type']} {str(v['pattern_type']).lower()} {v['resource_name']!r}"
         return f"{op.f}({op.value!r})"
@@ -104,13 +110,16 @@ class AclSet:
                 return None
             seen = _listed(op)
             return reads(lambda s: s if s == seen else ILLEGAL)
+        if op.f == "present":
+            b, there = _binding(op, op.value), bool((op.output or {}).get("present"))
+            return reads(lambda s: s if (b in s) == there else ILLEGAL)
         if op.f == "describe":
             if op.status != "ok":
                 return None
             key, seen = _pattern(op, op.value), _listed(op)
             return reads(lambda s: s if frozenset(b for b in s if pattern_of(b) == key) == seen else ILLEGAL)
         if op.f not in ("create", "delete"):
-            raise ModelError(f"line {op.call_line}: acl ops are create, delete, describe, list and authorize")
+            raise ModelError(f"line {op.call_line}: acl ops are create, delete, describe, list, authorize (and present)")
         b = _binding(op, op.value)
         if op.status == "fail":
             return None
@@ -128,6 +137,11 @@ class AclSet:
             if b in state:
                 return f"the binding {_words(b)} was stored, yet DeleteAcls removed {[_words(x) for x in gone]}"
             return f"the binding {_words(b)} was not stored, yet DeleteAcls said it removed {[_words(x) for x in gone]}"
+        if op.f == "present":
+            b = _binding(op, op.value)
+            seen = bool((op.output or {}).get("present"))
+            return (f"the {op.value.get('from', 'read')} showed {_words(b)} {'stored' if seen else 'absent'}, but it "
+                    f"was {'stored' if b in state else 'absent'}")
         if op.f in ("describe", "list") and op.status == "ok":
             seen = _listed(op)
             key = _pattern(op, op.value) if op.f == "describe" else None

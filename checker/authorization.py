@@ -5,8 +5,9 @@ RemoveAccessControlEntryRecord (decoded with Kafka's schemas by checker.metadata
 node's code); each ACL is known by its value (resource type, name, pattern type, principal, host,
 operation, permission), as a decision names the ACL that allowed it.
 
-- AuthorizedByCommittedAcl: an allowed decision made on a broker image ending at `offset` names
-  an ACL that the committed log held below that offset (created and not yet removed there).
+- AuthorizedByCommittedAcl: an allowed decision made on a broker image whose highest applied
+  offset is `offset` (the journal's field: what the broker reports as its metadata offset) names an
+  ACL that the committed log held at that offset (created at or below it, not removed there).
 - StaleAuthorization: an allowed decision is not made with an ACL whose removal was committed
   longer ago than the broker's self-fencing bound (its `self_fence_ms` plus `slack_ms`): a broker
   may lag, but one cut from the quorum must have stopped serving by then. Judged only on a shared
@@ -109,13 +110,13 @@ def check_authorization(journals: Journals, slack_ms: int = DEFAULT_SLACK_MS) ->
             if not e.get("allowed") or not acl or not str(e.get("reason", "")).startswith("ALLOW"):
                 continue
             value = tuple(acl)
-            offset = int(e.get("offset", 0))
+            offset = int(e.get("offset", -1)) + 1  # the image's end: it holds every record up to `offset`
             history = histories.get(value, _AclHistory())
             if not history.live_below(offset):
                 vs.append(Violation("AuthorizedByCommittedAcl", (
                     f"broker {nid} allowed {e.get('principal')} {e.get('operation')} on {e.get('resource_type')} "
-                    f"{e.get('resource')!r} by the ACL {list(value)}, but the committed log held no such ACL below "
-                    f"offset {offset}, where its image ended"), [e, *(c[2] for c in history.changes)]))
+                    f"{e.get('resource')!r} by the ACL {list(value)}, but the committed log held no such ACL at "
+                    f"offset {offset - 1}, the last its image had applied"), [e, *(c[2] for c in history.changes)]))
                 continue
             if not shared or bound is None:
                 continue

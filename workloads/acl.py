@@ -22,7 +22,7 @@ names: {"resource_type": "TOPIC", "resource_name": "acl-0", "pattern_type": "LIT
   can judge the decisions the broker journals (StaleAuthorization: a broker cut from the quorum
   must not keep allowing by an ACL whose removal was committed past its self-fencing bound).
 
-Writes are judged per resource pattern (the model's key); broker reads are eventually consistent
+Writes are judged per binding (the model's key; checker.acl_model); broker reads are eventually consistent
 in Kafka, so only the final lists are judged (checker.judged). The workload needs an authorizer on
 the cluster (kraftlab.deploy renders Kafka's StandardAuthorizer with
 `allow.everyone.if.no.acl.found=true`, so resources without ACLs, the cluster's above all, stay open

@@ -69,3 +69,11 @@ def test_a_run_whose_brokers_journalled_decisions_is_judged_by_the_authorization
     assert "authorization" not in journal_checks(_journals(), None)  # no authorizer configured: nothing to judge
     checks = journal_checks(_journals(_authz(2, 15, 9_000)), None)
     assert checks["authorization"]()["anomalies"][0]["type"] == "StaleAuthorization"
+
+
+def test_the_decision_offset_is_the_last_record_the_image_applied() -> None:
+    # the broker journals its highest applied offset: the creation at 10 is in an image at 10, the
+    # removal at 20 in an image at 20
+    assert check_authorization(_journals(_authz(2, 10, 1_200)))["valid"]
+    r = check_authorization(_journals(_authz(2, 20, 3_100)))
+    assert not r["valid"] and r["anomalies"][0]["type"] == "AuthorizedByCommittedAcl"
