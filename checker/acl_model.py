@@ -119,7 +119,7 @@ class AclSet:
             key, seen = _pattern(op, op.value), _listed(op)
             return reads(lambda s: s if frozenset(b for b in s if pattern_of(b) == key) == seen else ILLEGAL)
         if op.f not in ("create", "delete"):
-            raise ModelError(f"line {op.call_line}: acl ops are create, delete, describe, list, authorize (and present)")
+            raise ModelError(f"line {op.call_line}: acl ops are create, delete, describe, list, authorize, present")
         b = _binding(op, op.value)
         if op.status == "fail":
             return None
