@@ -139,8 +139,8 @@ class AclSet:
             return f"the binding {_words(b)} was not stored, yet DeleteAcls said it removed {[_words(x) for x in gone]}"
         if op.f == "present":
             b = _binding(op, op.value)
-            seen = bool((op.output or {}).get("present"))
-            return (f"the {op.value.get('from', 'read')} showed {_words(b)} {'stored' if seen else 'absent'}, but it "
+            there = bool((op.output or {}).get("present"))
+            return (f"the {op.value.get('from', 'read')} showed {_words(b)} {'stored' if there else 'absent'}, but it "
                     f"was {'stored' if b in state else 'absent'}")
         if op.f in ("describe", "list") and op.status == "ok":
             seen = _listed(op)
