@@ -45,6 +45,7 @@ from kraftlab.spark_analysis.early import collect_until, found_accumulator
 from kraftlab.spark_analysis.history_io import read_events
 from kraftlab.spark_analysis.keys import bucket_of, decode_key
 from kraftlab.spark_analysis.layout import bucket_name, whole_name
+from kraftlab.spark_analysis.queue import check_queue_on_spark
 from kraftlab.spark_analysis.session import spark_session
 from kraftlab.spark_analysis.stats import write_stats
 from kraftlab.spark_analysis.table import CHECK_COLUMNS, COLUMNS, DEFAULT_BUCKETS, frame_ops, frame_runs
@@ -295,6 +296,9 @@ def analyze_run(run_dir: Any, models: Sequence[str] | None = None, master: str |
     spark = spark_session(master, work / "logs")
     out_dir = path / "checker"
     checkers = plan_checks(spark, dataset, waves=waves, out_dir=out_dir)
+    queue = check_queue_on_spark(spark, history)
+    if queue is not None:
+        checkers["queue"] = functools.partial(checks.given, queue)
     write_stats(spark, dataset, journal_paths, path / "spark-stats.json", path / "spark-stats.png")
     if journal_paths:
         checkers["raft"] = functools.partial(checks.raft, journal_paths)

@@ -15,6 +15,7 @@ import pytest
 
 from kraftlab.checker.history import History, parse_jsonl_line
 from kraftlab.checker.queue import check_queue
+from kraftlab.checker.queue.partitioned import check_partitioned
 from kraftlab.workloads.catalog import build
 from kraftlab.workloads.fake_kafka import SERVED, FakeKafka
 from kraftlab.workloads.fake_queue import FakeLogs
@@ -46,8 +47,12 @@ def run_queue(logs: FakeLogs, *, seconds: float = 1.0, seed: int = 1, concurrenc
 
 
 def verdict(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """The queue checker's verdict, which the partition-by-partition checker (Spark's way) shares."""
     events = [parse_jsonl_line(json.dumps(x), "<test>", i + 1, i) for i, x in enumerate(lines)]
-    return check_queue(History(events))
+    whole = check_queue(History(events))
+    parts = check_partitioned(History(events))
+    assert parts["valid"] == whole["valid"] and parts["stats"]["sends"] == whole["stats"]["sends"]
+    return whole
 
 
 def broken(res: dict[str, Any]) -> set[str]:
