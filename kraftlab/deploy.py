@@ -145,7 +145,10 @@ class NodePaths:
 
 
 def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePaths,
-                      overrides: dict[str, str] | None = None) -> str:
+                      overrides: dict[str, str] | None = None, *, diskfs: bool = False) -> str:
+    """The node's server.properties. On the disk-fault filesystem (`diskfs`) `log.dirs` is the
+    metadata directory too — Kafka's default layout, partitions beside `__cluster_metadata-0` — so
+    partition data is on the mount as well; the journal stays in `data/`, off it."""
     voters = ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}" for s in specs if s.controller)
     listeners = []
     if spec.broker:
@@ -160,7 +163,7 @@ def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePath
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "metadata.log.dir": paths.metadata_dir,
-        "log.dirs": paths.data_dir,
+        "log.dirs": paths.metadata_dir if diskfs else paths.data_dir,
         **DEFAULT_PROPERTIES,
         "kraftlab.journal.file": paths.journal,
         "kraftlab.clock.file": paths.clock_file,
@@ -288,7 +291,7 @@ class Deployment(DaemonNodeControl):
         """Write every node's server.properties (and create its directories)."""
         def write(h: Host) -> None:
             spec, paths = self._specs[h.name], self.paths(h.name)
-            text = render_properties(spec, self.state.specs, paths, self.state.overrides)
+            text = render_properties(spec, self.state.specs, paths, self.state.overrides, diskfs=self.state.diskfs)
             h.run(f"mkdir -p {paths.data_dir} {paths.metadata_dir} && cat > {paths.config} <<'KRAFTLAB_EOF'\n"
                   f"{text}KRAFTLAB_EOF\n", check=True)
             if self.disks is not None:

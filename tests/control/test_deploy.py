@@ -78,6 +78,16 @@ def test_rendered_properties_parse_with_the_node(topology: str) -> None:
         assert cfg.metadata_log_segment_bytes == 65536 and cfg.election_timeout_ms == 1000
 
 
+def test_on_the_disk_fault_filesystem_partitions_share_the_metadata_mount() -> None:
+    specs = plan("combined+brokers", ADDRS)
+    for diskfs, log_dir in ((False, "data"), (True, "metadata")):
+        cfg = config_from_properties(parse_properties(
+            render_properties(specs[0], specs, NodePaths("/w/n1"), diskfs=diskfs)))
+        assert [str(d) for d in cfg.log_dirs] == [f"/w/n1/{log_dir}"]
+        assert str(cfg.metadata_log_dir) == "/w/n1/metadata" and str(cfg.journal_file) == "/w/n1/data/journal.jsonl"
+        assert len(cfg.all_log_dirs) == (1 if diskfs else 2)
+
+
 def test_cluster_id_is_a_kafka_uuid() -> None:
     ids = {random_cluster_id() for _ in range(200)}
     assert len(ids) == 200
