@@ -254,7 +254,7 @@ def _run_phases(opts: TestOptions, run: RunDir, history: HistoryWriter, dep: Dep
     concurrency = opts.concurrency or 2 * len(dep.nodes())
     workload = catalog.build(opts.workload, client_addresses(dep), rate=opts.rate * concurrency,
                              concurrency=concurrency, request_timeout=opts.op_timeout,
-                             session_timeout=session_timeout_ms(opts.config) / 1000)
+                             session_timeout=session_timeout_ms(opts.config) / 1000, config=opts.config)
     processes = ProcessIds()
     with guarded(nem.nemesis):
         live.phase = "run"

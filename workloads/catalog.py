@@ -65,12 +65,15 @@ class Workload:
 def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate: float = 10.0,
           concurrency: int = 6, time_limit: float | None = None, connector: Connector | None = None,
           request_timeout: float = 3.0, session_timeout: float = 9.0,
-          queue_connector: QueueConnector | None = None, data_plane: bool | None = None) -> Workload:
+          queue_connector: QueueConnector | None = None, data_plane: bool | None = None,
+          config: Mapping[str, str] | None = None) -> Workload:
     """The named workload over `cluster` (see the module docstring). The queue workload needs
     brokers that serve the data plane (Produce, Fetch, ListOffsets): `data_plane` says whether they
     do, else the brokers' ApiVersions is asked; `mixed` includes it only then, `queue` refuses
     without. Its clients come from `queue_connector` (default: confluent-kafka at each node's broker
-    listener)."""
+    listener). `config` is the run's extra server.properties: the queue topic takes its
+    `default.replication.factor` and `min.insync.replicas` when set (Kafka's broker defaults for
+    new topics), else replication factor min(3, brokers) and min.insync.replicas one less."""
     c = cluster if isinstance(cluster, Cluster) else Cluster.parse(cluster)
     brokers = c.brokers
     if not brokers:
@@ -82,7 +85,9 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
     if data_plane is None and name in ("queue", "mixed"):
         data_plane = brokers_serve(c, kio, versions.DATA_PLANE, request_timeout)
     queue = QueueWorkload(brokers, queue_connector or _confluent(c, request_timeout),
-                          final_wait=max(1.0, request_timeout - 0.5)) if data_plane else None
+                          final_wait=max(1.0, request_timeout - 0.5),
+                          replicas=_int(config, "default.replication.factor"),
+                          min_isr=_int(config, "min.insync.replicas")) if data_plane else None
     if name == "queue":
         if queue is None:
             raise ValueError("the queue workload needs brokers that serve Produce, Fetch and ListOffsets, and "
@@ -114,6 +119,19 @@ def _workload(name: str, gen: Generator, final: Generator, factory: ClientFactor
     if time_limit is not None:
         main = TimeLimit(main, time_limit)
     return Workload(name, main, final, factory, MODELS[name], brokers)
+
+
+def _int(config: Mapping[str, str] | None, key: str) -> int | None:
+    raw = (config or {}).get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{key}={raw!r}: not an integer") from None
+    if value < 1:
+        raise ValueError(f"{key}={raw!r}: must be at least 1")
+    return value
 
 
 def _confluent(c: Cluster, request_timeout: float) -> QueueConnector:

@@ -18,8 +18,9 @@ Ops (history field `workload: "queue"`; docs/workload-ops.md, "queue"; checker `
 Each process is one Kafka client (a producer and a consumer, bootstrapped at its node's broker,
 over the `QueueClient` seam). The generator steers a process's polls by `ConsumerBook`: where each
 process's consumer stands, which only that process's client updates after its own ops. The topic
-(`partitions`, replication factor min(3, brokers), `min.insync.replicas` one less, at least 1) is
-created when the first client opens.
+(`partitions`, replication factor min(3, brokers), `min.insync.replicas` one less, at least 1 —
+or the run's `default.replication.factor` and `min.insync.replicas` when it sets them: see
+`catalog.build`) is created when the first client opens.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ class QueueWorkload:
     reassign_share: float = 0.03
     poll_wait: float = 0.2
     final_wait: float = 4.0
+    replicas: int | None = None
+    """The topic's replication factor; None: min(3, brokers)."""
+    min_isr: int | None = None
+    """Its min.insync.replicas; None: one less than the replication factor, at least 1."""
     book: ConsumerBook = field(default_factory=ConsumerBook)
     _values: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _topic_ready: bool = False
@@ -75,11 +80,11 @@ class QueueWorkload:
 
     @property
     def replication_factor(self) -> int:
-        return max(1, min(3, len(self.brokers)))
+        return self.replicas if self.replicas is not None else max(1, min(3, len(self.brokers)))
 
     @property
     def min_insync_replicas(self) -> int:
-        return max(1, self.replication_factor - 1)
+        return self.min_isr if self.min_isr is not None else max(1, self.replication_factor - 1)
 
     @property
     def keys(self) -> list[str]:

@@ -9,6 +9,7 @@ import asyncio
 import io
 import json
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from kraftlab.checker.queue import check_queue
 from kraftlab.checker.queue.partitioned import check_partitioned
 from kraftlab.workloads.catalog import build
 from kraftlab.workloads.fake_kafka import SERVED, FakeKafka
-from kraftlab.workloads.fake_queue import FakeLogs
+from kraftlab.workloads.fake_queue import FakeLogs, FakeQueueClient
 from kraftlab.workloads.history import HistoryWriter
 from kraftlab.workloads.interpreter import ProcessIds, run_phase
 from kraftlab.workloads.kafka import IndefiniteError
@@ -222,3 +223,41 @@ def test_final_read_waits_for_a_leader() -> None:
     done = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [x["type"] for x in done] == ["invoke", "ok"] * 3 and late.asks > 6
     assert sum(len(rs) for rs in done[1]["value"]["records"].values()) == acked
+
+
+class RecordingLogs(FakeLogs):
+    created: list[tuple[str, int, int, dict[str, str]]]
+
+    def connector(self, node: str, process: int) -> FakeQueueClient:
+        logs = self
+
+        class Recording(FakeQueueClient):
+            async def create_topic(self, topic: str, partitions: int, replication_factor: int,
+                                   configs: Mapping[str, str]) -> None:
+                logs.created.append((topic, partitions, replication_factor, dict(configs)))
+                await super().create_topic(topic, partitions, replication_factor, configs)
+
+        return Recording(self)
+
+
+@pytest.mark.parametrize(("config", "want"), [
+    ({}, (3, "2")),  # three brokers: replication factor 3, min.insync.replicas 2
+    ({"default.replication.factor": "1", "min.insync.replicas": "1"}, (1, "1")),
+    ({"default.replication.factor": "2"}, (2, "1"))])
+def test_the_topic_takes_the_runs_defaults(config: dict[str, str], want: tuple[int, str]) -> None:
+    logs = RecordingLogs()
+    logs.created = []
+    w = build("queue", FakeKafka().spec(), queue_connector=logs.connector, data_plane=True, config=config)
+
+    async def open_two() -> None:
+        await w.factory.open("n1", 1)
+        await w.factory.open("n2", 2)
+
+    asyncio.run(open_two())
+    assert logs.created == [("queue", 4, want[0], {"min.insync.replicas": want[1]})]  # created once
+
+
+def test_bad_topic_defaults_are_refused() -> None:
+    with pytest.raises(ValueError, match="'two': not an integer"):
+        build("queue", FakeKafka().spec(), queue_connector=FakeLogs().connector, data_plane=True,
+              config={"min.insync.replicas": "two"})
