@@ -17,6 +17,8 @@ from typing import Any
 
 from kraftlab.checker.authorization import check_authorization
 from kraftlab.checker.compose import CheckerFn, compose
+from kraftlab.checker.dataplane import EVENTS as DATAPLANE_EVENTS
+from kraftlab.checker.dataplane import check_dataplane
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.formats import read_history
 from kraftlab.checker.forwarding import check_forwarding
@@ -107,6 +109,8 @@ def journal_checks(journals: Journals, history: History | None, session_timeout_
         "quorum": functools.partial(check_quorum, journals)}
     if any(e.ev == "authz" for e in journals.all()):
         checks["authorization"] = functools.partial(check_authorization, journals)
+    if any(e.ev in DATAPLANE_EVENTS for e in journals.all()):
+        checks["dataplane"] = functools.partial(check_dataplane, journals)
     return checks
 
 

@@ -1,0 +1,73 @@
+"""The data-plane journal rules: a broker appends client records only as the partition's leader, in
+its own leader epoch, while in the ISR; one broker leads a partition per leader epoch. Valid on a
+journal of leadership moving with appends in each leader's epoch (a restart included); each
+rule broken by its own planted journal; nothing judged where no data plane was used."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from kraftlab.checker.dataplane import check_dataplane
+from kraftlab.checker.journal import journals_from
+
+T = {"topic": "queue", "partition": 0}
+
+
+CLOCK = itertools.count(1)
+
+
+def ev(node: int, kind: str, **f: Any) -> dict[str, Any]:
+    n = next(CLOCK)
+    return {"ts": n, "mono": n, "node": node, "ev": kind, **f}
+
+
+def role(node: int, r: str, leader: int, epoch: int, isr: list[int]) -> dict[str, Any]:
+    return ev(node, "partition_role", **T, role=r, leader=leader, leader_epoch=epoch, log_end_offset=0, hw=0, isr=isr)
+
+
+def append(node: int, epoch: int, first: int, last: int) -> dict[str, Any]:
+    return ev(node, "partition_append", **T, first=first, last=last, leader_epoch=epoch, acks=-1)
+
+
+def healthy() -> list[dict[str, Any]]:
+    return [role(1, "leader", 1, 0, [1, 2]), role(2, "follower", 1, 0, [1, 2]), append(1, 0, 0, 4),
+            ev(1, "partition_hw", **T, hw=5, leader_epoch=0, isr=[1, 2]),
+            role(2, "leader", 2, 1, [2]), role(1, "follower", 2, 1, [2]), append(2, 1, 5, 9),
+            ev(2, "start"), role(2, "leader", 2, 1, [2]), append(2, 1, 10, 12)]
+
+
+def test_healthy_journal_holds() -> None:
+    res = check_dataplane(journals_from(healthy()))
+    assert res["valid"] is True, res["explanation"]
+    assert res["stats"] == {"appends_judged": 3, "roles": 5}
+
+
+def test_follower_append_breaks_leader_appends_in_its_epoch() -> None:
+    res = check_dataplane(journals_from([*healthy(), append(1, 1, 13, 13)]))
+    assert res["valid"] is False
+    (a,) = res["anomalies"]
+    assert a["type"] == "LeaderAppendsInItsEpoch" and "latest role there was follower" in a["explanation"]
+
+
+def test_stale_epoch_and_out_of_isr_and_forgotten_after_restart() -> None:
+    stale = [role(1, "leader", 1, 3, [1, 2]), append(1, 2, 0, 0)]
+    out = [role(1, "leader", 1, 3, [1, 2]), ev(1, "partition_hw", **T, hw=1, leader_epoch=3, isr=[2]),
+           append(1, 3, 1, 1)]
+    restarted = [role(1, "leader", 1, 3, [1]), ev(1, "start"), append(1, 3, 0, 0)]
+    for journal, why in [(stale, "it led in leader epoch 3, not 2"), (out, "its ISR [2] no longer held it"),
+                         (restarted, "no role for the partition since it started")]:
+        res = check_dataplane(journals_from(journal))
+        assert [a["type"] for a in res["anomalies"]] == ["LeaderAppendsInItsEpoch"]
+        assert why in res["anomalies"][0]["explanation"]
+
+
+def test_two_leaders_in_one_epoch() -> None:
+    res = check_dataplane(journals_from([role(1, "leader", 1, 4, [1, 2, 3]), role(3, "leader", 3, 4, [1, 2, 3])]))
+    assert [a["type"] for a in res["anomalies"]] == ["OneLeaderPerEpoch"]
+    assert "brokers 1, 3 each led queue-0 in leader epoch 4" in res["anomalies"][0]["explanation"]
+
+
+def test_no_data_plane_nothing_judged() -> None:
+    res = check_dataplane(journals_from([ev(1, "start"), ev(1, "role", role="leader", epoch=1)]))
+    assert res["checked"] == [] and set(res["not_checked"]) == {"LeaderAppendsInItsEpoch", "OneLeaderPerEpoch"}
