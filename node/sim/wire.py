@@ -6,10 +6,20 @@ simulator's messages (through the node's own Raft codec, `node.raft.wire`) when 
 A message Kafka's schema cannot carry (a field of the wrong type, a nested entity left as a
 dict, a value out of its type's range) is a violation here instead of an error only a real
 client would see; a field that does not survive the round trip is lost here as it would be there.
+
+Two rules of Kafka's responses are judged on the way (`response_rules`): no response asks its
+client to back off (a throttle time above zero) — the simulators configure no quota, and Kafka
+throttles only a client over its quota — and a response refusing the whole request (a top-level
+error code) says nothing else: Kafka answers such a request with the response's defaults and the
+error (`new XResponseData().setErrorCode(code)`), so a field set beside the error is a claim the
+node made about a request it did not carry out.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import uuid
 from typing import Any
 
 from kraftlab.node.protocol.codec import decode_exact, encode_entity
@@ -32,7 +42,50 @@ def through_the_wire(entity: Any, what: str) -> Any:
         raise WireViolation(f"{what}: {type(entity).__name__} does not go through Kafka's wire format: {exc}") from exc
     if copy != entity:
         raise WireViolation(f"{what}: {type(entity).__name__} changed on the wire: sent {entity!r}, received {copy!r}")
+    response_rules(copy, what)
     return copy
+
+
+_FREE = ("error_code", "error_message", "throttle_time")  # what a refusal may set
+
+
+def _kafka_default(f: dataclasses.Field[Any]) -> Any:
+    """Kafka's value of a field nobody set: the schema's default, else zero, empty, false or null
+    (the generated `...Data` classes' initial values)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return _ZERO
+
+
+_ZERO = object()
+
+
+def _is_zero(value: Any) -> bool:
+    if isinstance(value, uuid.UUID):
+        return value.int == 0
+    return value is None or (not value and not isinstance(value, datetime.timedelta)) or value == datetime.timedelta(0)
+
+
+def response_rules(entity: Any, what: str) -> None:
+    """The two rules above, for a Kafka response entity (anything else passes)."""
+    name = type(entity).__name__
+    if not name.endswith("Response") or not dataclasses.is_dataclass(entity):
+        return
+    throttle = getattr(entity, "throttle_time", None)
+    if isinstance(throttle, datetime.timedelta) and throttle > datetime.timedelta(0):
+        raise WireViolation(f"{what}: {name} asks its client to back off {throttle} though no quota is set")
+    code = getattr(entity, "error_code", None)
+    if not isinstance(code, int) or code == 0:
+        return
+    for f in dataclasses.fields(entity):
+        if f.name in _FREE:
+            continue
+        value, default = getattr(entity, f.name), _kafka_default(f)
+        if (default is _ZERO and not _is_zero(value)) or (default is not _ZERO and value != default):
+            raise WireViolation(f"{what}: {name} refuses the request ({code!r}) but sets {f.name}={value!r} "
+                                f"(Kafka answers a refusal with the defaults: {f.name} unset)")
 
 
 def raft_through_the_wire(env: m.Envelope) -> m.Envelope:
