@@ -134,7 +134,8 @@ class DiskRulesFault:
         taken = self._each(nodes, {"cmd": "injected"})
         injected = {n: a["errors"] for n, a in sorted(taken.items()) if a.get("errors")}
         self._forget(nodes, "errors")
-        held = self.ctx.state.get("process")
+        # a node another fault holds down (killed, stopped, paused; damaged on disk) is that fault's to start
+        held = {**self.ctx.state.get("process"), **self.ctx.state.get("disk")}
         control = self.ctx.control
         down = [n for n in nodes if n not in held and not control.running(n)]
         outcomes = self.ctx.call_each(down, control.start)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kraftlab.control.host import CommandResult
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeDiskControl, FakeNodeControl
 from kraftlab.nemesis.ports import MemoryLedger
@@ -128,3 +129,16 @@ def test_disk_errors_start_stop_and_restart_the_nodes_that_stopped_on_them() -> 
     assert set(nemesis.status()["disk_rules"]) == {"n2"}  # its slow disk is still in force
     assert [c.f for c in nemesis.heal_all()] == ["restart", "stop-slow-disk"]
     assert "disk_rules" not in nemesis.status()
+
+
+def test_a_node_down_for_disk_damage_is_left_to_the_disk_fault() -> None:
+    """Started by the errors' stop, a node with a damaged disk would refuse after the damage's own stop
+    had looked at it (and found it running): only the disk fault's stop may start (and watch) it."""
+    control = FakeDiskControl()
+    control.host("n4").on("wipe", CommandResult("n4", "", 0, '{"action": "wipe", "removed": []}\n', ""))
+    nemesis = Nemesis("t", control, ledger=MemoryLedger(), seed=1)
+    nemesis.invoke("start-disk-errors", {"nodes": ["n4"], "ops": ["write"]})
+    assert nemesis.invoke("start-disk", {"nodes": ["n4"], "damage": "wipe"}).type == "ok"  # n4 is down
+    stop = nemesis.invoke("stop-disk-errors", {})
+    assert stop.value["restarted"] == [] and not control.running("n4")
+    assert nemesis.invoke("stop-disk", {}).value["restarted"] == ["n4"] and control.running("n4")
