@@ -32,14 +32,16 @@ from kraftlab.checker.models import build_model
 from kraftlab.checker.queue import check_queue
 from kraftlab.checker.quorum import check_quorum
 from kraftlab.checker.raft import check_raft
+from kraftlab.checker.scram import check_scram
 
 GRACE = 120.0
 """Seconds a checker process gets beyond the linearizability budget before it is killed."""
 
 WORKLOAD_MODELS = {"topics": "topics", "registry": "registry", "isr": "isr", "acl": "acl", "register": "cas-register"}
-OWN_CHECKERS = frozenset({"queue"})
-"""Workloads judged by a checker of their own (checker.queue), not by a linearizability model; also a
-`model` name that sends a whole external history (Jepsen's Kafka workload) to that checker."""
+OWN_CHECKERS = frozenset({"queue", "scram"})
+"""Workloads judged by a checker of their own (checker.queue; checker.scram, with the journals' bound),
+not by a linearizability model; `queue` is also a `model` name that sends a whole external history
+(Jepsen's Kafka workload) to its checker."""
 
 
 def split_by_workload(history: History, model: str | None = None) -> dict[str, tuple[str, History]]:
@@ -64,7 +66,7 @@ def split_by_workload(history: History, model: str | None = None) -> dict[str, t
 def workload_checks(history: History, out_dir: Path | None = None, model: str | None = None) -> dict[str, CheckerFn]:
     """The checkers of the workloads judged by their own checker (OWN_CHECKERS), by result name: the
     queue's ops (or, with `model="queue"`, every client op: an external Jepsen Kafka history)."""
-    if model is not None and model not in OWN_CHECKERS:
+    if model not in (None, "queue"):
         return {}
     events = [e for e in history.events if e.process != "nemesis"
               and (model is not None or e.extra.get("workload") == "queue")]
@@ -99,8 +101,9 @@ def linearizable_with_anomalies(history: History | list[Op], model_name: str, in
 
 def journal_checks(journals: Journals, history: History | None, session_timeout_ms: float = 9000.0,
                    slack_ms: float = 3000.0) -> dict[str, CheckerFn]:
-    """The checks of node journals, by result name: Raft, fencing, metadata, forwarding, quorum, and
-    authorization when brokers journalled authorization decisions (an authorizer was configured)."""
+    """The checks of node journals, by result name: Raft, fencing, metadata, forwarding, quorum,
+    authorization when brokers journalled authorization decisions (an authorizer was configured), and
+    the scram workload's logins (bounded by the brokers' journalled self-fencing timeout)."""
     checks: dict[str, CheckerFn] = {
         "raft": functools.partial(check_raft, journals),
         "fencing": functools.partial(check_fencing, journals, history, session_timeout_ms, slack_ms),
@@ -111,6 +114,8 @@ def journal_checks(journals: Journals, history: History | None, session_timeout_
         checks["authorization"] = functools.partial(check_authorization, journals)
     if any(e.ev in DATAPLANE_EVENTS for e in journals.all()):
         checks["dataplane"] = functools.partial(check_dataplane, journals)
+    if history is not None and any(e.extra.get("workload") == "scram" for e in history.events):
+        checks["scram"] = functools.partial(check_scram, history, journals, session_timeout_ms)
     return checks
 
 

@@ -37,6 +37,8 @@ from kraftlab.nemesis.daemon_control import DaemonNodeControl
 DAEMON = "kraft-node"
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
+SASL_PORT = 9094
+"""Each broker's SASL_PLAINTEXT listener (SCRAM-SHA-256/512): the scram workload's logins."""
 METRICS_PORT = 9100
 DOCKER_VENV = "/opt/kraftlab/venv"
 
@@ -153,6 +155,7 @@ def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePath
     listeners = []
     if spec.broker:
         listeners.append(f"PLAINTEXT://{spec.address}:{BROKER_PORT}")
+        listeners.append(f"SASL_PLAINTEXT://{spec.address}:{SASL_PORT}")
     if spec.controller:
         listeners.append(f"CONTROLLER://{spec.address}:{CONTROLLER_PORT}")
     props: dict[str, str] = {
@@ -161,7 +164,8 @@ def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePath
         "controller.quorum.voters": voters,
         "listeners": ",".join(listeners),
         "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "metadata.log.dir": paths.metadata_dir,
         "log.dirs": paths.metadata_dir if diskfs else paths.data_dir,
         **DEFAULT_PROPERTIES,
@@ -170,7 +174,8 @@ def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePath
         "kraftlab.metrics.port": str(METRICS_PORT),
     }
     if spec.broker:
-        props["advertised.listeners"] = f"PLAINTEXT://{spec.address}:{BROKER_PORT}"
+        props["advertised.listeners"] = (f"PLAINTEXT://{spec.address}:{BROKER_PORT},"
+                                         f"SASL_PLAINTEXT://{spec.address}:{SASL_PORT}")
         props["inter.broker.listener.name"] = "PLAINTEXT"
     props.update(overrides or {})
     from kraftlab.node.admin import render_properties as render  # escapes what Kafka's parser would misread

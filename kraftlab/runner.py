@@ -35,6 +35,7 @@ from kraftlab.deploy import (
     DEFAULT_PROPERTIES,
     DEFAULT_TOPOLOGY,
     METRICS_PORT,
+    SASL_PORT,
     TOPOLOGIES,
     Deployment,
 )
@@ -90,7 +91,8 @@ class TestOptions:
 
 def client_addresses(dep: Deployment) -> dict[str, dict[str, str | None]]:
     return {s.name: {"broker": f"{s.address}:{BROKER_PORT}" if s.broker else None,
-                     "controller": f"{s.address}:{CONTROLLER_PORT}" if s.controller else None}
+                     "controller": f"{s.address}:{CONTROLLER_PORT}" if s.controller else None,
+                     "sasl": f"{s.address}:{SASL_PORT}" if s.broker else None}
             for s in dep.state.specs}
 
 

@@ -28,7 +28,7 @@ def _positive(text: str) -> float:
 def add_test_arguments(p: argparse.ArgumentParser, *, matrix: bool = False) -> None:
     if not matrix:
         p.add_argument("--workload", default="mixed",
-                       help="registry | topics | isr | acl | queue | mixed (default mixed)")
+                       help="registry | topics | isr | acl | scram | queue | mixed (default mixed)")
         add_run_arguments(p, default="partition,kill,clock")
     p.add_argument("--time-limit", type=_positive, default=60.0, help="seconds of workload (default 60)")
     p.add_argument("--seed", type=int, default=None, help="seed for the workload and the nemesis schedule")

@@ -37,16 +37,18 @@ from kraftlab.workloads.probe import brokers_serve
 from kraftlab.workloads.queue import QueueWorkload
 from kraftlab.workloads.queue_client import QueueConnector
 from kraftlab.workloads.registry import RegistryWorkload
+from kraftlab.workloads.scram import ScramWorkload
 from kraftlab.workloads.routed import RoutedFactory
 from kraftlab.workloads.session import KafkaClientFactory
 from kraftlab.workloads.topics import TopicsWorkload
 
-WORKLOADS = ("topics", "registry", "isr", "acl", "mixed", "queue")
+WORKLOADS = ("topics", "registry", "isr", "acl", "scram", "mixed", "queue")
 MODELS: dict[str, tuple[str, ...]] = {
     "topics": ("topics",),
     "registry": ("registry",),
     "isr": ("isr", "registry", "topics"),  # its setup ops are registrations and topic creates
     "acl": ("acl",),
+    "scram": ("scram",),  # its own checker (checker.scram, with the journals' bound)
     "mixed": ("topics", "registry", "isr", "acl"),
     "queue": ("queue",),  # its own checker (checker.queue), not a linearizability model
 }
@@ -94,7 +96,7 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
                              "the brokers' ApiVersions does not list them (or no broker answered)")
         return _workload(name, queue.generator(), queue.final_reads(), queue.factory(), brokers, rate,
                          concurrency, time_limit)
-    impl: TopicsWorkload | RegistryWorkload | IsrWorkload | AclWorkload | MixedWorkload
+    impl: TopicsWorkload | RegistryWorkload | IsrWorkload | AclWorkload | ScramWorkload | MixedWorkload
     if name == "topics":
         impl = TopicsWorkload(brokers, broker_ids)
     elif name == "registry":
@@ -103,6 +105,8 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
         impl = IsrWorkload(brokers, session_timeout=session_timeout)
     elif name == "acl":
         impl = AclWorkload(brokers)
+    elif name == "scram":
+        impl = ScramWorkload(brokers)
     elif name == "mixed":
         impl = MixedWorkload(brokers, broker_ids, session_timeout=session_timeout, queue=queue)
     else:

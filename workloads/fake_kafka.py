@@ -5,7 +5,8 @@ It answers exactly the requests (and versions) the workload clients send: ApiVer
 controller addresses; BrokerRegistration v4, BrokerHeartbeat v1, UnregisterBroker v0,
 AlterPartition v3 on the active controller (NOT_CONTROLLER elsewhere); CreateTopics v7 and
 DeleteTopics v6 anywhere (a broker "forwards"); Metadata v12 and DescribeCluster v1 on brokers;
-the ACL APIs and DescribeConfigs v1 anywhere (`workloads.fake_acls`).
+the ACL APIs and DescribeConfigs v1 anywhere (`workloads.fake_acls`); AlterUserScramCredentials v0
+anywhere and SASL SCRAM logins on the brokers' SASL addresses (`workloads.fake_scram`).
 The semantics follow KIP-631 and Kafka's controller: broker epochs are log offsets, leases fence
 silent brokers, fencing leaves ISRs and leaderships, AlterPartition is a compare-and-set on the
 leader and partition epochs. Reads see the current state (a correct, linearizable cluster).
@@ -17,7 +18,7 @@ ignore the broker epoch), `lose-acked-create` (a create answers NONE but is not 
 `alter-ignores-epoch` (AlterPartition skips the partition-epoch check), `reuse-epoch`
 (a registration gets the previous registration's epoch), `reregister-bumps-epoch` (KAFKA-16952:
 a re-sent registration of the registered incarnation gets a new epoch, fenced again), and the
-ACL store's (`fake_acls.BUGS`).
+ACL and SCRAM stores' (`fake_acls.BUGS`, `fake_scram.BUGS`).
 """
 
 from __future__ import annotations
@@ -55,17 +56,18 @@ from kio.schema.unregister_broker.v0 import response as un_resp
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from kraftlab.node.protocol.errors import ClientClosed, ConnectFailed, ConnectionLost, RequestTimedOut
-from kraftlab.workloads import fake_acls
+from kraftlab.workloads import fake_acls, fake_scram
 
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
 NO_AUTHORIZED_OPERATIONS = i32(-2147483648)  # Kafka's INT32_MIN: authorized operations not asked for
 CLUSTER_ID = "fake-cluster-0000000000"
 BUGS = frozenset({"accept-stale-epoch", "lose-acked-create", "alter-ignores-epoch", "reuse-epoch",
-                  "reregister-bumps-epoch"}) | fake_acls.BUGS
+                  "reregister-bumps-epoch"}) | fake_acls.BUGS | fake_scram.BUGS
 SERVED = {3: 12, 18: 0, 19: 7, 20: 6, 55: 1, 56: 3, 60: 1, 62: 4, 63: 1, 64: 0,
-          **fake_acls.SERVED}  # api key → the one version
+          **fake_acls.SERVED, **fake_scram.SERVED}  # api key → the one version
 WRITES = (reg_req.BrokerRegistrationRequest, hb_req.BrokerHeartbeatRequest, un_req.UnregisterBrokerRequest,
-          ap_req.AlterPartitionRequest, ct_req.CreateTopicsRequest, dt_req.DeleteTopicsRequest, *fake_acls.WRITES)
+          ap_req.AlterPartitionRequest, ct_req.CreateTopicsRequest, dt_req.DeleteTopicsRequest, *fake_acls.WRITES,
+          *fake_scram.WRITES)
 
 
 @dataclass
@@ -114,11 +116,13 @@ class FakeKafka:
     served: dict[int, int] = field(default_factory=lambda: dict(SERVED))
     """api key → the one version ApiVersions advertises (a test adds the data plane's keys)."""
     acls: fake_acls.FakeAcls = field(init=False)
+    scram: fake_scram.FakeScram = field(init=False)
 
     def __post_init__(self) -> None:
         if unknown := set(self.bugs) - BUGS:
             raise ValueError(f"unknown bugs {sorted(unknown)}; known: {sorted(BUGS)}")
         self.acls = fake_acls.FakeAcls(frozenset(self.bugs) & fake_acls.BUGS)
+        self.scram = fake_scram.FakeScram(frozenset(self.bugs) & fake_scram.BUGS)
         for i in range(1, self.nodes + 1):  # the real brokers: registered and unfenced, never expire
             self.brokers[i] = Reg(self._next_offset(), uuid.uuid4(), fenced=False, last_contact=float("inf"))
 
@@ -126,7 +130,7 @@ class FakeKafka:
 
     def spec(self) -> dict[str, dict[str, Any]]:
         """The catalog's cluster dict for this fake."""
-        return {f"n{i}": {"id": i, "broker": f"n{i}:9092",
+        return {f"n{i}": {"id": i, "broker": f"n{i}:9092", "sasl": f"n{i}:9094",
                           "controller": f"n{i}:9093" if i <= self.controllers else None}
                 for i in range(1, self.nodes + 1)}
 
@@ -135,10 +139,13 @@ class FakeKafka:
 
     # --- transport ----------------------------------------------------------------------------
 
-    async def send(self, addr: str, request: Any) -> Any:
+    async def send(self, addr: str, request: Any, conn: Any = None) -> Any:
+        """`request` on the connection `conn` to `addr` (SASL exchanges are per connection)."""
         if addr in self.down:
             raise ConnectFailed(f"cannot connect to {addr}")
         self.requests.append(request)
+        if isinstance(request, fake_scram.SASL):
+            return self.scram.sasl(request, conn)
         node = int(addr.split(":")[0][1:])
         is_controller = addr.endswith(":9093")
         self._expire()
@@ -179,6 +186,10 @@ class FakeKafka:
             if is_controller and node != self.leader:
                 return self._error_response(req, ErrorCode.not_controller)
             return self.acls.handle(req)
+        if isinstance(req, fake_scram.WRITES):
+            if is_controller and node != self.leader:
+                return self._error_response(req, ErrorCode.not_controller)
+            return self.scram.alter(req)
         if isinstance(req, ct_req.CreateTopicsRequest | dt_req.DeleteTopicsRequest):
             if is_controller and node != self.leader:
                 return self._error_response(req, ErrorCode.not_controller)
@@ -446,6 +457,8 @@ class FakeKafka:
             return ap_resp.AlterPartitionResponse(throttle_time=ZERO, error_code=code, topics=())
         if isinstance(req, fake_acls.REQUESTS):
             return fake_acls.error_response(req, code)
+        if isinstance(req, fake_scram.WRITES):
+            return fake_scram.error_response(req, code)
         raise ValueError(f"no error response for {type(req).__name__}")
 
 
@@ -460,7 +473,7 @@ class FakeTransport:
     async def send(self, request: Any) -> Any:
         if self.closed:
             raise ClientClosed("closed")
-        return await self.cluster.send(self.addr, request)
+        return await self.cluster.send(self.addr, request, self)
 
     async def close(self) -> None:
         self.closed = True

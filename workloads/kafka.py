@@ -55,6 +55,10 @@ DEFINITE_ERRORS: frozenset[str] = frozenset({
     "SECURITY_DISABLED",  # ACL requests without an authorizer: refused before anything is done
     "CLUSTER_AUTHORIZATION_FAILED",
     "TOPIC_AUTHORIZATION_FAILED",
+    "RESOURCE_NOT_FOUND",  # AlterUserScramCredentials: no such credential to delete
+    "UNACCEPTABLE_CREDENTIAL",
+    "UNSUPPORTED_SASL_MECHANISM",
+    "DUPLICATE_RESOURCE",
 })
 """Refusals after which the request certainly had no effect (plus every INVALID_* error)."""
 
@@ -137,6 +141,8 @@ class NodeAddrs:
     id: int
     broker: str | None
     controller: str | None
+    sasl: str | None = None
+    """The broker's SASL_PLAINTEXT listener (SCRAM logins), if it has one."""
 
 
 @dataclass(frozen=True)
@@ -145,8 +151,8 @@ class Cluster:
 
     @classmethod
     def parse(cls, spec: Mapping[str, Mapping[str, Any]]) -> Cluster:
-        """From {name: {"broker": "ip:port"|None, "controller": "ip:port"|None, "id": int?}}; the id
-        defaults to the digits of the name (n3 → 3)."""
+        """From {name: {"broker": "ip:port"|None, "controller": "ip:port"|None, "id": int?,
+        "sasl": "ip:port"?}}; the id defaults to the digits of the name (n3 → 3)."""
         out = {}
         for name, d in spec.items():
             nid = d.get("id")
@@ -155,7 +161,7 @@ class Cluster:
                 if not digits:
                     raise ValueError(f"node {name!r} needs an 'id' (no digits in its name)")
                 nid = int(digits[-1])
-            out[name] = NodeAddrs(int(nid), d.get("broker"), d.get("controller"))
+            out[name] = NodeAddrs(int(nid), d.get("broker"), d.get("controller"), d.get("sasl"))
         return cls(out)
 
     @property

@@ -1,10 +1,11 @@
-"""The `mixed` workload: topics, registry, isr and acl at once (and queue where brokers serve
+"""The `mixed` workload: topics, registry, isr, acl and scram at once (and queue where brokers serve
 the data plane), as nightly runs use it.
 
 They keep disjoint topic name prefixes (`t`, `isr-`; the acl workload's ACLs name only `acl-`
 resources) and agent id ranges (1000–1899, rotating, for the
 registry, 2000+ for the isr agents); every op carries its own `workload` field (`topics`,
-`registry`, `isr`, `acl`), so the checker splits the history per model. The topics workload's `list`
+`registry`, `isr`, `acl`, `scram`), so the checker splits the history per model. The topics
+workload's `list`
 shows both prefixes, because the isr workload's topic creates are `topics` ops too. Broker
 reads are eventually consistent in Kafka and marked `broker_read` (see `workloads.ops`); the
 linearizability checker gets the writes plus the final reads (`checker.judged`). With `queue` (a
@@ -24,6 +25,7 @@ from kraftlab.workloads.generator import Generator, Mix
 from kraftlab.workloads.isr import IsrWorkload
 from kraftlab.workloads.queue import QueueWorkload
 from kraftlab.workloads.registry import RegistryWorkload
+from kraftlab.workloads.scram import ScramWorkload
 from kraftlab.workloads.session import Handlers
 from kraftlab.workloads.topics import TopicsWorkload
 
@@ -32,13 +34,14 @@ from kraftlab.workloads.topics import TopicsWorkload
 class MixedWorkload:
     brokers: Sequence[str]
     broker_ids: Sequence[int]
-    weights: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 0.5)
+    weights: tuple[float, float, float, float, float] = (1.0, 1.0, 1.0, 0.5, 0.5)
     session_timeout: float = 9.0
     queue: QueueWorkload | None = None
     topics: TopicsWorkload = field(init=False)
     registry: RegistryWorkload = field(init=False)
     isr: IsrWorkload = field(init=False)
     acl: AclWorkload = field(init=False)
+    scram: ScramWorkload = field(init=False)
 
     def __post_init__(self) -> None:
         self.isr = IsrWorkload(self.brokers, base=2000, prefix="isr-", session_timeout=self.session_timeout)
@@ -46,14 +49,16 @@ class MixedWorkload:
                                      list_prefixes=("t", self.isr.prefix))
         self.registry = RegistryWorkload(self.brokers, base=1000, session_timeout=self.session_timeout)
         self.acl = AclWorkload(self.brokers)
+        self.scram = ScramWorkload(self.brokers)
 
     def handlers(self) -> Handlers:
         return {**self.topics.handlers(), **self.registry.handlers(), **self.isr.handlers(),
-                **self.acl.handlers(), **agent_handlers([self.registry.book, self.isr.book])}
+                **self.acl.handlers(), **self.scram.handlers(),
+                **agent_handlers([self.registry.book, self.isr.book])}
 
     def generator(self) -> Mix:
         gens: list[Generator] = [self.topics.generator(), self.registry.generator(), self.isr.generator(),
-                                 self.acl.generator()]
+                                 self.acl.generator(), self.scram.generator()]
         weights = list(self.weights)
         if self.queue is not None:
             gens.append(self.queue.generator())
@@ -62,7 +67,7 @@ class MixedWorkload:
 
     def final_reads(self) -> Mix:
         parts: list[Generator] = [self.topics.final_reads(), self.registry.final_reads(), self.isr.final_reads(),
-                                  self.acl.final_reads()]
+                                  self.acl.final_reads(), self.scram.final_reads()]
         if self.queue is not None:
             parts.append(self.queue.final_reads())
         return Mix(parts)

@@ -74,15 +74,15 @@ def test_mixed_keeps_workloads_apart_and_checks_valid() -> None:
     fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(3), p_timeout=0.02, p_not_controller=0.02)
     lines, _w = run("mixed", fake, seconds=2.5, seed=3)
     invokes = [x for x in lines if x["type"] == "invoke"]
-    assert {x["workload"] for x in invokes} == {"topics", "registry", "isr", "acl"}
+    assert {x["workload"] for x in invokes} == {"topics", "registry", "isr", "acl", "scram"}
     reg = {x["value"]["broker"] for x in invokes if x["f"] == "register"}
     assert any(1000 <= b < 2000 for b in reg) and any(b >= 2000 for b in reg)
-    created = {x["value"]["topic"] for x in invokes if x["f"] == "create" and x["workload"] != "acl"}
+    created = {x["value"]["topic"] for x in invokes if x["f"] == "create" and x["workload"] in ("topics", "isr")}
     acl_names = {x["value"]["resource_name"] for x in invokes if x["workload"] == "acl" and x["f"] == "create"}
     assert acl_names and all(n.startswith("acl-") for n in acl_names)
     assert any(t.startswith("isr-") for t in created) and any(t.startswith("t") for t in created)
     finals = [x for x in invokes if x["value"].get("final")]
-    assert {x["workload"] for x in finals} == {"topics", "registry", "isr", "acl"}
+    assert {x["workload"] for x in finals} == {"topics", "registry", "isr", "acl", "scram"}
     assert stale_alters(lines) == []
     # the isr model's verdict: see test_isr.test_isr_model_accepts_a_correct_cluster
     assert verdicts(lines, ("topics", "registry", "acl")) == {"topics": True, "registry": True, "acl": True}

@@ -110,7 +110,7 @@ def test_an_unanswered_read_fails_without_retiring() -> None:
     assert invoke(client, broker_read("topics", "list", "n2")).type == "ok"  # versions now known
     assert invoke(client, op("topics", "create", {"topic": "t9"})).type == "ok"
 
-    async def lost(addr: str, request: Any) -> Any:
+    async def lost(addr: str, request: Any, conn: Any = None) -> Any:
         raise ConnectionLost("reset")
 
     fake.send = lost  # type: ignore[method-assign]

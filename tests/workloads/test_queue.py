@@ -184,7 +184,7 @@ def test_mixed_includes_queue_where_brokers_serve_produce() -> None:
 
     asyncio.run(go())
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert {x["workload"] for x in lines} == {"topics", "registry", "isr", "acl", "queue"}
+    assert {x["workload"] for x in lines} == {"topics", "registry", "isr", "acl", "scram", "queue"}
     assert any(x["f"] == "send" and x["type"] == "ok" for x in lines)
     assert verdict([x for x in lines if x["workload"] == "queue"])["valid"] is True
     from wl_harness import verdicts
