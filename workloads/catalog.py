@@ -37,8 +37,8 @@ from kraftlab.workloads.probe import brokers_serve
 from kraftlab.workloads.queue import QueueWorkload
 from kraftlab.workloads.queue_client import QueueConnector
 from kraftlab.workloads.registry import RegistryWorkload
-from kraftlab.workloads.scram import ScramWorkload
 from kraftlab.workloads.routed import RoutedFactory
+from kraftlab.workloads.scram import ScramWorkload
 from kraftlab.workloads.session import KafkaClientFactory
 from kraftlab.workloads.topics import TopicsWorkload
 

@@ -77,8 +77,8 @@ class FakeScram:
             ok = req.mechanism in MECHANISMS
             if ok:
                 self._exchanges[id(conn)] = req.mechanism
-            return hs_resp.SaslHandshakeResponse(error_code=ErrorCode.none if ok else ErrorCode.unsupported_sasl_mechanism,
-                                                 mechanisms=tuple(sorted(MECHANISMS)))
+            code = ErrorCode.none if ok else ErrorCode.unsupported_sasl_mechanism
+            return hs_resp.SaslHandshakeResponse(error_code=code, mechanisms=tuple(sorted(MECHANISMS)))
         state = self._exchanges.get(id(conn))
         if isinstance(state, str):
             state = self._exchanges[id(conn)] = ScramServer(MECHANISMS[state], self._lookup)
