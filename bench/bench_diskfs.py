@@ -16,20 +16,20 @@ ratios (FUSE / plain) of the p99 latency and the median failover.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from bench_node import _latencies, percentile  # a sibling script: run as a file, bench/ is sys.path[0]
+from bench_node import (  # a sibling script: run as a file, bench/ is sys.path[0]
+    bench_failover,
+    bench_latency,
+    percentile,
+)
 
 from kraftlab.testing.diskfs_mounts import Mounted, fuse_available, mounted
-from kraftlab.testing.kraftnode import ProcessCluster
 
 
 @contextmanager
@@ -47,41 +47,17 @@ def node_dirs(base: Path, fuse: bool, n: int = 3) -> Iterator[dict[int, Mounted]
         yield mounts
 
 
-def bench_latency(base: Path, fuse: bool, appends: int, linger_ms: int) -> list[float]:
+def bench_latency_on(base: Path, fuse: bool, appends: int, linger_ms: int) -> list[float]:
     with node_dirs(base, fuse):
-        c = ProcessCluster(base, config={"controller.quorum.append.linger.ms": str(linger_ms)})
-        try:
-            c.start_all()
-            c.append_committed([b"warm-up"], timeout=60)
-            leader, _ = c.wait_leader()
-            asyncio.run(_latencies(c.ports[leader], 20))
-            return asyncio.run(_latencies(c.ports[leader], appends))
-        finally:
-            c.close()
+        return bench_latency(base, appends, linger_ms)
 
 
-def bench_failover(base: Path, fuse: bool, rounds: int) -> list[float]:
+def bench_failover_on(base: Path, fuse: bool, rounds: int) -> list[float]:
     with node_dirs(base, fuse) as mounts:
-        c = ProcessCluster(base)
-        times = []
-        try:
-            c.start_all()
-            for r in range(rounds):
-                c.append_committed([f"before-{r}".encode()], timeout=30)
-                leader, _ = c.wait_leader()
-                time.sleep(0.5)
-                t0 = time.monotonic()
-                c.kill(leader, signal.SIGKILL)
-                if fuse:
-                    mounts[leader].ctl(cmd="crash")  # the power loss, before anyone restarts it
-                c.append_committed([f"after-{r}".encode()], timeout=30)
-                times.append(time.monotonic() - t0)
-                print(f"  {'fuse' if fuse else 'plain'} failover {r + 1}/{rounds}: {times[-1]:.2f} s", flush=True)
-                c.start(leader)
-                time.sleep(1.0)
-        finally:
-            c.close()
-        return times
+        def power_loss(leader: int) -> None:  # the killed leader's un-fsynced writes dropped before it restarts
+            mounts[leader].ctl(cmd="crash")
+
+        return bench_failover(base, rounds, power_loss if fuse else None, "fuse " if fuse else "plain ")
 
 
 def main() -> int:
@@ -98,8 +74,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-diskfs-") as tmp:
         for setup in ("plain", "fuse"):
             fuse = setup == "fuse"
-            lat = bench_latency(Path(tmp) / f"{setup}-latency", fuse, args.appends, args.linger_ms)
-            fo = bench_failover(Path(tmp) / f"{setup}-failover", fuse, args.failovers)
+            lat = bench_latency_on(Path(tmp) / f"{setup}-latency", fuse, args.appends, args.linger_ms)
+            fo = bench_failover_on(Path(tmp) / f"{setup}-failover", fuse, args.failovers)
             results[setup] = (lat, fo)
             print(f"{setup}: commit latency (3 voters, fsync on, linger {args.linger_ms} ms, n={len(lat)}) "
                   f"p50 {percentile(lat, 50):.2f} ms  p99 {percentile(lat, 99):.2f} ms; "

@@ -68,7 +68,7 @@ def bench_latency(base: Path, appends: int, linger_ms: int) -> list[float]:
     c = ProcessCluster(base, config={"controller.quorum.append.linger.ms": str(linger_ms)})
     try:
         c.start_all()
-        c.append_committed([b"warm-up"])
+        c.append_committed([b"warm-up"], timeout=60)
         leader, _ = c.wait_leader()
         asyncio.run(_latencies(c.ports[leader], 20))  # connection and caches warm
         return asyncio.run(_latencies(c.ports[leader], appends))
@@ -76,7 +76,10 @@ def bench_latency(base: Path, appends: int, linger_ms: int) -> list[float]:
         c.close()
 
 
-def bench_failover(base: Path, rounds: int) -> list[float]:
+def bench_failover(base: Path, rounds: int, after_kill: Callable[[int], object] | None = None,
+                   label: str = "") -> list[float]:
+    """Seconds from SIGKILL of the leader to the next committed append, `rounds` times; `after_kill`
+    runs on the killed node's id before the clock stops (a power loss on the disk-fault filesystem)."""
     c = ProcessCluster(base)
     times = []
     try:
@@ -87,9 +90,11 @@ def bench_failover(base: Path, rounds: int) -> list[float]:
             time.sleep(0.5)  # followers settled on this leader
             t0 = time.monotonic()
             c.kill(leader, signal.SIGKILL)
+            if after_kill is not None:
+                after_kill(leader)
             c.append_committed([f"after-{r}".encode()], timeout=30)
             times.append(time.monotonic() - t0)
-            print(f"  failover {r + 1}/{rounds}: {times[-1]:.2f} s", flush=True)
+            print(f"  {label}failover {r + 1}/{rounds}: {times[-1]:.2f} s", flush=True)
             c.start(leader)
             time.sleep(1.0)
     finally:
