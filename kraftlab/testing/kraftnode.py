@@ -256,8 +256,9 @@ class ProcessCluster:
                 leader = q.get("leader") if q else None
                 if isinstance(leader, int) and leader != exclude and leader in self.alive():
                     lq = self.quorum(leader)
-                    if lq and lq.get("leader") == leader:
-                        return leader, int(lq["epoch"])  # type: ignore[call-overload]
+                    epoch = lq.get("epoch") if lq else None
+                    if lq and lq.get("leader") == leader and isinstance(epoch, int):
+                        return leader, epoch
             time.sleep(0.05)
         raise TimeoutError(f"no leader within {timeout}s (alive: {self.alive()})")
 

@@ -358,7 +358,7 @@ class Simulation:
 
     def _leader(self) -> SimNode | None:
         leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
-        return max(leaders, key=lambda n: n.core.epoch) if leaders else None  # type: ignore[union-attr]
+        return max(leaders, key=lambda n: n.core.epoch if n.core is not None else -1) if leaders else None
 
     def _target(self, spec: int | str) -> SimNode | None:
         return self._leader() if spec == "leader" else self.nodes[int(spec)]

@@ -96,8 +96,14 @@ class KNode:
     def alive(self) -> bool:
         return self.raft is not None
 
+    def broker(self) -> tuple[BrokerLifecycle, BrokerMetadata, BrokerApis]:
+        """A live broker's parts (set together when it starts, cleared together when it stops)."""
+        assert self.lifecycle is not None and self.metadata is not None and self.apis is not None, \
+            f"node {self.node_id} runs no broker"
+        return self.lifecycle, self.metadata, self.apis
+
     def image(self) -> tuple[int, MetadataImage]:
-        replay = self.ctrl.replay if self.ctrl is not None else self.metadata.replay  # type: ignore[union-attr]
+        replay = self.ctrl.replay if self.ctrl is not None else self.broker()[1].replay
         return replay.next_offset, replay.image
 
     def leader_id(self) -> int | None:
@@ -239,7 +245,8 @@ class KraftSim:
                     if out.ev == "fence":
                         self.fence_events.append((now, out.fields))
         if node.lifecycle is not None:
-            for broker_out in node.lifecycle.take_outputs() + node.apis.take_outputs():  # type: ignore[union-attr]
+            lifecycle, metadata, apis = node.broker()
+            for broker_out in lifecycle.take_outputs() + apis.take_outputs():
                 if isinstance(broker_out, SendToController | Forward):
                     rpc_kind = "hb" if isinstance(broker_out, SendToController) else "fwd"
                     self._rpc(node, rpc_kind, broker_out.token, broker_out.request, now)
@@ -247,7 +254,7 @@ class KraftSim:
                     self._client_answer(broker_out)
                 elif isinstance(broker_out, JournalEvent):
                     self.journal.append((now, node.node_id, broker_out))
-            self.journal += [(now, node.node_id, e) for e in node.metadata.take_outputs()]  # type: ignore[union-attr]
+            self.journal += [(now, node.node_id, e) for e in metadata.take_outputs()]
         self.check(node)
 
     def _send(self, src: int, dst: int, kind: int, payload: Any, now: int) -> None:
@@ -270,10 +277,11 @@ class KraftSim:
         self.queue.push(now + RPC_TIMEOUT_MS, TIMEOUT, (node.node_id, node.incarnation, kind, token))
 
     def _failed(self, node: KNode, kind: str, token: int, now: int, *, sent: bool) -> None:
+        lifecycle, _, apis = node.broker()
         if kind == "hb":
-            node.lifecycle.on_failure(token, now)  # type: ignore[union-attr]
+            lifecycle.on_failure(token, now)
         else:
-            node.apis.on_forward_failure(token, now, sent=sent)  # type: ignore[union-attr]
+            apis.on_forward_failure(token, now, sent=sent)
 
     def _client_answer(self, out: ClientReply) -> None:
         for t in self._wire(out.response, "a broker's answer to the client").topics:
@@ -357,8 +365,9 @@ class KraftSim:
                 if node.ctrl is not None:
                     node.ctrl.tick(now)
                 elif node.lifecycle is not None:
-                    node.lifecycle.tick(now, node.metadata.highest_offset)  # type: ignore[union-attr]
-                    node.apis.tick(now)  # type: ignore[union-attr]
+                    lifecycle, metadata, apis = node.broker()
+                    lifecycle.tick(now, metadata.highest_offset)
+                    apis.tick(now)
                 self.drain(node, now)
         elif kind == RPC:
             target, bid, binc, rkind, token, request = payload
@@ -378,7 +387,7 @@ class KraftSim:
             if rkind == "hb":
                 node.lifecycle.on_response(token, response, now)
             else:
-                node.apis.on_forward_response(token, response)  # type: ignore[union-attr]
+                node.broker()[2].on_forward_response(token, response)
             self.drain(node, now)
         elif kind == TIMEOUT:
             bid, binc, rkind, token = payload
@@ -406,7 +415,7 @@ class KraftSim:
                 )
                 timeout = i32Timedelta.parse(datetime.timedelta(milliseconds=5_000))
                 request = self._wire(CreateTopicsRequest(topics=(topic,), timeout=timeout), "the client's request")
-                node.apis.handle(("client", self.created), request, now)  # type: ignore[union-attr]
+                node.broker()[2].handle(("client", self.created), request, now)
                 self.drain(node, now)
         elif kind == FAULT:
             self._fault(payload, now)
@@ -426,12 +435,13 @@ class KraftSim:
         """The admin client's next request, to the controller that believes it is active."""
         if now < self.client_until:
             self.queue.push(now + 200 + self.admin.rng.randrange(400), ADMIN, None)
-        active = [n for n in self.nodes.values() if n.ctrl is not None and n.ctrl.active]
+        active = [(n.raft.core.epoch, n, n.ctrl) for n in self.nodes.values()
+                  if n.ctrl is not None and n.ctrl.active and n.raft is not None]
         if not active:
             return
-        target = max(active, key=lambda n: n.raft.core.epoch)  # type: ignore[union-attr]
+        _, target, ctrl = max(active, key=lambda a: a[0])
         down = [b for b in self.broker_ids if self.nodes[b].raft is None]
-        request = self.admin.request(target.ctrl.future_image, down)  # type: ignore[union-attr]
+        request = self.admin.request(ctrl.future_image, down)
         request = self._wire(request, "the admin client's request")
         self.admin_asked += 1
         payload = (target.node_id, ADMIN_ID, 0, "admin", self.admin_asked, request)
@@ -518,10 +528,11 @@ class KraftSim:
             want_p = defaults.default_num_partitions if partitions == -1 else partitions
             want_f = defaults.default_replication_factor if factor == -1 else factor
             info = image.topic(name)
-            got = sorted({len(p.replicas) for p in info.partitions.values()})  # type: ignore[union-attr]
-            if len(info.partitions) != want_p or got != [want_f]:  # type: ignore[union-attr]
+            assert info is not None  # not lost: checked above
+            got = sorted({len(p.replicas) for p in info.partitions.values()})
+            if len(info.partitions) != want_p or got != [want_f]:
                 raise SimViolation(f"seed {self.seed}: topic {name} asked for {want_p} partitions of {want_f} "
-                                   f"replicas, has {len(info.partitions)} partitions of {got} replicas")  # type: ignore[union-attr]
+                                   f"replicas, has {len(info.partitions)} partitions of {got} replicas")
             configs = image.configs.get((RESOURCE_TOPIC, name), {})
             if configs != self.topic_configs.get(name, {}):
                 raise SimViolation(f"seed {self.seed}: topic {name} created with configs "
