@@ -7,6 +7,7 @@ import io
 import pytest
 from kio.serial import entity_reader, entity_writer
 
+from kraftlab.node.controller.messages import build
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
@@ -100,3 +101,17 @@ def test_followers_fetching_the_same_batches_share_one_response_entity() -> None
     fresh = wire.response_to_wire(m.FetchResponse(m.Errors.NONE, 2, 1, 5, 0, (copy,)))
     assert fresh is not other_hw
     assert wire.response_from_wire(fresh).batches == (copy,)
+
+
+@pytest.mark.parametrize("entity_class", sorted(set(wire.RESPONSE_ENTITIES.values()), key=lambda c: c.__name__),
+                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize("error", [E.CLUSTER_AUTHORIZATION_FAILED, E.INCONSISTENT_CLUSTER_ID, E.UNKNOWN_SERVER_ERROR])
+def test_a_peers_top_level_error_applies_to_the_partition(entity_class: type, error: m.Errors) -> None:
+    """A Kafka peer refusing a whole request sets only the top-level error (the rest its schema's
+    defaults, no partition): every response decodes to the core's message with that error and no
+    epoch or leader learnt from it."""
+    entity = build(entity_class, {"error_code": int(error)})
+    decoded = wire.response_from_wire(through_bytes(entity))
+    assert type(wire.response_to_wire(decoded)) is entity_class
+    assert decoded.error == error
+    assert decoded.epoch == -1 and decoded.leader_id is None
