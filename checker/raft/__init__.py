@@ -12,6 +12,9 @@ own verdict, count and time in the result's `rules`):
 - DurableVote: a restarted node's quorum-state (as its `start` line reports what it read) still
   holds the last vote it granted before the restart — the same candidate in that epoch, or a later
   epoch — unless its quorum-state was found damaged.
+- SingleVote: a node votes for at most one candidate per epoch (its granted votes and the
+  `voted_for` of its transitions, a candidate's vote for itself included), across restarts unless
+  its quorum-state was lost or damaged.
 - CheckpointedHighWatermark: the high-water mark a node recovers from its checkpoint (`recovery`)
   is one it had journalled before (an `hw`, or a snapshot's end on `start`).
 - MonotonicHighWatermark: a node's high-water mark never goes down within one process life.
@@ -78,6 +81,7 @@ from kraftlab.checker.raft.rules import (
     NodeStoppedOnSafetyError,
     NoUncommittedApply,
     SingleLeader,
+    SingleVote,
     StaleLeader,
 )
 from kraftlab.checker.rules import Rule, judge, select
@@ -85,9 +89,10 @@ from kraftlab.checker.rules import Rule, judge, select
 
 def raft_rules(stale_leader_slack_ms: float = STALE_LEADER_SLACK_MS) -> list[Rule[Replay]]:
     """Every Raft rule, in the order they are judged and reported."""
-    return [SingleLeader(), MonotonicEpoch(), DurableVote(), CheckpointedHighWatermark(), MonotonicHighWatermark(),
-            MajorityReachedHighWatermark(), CommittedPrefixAgreement(), LeaderCompleteness(), NoUncommittedApply(),
-            StaleLeader(stale_leader_slack_ms), AnsweredBeforeCommit(), NodeStoppedOnSafetyError()]
+    return [SingleLeader(), MonotonicEpoch(), DurableVote(), SingleVote(), CheckpointedHighWatermark(),
+            MonotonicHighWatermark(), MajorityReachedHighWatermark(), CommittedPrefixAgreement(),
+            LeaderCompleteness(), NoUncommittedApply(), StaleLeader(stale_leader_slack_ms), AnsweredBeforeCommit(),
+            NodeStoppedOnSafetyError()]
 
 
 INVARIANTS = [r.name for r in raft_rules()]

@@ -69,6 +69,40 @@ class DurableVote(NamedRule):
             "(KIP-595: the vote is persisted before it is answered)"), [vote, start])
 
 
+class SingleVote(NamedRule):
+    """A node votes for at most one candidate in an epoch (Raft §5.2; KIP-595's votedId): the votes
+    it grants (`vote`, not pre-votes) and the vote its transitions carry (`role`'s `voted_for`: a
+    candidate votes for itself) name one node per epoch, across restarts too (the vote is durable)
+    — unless its quorum-state was lost (a start without one: new or wiped storage) or found damaged."""
+
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for entries in replay.journals.by_node.values():
+            votes: dict[int, tuple[int, Entry]] = {}  # epoch -> (candidate, the entry that named it)
+            for e in entries:
+                if (e.ev == "start" and e.get("stored_epoch") is None) or (
+                        e.ev == "corruption" and "quorum-state" in str(e.get("path", ""))):
+                    votes.clear()
+                elif (vote := _vote_of(e)) is not None:
+                    epoch, candidate = vote
+                    before, first = votes.setdefault(epoch, (candidate, e))
+                    if before != candidate:
+                        yield Violation(self.name, (
+                            f"node {e.node} voted for {before} and then for {candidate} in epoch {epoch}: a voter "
+                            "grants one vote per epoch, or two candidates can each win a majority (KIP-595: "
+                            "votedId)"), [first, e], before=f"node {e.node} voted for {before} in epoch {epoch}",
+                            after=f"node {e.node} voted for {candidate} in epoch {epoch}")
+                        votes[epoch] = (candidate, e)  # each change of vote reported once
+
+
+def _vote_of(e: Entry) -> tuple[int, int] | None:
+    """(epoch, candidate) a journal entry says this node voted for, or None."""
+    if e.ev == "vote" and e.get("granted") and not e.get("pre_vote"):
+        return int(e["epoch"]), int(e["candidate"])
+    if e.ev == "role" and e.get("voted_for") is not None:
+        return int(e["epoch"]), int(e["voted_for"])
+    return None
+
+
 class CheckpointedHighWatermark(NamedRule):
     """The high-water mark a node reads back from its checkpoint when it recovers its log
     (`recovery`'s `hw_checkpoint`) is one it had journalled (`hw`, or a snapshot's end at `start`)

@@ -1,6 +1,6 @@
 """Safety invariants the simulator checks after every event (those of Kafka's RaftEventSimulationTest).
 
-Besides Kafka's (one leader per epoch, monotonic epochs and high-water marks, the high-water mark
+Besides Kafka's (one leader per epoch, one vote per voter and epoch, monotonic epochs and high-water marks, the high-water mark
 held durably by a majority, consistent committed data, no leader loading a snapshot), a node's
 log must start at its latest snapshot and keep no snapshot below that start.
 
@@ -50,6 +50,7 @@ class Invariants:
         self.voters = tuple(voters)
         self.majority = majority(len(self.voters))
         self.leaders: dict[int, int] = {}  # epoch -> the one leader seen in it
+        self.votes: dict[tuple[int, int], int] = {}  # (node, epoch) -> the one candidate it voted for
         self.seen: dict[int, _Seen] = {}
         self.digests: dict[int, int] = {}  # committed offset -> state digest after applying up to it
         self.now = 0
@@ -63,6 +64,7 @@ class Invariants:
         seen.hw = 0
         if wiped:
             seen.epoch = 0
+            self.votes = {k: v for k, v in self.votes.items() if k[0] != node_id}  # its votes went with its disk
 
     def check_node(self, node: CheckedNode, nodes: Mapping[int, CheckedNode]) -> None:
         core = node.core
@@ -76,6 +78,10 @@ class Invariants:
         if epoch < seen.epoch:
             self.fail("MonotonicEpoch", f"node {nid} went from epoch {seen.epoch} to {epoch}")
         seen.epoch = epoch
+        if (voted := core.voted_id) is not None:
+            first = self.votes.setdefault((nid, epoch), voted)
+            if first != voted:
+                self.fail("SingleVote", f"node {nid} voted for {first} and then for {voted} in epoch {epoch}")
         hw = core.high_watermark
         if hw < seen.hw:
             self.fail("MonotonicHighWatermark", f"node {nid} high-water mark went from {seen.hw} to {hw}")

@@ -24,6 +24,7 @@ def test_healthy_run_passes() -> None:
 
 def test_two_leaders_in_one_epoch() -> None:
     j = healthy_raft()
+    j.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=4, hw=3)  # its vote for 2 lost
     bad = j.add(3, "role", role="leader", epoch=2, leader=3, voted_for=3)
     a = only_anomaly(_check(j), "SingleLeader")
     assert {e["node"] for e in a["entries"]} == {2, 3}
@@ -187,3 +188,30 @@ def test_a_cut_off_node_may_end_with_a_divergent_tail_beyond_its_own_high_water_
     assert check_raft(journals_from(run(1).entries))["valid"] is True  # not yet learned: fine
     bad = check_raft(journals_from(run(2).entries))  # it says offset 1 is committed, with another entry
     assert bad["valid"] is False and {a["type"] for a in bad["anomalies"]} == {"CommittedPrefixAgreement"}
+
+
+def test_two_votes_in_one_epoch() -> None:
+    """A voter that grants its vote to a second candidate in an epoch breaks SingleVote even when
+    neither candidate won (no second leader yet): the double vote is the bug, two leaders its effect."""
+    j = healthy_raft()
+    j.add(3, "vote", epoch=3, candidate=1, granted=True, pre_vote=False, reason="ok")
+    j.add(3, "vote", epoch=3, candidate=2, granted=False, pre_vote=False, reason="voted for 1")
+    j.add(3, "vote", epoch=4, candidate=2, granted=True, pre_vote=True, reason="ok")  # pre-votes bind nobody
+    bad = j.add(3, "vote", epoch=3, candidate=2, granted=True, pre_vote=False, reason="ok")
+    a = only_anomaly(_check(j), "SingleVote")
+    assert "voted for 1 and then for 2 in epoch 3" in a["explanation"]
+    assert any(e["where"] == f"journal.jsonl:{j.entries.index(bad) + 1}" for e in a["entries"])
+
+
+def test_a_vote_survives_a_restart_unless_the_quorum_state_was_lost() -> None:
+    j = healthy_raft()
+    j.add(3, "vote", epoch=3, candidate=1, granted=True, pre_vote=False, reason="ok")
+    j.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=4, hw=3,
+          stored_epoch=3, stored_vote=1)
+    j.add(3, "vote", epoch=3, candidate=2, granted=True, pre_vote=False, reason="ok")
+    only_anomaly(_check(j), "SingleVote")
+    lost = healthy_raft()
+    lost.add(3, "vote", epoch=3, candidate=1, granted=True, pre_vote=False, reason="ok")
+    lost.add(3, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)  # wiped storage
+    lost.add(3, "vote", epoch=3, candidate=2, granted=True, pre_vote=False, reason="ok")
+    assert _check(lost)["rules"]["SingleVote"]["valid"] is True

@@ -52,9 +52,13 @@ def _stale_samples() -> list[tuple[Any, ...]]:
 
 
 BREAKERS: dict[str, Callable[[], JB]] = {
-    "SingleLeader": _healthy_plus((3, "role", {"role": "leader", "epoch": 2, "leader": 3, "voted_for": 3})),
+    "SingleLeader": _healthy_plus(  # node 3 lost its quorum-state (its vote for 2 with it), then won epoch 2
+        (3, "start", {"roles": ["controller"], "voters": [1, 2, 3], "log_start": 0, "log_end": 4, "hw": 3}),
+        (3, "role", {"role": "leader", "epoch": 2, "leader": 3, "voted_for": 3})),
     "MonotonicEpoch": _healthy_plus((3, "role", {"role": "follower", "epoch": 1, "leader": 1, "voted_for": None})),
     "DurableVote": _vote_forgotten,
+    "SingleVote": _healthy_plus((3, "vote", {"epoch": 2, "candidate": 1, "granted": True, "pre_vote": False,
+                                             "reason": "ok"})),
     "CheckpointedHighWatermark": _healthy_plus((3, "recovery", {"hw_checkpoint": 9, "log_start": 0, "log_end": 4})),
     "MonotonicHighWatermark": _healthy_plus((3, "hw", {"hw": 2, "epoch": 2})),
     "MajorityReachedHighWatermark": _healthy_plus(
