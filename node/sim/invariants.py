@@ -1,8 +1,8 @@
 """Safety invariants the simulator checks after every event (those of Kafka's RaftEventSimulationTest).
 
-Besides Kafka's (one leader per epoch, one vote per voter and epoch, monotonic epochs and high-water marks, the high-water mark
-held durably by a majority, consistent committed data, no leader loading a snapshot), a node's
-log must start at its latest snapshot and keep no snapshot below that start.
+Besides Kafka's (one leader per epoch, one vote per voter and epoch, monotonic epochs and
+high-water marks, the high-water mark held durably by a majority, consistent committed data, no
+leader loading a snapshot), a node's log must start at its latest snapshot and keep no snapshot below that start.
 
 Each event changes the state of one node at most (or applies a fault), so `check_node` looks
 at the node the event touched and `check_all` runs after faults; both see every node that is up.
