@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -115,3 +116,30 @@ def test_a_peers_top_level_error_applies_to_the_partition(entity_class: type, er
     assert type(wire.response_to_wire(decoded)) is entity_class
     assert decoded.error == error
     assert decoded.epoch == -1 and decoded.leader_id is None
+
+
+def _named(entity: object, names: tuple[str, ...]) -> list[object]:
+    """Every value of a field called one of `names`, anywhere inside a kio entity."""
+    found: list[object] = []
+    if dataclasses.is_dataclass(entity) and not isinstance(entity, type):
+        for f in dataclasses.fields(entity):
+            value = getattr(entity, f.name)
+            if f.name in names:
+                found.append(value)
+            found += _named(value, names)
+    elif isinstance(entity, tuple):
+        for item in entity:
+            found += _named(item, names)
+    return found
+
+
+@pytest.mark.parametrize("message", REQUESTS + RESPONSES, ids=lambda r: type(r).__name__)
+def test_every_message_names_kafkas_metadata_partition(message: m.Message) -> None:
+    """Kafka's voters read and write the metadata log as topic __cluster_metadata, partition 0: a
+    message naming anything else is one a Kafka peer refuses (or misreads)."""
+    entity = wire.request_to_wire(message) if m.is_request(message) else wire.response_to_wire(message)
+    decoded = through_bytes(entity)
+    topics = _named(decoded, ("topic_name", "topic", "name"))
+    partitions = _named(decoded, ("partition_index", "partition", "index"))
+    assert topics and set(topics) == {"__cluster_metadata"}
+    assert partitions and set(partitions) == {0}
