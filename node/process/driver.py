@@ -76,6 +76,7 @@ class RaftDriver:
         self._quorum_sampled_ms: int | None = None
         self._fatal_seen: set[str] = set()  # errors already journalled as `fatal` (a failing tick repeats)
         self.failed: BaseException | None = None
+        self._journalled_hw = 0  # the highest `hw` event journalled (a failing step's is lost with its output)
         self.stopped = asyncio.Event()
         self.after_step: Callable[[int], None] | None = None
         self.started = False
@@ -156,6 +157,11 @@ class RaftDriver:
             return
         log.error("stopping: %s", error)
         self.failed = error
+        core = self.core
+        if core.high_watermark > self._journalled_hw:
+            # the failing step's output (its `hw` event among it) is lost, not what it did to the core:
+            # the state machine may have applied up to that high-water mark already
+            self.journal.write("hw", hw=core.high_watermark, epoch=core.epoch)
         if isinstance(error, LogCorruption):
             journal_corruption(self.journal, error, "metadata log")
         elif isinstance(error, OSError):
@@ -196,6 +202,8 @@ class RaftDriver:
             fields = dict(event)
             ev = str(fields.pop("ev"))
             self.journal.write(ev, **fields)
+            if ev == "hw":
+                self._journalled_hw = max(self._journalled_hw, int(fields.get("hw", 0)))
             if ev == "role" and fields.get("role") == "candidate":
                 self.metrics.inc(mx.RAFT_ELECTIONS)
             elif ev == "snapshot" and fields.get("action") in ("create", "load", "fetch"):

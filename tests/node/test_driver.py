@@ -8,6 +8,7 @@ metrics — with the real core, real asyncio time and short timeouts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 
 import pytest
@@ -151,6 +152,36 @@ def test_a_failed_write_stops_the_node_and_says_so() -> None:
             d.fail_stop(OSError(errno.EIO, "Input/output error"))  # the first failure is the one kept
             assert isinstance(d.failed, OSError) and d.failed.errno == errno.ENOSPC
             assert sum(e["ev"] == "log_dir_failed" for e in c.journals[1].entries) == 1
+        finally:
+            await c.close()
+
+    asyncio.run(run())
+
+
+def test_the_high_water_mark_a_failing_step_reached_is_journalled() -> None:
+    """A step that fails (here: the state machine's disk is full while it applies) loses its output, its
+    `hw` event among it, but not what it did to the core: the machine may have applied up to that
+    high-water mark, so the journal says so before `log_dir_failed` (else an apply looks uncommitted)."""
+
+    async def run() -> None:
+        c = Cluster(1)
+        c.start()
+        try:
+            assert await c.leader() == 1
+            d = c.drivers[1]
+            await d.append_and_wait([Record(b"k", b"v1")], 2.0)
+            journalled = max(e["hw"] for e in c.journals[1].entries if e["ev"] == "hw")
+
+            def disk_full(batches: object) -> None:
+                raise OSError(errno.ENOSPC, "No space left on device", "snapshot.checkpoint.part")
+
+            c.machines[1].handle_commit = disk_full  # type: ignore[method-assign]
+            with contextlib.suppress(OSError, RuntimeError, TimeoutError):
+                await d.append_and_wait([Record(b"k", b"v2")], 2.0)
+            assert d.stopped.is_set() and isinstance(d.failed, OSError)
+            evs = [e for e in c.journals[1].entries if e["ev"] in ("hw", "log_dir_failed")]
+            assert evs[-1]["ev"] == "log_dir_failed" and evs[-2]["ev"] == "hw"
+            assert evs[-2]["hw"] == d.core.high_watermark > journalled
         finally:
             await c.close()
 
