@@ -9,14 +9,17 @@ operation, permission), as a decision names the ACL that allowed it.
   offset is `offset` (the journal's field: what the broker reports as its metadata offset) names an
   ACL that the committed log held at that offset (created at or below it, not removed there).
 - StaleAuthorization: an allowed decision is not made with an ACL whose removal was committed
-  longer ago than the broker's self-fencing bound (its `self_fence_ms` plus `slack_ms`): a broker
-  may lag, but one cut from the quorum must have stopped serving by then. Judged only on a shared
-  clock (`rmono`, one kernel), the removal's time being the first `apply` of it on any node.
+  longer ago than the broker's self-fencing bound (its `self_fence_ms` plus `slack_ms`), nor with an
+  ACL whose removal was committed before the decision by a broker that had then heard nothing from
+  the quorum (no successful heartbeat, no restart) for longer than that bound: a broker may lag, but
+  one cut from the quorum must have stopped serving by then. Judged only on a shared clock (`rmono`,
+  one kernel), the removal's time being the first `apply` of it on any node.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +105,7 @@ def check_authorization(journals: Journals, slack_ms: int = DEFAULT_SLACK_MS) ->
     shared = journals.shared_clock
     for nid, entries in journals.by_node.items():
         bound = _bounds(entries)
+        heard = sorted(_time(e) for e in entries if e.ev == "start" or (e.ev == "heartbeat" and e.get("ok")))
         for e in entries:
             if e.ev != "authz":
                 continue
@@ -121,18 +125,35 @@ def check_authorization(journals: Journals, slack_ms: int = DEFAULT_SLACK_MS) ->
             if not shared or bound is None:
                 continue
             removal = _later_removal(history, offset, e)
-            if removal is not None and _time(e) - _time(removal) > bound + slack_ms:
+            if removal is None or _time(removal) >= _time(e):
+                continue
+            since_removal = _time(e) - _time(removal)
+            silent = _time(e) - _last_before(heard, _time(e))
+            if since_removal > bound + slack_ms:
                 vs.append(Violation("StaleAuthorization", (
                     f"broker {nid} allowed {e.get('principal')} {e.get('operation')} on {e.get('resource')!r} "
-                    f"with the ACL {list(value)} {_time(e) - _time(removal):.0f} ms after its removal was "
+                    f"with the ACL {list(value)} {since_removal:.0f} ms after its removal was "
                     f"committed (offset {removal.get('offset')}), past its self-fencing bound of "
                     f"{bound} + {slack_ms} ms: a broker cut from the quorum kept authorizing with removed ACLs"),
                     [removal, e]))
+            elif silent > bound + slack_ms:
+                vs.append(Violation("StaleAuthorization", (
+                    f"broker {nid} allowed {e.get('principal')} {e.get('operation')} on {e.get('resource')!r} "
+                    f"with the ACL {list(value)}, removed {since_removal:.0f} ms before (offset "
+                    f"{removal.get('offset')}), {silent:.0f} ms after it last heard from the quorum, past its "
+                    f"self-fencing bound of {bound} + {slack_ms} ms: a broker cut from the quorum kept "
+                    f"authorizing with removed ACLs"), [removal, e]))
     if decisions == 0:
         return result([], [], {k: "no broker journalled `authz` events" for k in INVARIANTS})
     not_checked = {} if shared else {"StaleAuthorization": "the journals share no clock (rmono, one kernel)"}
     checked = [k for k in INVARIANTS if k not in not_checked]
     return result(vs, checked, not_checked, stats={"authorization_decisions": decisions})
+
+
+def _last_before(times: list[float], t: float) -> float:
+    """The latest of the sorted `times` at or before `t` (-inf when none: never heard)."""
+    i = bisect.bisect_right(times, t)
+    return times[i - 1] if i else float("-inf")
 
 
 def _later_removal(history: _AclHistory, offset: int, decision: Entry) -> Entry | None:

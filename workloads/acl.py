@@ -191,20 +191,24 @@ class AclWorkload:
                 (WORKLOAD, "list"): list_handler(self.prefix), (WORKLOAD, "authorize"): authorize}
 
     def binding(self, ctx: Context) -> dict[str, Any]:
+        """Mostly ALLOWs for the probes' principal (User:ANONYMOUS), whose removals a stale broker
+        would keep honouring; DENYs only for the other principal, so they never mask those."""
         rtype, name, ptype = ctx.rng.choice(self.patterns)
+        principal = PRINCIPALS[0] if ctx.rng.random() < 0.7 else PRINCIPALS[1]
+        deny = principal != PRINCIPALS[0] and ctx.rng.random() < 0.4
         return {"resource_type": rtype, "resource_name": name, "pattern_type": ptype,
-                "principal": ctx.rng.choice(PRINCIPALS), "host": "*", "operation": ctx.rng.choice(OPERATIONS),
-                "permission": "DENY" if ctx.rng.random() < 0.15 else "ALLOW"}
+                "principal": principal, "host": "*", "operation": ctx.rng.choice(OPERATIONS),
+                "permission": "DENY" if deny else "ALLOW"}
 
     def next_op(self, ctx: Context) -> Invocation:
         r = ctx.rng.random()
-        if r < 0.6:
+        if r < 0.55:
             value = self.binding(ctx)
             if ctx.rng.random() < 0.2:
                 value["via"] = "controller"
-            return op(WORKLOAD, "create" if r < 0.33 else "delete", value)
+            return op(WORKLOAD, "create" if r < 0.3 else "delete", value)
         node = read_node(ctx, self.brokers)
-        if r < 0.75:
+        if r < 0.65:
             rtype, name, ptype = ctx.rng.choice(self.patterns)
             return broker_read(WORKLOAD, "describe", node, resource_type=rtype, resource_name=name, pattern_type=ptype)
         return broker_read(WORKLOAD, "authorize", node, topic=ctx.rng.choice(self.probe_topics))

@@ -323,9 +323,11 @@ class BrokerApis:
                 keep.append(s)
         self._settling = keep
 
-    def serves(self, request: Any) -> bool:
+    def serves(self, request: Any, now_ms: int) -> bool:
         """Whether `request` is served now (rather than refused: a broker not running, or fenced
-        itself); only then is it authorized, so a refused request leaves no authorization decision."""
+        itself, the self-fencing bound checked at `now_ms`); only then is it authorized, so a refused
+        request leaves no authorization decision."""
+        self.lifecycle.check_self_fence(now_ms)
         if api_name(request) in READ_APIS:
             return self.lifecycle.serving_reads()
         return self.lifecycle.accepting_client_requests()
@@ -335,7 +337,7 @@ class BrokerApis:
         if api in CONTROLLER_APIS and api not in FORWARDED_APIS:
             self._outbox.append(ClientReply(token, error_response(request, ErrorCode.not_controller)))
             return
-        if not self.serves(request):
+        if not self.serves(request, now_ms):
             reason = "fenced itself" if self.lifecycle.self_fenced else self.lifecycle.state.name
             self._outbox.append(Refused(token, reason))
             return

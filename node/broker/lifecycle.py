@@ -187,6 +187,12 @@ class BrokerLifecycle:
         else:
             self._send(now_ms, "heartbeat", self._heartbeat(metadata_offset))
 
+    def check_self_fence(self, now_ms: int) -> None:
+        """Fence itself now if the quorum has been silent past the bound: before a request is served,
+        so one that waited in a socket while the process was paused is not served from a stale image."""
+        if self.state not in (BrokerState.NOT_RUNNING, BrokerState.SHUTTING_DOWN):
+            self._check_self_fence(now_ms)
+
     def _check_self_fence(self, now_ms: int) -> None:
         if self._last_ok_ms is None or self.config.bugs.on("no-self-fencing"):  # BUG ZOO: never self-fence
             return

@@ -363,7 +363,8 @@ class KraftApplication:
 
             return await self._await_token(start, allowed)
 
-        if not self.apis.serves(request):  # refused unread (not running, fenced itself): nothing to authorize
+        if not self.apis.serves(request, self._now()):  # refused unread (not running, fenced itself):
+            # nothing to authorize
             return await serve(request)
         response = await self._screened(request, context, self.broker_metadata.image, True, serve)
         return await self._throttle(response, context, cost_ms)

@@ -190,11 +190,25 @@ def test_a_broker_fenced_itself_answers_no_reads_unless_the_zoo_bug_is_on() -> N
         mc = MiniCluster(bugs=bugs)
         mc.run_until(lambda m=mc: _running(m))  # type: ignore[misc]
         apis = mc.brokers[102].apis
-        assert apis.serves(read) and apis.serves(write)
+        assert apis.serves(read, mc.now) and apis.serves(write, mc.now)
         mc.cut.add(102)
         mc.run_until(lambda m=mc: m.brokers[102].lifecycle.self_fenced, max_ms=20_000)  # type: ignore[misc]
-        assert apis.serves(read) is reads_while_fenced and not apis.serves(write)
+        assert apis.serves(read, mc.now) is reads_while_fenced and not apis.serves(write, mc.now)
         assert not mc.brokers[102].lifecycle.accepting_client_requests()
         apis.handle("probe", read, mc.now)
         refused = [o for o in apis.take_outputs() if type(o).__name__ == "Refused"]
         assert bool(refused) is not reads_while_fenced
+
+
+def test_a_request_after_a_long_pause_is_refused_before_any_tick(mc: MiniCluster) -> None:
+    """A process paused past its self-fencing bound fences itself on the first request it reads,
+    before its next tick: nothing is served (or authorized) from the image it had when it stopped."""
+    from kio.schema.describe_configs.v1.request import DescribeConfigsRequest, DescribeConfigsResource
+
+    mc.run_until(lambda: _running(mc))
+    life = mc.brokers[102].lifecycle
+    read = DescribeConfigsRequest(resources=(DescribeConfigsResource(resource_type=2, resource_name="t",
+                                                                     configuration_keys=None),), include_synonyms=False)
+    late = mc.now + life.config.effective_self_fence_timeout_ms + 1
+    assert mc.brokers[102].apis.serves(read, mc.now)
+    assert not mc.brokers[102].apis.serves(read, late) and life.self_fenced

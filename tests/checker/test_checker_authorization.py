@@ -26,11 +26,16 @@ def _authz(node: int, offset: int, ms: int, acl: list[Any] | None = ACL, allowed
             "offset": offset}
 
 
-def _journals(*decisions: dict[str, Any], removed_at: int | None = 3_000) -> Any:
+def _heartbeat(node: int, ms: int) -> dict[str, Any]:
+    return {"node": node, "ev": "heartbeat", "ts": ms, "mono": ms * 1_000_000, "rmono": ms * 1_000_000, "ok": True,
+            "self_fence_ms": 4000}
+
+
+def _journals(*decisions: dict[str, Any], removed_at: int | None = 3_000, heard_until: int = 10_000) -> Any:
     created = AccessControlEntryRecord(id=AID, resource_type=2, resource_name="orders", pattern_type=3,
                                        principal="User:alice", host="*", operation=3, permission_type=3)
     entries = [{"node": n, "ev": "start", "ts": 0, "mono": 0, "rmono": 0, "boot_id": "b"} for n in (1, 2)]
-    entries += [{"node": 2, "ev": "heartbeat", "ts": 1, "mono": 1, "rmono": 1, "ok": True, "self_fence_ms": 4000}]
+    entries += [_heartbeat(2, ms) for ms in range(0, heard_until + 1, 1000)]  # broker 2 hears the quorum
     entries.append(_apply(1, 10, created, 1_000))
     if removed_at is not None:
         entries.append(_apply(1, 20, RemoveAccessControlEntryRecord(id=AID), removed_at))
@@ -77,3 +82,14 @@ def test_the_decision_offset_is_the_last_record_the_image_applied() -> None:
     assert check_authorization(_journals(_authz(2, 10, 1_200)))["valid"]
     r = check_authorization(_journals(_authz(2, 20, 3_100)))
     assert not r["valid"] and r["anomalies"][0]["type"] == "AuthorizedByCommittedAcl"
+
+
+def test_a_broker_silent_past_its_bound_allowing_by_a_removed_acl_is_stale() -> None:
+    # removed at 3 s; broker 2 last heard the quorum at 2 s: at 7.5 s (4.5 s after the removal) it is
+    # 5.5 s past its last heartbeat, beyond 4 s + 1 s
+    r = check_authorization(_journals(_authz(2, 15, 7_500), heard_until=2_000))
+    assert not r["valid"] and r["anomalies"][0]["type"] == "StaleAuthorization"
+    assert "after it last heard from the quorum" in r["anomalies"][0]["explanation"]
+    # within the bound of its last heartbeat, or before the removal was committed: a lag, allowed
+    assert check_authorization(_journals(_authz(2, 15, 6_500), heard_until=2_000))["valid"]
+    assert check_authorization(_journals(_authz(2, 15, 7_500), removed_at=7_600, heard_until=2_000))["valid"]
