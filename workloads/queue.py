@@ -111,7 +111,10 @@ class QueueWorkload:
     # --- clients ---------------------------------------------------------------------------
 
     async def ensure_topic(self, qc: QueueClient) -> None:
-        """Create the topic once per test (the first client to open does it)."""
+        """Create the topic once per test (the first client to open does it; the lock belongs to
+        the main phase's event loop, and later phases find the topic made)."""
+        if self._topic_ready:
+            return
         if self._topic_lock is None:
             self._topic_lock = asyncio.Lock()
         async with self._topic_lock:

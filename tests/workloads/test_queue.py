@@ -37,13 +37,11 @@ def run_queue(logs: FakeLogs, *, seconds: float = 1.0, seed: int = 1, concurrenc
     pids = ProcessIds()
     nodes = sorted(spec)
 
-    async def go() -> None:
-        await run_phase(w.main, w.factory, history, pids, nodes=nodes, concurrency=concurrency,
-                        rng=random.Random(seed), op_timeout=2.0)
-        await run_phase(w.final, w.factory, history, pids, nodes=nodes, concurrency=len(nodes),
-                        rng=random.Random(seed + 1), op_timeout=6.0)
-
-    asyncio.run(go())
+    # each phase in its own event loop, as the runner runs them
+    asyncio.run(run_phase(w.main, w.factory, history, pids, nodes=nodes, concurrency=concurrency,
+                          rng=random.Random(seed), op_timeout=2.0))
+    asyncio.run(run_phase(w.final, w.factory, history, pids, nodes=nodes, concurrency=len(nodes),
+                          rng=random.Random(seed + 1), op_timeout=6.0))
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
