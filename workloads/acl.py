@@ -49,6 +49,7 @@ ENTRY_FIELDS = ("principal", "host", "operation", "permission")
 BINDING_FIELDS = PATTERN_FIELDS + ENTRY_FIELDS
 PRINCIPALS = ("User:ANONYMOUS", "User:acl-alice")
 OPERATIONS = ("DESCRIBE_CONFIGS", "READ", "ALL")
+"""The first and last allow the probes' DESCRIBE_CONFIGS; READ does not."""
 TOPIC_AUTHORIZATION_FAILED = 29
 
 
@@ -194,11 +195,12 @@ class AclWorkload:
         """Mostly ALLOWs for the probes' principal (User:ANONYMOUS), whose removals a stale broker
         would keep honouring; DENYs only for the other principal, so they never mask those."""
         rtype, name, ptype = ctx.rng.choice(self.patterns)
-        principal = PRINCIPALS[0] if ctx.rng.random() < 0.7 else PRINCIPALS[1]
-        deny = principal != PRINCIPALS[0] and ctx.rng.random() < 0.4
-        return {"resource_type": rtype, "resource_name": name, "pattern_type": ptype,
-                "principal": principal, "host": "*", "operation": ctx.rng.choice(OPERATIONS),
-                "permission": "DENY" if deny else "ALLOW"}
+        if ctx.rng.random() < 0.7:  # the probes' principal: the two operations that allow DESCRIBE_CONFIGS
+            return {"resource_type": rtype, "resource_name": name, "pattern_type": ptype, "principal": PRINCIPALS[0],
+                    "host": "*", "operation": ctx.rng.choice(OPERATIONS[::2]), "permission": "ALLOW"}
+        return {"resource_type": rtype, "resource_name": name, "pattern_type": ptype, "principal": PRINCIPALS[1],
+                "host": "*", "operation": ctx.rng.choice(OPERATIONS),
+                "permission": "DENY" if ctx.rng.random() < 0.4 else "ALLOW"}
 
     def next_op(self, ctx: Context) -> Invocation:
         r = ctx.rng.random()
