@@ -79,3 +79,24 @@ def test_rules_by_hand() -> None:
     unset = [line(4, 1, "invoke", "login", {**login, "password": "never"}, 40),
              line(5, 1, "ok", "login", {"authenticated": True}, 45)]
     assert check_scram(_history(base + unset), bound_ms=10_000)["anomalies"][0]["type"] == "LoginWithUnsetPassword"
+
+
+def test_a_slowed_or_stepped_back_broker_clock_stretches_the_bound() -> None:
+    def line(i: int, p: Any, type_: str, f: str, value: Any, t: int, workload: bool = True) -> dict[str, Any]:
+        out = {"index": i, "time": t * 1_000_000, "process": p, "type": type_, "f": f, "value": value}
+        return {**out, "workload": "scram"} if workload else out
+
+    login = {**ALICE, "password": "pw1", "node": "n1", "broker_read": True}
+    base = [line(0, 0, "invoke", "upsert", {**ALICE, "password": "pw1"}, 0), line(1, 0, "ok", "upsert", {}, 10),
+            line(2, 0, "invoke", "delete", ALICE, 20), line(3, 0, "ok", "delete", {}, 30)]
+    late = [line(8, 1, "invoke", "login", login, 25_000), line(9, 1, "ok", "login", {"authenticated": True}, 25_010)]
+    assert check_scram(_history(base + late))["anomalies"][0]["type"] == "LoginAfterDeletion"  # bound 15 s
+    slowed = [line(4, "nemesis", "invoke", "clock-rate", {"rate": 0.5}, 1, False),
+              line(5, "nemesis", "info", "clock-rate", {"nodes": ["n1"], "rate": 0.5}, 2, False)]
+    assert check_scram(_history(base + slowed + late))["valid"] is True  # 13 s of n1's clock: 26 s real
+    stepped = [line(4, "nemesis", "invoke", "clock-bump", {}, 1, False),
+               line(5, "nemesis", "info", "clock-bump", {"nodes": ["n1"], "delta_ms": -12000.0}, 2, False)]
+    assert check_scram(_history(base + stepped + late))["valid"] is True
+    elsewhere = [line(4, "nemesis", "invoke", "clock-rate", {}, 1, False),
+                 line(5, "nemesis", "info", "clock-rate", {"nodes": ["n2"], "rate": 0.5}, 2, False)]
+    assert check_scram(_history(base + elsewhere + late))["valid"] is False
