@@ -8,6 +8,8 @@
     kraft-node dump-log PATH...
     kraft-node shell --directory DIR | --snapshot FILE | --bootstrap-controller H:P[,H:P...] [COMMAND...]
     kraft-node describe-quorum (--bootstrap-controller H:P | --bootstrap-server H:P)
+    kraft-node add-controller --bootstrap-controller H:P[,H:P...] --command-config F [--timeout S]
+    kraft-node remove-controller --bootstrap-controller H:P[,H:P...] --controller-id N --controller-directory-id DIRID
     kraft-node describe-cluster --bootstrap-server H:P
     kraft-node cluster-id --bootstrap-server H:P
     kraft-node unregister --bootstrap-server H:P --id N
@@ -330,6 +332,34 @@ def cmd_describe_quorum(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_add_controller(args: argparse.Namespace) -> int:
+    """KIP-853: make the controller `--command-config` describes a voter (it must be running and caught up)."""
+    from kraftlab.node.raft import messages as m
+    from kraftlab.node.voter_admin import change_voters, describe_change, local_controller
+
+    voter, cluster_id = local_controller(args.command_config)
+    request = m.AddRaftVoterRequest(voter, int(args.timeout * 1000))
+    response = _run(change_voters(args.bootstrap_controller, request, cluster_id, args.timeout + 30.0))
+    print(describe_change("add", voter.node_id, response))
+    return EXIT_OK
+
+
+def cmd_remove_controller(args: argparse.Namespace) -> int:
+    """KIP-853: remove voter (`--controller-id`, `--controller-directory-id`)."""
+    from kraftlab.node.kafka_uuid import parse_kafka_uuid
+    from kraftlab.node.raft import messages as m
+    from kraftlab.node.voter_admin import change_voters, describe_change
+
+    try:
+        directory = parse_kafka_uuid(args.controller_directory_id, "--controller-directory-id")
+    except ValueError as e:
+        raise CommandFailed(str(e)) from None
+    request = m.RemoveRaftVoterRequest(args.controller_id, directory)
+    response = _run(change_voters(args.bootstrap_controller, request, None, args.timeout + 30.0))
+    print(describe_change("remove", args.controller_id, response))
+    return EXIT_OK
+
+
 def cmd_cluster_id(args: argparse.Namespace) -> int:
     print(_run(describe_cluster(args.bootstrap_server, args.timeout))["cluster_id"])
     return EXIT_OK
@@ -427,6 +457,17 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--bootstrap-server", type=host_port, metavar="HOST:PORT", help="a broker (relays it)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds")
     p.set_defaults(func=cmd_describe_quorum)
+    p = sub.add_parser("add-controller", help="add the controller of --command-config as a voter (KIP-853)")
+    p.add_argument("--bootstrap-controller", required=True, type=host_ports, metavar="HOST:PORT[,HOST:PORT...]")
+    p.add_argument("--command-config", required=True, metavar="F", help="the new controller's server.properties")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds the leader may wait for it to catch up")
+    p.set_defaults(func=cmd_add_controller)
+    p = sub.add_parser("remove-controller", help="remove a voter (KIP-853)")
+    p.add_argument("--bootstrap-controller", required=True, type=host_ports, metavar="HOST:PORT[,HOST:PORT...]")
+    p.add_argument("--controller-id", required=True, type=int)
+    p.add_argument("--controller-directory-id", required=True, metavar="DIRID")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds")
+    p.set_defaults(func=cmd_remove_controller)
     p = sub.add_parser("describe-cluster", help="JSON: cluster id, active controller, brokers")
     p.add_argument("--bootstrap-server", required=True, type=host_port, metavar="HOST:PORT")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds")

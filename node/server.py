@@ -58,7 +58,8 @@ from kraftlab.node.process.application import KraftApplication
 from kraftlab.node.process.driver import MAX_TIMER_SLEEP_S, RaftDriver
 from kraftlab.node.process.seam import Application, ApplicationFactory, NodeContext, StartupError
 from kraftlab.node.process.storage import Storage, open_storage
-from kraftlab.node.process.transport import PeerLinks, register_raft_apis
+from kraftlab.node.process.transport import PeerLinks, bootstrap_peer_id, register_raft_apis
+from kraftlab.node.process.voter_changes import register_voter_change_apis
 from kraftlab.node.protocol.headers import response_schema
 from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
 from kraftlab.node.protocol.server import ProtocolServer
@@ -67,6 +68,7 @@ from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import NotLeader, RaftCore, RaftSafetyError
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.raft.ports import LogCorruption, Record
+from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.security.listeners import NodeSecurity
 from kraftlab.node.security.session import register_sasl_apis
 from kraftlab.node.storage.batches import decode_batches
@@ -139,13 +141,6 @@ class NodeServer:
         config = self.config
         if config.bugs:
             log.warning("TEST MODE: planted bugs on: %s", config.bugs)
-        if config.is_dynamic_quorum:
-            # The Raft core does not yet follow a voter set from the log (issue 16): refuse rather
-            # than run a quorum with no voters.
-            raise StartupError(
-                "a dynamic quorum (controller.quorum.bootstrap.servers without controller.quorum.voters) "
-                "cannot be started by this node yet: set controller.quorum.voters"
-            )
         try:
             self.security = NodeSecurity.from_config(config)
         except ConfigError as e:
@@ -159,16 +154,26 @@ class NodeServer:
             retry_backoff_ms=config.retry_backoff_ms,
             append_linger_ms=config.append_linger_ms,
         )
+        dynamic = config.is_dynamic_quorum
+        if dynamic and storage.meta.directory_id is None:
+            raise StartupError(
+                f"{config.metadata_log_dir}/meta.properties has no directory.id: a dynamic quorum knows its "
+                "voters by directory id (format the directory again with this version of kraft-node format)"
+            )
         core = RaftCore(
             raft_config,
             config.node_id,
-            config.voter_ids,
+            # A dynamic quorum (KIP-853): no configured voters; the set comes from the bootstrap
+            # checkpoint, snapshots and the log, and the bootstrap servers say where the quorum is.
+            VoterSet([]) if dynamic else config.voter_ids,
             storage.log,
             storage.quorum,
             storage.snapshots,
             random.Random(os.urandom(16)),
             roles=sorted(config.roles, reverse=True),
             bugs=config.bugs,
+            directory_id=storage.meta.directory_id,
+            bootstrap=tuple(bootstrap_peer_id(i) for i in range(len(config.bootstrap_servers))) if dynamic else (),
         )
         controller_apis = ApiRegistry() if config.controller_listener is not None else None
         broker_apis = ApiRegistry() if config.is_broker else None
@@ -190,12 +195,15 @@ class NodeServer:
         self.application = self._application_factory(context)
         every = max(1, config.metadata_snapshot_max_new_record_bytes // _APPROX_RECORD_BYTES)
         node = RaftNode(core, self.application.state_machine, snapshot_every_records=every)
-        self.peers = PeerLinks(config, storage.meta.cluster_id, self._deliver, self.security)
+        self.peers = PeerLinks(
+            config, storage.meta.cluster_id, self._deliver, self.security, voters_of=lambda: core.voter_set
+        )
         self.driver = RaftDriver(node, self.clock, self.journal, self.metrics, self.peers.send)
         self.driver.after_step = self.application.after_step
         timeout_s = (config.request_timeout_ms + config.fetch_timeout_ms) / 1000.0
         if controller_apis is not None:
             register_raft_apis(controller_apis, self.driver, storage.meta.cluster_id, timeout_s, self.security)
+            register_voter_change_apis(controller_apis, self.driver, storage.meta.cluster_id, self.security)
             if config.unsafe_test_mode:
                 register_test_append(controller_apis, self.driver, config.request_timeout_ms / 1000.0)
             listener = config.controller_listener
@@ -216,7 +224,7 @@ class NodeServer:
             "node %d started: roles %s, voters %s, cluster %s",
             config.node_id,
             sorted(config.roles),
-            list(config.voter_ids),
+            list(core.voters),
             storage.meta.cluster_id,
         )
 

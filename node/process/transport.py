@@ -14,6 +14,7 @@ from kraftlab.node.protocol.errors import RequestError, RequestTimedOut
 from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire
+from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.security.listeners import NodeSecurity
 
 log = logging.getLogger("kraft-node")
@@ -22,8 +23,21 @@ log = logging.getLogger("kraft-node")
 # Transport: Raft RPCs over the Kafka protocol
 
 
+def bootstrap_peer_id(index: int) -> int:
+    """The peer id of the `index`-th entry of `controller.quorum.bootstrap.servers` (Kafka gives
+    bootstrap servers negative ids, as their node ids are unknown): -2, -3, …"""
+    return -2 - index
+
+
 class PeerLinks:
-    """One client per voter; requests are sent as tasks and their responses fed back to the core."""
+    """One client per peer; requests are sent as tasks and their responses fed back to the core.
+
+    A peer's address: a static voter's from `controller.quorum.voters`; a bootstrap server's
+    (negative ids, `bootstrap_peer_id`) from `controller.quorum.bootstrap.servers`; a voter of a
+    dynamic quorum's from its endpoint in the voter set in force (`voters_of`, the core's); and a
+    leader found through a bootstrap server that served a Fetch as leader, at that server's address.
+    A request to a peer with no known address fails at once (the core backs off and, as an
+    observer, asks the bootstrap servers again)."""
 
     def __init__(
         self,
@@ -31,31 +45,55 @@ class PeerLinks:
         cluster_id: str,
         deliver: Callable[[m.Envelope], None],
         security: NodeSecurity | None = None,
+        voters_of: Callable[[], VoterSet] | None = None,
     ) -> None:
         self._login, self._ssl = security.controller_client if security is not None else (None, None)
         self._config = config
         self._cluster_id = cluster_id
         self._deliver = deliver
-        self._clients: dict[int, ProtocolClient] = {}
+        self._voters_of = voters_of
+        self._clients: dict[int, tuple[tuple[str, int], ProtocolClient]] = {}
+        self._learned: dict[int, tuple[str, int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._timeout_s = config.request_timeout_ms / 1000.0
 
+    def address(self, node_id: int) -> tuple[str, int] | None:
+        config = self._config
+        static = config.voter(node_id)
+        if static is not None:
+            return static.host, static.port
+        if node_id <= -2:
+            index = -2 - node_id
+            return config.bootstrap_servers[index] if index < len(config.bootstrap_servers) else None
+        voter = self._voters_of().voter(node_id) if self._voters_of is not None else None
+        if voter is not None:
+            names = config.controller_listener_names
+            endpoint = next((e for e in voter.endpoints if e.name in names), None)
+            if endpoint is not None:
+                return endpoint.host, endpoint.port
+        return self._learned.get(node_id)
+
     def _client(self, node_id: int) -> ProtocolClient | None:
-        client = self._clients.get(node_id)
-        if client is None:
-            voter = self._config.voter(node_id)
-            if voter is None:
-                return None
-            client = ProtocolClient(
-                voter.host,
-                voter.port,
-                client_id=f"raft-{self._config.node_id}",
-                request_timeout=self._timeout_s,
-                connect_timeout=self._timeout_s,
-                login=self._login,
-                ssl_context=self._ssl,
-            )
-            self._clients[node_id] = client
+        address = self.address(node_id)
+        if address is None:
+            return None
+        known = self._clients.get(node_id)
+        if known is not None and known[0] == address:
+            return known[1]
+        if known is not None:  # the voter moved (UpdateRaftVoter): a new connection
+            task = asyncio.get_running_loop().create_task(known[1].close())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        client = ProtocolClient(
+            address[0],
+            address[1],
+            client_id=f"raft-{self._config.node_id}",
+            request_timeout=self._timeout_s,
+            connect_timeout=self._timeout_s,
+            login=self._login,
+            ssl_context=self._ssl,
+        )
+        self._clients[node_id] = (address, client)
         return client
 
     def send(self, envelope: m.Envelope) -> None:
@@ -64,7 +102,11 @@ class PeerLinks:
             return
         client = self._client(envelope.dst)
         if client is None:
-            log.warning("no address for node %d: dropping %s", envelope.dst, type(envelope.message).__name__)
+            log.debug("no address for node %d yet: %s fails", envelope.dst, type(envelope.message).__name__)
+            failed = m.RequestFailed(m.Errors.BROKER_NOT_AVAILABLE)
+            asyncio.get_running_loop().call_soon(
+                self._deliver, m.Envelope(envelope.dst, envelope.src, failed, envelope.ref)
+            )
             return
         task = asyncio.get_running_loop().create_task(self._exchange(client, envelope))
         self._tasks.add(task)
@@ -86,13 +128,21 @@ class PeerLinks:
         except Exception as e:  # a peer answering nonsense must not stop this node
             log.warning("undecodable %s from %d: %s", type(response).__name__, envelope.dst, e)
             return
+        if (
+            envelope.dst <= -2
+            and isinstance(message, m.FetchResponse)
+            and message.error == m.Errors.NONE
+            and message.leader_id is not None
+        ):
+            # A bootstrap server that served the Fetch is the leader: its address is the leader's.
+            self._learned[message.leader_id] = client.host, client.port
         self._deliver(m.Envelope(envelope.dst, envelope.src, message, envelope.ref))
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for client in self._clients.values():
+        for _, client in self._clients.values():
             await client.close()
         self._clients.clear()
 

@@ -136,11 +136,15 @@ def test_bootstrap_servers_config(tmp_path: Path) -> None:
         config_from_properties(bad)
 
 
-def test_start_refuses_a_dynamic_quorum_clearly(
+def test_start_of_a_dynamic_quorum_needs_the_directory_id(
     tmp_path: Path, write_config: Write, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A dynamic quorum knows its voters by directory id: a metadata directory formatted without
+    one (an older format) is refused clearly rather than run as a voter nobody can name."""
     props = dynamic_props(1, tmp_path)
     cfg = str(write_config(props))
     assert main(["format", "--config", cfg, "--cluster-id", random_cluster_id(), "--standalone"]) == 0
+    meta = Path(props["metadata.log.dir"]) / "meta.properties"
+    meta.write_text("".join(line for line in meta.read_text().splitlines(True) if not line.startswith("directory.id")))
     assert main(["start", "--config", cfg]) == 1
-    assert "dynamic quorum" in capsys.readouterr().err
+    assert "has no directory.id" in capsys.readouterr().err

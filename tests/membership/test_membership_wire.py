@@ -1,0 +1,99 @@
+"""AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (api keys 80-82, v0) through Kafka's encoding
+and back, and the tools' refusals of bad input."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from pathlib import Path
+
+import pytest
+from kio.serial import entity_reader, entity_writer
+
+from kraftlab.node.admin import AdminError
+from kraftlab.node.cli import main as cli_main
+from kraftlab.node.config import render_properties
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.membership import wire
+from kraftlab.node.raft.voters import Endpoint, Voter
+from kraftlab.node.voter_admin import describe_change, local_controller
+
+D = uuid.UUID(int=7 << 64)
+ENDPOINTS = (Endpoint("CONTROLLER", "host-a", 9093), Endpoint("OTHER", "host-b", 19093))
+
+
+def through_bytes(entity: object) -> object:
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    decoded, size = entity_reader(type(entity))(buf.getvalue(), 0)
+    assert size == len(buf.getvalue())
+    return decoded
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        m.AddRaftVoterRequest(Voter(4, D, ENDPOINTS), 12_000),
+        m.RemoveRaftVoterRequest(2, D),
+        m.UpdateRaftVoterRequest(5, 3, D, ENDPOINTS, (0, 1)),
+    ],
+)
+def test_requests_round_trip_through_kafkas_encoding(request_: m.Request) -> None:
+    entity = wire.request_to_wire(request_, "cluster-x")
+    assert int(entity.__api_key__) in (80, 81, 82) and int(entity.__version__) == 0
+    assert wire.request_from_wire(through_bytes(entity)) == request_
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [m.AddRaftVoterRequest(Voter(4, D), 1), m.RemoveRaftVoterRequest(2, D), m.UpdateRaftVoterRequest(5, 3, D, ())],
+)
+def test_responses_keep_error_code_and_message(request_: m.Request) -> None:
+    answer = m.VoterChangeResponse(m.Errors.DUPLICATE_VOTER, "4 is already a voter", 1, 5)
+    entity = wire.response_to_wire(request_, answer)
+    back = wire.response_from_wire(through_bytes(entity))
+    assert back.error == m.Errors.DUPLICATE_VOTER
+    if isinstance(request_, m.UpdateRaftVoterRequest):
+        assert (back.leader_id, back.epoch) == (1, 5)
+    else:
+        assert back.message == "4 is already a voter"
+
+
+def test_zero_directory_id_is_none_and_other_entities_are_refused() -> None:
+    entity = wire.request_to_wire(m.RemoveRaftVoterRequest(2, uuid.UUID(int=0)), None)
+    assert wire.request_from_wire(entity) == m.RemoveRaftVoterRequest(2, None)
+    with pytest.raises(ValueError, match="not a voter change"):
+        wire.request_from_wire(object())
+
+
+def test_add_controller_needs_a_formatted_controller(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    props = {
+        "process.roles": "broker",
+        "node.id": "4",
+        "controller.quorum.bootstrap.servers": "127.0.0.1:1",
+        "listeners": "PLAINTEXT://127.0.0.1:9092",
+        "controller.listener.names": "CONTROLLER",
+        "metadata.log.dir": str(tmp_path / "meta"),
+    }
+    path = tmp_path / "broker.properties"
+    path.write_text(render_properties(props))
+    with pytest.raises(AdminError):
+        local_controller(str(path))
+    assert cli_main(["add-controller", "--bootstrap-controller", "127.0.0.1:1", "--command-config", str(path)]) == 1
+    assert "process.roles has no controller" in capsys.readouterr().err
+    path.write_text(render_properties({**props, "process.roles": "controller", "listeners": "CONTROLLER://h:1"}))
+    assert cli_main(["add-controller", "--bootstrap-controller", "127.0.0.1:1", "--command-config", str(path)]) == 1
+    assert "kraft-node format" in capsys.readouterr().err
+
+
+def test_remove_controller_refuses_a_bad_directory_id(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = cli_main(["remove-controller", "--bootstrap-controller", "127.0.0.1:1", "--controller-id", "2",
+                   "--controller-directory-id", "not-a-uuid"])
+    assert rc == 1
+    assert "controller-directory-id" in capsys.readouterr().err
+
+
+def test_a_refused_change_is_a_failed_command() -> None:
+    with pytest.raises(AdminError, match="DUPLICATE_VOTER"):
+        describe_change("add", 4, m.VoterChangeResponse(m.Errors.DUPLICATE_VOTER, "already"))
+    assert describe_change("remove", 4, m.VoterChangeResponse(m.Errors.NONE)) == "Removed controller 4"

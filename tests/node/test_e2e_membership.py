@@ -1,0 +1,188 @@
+"""End to end on loopback: a dynamic quorum (KIP-853) of real `kraft-node` processes grown from one
+`--standalone` controller to three with `kraft-node add-controller`, then shrunk with
+`remove-controller` of the active controller, `describe-quorum` showing each step, while a client
+appends records through whichever controller leads: every acknowledged record is in the log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kraftlab.node.admin import AdminError, describe_quorum
+from kraftlab.node.cli import append_test_records
+from kraftlab.node.cli import main as cli_main
+from kraftlab.node.config import render_properties
+from kraftlab.node.kafka_uuid import uuid_to_kafka
+from kraftlab.node.protocol.client import ProtocolClient
+from kraftlab.node.storage.meta_properties import random_cluster_id, read_meta_properties
+from kraftlab.testing.kraftnode import KRAFT_NODE, free_ports, read_log_values
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+def eventually(check: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception as e:
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {timeout}s (last error: {last})")
+
+
+class DynamicQuorum:
+    """Controllers of a dynamic quorum (controller.quorum.bootstrap.servers, no voters) as processes."""
+
+    def __init__(self, base: Path, n: int) -> None:
+        self.base = base
+        self.ids = list(range(1, n + 1))
+        self.ports = dict(zip(self.ids, free_ports(n), strict=True))
+        self.cluster_id = random_cluster_id()
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
+        self.bootstrap = bootstrap
+        self.configs: dict[int, Path] = {}
+        for i in self.ids:
+            props = {
+                "process.roles": "controller",
+                "node.id": str(i),
+                "controller.quorum.bootstrap.servers": bootstrap,
+                "listeners": f"CONTROLLER://127.0.0.1:{self.ports[i]}",
+                "controller.listener.names": "CONTROLLER",
+                "metadata.log.dir": str(base / f"n{i}" / "meta"),
+                "log.dirs": str(base / f"n{i}" / "data"),
+                "kraftlab.unsafe.test.mode": "true",
+            }
+            path = base / f"n{i}.properties"
+            path.write_text(render_properties(props))
+            self.configs[i] = path
+
+    def format(self, i: int, flag: str) -> None:
+        assert cli_main(["format", "--config", str(self.configs[i]), "--cluster-id", self.cluster_id, flag]) == 0
+
+    def start(self, i: int) -> None:
+        with open(self.base / f"n{i}.log", "ab") as log:
+            self.procs[i] = subprocess.Popen(
+                [KRAFT_NODE, "start", "--config", str(self.configs[i])],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        self.procs.clear()
+
+    def quorum(self, i: int) -> dict:
+        return asyncio.run(describe_quorum(("127.0.0.1", self.ports[i]), 2.0))
+
+    def leader(self) -> int | None:
+        for i in self.ids:
+            with contextlib.suppress(AdminError):
+                q = self.quorum(i)
+                if q["leader"] == i:
+                    return i
+        return None
+
+    def directory_id(self, i: int) -> str:
+        directory = read_meta_properties(self.base / f"n{i}" / "meta").directory_id
+        assert directory is not None
+        return uuid_to_kafka(directory)
+
+
+class Appender(threading.Thread):
+    """Appends one tagged record at a time through the current leader; records what was acknowledged."""
+
+    def __init__(self, quorum: DynamicQuorum) -> None:
+        super().__init__(daemon=True)
+        self.quorum = quorum
+        self.acked: list[bytes] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        seq = 0
+        while not self.stop.is_set():
+            leader = self.quorum.leader()
+            if leader is None:
+                time.sleep(0.05)
+                continue
+            value = f"r{seq}".encode()
+            with contextlib.suppress(Exception):
+                if asyncio.run(self._append(leader, value)) == "NONE":
+                    self.acked.append(value)
+                    seq += 1
+            time.sleep(0.02)
+
+    async def _append(self, i: int, value: bytes) -> str:
+        async with ProtocolClient("127.0.0.1", self.quorum.ports[i], request_timeout=5, connect_timeout=2) as client:
+            error, _ = await append_test_records(client, [value], 5000)
+            return error
+
+
+def test_quorum_grows_from_standalone_and_survives_removing_its_active_controller(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    q = DynamicQuorum(tmp_path, 3)
+    q.format(1, "--standalone")
+    q.format(2, "--no-initial-controllers")
+    q.format(3, "--no-initial-controllers")
+    appender = Appender(q)
+    try:
+        for i in q.ids:
+            q.start(i)
+        eventually(lambda: q.leader() == 1, what="the standalone controller leads")
+        appender.start()
+
+        def voters() -> list[int]:
+            leader = q.leader()
+            assert leader is not None
+            return sorted(v["id"] for v in q.quorum(leader)["voters"])
+
+        # The two others find the quorum through the bootstrap servers and fetch as observers.
+        eventually(lambda: {o["id"] for o in q.quorum(1)["observers"]} == {2, 3}, what="observers 2 and 3")
+        for i in (2, 3):
+            capsys.readouterr()
+            rc = cli_main(["add-controller", "--bootstrap-controller", q.bootstrap, "--command-config",
+                           str(q.configs[i]), "--timeout", "20"])
+            assert rc == 0, capsys.readouterr().err
+            assert f"controller {i}" in capsys.readouterr().out
+        assert voters() == [1, 2, 3]
+        capsys.readouterr()
+        assert cli_main(["describe-quorum", "--bootstrap-controller", f"127.0.0.1:{q.ports[1]}"]) == 0
+        described = json.loads(capsys.readouterr().out)
+        assert sorted(v["id"] for v in described["voters"]) == [1, 2, 3]
+
+        # Remove the active controller: it commits its own removal, then resigns.
+        active = q.leader()
+        assert active is not None
+        rc = cli_main(["remove-controller", "--bootstrap-controller", q.bootstrap, "--controller-id", str(active),
+                       "--controller-directory-id", q.directory_id(active)])
+        assert rc == 0, capsys.readouterr().err
+        rest = sorted(set(q.ids) - {active})
+        eventually(lambda: q.leader() in rest and voters() == rest, what="a new leader among the remaining voters")
+        acked_before = len(appender.acked)
+        eventually(lambda: len(appender.acked) > acked_before + 5, what="appends after the removal")
+    finally:
+        appender.stop.set()
+        appender.join(15)
+        q.close()
+    assert len(appender.acked) > 20
+    for i in rest:
+        logged = set(read_log_values(tmp_path / f"n{i}" / "meta"))
+        lost = [v for v in appender.acked if v not in logged]
+        assert not lost, f"node {i} lacks acknowledged records {lost[:5]}"
