@@ -365,11 +365,21 @@ def run_end_to_end(survivors: list[Mutant], cache: dict[str, dict[str, str]], se
 
 # ----------------------------------------------------------------------------- the report
 
-def equivalent_reasons() -> dict[str, str]:
+def _reasons(table_name: str) -> dict[str, str]:
     if not EQUIVALENT.is_file():
         return {}
-    table = tomllib.loads(EQUIVALENT.read_text()).get("equivalent", {})
+    table = tomllib.loads(EQUIVALENT.read_text()).get(table_name, {})
     return {k: str(v) for k, v in table.items()}
+
+
+def equivalent_reasons() -> dict[str, str]:
+    """[equivalent]: mutant id → why no run could tell it from the node (left out of the score)."""
+    return _reasons("equivalent")
+
+
+def missed_notes() -> dict[str, str]:
+    """[missed]: mutant id → what kind of bug it is and what would find it (still counted as missed)."""
+    return _reasons("missed")
 
 
 def diff_of(m: Mutant) -> str:
@@ -387,6 +397,7 @@ def _package(file: str) -> str:
 def report(chosen: list[Mutant], cache: dict[str, dict[str, str]], *, diffs: bool = True) -> dict[str, object]:
     """Print the score per package and the survivors; return the figures (for docs and tests)."""
     equivalent = equivalent_reasons()
+    notes = missed_notes()
     rows = [(m, cache[k]) for m in chosen if (k := cache_key(m)) in cache]
     table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for m, r in rows:
@@ -414,6 +425,8 @@ def report(chosen: list[Mutant], cache: dict[str, dict[str, str]], *, diffs: boo
     for m, r in survivors:
         verdict = f"equivalent: {equivalent[m.id]}" if m.id in equivalent else (
             "missed (no simulator test executes it)" if r["status"] == "uncovered" else "missed")
+        if m.id not in equivalent and m.id in notes:
+            verdict += f": {notes[m.id]}"
         if r.get("e2e"):
             verdict += f" [end-to-end: {r['e2e'].removeprefix('e2e-')}]"
         print(f"  {m.where:34s} {m.kind:14s} {m.detail[:80]}\n      id {m.id}\n      {verdict}")
