@@ -170,10 +170,21 @@ def bench_unfence(base: Path, brokers: int = 5) -> tuple[float, float, dict[str,
         c.close()
 
 
+def _create_topics_request(names: list[str], partitions: int) -> Any:
+    """A CreateTopicsRequest (v7) of `names`, each with `partitions` partitions of 3 replicas, 30 s timeout."""
+    from kio.schema.create_topics.v7 import request as ct
+
+    topics = tuple(
+        ct.CreatableTopic(name=TopicName(name), num_partitions=i32(partitions), replication_factor=i16(3),
+                          assignments=(), configs=())
+        for name in names
+    )
+    return ct.CreateTopicsRequest(topics=topics, timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)))
+
+
 async def _create_topics(
     port: int, n: int, in_flight: int, per_request: int, partitions: int = 1
 ) -> tuple[float, list[float]]:
-    from kio.schema.create_topics.v7 import request as ct
     from kio.schema.create_topics.v7 import response as ct_resp
 
     latencies: list[float] = []
@@ -181,17 +192,8 @@ async def _create_topics(
 
     async def worker(client: ProtocolClient) -> None:
         for first in starts:
-            topics = tuple(
-                ct.CreatableTopic(
-                    name=TopicName(f"bench-{i}"),
-                    num_partitions=i32(partitions),
-                    replication_factor=i16(3),
-                    assignments=(),
-                    configs=(),
-                )
-                for i in range(first, min(n, first + per_request))
-            )
-            request = ct.CreateTopicsRequest(topics=topics, timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)))
+            request = _create_topics_request([f"bench-{i}" for i in range(first, min(n, first + per_request))],
+                                             partitions)
             t0 = time.perf_counter()
             response = await client.send_typed(request, ct_resp.CreateTopicsResponse)
             failed = [t for t in response.topics if int(t.error_code) != 0]
@@ -253,20 +255,9 @@ async def _send_once(port: int, request: Any) -> Any:
 def _create_until_done(c: ProcessCluster, topics: int, partitions: int, per_request: int = 5) -> None:
     """Create `topics` topics of `partitions` partitions, following the active controller across
     elections (an already existing topic counts as created)."""
-    from kio.schema.create_topics.v7 import request as ct
-
     for first in range(0, topics, per_request):
-        batch = tuple(
-            ct.CreatableTopic(
-                name=TopicName(f"big-{i}"),
-                num_partitions=i32(partitions),
-                replication_factor=i16(3),
-                assignments=(),
-                configs=(),
-            )
-            for i in range(first, min(topics, first + per_request))
-        )
-        request = ct.CreateTopicsRequest(topics=batch, timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)))
+        request = _create_topics_request([f"big-{i}" for i in range(first, min(topics, first + per_request))],
+                                         partitions)
         deadline = time.monotonic() + 120
         while True:
             leader, _ = c.wait_leader()
