@@ -44,7 +44,7 @@ import os
 import random
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -80,6 +80,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 HW_CHECKPOINT_INTERVAL_S = 1.0
 RESIGN_GRACE_S = 0.5
+HALT_AFTER_S = 5.0
+"""How long a node that fail-stopped may take to shut down before it halts (exits at once)."""
 _APPROX_RECORD_BYTES = 64
 
 
@@ -91,9 +93,11 @@ class NodeServer:
     """One node: storage, core, listeners, peers, metrics, journal; `run()` until stopped."""
 
     def __init__(
-        self, config: NodeConfig, application: ApplicationFactory | None = None, clock: Clock | None = None
+        self, config: NodeConfig, application: ApplicationFactory | None = None, clock: Clock | None = None,
+        halt: Callable[[int], object] = os._exit,
     ) -> None:
         self.config = config
+        self._halt = halt
         self.clock = clock or SkewedClock(config.clock_file)
         assert config.journal_file is not None
         self.journal = JournalWriter(config.journal_file, self.clock, config.node_id)
@@ -131,11 +135,20 @@ class NodeServer:
         stopped.cancel()
         failed.cancel()
         error = self.driver.failed
-        await self._shutdown(graceful=error is None)
-        if error is not None:
-            print(f"kraft-node: stopped: {error}", file=sys.stderr)
-            return EXIT_FAILED
-        return EXIT_OK
+        if error is None:
+            await self._shutdown(graceful=True)
+            return EXIT_OK
+        # Fail-stop: the node must stop serving now (as Kafka halts on a failed metadata log dir), so its
+        # shutdown is bounded: a listener or peer link that does not close in time (a connection whose
+        # peer is cut off) must not keep the rest of the process serving.
+        shutdown = asyncio.ensure_future(self._shutdown(graceful=False))
+        done, _ = await asyncio.wait({shutdown}, timeout=HALT_AFTER_S)
+        print(f"kraft-node: stopped: {error}", file=sys.stderr)
+        if not done:
+            log.error("shutdown did not finish within %.0f s after a failure: halting", HALT_AFTER_S)
+            self.journal.close()
+            self._halt(EXIT_FAILED)
+        return EXIT_FAILED
 
     async def _start(self) -> None:
         config = self.config

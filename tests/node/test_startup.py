@@ -97,3 +97,32 @@ def test_planted_bugs_reach_every_core(tmp_path: Path) -> None:
             await asyncio.wait_for(task, 30)
 
     asyncio.run(run())
+
+
+def test_a_node_that_fails_stops_serving_even_when_a_listener_will_not_close(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed log dir stops the node (Kafka halts): a shutdown held up by a connection whose peer is
+    cut off must not leave the rest of the process serving, so it halts after HALT_AFTER_S."""
+    import errno
+
+    from kraftlab.node import server as server_module
+
+    monkeypatch.setattr(server_module, "HALT_AFTER_S", 0.5)
+    config = config_from_properties(node_properties(1, tmp_path, {1: free_ports(1)[0]}))
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    halted: list[int] = []
+
+    async def scenario() -> int:
+        node = NodeServer(config, halt=halted.append)
+        running = asyncio.create_task(node.run())
+        while node.driver is None or not node._servers:
+            await asyncio.sleep(0.02)
+
+        async def never_closes() -> None:
+            await asyncio.Event().wait()
+
+        monkeypatch.setattr(node._servers[0], "stop", never_closes)
+        node.driver.fail_stop(OSError(errno.EIO, "Input/output error"))
+        return await asyncio.wait_for(running, 10)
+
+    assert asyncio.run(scenario()) == EXIT_FAILED and halted == [EXIT_FAILED]
