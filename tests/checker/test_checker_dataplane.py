@@ -22,8 +22,9 @@ def ev(node: int, kind: str, **f: Any) -> dict[str, Any]:
     return {"ts": n, "mono": n, "node": node, "ev": kind, **f}
 
 
-def role(node: int, r: str, leader: int, epoch: int, isr: list[int]) -> dict[str, Any]:
-    return ev(node, "partition_role", **T, role=r, leader=leader, leader_epoch=epoch, log_end_offset=0, hw=0, isr=isr)
+def role(node: int, r: str, leader: int, epoch: int, isr: list[int], topic_id: str | None = "id-1") -> dict[str, Any]:
+    return ev(node, "partition_role", **T, role=r, leader=leader, leader_epoch=epoch, log_end_offset=0, hw=0, isr=isr,
+              topic_id=topic_id)
 
 
 def append(node: int, epoch: int, first: int, last: int) -> dict[str, Any]:
@@ -66,6 +67,14 @@ def test_two_leaders_in_one_epoch() -> None:
     res = check_dataplane(journals_from([role(1, "leader", 1, 4, [1, 2, 3]), role(3, "leader", 3, 4, [1, 2, 3])]))
     assert [a["type"] for a in res["anomalies"]] == ["OneLeaderPerEpoch"]
     assert "brokers 1, 3 each led queue-0 in leader epoch 4" in res["anomalies"][0]["explanation"]
+
+
+def test_a_topic_created_anew_starts_its_epochs_anew() -> None:
+    again = [role(1, "leader", 1, 0, [1], "id-1"), role(2, "leader", 2, 0, [2], "id-2")]
+    assert check_dataplane(journals_from(again))["valid"] is True
+    unnamed = [role(1, "leader", 1, 0, [1], None), role(2, "leader", 2, 0, [2], None)]
+    res = check_dataplane(journals_from(unnamed))
+    assert res["checked"] == ["LeaderAppendsInItsEpoch"] and "topic id" in res["not_checked"]["OneLeaderPerEpoch"]
 
 
 def test_no_data_plane_nothing_judged() -> None:
