@@ -13,8 +13,9 @@ at equal offsets on every node, no fenced or unregistered broker in any ISR or l
 active controller keeps leases only of brokers it knows.
 Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
 is never created. An admin client (`node.sim.kraft_admin`) asks the active controller for
-preferred leader elections and to unregister brokers that are down and fenced (or unknown),
-each answer judged against the controller's image when it decided. Every Kafka request and
+preferred leader elections, to unregister brokers that are down and fenced (or unknown) and to
+alter client quotas, now and then at a standby (every item answered NOT_CONTROLLER), each answer
+judged against the controller's image when it decided. Every Kafka request and
 response goes through Kafka's wire format (`node.sim.wire`). At the end (after healing): no
 acknowledged topic lost, each with the partition count and replication factor asked for (or the
 defaults) and exactly the configs asked for, every node converged.
@@ -166,7 +167,7 @@ class KraftSim:
         self._hit: dict[int, int] = {}
         # The admin client's own generator (the fault schedule stays the seed's); the facts each
         # decision of an admin request saw (a duplicated request is decided more than once).
-        self.admin = AdminClient(random.Random(seed ^ 0xAD417))
+        self.admin = AdminClient(random.Random(seed ^ 0xAD417), random.Random(seed ^ 0x0407A))
         self.admin_asked = 0
         self.admin_answered = 0
         self._admin_facts: dict[int, list[tuple[Any, Facts]]] = {}
@@ -432,7 +433,8 @@ class KraftSim:
         return {k: self.config_rng.choice(TOPIC_CONFIGS[k]) for k in keys}
 
     def _admin_request(self, now: int) -> None:
-        """The admin client's next request, to the controller that believes it is active."""
+        """The admin client's next request, to the controller that believes it is active (or now
+        and then to a standby, as a tool with a stale view of the quorum would)."""
         if now < self.client_until:
             self.queue.push(now + 200 + self.admin.rng.randrange(400), ADMIN, None)
         active = [(n.raft.core.epoch, n, n.ctrl) for n in self.nodes.values()
@@ -443,6 +445,9 @@ class KraftSim:
         down = [b for b in self.broker_ids if self.nodes[b].raft is None]
         request = self.admin.request(ctrl.future_image, down)
         request = self._wire(request, "the admin client's request")
+        standby = self.admin.standby([n.node_id for n in self.nodes.values() if n.ctrl is not None and n is not target])
+        if standby is not None:
+            target = self.nodes[standby]
         self.admin_asked += 1
         payload = (target.node_id, ADMIN_ID, 0, "admin", self.admin_asked, request)
         self._send(ADMIN_ID, target.node_id, RPC, payload, now)

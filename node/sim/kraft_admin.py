@@ -8,6 +8,10 @@ ControllerApis serves them, as `--bootstrap-controller` tools use) and the judge
   partitions reports only those where an election was needed.
 - UnregisterBroker of a broker that is down and fenced (decommissioning it; it registers again
   when it comes back) or of an id never registered: NONE for a registered broker, BROKER_ID_NOT_REGISTERED else.
+- AlterClientQuotas of client-id and user quotas (byte rates set or removed, from a generator of
+  their own): one answer per entry asked, in order and naming its entity, each NONE.
+- Some requests go to a standby (an operator's tool with a stale view of who is active): every
+  item of its answer is NOT_CONTROLLER, none left out.
 
 The facts an answer depends on are taken from the active controller's image just before it
 decides (`facts`); NOT_CONTROLLER is always an acceptable answer. What the controller then wrote
@@ -21,11 +25,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest, EntityData, EntryData, OpData
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
 from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
-from kio.static.primitive import i8, i32, i32Timedelta
+from kio.static.primitive import f64, i8, i32, i32Timedelta
 
 from kraftlab.node.metadata.image import MetadataImage
 
@@ -68,13 +73,28 @@ def _expected(facts: _PartitionFacts | None) -> ErrorCode:
     return ErrorCode.none
 
 
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate")
+
+
 class AdminClient:
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, quota_rng: random.Random | None = None) -> None:
+        """`quota_rng` draws the quota requests and which requests go to a standby (a generator of
+        its own, so the other requests are the ones `rng` alone would draw); None: neither."""
         self.rng = rng
+        self.quota_rng = quota_rng
+
+    def standby(self, standbys: list[int]) -> int | None:
+        """The controller (of `standbys`, the ones not active) the next request goes to, or None
+        for the active one."""
+        if self.quota_rng is None or not standbys or self.quota_rng.random() >= 0.2:
+            return None
+        return self.quota_rng.choice(standbys)
 
     def request(self, image: MetadataImage, down_brokers: list[int]) -> Any:
         """The next admin request, drawn against what the cluster holds (`image`: the deciding
         controller's view; `down_brokers`: the brokers whose process is not running)."""
+        if self.quota_rng is not None and self.quota_rng.random() < 0.2:
+            return self._quota_request(self.quota_rng)
         rng = self.rng
         # An operator decommissions a broker once it is down and the controller has fenced it (an
         # unfenced dead broker is the controller's failure to see, not one to clean up by hand).
@@ -98,8 +118,22 @@ class AdminClient:
         return ElectLeadersRequest(election_type=i8(0), topic_partitions=parts, timeout=timeout)
 
     @staticmethod
+    def _quota_request(rng: random.Random) -> AlterClientQuotasRequest:
+        entries = []
+        for _ in range(rng.randint(1, 3)):
+            kind = rng.choice(["client-id", "user"])
+            entity = (EntityData(entity_type=kind, entity_name=f"{kind}-{rng.randrange(4)}"),)
+            keys = rng.sample(QUOTA_KEYS, rng.randint(1, len(QUOTA_KEYS)))
+            ops = tuple(OpData(key=k, value=f64(float(rng.choice([1024, 65536, 1 << 20]))), remove=rng.random() < 0.3)
+                        for k in keys)
+            entries.append(EntryData(entity=entity, ops=ops))
+        return AlterClientQuotasRequest(entries=tuple(entries), validate_only=False)
+
+    @staticmethod
     def facts(request: Any, image: MetadataImage) -> Facts:
         """What the answer to `request` depends on in the deciding controller's `image`."""
+        if isinstance(request, AlterClientQuotasRequest):
+            return True  # valid quotas: accepted whatever the image holds
         if isinstance(request, UnregisterBrokerRequest):
             return request.broker_id in image.brokers
         if request.topic_partitions is None:
@@ -114,6 +148,8 @@ class AdminClient:
     @staticmethod
     def judge(request: Any, facts: Facts, response: Any) -> str | None:
         """Why `response` is not Kafka's answer to `request` given `facts`, or None when it is."""
+        if isinstance(request, AlterClientQuotasRequest):
+            return _judge_quotas(request, response)
         if response.error_code == ErrorCode.not_controller:
             return None
         if isinstance(request, UnregisterBrokerRequest):
@@ -145,3 +181,14 @@ class AdminClient:
         if extra:
             return f"ElectLeaders answered partitions nobody asked for: {extra}"
         return None
+
+
+def _judge_quotas(request: AlterClientQuotasRequest, response: Any) -> str | None:
+    asked = [[(c.entity_type, c.entity_name) for c in e.entity] for e in request.entries]
+    got = [[(c.entity_type, c.entity_name) for c in e.entity] for e in response.entries]
+    if got != asked:
+        return f"AlterClientQuotas answered the entities {got}, asked for {asked}"
+    codes = {e.error_code for e in response.entries}
+    if codes not in ({ErrorCode.none}, {ErrorCode.not_controller}):
+        return f"AlterClientQuotas of valid quotas answered {sorted(c.name for c in codes)}, Kafka answers NONE"
+    return None
