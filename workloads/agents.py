@@ -18,7 +18,10 @@ Ops (checker model `registry`, history field `workload: "registry"`):
   where it issues a new one).
 - `heartbeat` {"broker", "epoch", "want_fence", "want_shut_down", "offset"[, "zombie"]} →
   {"fenced", "should_shut_down", "caught_up"}; fail STALE_BROKER_EPOCH (the broker's epoch is
-  not this one) or BROKER_ID_NOT_REGISTERED.
+  not this one) or BROKER_ID_NOT_REGISTERED. `offset` is the metadata offset the agent says it
+  has replayed: everything, except that a fenced agent sometimes reports an offset short of its
+  own registration, as a broker still replaying the log does (`reported_offset`): the controller
+  must keep it fenced until it has caught up (KIP-631).
 - `unregister` {"broker"}; fail BROKER_ID_NOT_REGISTERED.
 """
 
@@ -44,6 +47,11 @@ AGENT_HOST, AGENT_PORT = "127.0.0.1", 1
 METADATA_VERSION_RANGE = (1, 30)
 NOT_SENT = "not-sent"  # how a DefiniteFailure that never reached the cluster starts (workloads.kafka)
 CAUGHT_UP = 2**62  # a metadata offset beyond any epoch: the agent says it has replayed everything
+P_REPLAYING = 0.3
+"""How often a fenced agent's heartbeat reports a metadata offset below its own registration record
+(a broker still replaying the log after registering): without such heartbeats a controller that
+unfences a broker before it caught up (UnfencedBeforeCaughtUp) could never be seen."""
+REPLAY_LAG = (1, 200)  # how far short of its registration such a heartbeat's offset falls
 
 
 @dataclass
@@ -158,11 +166,18 @@ def resend_op(agent: Agent) -> Invocation:
                       {"workload": REGISTRY})
 
 
+def reported_offset(agent: Agent, rng: random.Random) -> int:
+    """The metadata offset a heartbeat of `agent`'s current registration reports (see P_REPLAYING)."""
+    if agent.fenced and agent.epoch is not None and agent.epoch > 0 and rng.random() < P_REPLAYING:
+        return max(0, agent.epoch - rng.randint(*REPLAY_LAG))
+    return CAUGHT_UP
+
+
 def heartbeat_op(agent: Agent, epoch: int, *, want_fence: bool = False, want_shut_down: bool = False,
-                 zombie: bool = False) -> Invocation:
+                 zombie: bool = False, offset: int = CAUGHT_UP) -> Invocation:
     agent.invocations += 1
     value: dict[str, Any] = {"broker": agent.id, "epoch": epoch, "want_fence": want_fence,
-                             "want_shut_down": want_shut_down, "offset": CAUGHT_UP}
+                             "want_shut_down": want_shut_down, "offset": offset}
     if zombie:
         value["zombie"] = True
     return Invocation("heartbeat", value, {"workload": REGISTRY})

@@ -41,6 +41,7 @@ from kraftlab.workloads.agents import (
     agent_handlers,
     heartbeat_op,
     register_op,
+    reported_offset,
     resend_op,
     unregister_op,
 )
@@ -77,7 +78,7 @@ def due_for_heartbeat(book: AgentBook, now: float, interval: float) -> Agent | N
 def keepalive(a: Agent, now: float, rng: Any) -> Invocation:
     assert a.epoch is not None
     a.last_heartbeat = now
-    return heartbeat_op(a, a.epoch, want_fence=rng.random() < 0.02)
+    return heartbeat_op(a, a.epoch, want_fence=rng.random() < 0.02, offset=reported_offset(a, rng))
 
 
 SILENCE = (1.2, 2.5)
@@ -197,7 +198,7 @@ class RegistryWorkload:
             if ctx.rng.random() < 0.05:
                 return shut_down(a, ctx.time, silence(self.session_timeout, ctx.rng))
             a.last_heartbeat = ctx.time
-            return heartbeat_op(a, a.epoch)
+            return heartbeat_op(a, a.epoch, offset=reported_offset(a, ctx.rng))
         if r < 0.55:
             return self._register(a, ctx)  # a new incarnation while the old one may be alive
         if r < 0.62:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Any
 
 from wl_harness import completions, invoke, open_client, run, verdicts
 
@@ -178,4 +179,28 @@ def test_unknown_registrations_per_key_stay_bounded_in_a_generated_history() -> 
             unknown[by_process[x["process"]]["value"]["broker"]] += 1
     # a key's unknown registrations stay near the bound (those still in flight when it retires)
     assert unknown and max(unknown.values()) <= MAX_UNKNOWN + 6
+    assert verdicts(lines, w.models) == {"registry": True}
+
+
+def test_fenced_agents_sometimes_report_a_metadata_offset_short_of_their_registration() -> None:
+    """As a broker still replaying the log does: such a heartbeat must leave the agent fenced and not
+    caught up (the fake controller keeps KIP-631's rule), and every later one of a caught-up agent
+    reports everything replayed — so a controller unfencing too early (UnfencedBeforeCaughtUp) can be seen."""
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(7))
+    lines, w = run("registry", fake, seconds=2.0, seed=7)
+    open_ops: dict[int, dict[str, Any]] = {}
+    short = []
+    for x in lines:
+        if x["type"] == "invoke":
+            open_ops[x["process"]] = x
+            continue
+        inv = open_ops.pop(x["process"])
+        v = inv["value"]
+        if inv["f"] == "heartbeat" and x["type"] == "ok" and v["offset"] < v["epoch"]:
+            short.append((v, x["value"]))
+    assert len(short) >= 3, short
+    assert all(out["fenced"] and not out["caught_up"] for _, out in short)
+    assert all(0 <= v["offset"] < v["epoch"] and not v["want_fence"] for v, _ in short)
+    reads = [x for x in lines if x["f"] == "read" and x["type"] == "ok"]
+    assert any(r["value"]["unfenced"] for r in reads)  # agents still get unfenced once caught up
     assert verdicts(lines, w.models) == {"registry": True}
