@@ -140,3 +140,14 @@ class FileLedger:
 def null_recorder(type_: str, f: str, value: Any = None, *, node: str | None = None,
                   error: str | None = None) -> None:
     """An OpRecorder that drops everything."""
+
+
+class MemoryRecorder(list[dict[str, Any]]):
+    """An OpRecorder that keeps every op as a dict, in order (the in-memory implementation, for tests)."""
+
+    def __call__(self, type_: str, f: str, value: Any = None, *, node: str | None = None,
+                 error: str | None = None) -> None:
+        self.append({"type": type_, "f": f, "value": value, "node": node, "error": error})
+
+    def completions(self) -> list[dict[str, Any]]:
+        return [op for op in self if op["type"] != "invoke"]

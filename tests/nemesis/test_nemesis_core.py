@@ -10,12 +10,11 @@ import threading
 import time
 
 import pytest
-from conftest import Recorded
 
 from kraftlab.control.host import CommandResult
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl
-from kraftlab.nemesis.ports import MemoryLedger
+from kraftlab.nemesis.ports import MemoryLedger, MemoryRecorder
 from kraftlab.nemesis.runner import Terminated, guarded
 
 NEUTRAL = '{"offset_ms": 0.0, "rate": 1.0, "anchor_mono_ns": 0}'
@@ -30,7 +29,7 @@ def dropped_sources(command: str) -> set[str]:
 
 
 def test_partition_drops_exactly_the_grudge_on_each_receiver(nemesis: Nemesis, control: FakeNodeControl,
-                                                             recorded: Recorded) -> None:
+                                                             recorded: MemoryRecorder) -> None:
     done = nemesis.invoke("start-partition", {"grudge": {"n2": ["n1"], "n3": ["n1", "n4"]}})
     assert done.type == "ok", done
     assert dropped_sources(cmds(control, "n2")[-1]) == {"10.9.0.1"}
@@ -63,7 +62,7 @@ def test_isolate_controller_asks_for_the_active_controller(nemesis: Nemesis, con
 
 
 def test_heal_all_flushes_and_is_idempotent(nemesis: Nemesis, control: FakeNodeControl,
-                                            recorded: Recorded) -> None:
+                                            recorded: MemoryRecorder) -> None:
     nemesis.invoke("start-partition", {"topology": "random-halves"})
     healed = nemesis.heal_all()
     assert [c.f for c in healed] == ["stop-partition"] and healed[0].type == "ok"
@@ -81,7 +80,7 @@ def test_a_host_failing_makes_the_op_info_and_keeps_it_in_force(nemesis: Nemesis
     assert [c.f for c in nemesis.heal_all()] == ["stop-partition"]
 
 
-def test_unknown_op_fails(nemesis: Nemesis, recorded: Recorded) -> None:
+def test_unknown_op_fails(nemesis: Nemesis, recorded: MemoryRecorder) -> None:
     done = nemesis.invoke("start-meteor", {})
     assert done.type == "fail" and "unknown nemesis op" in (done.error or "")
     assert [op["type"] for op in recorded] == ["invoke", "fail"]
@@ -173,7 +172,7 @@ def test_clock_step_on_own_kernel_and_back(nemesis: Nemesis, control: FakeNodeCo
 
 
 def test_netem_missing_is_reported_unsupported(nemesis: Nemesis, control: FakeNodeControl,
-                                               recorded: Recorded) -> None:
+                                               recorded: MemoryRecorder) -> None:
     for node in control.nodes():
         control.host(node).on("netem", CommandResult(node, "", 2, "", "Error: Specified qdisc kind is unknown."))
     done = nemesis.invoke("start-packet", {"kind": "delay", "delay_ms": 50})

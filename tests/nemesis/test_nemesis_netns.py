@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Recorded
 from nemesis_labs import namespace_lab
 from nemesis_programs import write_programs
 
@@ -27,6 +26,7 @@ from kraftlab.nemesis.clockfile import parse
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.daemon_control import DaemonNodeControl
 from kraftlab.nemesis.netfilter import partition_chain
+from kraftlab.nemesis.ports import MemoryRecorder
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
@@ -64,7 +64,7 @@ def control(lab: Lab, programs: dict[str, str]) -> Iterator[DaemonNodeControl]:
 
 @pytest.fixture
 def nemesis(lab: Lab, control: DaemonNodeControl) -> Iterator[Nemesis]:
-    n = Nemesis(lab.name, control, recorder=Recorded(), ledger=ledger_for(lab.name), seed=4)
+    n = Nemesis(lab.name, control, recorder=MemoryRecorder(), ledger=ledger_for(lab.name), seed=4)
     try:
         yield n
     finally:

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Recorded
 from nemesis_labs import namespace_lab
 from nemesis_programs import write_programs
 
@@ -22,6 +21,7 @@ from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.daemon_control import DaemonNodeControl
 from kraftlab.nemesis.fakes import FakeNodeControl
 from kraftlab.nemesis.netfilter import drop_rules
+from kraftlab.nemesis.ports import MemoryRecorder
 
 
 def test_rules_match_only_tcp_syns_in_new_connections_mode() -> None:
@@ -32,7 +32,7 @@ def test_rules_match_only_tcp_syns_in_new_connections_mode() -> None:
 
 
 def test_partition_in_new_connections_mode_loads_syn_rules_and_records_the_mode(
-        nemesis: Nemesis, control: FakeNodeControl, recorded: Recorded) -> None:
+        nemesis: Nemesis, control: FakeNodeControl, recorded: MemoryRecorder) -> None:
     done = nemesis.invoke("start-partition", {"grudge": {"n1": ["n2", "n3"]}, "drop": "new-connections"})
     assert done.type == "ok", done
     assert done.value == {"topology": "grudge", "grudge": {"n1": ["n2", "n3"]}, "drop": "new-connections"}
@@ -76,7 +76,7 @@ def test_receiver_refuses_new_connections_but_reaches_the_sender(lab: Lab, tmp_p
         ctl.start(n)
     lab.run("i=0; until ss -ltn | grep -q ':7000 '; do sleep 0.02; i=$((i+1)); [ $i -le 250 ] || exit 1; done",
             check=True)
-    nemesis = Nemesis(lab.name, ctl, recorder=Recorded(), ledger=ledger_for(lab.name), seed=1)
+    nemesis = Nemesis(lab.name, ctl, recorder=MemoryRecorder(), ledger=ledger_for(lab.name), seed=1)
     try:
         assert reach(lab, programs, "n2", "n1") == "n1"
         done = nemesis.invoke("start-partition", {"grudge": {"n1": ["n2"]}, "drop": "new-connections"})

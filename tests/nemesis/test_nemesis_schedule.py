@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Recorded
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +16,7 @@ from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl
 from kraftlab.nemesis.package import Cluster, Timing
 from kraftlab.nemesis.packages import PACKAGES, WINDOWS
+from kraftlab.nemesis.ports import MemoryRecorder
 from kraftlab.nemesis.runner import ScheduleRunner
 from kraftlab.nemesis.schedule import Schedule, ScheduleError, Step, generate, load, parse_packages, save
 
@@ -165,7 +165,7 @@ def replay(tmp_path: Path, seed: int) -> list[dict]:
     sched = generate(ALL, seed=seed, interval=0.001, duration=0.08, nodes=control.nodes(),
                      controllers=control.controllers(), brokers=control.brokers(), timing=TINY)
     save(sched, tmp_path)
-    recorded = Recorded()
+    recorded = MemoryRecorder()
     nemesis = Nemesis("r", control, recorder=recorded, seed=99)
     ScheduleRunner(nemesis, load(tmp_path)).run()
     assert nemesis.status() == {}
