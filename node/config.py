@@ -205,6 +205,8 @@ class NodeConfig:
     """`kraftlab.metrics.port`: None (the key absent) serves no metrics, as Kafka binds nothing
     optional by default; 0 serves them on a free port (its address logged and journalled)."""
     broker_self_fence_timeout_ms: int = 18000
+    replica_lag_time_max_ms: int = 30000
+    """`replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR."""
     unsafe_test_mode: bool = False
     unsafe_bug: str | None = None
     bugs: BugSet = NO_BUGS
@@ -480,6 +482,7 @@ def config_from_properties(props: dict[str, str]) -> NodeConfig:
         clock_file=Path(clock) if clock else None,
         metrics_port=metrics_port,
         broker_self_fence_timeout_ms=self_fence_ms,
+        replica_lag_time_max_ms=r.int("replica.lag.time.max.ms", 30000, 1),
         unsafe_test_mode=test_mode,
         unsafe_bug=bug_names,
         bugs=bugs,

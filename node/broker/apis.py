@@ -13,6 +13,8 @@
   one that was sent but got no answer is answered REQUEST_TIMED_OUT (its outcome is unknown, and
   so is NOT_CONTROLLER's: a controller that lost leadership may still see the write committed by
   its successor).
+- Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: the partitions' data plane
+  (node.broker.replication's ReplicaManager, given as `replicas`; `on_metadata` hands it each new image).
 - InitProducerId (any version): a producer id from this broker's block (node.broker.producer_ids,
   which asks the active controller for blocks: `AllocateIds`, answered through `producer_ids`).
 - Controller APIs (BrokerRegistration, BrokerHeartbeat, …) get NOT_CONTROLLER, as in Kafka.
@@ -55,6 +57,7 @@ from kraftlab.node.broker.lifecycle import BrokerLifecycle
 from kraftlab.node.broker.metadata import BrokerMetadata
 from kraftlab.node.broker.outputs import ClientReply
 from kraftlab.node.broker.producer_ids import AllocateIds, IdReply, ProducerIdManager
+from kraftlab.node.broker.replication import DATA_PLANE_APIS, ReplicaManager
 from kraftlab.node.controller.messages import api_name, as_values, build, respond
 from kraftlab.node.controller.quorum_controller import CONTROLLER_APIS, error_response
 from kraftlab.node.metadata.image import MetadataImage
@@ -283,6 +286,7 @@ class BrokerApis:
         lifecycle: BrokerLifecycle,
         retry_backoff_ms: int = 100,
         visibility_wait_ms: int = 2000,
+        replicas: ReplicaManager | None = None,
     ) -> None:
         self.cluster_id = cluster_id
         self.metadata = metadata
@@ -293,6 +297,9 @@ class BrokerApis:
         self._settling: list[_Settling] = []
         self._forwards = 0
         self._outbox: list[Output] = []
+        self.replicas = replicas
+        """The partitions' data plane (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch); None: not served."""
+        self._image_offset = -2
         self.producer_ids = ProducerIdManager(
             lifecycle.config.node_id, lambda: self.lifecycle.broker_epoch, retry_backoff_ms)
 
@@ -300,6 +307,8 @@ class BrokerApis:
         self._release_settled(None)
         for o in self.producer_ids.take_outputs():
             self._outbox.append(ClientReply(o.token, o.response) if isinstance(o, IdReply) else o)
+        if self.replicas is not None:
+            self._outbox.extend(self.replicas.take_outputs())
         out, self._outbox = self._outbox, []
         return out
 
@@ -364,6 +373,8 @@ class BrokerApis:
             self._outbox.append(ClientReply(token, describe_client_quotas_response(request, image)))
         elif api == "DescribeConfigs":
             self._outbox.append(ClientReply(token, describe_configs_response(request, image)))
+        elif api in DATA_PLANE_APIS and self.replicas is not None:
+            self.replicas.handle(token, request, now_ms)
         elif api == "InitProducerId":
             self.producer_ids.handle(token, request, now_ms)
         elif api in _FORWARDED_AS:
@@ -415,7 +426,17 @@ class BrokerApis:
         else:
             p.retry_at_ms = now_ms + self.retry_backoff_ms
 
+    def on_metadata(self, now_ms: int) -> None:
+        """The image may have changed: the partitions take their new roles."""
+        offset = self.metadata.highest_offset
+        if self.replicas is not None and offset != self._image_offset:
+            self._image_offset = offset
+            self.replicas.apply_image(self.metadata.image, now_ms)
+
     def tick(self, now_ms: int) -> None:
+        self.on_metadata(now_ms)
+        if self.replicas is not None:
+            self.replicas.tick(now_ms)
         self._release_settled(now_ms)
         self.producer_ids.tick(now_ms)
         for fwd, p in list(self._pending.items()):

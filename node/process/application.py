@@ -32,6 +32,7 @@ from kraftlab.node.broker import (
     SendToController,
 )
 from kraftlab.node.broker.producer_ids import AllocateIds
+from kraftlab.node.broker.replication import ReplicaManager
 from kraftlab.node.broker.security_apis import describe_acls_response
 from kraftlab.node.broker.throttle import RequestQuotas
 from kraftlab.node.controller import ControllerConfig, QuorumController, Reply, error_response
@@ -40,6 +41,7 @@ from kraftlab.node.controller.messages import api_name
 from kraftlab.node.metadata.client_quotas import REQUEST_PERCENTAGE, resolve
 from kraftlab.node.metadata.fanout import FanOut
 from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.metadata.records import RESOURCE_TOPIC
 from kraftlab.node.process.seam import Appender, NodeContext, StartupError
 from kraftlab.node.protocol import envelope
 from kraftlab.node.protocol.client import ProtocolClient
@@ -53,6 +55,8 @@ from kraftlab.node.security.bootstrap import BootstrapError, read_bootstrap
 from kraftlab.node.security.enforce import Screening, screen
 from kraftlab.node.security.token_apis import TOKEN_APIS, describe_delegation_token_response, screen_token_request
 from kraftlab.node.security.tokens import TokenConfig, TokenConfigError
+from kraftlab.node.storage.errors import StorageError
+from kraftlab.node.storage.partition import LogConfig, LogManager
 
 log = logging.getLogger("kraft-node")
 
@@ -109,6 +113,11 @@ BROKER_API_VERSIONS: dict[str, tuple[int, int, int]] = {
     "AlterClientQuotas": (49, 0, 1),
     "DescribeClientQuotas": (48, 0, 1),
     "InitProducerId": (22, 0, 4),
+    # the data plane (node.broker.replication): Fetch up to v12, the last version naming topics
+    "Produce": (0, 3, 9),
+    "Fetch": (1, 4, 12),
+    "ListOffsets": (2, 1, 7),
+    "OffsetForLeaderEpoch": (23, 2, 4),
 }
 TOKEN_FORWARDED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # to the active controller in an Envelope
     "CreateDelegationToken": (38, 1, 3),
@@ -122,6 +131,8 @@ RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers b
     "UnregisterBroker": (64, 0, 0),
 }
 APP_TICK_MS = 50
+LOG_MAINTENANCE_MS = 1000  # flush.ms and retention, as Kafka's log.retention.check.interval.ms does (5 min there)
+LOG_CHECKPOINT_MS = 5000  # recovery points, log start offsets, high-water marks (Kafka: 60 s / 5 s)
 CONTROLLED_SHUTDOWN_WAIT_S = 15.0
 
 
@@ -211,7 +222,11 @@ class KraftApplication:
                     bugs=config.bugs,
                 )
             )
-            self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle)
+            self.logs = self._open_partition_logs()
+            replicas = ReplicaManager(config.node_id, self.logs, context.clock.wall_ms,
+                                      replica_lag_time_max_ms=config.replica_lag_time_max_ms)
+            self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle, replicas=replicas)
+            self._log_maintenance_at = self._log_checkpoint_at = 0
             self.request_quotas = RequestQuotas(self._request_percentage)
             machines.append(self.broker_metadata)
             assert context.broker_apis is not None
@@ -229,6 +244,45 @@ class KraftApplication:
             self.security.image = self._security_image
             self.security.wall_ms = self.ctx.clock.wall_ms
         self._machine: StateMachine = machines[0] if len(machines) == 1 else FanOut(*machines)
+
+    def _open_partition_logs(self) -> LogManager:
+        """The partition logs under log.dirs, recovered (topic settings over the broker's `log.*`)."""
+        raw = self.ctx.config.raw
+        try:
+            LogConfig.resolve(raw)
+        except ValueError as e:
+            raise StartupError(f"log settings: {e}") from e
+
+        def topic_configs(topic: str) -> dict[str, str]:
+            return self.broker_metadata.image.configs.get((RESOURCE_TOPIC, topic), {})
+
+        def config_for(topic: str) -> LogConfig:
+            try:
+                return LogConfig.resolve(raw, topic_configs(topic))
+            except ValueError as e:
+                log.warning("topic %s: %s; the broker's log settings apply", topic, e)
+                return LogConfig.resolve(raw)
+
+        logs = LogManager(self.ctx.config.log_dirs, config_for)
+        try:
+            opened = logs.startup(self.ctx.clock.wall_ms())
+        except (OSError, ValueError, StorageError) as e:
+            raise StartupError(f"partition logs: {e}") from e
+        for p in opened:
+            damage = p.recovery.damage
+            self.ctx.journal.write("partition_recovery", topic=p.topic, partition=p.partition,
+                                   log_start_offset=p.log_start_offset, log_end_offset=p.log_end_offset,
+                                   hw=p.high_watermark, truncated=damage is not None)
+        return logs
+
+    def _maintain_logs(self, now_ms: int) -> None:
+        """flush.ms and retention every second; the offset checkpoints every five."""
+        if now_ms >= self._log_maintenance_at:
+            self._log_maintenance_at = now_ms + LOG_MAINTENANCE_MS
+            self.logs.tick(self.ctx.clock.wall_ms())
+        if now_ms >= self._log_checkpoint_at:
+            self._log_checkpoint_at = now_ms + LOG_CHECKPOINT_MS
+            self.logs.checkpoint()
 
     @property
     def state_machine(self) -> StateMachine:
@@ -534,6 +588,8 @@ class KraftApplication:
     # ---- time and stop -------------------------------------------------------------------------
 
     def after_step(self, now_ms: int) -> None:
+        if self.apis is not None:
+            self.apis.on_metadata(now_ms)
         self._drain(now_ms)
 
     def tick(self, now_ms: int) -> int | None:
@@ -547,6 +603,7 @@ class KraftApplication:
             self.lifecycle.start(now_ms, restarted=self.ctx.restarted)
             self.lifecycle.tick(now_ms, self.broker_metadata.highest_offset)
             self.apis.tick(now_ms)
+            self._maintain_logs(now_ms)
         self._drain(now_ms)
         return wanted
 
@@ -563,3 +620,8 @@ class KraftApplication:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for client in self._clients.values():
             await client.close()
+        if self.lifecycle is not None:
+            with contextlib.suppress(OSError):
+                self.logs.flush_all(self.ctx.clock.wall_ms())
+                self.logs.checkpoint()
+            self.logs.close()

@@ -39,6 +39,7 @@ from kraftlab.node.broker.replication.ports import LogStore
 from kraftlab.node.controller.messages import api_name, respond
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.metadata.records import RESOURCE_TOPIC
 from kraftlab.node.storage.partition.log import InvalidRecords, OffsetOutOfRange, RecordTooLarge
 
 TopicPartition = tuple[str, int]
@@ -98,6 +99,7 @@ class ReplicaManager:
         self._produces: list[_ParkedProduce] = []
         self._fetches: list[_ParkedFetch] = []
         self._outbox: list[Output] = []
+        self._configs: dict[str, dict[str, str]] = {}
 
     def take_outputs(self) -> list[Output]:
         out, self._outbox = self._outbox, []
@@ -112,6 +114,10 @@ class ReplicaManager:
         self.image = image
         seen: set[TopicPartition] = set()
         for topic in image.topics.values():
+            configs = image.configs.get((RESOURCE_TOPIC, topic.name), {})
+            if self._configs.get(topic.name, {}) != configs:
+                self._configs[topic.name] = dict(configs)
+                self.store.reconfigure(topic.name)
             for pid, info in topic.partitions.items():
                 if self.node_id not in info.replicas:
                     continue
@@ -123,7 +129,7 @@ class ReplicaManager:
                     current = None
                 role = Role.LEADER if info.leader == self.node_id else Role.FOLLOWER
                 if current is None:
-                    log = self.store.get_or_create(topic.name, pid, topic.topic_id, now_ms)
+                    log = self.store.get_or_create(topic.name, pid, topic.topic_id, self.wall_ms())
                     current = Partition(topic.name, pid, topic.topic_id, log, role, info.leader, -1, (), ())
                     self.partitions[key] = current
                 changed = current.role is not role or current.leader_epoch != info.leader_epoch

@@ -1,0 +1,102 @@
+"""End to end: the broker's data plane with Kafka's own clients, unmodified — `kcat -P` / `kcat -C`
+and confluent-kafka's producer (acks=all) and assign-mode consumer — against one controller and
+two brokers started with Kafka's quickstart keys. Every record comes back at the offset its
+producer was told, in order, on the partition's leader (Metadata names it). Names are unique per run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kafka_quickstart import QuickstartCluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+
+@pytest.fixture(scope="module")
+def kcat() -> str:
+    found = shutil.which("kcat")
+    if found is None:
+        r = subprocess.run("apt-get install -y -qq --no-install-recommends kcat", shell=True, capture_output=True,
+                           text=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        found = shutil.which("kcat")
+        assert found is not None, f"kcat could not be installed: {r.stderr.strip()[-300:]}"
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuickstartCluster]:
+    with QuickstartCluster(tmp_path_factory.mktemp("dataplane"), controllers=1, brokers=2) as c:
+        c.start()
+        c.wait_healthy()
+        yield c
+
+
+def create_topic(cluster: QuickstartCluster, partitions: int, rf: int) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"dp-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=15)[name].result()
+    return name
+
+
+def test_kcat_round_trip(cluster: QuickstartCluster, kcat: str) -> None:
+    topic = create_topic(cluster, partitions=1, rf=1)
+    lines = [f"line-{i}" for i in range(50)]
+    produced = subprocess.run([kcat, "-P", "-b", cluster.bootstrap, "-t", topic, "-p", "0", "-X", "acks=all"],
+                              input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run([kcat, "-C", "-b", cluster.bootstrap, "-t", topic, "-p", "0", "-o", "beginning",
+                               "-e", "-f", "%o %s\\n"], capture_output=True, text=True, timeout=60)
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == [f"{i} {v}" for i, v in enumerate(lines)]
+
+
+def test_confluent_kafka_produce_and_assign_consume(cluster: QuickstartCluster) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    topic = create_topic(cluster, partitions=2, rf=1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    acked: dict[tuple[int, int], bytes] = {}
+    errors: list[str] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
+
+    for i in range(400):
+        producer.produce(topic, value=f"v{i}".encode() * 8, partition=i % 2, on_delivery=delivered)
+    assert producer.flush(60) == 0 and errors == []
+    assert len(acked) == 400
+    assert {p for p, _ in acked} == {0, 1} and sorted(o for p, o in acked if p == 0) == list(range(200))
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"unused-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in (0, 1)])
+        read: dict[tuple[int, int], bytes] = {}
+        consume_errors: list[str] = []
+        deadline = time.monotonic() + 60
+        while len(read) < len(acked) and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.2):
+                if msg.error() is None:
+                    read[(msg.partition(), msg.offset())] = msg.value()
+                else:
+                    consume_errors.append(str(msg.error()))
+        missing = sorted(set(acked) - set(read))
+        assert read == acked, f"missing {missing[:5]}... ({len(missing)}); errors {consume_errors[:5]}"
+
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 1), timeout=10)
+        assert (low, high) == (0, 200)
+        offsets = consumer.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=10)
+        assert offsets[0].offset == 0
+    finally:
+        consumer.close()
