@@ -57,7 +57,7 @@ from kraftlab.node.broker.lifecycle import BrokerLifecycle
 from kraftlab.node.broker.metadata import BrokerMetadata
 from kraftlab.node.broker.outputs import ClientReply
 from kraftlab.node.broker.producer_ids import AllocateIds, IdReply, ProducerIdManager
-from kraftlab.node.broker.replication import DATA_PLANE_APIS, ReplicaManager
+from kraftlab.node.broker.replication import DATA_PLANE_APIS, AlterIsr, FetchFromLeader, ReplicaManager
 from kraftlab.node.controller.messages import api_name, as_values, build, respond
 from kraftlab.node.controller.quorum_controller import CONTROLLER_APIS, error_response
 from kraftlab.node.metadata.image import MetadataImage
@@ -102,7 +102,7 @@ class _Pending:
     retry_at_ms: int | None = None
 
 
-Output = ClientReply | Refused | Forward | AllocateIds | JournalEvent
+Output = ClientReply | Refused | Forward | AllocateIds | JournalEvent | FetchFromLeader | AlterIsr
 READ_APIS = frozenset({"Metadata", "DescribeCluster", "DescribeConfigs", "DescribeAcls",
                        "DescribeUserScramCredentials", "DescribeClientQuotas"})
 """Answered from the broker's own image, changing nothing."""

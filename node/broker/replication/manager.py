@@ -34,6 +34,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kraftlab.node.broker.outputs import ClientReply
+from kraftlab.node.broker.replication.fetcher import FetchFromLeader, FollowerFetcher
+from kraftlab.node.broker.replication.isr import AlterIsr, IsrManager
 from kraftlab.node.broker.replication.partition import FollowerProgress, Partition, Role
 from kraftlab.node.broker.replication.ports import LogStore
 from kraftlab.node.controller.messages import api_name, respond
@@ -53,7 +55,7 @@ NO_EPOCH = -1
 DATA_PLANE_APIS = ("Produce", "Fetch", "ListOffsets", "OffsetForLeaderEpoch")
 
 
-Output = ClientReply | JournalEvent
+Output = ClientReply | JournalEvent | FetchFromLeader | AlterIsr
 
 
 @dataclass
@@ -89,7 +91,8 @@ def _ms(value: Any) -> int:
 
 class ReplicaManager:
     def __init__(self, node_id: int, store: LogStore, wall_ms: Callable[[], int],
-                 replica_lag_time_max_ms: int = 30_000) -> None:  # fmt: skip
+                 replica_lag_time_max_ms: int = 30_000, broker_epoch: Callable[[], int] = lambda: -1,
+                 retry_backoff_ms: int = 100) -> None:  # fmt: skip
         self.node_id = node_id
         self.store = store
         self.wall_ms = wall_ms
@@ -100,10 +103,13 @@ class ReplicaManager:
         self._fetches: list[_ParkedFetch] = []
         self._outbox: list[Output] = []
         self._configs: dict[str, dict[str, str]] = {}
+        self.fetcher = FollowerFetcher(node_id, self.partitions, wall_ms, retry_backoff_ms)
+        self.isr = IsrManager(node_id, self.partitions, lambda: self.image, broker_epoch, replica_lag_time_max_ms,
+                              retry_backoff_ms)
 
     def take_outputs(self) -> list[Output]:
         out, self._outbox = self._outbox, []
-        return out
+        return out + self.fetcher.take_outputs() + self.isr.take_outputs()
 
     # ---- the metadata image -------------------------------------------------------------------
 
@@ -151,6 +157,7 @@ class ReplicaManager:
             if latest is None or latest < epoch:
                 p.log.assign_epoch_start(epoch, p.log.log_end_offset)
             p.followers = {r: FollowerProgress(last_caught_up_ms=now_ms) for r in p.replicas if r != self.node_id}
+            p.leader_epoch_start = p.log.log_end_offset
         self._outbox.append(JournalEvent("partition_role", {
             "topic": p.topic, "partition": p.index, "role": role.value, "leader": leader, "leader_epoch": epoch,
             "log_end_offset": p.log.log_end_offset, "hw": p.log.high_watermark, "isr": list(p.isr),
@@ -419,7 +426,10 @@ class ReplicaManager:
     # ---- time ---------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
+        """Parked requests whose time is up, follower fetches to start, ISR changes to ask for."""
         self._recheck(now_ms)
+        self.fetcher.tick(now_ms)
+        self.isr.tick(now_ms)
 
     def _recheck(self, now_ms: int) -> None:
         """Answer the parked requests that can be answered now (or whose time is up)."""

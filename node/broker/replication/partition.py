@@ -39,6 +39,9 @@ class Partition:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     partition_epoch: int = 0
+    leader_epoch_start: int = 0
+    """The log end offset when this broker became leader in `leader_epoch` (a replica joins the ISR
+    only once it has everything before it)."""
     followers: dict[int, FollowerProgress] = field(default_factory=dict)
 
     @property

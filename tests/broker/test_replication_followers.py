@@ -1,0 +1,135 @@
+"""Replication between brokers' cores (node.broker.replication): follower fetchers carry the
+leader's batches, acks=all completes once the ISR has them, a new leader's diverging epoch
+truncates an old leader's unreplicated tail, and the leader asks for ISR shrinks and expansions
+(AlterPartition) from followers' real lag. Brokers are wired in memory; time is explicit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from replication_helpers import batch, decoded, fetch, image_with, manager, one_partition, produce
+
+from kraftlab.node.broker.replication import AlterIsr, ClientReply, FetchFromLeader, ReplicaManager
+from kraftlab.node.metadata.image import BrokerInfo, MetadataImage, PartitionInfo
+
+
+def with_brokers(image: MetadataImage, ids: tuple[int, ...] = (1, 2, 3)) -> MetadataImage:
+    for b in ids:
+        image.brokers[b] = BrokerInfo(b, 10 + b, None, (), (), None, False, False)  # type: ignore[arg-type]
+    return image
+
+
+class Net:
+    """Brokers' cores with follower fetches routed between them; `down` brokers neither fetch nor answer."""
+
+    def __init__(self, tmp_path: Path, ids: tuple[int, ...] = (1, 2, 3), min_isr: int = 1) -> None:
+        self.m = {i: manager(tmp_path, i, min_isr=min_isr) for i in ids}
+        self.down: set[int] = set()
+        self.replies: dict[Any, Any] = {}
+        self.alters: list[Any] = []
+
+    def image(self, info: dict[int, PartitionInfo]) -> None:
+        for m in self.m.values():
+            m.apply_image(with_brokers(image_with(partitions=info)), 0)
+
+    def step(self, now: int, rounds: int = 6) -> None:
+        for _ in range(rounds):
+            for i, m in self.m.items():
+                if i in self.down:
+                    m.take_outputs()
+                    continue
+                m.tick(now)
+                for o in m.take_outputs():
+                    self._route(i, m, o, now)
+
+    def _route(self, i: int, m: ReplicaManager, o: Any, now: int) -> None:
+        if isinstance(o, ClientReply) and isinstance(o.token, tuple):  # a parked follower fetch answered
+            _, follower, token = o.token
+            if follower in self.down:  # lost with its connection: the follower's request times out
+                self.m[follower].fetcher.on_failure(token, now)
+            else:
+                self.m[follower].fetcher.on_response(token, o.response, now)
+        elif isinstance(o, ClientReply):
+            self.replies[o.token] = o.response
+        elif isinstance(o, AlterIsr):
+            self.alters.append((i, o.request))
+        elif isinstance(o, FetchFromLeader):
+            if o.leader in self.down:
+                m.fetcher.on_failure(o.token, now)
+                return
+            leader = self.m[o.leader]
+            leader.handle(("fetch", i, o.token), o.request, now)  # answered now or, parked, at a later tick
+            for out in leader.take_outputs():
+                self._route(o.leader, leader, out, now)
+
+
+def values(m: ReplicaManager) -> list[tuple[int, int, str]]:
+    log = m.partitions[("t", 0)].log
+    return decoded(log.read(0, 1 << 20)) if log.log_end_offset else []
+
+
+def test_followers_replicate_and_acks_all_completes(tmp_path: Path) -> None:
+    net = Net(tmp_path, min_isr=2)
+    net.image({0: PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=3)})
+    net.m[1].handle("p", produce(batch("a", "b"), acks=-1), 0)
+    net.m[1].handle("q", produce(batch("c"), acks=-1), 0)
+    net.step(10)
+    assert one_partition(net.replies["p"]).error_code == ErrorCode.none
+    assert one_partition(net.replies["q"]).base_offset == 2
+    assert values(net.m[2]) == values(net.m[3]) == values(net.m[1]) == [(0, 3, "a"), (1, 3, "b"), (2, 3, "c")]
+    assert net.m[1].partitions[("t", 0)].log.high_watermark == 3
+    net.step(600)  # the followers learn the HW when their parked fetch returns (max wait 500 ms)
+    assert {i: m.partitions[("t", 0)].log.high_watermark for i, m in net.m.items()} == {1: 3, 2: 3, 3: 3}
+
+
+def test_new_leader_truncates_the_old_leaders_unreplicated_tail(tmp_path: Path) -> None:
+    net = Net(tmp_path)
+    net.image({0: PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=3)})
+    net.m[1].handle("p", produce(batch("a")), 0)
+    net.step(10)
+    net.down = {2, 3}  # the followers stop fetching; the leader appends alone
+    net.m[1].handle("lost", produce(batch("x", "y")), 20)
+    assert values(net.m[1])[-1] == (2, 3, "y") and values(net.m[2]) == [(0, 3, "a")]
+    net.down = set()
+    net.image({0: PartitionInfo((1, 2, 3), (1, 2, 3), leader=2, leader_epoch=4)})
+    net.m[2].handle("b", produce(batch("b")), 30)
+    net.step(40)
+    expected = [(0, 3, "a"), (1, 4, "b")]
+    assert values(net.m[1]) == values(net.m[2]) == values(net.m[3]) == expected
+    net.m[1].take_outputs()
+
+
+def test_isr_shrinks_on_lag_and_expands_on_catch_up(tmp_path: Path) -> None:
+    net = Net(tmp_path)
+    for m in net.m.values():
+        m.isr.max_lag_ms = 1000
+    net.image({0: PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=3, partition_epoch=7)})
+    net.step(0)
+    net.down = {3}
+    net.m[1].handle("p", produce(batch("a")), 100)
+    net.step(500)
+    assert net.alters == []
+    net.step(1200)
+    (sender, request), = net.alters
+    part = request.topics[0].partitions[0]
+    assert sender == 1 and [b.broker_id for b in part.new_isr_with_epochs] == [1, 2]
+    assert [b.broker_epoch for b in part.new_isr_with_epochs] == [11, 12] and part.partition_epoch == 7
+    net.step(1300)
+    assert len(net.alters) == 1  # one change in flight per partition
+    net.image({0: PartitionInfo((1, 2, 3), (1, 2), leader=1, leader_epoch=3, partition_epoch=8)})
+    net.down = set()
+    net.step(1400)
+    request = net.alters[-1][1]
+    part = request.topics[0].partitions[0]
+    assert [b.broker_id for b in part.new_isr_with_epochs] == [1, 2, 3] and part.partition_epoch == 8
+    assert values(net.m[3]) == [(0, 3, "a")]
+
+
+def test_follower_fetch_of_an_unknown_partition_is_refused(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    m.apply_image(image_with(), 0)
+    m.handle("f", fetch(0, topic="nope", replica=2), 0)
+    out = [o for o in m.take_outputs() if isinstance(o, ClientReply)]
+    assert one_partition(out[0].response).error_code == ErrorCode.unknown_topic_or_partition
