@@ -67,7 +67,7 @@ from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import NotLeader, RaftCore, RaftSafetyError
 from kraftlab.node.raft.node import RaftNode
-from kraftlab.node.raft.ports import LogCorruption, Record
+from kraftlab.node.raft.ports import LogCorruption, OffsetAndEpoch, Record
 from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.security.listeners import NodeSecurity
 from kraftlab.node.security.session import register_sasl_apis
@@ -202,8 +202,10 @@ class NodeServer:
             _DriverAppender(self),
             controller_apis,
             broker_apis,
-            restarted=storage.log.end_offset() > 0 or storage.snapshots.latest() is not None,
+            # (The bootstrap checkpoint 0-0 of a dynamic quorum is no sign of an earlier start.)
+            restarted=storage.log.end_offset() > 0 or (storage.snapshots.latest() or OffsetAndEpoch(0, 0)).offset > 0,
             security=self.security,
+            controller_address=self._peer_address if dynamic else None,
         )
         self.application = self._application_factory(context)
         every = max(1, config.metadata_snapshot_max_new_record_bytes // _APPROX_RECORD_BYTES)
@@ -271,6 +273,9 @@ class NodeServer:
         except OSError as e:
             raise StartupError(f"cannot listen on {name}://{host}:{port}: {e}") from e
         self._servers.append(server)
+
+    def _peer_address(self, node_id: int) -> tuple[str, int] | None:
+        return self.peers.address(node_id) if self.peers is not None else None
 
     def _deliver(self, envelope: m.Envelope) -> None:
         if self.driver is None or self.driver.failed is not None or self._stop.is_set():

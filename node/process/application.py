@@ -485,17 +485,27 @@ class KraftApplication:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _controller_address(self, controller_id: int) -> tuple[str, int] | None:
+        if self.ctx.controller_address is not None:
+            return self.ctx.controller_address(controller_id)
+        voter = self.ctx.config.voter(controller_id)
+        return None if voter is None else (voter.host, voter.port)
+
     def _controller_client(self) -> ProtocolClient | None:
         """A client of the active controller's listener (the Raft leader), or None when unknown."""
         controller_id = self.broker_metadata.controller_id
-        voter = self.ctx.config.voter(controller_id) if controller_id is not None else None
-        if voter is None:
+        if controller_id is None:
             return None
-        client = self._clients.get(voter.node_id)
+        address = self._controller_address(controller_id)
+        if address is None:
+            return None
+        client = self._clients.get(controller_id)
+        if client is not None and (client.host, client.port) != address:
+            client = None  # the controller moved (a dynamic quorum's UpdateRaftVoter)
         if client is None:
-            client = self._clients[voter.node_id] = ProtocolClient(
-                voter.host,
-                voter.port,
+            client = self._clients[controller_id] = ProtocolClient(
+                address[0],
+                address[1],
                 client_id=f"broker-{self.ctx.config.node_id}",
                 request_timeout=self._timeout_s,
                 connect_timeout=self._timeout_s,

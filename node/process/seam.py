@@ -49,6 +49,9 @@ class NodeContext:
     security: NodeSecurity | None = None
     """The listeners' security and the authorizer (node.security.listeners); the application points
     it at the metadata image its SCRAM logins and authorization read."""
+    controller_address: Callable[[int], tuple[str, int] | None] | None = None
+    """Where controller `id` listens (host, port): in a dynamic quorum (KIP-853) the voter set in
+    force says; None: `controller.quorum.voters` does."""
 
 
 class Application(Protocol):

@@ -45,10 +45,12 @@ def eventually(check: Callable[[], bool], timeout: float = 30.0, what: str = "co
 class DynamicQuorum:
     """Controllers of a dynamic quorum (controller.quorum.bootstrap.servers, no voters) as processes."""
 
-    def __init__(self, base: Path, n: int) -> None:
+    def __init__(self, base: Path, n: int, brokers: int = 0) -> None:
         self.base = base
         self.ids = list(range(1, n + 1))
-        self.ports = dict(zip(self.ids, free_ports(n), strict=True))
+        ports = free_ports(n + brokers)
+        self.ports = dict(zip(self.ids, ports[:n], strict=True))
+        self.broker_ports = {n + 1 + b: ports[n + b] for b in range(brokers)}
         self.cluster_id = random_cluster_id()
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
@@ -68,6 +70,20 @@ class DynamicQuorum:
             path = base / f"n{i}.properties"
             path.write_text(render_properties(props))
             self.configs[i] = path
+        for b, port in self.broker_ports.items():
+            props = {
+                "process.roles": "broker",
+                "node.id": str(b),
+                "controller.quorum.bootstrap.servers": bootstrap,
+                "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "controller.listener.names": "CONTROLLER",
+                "metadata.log.dir": str(base / f"n{b}" / "meta"),
+                "log.dirs": str(base / f"n{b}" / "data"),
+            }
+            path = base / f"n{b}.properties"
+            path.write_text(render_properties(props))
+            self.configs[b] = path
+            assert cli_main(["format", "--config", str(path), "--cluster-id", self.cluster_id]) == 0
 
     def format(self, i: int, flag: str) -> None:
         assert cli_main(["format", "--config", str(self.configs[i]), "--cluster-id", self.cluster_id, flag]) == 0
@@ -186,3 +202,107 @@ def test_quorum_grows_from_standalone_and_survives_removing_its_active_controlle
         logged = set(read_log_values(tmp_path / f"n{i}" / "meta"))
         lost = [v for v in appender.acked if v not in logged]
         assert not lost, f"node {i} lacks acknowledged records {lost[:5]}"
+
+
+class TopicCreator(threading.Thread):
+    """Creates one topic at a time through the broker (librdkafka's admin client); records the acknowledged."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap = bootstrap
+        self.acked: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        seq = 0
+        while not self.stop.is_set():
+            name = f"t{seq}"
+            try:
+                admin.create_topics([NewTopic(name, 1, 1)], request_timeout=10)[name].result()
+                self.acked.append(name)
+                seq += 1
+                time.sleep(0.2)
+            except Exception as e:  # an unacknowledged create may or may not exist: retried under a new name
+                if "already exists" in str(e):
+                    seq += 1
+                time.sleep(0.2)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_five_controllers_grown_and_shrunk_while_topics_are_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's check: --standalone plus four --no-initial-controllers grown to five voters with
+    add-controller, shrunk to three with remove-controller (the active controller among the
+    removed), describe-quorum at each step, a client creating topics through a broker throughout."""
+    from confluent_kafka.admin import AdminClient
+
+    q = DynamicQuorum(tmp_path, 5, brokers=1)
+    q.format(1, "--standalone")
+    for i in (2, 3, 4, 5):
+        q.format(i, "--no-initial-controllers")
+    broker = f"127.0.0.1:{q.broker_ports[6]}"
+    creator = TopicCreator(broker)
+    steps: list[list[int]] = []
+
+    def voters() -> list[int]:
+        leader = q.leader()
+        assert leader is not None
+        return sorted(v["id"] for v in q.quorum(leader)["voters"])
+
+    def describe() -> None:
+        leader = q.leader()
+        assert leader is not None
+        capsys.readouterr()
+        assert cli_main(["describe-quorum", "--bootstrap-controller", f"127.0.0.1:{q.ports[leader]}"]) == 0
+        steps.append(sorted(v["id"] for v in json.loads(capsys.readouterr().out)["voters"]))
+
+    try:
+        for i in (*q.ids, 6):
+            q.start(i)
+        eventually(lambda: q.leader() == 1, what="the standalone controller leads")
+        admin = AdminClient({"bootstrap.servers": broker})
+        eventually(lambda: 6 in admin.list_topics(timeout=5).brokers, what="the broker registered")
+        creator.start()
+        eventually(lambda: len(creator.acked) >= 3, what="topics created")
+        describe()
+        for i in (2, 3, 4, 5):
+            eventually(lambda i=i: i in {o["id"] for o in q.quorum(q.leader() or 1)["observers"]},  # type: ignore[misc]
+                       what=f"controller {i} observing")
+            rc = cli_main(["add-controller", "--bootstrap-controller", q.bootstrap, "--command-config",
+                           str(q.configs[i]), "--timeout", "20"])
+            assert rc == 0, capsys.readouterr().err
+            describe()
+        removed = []
+        for victim in (q.leader(), None):
+            victim = victim if victim is not None else next(i for i in voters() if i != q.leader())
+            assert victim is not None
+            rc = cli_main(["remove-controller", "--bootstrap-controller", q.bootstrap, "--controller-id",
+                           str(victim), "--controller-directory-id", q.directory_id(victim)])
+            assert rc == 0, capsys.readouterr().err
+            removed.append(victim)
+            rest = sorted(set(q.ids) - set(removed))
+            eventually(lambda rest=rest: q.leader() in rest and voters() == rest, what=f"voters {rest}")  # type: ignore[misc]
+            describe()
+        before = len(creator.acked)
+        eventually(lambda: len(creator.acked) >= before + 3, what="topics created after the shrink")
+    finally:
+        creator.stop.set()
+        creator.join(20)
+        try:
+            probe = AdminClient({"bootstrap.servers": broker})
+            # One topic per Metadata request (librdkafka mis-parses this broker's answer listing many).
+            listed = set()
+            for t in creator.acked:
+                found = probe.list_topics(topic=t, timeout=10).topics.get(t)
+                if found is not None and found.error is None and found.partitions:
+                    listed.add(t)
+        finally:
+            q.close()
+    assert steps[:5] == [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4], [1, 2, 3, 4, 5]]
+    assert steps[5:] == [sorted(set(q.ids) - set(removed[:1])), sorted(set(q.ids) - set(removed))]
+    lost = [t for t in creator.acked if t not in listed]
+    assert not lost, f"acknowledged topics missing: {lost}"
