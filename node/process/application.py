@@ -32,7 +32,7 @@ from kraftlab.node.broker import (
     SendToController,
 )
 from kraftlab.node.broker.producer_ids import AllocateIds
-from kraftlab.node.broker.replication import ReplicaManager
+from kraftlab.node.broker.replication import AlterIsr, FetchFromLeader, ReplicaManager
 from kraftlab.node.broker.security_apis import describe_acls_response
 from kraftlab.node.broker.throttle import RequestQuotas
 from kraftlab.node.controller import ControllerConfig, QuorumController, Reply, error_response
@@ -42,6 +42,7 @@ from kraftlab.node.metadata.client_quotas import REQUEST_PERCENTAGE, resolve
 from kraftlab.node.metadata.fanout import FanOut
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.records import RESOURCE_TOPIC
+from kraftlab.node.process.replica_links import ReplicaLinks
 from kraftlab.node.process.seam import Appender, NodeContext, StartupError
 from kraftlab.node.protocol import envelope
 from kraftlab.node.protocol.client import ProtocolClient
@@ -224,8 +225,14 @@ class KraftApplication:
             )
             self.logs = self._open_partition_logs()
             replicas = ReplicaManager(config.node_id, self.logs, context.clock.wall_ms,
-                                      replica_lag_time_max_ms=config.replica_lag_time_max_ms)
+                                      replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                                      broker_epoch=lambda: int(self.lifecycle.broker_epoch),
+                                      retry_backoff_ms=max(config.retry_backoff_ms, 50))
             self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle, replicas=replicas)
+            self.replica_links = ReplicaLinks(
+                config.node_id, config.inter_broker_listener_name, lambda: self.broker_metadata.image,
+                self._timeout_s, self._on_replica_fetch, self._on_replica_fetch_failure,
+            )  # fmt: skip
             self._log_maintenance_at = self._log_checkpoint_at = 0
             self.request_quotas = RequestQuotas(self._request_percentage)
             machines.append(self.broker_metadata)
@@ -469,6 +476,10 @@ class KraftApplication:
                 self._to_controller(out.token, out.request, "forward")
             elif isinstance(out, AllocateIds):
                 self._to_controller(out.token, out.request, "producer_ids")
+            elif isinstance(out, FetchFromLeader):
+                self.replica_links.send(out)
+            elif isinstance(out, AlterIsr):
+                self._to_controller(out.token, out.request, "isr")
         self._update_metrics()
 
     def _update_metrics(self) -> None:
@@ -479,8 +490,19 @@ class KraftApplication:
         self.ctx.metrics.set(mx.FENCED_BROKERS, fenced)
         self.ctx.metrics.set(mx.UNFENCED_BROKERS, len(brokers) - fenced)
 
+    def _on_replica_fetch(self, token: int, response: Any) -> None:
+        now = self._now()
+        self.apis.replicas.fetcher.on_response(token, response, now)
+        self.apis.replicas.fetcher.tick(now)  # the next fetch at once, not at the next tick
+        self._drain(now)
+
+    def _on_replica_fetch_failure(self, token: int) -> None:
+        now = self._now()
+        self.apis.replicas.fetcher.on_failure(token, now)
+        self._drain(now)
+
     def _to_controller(self, token: int, request: Any, kind: str) -> None:
-        """`kind`: whose request it is (`lifecycle`, `forward`, `producer_ids`), to route the answer."""
+        """`kind`: whose request it is (`lifecycle`, `forward`, `producer_ids`, `isr`), to route the answer."""
         task = asyncio.get_running_loop().create_task(self._exchange(token, request, kind))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -527,7 +549,12 @@ class KraftApplication:
         else:
             await asyncio.sleep(self.ctx.config.retry_backoff_ms / 1000.0)
         now = self._now()
-        if kind == "producer_ids":
+        if kind == "isr":
+            if response is not None:
+                self.apis.replicas.isr.on_response(token, response, now)
+            else:
+                self.apis.replicas.isr.on_failure(token, now)
+        elif kind == "producer_ids":
             if response is not None:
                 self.apis.producer_ids.on_response(token, response, now)
             else:
@@ -634,4 +661,5 @@ class KraftApplication:
             with contextlib.suppress(OSError):
                 self.logs.flush_all(self.ctx.clock.wall_ms())
                 self.logs.checkpoint()
+            await self.replica_links.close()
             self.logs.close()

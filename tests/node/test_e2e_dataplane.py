@@ -1,7 +1,9 @@
 """End to end: the broker's data plane with Kafka's own clients, unmodified — `kcat -P` / `kcat -C`
 and confluent-kafka's producer (acks=all) and assign-mode consumer — against one controller and
-two brokers started with Kafka's quickstart keys. Every record comes back at the offset its
-producer was told, in order, on the partition's leader (Metadata names it). Names are unique per run."""
+three brokers started with Kafka's quickstart keys. Every record comes back at the offset its
+producer was told, in order, on the partition's leader (Metadata names it); with replication
+factor 3 and min.insync.replicas=2, SIGKILL of a partition's leader between two halves loses no
+acknowledged record. Names are unique per run."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kafka_quickstart import QuickstartCluster
@@ -31,19 +34,66 @@ def kcat() -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuickstartCluster]:
-    with QuickstartCluster(tmp_path_factory.mktemp("dataplane"), controllers=1, brokers=2) as c:
+    with QuickstartCluster(tmp_path_factory.mktemp("dataplane"), controllers=1, brokers=3) as c:
         c.start()
         c.wait_healthy()
         yield c
 
 
-def create_topic(cluster: QuickstartCluster, partitions: int, rf: int) -> str:
+def create_topic(cluster: QuickstartCluster, partitions: int, rf: int, **config: str) -> str:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     name = f"dp-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=15)[name].result()
+    admin.create_topics([NewTopic(name, partitions, rf, config=config)], request_timeout=15)[name].result()
     return name
+
+
+def produce_all(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> dict[tuple[int, int], bytes]:
+    """Every value produced with acks=all; (partition, offset) -> value of each acknowledged one."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "message.timeout.ms": 120_000})
+    acked: dict[tuple[int, int], bytes] = {}
+    errors: list[str] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
+
+    for i, v in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic, value=v, partition=i % partitions, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(150) == 0, "messages still unacknowledged"
+    assert errors == [], errors[:5]
+    return acked
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[Any, Any]:
+    """Every record of every partition from offset 0, read by an assign-mode consumer."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"unused-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    read: dict[Any, Any] = {}
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + 90
+        while len(read) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.2):
+                if msg.error() is None:
+                    read[(msg.partition(), msg.offset())] = msg.value()
+    finally:
+        consumer.close()
+    return read
 
 
 def test_kcat_round_trip(cluster: QuickstartCluster, kcat: str) -> None:
@@ -82,7 +132,7 @@ def test_confluent_kafka_produce_and_assign_consume(cluster: QuickstartCluster) 
                          "enable.auto.commit": False, "fetch.wait.max.ms": 100})
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in (0, 1)])
-        read: dict[tuple[int, int], bytes] = {}
+        read: dict[Any, Any] = {}
         consume_errors: list[str] = []
         deadline = time.monotonic() + 60
         while len(read) < len(acked) and time.monotonic() < deadline:
@@ -100,3 +150,22 @@ def test_confluent_kafka_produce_and_assign_consume(cluster: QuickstartCluster) 
         assert offsets[0].offset == 0
     finally:
         consumer.close()
+
+
+def test_acks_all_rf3_survives_the_leaders_sigkill(cluster: QuickstartCluster) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    partitions, half = 3, 1000
+    topic = create_topic(cluster, partitions=partitions, rf=3, **{"min.insync.replicas": "2"})
+    payload = [f"{i:08d}".encode().ljust(1024, b".") for i in range(2 * half)]
+    acked = produce_all(cluster.bootstrap, topic, payload[:half], partitions)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    cluster.procs[leader].kill()
+    cluster.procs[leader].wait(10)
+    survivors = ",".join(f"localhost:{cluster.ports[b]}" for b in cluster.brokers if b != leader)
+    acked.update(produce_all(survivors, topic, payload[half:], partitions))
+    assert len(set(acked.values())) == 2 * half  # every value acknowledged (retries may add duplicates)
+    read = consume_all(survivors, topic, partitions, len(acked))
+    lost = {k: v[:8] for k, v in acked.items() if read.get(k) != v}
+    assert lost == {}, f"{len(lost)} acknowledged records not at their offsets: {sorted(lost.items())[:5]}"
