@@ -290,7 +290,13 @@ class NodeServer:
         wanted: int | None = None
         try:
             wanted = self.application.tick(now)
-        except (RaftSafetyError, LogCorruption, StorageError, OSError):
+        except (RaftSafetyError, LogCorruption, StorageError, OSError) as e:
+            if isinstance(e, OSError) and self.driver.failed is None:
+                # the application's own write failed (the partition logs' offset checkpoints or flushes
+                # under log.dirs): without its ticks the node would be half alive (no heartbeats, Raft
+                # going on), so it stops like on a failed metadata log write
+                log.error("log dir write failed: %s", e)
+                self.driver.fail_stop(e)
             return  # the driver recorded the failure and stops the node
         except Exception:
             log.exception("application tick failed")  # keep ticking: leases and heartbeats must go on

@@ -126,3 +126,29 @@ def test_a_node_that_fails_stops_serving_even_when_a_listener_will_not_close(
         return await asyncio.wait_for(running, 10)
 
     assert asyncio.run(scenario()) == EXIT_FAILED and halted == [EXIT_FAILED]
+
+
+def test_a_failed_write_of_the_application_stops_the_node(tmp_path: Path) -> None:
+    """An I/O error in the application's tick (the partition logs' offset checkpoints under log.dirs)
+    stops the node with `log_dir_failed`, instead of ending the ticks (heartbeats) while Raft goes on."""
+    import errno
+
+    config = config_from_properties(node_properties(1, tmp_path, {1: free_ports(1)[0]}))
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+
+    async def scenario() -> int:
+        node = NodeServer(config)
+        running = asyncio.create_task(node.run())
+        while node.driver is None or node.application is None or not node.driver.core.is_leader:
+            await asyncio.sleep(0.02)
+
+        def tick(now_ms: int) -> int | None:
+            raise OSError(errno.EIO, "Input/output error", "replication-offset-checkpoint.tmp")
+
+        node.application.tick = tick  # type: ignore[method-assign]
+        return await asyncio.wait_for(running, 10)
+
+    assert asyncio.run(scenario()) == EXIT_FAILED
+    assert config.journal_file is not None
+    failed = [e for e in read_journal(config.journal_file) if e["ev"] == "log_dir_failed"]
+    assert len(failed) == 1 and failed[0]["errno"] == "EIO" and failed[0]["path"] == "replication-offset-checkpoint.tmp"
