@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +72,8 @@ class BrokerConfig:
     features: tuple[tuple[str, int, int], ...] = ((METADATA_VERSION_FEATURE, METADATA_VERSION, METADATA_VERSION),)
     bugs: BugSet = NO_BUGS
     """Test-only planted bugs (node.bugs, the bug zoo); none by default."""
+    log_dirs: tuple[uuid.UUID, ...] = ()
+    """The directory ids of its log directories (registered as LogDirs, KIP-858)."""
 
     @property
     def effective_self_fence_timeout_ms(self) -> int:
@@ -103,6 +106,8 @@ class BrokerLifecycle:
     fatal_error: str | None = None
     recovery_done: bool = True
     """Set False to hold the broker in RECOVERY until `finish_recovery` (log recovery)."""
+    offline_log_dirs: set[uuid.UUID] = field(default_factory=set)
+    """Log directories that failed (`report_offline_log_dirs`), named in every heartbeat."""
     _restarted: bool = False
     _tokens: int = 0
     _in_flight: _InFlight | None = None
@@ -224,7 +229,15 @@ class BrokerLifecycle:
                 for n, lo, hi in c.features
             ),
             rack=c.rack,
+            log_dirs=c.log_dirs,
         )
+
+    def report_offline_log_dirs(self, dirs: Iterable[uuid.UUID]) -> None:
+        """Log directories that failed: named in every heartbeat from now on (OfflineLogDirs), so
+        the controller moves leadership off the replicas there; journalled once each."""
+        for d in sorted(set(dirs) - self.offline_log_dirs):
+            self.offline_log_dirs.add(d)
+            self._outbox.append(JournalEvent("log_dir_failed", {"broker": self.config.node_id, "directory": str(d)}))
 
     def _heartbeat(self, metadata_offset: int) -> BrokerHeartbeatRequest:
         want_fence = self.state == BrokerState.STARTING or (
@@ -236,6 +249,7 @@ class BrokerLifecycle:
             current_metadata_offset=i64(metadata_offset),
             want_fence=want_fence,
             want_shut_down=self.state == BrokerState.PENDING_CONTROLLED_SHUTDOWN,
+            offline_log_dirs=tuple(sorted(self.offline_log_dirs)),
         )
 
     # ---- answers --------------------------------------------------------------------------

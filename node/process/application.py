@@ -57,6 +57,8 @@ from kraftlab.node.security.enforce import Screening, screen
 from kraftlab.node.security.token_apis import TOKEN_APIS, describe_delegation_token_response, screen_token_request
 from kraftlab.node.security.tokens import TokenConfig, TokenConfigError
 from kraftlab.node.storage.errors import StorageError
+from kraftlab.node.storage.log_dir_health import directory_ids
+from kraftlab.node.storage.log_dir_health import offline as offline_log_dirs
 from kraftlab.node.storage.partition import LogConfig, LogManager
 
 log = logging.getLogger("kraft-node")
@@ -134,6 +136,8 @@ RELAYED_API_VERSIONS: dict[str, tuple[int, int, int]] = {  # served by brokers b
 APP_TICK_MS = 50
 LOG_MAINTENANCE_MS = 1000  # flush.ms and retention, as Kafka's log.retention.check.interval.ms does (5 min there)
 LOG_CHECKPOINT_MS = 5000  # recovery points, log start offsets, high-water marks (Kafka: 60 s / 5 s)
+LOG_DIR_CHECK_MS = 1000
+"""How often a broker checks that its log directories still work (node.storage.log_dir_health)."""
 CONTROLLED_SHUTDOWN_WAIT_S = 15.0
 
 
@@ -210,6 +214,8 @@ class KraftApplication:
             for e in config.broker_listeners:
                 adv = config.advertised(e.name) or e
                 endpoints.append(BrokerEndpoint(e.name, adv.connect_host(), adv.port))
+            self._log_dirs = directory_ids(d for d in config.log_dirs if d != config.metadata_log_dir)
+            self._log_dirs_checked_ms = 0
             self.lifecycle = BrokerLifecycle(
                 BrokerConfig(
                     node_id=config.node_id,
@@ -221,6 +227,7 @@ class KraftApplication:
                     self_fence_timeout_ms=config.broker_self_fence_timeout_ms,
                     retry_backoff_ms=max(config.retry_backoff_ms, 1),
                     bugs=config.bugs,
+                    log_dirs=tuple(self._log_dirs.values()),
                 )
             )
             self.logs = self._open_partition_logs()
@@ -637,6 +644,9 @@ class KraftApplication:
             if due is not None:
                 wanted = min(wanted, max(due, now_ms))
         if self.lifecycle is not None:
+            if now_ms - self._log_dirs_checked_ms >= LOG_DIR_CHECK_MS:
+                self._log_dirs_checked_ms = now_ms
+                self.lifecycle.report_offline_log_dirs(offline_log_dirs(self._log_dirs))
             self.lifecycle.start(now_ms, restarted=self.ctx.restarted)
             self.lifecycle.tick(now_ms, self.broker_metadata.highest_offset)
             self.apis.tick(now_ms)

@@ -1,0 +1,36 @@
+"""A broker's log directories: their ids are registered, a directory that disappears or is
+replaced is reported offline in every heartbeat (OfflineLogDirs) and journalled once."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from kraftlab.node.broker.lifecycle import BrokerConfig, BrokerEndpoint, BrokerLifecycle
+from kraftlab.node.storage.log_dir_health import directory_ids, offline
+from kraftlab.node.storage.meta_properties import format_dirs
+
+
+def test_a_missing_or_replaced_directory_is_offline(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    format_dirs([a, b, c], "q1Sh-9_ISia_zwGINzRvyQ", 4)
+    ids = directory_ids([a, b, c, tmp_path / "unformatted"])
+    assert set(ids) == {a, b, c} and len(set(ids.values())) == 3
+    assert offline(ids) == set()
+    shutil.rmtree(a)
+    shutil.rmtree(b)
+    format_dirs([b], "q1Sh-9_ISia_zwGINzRvyQ", 4)  # another disk mounted in its place
+    assert offline(ids) == {ids[a], ids[b]}
+
+
+def test_offline_directories_go_in_every_heartbeat() -> None:
+    dirs = (uuid.UUID(int=500), uuid.UUID(int=501))
+    life = BrokerLifecycle(BrokerConfig(node_id=4, cluster_id="c", incarnation_id=uuid.UUID(int=9),
+                                        listeners=(BrokerEndpoint("PLAINTEXT", "h", 1),), log_dirs=dirs))
+    assert life._registration().log_dirs == dirs
+    life.report_offline_log_dirs([dirs[1]])
+    life.report_offline_log_dirs([dirs[1]])
+    assert life._heartbeat(0).offline_log_dirs == (dirs[1],)
+    events = [o for o in life.take_outputs() if getattr(o, "ev", None) == "log_dir_failed"]
+    assert [e.fields["directory"] for e in events] == [str(dirs[1])]
