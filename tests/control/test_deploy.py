@@ -17,6 +17,7 @@ from kraftlab.control.host import CommandResult
 from kraftlab.control.lab import Lab
 from kraftlab.deploy import (
     DAEMON,
+    SASL_PORT,
     DeployError,
     Deployment,
     DeploymentState,
@@ -302,3 +303,21 @@ def test_fatal_scan_reads_only_fatal_events(state_dir: Path) -> None:
     n3 = fakes(lab)[2]
     n3.on(r"grep -m1 -F .*journal\.jsonl", n3.reply("", 0, "not json at all\n"))
     assert d.fatal_errors(["n3"]) == {"n3": "not json at all"}
+
+
+def test_rendered_security_serves_the_acl_and_scram_workloads() -> None:
+    """Brokers have a SASL_PLAINTEXT listener with SCRAM (the scram workload's logins) beside the
+    anonymous PLAINTEXT one; every node runs Kafka's StandardAuthorizer, open where no ACL is set."""
+    from kraftlab.node.security.listeners import NodeSecurity
+
+    specs = plan("combined+brokers", ADDRS)
+    for spec in specs:
+        cfg = config_from_properties(parse_properties(render_properties(spec, specs, NodePaths(f"/w/{spec.name}"))))
+        security = NodeSecurity.from_config(cfg)
+        assert security.authorizer.enabled and getattr(security.authorizer, "allow_if_no_acl", False)
+        assert getattr(security.authorizer, "super_users", None) == frozenset({"User:admin"})
+        if spec.broker:
+            assert cfg.advertised("SASL_PLAINTEXT").port == SASL_PORT  # type: ignore[union-attr]
+            assert security.guard_factory("SASL_PLAINTEXT") is not None
+            assert set(security.mechanisms("SASL_PLAINTEXT")) >= {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+            assert security.guard_factory("PLAINTEXT") is None  # User:ANONYMOUS, as the workloads connect
