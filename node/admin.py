@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kraftlab.node.config import ConfigError, load_config, render_properties
+from kraftlab.node.kafka_uuid import uuid_to_kafka
 from kraftlab.node.storage.errors import StorageError
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id, validate_cluster_id
 
@@ -80,22 +81,58 @@ def quorum_json(response: Any) -> dict[str, Any]:
     if int(part.error_code) != 0:
         raise AdminError(f"DescribeQuorum failed: {error_name(part.error_code)}")
 
+    v2 = hasattr(response, "nodes")  # KIP-853: directory ids and the voters' listeners
+
     def replica(r: Any) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": int(r.replica_id),
             "log_end_offset": int(r.log_end_offset),
             "last_fetch_timestamp": int(getattr(r, "last_fetch_timestamp", -1)),
             "last_caught_up_timestamp": int(getattr(r, "last_caught_up_timestamp", -1)),
         }
+        if v2:
+            directory = r.replica_directory_id
+            out["directory_id"] = None if directory is None or directory.int == 0 else uuid_to_kafka(directory)
+        return out
 
     leader = int(part.leader_id)
-    return {
+    described: dict[str, Any] = {
         "leader": leader if leader >= 0 else None,
         "epoch": int(part.leader_epoch),
         "high_watermark": int(part.high_watermark),
         "voters": [replica(r) for r in part.current_voters],
         "observers": [replica(r) for r in part.observers],
     }
+    if v2:
+        described["nodes"] = {
+            str(int(n.node_id)): [f"{x.name}://{x.host}:{int(x.port)}" for x in n.listeners] for n in response.nodes
+        }
+        # A VotersRecord names every voter's directory (kraft.version 1); a static quorum's voters have none.
+        dynamic = any(v.get("directory_id") for v in described["voters"])
+        described["kraft_version"] = 1 if dynamic else 0
+    return described
+
+
+def replication_table(described: dict[str, Any]) -> str:
+    """`kafka-metadata-quorum describe --replication`'s table of a `quorum_json` answer."""
+    hw = described["high_watermark"]
+    rows = [("NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")]
+    for status, replicas in (("Voter", described["voters"]), ("Observer", described["observers"])):
+        for r in replicas:
+            role = "Leader" if r["id"] == described["leader"] else status
+            rows.append(
+                (
+                    str(r["id"]),
+                    str(r.get("directory_id") or "-"),
+                    str(r["log_end_offset"]),
+                    str(max(0, hw - r["log_end_offset"])),
+                    str(r["last_fetch_timestamp"]),
+                    str(r["last_caught_up_timestamp"]),
+                    role,
+                )
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
 def describe_cluster_request(version: int) -> Any:

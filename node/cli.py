@@ -7,7 +7,7 @@
     kraft-node start --config F
     kraft-node dump-log PATH...
     kraft-node shell --directory DIR | --snapshot FILE | --bootstrap-controller H:P[,H:P...] [COMMAND...]
-    kraft-node describe-quorum (--bootstrap-controller H:P | --bootstrap-server H:P)
+    kraft-node describe-quorum (--bootstrap-controller H:P | --bootstrap-server H:P) [--replication]
     kraft-node add-controller --bootstrap-controller H:P[,H:P...] --command-config F [--timeout S]
     kraft-node remove-controller --bootstrap-controller H:P[,H:P...] --controller-id N --controller-directory-id DIRID
     kraft-node describe-cluster --bootstrap-server H:P
@@ -328,7 +328,13 @@ async def append_test_records(client: Any, values: list[bytes], timeout_ms: int 
 
 def cmd_describe_quorum(args: argparse.Namespace) -> int:
     address = args.bootstrap_controller or args.bootstrap_server
-    print(json.dumps(_run(describe_quorum(address, args.timeout))))
+    described = _run(describe_quorum(address, args.timeout))
+    if args.replication:
+        from kraftlab.node.admin import replication_table
+
+        print(replication_table(described))
+    else:
+        print(json.dumps(described))
     return EXIT_OK
 
 
@@ -456,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--bootstrap-controller", type=host_port, metavar="HOST:PORT")
     where.add_argument("--bootstrap-server", type=host_port, metavar="HOST:PORT", help="a broker (relays it)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds")
+    p.add_argument("--replication", action="store_true", help="a table of every replica's progress (Kafka's)")
     p.set_defaults(func=cmd_describe_quorum)
     p = sub.add_parser("add-controller", help="add the controller of --command-config as a voter (KIP-853)")
     p.add_argument("--bootstrap-controller", required=True, type=host_ports, metavar="HOST:PORT[,HOST:PORT...]")

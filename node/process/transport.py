@@ -173,8 +173,8 @@ def refusal(message: m.Message, error: m.Errors, epoch: int) -> m.Response:
     return m.DescribeQuorumResponse(error, None, epoch, -1)
 
 
-async def _later(future: asyncio.Future[m.Message]) -> Any:
-    return wire.response_to_wire(await future)  # type: ignore[arg-type]  # a request's answer is a response
+async def _later(future: asyncio.Future[m.Message], version: int) -> Any:
+    return wire.response_to_wire(await future, version)  # type: ignore[arg-type]  # a request's answer is a response
 
 
 def register_raft_apis(
@@ -205,10 +205,11 @@ def register_raft_apis(
             log.warning("refusing %s from %s: cluster id %s", type(message).__name__, context.peer, sender_cluster)
             return wire.response_to_wire(refusal(message, m.Errors.INCONSISTENT_CLUSTER_ID, driver.core.epoch))
         future = driver.submit(request_source(message), message, timeout_s)
+        version = int(request.__version__)
         if future.done():
-            return wire.response_to_wire(future.result())  # type: ignore[arg-type]  # the request's response
-        return _later(future)
+            return wire.response_to_wire(future.result(), version)  # type: ignore[arg-type]  # the request's response
+        return _later(future, version)
 
     for entity in wire.REQUEST_ENTITIES.values():
-        version = int(entity.__version__)
-        registry.register(int(entity.__api_key__), version, version, handle)
+        key, version = int(entity.__api_key__), int(entity.__version__)
+        registry.register(key, version, wire.MAX_VERSIONS.get(key, version), handle)

@@ -312,10 +312,14 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
             return m.DescribeQuorumResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, self._hw)
         durable = self._durable_end()
 
+        voter_set = self.voter_set
+
         def replica(rid: int, p: Any) -> m.ReplicaState:
+            voter = voter_set.voter(rid)
+            directory = None if voter is None else voter.directory_id
             if rid == self.node_id:
-                return m.ReplicaState(rid, durable, now, now)
-            return m.ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
+                return m.ReplicaState(rid, durable, now, now, directory)
+            return m.ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms, directory)
 
         return m.DescribeQuorumResponse(
             m.Errors.NONE,
@@ -324,6 +328,7 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
             self._hw,
             tuple(replica(r, p) for r, p in sorted(state.voters.items())),
             tuple(replica(r, p) for r, p in sorted(state.observers.items())),
+            tuple((v, voter.endpoints) for v in voter_set if (voter := voter_set.voter(v)) is not None),
         )
 
     # ----------------------------------------------------------------- step plumbing

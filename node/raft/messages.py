@@ -153,6 +153,8 @@ class ReplicaState:
     log_end_offset: int
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    directory_id: uuid.UUID | None = None
+    """KIP-853 (DescribeQuorum v2): the voter's directory id as the voter set names it (None: unknown)."""
 
 
 @dataclass(slots=True)
@@ -168,6 +170,8 @@ class DescribeQuorumResponse:
     high_watermark: int
     voters: tuple[ReplicaState, ...] = ()
     observers: tuple[ReplicaState, ...] = ()
+    nodes: tuple[tuple[int, tuple[Endpoint, ...]], ...] = ()
+    """KIP-853 (DescribeQuorum v2): each voter's listeners, by node id."""
 
 
 @dataclass(slots=True)

@@ -7,7 +7,7 @@ One version of each API, all for the `__cluster_metadata` topic, partition 0:
 | Vote | 52 | 2 | the first with PreVote (KIP-996) |
 | BeginQuorumEpoch | 53 | 0 | static voters: no KIP-853 endpoints needed |
 | EndQuorumEpoch | 54 | 0 | carries PreferredSuccessors |
-| DescribeQuorum | 55 | 1 | adds last-fetch / caught-up timestamps |
+| DescribeQuorum | 55 | 1, 2 | v1: last-fetch / caught-up times; v2 (KIP-853): directory ids, voters' listeners |
 | Fetch | 1 | 12 | the last version naming topics (not ids) with LastFetchedEpoch, DivergingEpoch, SnapshotId |
 | FetchSnapshot | 59 | 0 | the only one before KIP-853 |
 
@@ -26,6 +26,8 @@ from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v0 import response as bqe_resp
 from kio.schema.describe_quorum.v1 import request as dq_req
 from kio.schema.describe_quorum.v1 import response as dq_resp
+from kio.schema.describe_quorum.v2 import request as dq2_req
+from kio.schema.describe_quorum.v2 import response as dq2_resp
 from kio.schema.end_quorum_epoch.v0 import request as eqe_req
 from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
 from kio.schema.errors import ErrorCode
@@ -40,6 +42,7 @@ from kio.static.primitive import Records, i32, i32Timedelta, i64
 from kio.static.protocol import Payload
 
 from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.membership import describe
 from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.storage.batches import decode_batches, encode_batches
 
@@ -73,6 +76,10 @@ RESPONSE_ENTITIES: dict[type, type[Payload]] = {
     m.FetchResponse: f_resp.FetchResponse,
     m.FetchSnapshotResponse: fs_resp.FetchSnapshotResponse,
 }
+
+
+MAX_VERSIONS: dict[int, int] = {int(dq_req.DescribeQuorumRequest.__api_key__): 2}
+"""APIs served in more than the version above: DescribeQuorum v2 (KIP-853, node.raft.membership.describe)."""
 
 
 class WireError(ValueError):
@@ -192,8 +199,10 @@ def _replica(r: m.ReplicaState) -> dq_resp.ReplicaState:
     )
 
 
-def response_to_wire(message: m.Response) -> Any:
-    """A kio response entity for `message`."""
+def response_to_wire(message: m.Response, version: int | None = None) -> Any:
+    """A kio response entity for `message` (`version`: the request's, where several are served)."""
+    if isinstance(message, m.DescribeQuorumResponse) and version is not None and version >= 2:
+        return describe.response_to_v2(message)
     if isinstance(message, m.VoteResponse):
         part = v_resp.PartitionData(
             partition_index=PARTITION,
@@ -315,7 +324,7 @@ def request_from_wire(entity: Any) -> m.Request:
     if isinstance(entity, eqe_req.EndQuorumEpochRequest):
         p = _one(entity.topics)
         return m.EndQuorumEpochRequest(p.leader_epoch, p.leader_id, tuple(int(s) for s in p.preferred_successors))
-    if isinstance(entity, dq_req.DescribeQuorumRequest):
+    if isinstance(entity, dq_req.DescribeQuorumRequest | dq2_req.DescribeQuorumRequest):
         _one(entity.topics)
         return m.DescribeQuorumRequest()
     if isinstance(entity, f_req.FetchRequest):
@@ -351,6 +360,10 @@ def response_from_wire(entity: Any) -> m.Response:
             return cls(top, -1, None)
         p = _one(entity.topics)
         return cls(_error(p.error_code), p.leader_epoch, _node(p.leader_id))
+    if isinstance(entity, dq2_resp.DescribeQuorumResponse):
+        if top != m.Errors.NONE:
+            return m.DescribeQuorumResponse(top, None, -1, -1)
+        return describe.response_from_v2(entity, _one(entity.topics))
     if isinstance(entity, dq_resp.DescribeQuorumResponse):
         if top != m.Errors.NONE:
             return m.DescribeQuorumResponse(top, None, -1, -1)

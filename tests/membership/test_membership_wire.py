@@ -97,3 +97,31 @@ def test_a_refused_change_is_a_failed_command() -> None:
     with pytest.raises(AdminError, match="DUPLICATE_VOTER"):
         describe_change("add", 4, m.VoterChangeResponse(m.Errors.DUPLICATE_VOTER, "already"))
     assert describe_change("remove", 4, m.VoterChangeResponse(m.Errors.NONE)) == "Removed controller 4"
+
+
+def test_describe_quorum_v2_carries_directory_ids_and_listeners() -> None:
+    from kraftlab.node.admin import quorum_json, replication_table
+    from kraftlab.node.raft import wire as raft_wire
+
+    answer = m.DescribeQuorumResponse(
+        m.Errors.NONE,
+        1,
+        3,
+        40,
+        (m.ReplicaState(1, 40, 100, 100, D), m.ReplicaState(2, 35, 90, 80, uuid.UUID(int=8 << 64))),
+        (m.ReplicaState(4, 12, 95, -1),),
+        ((1, ENDPOINTS[:1]), (2, (Endpoint("CONTROLLER", "host-c", 9094),))),
+    )
+    v2 = through_bytes(raft_wire.response_to_wire(answer, 2))
+    assert raft_wire.response_from_wire(v2) == answer
+    v1 = raft_wire.response_to_wire(answer, 1)
+    assert int(v1.__version__) == 1 and raft_wire.response_from_wire(v1).voters[0].directory_id is None
+    described = quorum_json(v2)
+    assert described["kraft_version"] == 1
+    assert described["nodes"] == {"1": ["CONTROLLER://host-a:9093"], "2": ["CONTROLLER://host-c:9094"]}
+    assert [v["directory_id"] is not None for v in described["voters"]] == [True, True]
+    assert described["observers"][0]["directory_id"] is None
+    table = replication_table(described).splitlines()
+    assert table[0].split() == ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+                                "LastCaughtUpTimestamp", "Status"]
+    assert table[1].split()[-1] == "Leader" and table[2].split()[3] == "5" and table[3].split()[-1] == "Observer"

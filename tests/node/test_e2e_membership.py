@@ -182,6 +182,13 @@ def test_quorum_grows_from_standalone_and_survives_removing_its_active_controlle
         assert cli_main(["describe-quorum", "--bootstrap-controller", f"127.0.0.1:{q.ports[1]}"]) == 0
         described = json.loads(capsys.readouterr().out)
         assert sorted(v["id"] for v in described["voters"]) == [1, 2, 3]
+        # DescribeQuorum v2: each voter's directory id and listener, kraft.version 1.
+        assert described["kraft_version"] == 1
+        assert {v["id"]: v["directory_id"] for v in described["voters"]} == {i: q.directory_id(i) for i in q.ids}
+        assert described["nodes"] == {str(i): [f"CONTROLLER://127.0.0.1:{q.ports[i]}"] for i in q.ids}
+        assert cli_main(["describe-quorum", "--bootstrap-controller", f"127.0.0.1:{q.ports[1]}", "--replication"]) == 0
+        table = capsys.readouterr().out.splitlines()
+        assert table[0].split()[0] == "NodeId" and len(table) == 4
 
         # Remove the active controller: it commits its own removal, then resigns.
         active = q.leader()
@@ -195,7 +202,8 @@ def test_quorum_grows_from_standalone_and_survives_removing_its_active_controlle
         eventually(lambda: len(appender.acked) > acked_before + 5, what="appends after the removal")
     finally:
         appender.stop.set()
-        appender.join(15)
+        if appender.is_alive():
+            appender.join(15)
         q.close()
     assert len(appender.acked) > 20
     for i in rest:
@@ -265,7 +273,7 @@ def test_five_controllers_grown_and_shrunk_while_topics_are_created(
             q.start(i)
         eventually(lambda: q.leader() == 1, what="the standalone controller leads")
         admin = AdminClient({"bootstrap.servers": broker})
-        eventually(lambda: 6 in admin.list_topics(timeout=5).brokers, what="the broker registered")
+        eventually(lambda: 6 in admin.list_topics(timeout=5).brokers, timeout=90, what="the broker registered")
         creator.start()
         eventually(lambda: len(creator.acked) >= 3, what="topics created")
         describe()
@@ -291,7 +299,8 @@ def test_five_controllers_grown_and_shrunk_while_topics_are_created(
         eventually(lambda: len(creator.acked) >= before + 3, what="topics created after the shrink")
     finally:
         creator.stop.set()
-        creator.join(20)
+        if creator.is_alive():
+            creator.join(20)
         try:
             probe = AdminClient({"bootstrap.servers": broker})
             # One topic per Metadata request (librdkafka mis-parses this broker's answer listing many).
