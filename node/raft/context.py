@@ -15,6 +15,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kraftlab.node.bugs import NO_BUGS, BugSet
+from kraftlab.node.kafka_uuid import uuid_to_kafka
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.membership.log_voters import ControlRecordState
@@ -49,6 +50,7 @@ class CoreContext:
     truncations, snapshots): the voter set in force is the one at the log's end (KIP-853)."""
     quorum_state: QuorumState
     _dynamic: bool
+    _journalled_voters: tuple[int, VoterSet] | None
     """A dynamic quorum (KIP-853: kraft.version 1, the voter set from the log); False: static."""
     _hw: int
     _applied: int
@@ -116,6 +118,27 @@ class CoreContext:
         return self.quorum_state.state.voted_id
 
     # ----------------------------------------------------------------- step plumbing
+
+    def _journal_voters(self, reason: str) -> None:
+        """Journal `voters` when the voter set in force (at the log's end) changed: appended,
+        rolled back by a truncation, or replaced by a snapshot (and once at start)."""
+        history = self.voter_history
+        now = (history.last_offset, history.latest)
+        if now == self._journalled_voters:
+            return
+        self._journalled_voters = now
+        latest = history.latest
+        self._event(
+            "voters",
+            offset=history.last_offset,
+            voters=list(latest.ids),
+            directory_ids=[
+                None if (v := latest.voter(i)) is None or v.directory_id is None else uuid_to_kafka(v.directory_id)
+                for i in latest.ids
+            ],
+            kraft_version=self.control.kraft_version,
+            reason=reason,
+        )
 
     def _event(self, ev: str, **fields: Any) -> None:
         if self.journal:

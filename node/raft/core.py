@@ -140,6 +140,7 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
         self.journal = journal
         self.roles = list(roles) if roles is not None else (["controller"] if self.is_voter else ["broker"])
         self._dynamic = len(initial) == 0
+        self._journalled_voters = None
         self._hw = 0
         self._applied = 0
         self._inflight = {}
@@ -218,6 +219,8 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
             stored_vote=None if stored is None else stored.voted_id,
         )
         self._durable = self.log.flushed_end_offset()  # recovery keeps only the durable log
+        if self._dynamic or self.control.kraft_version != KRAFT_VERSION_0:
+            self._journal_voters("start")
         if latest is not None and latest.offset > 0:
             # (The bootstrap checkpoint 0-0 holds the first voter set only: no state to load.)
             self._out.updates.append(LoadSnapshot(latest, self.snapshots.read_records(latest)))

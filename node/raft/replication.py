@@ -72,10 +72,12 @@ class Replication(CoreContext):
         log = self.log
         log.append(batches)
         control = self.control
+        membership = False
         for b in batches:
             if b.control:
                 # KIP-853: a voter set takes effect as soon as it is appended, committed or not.
                 control.apply_batch(b)
+                membership = True
         deferred = False
         if self.bugs.on("ack-before-fsync"):
             pass  # BUG ZOO: ack-before-fsync defers this to the periodic flush
@@ -94,6 +96,8 @@ class Replication(CoreContext):
                     control=b.control,
                     leader=leader,
                 )
+        if membership:
+            self._journal_voters("append")
         if not deferred:
             self._journal_flush(always=True)
 
@@ -343,5 +347,6 @@ class Replication(CoreContext):
         if target < old_end:
             log.truncate_to(target)
             self.control.truncate_from(target)  # a voter set the lost tail brought is no longer in force
+            self._journal_voters("truncate")
             self._durable = min(self._durable, target)
             self._event("truncate", to=target, **{"from": old_end}, reason="diverging")

@@ -107,6 +107,7 @@ class Snapshots(CoreContext):
         old_end = self.log.end_offset()
         self.log.reset_to_snapshot(sid)
         self.control.reset_to_snapshot(self.snapshots.read_control_records(sid))
+        self._journal_voters("snapshot")
         self._durable = sid.offset  # the snapshot is durable and the log now starts (and ends) there
         self._event("truncate", to=sid.offset, **{"from": old_end}, reason="snapshot")
         self._out.updates.append(LoadSnapshot(sid, self.snapshots.read_records(sid)))

@@ -109,15 +109,19 @@ def test_observer_learns_the_set_by_fetching_and_loses_it_on_truncation() -> Non
     added = Batch(batches[-1].next_offset, 1, (voters_record(voters(1, 2)),), True)
     response = m.FetchResponse(m.Errors.NONE, 1, 1, 0, 0, (*batches, added))
     out = core.handle(m.Envelope(1, 2, response, request.ref), 10)
-    # In force as soon as appended, committed or not.
+    # In force as soon as appended, committed or not (and journalled so).
     assert core.voter_set == voters(1, 2) and core.is_voter
     assert core.high_watermark == 0
+    journalled = [e for e in out.events if e["ev"] == "voters"]
+    assert [(e["offset"], e["voters"], e["reason"]) for e in journalled] == [(added.base_offset, [1, 2], "append")]
+    assert journalled[0]["kraft_version"] == 1 and all(journalled[0]["directory_ids"])
     # The leader never committed it and tells the follower its log diverges: the set reverts.
     (again,) = [e for e in out.messages if isinstance(e.message, m.FetchRequest)]
     diverging = m.FetchResponse(m.Errors.NONE, 1, 1, 0, 0, (), OffsetAndEpoch(added.base_offset, 1))
-    core.handle(m.Envelope(1, 2, diverging, again.ref), 30)
+    out = core.handle(m.Envelope(1, 2, diverging, again.ref), 30)
     assert core.log.end_offset() == added.base_offset
     assert core.voter_set == voters(1) and not core.is_voter
+    assert [(e["voters"], e["reason"]) for e in out.events if e["ev"] == "voters"] == [([1], "truncate")]
 
 
 def test_voter_set_loaded_from_a_snapshot_and_the_log_at_start() -> None:
