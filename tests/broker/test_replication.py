@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 from replication_helpers import (
+    TOPIC_ID,
     batch,
     decoded,
     fetch,
@@ -132,9 +133,11 @@ def test_leadership_lost_answers_parked_produces(tmp_path: Path) -> None:
     outputs = m.take_outputs()
     answer = [o.response for o in outputs if isinstance(o, ClientReply) and o.token == "p"]
     assert one_partition(answer[0]).error_code == ErrorCode.not_leader_or_follower
-    roles = [(o.fields["role"], o.fields["leader"], o.fields["leader_epoch"], o.fields["log_end_offset"])
-             for o in outputs if isinstance(o, JournalEvent) and o.ev == "partition_role"]
-    assert roles == [("leader", 1, 4, 0), ("follower", 2, 5, 1)]
+    roles = [(o.fields["role"], o.fields["leader"], o.fields["leader_epoch"], o.fields["log_end_offset"],
+              o.fields["topic_id"]) for o in outputs if isinstance(o, JournalEvent) and o.ev == "partition_role"]
+    assert roles == [("leader", 1, 4, 0, str(TOPIC_ID)), ("follower", 2, 5, 1, str(TOPIC_ID))]
+    hws = [o.fields for o in outputs if isinstance(o, JournalEvent) and o.ev == "partition_hw"]
+    assert hws == []  # acks=all waits on followers that never fetched: the HW stayed at 0
     assert m.partitions[("t", 0)].role.value == "follower" and m.partitions[("t", 0)].leader == 2
 
 

@@ -13,6 +13,7 @@ from replication_helpers import batch, decoded, fetch, image_with, manager, one_
 
 from kraftlab.node.broker.replication import AlterIsr, ClientReply, FetchFromLeader, ReplicaManager
 from kraftlab.node.metadata.image import BrokerInfo, MetadataImage, PartitionInfo
+from kraftlab.node.metadata.journal import JournalEvent
 
 
 def with_brokers(image: MetadataImage, ids: tuple[int, ...] = (1, 2, 3)) -> MetadataImage:
@@ -29,6 +30,7 @@ class Net:
         self.down: set[int] = set()
         self.replies: dict[Any, Any] = {}
         self.alters: list[Any] = []
+        self.events: list[tuple[int, str, dict[str, Any]]] = []
 
     def image(self, info: dict[int, PartitionInfo]) -> None:
         for m in self.m.values():
@@ -53,6 +55,8 @@ class Net:
                 self.m[follower].fetcher.on_response(token, o.response, now)
         elif isinstance(o, ClientReply):
             self.replies[o.token] = o.response
+        elif isinstance(o, JournalEvent):
+            self.events.append((i, o.ev, o.fields))
         elif isinstance(o, AlterIsr):
             self.alters.append((i, o.request))
         elif isinstance(o, FetchFromLeader):
@@ -81,6 +85,8 @@ def test_followers_replicate_and_acks_all_completes(tmp_path: Path) -> None:
     assert values(net.m[2]) == values(net.m[3]) == values(net.m[1]) == [(0, 3, "a"), (1, 3, "b"), (2, 3, "c")]
     assert net.m[1].partitions[("t", 0)].log.high_watermark == 3
     net.step(600)  # the followers learn the HW when their parked fetch returns (max wait 500 ms)
+    hws = [(f["hw"], f["isr"], f["min_insync_replicas"]) for i, e, f in net.events if i == 1 and e == "partition_hw"]
+    assert hws[-1] == (3, [1, 2, 3], 2) and [h for h, _, _ in hws] == sorted({h for h, _, _ in hws})
     assert {i: m.partitions[("t", 0)].log.high_watermark for i, m in net.m.items()} == {1: 3, 2: 3, 3: 3}
 
 

@@ -161,6 +161,7 @@ class ReplicaManager:
         self._outbox.append(JournalEvent("partition_role", {
             "topic": p.topic, "partition": p.index, "role": role.value, "leader": leader, "leader_epoch": epoch,
             "log_end_offset": p.log.log_end_offset, "hw": p.log.high_watermark, "isr": list(p.isr),
+            "topic_id": str(p.topic_id),
         }))  # fmt: skip
         self._fail_parked_produces(p, ErrorCode.not_leader_or_follower)
 
@@ -452,6 +453,6 @@ class ReplicaManager:
     def _journal_hw(self, p: Partition) -> None:
         self._outbox.append(JournalEvent("partition_hw", {
             "topic": p.topic, "partition": p.index, "hw": p.log.high_watermark, "leader_epoch": p.leader_epoch,
-            "isr": list(p.isr),
+            "isr": list(p.isr), "min_insync_replicas": p.min_insync_replicas,
         }))  # fmt: skip
 
