@@ -21,6 +21,7 @@ leave the package out (`Cluster.diskfs`).
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,6 +33,10 @@ from kraftlab.nemesis.package import Around, Cluster, Draw, FaultKind, Package, 
 from kraftlab.nemesis.process import resolve_nodes
 
 STATE = "disk_rules"
+WRITE_OPS = frozenset({"write", "fsync", "create"})
+EXIT_WATCH_S = 8.0
+"""How long a node that met a write error gets to exit before the window's stop looks (the node halts
+within 5 s of a failure; a NodeControl may say otherwise with `startup_watch_s`)."""
 
 
 @runtime_checkable
@@ -137,6 +142,12 @@ class DiskRulesFault:
         # a node another fault holds down (killed, stopped, paused; damaged on disk) is that fault's to start
         held = {**self.ctx.state.get("process"), **self.ctx.state.get("disk")}
         control = self.ctx.control
+        # a node that met a write error is on its way out: give it time to exit (a failed node halts
+        # within its shutdown bound) so it is started again, not left down once it has gone
+        failing = [n for n in nodes if n not in held and any(e.get("op") in WRITE_OPS for e in injected.get(n, ()))]
+        deadline = time.monotonic() + float(value.get("watch_s", getattr(control, "startup_watch_s", EXIT_WATCH_S)))
+        while any(control.running(n) for n in failing) and time.monotonic() < deadline:
+            time.sleep(0.2)
         down = [n for n in nodes if n not in held and not control.running(n)]
         outcomes = self.ctx.call_each(down, control.start)
         done = {"nodes": nodes, "injected": injected, "restarted": [n for n, o in outcomes.items() if o.ok]}

@@ -131,6 +131,20 @@ def test_disk_errors_start_stop_and_restart_the_nodes_that_stopped_on_them() -> 
     assert "disk_rules" not in nemesis.status()
 
 
+def test_the_stop_waits_for_a_node_on_its_way_out_after_a_write_error() -> None:
+    """The node met its error just before the window closed and is still shutting down: the stop waits
+    for it to exit and starts it, instead of finding it running and leaving it down afterwards."""
+    import threading
+
+    control = FakeDiskControl()
+    nemesis = Nemesis("t", control, ledger=MemoryLedger(), seed=1)
+    nemesis.invoke("start-disk-errors", {"nodes": ["n3"], "ops": ["fsync"]})
+    control.errors = {"n3": [{"op": "fsync", "path": "p/0.log", "errno": "EIO", "rmono": 1}]}
+    threading.Timer(0.3, control.fail_stop, ["n3"]).start()  # it exits a moment later
+    stop = nemesis.invoke("stop-disk-errors", {"watch_s": 5.0})
+    assert stop.value["restarted"] == ["n3"] and control.running("n3")
+
+
 def test_a_node_down_for_disk_damage_is_left_to_the_disk_fault() -> None:
     """Started by the errors' stop, a node with a damaged disk would refuse after the damage's own stop
     had looked at it (and found it running): only the disk fault's stop may start (and watch) it."""
