@@ -17,6 +17,9 @@ core, what the principal may do, with Kafka's operations and error codes:
   — else CLUSTER_AUTHORIZATION_FAILED;
 - AlterClientQuotas / DescribeClientQuotas: ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster;
 - InitProducerId: IDEMPOTENT_WRITE on the cluster; AllocateProducerIds: CLUSTER_ACTION;
+- Produce: WRITE on the topic; Fetch from a consumer: READ on the topic (from a follower, a replica
+  id >= 0: CLUSTER_ACTION on the cluster); ListOffsets and OffsetForLeaderEpoch from a client:
+  DESCRIBE on the topic — else TOPIC_AUTHORIZATION_FAILED for each partition of the topic;
 - any other API: CLUSTER_ACTION on the cluster (fail safe: an API added without a rule here is
   served to super users and brokers only).
 
@@ -68,6 +71,56 @@ _CLUSTER_OPERATION = {
 
 def _same(response: Any) -> Any:
     return response
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicItems:
+    """Where a data-plane API keeps its topics and partitions, in its request and its response."""
+
+    operation: AclOperation
+    items: str  # request field of the topics
+    name: str  # topic name field (request and response)
+    partitions: str  # request field of a topic's partitions
+    index: str  # request field of a partition's index
+    result: str  # response field of the topics
+    result_partitions: str
+    result_index: str
+    filler: tuple[tuple[str, Any], ...] = ()  # other fields of a refused partition's result
+
+
+_DATA_PLANE = {
+    "Produce": _TopicItems(AclOperation.WRITE, "topic_data", "name", "partition_data", "index", "responses",
+                           "partition_responses", "index", (("base_offset", -1),)),
+    "Fetch": _TopicItems(AclOperation.READ, "topics", "topic", "partitions", "partition", "responses",
+                         "partitions", "partition_index", (("high_watermark", -1), ("records", None))),
+    "ListOffsets": _TopicItems(AclOperation.DESCRIBE, "topics", "name", "partitions", "partition_index", "topics",
+                               "partitions", "partition_index"),
+    "OffsetForLeaderEpoch": _TopicItems(AclOperation.DESCRIBE, "topics", "topic", "partitions", "partition",
+                                        "topics", "partitions", "partition"),
+}  # fmt: skip
+
+
+def _data_plane(api: str, request: Any, check: Check) -> Screening:
+    """A data-plane request with the topics the principal may not touch answered
+    TOPIC_AUTHORIZATION_FAILED per partition; replicas (replica id >= 0) need CLUSTER_ACTION."""
+    if api in ("Fetch", "OffsetForLeaderEpoch") and int(getattr(request, "replica_id", -1)) >= 0:
+        if check(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return Screening(request=request)
+        return Screening(reply=_cluster_refusal(api, request, ErrorCode.cluster_authorization_failed))
+    shape = _DATA_PLANE[api]
+    kept, refused = [], []
+    for t in getattr(request, shape.items):
+        name = getattr(t, shape.name)
+        if check(shape.operation, ResourceType.TOPIC, name):
+            kept.append(t)
+            continue
+        refused.append({shape.name: name, shape.result_partitions: [
+            {shape.result_index: int(getattr(p, shape.index)), "error_code": ErrorCode.topic_authorization_failed,
+             **dict(shape.filler)} for p in getattr(t, shape.partitions)]})  # fmt: skip
+    screening = _partial(request, shape.items, kept, shape.result, refused)
+    finish = screening.finish
+    return Screening(screening.reply, screening.request,
+                     lambda response: None if response is None else finish(response))  # acks=0: no answer
 
 
 @dataclass
@@ -176,6 +229,8 @@ def screen(api: str, request: Any, check: Check, image: MetadataImage, authorize
                 refused.append({"resource_type": r.resource_type, "resource_name": r.resource_name,
                                 "error_code": code, "error_message": AUTHORIZATION_FAILED})
         return _partial(request, "resources", kept, "results" if api == "DescribeConfigs" else "responses", refused)
+    if api in _DATA_PLANE:
+        return _data_plane(api, request, check)
     op = _CLUSTER_OPERATION.get(api, AclOperation.CLUSTER_ACTION)  # an API not listed here: fail safe
     if check(op, ResourceType.CLUSTER, CLUSTER_NAME):
         return Screening(request=request)
