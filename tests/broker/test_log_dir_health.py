@@ -34,3 +34,18 @@ def test_offline_directories_go_in_every_heartbeat() -> None:
     assert life._heartbeat(0).offline_log_dirs == (dirs[1],)
     events = [o for o in life.take_outputs() if getattr(o, "ev", None) == "log_dir_failed"]
     assert [e.fields["directory"] for e in events] == [str(dirs[1])]
+
+
+def test_a_new_partition_log_goes_where_the_controller_placed_the_replica(tmp_path: Path) -> None:
+    from kraftlab.node.storage.partition import LogConfig, LogManager
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    format_dirs([a, b], "q1Sh-9_ISia_zwGINzRvyQ", 4)
+    ids = directory_ids([a, b])
+    mgr = LogManager([a, b], lambda topic: LogConfig.resolve({}))
+    mgr.startup(0)
+    for p in range(3):  # all in b, though a is emptier: the placement wins
+        mgr.get_or_create("orders", p, uuid.uuid4(), 0, directory=ids[b])
+    mgr.get_or_create("orders", 3, uuid.uuid4(), 0, directory=uuid.UUID(int=0))  # unassigned: least used
+    assert [mgr.dir_of("orders", p) for p in range(4)] == [b, b, b, a]
+    mgr.close()

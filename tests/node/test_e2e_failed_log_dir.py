@@ -76,6 +76,9 @@ def test_a_failed_log_directory_moves_leadership_off_its_replicas(cluster: tuple
     gone = read_meta_properties(data2).directory_id
     ids = sorted([read_meta_properties(data).directory_id, gone])
     on_data2 = ids.index(gone)
+    # the broker keeps each replica's log where the controller placed it
+    eventually(lambda: (data2 / f"{topic}-{on_data2}").is_dir() and (data / f"{topic}-{1 - on_data2}").is_dir(),
+               what="the partition logs in their assigned directories")
     shutil.rmtree(data2)  # the disk is gone
     began = time.monotonic()
     moved = {on_data2: (b2, [b2]), 1 - on_data2: (b1, [b1, b2])}

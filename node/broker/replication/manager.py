@@ -135,7 +135,8 @@ class ReplicaManager:
                     current = None
                 role = Role.LEADER if info.leader == self.node_id else Role.FOLLOWER
                 if current is None:
-                    log = self.store.get_or_create(topic.name, pid, topic.topic_id, self.wall_ms())
+                    log = self.store.get_or_create(topic.name, pid, topic.topic_id, self.wall_ms(),
+                                                   directory=info.directory(self.node_id))
                     current = Partition(topic.name, pid, topic.topic_id, log, role, info.leader, -1, (), ())
                     self.partitions[key] = current
                 changed = current.role is not role or current.leader_epoch != info.leader_epoch

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from kraftlab.node.storage.atomic import make_dirs_durably
+from kraftlab.node.storage.log_dir_health import directory_ids
 from kraftlab.node.storage.partition.config import LogConfig
 from kraftlab.node.storage.partition.files import read_offset_checkpoint, write_offset_checkpoint
 from kraftlab.node.storage.partition.layout import (
@@ -37,6 +38,7 @@ class LogManager:
         self.config_for = config_for
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._by_id: dict[uuid.UUID, Path] | None = None
 
     def startup(self, now_ms: int) -> list[PartitionLog]:
         """Open every partition found in the log dirs; the logs opened."""
@@ -62,15 +64,21 @@ class LogManager:
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create(self, topic: str, partition: int, topic_id: uuid.UUID | None, now_ms: int) -> PartitionLog:
+    def get_or_create(self, topic: str, partition: int, topic_id: uuid.UUID | None, now_ms: int,
+                      directory: uuid.UUID | None = None) -> PartitionLog:
+        """An existing log stays where it is; a new one goes to the directory whose id is
+        `directory` (the controller's placement) when it is one of log.dirs, else to the least used."""
         tp = (topic, partition)
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
+        if self._by_id is None:
+            self._by_id = {i: p for p, i in directory_ids(self.log_dirs).items()}
+        placed = self._by_id.get(directory) if directory is not None else None
         counts = {d: 0 for d in self.log_dirs}
         for d in self._dir_of.values():
             counts[d] += 1
-        home = min(self.log_dirs, key=lambda d: counts[d])  # ties: the first listed
+        home = placed or min(self.log_dirs, key=lambda d: counts[d])  # ties: the first listed
         log = PartitionLog.open(
             home / partition_dir_name(topic, partition),
             topic,
