@@ -4,8 +4,8 @@ A broker registers its online log directories (BrokerRegistration's LogDirs: the
 its `meta.properties`), kept in its RegisterBrokerRecord. Every new replica is placed on one of
 its broker's directories (PartitionRecord's Directories, in replica order): the only one, as
 Kafka's controller does, or, with several, the next in turn by partition (Kafka leaves those
-UNASSIGNED until the broker's AssignReplicasToDirs; brokers here create no replica logs yet, so
-the controller places them). A broker without registered directories gets UNASSIGNED replicas.
+UNASSIGNED until the broker's AssignReplicasToDirs; here the controller places them and the broker
+creates the replica's log there). A broker without registered directories gets UNASSIGNED replicas.
 
 When a heartbeat names OfflineLogDirs (a directory the broker can no longer use), the controller
 writes the broker's remaining directories (BrokerRegistrationChangeRecord's LogDirs) and, for each

@@ -49,3 +49,19 @@ def test_a_new_partition_log_goes_where_the_controller_placed_the_replica(tmp_pa
     mgr.get_or_create("orders", 3, uuid.uuid4(), 0, directory=uuid.UUID(int=0))  # unassigned: least used
     assert [mgr.dir_of("orders", p) for p in range(4)] == [b, b, b, a]
     mgr.close()
+
+
+def test_a_replica_on_a_failed_directory_is_offline_on_its_broker(tmp_path: Path) -> None:
+    from replication_helpers import image_with, manager
+
+    from kraftlab.node.metadata.image import BrokerInfo, PartitionInfo
+
+    good, bad = uuid.UUID(int=601), uuid.UUID(int=602)
+    image = image_with(partitions={
+        0: PartitionInfo((1, 2), (2,), leader=2, leader_epoch=1, directories=(bad, good)),
+        1: PartitionInfo((1, 2), (1, 2), leader=1, leader_epoch=0, directories=(good, good)),
+    })
+    image.brokers[1] = BrokerInfo(1, 5, uuid.UUID(int=1), (), (), None, False, False, log_dirs=(good,))
+    m = manager(tmp_path)
+    m.apply_image(image, 0)
+    assert set(m.partitions) == {("t", 1)}  # partition 0's replica here is on the failed directory

@@ -7,8 +7,10 @@ ListOffsets, OffsetsForLeaderEpoch, each with a token) and time (`tick`); it ans
 timestamps: LogAppendTime, ListOffsets by time).
 
 Kafka's rules kept here:
-- a partition this broker is a replica of gets a log; the leader of an epoch starts that epoch at
-  its log end (leader-epoch-checkpoint) before appending anything of it;
+- a partition this broker is a replica of gets a log (in the directory the controller placed it
+  on); one whose directory failed here is offline on this broker (dropped, never fetched); the
+  leader of an epoch starts that epoch at its log end (leader-epoch-checkpoint) before appending
+  anything of it;
 - Produce (acks 0, 1, -1) only on the leader; acks=-1 is refused with NOT_ENOUGH_REPLICAS when the
   ISR is smaller than `min.insync.replicas`, and answered once the high-water mark passes the
   batch (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below it meanwhile, REQUEST_TIMED_OUT
@@ -125,8 +127,8 @@ class ReplicaManager:
                 self._configs[topic.name] = dict(configs)
                 self.store.reconfigure(topic.name)
             for pid, info in topic.partitions.items():
-                if self.node_id not in info.replicas:
-                    continue
+                if self.node_id not in info.replicas or not image.replica_online(info, self.node_id):
+                    continue  # not ours, or on a log directory that failed here: offline on this broker
                 key = (topic.name, pid)
                 seen.add(key)
                 current = self.partitions.get(key)
