@@ -139,3 +139,26 @@ def test_follower_fetch_of_an_unknown_partition_is_refused(tmp_path: Path) -> No
     m.handle("f", fetch(0, topic="nope", replica=2), 0)
     out = [o for o in m.take_outputs() if isinstance(o, ClientReply)]
     assert one_partition(out[0].response).error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_hw_waits_for_a_replica_being_added_and_a_lost_answer_is_resent(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    m.apply_image(with_brokers(image_with(partitions={
+        0: PartitionInfo((1, 2, 3), (1, 2), leader=1, leader_epoch=2, partition_epoch=5)})), 0)  # fmt: skip
+    m.handle("a", produce(batch("a")), 0)
+    m.handle("f2", fetch(1, replica=2, epoch=2), 0)  # 2 has it: HW 1
+    m.handle("f3", fetch(1, replica=3, epoch=2), 0)  # 3 caught up: it may join
+    m.tick(10)
+    alters = [o for o in m.take_outputs() if isinstance(o, AlterIsr)]
+    assert [b.broker_id for b in alters[0].request.topics[0].partitions[0].new_isr_with_epochs] == [1, 2, 3]
+    p = m.partitions[("t", 0)]
+    assert p.pending_isr == (1, 2, 3) and p.log.high_watermark == 1
+    m.handle("b", produce(batch("b")), 20)
+    m.handle("f2", fetch(2, replica=2, epoch=2), 20)
+    assert p.log.high_watermark == 1  # the replica being added does not have offset 1 yet
+    m.isr.on_failure(alters[0].token, 30)  # no answer: perhaps committed; the same change again later
+    m.tick(30 + m.isr.retry_backoff_ms)
+    again = [o for o in m.take_outputs() if isinstance(o, AlterIsr)]
+    assert len(again) == 1 and again[0].request == alters[0].request and p.pending_isr == (1, 2, 3)
+    m.handle("f3", fetch(2, replica=3, epoch=2), 200)
+    assert p.log.high_watermark == 2

@@ -38,6 +38,8 @@ class _Pending:
     token: int
     partition_epoch: int
     isr: tuple[int, ...]
+    resend_at: int | None = None
+    """Set when the request's fate is unknown (no answer): the same change is sent again then."""
 
 
 class IsrManager:
@@ -72,8 +74,20 @@ class IsrManager:
             if pending is not None and pending.partition_epoch != p.partition_epoch:
                 self._by_token.pop(pending.token, None)
                 del self._pending[key]
+                p.pending_isr = ()
                 pending = None
-            if p.role is not Role.LEADER or pending is not None or now_ms < self._resume_at.get(key, 0):
+            if p.role is not Role.LEADER:
+                if pending is not None:
+                    self._by_token.pop(pending.token, None)
+                    del self._pending[key]
+                p.pending_isr = ()
+                continue
+            if pending is not None:
+                if pending.resend_at is not None and now_ms >= pending.resend_at:
+                    self._send(key, p, pending.isr)
+                continue
+            p.pending_isr = ()
+            if now_ms < self._resume_at.get(key, 0):
                 continue
             wanted = self.wanted_isr(p, now_ms)
             if set(wanted) == set(p.isr) or self.node_id not in wanted:
@@ -82,8 +96,12 @@ class IsrManager:
 
     def _send(self, key: TopicPartition, p: Partition, isr: tuple[int, ...]) -> None:
         brokers = self.image().brokers
+        old = self._pending.get(key)
+        if old is not None:
+            self._by_token.pop(old.token, None)
         self._tokens += 1
         self._pending[key] = _Pending(self._tokens, p.partition_epoch, isr)
+        p.pending_isr = isr
         self._by_token[self._tokens] = key
         request = build(AlterPartitionRequest, {
             "broker_id": self.node_id, "broker_epoch": self.broker_epoch(),
@@ -104,13 +122,18 @@ class IsrManager:
         if key is None:
             return
         errors = [int(part.error_code) for t in response.topics for part in t.partitions]
-        if response.error_code != ErrorCode.none or any(errors):
+        if response.error_code != ErrorCode.none or any(errors):  # refused: the committed ISR stands
             self._pending.pop(key, None)
             self._resume_at[key] = now_ms + self.retry_backoff_ms
+            p = self.partitions.get(key)
+            if p is not None:
+                p.pending_isr = ()
         # success: the change shows up in the image (a new partition epoch), which clears it
 
     def on_failure(self, token: int, now_ms: int) -> None:
+        """No answer: the change may have been committed, so its ISR stays pending (the HW keeps
+        waiting for the union) and the same change is sent again after the backoff."""
         key = self._by_token.pop(token, None)
-        if key is not None:
-            self._pending.pop(key, None)
-            self._resume_at[key] = now_ms + self.retry_backoff_ms
+        pending = self._pending.get(key) if key is not None else None
+        if pending is not None:
+            pending.resend_at = now_ms + self.retry_backoff_ms

@@ -43,6 +43,10 @@ class Partition:
     """The log end offset when this broker became leader in `leader_epoch` (a replica joins the ISR
     only once it has everything before it)."""
     followers: dict[int, FollowerProgress] = field(default_factory=dict)
+    pending_isr: tuple[int, ...] = ()
+    """The ISR of an AlterPartition in flight: until it is committed the HW waits for the union of
+    both (Kafka's maximal ISR) — a replica being added must hold everything below the HW the
+    moment the controller may commit it, and one being dropped is still in the committed ISR."""
 
     @property
     def min_insync_replicas(self) -> int:
@@ -73,7 +77,8 @@ class Partition:
         True when it moved."""
         if self.role is not Role.LEADER:
             return False
-        candidate = min(self.end_offset_of(r, own_id) for r in self.isr) if own_id in self.isr else -1
+        maximal = set(self.isr) | set(self.pending_isr)
+        candidate = min(self.end_offset_of(r, own_id) for r in maximal) if own_id in self.isr else -1
         if candidate > self.log.high_watermark:
             self.log.update_high_watermark(candidate)
             return True
