@@ -16,8 +16,9 @@ everywhere):
 - LeaderCompleteness: a new leader's log holds every committed entry (same record CRCs);
 - OneChangeAtATime: a leader appends a voter set only after the previous one committed;
 - MajoritiesIntersect: every majority of a new voter set meets every majority of the one before;
-- ReplacedDiskNeverVotes: a node whose directory id the voter set does not name never grants a
-  vote nor campaigns.
+- ReplacedDiskNeverVotes: a node whose directory id the voter set does not name never campaigns
+  (judged with the simulator's own record of each node's disk);
+- RemovedLeaderResigns: a leader no longer in the voter set resigns as soon as that set commits.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class MembershipParams:
     max_voters: int = 5
     change_every_ms: int = 700
     replace_disks: bool = True
+    replace_chance: float = 0.15
+    """How often an action of the administrator in a settled quorum of 3+ voters replaces a disk."""
 
 
 @dataclass(slots=True)
@@ -199,7 +202,12 @@ class MembershipSimulation(Simulation):
         if stale:
             victim = rng.choice(stale)
             kind, request = "remove", m.RemoveRaftVoterRequest(victim, _directory(voters, victim))
-        elif params.replace_disks and len(voters) >= 3 and self._settled(leader) and rng.random() < 0.15:
+        elif (
+            params.replace_disks
+            and len(voters) >= 3
+            and self._settled(leader)
+            and rng.random() < params.replace_chance
+        ):
             # A voter's disk replaced (it keeps its id): it is no longer the voter its id names.
             # As an operator would, only in a settled quorum: every voter up, no change in flight.
             node = self.nodes[rng.choice(list(voters))]
@@ -244,11 +252,16 @@ class MembershipSimulation(Simulation):
             return
         fail = self.invariants.fail
         nid = node.node_id
-        if not core.is_voter and isinstance(core.state, Prospective | Candidate):
+        # Judged by the simulator's own knowledge of the node's disk, not the core's opinion.
+        holds = core.voter_set.holds(nid, self.directories[nid])
+        if not holds and isinstance(core.state, Prospective | Candidate):
             fail("ReplacedDiskNeverVotes", f"node {nid} campaigns but is not a voter of {core.voter_set!r}")
         self._note_committed(node)
         if not core.is_leader:
             return
+        if not holds and core.control.last_change_offset() < core.high_watermark:
+            fail("RemovedLeaderResigns", f"leader {nid} (epoch {core.epoch}) still leads after the set without it "
+                 f"(offset {core.control.last_change_offset()}) committed")
         key = (nid, core.epoch)
         if key not in self._led:
             self._led.add(key)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.states import Leader
 from kraftlab.node.sim.cluster import SimParams
 from kraftlab.node.sim.invariants import InvariantViolation
 from kraftlab.node.sim.membership import MembershipParams, MembershipSimulation, run
@@ -83,3 +84,47 @@ def test_the_simulator_catches_a_leader_making_two_changes_at_once() -> None:
         except InvariantViolation as e:
             caught.add(e.name)
     assert "OneChangeAtATime" in caught
+
+
+class ForgetsItsDirectory(RaftCore):
+    """A replica that takes itself for the voter its id names, whatever disk it runs on."""
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voter_set
+
+
+class KeepsLeadingAfterRemoval(RaftCore):
+    """A leader that removes itself and, once that commits, neither answers nor resigns."""
+
+    def _poll_voter_change(self, state: Leader, now: int) -> None:
+        change = state.voter_change
+        own_removal = change is not None and change.kind == "remove" and change.subject == self.node_id
+        if own_removal and change is not None and 0 <= change.offset < self._hw:
+            state.voter_change = None
+            return
+        super()._poll_voter_change(state, now)
+
+
+@pytest.mark.parametrize(
+    ("core_class", "caught_by", "faults", "change_every_ms", "replace"),
+    [
+        # A replaced disk stays in the set until the next change: slow changes, partitions to end its fetches.
+        (ForgetsItsDirectory, "ReplacedDiskNeverVotes", ("partition",), 1_500, 0.7),
+        (KeepsLeadingAfterRemoval, "RemovedLeaderResigns", ("crash",), 300, 0.15),
+    ],
+)
+def test_the_simulator_catches_planted_membership_bugs(
+    core_class: type[RaftCore], caught_by: str, faults: tuple[str, ...], change_every_ms: int, replace: float
+) -> None:
+    caught = set()
+    for seed in range(20):
+        sim = SimParams(seed=seed, voters=5, faults=faults)
+        params = MembershipParams(sim, initial=3, change_every_ms=change_every_ms, replace_chance=replace)
+        try:
+            MembershipSimulation(params, core_class=core_class).run()
+        except InvariantViolation as e:
+            caught.add(e.name)
+        if caught_by in caught:
+            break
+    assert caught_by in caught, caught
