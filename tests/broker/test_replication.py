@@ -24,6 +24,8 @@ from replication_helpers import (
 from kraftlab.node.broker.replication import ClientReply
 from kraftlab.node.metadata.image import PartitionInfo
 from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.raft.ports import Batch, Record
+from kraftlab.node.storage.batches import encode_batch
 
 RF3 = {0: PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=4)}
 
@@ -201,3 +203,22 @@ def test_deleted_topic_drops_its_log(tmp_path: Path) -> None:
     assert log_dir.is_dir()
     m.apply_image(image_with(name="other"), 0)
     assert not log_dir.exists() and ("t", 0) not in m.partitions
+
+
+def test_a_new_leader_answers_offset_not_available_until_its_hw_reaches_its_epoch(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    m.apply_image(image_with(partitions={0: PartitionInfo((1, 2), (2,), leader=2, leader_epoch=1)}), 0)
+    m.partitions[("t", 0)].log.append_as_follower(_leader_batch(), 0)  # offsets 0-1 of epoch 1, HW still 0
+    m.apply_image(image_with(partitions={0: PartitionInfo((1, 2), (1, 2), leader=1, leader_epoch=2)}), 0)
+    m.handle("latest", list_offsets(-1), 0)
+    m.handle("earliest", list_offsets(-2), 0)
+    got = {t: one_partition(r) for t, r in replies(m).items()}
+    assert got["latest"].error_code == ErrorCode.offset_not_available
+    assert got["earliest"].error_code == ErrorCode.none and got["earliest"].offset == 0
+    m.handle("f", fetch(2, replica=2, epoch=2), 0)  # the follower has everything: HW 2
+    m.handle("latest", list_offsets(-1), 0)
+    assert one_partition(replies(m)["latest"]).offset == 2
+
+
+def _leader_batch() -> bytes:
+    return encode_batch(Batch(0, 1, (Record(None, b"a"), Record(None, b"b")), False, 1000))

@@ -21,6 +21,8 @@ Kafka's rules kept here:
   up to the log end; a follower whose last fetched epoch diverges from the leader's log gets the
   diverging epoch and its end offset instead of records; a Fetch with less than `min_bytes` waits
   up to `max_wait_ms` for more;
+- ListOffsets from a client on a new leader whose HW has not yet reached the start of its epoch gets
+  OFFSET_NOT_AVAILABLE (the previous leader's HW may have been higher: a latest offset must not go back);
 - a request's current leader epoch older than the partition's gets FENCED_LEADER_EPOCH, a newer one
   UNKNOWN_LEADER_EPOCH; a partition this broker does not lead gets NOT_LEADER_OR_FOLLOWER, one the
   image does not have UNKNOWN_TOPIC_OR_PARTITION.
@@ -396,6 +398,11 @@ class ReplicaManager:
                     continue
                 ts = int(part.timestamp)
                 hw = p.log.high_watermark if replica < 0 else p.log.log_end_offset
+                if replica < 0 and ts != EARLIEST_TIMESTAMP and hw < p.leader_epoch_start:
+                    # a new leader whose HW has not reached its epoch's start yet: what a client
+                    # would see as the end may be below what it saw from the previous leader
+                    entry["error_code"] = ErrorCode.offset_not_available
+                    continue
                 if ts == EARLIEST_TIMESTAMP:
                     entry.update(offset=p.log.log_start_offset, leader_epoch=p.log.epoch_at(p.log.log_start_offset))
                 elif ts == LATEST_TIMESTAMP:
