@@ -123,7 +123,7 @@ def request_to_wire(message: m.Request, cluster_id: str | None = None, destinati
             replica_epoch=i32(message.epoch),
             replica_id=BrokerId(message.candidate_id),
             replica_directory_id=None,
-            voter_directory_id=None,
+            voter_directory_id=message.voter_directory_id,  # KIP-853: the disk the candidate asks
             last_offset_epoch=i32(message.last_epoch),
             last_offset=i64(message.end_offset),
             pre_vote=message.pre_vote,
@@ -317,7 +317,15 @@ def request_from_wire(entity: Any) -> m.Request:
     """The core's message for a kio request entity; raises WireError for one it cannot serve."""
     if isinstance(entity, v_req.VoteRequest):
         p = _one(entity.topics)
-        return m.VoteRequest(p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset, p.pre_vote)
+        asked = p.voter_directory_id
+        return m.VoteRequest(
+            p.replica_epoch,
+            p.replica_id,
+            p.last_offset_epoch,
+            p.last_offset,
+            p.pre_vote,
+            None if asked is None or asked.int == 0 else asked,
+        )
     if isinstance(entity, bqe_req.BeginQuorumEpochRequest):
         p = _one(entity.topics)
         return m.BeginQuorumEpochRequest(p.leader_epoch, p.leader_id)

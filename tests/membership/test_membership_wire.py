@@ -125,3 +125,12 @@ def test_describe_quorum_v2_carries_directory_ids_and_listeners() -> None:
     assert table[0].split() == ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
                                 "LastCaughtUpTimestamp", "Status"]
     assert table[1].split()[-1] == "Leader" and table[2].split()[3] == "5" and table[3].split()[-1] == "Observer"
+
+
+def test_vote_carries_the_voter_directory_id_asked() -> None:
+    from kraftlab.node.raft import wire as raft_wire
+
+    vote = m.VoteRequest(4, 1, 3, 120, True, voter_directory_id=D)
+    assert raft_wire.request_from_wire(through_bytes(raft_wire.request_to_wire(vote, "c", 2))) == vote
+    static = m.VoteRequest(4, 1, 3, 120, False)
+    assert raft_wire.request_from_wire(through_bytes(raft_wire.request_to_wire(static, "c", 2))) == static

@@ -41,6 +41,13 @@ def test_membership_changes_under_faults_keep_raft_safe(
     assert 1 <= len(report.final_voters) <= 5
 
 
+def test_membership_changes_through_kafkas_wire_format() -> None:
+    """Every Raft message through kio's encoding (Vote v2 carrying the voter directory id asked,
+    VotersRecord control batches in Fetch responses, snapshots with membership records)."""
+    report = run(MembershipParams(SimParams(seed=7, voters=5, faults=("partition", "crash"), wire=True), initial=2))
+    assert report.changes_committed >= 3 and report.sim.commit_after_heal_ms is not None
+
+
 def test_the_leader_is_removed_and_disks_are_replaced_across_runs() -> None:
     reports = [run(MembershipParams(SimParams(seed=s, voters=5, faults=("crash",)), initial=3)) for s in range(6)]
     assert sum(r.leader_removals for r in reports) > 0
