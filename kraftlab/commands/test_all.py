@@ -19,7 +19,7 @@ HELP = "run a matrix of tests; JUnit XML; exit with the worst result"
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("test-all", help=HELP)
     add_test_arguments(p, matrix=True)
-    p.add_argument("--workloads", default="registry,topics,isr,acl,scram,mixed")
+    p.add_argument("--workloads", default="registry,topics,isr,acl,scram,queue,mixed")
     p.add_argument("--nemeses", default="none,partition,kill,pause,clock,packet,disk,all",
                    help="semicolon-separated nemesis specs, each a comma list (e.g. 'partition;kill,clock')")
     p.add_argument("--test-count", type=int, default=1)

@@ -36,3 +36,15 @@ def test_matrix_runs_every_cell_and_reports_the_worst(tmp_path: Path) -> None:
     out = io.StringIO()
     print_summary(results, Console(file=out, width=200))
     assert "INVALID" in out.getvalue() and "crashed" in out.getvalue()
+
+
+def test_test_all_runs_every_workload_by_default() -> None:
+    import argparse
+
+    from kraftlab.commands.test_all import register
+    from kraftlab.workloads.catalog import WORKLOADS
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["test-all"])
+    assert sorted(args.workloads.split(",")) == sorted(WORKLOADS)
