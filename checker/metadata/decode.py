@@ -146,6 +146,8 @@ def _feature(r: _Reader) -> dict[str, Any]:
 
 
 REPLACED_INCARNATIONS_TAG = 10_000
+DIRECTORIES_TAG = 10_001
+"""kraft-node's PartitionRecord Directories (version 0, tagged; Kafka's are untagged from version 1)."""
 
 
 def _register_broker(r: _Reader, v: int) -> dict[str, Any]:
@@ -173,7 +175,8 @@ def _partition(r: _Reader, v: int) -> dict[str, Any]:
                            "leader_epoch": _i32(r), "partition_epoch": _i32(r)}
     if v >= 1:
         out["directories"] = r.compact_array(_uuid)
-    tags = r.tagged({0: _i8, 1: _ints(True), 2: _ints(True)})
+    tags = r.tagged({0: _i8, 1: _ints(True), 2: _ints(True), DIRECTORIES_TAG: _uuids})
+    out["directories"] = tags.get(DIRECTORIES_TAG) or out.get("directories") or []
     out["leader_recovery_state"] = tags.get(0, 0)
     out["elr"] = tags.get(1) or []
     out["last_known_elr"] = tags.get(2) or []
@@ -193,10 +196,10 @@ NO_LEADER_CHANGE = -2
 def _partition_change(r: _Reader, v: int) -> dict[str, Any]:
     out: dict[str, Any] = {"partition_id": _i32(r), "topic_id": _uuid(r)}
     tags = r.tagged({0: _ints(True), 1: _i32, 2: _ints(True), 3: _ints(True), 4: _ints(True), 5: _i8,
-                     6: _ints(True), 7: _ints(True)})
+                     6: _ints(True), 7: _ints(True), 8: _uuids})
     out |= {"isr": tags.get(0), "leader": tags.get(1, NO_LEADER_CHANGE), "replicas": tags.get(2),
             "removing": tags.get(3), "adding": tags.get(4), "leader_recovery_state": tags.get(5),
-            "elr": tags.get(6), "last_known_elr": tags.get(7)}
+            "elr": tags.get(6), "last_known_elr": tags.get(7), "directories": tags.get(8)}
     return out
 
 
@@ -221,7 +224,7 @@ def _feature_level(r: _Reader, v: int) -> dict[str, Any]:
 def _registration_change(r: _Reader, v: int) -> dict[str, Any]:
     out: dict[str, Any] = {"broker_id": _i32(r), "broker_epoch": _i64(r)}
     tags = r.tagged({0: _i8, 1: _i8, 2: _uuids})
-    out |= {"fenced": tags.get(0, 0), "in_controlled_shutdown": tags.get(1, 0)}
+    out |= {"fenced": tags.get(0, 0), "in_controlled_shutdown": tags.get(1, 0), "log_dirs": tags.get(2)}
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ RULES: dict[str, str] = {
                             "takes the next number",
     "ReplicasRegistered": "a new partition's replicas are registered brokers",
     "LeaderEligible": "a new leader is registered, unfenced and not shutting down",
+    "ReplicaOnFailedDirectory": "no replica on a log directory its broker reported failed leads or joins an ISR",
     "LeaderFromIsr": "a new leader comes from the ISR (or the last known ELR): no unclean election",
     "IsrJoinersEligible": "brokers that join an ISR are eligible (INELIGIBLE_REPLICA otherwise)",
     "ChangeChangesSomething": "a PartitionChangeRecord changes the partition",
@@ -60,6 +62,9 @@ RULES: dict[str, str] = {
 """The rules a committed record must keep given the image before it (docs/contracts.md lists them)."""
 
 
+UNASSIGNED_DIR = str(uuid.UUID(int=0))
+
+
 @dataclass
 class Broker:
     epoch: int
@@ -69,6 +74,8 @@ class Broker:
     rack: str | None
     endpoints: list[list[Any]]
     features: list[list[Any]]
+    log_dirs: list[str] = field(default_factory=list)
+    """Its online log directories (KIP-858); a failed one is no longer listed."""
 
     @property
     def eligible(self) -> bool:
@@ -86,6 +93,11 @@ class Partition:
     leader_epoch: int
     partition_epoch: int
     elr: list[int] = field(default_factory=list)
+    directories: list[str] = field(default_factory=list)
+
+    def directory(self, broker: int) -> str:
+        return self.directories[self.replicas.index(broker)] \
+            if self.directories and broker in self.replicas else UNASSIGNED_DIR
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +208,22 @@ class ImageModel:
         self.max_epoch[bid] = max(self.max_epoch.get(bid, -1), epoch)
         self.brokers[bid] = Broker(epoch, inc, f["fenced"], f["in_controlled_shutdown"], f["rack"],
                                    [[e["name"], e["host"], e["port"], e["security_protocol"]] for e in f["endpoints"]],
-                                   [[x["name"], x["min"], x["max"]] for x in f["features"]])
+                                   [[x["name"], x["min"], x["max"]] for x in f["features"]],
+                                   list(f.get("log_dirs") or []))
         return out
+
+    def _on_failed_dir(self, p: Partition, broker: int) -> bool:
+        b = self.brokers.get(broker)
+        d = p.directory(broker)
+        return b is not None and bool(b.log_dirs) and d != UNASSIGNED_DIR and d not in b.log_dirs
+
+    def _failed_dir_breaches(self, p: Partition, members: list[int], label: str, offset: int) -> list[Breach]:
+        bad = [b for b in members if b != NO_LEADER and self._on_failed_dir(p, b)]
+        if not bad:
+            return []
+        return [Breach("ReplicaOnFailedDirectory", f"offset {offset}: {label} made {bad} leader or ISR member, but "
+                                                   f"{'its replica is' if len(bad) == 1 else 'their replicas are'} on "
+                                                   "a log directory the broker reported failed")]
 
     def _at_epoch(self, bid: int, epoch: int, offset: int, what: str) -> tuple[Broker | None, list[Breach]]:
         b = self.brokers.get(bid)
@@ -243,6 +269,8 @@ class ImageModel:
                 b.fenced = False
             if f["in_controlled_shutdown"] == 1:
                 b.in_controlled_shutdown = True
+            if f.get("log_dirs") is not None:
+                b.log_dirs = list(f["log_dirs"])
         return out
 
     def _TopicRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
@@ -273,9 +301,11 @@ class ImageModel:
                                                           f"{count} partition(s): the next one is number {count}"))
             self.partition_count[tid] = count + 1
         p = Partition(f["replicas"], f["isr"], f["removing"], f["adding"], f["leader"], f["leader_epoch"],
-                      f["partition_epoch"], f["last_known_elr"])
+                      f["partition_epoch"], f["last_known_elr"], list(f.get("directories") or []))
         self.partitions[(tid, pid)] = p
         out += self._partition_state(p, label, offset, "PartitionRecord")
+        if not snapshot:
+            out += self._failed_dir_breaches(p, [p.leader, *p.isr], label, offset)
         unknown = [r for r in p.replicas if r not in self.brokers]
         if unknown:
             out.append(Breach("ReplicasRegistered", f"offset {offset}: {label} placed on unregistered brokers "
@@ -293,11 +323,15 @@ class ImageModel:
                                                    f"{self.topic_names.get(tid, tid)}-{pid}")]
         label = f"{self.topic_names.get(tid, tid)}-{pid}"
         before = Partition(list(p.replicas), list(p.isr), list(p.removing), list(p.adding), p.leader,
-                           p.leader_epoch, p.partition_epoch, list(p.elr))
+                           p.leader_epoch, p.partition_epoch, list(p.elr), list(p.directories))
         for key, attr in (("isr", "isr"), ("replicas", "replicas"), ("removing", "removing"), ("adding", "adding"),
                           ("last_known_elr", "elr")):
             if f[key] is not None:
                 setattr(p, attr, list(f[key]))
+        if f.get("directories") is not None:
+            p.directories = list(f["directories"])
+        elif f["replicas"] is not None and before.directories:  # staying replicas keep theirs, new ones: none
+            p.directories = [before.directory(r) for r in p.replicas]
         if f["leader"] != NO_LEADER_CHANGE:
             p.leader, p.leader_epoch = f["leader"], p.leader_epoch + 1
         p.partition_epoch += 1
@@ -313,6 +347,10 @@ class ImageModel:
             out.append(Breach("LeaderFromIsr", f"offset {offset}: {label}'s new leader {new_leader} was not in its "
                                                f"ISR {before.isr} (nor its last known ELR {before.elr}): an unclean "
                                                "election"))
+        moved_in = [b for b in p.isr if b not in before.isr]
+        if new_leader not in (NO_LEADER_CHANGE, before.leader):
+            moved_in.insert(0, new_leader)
+        out += self._failed_dir_breaches(p, moved_in, label, offset)
         joined = [b for b in p.isr if b not in before.isr and not self._eligible(b)]
         if joined:
             out.append(Breach("IsrJoinersEligible", f"offset {offset}: {label}'s ISR grew by {joined}, which "

@@ -48,7 +48,7 @@ RESOURCE_BROKER = 4
 
 REPLACED_INCARNATIONS_TAG = 10_000
 DIRECTORIES_TAG = 10_001
-"""PartitionRecord's Directories: Kafka adds them untagged in version 2; this node writes version 0
+"""PartitionRecord's Directories: Kafka adds them untagged in a later version; this node writes version 0
 with them tagged (high, like REPLACED_INCARNATIONS_TAG), so readers that skip unknown tags still
 read every PartitionRecord it wrote before."""
 """A tag far above Kafka's own (RegisterBrokerRecord uses 0 for LogDirs), so no Kafka version collides."""

@@ -387,6 +387,10 @@ BREAKERS: dict[str, list[MetadataRecord]] = {
     "LeaderEligible": [PartitionChangeRecord(partition_id=0, topic_id=T, leader=2, isr=(2,)),
                        FenceBrokerRecord(id=1, epoch=0), PartitionChangeRecord(partition_id=0, topic_id=T,
                                                                                isr=(1, 2), leader=1)],
+    "ReplicaOnFailedDirectory": [
+        BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=1, log_dirs=(uuid.UUID(int=202),)),
+        PartitionRecord(partition_id=1, topic_id=T, replicas=(2,), isr=(2,), leader=2,
+                        directories=(uuid.UUID(int=201),))],
     "LeaderFromIsr": [PartitionChangeRecord(partition_id=0, topic_id=T, isr=(1,)),
                       PartitionChangeRecord(partition_id=0, topic_id=T, leader=2)],
     "IsrJoinersEligible": [PartitionChangeRecord(partition_id=0, topic_id=T, isr=(1,)),

@@ -101,3 +101,22 @@ def test_records_and_snapshot_keep_directories() -> None:
     rebuilt = MetadataImage.from_records(image.to_records())
     assert rebuilt == image and rebuilt.topics[tid].partitions[0].directories == (DIRS[1][1],)
     assert rebuilt.brokers[1].log_dirs == DIRS[1]
+
+
+def test_the_metadata_checker_finds_the_controllers_log_valid(h: Harness) -> None:
+    from kraftlab.checker.metadata.decode import decode as checker_decode
+    from kraftlab.checker.metadata.model import ImageModel
+
+    e = start(h)
+    h.create("t", assignments={0: [1, 2], 1: [1, 3], 2: [2, 1]})
+    offline(h, 1, e[1], DIRS[1][0])
+    h.run(BrokerHeartbeatRequest(broker_id=2, broker_epoch=e[2], current_metadata_offset=h.active().committed_offset,
+                                 want_fence=True, want_shut_down=False))
+    model, breaches = ImageModel(), []
+    for batch in h.q.batches:
+        for i, record in enumerate(batch.records):
+            if record.value is not None and not batch.control:
+                breaches += model.apply(checker_decode(record.value), batch.base_offset + i)
+    assert breaches == []
+    assert model.brokers[1].log_dirs == [str(DIRS[1][1])]
+    assert model.partitions[(str(h.image().topic("t").topic_id), 0)].directories[0] == str(DIRS[1][0])
