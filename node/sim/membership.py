@@ -57,6 +57,14 @@ class MembershipParams:
     replace_chance: float = 0.15
     """How often an action of the administrator in a settled quorum of 3+ voters replaces a disk."""
 
+    def replay_command(self) -> str:
+        command = self.sim.replay_command().replace("kraftlab.node.sim.replay", "kraftlab.node.sim.membership_replay")
+        disks = "" if self.replace_disks else " --no-disks"
+        return (
+            f"{command} --initial {self.initial} --max-voters {self.max_voters} --change-every-ms "
+            f"{self.change_every_ms} --replace-chance {self.replace_chance}{disks}"
+        )
+
 
 @dataclass(slots=True)
 class MembershipResult:

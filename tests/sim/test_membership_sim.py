@@ -63,7 +63,23 @@ def test_the_leader_is_removed_and_disks_are_replaced_across_runs() -> None:
 )
 def test_property_safety_across_voter_sets(seed: int, initial: int, faults: set[str], flush_delay_ms: int) -> None:
     sim = SimParams(seed=seed, voters=5, faults=tuple(sorted(faults)), flush_delay_ms=flush_delay_ms)
-    run(MembershipParams(sim, initial=initial))
+    params = MembershipParams(sim, initial=initial)
+    try:
+        run(params)
+    except (InvariantViolation, AssertionError) as e:
+        e.add_note(f"replay: {params.replay_command()}")
+        raise
+
+
+def test_replay_reproduces_a_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from kraftlab.node.sim.membership_replay import main, parse
+
+    params = MembershipParams(SimParams(seed=3, voters=5, faults=("crash", "drop"), flush_delay_ms=20), initial=2)
+    argv = params.replay_command().split()[3:]
+    assert parse(argv) == params
+    assert main(argv) == 0
+    expected = run(params)
+    assert f"{expected.changes_committed} voter changes committed" in capsys.readouterr().out
 
 
 class TwoChangesAtOnce(RaftCore):
