@@ -5,7 +5,8 @@ its `meta.properties`), kept in its RegisterBrokerRecord. Every new replica is p
 its broker's directories (PartitionRecord's Directories, in replica order): the only one, as
 Kafka's controller does, or, with several, the next in turn by partition (Kafka leaves those
 UNASSIGNED until the broker's AssignReplicasToDirs; here the controller places them and the broker
-creates the replica's log there). A broker without registered directories gets UNASSIGNED replicas.
+creates the replica's log there); replicas a reassignment adds are placed the same way. A broker
+without registered directories gets UNASSIGNED replicas.
 
 When a heartbeat names OfflineLogDirs (a directory the broker can no longer use), the controller
 writes the broker's remaining directories (BrokerRegistrationChangeRecord's LogDirs) and, for each
@@ -22,7 +23,7 @@ from collections.abc import Iterable
 
 from kraftlab.node.controller.partitions import change
 from kraftlab.node.controller.write import Write
-from kraftlab.node.metadata.image import UNASSIGNED_DIR, MetadataImage
+from kraftlab.node.metadata.image import UNASSIGNED_DIR, MetadataImage, PartitionInfo
 from kraftlab.node.metadata.records import BrokerRegistrationChangeRecord
 
 
@@ -32,6 +33,15 @@ def place_replicas(image: MetadataImage, replicas: tuple[int, ...], partition_in
     if not any(dirs):
         return ()
     return tuple(d[partition_index % len(d)] if d else UNASSIGNED_DIR for d in dirs)
+
+
+def directories_after(image: MetadataImage, p: PartitionInfo, replicas: tuple[int, ...],
+                      partition_index: int) -> tuple[uuid.UUID, ...] | None:
+    """The directories of a partition whose replicas become `replicas` (a reassignment): replicas
+    that stay keep theirs, new ones are placed as at creation; None when none is known."""
+    dirs = tuple(p.directory(r) if r in p.replicas else (place_replicas(image, (r,), partition_index) or
+                                                         (UNASSIGNED_DIR,))[0] for r in replicas)
+    return None if all(d == UNASSIGNED_DIR for d in dirs) else dirs
 
 
 def handle_offline_dirs(w: Write, broker_id: int, epoch: int, offline: Iterable[uuid.UUID]) -> list[str]:

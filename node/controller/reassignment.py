@@ -13,10 +13,12 @@ usable replica of a leaderless partition.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kraftlab.node.controller.log_dirs import directories_after
 from kraftlab.node.controller.messages import error_name
 from kraftlab.node.controller.partitions import change
 from kraftlab.node.controller.write import Outcome, Write
@@ -52,6 +54,8 @@ def _reassign_one(w: Write, topic: TopicInfo, pid: int, target: tuple[int, ...] 
             adding = tuple(r for r in target if r not in current)
             removing = tuple(r for r in current if r not in target)
             rec = change(w.image, tid, pid, replicas=merged, isr=isr, removing=removing, adding=adding)
+    if rec is not None and rec.replicas is not None and rec.directories is None:
+        rec = replace(rec, directories=directories_after(w.image, p, rec.replicas, pid))
     if rec is not None:
         w.emit(rec)
     return ErrorCode.none, None

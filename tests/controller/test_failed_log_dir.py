@@ -120,3 +120,22 @@ def test_the_metadata_checker_finds_the_controllers_log_valid(h: Harness) -> Non
     assert breaches == []
     assert model.brokers[1].log_dirs == [str(DIRS[1][1])]
     assert model.partitions[(str(h.image().topic("t").topic_id), 0)].directories[0] == str(DIRS[1][0])
+
+
+def test_a_replica_a_reassignment_adds_is_placed_and_moved_off_a_failed_directory(h: Harness) -> None:
+    from kio.schema.alter_partition_reassignments.v0.request import (
+        AlterPartitionReassignmentsRequest,
+        ReassignablePartition,
+        ReassignableTopic,
+    )
+
+    e = start(h)
+    h.create("t", assignments={0: [2]})
+    r = h.run(AlterPartitionReassignmentsRequest(timeout=0, topics=(ReassignableTopic(
+        name="t", partitions=(ReassignablePartition(partition_index=0, replicas=(2, 3)),)),)))
+    assert r.responses[0].partitions[0].error_code == ErrorCode.none
+    p = h.image().topic("t").partitions[0]
+    assert p.directory(2) == DIRS[2][0] and p.directory(3) == DIRS[3][0]  # 2 keeps its, 3 is placed
+    h.alter_isr(2, e[2], "t", 0, [2, 3])
+    offline(h, 3, e[3], DIRS[3][0])
+    assert 3 not in h.image().topic("t").partitions[0].isr
