@@ -29,12 +29,13 @@ class AdminError(Exception):
     """An admin operation could not do its job; the message says why in one line."""
 
 
-def bug_names() -> list[str]:
+def bug_names(end_to_end_only: bool = False) -> list[str]:
     """The names of the node's test-only bug switches (`kraftlab.unsafe.bug`), from its registry
-    (node/bugs.py): the one list the suite's bug zoo plans against."""
+    (node/bugs.py): the one list the suite's bug zoo plans against (`end_to_end_only`: those an
+    end-to-end run can expose yet)."""
     from kraftlab.node.bugs import BUGS
 
-    return [b.name for b in BUGS]
+    return [b.name for b in BUGS if b.end_to_end or not end_to_end_only]
 
 
 def _schema(api: str, version: int, kind: str) -> Any:

@@ -21,6 +21,9 @@ class Bug:
     layer: str
     """Where the switch lives: raft | storage | controller | broker."""
     description: str
+    end_to_end: bool = True
+    """Whether the suite's end-to-end zoo can expose it yet (False: the simulator only, until the
+    nemesis it needs exists)."""
 
 
 BUGS: tuple[Bug, ...] = (
@@ -58,6 +61,19 @@ BUGS: tuple[Bug, ...] = (
         "a snapshot's id names its last included offset (inclusive) instead of the exclusive end offset"),
     Bug("stuck-in-recovery", "KIP-631", "broker",
         "a broker restarted over an existing log never finishes its log recovery: it stays in RECOVERY"),
+    # Membership (KIP-853): end to end they need a nemesis that adds, removes and replaces voters.
+    Bug("voters-at-commit", "Raft dissertation §4.1", "raft",
+        "a replica acts on a new voter set only once its VotersRecord has committed, not once appended",
+        end_to_end=False),
+    Bug("concurrent-voter-changes", "Raft dissertation §4.1 (one change at a time)", "raft",
+        "the leader accepts a second voter change while the first one's VotersRecord is uncommitted",
+        end_to_end=False),
+    Bug("removed-leader-keeps-leading", "Raft dissertation §4.2.2", "raft",
+        "a leader that removed itself keeps leading after the VotersRecord without it committed",
+        end_to_end=False),
+    Bug("replaced-disk-keeps-vote", "KIP-853 (voter directory ids)", "raft",
+        "a replica with a new directory id is taken for the voter of the old one: it grants votes",
+        end_to_end=False),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in BUGS}

@@ -94,16 +94,18 @@ class CoreContext:
     @property
     def voter_set(self) -> VoterSet:
         """The voter set this node acts on now (the one in force at its log's end)."""
+        if self.bugs.on("voters-at-commit"):  # BUG ZOO: voters-at-commit — the set only once committed
+            return self.voter_history.at(getattr(self, "_hw", 0) - 1)  # (no HW yet while constructing)
         return self.voter_history.latest
 
     @property
     def voters(self) -> tuple[int, ...]:
-        return self.voter_history.latest.ids
+        return self.voter_set.ids
 
     @property
     def is_voter(self) -> bool:
         """Whether this replica (node id and directory id) is a voter of the set in force."""
-        return self.voter_history.latest.holds(self.node_id, self.directory_id)
+        return self.voter_set.holds(self.node_id, self.directory_id)
 
     @property
     def epoch(self) -> int:

@@ -149,7 +149,10 @@ class Election(CoreContext):
             # a newer one, which may add this replica), but only as the replica the candidate
             # means: a replaced disk (another directory id) has no vote to give.
             asked = req.voter_directory_id
-            if asked is not None and asked != self.directory_id:
+            another_disk = asked is not None and asked != self.directory_id
+            if self.bugs.on("replaced-disk-keeps-vote"):
+                another_disk = False  # BUG ZOO: replaced-disk-keeps-vote — a new disk votes as the old voter
+            if another_disk:
                 return answer(False, "another directory id", m.Errors.INVALID_VOTER_KEY)
         elif not self.is_voter or req.candidate_id not in self.voter_set:
             return answer(False, "not a voter", m.Errors.INCONSISTENT_VOTER_SET)

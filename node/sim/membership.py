@@ -171,6 +171,7 @@ class MembershipSimulation(Simulation):
         return self._admin(now)
 
     def _dispatch(self, node: SimNode, out: Output, now: int) -> None:
+        self._judge_votes(node, out)
         admin = [e for e in out.messages if e.dst == ADMIN_ID]
         if admin:
             for env in admin:
@@ -304,6 +305,24 @@ class MembershipSimulation(Simulation):
             )
         if not previous.overlaps_majority_with(now_set[1]):
             fail("MajoritiesIntersect", f"leader {nid}: voter sets {previous.ids} then {now_set[1].ids}")
+
+    def _judge_votes(self, node: SimNode, out: Output) -> None:
+        """ReplacedDiskNeverVotes, the granting side: a vote granted to a candidate whose voter set
+        names this node with another directory than the one it runs on (the disk was replaced)."""
+        for env in out.messages:
+            message = env.message
+            if not isinstance(message, m.VoteResponse) or not message.granted:
+                continue
+            candidate = self.nodes.get(env.dst)
+            core = None if candidate is None else candidate.core
+            if core is None:
+                continue
+            named = _directory(core.voter_set, node.node_id)
+            if named is not None and named != self.directories[node.node_id]:
+                self.invariants.fail(
+                    "ReplacedDiskNeverVotes",
+                    f"node {node.node_id} (a new disk) granted {env.dst} the vote of its old directory {named}",
+                )
 
     def _note_committed(self, node: SimNode) -> None:
         core = node.core

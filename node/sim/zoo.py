@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kraftlab.node.bugs import BY_NAME, NO_BUGS, BugSet
@@ -162,7 +162,11 @@ def run_once(bug: str | None, seed: int, scenario: Scenario | None = None) -> Si
             raise ValueError("a control run needs the scenario it controls")
         scenario = RAFT_SCENARIOS[bug]
     bugs = BugSet.of(bug) if bug else NO_BUGS
-    sim = ZooSimulation(params_for(scenario, seed), scenario, core_class_with(bugs))
+    return judge(bug, seed, ZooSimulation(params_for(scenario, seed), scenario, core_class_with(bugs)))
+
+
+def judge(bug: str | None, seed: int, sim: Simulation) -> SimOutcome:
+    """Run `sim` to its end or to the first thing that catches it."""
     started = time.perf_counter()
     caught: str | None = None
     detail = ""
@@ -177,16 +181,20 @@ def run_once(bug: str | None, seed: int, scenario: Scenario | None = None) -> Si
     return SimOutcome(bug, seed, caught, detail, sim.invariants.now, time.perf_counter() - started)
 
 
-def hunt(bug: str, first_seed: int = 0, max_seeds: int = 40) -> SimOutcome:
-    """Seeds `first_seed`, `first_seed + 1`, … until the bug is caught; the last outcome otherwise."""
+def hunt(
+    bug: str, first_seed: int = 0, max_seeds: int = 40, run: Callable[[str, int], SimOutcome] | None = None
+) -> SimOutcome:
+    """Seeds `first_seed`, `first_seed + 1`, … of `run` (default: `run_once`) until the bug is
+    caught; the last outcome otherwise."""
     if bug not in BY_NAME:
         raise ValueError(f"unknown bug {bug!r}")
-    outcome = run_once(bug, first_seed)
+    run_seed = run or run_once
+    outcome = run_seed(bug, first_seed)
     for seed in range(first_seed + 1, first_seed + max_seeds):
         if outcome.caught_by is not None:
             break
-        outcome = run_once(bug, seed)
+        outcome = run_seed(bug, seed)
     return outcome
 
 
-__all__ = ["RAFT_SCENARIOS", "Scenario", "SimOutcome", "hunt", "run_once"]
+__all__ = ["RAFT_SCENARIOS", "Scenario", "SimOutcome", "hunt", "judge", "run_once"]

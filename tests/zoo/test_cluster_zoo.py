@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kraftlab.node.bugs import BUGS
+from kraftlab.node.sim.membership_zoo import MEMBERSHIP_SCENARIOS
 from kraftlab.node.sim.zoo import RAFT_SCENARIOS
 from kraftlab.zoo.cluster_sim import CLUSTER_SCENARIOS, hunt_cluster, run_cluster_once
 
@@ -27,5 +28,6 @@ def test_clean_cluster_is_caught_by_nothing(bug: str) -> None:
 
 
 def test_every_bug_has_a_simulation() -> None:
-    assert {b.name for b in BUGS} == set(RAFT_SCENARIOS) | set(CLUSTER_SCENARIOS)
+    assert {b.name for b in BUGS} == set(RAFT_SCENARIOS) | set(CLUSTER_SCENARIOS) | set(MEMBERSHIP_SCENARIOS)
     assert not set(RAFT_SCENARIOS) & set(CLUSTER_SCENARIOS)
+    assert not (set(RAFT_SCENARIOS) | set(CLUSTER_SCENARIOS)) & set(MEMBERSHIP_SCENARIOS)

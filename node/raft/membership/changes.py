@@ -40,13 +40,14 @@ class VoterChanges(CoreContext):
             return m.Errors.NOT_LEADER_OR_FOLLOWER, "not the leader"
         if self.control.kraft_version == KRAFT_VERSION_0:
             return m.Errors.UNSUPPORTED_VERSION, "kraft.version 0: the voter set is controller.quorum.voters"
-        if state.voter_change is not None:
+        concurrent = self.bugs.on("concurrent-voter-changes")  # BUG ZOO: concurrent-voter-changes
+        if state.voter_change is not None and not concurrent:
             change = state.voter_change
             return m.Errors.REQUEST_TIMED_OUT, f"a {change.kind} of voter {change.subject} is in progress"
         if self._hw <= state.epoch_start_offset:
             return m.Errors.REQUEST_TIMED_OUT, "the leader has not committed in its epoch yet"
         last = self.control.last_change_offset()
-        if last >= self._hw:
+        if last >= self._hw and not concurrent:
             return m.Errors.REQUEST_TIMED_OUT, f"the voter change at offset {last} has not committed yet"
         return None
 
@@ -160,6 +161,8 @@ class VoterChanges(CoreContext):
         self._event("voter_change", action="committed", kind=change.kind, voter=change.subject, offset=change.offset)
         response = m.VoterChangeResponse(m.Errors.NONE, None, self.node_id, state.epoch)
         self._out.messages.append(m.Envelope(self.node_id, change.src, response, change.ref))
+        if self.bugs.on("removed-leader-keeps-leading"):
+            return  # BUG ZOO: removed-leader-keeps-leading — it never resigns
         if not self.is_voter:
             # Removed itself: hand over to the most caught-up of the remaining voters.
             ranked = sorted(self.voter_set.others(self.node_id), key=lambda v: -state.voters[v].end_offset)

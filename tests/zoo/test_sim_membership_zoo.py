@@ -1,0 +1,36 @@
+"""The simulator part of the bug zoo for the membership bugs (KIP-853): each is caught by the
+generic dynamic-quorum simulation (voters added, removed and replaced under faults) within a
+bounded seed search, and the clean core under the same runs is caught by nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from kraftlab.node.bugs import BY_NAME
+from kraftlab.node.sim.membership_zoo import MEMBERSHIP_SCENARIOS, hunt, run_once
+
+MAX_SEEDS = 30
+
+
+@pytest.mark.parametrize("bug", sorted(MEMBERSHIP_SCENARIOS))
+def test_membership_bug_is_caught(bug: str) -> None:
+    outcome = hunt(bug, first_seed=0, max_seeds=MAX_SEEDS)
+    assert outcome.caught_by is not None, f"{bug} not caught in seeds 0..{MAX_SEEDS - 1}"
+
+
+def test_clean_core_is_caught_by_nothing() -> None:
+    for scenario in set(MEMBERSHIP_SCENARIOS.values()):
+        for seed in range(6):
+            outcome = run_once(None, seed, scenario)
+            assert outcome.caught_by is None, outcome.detail
+
+
+def test_a_membership_hunt_is_reproducible() -> None:
+    a = hunt("removed-leader-keeps-leading", max_seeds=MAX_SEEDS)
+    b = run_once("removed-leader-keeps-leading", a.seed)
+    assert a.caught_by == "LeaderOutsideVoterSet"
+    assert (a.caught_by, a.sim_ms, a.detail) == (b.caught_by, b.sim_ms, b.detail)
+
+
+def test_membership_bugs_are_simulator_only_until_a_membership_nemesis_exists() -> None:
+    assert all(BY_NAME[bug].layer == "raft" and not BY_NAME[bug].end_to_end for bug in MEMBERSHIP_SCENARIOS)
