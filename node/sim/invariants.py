@@ -102,12 +102,6 @@ class Invariants:
                             "MajorityReachedHighWatermark",
                             f"leader {nid} (epoch {epoch}) has HW {hw} but only {durable} voters hold it durably",
                         )
-            if not core.is_voter and core.voter_history.last_offset < hw:
-                # Raft §4.2.2: a leader outside the voter set leads only until that set commits.
-                self.fail(
-                    "LeaderOutsideVoterSet",
-                    f"leader {nid} (epoch {epoch}) still leads after {core.voter_set.ids} (without it) committed",
-                )
         start = node.log.start_offset()
         if start > 0:
             latest = node.snapshots.latest()

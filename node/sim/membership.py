@@ -16,8 +16,9 @@ everywhere):
 - LeaderCompleteness: a new leader's log holds every committed entry (same record CRCs);
 - OneChangeAtATime: a leader appends a voter set only after the previous one committed;
 - MajoritiesIntersect: every majority of a new voter set meets every majority of the one before;
-- ReplacedDiskNeverVotes: a node whose directory id the voter set does not name never campaigns
-  (judged with the simulator's own record of each node's disk);
+- ReplacedDiskNeverVotes: a node whose directory id the voter set does not name never campaigns,
+  nor grants a candidate the vote of the directory it ran on before (judged with the simulator's
+  own record of each node's disk);
 - RemovedLeaderResigns: a leader no longer in the voter set resigns as soon as that set commits.
 """
 

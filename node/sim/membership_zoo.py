@@ -4,7 +4,7 @@ replaced under faults, seed after seed until an invariant catches it.
 
 Nothing here knows the bugs: every run is the generic membership simulation, judged by its
 invariants (the simulator's, LeaderCompleteness, OneChangeAtATime, MajoritiesIntersect,
-ReplacedDiskNeverVotes, LeaderOutsideVoterSet). The clean core under the same runs is caught by
+ReplacedDiskNeverVotes, RemovedLeaderResigns). The clean core under the same runs is caught by
 nothing. A run is a pure function of (bug, seed).
 """
 

@@ -28,7 +28,7 @@ def test_clean_core_is_caught_by_nothing() -> None:
 def test_a_membership_hunt_is_reproducible() -> None:
     a = hunt("removed-leader-keeps-leading", max_seeds=MAX_SEEDS)
     b = run_once("removed-leader-keeps-leading", a.seed)
-    assert a.caught_by == "LeaderOutsideVoterSet"
+    assert a.caught_by == "RemovedLeaderResigns"
     assert (a.caught_by, a.sim_ms, a.detail) == (b.caught_by, b.sim_ms, b.detail)
 
 
