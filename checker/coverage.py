@@ -7,7 +7,7 @@ quiet pass from a searching one (docs/contracts.md, "Coverage").
 
 - raft: leader epochs (distinct epochs with a leader), failovers (a new leader on another node),
   elections started (candidate or prospective), diverging-log truncations, snapshots created,
-  loaded and fetched, node restarts.
+  loaded and fetched, node restarts, voter changes committed (KIP-853: the leaders' `voter_change`).
 - brokers: committed registrations, fences and unfences (from the committed log, decoded with
   Kafka's schemas), fence reasons as the controllers journalled them, self-fences and controlled
   shutdowns (the brokers' journals), split between the lab's own broker processes (`nodes`) and
@@ -40,7 +40,7 @@ from kraftlab.checker.metadata.model import NO_LEADER
 
 def _raft(journals: Journals) -> dict[str, int]:
     leaders: dict[int, int] = {}
-    elections = truncations = restarts = 0
+    elections = truncations = restarts = voter_changes = 0
     snapshots: Counter[str] = Counter()
     for node, entries in journals.by_node.items():
         starts = 0
@@ -56,12 +56,15 @@ def _raft(journals: Journals) -> dict[str, int]:
                 snapshots[str(e.get("action"))] += 1
             elif e.ev == "start":
                 starts += 1
+            elif e.ev == "voter_change" and e.get("action") == "committed":
+                voter_changes += 1
         restarts += max(0, starts - 1)
     by_epoch = [leaders[ep] for ep in sorted(leaders)]
     failovers = sum(1 for a, b in itertools.pairwise(by_epoch) if a != b)
     return {"leader_epochs": len(leaders), "failovers": failovers, "elections_started": elections,
             "truncations": truncations, "snapshots_created": snapshots["create"],
-            "snapshots_loaded": snapshots["load"], "snapshots_fetched": snapshots["fetch"], "restarts": restarts}
+            "snapshots_loaded": snapshots["load"], "snapshots_fetched": snapshots["fetch"], "restarts": restarts,
+            "voter_changes": voter_changes}
 
 
 def _side(broker: Any, node_ids: Collection[int]) -> str:

@@ -61,6 +61,9 @@ def _journals() -> list[dict[str, Any]]:
     add(2, "snapshot", action="create", offset=5)
     add(3, "snapshot", action="load", offset=5)
     add(2, "start", log_start=0, log_end=9)
+    add(2, "voter_change", action="appended", kind="add", voter=5, offset=9, voters=[1, 2, 3, 5])
+    add(2, "voter_change", action="committed", kind="add", voter=5, offset=9)
+    add(2, "voter_change", action="refused", error="REQUEST_TIMED_OUT", reason="a change is in progress")
     for o, r in enumerate(RECORDS):
         add(1, "apply", offset=o, type=type(r).__name__, crc=0, value=base64.b64encode(encode(r)).decode())
     add(1, "fence", broker=4, action="fence", reason="session timeout", epoch=0)
@@ -90,7 +93,8 @@ def _history() -> History:
 def test_coverage_counts_what_the_run_exercised() -> None:
     cov = coverage(journals_from(_journals()), _history(), {"start-partition": "stop-partition"}, [1, 2, 3, 4, 5])
     assert cov["raft"] == {"leader_epochs": 4, "failovers": 2, "elections_started": 1, "truncations": 1,
-                           "snapshots_created": 1, "snapshots_loaded": 1, "snapshots_fetched": 0, "restarts": 1}
+                           "snapshots_created": 1, "snapshots_loaded": 1, "snapshots_fetched": 0, "restarts": 1,
+                           "voter_changes": 1}
     nodes, agents = cov["brokers"]["nodes"], cov["brokers"]["agents"]
     assert (nodes["registrations"], nodes["fences"], nodes["unfences"]) == (1, 1, 1)
     assert (agents["registrations"], agents["fences"], agents["unfences"]) == (1, 0, 1)
