@@ -21,6 +21,8 @@ import statistics
 import sys
 import time
 
+from kraftlab.node.sim import membership_zoo
+from kraftlab.node.sim.membership_zoo import MEMBERSHIP_SCENARIOS
 from kraftlab.node.sim.zoo import RAFT_SCENARIOS, SimOutcome, run_once
 from kraftlab.zoo import Attempt, attempt_line
 from kraftlab.zoo.cluster_sim import CLUSTER_SCENARIOS, run_cluster_once
@@ -34,6 +36,8 @@ def _sim_hunt(bug: str, base: int, max_seeds: int) -> tuple[SimOutcome, int, flo
     for seed in range(base, base + max_seeds):
         if bug in RAFT_SCENARIOS:
             outcome = run_once(bug, seed)
+        elif bug in MEMBERSHIP_SCENARIOS:
+            outcome = membership_zoo.run_once(bug, seed)
         else:
             outcome = run_cluster_once(bug, seed, CLUSTER_SCENARIOS[bug])
         sim_ms += outcome.sim_ms
@@ -44,7 +48,7 @@ def _sim_hunt(bug: str, base: int, max_seeds: int) -> tuple[SimOutcome, int, flo
 
 
 def bench_sim(seeds: int, max_seeds: int, controls: int) -> bool:
-    bugs = list(RAFT_SCENARIOS) + list(CLUSTER_SCENARIOS)
+    bugs = list(RAFT_SCENARIOS) + list(MEMBERSHIP_SCENARIOS) + list(CLUSTER_SCENARIOS)
     print(f"{'bug':28} {'caught':>7}  {'median sim s':>12}  {'median wall s':>13}  caught by")
     all_caught = True
     for bug in bugs:
@@ -59,9 +63,12 @@ def bench_sim(seeds: int, max_seeds: int, controls: int) -> bool:
     wall = time.perf_counter()
     for scenario in RAFT_SCENARIOS.values():
         alarms += sum(run_once(None, 5000 + s, scenario).caught_by is not None for s in range(controls))
+    membership_scenarios = set(MEMBERSHIP_SCENARIOS.values())
+    for mscenario in membership_scenarios:
+        alarms += sum(membership_zoo.run_once(None, 5000 + s, mscenario).caught_by is not None for s in range(controls))
     for cscenario in CLUSTER_SCENARIOS.values():
         alarms += sum(run_cluster_once(None, 5000 + s, cscenario).caught_by is not None for s in range(controls))
-    total = controls * (len(RAFT_SCENARIOS) + len(CLUSTER_SCENARIOS))
+    total = controls * (len(RAFT_SCENARIOS) + len(membership_scenarios) + len(CLUSTER_SCENARIOS))
     print(f"false alarms in clean runs: {alarms}/{total} ({time.perf_counter() - wall:.0f} s)")
     return all_caught and alarms == 0
 
