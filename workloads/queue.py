@@ -10,8 +10,8 @@ Ops (history field `workload: "queue"`; docs/workload-ops.md, "queue"; checker `
   log start (ListOffsets earliest). A read: unanswered, it is `fail`.
 - `poll` {"positions": {key: fetch offset}} → {"records": {key: [[offset, value], ...]}}: fetch
   from the consumer's positions (which the invocation records, so the checker judges skips);
-  the final reads ({"positions": {every key: 0}, "final": true}, one per broker after the heal)
-  read every partition from offset 0 up to the high-water mark each had when the read began →
+  the final reads ({"positions": {key: 0}, "final": true}, after the heal, one per partition per
+  broker) read a partition from offset 0 up to the high-water mark it had when the read began →
   also {"high_water_marks": {key: hw}}; a final read that does not get there within `final_wait`
   (ListOffsets asked again while a partition has no leader yet) is `fail`.
 
@@ -105,8 +105,10 @@ class QueueWorkload:
         return FnGen(self._next)
 
     def final_reads(self) -> OncePer:
-        return OncePer(list(self.brokers),
-                       lambda node: op(WORKLOAD, "poll", {"positions": {k: 0 for k in self.keys}, "final": True}))
+        """One final read per partition per broker: a partition still without a leader fails its
+        own reads only, and the others' are judged."""
+        return OncePer([k for _ in self.brokers for k in self.keys],
+                       lambda key: op(WORKLOAD, "poll", {"positions": {key: 0}, "final": True}))
 
     # --- clients ---------------------------------------------------------------------------
 

@@ -79,9 +79,9 @@ def test_ops_and_a_valid_verdict_on_correct_logs() -> None:
     for s in sends:  # each acknowledged offset holds the value sent
         assert logs.logs[partition_of(s["key"])].records[s["offset"]] == str(s["value"]).encode()
     finals = [x for x in lines if x["f"] == "poll" and x["type"] == "invoke" and x["value"].get("final")]
-    assert len(finals) == 3 and all(set(f["value"]["positions"]) == {f"queue-{p}" for p in range(4)} for f in finals)
+    assert sorted(k for f in finals for k in f["value"]["positions"]) == sorted([f"queue-{p}" for p in range(4)] * 3)
     final_done = [p for p in polls if "high_water_marks" in p]
-    assert len(final_done) == 3
+    assert len(final_done) == 12
     for p in final_done:
         for k, hw in p["high_water_marks"].items():
             assert [o for o, _ in p["records"].get(k, [])] == list(range(hw))
@@ -219,8 +219,38 @@ def test_final_read_waits_for_a_leader() -> None:
 
     asyncio.run(final())
     done = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [x["type"] for x in done] == ["invoke", "ok"] * 3 and late.asks > 6
-    assert sum(len(rs) for rs in done[1]["value"]["records"].values()) == acked
+    assert [x["type"] for x in done] == ["invoke", "ok"] * 12 and late.asks > 6
+    assert sum(len(rs) for x in done if x["type"] == "ok" for rs in x["value"]["records"].values()) == 3 * acked
+
+
+class OneLeaderless(FakeLogs):
+    """queue-0 never gets a leader back: ListOffsets for it always fails."""
+
+    def watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        if tp == ("queue", 0):
+            raise IndefiniteError("LEADER_NOT_AVAILABLE")
+        return super().watermarks(tp)
+
+
+def test_a_leaderless_partition_fails_only_its_own_final_reads() -> None:
+    logs = FakeLogs()
+    lines = run_queue(logs, seconds=0.3)
+    dead = OneLeaderless()
+    dead.logs, dead.topics = logs.logs, logs.topics
+    w = build("queue", FakeKafka().spec(), queue_connector=dead.connector, data_plane=True, request_timeout=1.5)
+    out = io.StringIO()
+    asyncio.run(run_phase(w.final, w.factory, HistoryWriter(stream=out), ProcessIds(), nodes=["n1", "n2", "n3"],
+                          concurrency=3, rng=random.Random(1), op_timeout=3.0))
+    final = [{**x, "process": 1000 + x["process"]} for x in map(json.loads, out.getvalue().splitlines())]
+    reading: dict[int, str] = {}
+    outcomes: set[tuple[str, str]] = set()
+    for x in final:  # each process reads one partition at a time
+        if x["type"] == "invoke":
+            reading[x["process"]] = next(iter(x["value"]["positions"]))
+        else:
+            outcomes.add((reading[x["process"]], x["type"]))
+    assert outcomes == {("queue-0", "fail"), ("queue-1", "ok"), ("queue-2", "ok"), ("queue-3", "ok")}
+    assert verdict(lines + final)["valid"] is not False
 
 
 class RecordingLogs(FakeLogs):
