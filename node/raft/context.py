@@ -19,6 +19,7 @@ from kraftlab.node.kafka_uuid import uuid_to_kafka
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.membership.log_voters import ControlRecordState
+from kraftlab.node.raft.membership.records import KRAFT_VERSION_0
 from kraftlab.node.raft.output import Output
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, QuorumStateStore, ReplicatedLog, SnapshotStore
 from kraftlab.node.raft.quorum_state import QuorumState
@@ -124,6 +125,8 @@ class CoreContext:
     def _journal_voters(self, reason: str) -> None:
         """Journal `voters` when the voter set in force (at the log's end) changed: appended,
         rolled back by a truncation, or replaced by a snapshot (and once at start)."""
+        if not self._dynamic and self.control.kraft_version == KRAFT_VERSION_0:
+            return  # a static quorum's set never changes: its `start` line says it
         history = self.voter_history
         now = (history.last_offset, history.latest)
         if now == self._journalled_voters:
