@@ -157,6 +157,11 @@ class VoterHistory:
         """The voter set in force at `offset`."""
         return self._sets[bisect.bisect_right(self._offsets, offset) - 1]
 
+    def since(self, offset: int) -> list[VoterSet]:
+        """The set in force at `offset` and every set added after it, in log order."""
+        first = bisect.bisect_right(self._offsets, offset) - 1
+        return self._sets[first:]
+
     def add_at(self, offset: int, voters: VoterSet) -> None:
         """A record at `offset` (after every offset added so far) brings `voters` into force."""
         if offset <= self._offsets[-1]:

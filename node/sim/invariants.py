@@ -92,12 +92,16 @@ class Invariants:
                 self.fail("SingleLeader", f"nodes {leader} and {nid} both led epoch {epoch}")
             if hw > 0:
                 # Against the voter set the leader acts on (KIP-853: the one at its log's end; in a
-                # static quorum the configured one) — or, just after a voter change was appended,
-                # the set in force at the high-water mark, under which it was committed.
+                # static quorum the configured one) — or one it may have been reached under: a set
+                # is in force once appended, so the HW was reached under the set in force at it or
+                # one appended after it (a change can be appended, and committed, after the HW
+                # passed the one before; a leader keeps the HW it had as a follower).
                 durable = self.durable_voters(core.voter_set, hw, nodes)
                 if durable < core.voter_set.majority:
-                    committed_under = core.voter_history.at(hw - 1)
-                    if self.durable_voters(committed_under, hw, nodes) < committed_under.majority:
+                    held = any(
+                        self.durable_voters(s, hw, nodes) >= s.majority for s in core.voter_history.since(hw - 1)
+                    )
+                    if not held:
                         self.fail(
                             "MajorityReachedHighWatermark",
                             f"leader {nid} (epoch {epoch}) has HW {hw} but only {durable} voters hold it durably",

@@ -67,3 +67,13 @@ def test_history_gives_the_set_in_force_at_an_offset() -> None:
     assert h.latest is initial and h.at(50) is initial
     h.truncate_from(0)  # the initial set (not from the log) stays
     assert h.latest is initial
+
+
+def test_history_since_gives_the_set_in_force_then_and_every_later_one() -> None:
+    a, b, c = VoterSet.of_ids([1, 2, 3]), VoterSet.of_ids([1, 2]), VoterSet.of_ids([2])
+    history = VoterHistory(a)
+    history.add_at(10, b)
+    history.add_at(20, c)
+    assert history.since(-1) == history.since(9) == [a, b, c]
+    assert history.since(10) == history.since(19) == [b, c]
+    assert history.since(25) == [c]

@@ -34,3 +34,11 @@ def test_a_membership_hunt_is_reproducible() -> None:
 
 def test_membership_bugs_are_simulator_only_until_a_membership_nemesis_exists() -> None:
     assert all(BY_NAME[bug].layer == "raft" and not BY_NAME[bug].end_to_end for bug in MEMBERSHIP_SCENARIOS)
+
+
+def test_a_hw_reached_under_a_later_voter_set_is_no_false_alarm() -> None:
+    # Seed 5043: a leader kept the HW it had as a follower, reached under the set appended at
+    # that HW ({1,3,5}), and appended another ({3,5}) since; neither the set at the HW nor the
+    # latest has a majority holding it, the set it was reached under does.
+    scenario = MEMBERSHIP_SCENARIOS["voters-at-commit"]
+    assert run_once(None, 5043, scenario).caught_by is None
