@@ -115,15 +115,19 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write each dir's recovery points, log start offsets and high-water marks."""
+        write_checkpoints(self.checkpoint_values())
+
+    def checkpoint_values(self) -> list[tuple[Path, dict[TopicPartition, int], dict[TopicPartition, int],
+                                              dict[TopicPartition, int]]]:
+        """What `checkpoint` writes, taken now: (dir, recovery points, log starts, HWs) per log dir
+        (the writing, with its fsyncs, can then run off the caller's thread)."""
+        out = []
         for d in self.log_dirs:
             mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == d}
-            write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in mine.items()})
-            write_offset_checkpoint(
-                d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in mine.items()}
-            )
-            write_offset_checkpoint(
-                d / REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in mine.items()}
-            )
+            out.append((d, {tp: lg.recovery_point for tp, lg in mine.items()},
+                        {tp: lg.log_start_offset for tp, lg in mine.items()},
+                        {tp: lg.high_watermark for tp, lg in mine.items()}))
+        return out
 
     def flush_all(self, now_ms: int) -> None:
         for log in self.logs.values():
@@ -140,3 +144,12 @@ class LogManager:
 def broker_config_for(broker: Mapping[str, str], topic_configs: Callable[[str], Mapping[str, str]]) -> ConfigFor:
     """A ConfigFor resolving a topic's dynamic configs over the broker's properties."""
     return lambda topic: LogConfig.resolve(broker, topic_configs(topic))
+
+
+def write_checkpoints(values: Sequence[tuple[Path, Mapping[TopicPartition, int], Mapping[TopicPartition, int],
+                                             Mapping[TopicPartition, int]]]) -> None:
+    """Write `LogManager.checkpoint_values()`: each dir's three offset checkpoint files."""
+    for d, recovery, starts, hws in values:
+        write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, dict(recovery))
+        write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT, dict(starts))
+        write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, dict(hws))
