@@ -227,8 +227,9 @@ class Leader:
 
     def update_voters(self, voter_set: VoterSet, now: int) -> None:
         """The leader appended a voter set (KIP-853: in force at once): a new voter keeps the
-        progress it made as an observer (or starts at none, heard from when it next fetches); a
-        removed one is tracked as an observer from now on."""
+        progress it made as an observer (one never seen counts as heard from now, as a new leader
+        counts every voter, so check-quorum does not fire at once); a removed one is tracked as an
+        observer from now on."""
         old = self.voters
         progress: dict[int, Progress] = {}
         for v in voter_set:
