@@ -14,6 +14,13 @@ uncommitted state). Losing leadership (a leader change, or `NotLeader` from
 an append) reverts: the future image is dropped and every held request is answered
 NOT_CONTROLLER. A standby answers NOT_CONTROLLER at once.
 
+A leader change may arrive *during* an append: the Raft step that takes the records into its
+linger buffer may also find its quorum lost and resign, dropping them, and the leader change
+reaches this controller before the append returns. Such a write is lost, never held (its
+offsets will hold another leader's records): it is answered NOT_CONTROLLER like any write
+that loses leadership. And a held write completes only when the batch committed at its last
+offset is of the epoch it was appended in.
+
 Outputs accumulate and are collected with `take_outputs()`: `Reply(token, response)` and
 `JournalEvent`s (`apply`, `fence`, `decision`, `lease`). The core never reads a clock: time
 comes as `now_ms` with requests and ticks.
@@ -94,6 +101,8 @@ CONTROLLER_APIS = (
 @dataclass
 class _Held:
     last_offset: int
+    epoch: int | None
+    """The leader epoch its records were appended in (None: it wrote none)."""
     token: Any
     request: Any
     response: Any
@@ -187,6 +196,7 @@ class QuorumController:
         for batch in batches:
             self.replay.apply_batch(batch)
             self._outbox.extend(self.replay.take_events())
+            self._release_committed(batch)
             if self._claimed_epoch is not None and batch.epoch >= self._claimed_epoch:
                 self._activate()
         self._release_committed()
@@ -227,9 +237,13 @@ class QuorumController:
         self.leases = cluster.Leases(self.config.session_timeout_ms, self.config.lease_journal_interval_ms)
         while self._held:
             held = self._held.popleft()
-            self._reply_error(held.token, held.request, ErrorCode.not_controller)
-            for d in held.decisions:
-                self._outbox.append(JournalEvent("decision", {**d, "error": error_name(ErrorCode.not_controller)}))
+            self._fail(held.token, held.request, held.decisions)
+
+    def _fail(self, token: Any, request: Any, decisions: Sequence[dict[str, Any]]) -> None:
+        """Answer a write whose records will never commit NOT_CONTROLLER (and journal its decisions so)."""
+        self._reply_error(token, request, ErrorCode.not_controller)
+        for d in decisions:
+            self._outbox.append(JournalEvent("decision", {**d, "error": error_name(ErrorCode.not_controller)}))
 
     def _activation_work(self, now_ms: int) -> None:
         """First thing with a clock after activation: fresh leases, bootstrap metadata.version."""
@@ -264,9 +278,14 @@ class QuorumController:
         last: int | None = self._next_offset - 1
         if w.records:
             records = [to_log_record(r) for r in w.records]
+            future = self._future
             try:
                 for chunk in [records] if w.atomic else split_batches(records):
                     base = self.log.append(chunk, w.now_ms)
+                    if self._future is not future:
+                        # Leadership was lost within the append (the Raft step that took the records
+                        # resigned and dropped them): they will never commit at these offsets.
+                        raise NotLeader()
                     self._next_offset = base + len(chunk)
             except NotLeader:
                 last = None
@@ -321,21 +340,26 @@ class QuorumController:
         response = respond(request, outcome.values)
         last = self._commit_write(w)
         if last is None:
-            self._reply_error(token, request, ErrorCode.not_controller)
-            for d in outcome.decisions:
-                self._outbox.append(JournalEvent("decision", {**d, "error": error_name(ErrorCode.not_controller)}))
+            self._fail(token, request, outcome.decisions)
             return
         if self.config.bugs.on("respond-before-commit"):
             # BUG ZOO: respond-before-commit — answer now, before the batch is committed.
             self._outbox.append(Reply(token, response))
             self._outbox.extend(JournalEvent("decision", {**d, "offset": last}) for d in outcome.decisions)
             return
-        self._held.append(_Held(last, token, request, response, outcome.decisions))
+        epoch = self.epoch if w.records else None
+        self._held.append(_Held(last, epoch, token, request, response, outcome.decisions))
         self._release_committed()
 
-    def _release_committed(self) -> None:
+    def _release_committed(self, batch: Batch | None = None) -> None:
+        """Answer the held writes committed now (`batch`: the batch just committed, if one was)."""
         while self._held and self._held[0].last_offset < self.replay.next_offset:
             held = self._held.popleft()
+            if (batch is not None and held.epoch is not None and batch.epoch != held.epoch
+                    and batch.base_offset <= held.last_offset):
+                # Another leader's records were committed at its offsets: its own were lost.
+                self._fail(held.token, held.request, held.decisions)
+                continue
             self._outbox.append(Reply(held.token, held.response))
             self._outbox.extend(JournalEvent("decision", {**d, "offset": held.last_offset}) for d in held.decisions)
 

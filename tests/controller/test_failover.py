@@ -7,8 +7,10 @@ from controller_harness import Harness
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
 from kio.schema.errors import ErrorCode
 
+from kraftlab.node.controller.fake_quorum import LEADER_CHANGE_KEY
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.records import decode
+from kraftlab.node.raft.ports import Record
 
 
 def test_standbys_replay_identically(h3: Harness) -> None:
@@ -152,3 +154,55 @@ def test_preferred_leader_election(h: Harness) -> None:
     assert r.replica_election_results[0].partition_result[0].error_code == ErrorCode.election_not_needed
     r = h.run(ElectLeadersRequest(election_type=0, topic_partitions=None, timeout=0))
     assert r.replica_election_results == ()
+
+
+class _ResignsWithinAppend:
+    """A Raft leader whose append step takes the records into its linger buffer and, in the same
+    step, finds its quorum lost and resigns: the records are dropped and the controller hears of
+    the leader change before the append returns (what a leader resumed after a long pause does)."""
+
+    def __init__(self, h: Harness, node: int) -> None:
+        self.h, self.node = h, node
+
+    def append(self, records: object, now_ms: int) -> int:
+        q = self.h.q
+        base = q.end_offset  # the offset the dropped records would have had
+        self.h.ctrls[self.node].handle_leader_change(self.node, q.epoch, False)
+        return base
+
+
+def test_write_whose_append_step_resigned_fails_and_never_completes(h3: Harness) -> None:
+    h = h3
+    h.start_brokers(1)
+    lost_at = h.q.end_offset
+    h.ctrls[1].log = _ResignsWithinAppend(h, 1)
+    token = h.send(h.registration(2))
+    assert h.replies[token].error_code == ErrorCode.not_controller
+    assert h.ctrls[1].held_requests() == 0 and not h.ctrls[1].active
+    # another leader's batch commits at the offset the lost records would have had
+    h.elect(2)
+    assert h.q.batches[-1].base_offset == lost_at
+    h.commit()
+    assert not any(d["api"] == "BrokerRegistration" and d["broker"] == 2 and d["error"] == "NONE"
+                   for d in h.evs("decision"))
+    assert 2 not in h.ctrls[1].committed_image.brokers
+    assert h.register(2) > lost_at  # the retry at the new controller gets a committed epoch
+
+
+def test_held_write_fails_when_another_epochs_batch_commits_at_its_offset(h3: Harness) -> None:
+    h = h3
+    h.start_brokers(1)
+
+    class _DropsRecords:
+        def append(self, records: object, now_ms: int) -> int:
+            return h.q.end_offset  # accepted, then lost without a word
+
+    h.ctrls[1].log = _DropsRecords()
+    token = h.send(h.registration(2))
+    assert token not in h.replies and h.ctrls[1].held_requests() == 1
+    h.q.epoch += 1  # a new leader's control batch takes the offset; nobody told controller 1
+    h.q.append_batch((Record(LEADER_CHANGE_KEY, b""),), control=True)
+    h.commit()
+    assert h.replies[token].error_code == ErrorCode.not_controller
+    assert any(d["api"] == "BrokerRegistration" and d["broker"] == 2 and d["error"] == "NOT_CONTROLLER"
+               for d in h.evs("decision"))
