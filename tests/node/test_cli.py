@@ -216,7 +216,8 @@ def test_shell_over_snapshot_and_log(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     capsys.readouterr()
     assert main(["shell", "--directory", str(meta), "ls"]) == 0
-    assert capsys.readouterr().out.split() == ["brokers", "configs", "features", "topicIds", "topics"]
+    listing = ["brokers", "configs", "delegationTokens", "features", "topicIds", "topics"]
+    assert capsys.readouterr().out.split() == listing
     assert main(["shell", "--directory", str(meta), "ls", "/topics"]) == 0
     assert capsys.readouterr().out.split() == ["alpha", "beta"]
     assert main(["shell", "--directory", str(meta), "cat", "/topics/beta/0"]) == 0
