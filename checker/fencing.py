@@ -38,6 +38,11 @@
   and no heartbeat of that registration had shown it caught up before — on the same controller, or
   on any controller when the journals share one clock (KIP-631: a broker is unfenced only once it
   has replayed the metadata log up to its registration).
+- FencedWithLiveSession: a controller fences a broker for "session timeout" less than the session
+  timeout after it accepted a heartbeat of that registration, both read on that controller's own
+  clock in one process life (`at_ms` of its heartbeat decisions and of the fence): a broker that
+  heartbeats in time keeps its lease (KIP-631) — fencing it anyway takes a live broker out of every
+  ISR and leadership.
 - AckedLost: an acknowledged create (or registration) is missing from the last successful read
   of the topic list (or of the registry) though no delete (unregister) of it was attempted.
 Also measured (reported, not judged): how far behind each node's last applied offset is at the
@@ -59,7 +64,7 @@ from kraftlab.checker.journal import Entry, Journals
 
 INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced", "FencedInIsr",
               "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "EpochBumpedForSameIncarnation", "SelfFencing",
-              "UnfencedBeforeCaughtUp", "AckedLost"]
+              "UnfencedBeforeCaughtUp", "FencedWithLiveSession", "AckedLost"]
 SERVING = ("RUNNING", "PENDING_CONTROLLED_SHUTDOWN")
 CONFIRM_MS = 1000.0
 TERM_ENDS = ("role", "start", "corruption")
@@ -482,6 +487,35 @@ def _check_caught_up(journals: Journals, vs: list[Violation]) -> None:
                 "heartbeat of that registration had shown it caught up"), [e]))
 
 
+def _check_live_session_fences(journals: Journals, vs: list[Violation], session_timeout_ms: float) -> None:
+    """FencedWithLiveSession (decisions and fences that journal the controller's clock, `at_ms`). A
+    heartbeat's decision is journalled when its answer goes out (after commit), so it may come after
+    a fence in the journal: the accepted heartbeats of a process life are gathered first."""
+    for entries in journals.by_node.values():
+        lives: list[list[Entry]] = [[]]
+        for e in entries:
+            if e.ev == "start":
+                lives.append([])
+            lives[-1].append(e)
+        for life in lives:
+            beats: dict[tuple[int, int], list[int]] = {}
+            for e in life:
+                if _ok(e, "BrokerHeartbeat") and e.get("at_ms") is not None:
+                    beats.setdefault((int(e["broker"]), int(e["broker_epoch"])), []).append(int(e["at_ms"]))
+            for e in life:
+                if e.ev != "fence" or e.get("action") != "fence" or e.get("reason") != "session timeout" \
+                        or e.get("at_ms") is None:
+                    continue
+                at = int(e["at_ms"])
+                before = [h for h in beats.get((int(e["broker"]), int(e["epoch"])), []) if h <= at]
+                if before and at - max(before) < session_timeout_ms:
+                    vs.append(Violation("FencedWithLiveSession", (
+                        f"controller {e.node} fenced broker {e['broker']} (broker epoch {e['epoch']}) for session "
+                        f"timeout {at - max(before)} ms after accepting its heartbeat, by its own clock — the "
+                        f"session is {session_timeout_ms:.0f} ms: a broker that heartbeats in time keeps its lease"),
+                        [e]))
+
+
 def _check_self_fencing(journals: Journals, vs: list[Violation], slack_ms: float) -> None:
     for nid, entries in journals.by_node.items():
         serving = self_fenced = False
@@ -603,6 +637,7 @@ def check_fencing(journals: Journals, history: History | None = None, session_ti
     _check_reregistration(journals, vs)
     _check_self_fencing(journals, vs, slack_ms)
     _check_caught_up(journals, vs)
+    _check_live_session_fences(journals, vs, session_timeout_ms)
     stats = _check_metadata(journals, vs)
     if history is not None:
         _check_acked(history, vs)

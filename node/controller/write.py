@@ -64,7 +64,8 @@ class Write:
 
     def fence_event(self, broker: int, action: str, reason: str, epoch: int) -> None:
         self.events.append(
-            JournalEvent("fence", {"broker": broker, "action": action, "reason": reason, "epoch": epoch})
+            JournalEvent("fence", {"broker": broker, "action": action, "reason": reason, "epoch": epoch,
+                                   "at_ms": self.now_ms})
         )
 
 

@@ -251,3 +251,41 @@ def test_a_caught_up_heartbeat_on_one_controller_does_not_excuse_another_without
     _beat(j, 1, 9, False)
     _beat(j, 2, 1, False)  # controller 2 never saw it caught up (no shared clock to order the two)
     assert only_anomaly(check_fencing(journals_from(j.entries)), "UnfencedBeforeCaughtUp")
+
+
+def _timed_beat(j: JB, at_ms: int, node: int = 1) -> dict[str, Any]:
+    return j.add(node, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, error="NONE", fenced=False,
+                 shut_down=False, metadata_offset=9, at_ms=at_ms)
+
+
+def _session_fence(j: JB, at_ms: int, node: int = 1) -> dict[str, Any]:
+    return j.add(node, "fence", broker=4, action="fence", reason="session timeout", epoch=5, at_ms=at_ms)
+
+
+def test_a_fence_within_the_session_of_an_accepted_heartbeat_is_found() -> None:
+    j = healthy_fencing()
+    _timed_beat(j, 1_000)
+    _timed_beat(j, 4_000)
+    bad = _session_fence(j, 9_500)  # 5.5 s after the last accepted heartbeat: the lease (9 s) was live
+    a = only_anomaly(check_fencing(journals_from(j.entries, file="journal.jsonl"), session_timeout_ms=9000),
+                     "FencedWithLiveSession")
+    assert "broker 4 (broker epoch 5) for session timeout 5500 ms after accepting its heartbeat" in a["explanation"]
+    assert a["entries"][0]["where"] == line_of(j, bad)
+
+
+def test_a_fence_after_the_session_or_in_another_life_or_by_request_is_not() -> None:
+    j = healthy_fencing()
+    _timed_beat(j, 1_000)
+    _session_fence(j, 10_000)  # 9 s of silence: due
+    j.add(1, "fence", broker=4, action="fence", reason="requested", epoch=5, at_ms=10_500)  # want_fence
+    _timed_beat(j, 20_000, node=2)  # another controller's clock
+    _session_fence(j, 21_000)
+    j.add(1, "start", roles=["controller"], voters=[1], log_start=0, log_end=0, hw=0)
+    _session_fence(j, 22_000)  # a new process life: its clock starts over
+    _timed_beat(j, 23_000)  # journalled after the fence below (answers wait for commit) — still counted
+    res = check_fencing(journals_from(j.entries), session_timeout_ms=9000)
+    assert [a for a in res["anomalies"] if a["type"] == "FencedWithLiveSession"] == []
+    late = healthy_fencing()
+    _session_fence(late, 30_000)
+    _timed_beat(late, 25_000)  # accepted before the fence, journalled after it
+    assert only_anomaly(check_fencing(journals_from(late.entries), session_timeout_ms=9000), "FencedWithLiveSession")
