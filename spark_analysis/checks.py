@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kraftlab.checker.dataplane import check_dataplane
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.forwarding import check_forwarding
 from kraftlab.checker.history import Op
@@ -50,6 +51,20 @@ def forwarding(journal_paths: list[Path]) -> dict[str, Any]:
 
 def quorum(journal_paths: list[Path]) -> dict[str, Any]:
     return check_quorum(load_journals(journal_paths))
+
+
+def dataplane(journal_paths: list[Path]) -> dict[str, Any]:
+    return check_dataplane(load_journals(journal_paths))
+
+
+def journalled(journal_paths: list[Path], events: tuple[str, ...]) -> bool:
+    """Whether any journal names one of `events` (a scan of the lines, nothing parsed or kept)."""
+    quoted = tuple(f'"{e}"' for e in events)
+    for path in journal_paths:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if any(q in line for line in f for q in quoted):
+                return True
+    return False
 
 
 def metadata(journal_paths: list[Path]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftlab.checker.compose import CheckerFn, compose
+from kraftlab.checker.dataplane import EVENTS as DATAPLANE_EVENTS
 from kraftlab.checker.history import Op
 from kraftlab.checker.linear.budget import Budget
 from kraftlab.checker.linear.keyed import check_key, merge_keys
@@ -306,6 +307,8 @@ def analyze_run(run_dir: Any, models: Sequence[str] | None = None, master: str |
         checkers["metadata"] = functools.partial(checks.metadata, journal_paths)
         checkers["forwarding"] = functools.partial(checks.forwarding, journal_paths)
         checkers["quorum"] = functools.partial(checks.quorum, journal_paths)
+        if checks.journalled(journal_paths, DATAPLANE_EVENTS):  # as the single process: only where brokers logged them
+            checkers["dataplane"] = functools.partial(checks.dataplane, journal_paths)
     results = compose(checkers, timeout=600.0)
     if not journal_paths:
         results.setdefault("notes", []).append("no node journals in the run directory: Raft and fencing "

@@ -83,3 +83,20 @@ def test_no_queue_ops_no_queue_checker(spark: Any, tmp_path: Path) -> None:
     lines = [{"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "create", "value": {"topic": "t"},
               "workload": "topics"}]
     assert check_queue_on_spark(spark, write(tmp_path / "h.jsonl", lines)) is None
+
+
+def test_the_data_plane_rules_where_brokers_journalled_partition_events(tmp_path: Path) -> None:
+    from kraftlab.spark_analysis import checks
+
+    role = {"ts": 1, "mono": 1, "node": 1, "ev": "partition_role", "topic": "queue", "partition": 0,
+            "role": "follower", "leader": 2, "leader_epoch": 0, "isr": [1, 2], "topic_id": "x"}
+    append = {"ts": 2, "mono": 2, "node": 1, "ev": "partition_append", "topic": "queue", "partition": 0,
+              "first": 0, "last": 0, "leader_epoch": 0, "acks": -1}
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text(json.dumps(role) + "\n" + json.dumps(append) + "\n")
+    quiet = tmp_path / "quiet.jsonl"
+    quiet.write_text(json.dumps({"ts": 1, "mono": 1, "node": 2, "ev": "start"}) + "\n")
+    assert checks.journalled([quiet, journal], ("partition_role",))
+    assert not checks.journalled([quiet], ("partition_role", "partition_append"))
+    res = checks.dataplane([journal])
+    assert res["valid"] is False and res["anomalies"][0]["type"] == "LeaderAppendsInItsEpoch"
