@@ -37,6 +37,8 @@ QUORUM_SAMPLE_MS = 1000  # a leader journals the age of each voter's last Fetch 
 @dataclass(slots=True)
 class _PendingAppend:
     last_offset: int
+    epoch: int
+    """The leader epoch the records were appended in."""
     future: asyncio.Future[int]
 
 
@@ -286,7 +288,10 @@ class RaftDriver:
             if p.future.done():
                 continue
             if p.last_offset < hw:
-                p.future.set_result(p.last_offset)
+                if self.core.log.end_offset_for_epoch(p.epoch).offset > p.last_offset:
+                    p.future.set_result(p.last_offset)
+                else:  # another leader's records were committed at its offsets: its own were lost
+                    p.future.set_exception(NotLeader(self.core.leader_id, self.core.epoch))
             else:
                 keep.append(p)
         self._appends = keep
@@ -394,10 +399,17 @@ class RaftDriver:
         return await self.submit(src, message, timeout_s)
 
     async def append_and_wait(self, records: Sequence[Record], timeout_s: float) -> int:
-        """Append as leader and wait until committed; returns the base offset."""
+        """Append as leader and wait until committed; returns the base offset. Raises NotLeader if
+        the append step lost leadership before the records reached the log (it resigned and dropped
+        them from its linger buffer) or if another leader's records are committed at their offsets."""
+        epoch = self.core.epoch
         base = self.append(records)
+        last = base + len(records) - 1
+        core = self.core
+        if not core.is_leader and core.log.end_offset_for_epoch(epoch).offset <= last:
+            raise NotLeader(core.leader_id, core.epoch)  # the step resigned and dropped them unwritten
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._appends.append(_PendingAppend(base + len(records) - 1, future))
+        self._appends.append(_PendingAppend(last, epoch, future))
         self._settle_appends(self.now())
         await asyncio.wait_for(future, timeout_s)
         return base

@@ -186,3 +186,32 @@ def test_the_high_water_mark_a_failing_step_reached_is_journalled() -> None:
             await c.close()
 
     asyncio.run(run())
+
+
+def test_an_append_whose_step_resigns_fails_instead_of_completing_on_the_next_leaders_commit() -> None:
+    """A leader paused past check-quorum (no tick ran) takes an append into its linger buffer, and
+    the same step resigns and drops it: the append fails NotLeader, though the next leader's records
+    are later committed at its offsets (before, it waited for the high-water mark and succeeded)."""
+
+    async def run() -> None:
+        c = Cluster(3)
+        c.start()
+        try:
+            old = await c.leader()
+            d = c.drivers[old]
+            await d.append_and_wait([Record(b"k", b"v1")], 2.0)
+            d.cancel_timer()  # paused: no tick, no message in or out
+            c.down.add(old)
+            new = await c.leader(exclude={old})
+            await c.drivers[new].append_and_wait([Record(b"k", b"v2"), Record(b"k", b"v3")], 2.0)
+            await asyncio.sleep(d.core.config.check_quorum_timeout_ms / 1000)  # surely past check-quorum
+            assert d.core.is_leader  # it has not noticed yet
+            c.down.discard(old)
+            with pytest.raises(NotLeader):
+                await d.append_and_wait([Record(b"k", b"lost")], 2.0)
+            assert not d.core.is_leader
+            assert all(r.value != b"lost" for b in c.logs[new].read(0, 1 << 20) for r in b.records)
+        finally:
+            await c.close()
+
+    asyncio.run(run())
