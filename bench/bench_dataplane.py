@@ -11,7 +11,7 @@ Prints, per run and as medians over runs:
   target >= 100 MB/s).
 
     .venv/bin/python bench/bench_dataplane.py [--messages 20000] [--partitions 3] [--runs 1]
-                                              [--linger-ms 5] [--paced 5000] [--rate 2000]
+                                              [--linger-ms 5] [--paced 5000] [--rate 2000] [--nagle]
 
 Real processes: run it through the machine's end-to-end slot wrapper when the machine is shared.
 """
@@ -68,13 +68,17 @@ def create_topic(bootstrap: str, partitions: int) -> str:
     raise TimeoutError("topic not ready")
 
 
-def produce(bootstrap: str, topic: str, n: int, linger_ms: int, rate: float = 0.0) -> tuple[float, list[float]]:
+def produce(bootstrap: str, topic: str, n: int, linger_ms: int, rate: float = 0.0,
+            nagle_off: bool = True) -> tuple[float, list[float]]:
     """(seconds for all n to be acknowledged, per-message latencies in ms); `rate` > 0 paces the
     sends at that many messages per second (latency without a queue of unsent messages)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms,
-                         "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 20})
+                         "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 20,
+                         # librdkafka leaves Nagle on by default (Kafka's Java client sets TCP_NODELAY):
+                         # on loopback a small request can wait for the delayed ACK of the previous one
+                         "socket.nagle.disable": nagle_off})
     value = b"x" * VALUE_BYTES
     latencies: list[float] = []
     errors: list[Any] = []
@@ -138,6 +142,7 @@ def main() -> None:
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--paced", type=int, default=5000, help="messages of the paced latency phase (0: none)")
     parser.add_argument("--rate", type=float, default=2000.0, help="messages/s of the paced latency phase")
+    parser.add_argument("--nagle", action="store_true", help="leave librdkafka's default (Nagle on) for the producer")
     args = parser.parse_args()
     mb = args.messages * VALUE_BYTES / 1e6
     produce_mbs, p50s, p99s, consume_mbs, steady_mbs, paced_p50s, paced_p99s = [], [], [], [], [], [], []
@@ -148,7 +153,7 @@ def main() -> None:
             wait_unfenced(cluster)
             for run in range(args.runs):
                 topic = create_topic(cluster.bootstrap, args.partitions)
-                took, lat = produce(cluster.bootstrap, topic, args.messages, args.linger_ms)
+                took, lat = produce(cluster.bootstrap, topic, args.messages, args.linger_ms, nagle_off=not args.nagle)
                 read, steady = consume(cluster.bootstrap, topic, args.partitions, args.messages)
                 produce_mbs.append(mb / took)
                 p50s.append(percentile(lat, 50))
@@ -160,7 +165,7 @@ def main() -> None:
                       f"{mb / read:.1f} MB/s from assign, {mb / steady:.1f} MB/s from the first record")
                 if args.paced:
                     _, paced = produce(cluster.bootstrap, create_topic(cluster.bootstrap, args.partitions),
-                                       args.paced, args.linger_ms, args.rate)
+                                       args.paced, args.linger_ms, args.rate, not args.nagle)
                     paced_p50s.append(percentile(paced, 50))
                     paced_p99s.append(percentile(paced, 99))
                     print(f"run {run + 1}: paced {args.paced} at {args.rate:.0f}/s: "
