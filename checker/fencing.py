@@ -43,6 +43,11 @@
   clock in one process life (`at_ms` of its heartbeat decisions and of the fence): a broker that
   heartbeats in time keeps its lease (KIP-631) — fencing it anyway takes a live broker out of every
   ISR and leadership.
+- RegisteredOverLiveSession: a controller registers a new incarnation of a broker less than the
+  session timeout after it accepted a heartbeat of the broker's current registration, on its own
+  clock in one process life, with no unregistration or controlled shutdown of that registration in
+  between (KIP-631: a new incarnation is refused, DUPLICATE_BROKER_REGISTRATION, while the old one's
+  session is live — else two processes act as one broker).
 - AckedLost: an acknowledged create (or registration) is missing from the last successful read
   of the topic list (or of the registry) though no delete (unregister) of it was attempted.
 Also measured (reported, not judged): how far behind each node's last applied offset is at the
@@ -64,7 +69,7 @@ from kraftlab.checker.journal import Entry, Journals
 
 INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced", "FencedInIsr",
               "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "EpochBumpedForSameIncarnation", "SelfFencing",
-              "UnfencedBeforeCaughtUp", "FencedWithLiveSession", "AckedLost"]
+              "UnfencedBeforeCaughtUp", "FencedWithLiveSession", "RegisteredOverLiveSession", "AckedLost"]
 SERVING = ("RUNNING", "PENDING_CONTROLLED_SHUTDOWN")
 CONFIRM_MS = 1000.0
 TERM_ENDS = ("role", "start", "corruption")
@@ -492,12 +497,7 @@ def _check_live_session_fences(journals: Journals, vs: list[Violation], session_
     heartbeat's decision is journalled when its answer goes out (after commit), so it may come after
     a fence in the journal: the accepted heartbeats of a process life are gathered first."""
     for entries in journals.by_node.values():
-        lives: list[list[Entry]] = [[]]
-        for e in entries:
-            if e.ev == "start":
-                lives.append([])
-            lives[-1].append(e)
-        for life in lives:
+        for life in _lives(entries):
             beats: dict[tuple[int, int], list[int]] = {}
             for e in life:
                 if _ok(e, "BrokerHeartbeat") and e.get("at_ms") is not None:
@@ -514,6 +514,52 @@ def _check_live_session_fences(journals: Journals, vs: list[Violation], session_
                         f"timeout {at - max(before)} ms after accepting its heartbeat, by its own clock — the "
                         f"session is {session_timeout_ms:.0f} ms: a broker that heartbeats in time keeps its lease"),
                         [e]))
+
+
+def _lives(entries: list[Entry]) -> list[list[Entry]]:
+    """One node's journal cut into its process lives (each `start` begins one: a new clock)."""
+    lives: list[list[Entry]] = [[]]
+    for e in entries:
+        if e.ev == "start":
+            lives.append([])
+        lives[-1].append(e)
+    return lives
+
+
+def _check_live_session_registrations(journals: Journals, vs: list[Violation], session_timeout_ms: float) -> None:
+    """RegisteredOverLiveSession (decisions that journal the controller's clock, `at_ms`). Judged per
+    term of activity: a controller's successful decisions are journalled before the `role` event that
+    ends its leadership (a held request is failed then), so the role events cut the journal into terms,
+    each with its own leases; within a term, events are put in the order they were decided (a decision
+    is journalled when answered, after commit)."""
+    for entries in journals.by_node.values():
+        terms: list[list[Entry]] = [[]]
+        for e in entries:
+            if e.ev in ("start", "role"):
+                terms.append([])
+            terms[-1].append(e)
+        for term in terms:
+            timed = sorted((int(e["at_ms"]), i, e) for i, e in enumerate(term)
+                           if e.get("at_ms") is not None and (e.ev == "decision" or e.ev == "fence"))
+            current: dict[int, tuple[str, int]] = {}  # broker -> (incarnation, epoch) registered here
+            beat: dict[tuple[int, int], int] = {}  # (broker, epoch) -> last accepted heartbeat (ms)
+            for at, _, e in timed:
+                b = int(e["broker"])
+                if _ok(e, "BrokerRegistration"):
+                    held = current.get(b)
+                    last = beat.get((b, held[1])) if held is not None else None
+                    if held is not None and held[0] != e.get("incarnation") and last is not None \
+                            and at - last < session_timeout_ms:
+                        vs.append(Violation("RegisteredOverLiveSession", (
+                            f"controller {e.node} registered a new incarnation of broker {b} "
+                            f"({str(e.get('incarnation'))[:8]}) {at - last} ms after accepting a heartbeat of "
+                            f"incarnation {held[0][:8]} (broker epoch {held[1]}), by its own clock — the session "
+                            f"is {session_timeout_ms:.0f} ms: Kafka answers DUPLICATE_BROKER_REGISTRATION"), [e]))
+                    current[b] = (str(e.get("incarnation")), int(e["broker_epoch"]))
+                elif _ok(e, "BrokerHeartbeat"):
+                    beat[(b, int(e["broker_epoch"]))] = at
+                elif _ok(e, "UnregisterBroker") or (e.ev == "fence" and e.get("action") == "shutdown"):
+                    current.pop(b, None)
 
 
 def _check_self_fencing(journals: Journals, vs: list[Violation], slack_ms: float) -> None:
@@ -638,6 +684,7 @@ def check_fencing(journals: Journals, history: History | None = None, session_ti
     _check_self_fencing(journals, vs, slack_ms)
     _check_caught_up(journals, vs)
     _check_live_session_fences(journals, vs, session_timeout_ms)
+    _check_live_session_registrations(journals, vs, session_timeout_ms)
     stats = _check_metadata(journals, vs)
     if history is not None:
         _check_acked(history, vs)

@@ -99,7 +99,7 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
     existing = w.image.brokers.get(bid)
 
     def answer(code: ErrorCode, epoch: int = -1) -> Outcome:
-        d = _decision("BrokerRegistration", bid, epoch, code, incarnation=str(incarnation))
+        d = _decision("BrokerRegistration", bid, epoch, code, incarnation=str(incarnation), at_ms=w.now_ms)
         return Outcome({"error_code": code, "broker_epoch": epoch}, [d])
 
     if req.cluster_id != w.config.cluster_id:
@@ -225,4 +225,5 @@ def unregister(w: Write, req: Any, leases: Leases) -> Outcome:
     w.emit(UnregisterBrokerRecord(broker_id=bid, broker_epoch=b.epoch))
     w.fence_event(bid, "fence", "unregistered", b.epoch)
     leases.forget(bid)
-    return Outcome({"error_code": ErrorCode.none}, [_decision("UnregisterBroker", bid, b.epoch, ErrorCode.none)])
+    return Outcome({"error_code": ErrorCode.none},
+                   [_decision("UnregisterBroker", bid, b.epoch, ErrorCode.none, at_ms=w.now_ms)])

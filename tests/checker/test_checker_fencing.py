@@ -289,3 +289,40 @@ def test_a_fence_after_the_session_or_in_another_life_or_by_request_is_not() -> 
     _session_fence(late, 30_000)
     _timed_beat(late, 25_000)  # accepted before the fence, journalled after it
     assert only_anomaly(check_fencing(journals_from(late.entries), session_timeout_ms=9000), "FencedWithLiveSession")
+
+
+def _registration(j: JB, incarnation: str, epoch: int, at_ms: int) -> dict[str, Any]:
+    return j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=epoch, incarnation=incarnation,
+                 error="NONE", at_ms=at_ms)
+
+
+def test_a_new_incarnation_registered_over_a_live_session_is_found() -> None:
+    j = healthy_fencing()
+    _registration(j, "inc-a", 5, 500)
+    _timed_beat(j, 2_000)
+    bad = _registration(j, "inc-b", 12, 6_000)  # 4 s after inc-a's heartbeat: its session (9 s) is live
+    a = only_anomaly(check_fencing(journals_from(j.entries, file="journal.jsonl"), session_timeout_ms=9000),
+                     "RegisteredOverLiveSession")
+    assert "new incarnation of broker 4 (inc-b) 4000 ms after accepting a heartbeat of incarnation inc-a" in a[
+        "explanation"]
+    assert a["entries"][0]["where"] == line_of(j, bad)
+
+
+def test_a_new_incarnation_after_the_session_a_shutdown_an_unregistration_or_a_new_term_is_not() -> None:
+    for between in ("expired", "shutdown", "unregistered", "new term", "retry"):
+        j = healthy_fencing()
+        _registration(j, "inc-a", 5, 500)
+        _timed_beat(j, 2_000)
+        at = 6_000
+        if between == "expired":
+            at = 11_500
+        elif between == "shutdown":
+            j.add(1, "fence", broker=4, action="shutdown", reason="controlled shutdown", epoch=5, at_ms=3_000)
+        elif between == "unregistered":
+            j.add(1, "decision", api="UnregisterBroker", broker=4, broker_epoch=5, error="NONE", at_ms=3_000)
+        elif between == "new term":
+            j.add(1, "role", role="resigned", epoch=1, leader=1, voted_for=1)
+            j.add(1, "role", role="leader", epoch=3, leader=1, voted_for=1)
+        _registration(j, "inc-a" if between == "retry" else "inc-b", 5 if between == "retry" else 12, at)
+        res = check_fencing(journals_from(j.entries), session_timeout_ms=9000)
+        assert [a for a in res["anomalies"] if a["type"] == "RegisteredOverLiveSession"] == [], between

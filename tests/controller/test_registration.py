@@ -130,7 +130,9 @@ def test_decision_journal_fields(h: Harness) -> None:
         "error": "NONE",
         "incarnation": str(h.incarnations[1]),
         "offset": epoch,  # the RegisterBrokerRecord's own position
+        "at_ms": d["at_ms"],  # the controller's clock when it decided (RegisteredOverLiveSession)
     }
+    assert isinstance(d["at_ms"], int)
 
 
 def test_standby_answers_not_controller() -> None:
