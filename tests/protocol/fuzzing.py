@@ -10,7 +10,8 @@ values, odd client ids and correlation ids, ApiVersions of unsupported versions)
   unknown api key, an unsupported version of a served api;
 - may close: random bytes, bit flips and byte splices of valid requests.
 
-For every connection it checks that each well-formed frame is answered, in order, with a response of
+For every connection it checks that each well-formed frame is answered, in order (a Produce asks with
+acks 1 or all: Kafka answers no Produce with acks=0), with a response of
 its correlation id that decodes as the response to that request; that a must-close frame closes the
 connection (and is not answered); and that nothing hangs. Every few connections, and at the end, a
 fresh connection must still answer ApiVersions exactly as at the start. With ``strict_answers=False``
@@ -27,7 +28,7 @@ import random
 import struct
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.static.primitive import i16, i32
@@ -48,6 +49,7 @@ from kraftlab.node.protocol.headers import (
 from kraftlab.node.protocol.negotiate import api_versions_request
 from protocol.entities import EntityFactory
 
+PRODUCE_KEY = 0  # Kafka's api key of Produce
 MUST_CLOSE = "must-close"
 MAY_CLOSE = "may-close"
 EXPECTATIONS: dict[str, str] = {
@@ -189,6 +191,10 @@ class FrameGenerator:
                 request = api_versions_request(version)
             else:
                 request = self.factory.entity(request_type)
+            if key == PRODUCE_KEY and int(request.acks) == 0:
+                # Kafka never answers a Produce with acks=0, and this fuzzer pairs each well-formed frame
+                # with an answer: ask with acks=1 instead.
+                request = replace(request, acks=i16(1))
             with contextlib.suppress(ProtocolError):  # a legacy string too long for its prefix, ...
                 data = encode_request(request, correlation_id, self._client_id())
                 if len(data) - SIZE_PREFIX.size <= self.max_frame_bytes:
