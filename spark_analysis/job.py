@@ -46,7 +46,7 @@ from kraftlab.spark_analysis.early import collect_until, found_accumulator
 from kraftlab.spark_analysis.history_io import read_events
 from kraftlab.spark_analysis.keys import bucket_of, decode_key
 from kraftlab.spark_analysis.layout import bucket_name, whole_name
-from kraftlab.spark_analysis.queue import check_queue_on_spark
+from kraftlab.spark_analysis.queue_partitions import check_queue_on_spark
 from kraftlab.spark_analysis.session import spark_session
 from kraftlab.spark_analysis.stats import write_stats
 from kraftlab.spark_analysis.table import CHECK_COLUMNS, COLUMNS, DEFAULT_BUCKETS, frame_ops, frame_runs

@@ -13,7 +13,7 @@ import pytest
 from kraftlab.checker.history import History, parse_jsonl_line
 from kraftlab.checker.queue import check_queue
 from kraftlab.spark_analysis.job import analyze_run
-from kraftlab.spark_analysis.queue import check_queue_on_spark
+from kraftlab.spark_analysis.queue_partitions import check_queue_on_spark
 
 pytestmark = pytest.mark.spark
 

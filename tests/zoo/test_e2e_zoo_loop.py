@@ -41,7 +41,10 @@ class FakeRunner:
 
 
 def test_plans_cover_exactly_the_node_bugs() -> None:
-    assert set(PLANS) == set(BY_NAME)
+    """Every bug an end-to-end run can expose has a plan, and no plan names anything else (the
+    membership bugs wait for a membership nemesis: caught in simulation only, no plan yet)."""
+    assert set(PLANS) == {b.name for b in BY_NAME.values() if b.end_to_end}
+    assert set(BY_NAME) - set(PLANS) == {b.name for b in BY_NAME.values() if not b.end_to_end}
 
 
 def test_repeats_until_found_and_names_the_checker(tmp_path: Path) -> None:
