@@ -597,18 +597,23 @@ class KraftApplication:
             self.lifecycle.on_failure(token, now)
         self._drain(now)
 
-    async def _relay(self, request: Any, context: RequestContext) -> Any:
-        """DescribeQuorum and UnregisterBroker on a broker listener: asked of the active controller
-        and its answer returned as is (same API version)."""
-
+    def _screened_for_controller(self, request: Any, context: RequestContext) -> Any:
+        """A broker request to pass to the active controller: the client to send it with, or the
+        answer already due (the screening's refusal, or NOT_CONTROLLER with no active controller)."""
         if not self.lifecycle.accepting_client_requests():
             raise ConnectionRefusedError("the broker is not serving clients")
         screening = self._screen(request, context, self.broker_metadata.image, True)
         if screening.reply is not None:
             return screening.reply
         client = self._controller_client()
-        if client is None:
-            return error_response(request, ErrorCode.not_controller)
+        return client if client is not None else error_response(request, ErrorCode.not_controller)
+
+    async def _relay(self, request: Any, context: RequestContext) -> Any:
+        """DescribeQuorum and UnregisterBroker on a broker listener: asked of the active controller
+        and its answer returned as is (same API version)."""
+        client = self._screened_for_controller(request, context)
+        if not isinstance(client, ProtocolClient):
+            return client
         try:
             return await client.send(request)
         except RequestError as e:
@@ -617,14 +622,9 @@ class KraftApplication:
     async def _token_forward(self, request: Any, context: RequestContext) -> Any:
         """Create/Renew/ExpireDelegationToken on a broker listener: screened here, then decided by the
         active controller for this client's principal (an Envelope), its answer returned as is."""
-        if not self.lifecycle.accepting_client_requests():
-            raise ConnectionRefusedError("the broker is not serving clients")
-        screening = self._screen(request, context, self.broker_metadata.image, True)
-        if screening.reply is not None:
-            return screening.reply
-        client = self._controller_client()
-        if client is None:
-            return error_response(request, ErrorCode.not_controller)
+        client = self._screened_for_controller(request, context)
+        if not isinstance(client, ProtocolClient):
+            return client
         wrapped = envelope.wrap(request, context.principal, context.token_authenticated,
                                 context.peer.rsplit(":", 1)[0], context.client_id)
         try:
