@@ -44,6 +44,7 @@ from kraftlab.node.cli import CommandFailed, append_test_records, describe_clust
 from kraftlab.node.journal import read_journal
 from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.protocol.errors import RequestError
+from kraftlab.testing.interrupts import interrupt_on_sigterm
 from kraftlab.testing.kraftnode import ProcessCluster
 
 
@@ -310,6 +311,7 @@ def main() -> int:
     parser.add_argument("--restarts", type=int, default=1, help="runs of the broker restart measure (minutes each)")
     parser.add_argument("--only", default="latency,failover,unfence,topics,restart")
     args = parser.parse_args()
+    interrupt_on_sigterm()  # a stopped benchmark still kills its node processes
     only = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
         if "latency" in only:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from bench_node import _latencies, bench_failover, bench_latency, percentile
 
+from kraftlab.testing.interrupts import interrupt_on_sigterm
 from kraftlab.testing.kraftnode import ProcessCluster
 
 IDLE_S = 3.0  # how long each process's idle CPU rate is measured before the load
@@ -118,6 +119,7 @@ def main() -> int:
     parser.add_argument("--failovers", type=int, default=20)
     parser.add_argument("--only", default="latency,cpu,failover")
     args = parser.parse_args()
+    interrupt_on_sigterm()  # a stopped benchmark still kills its node processes
     only = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="bench-raft-") as tmp:
         if "latency" in only:
