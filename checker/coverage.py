@@ -6,8 +6,11 @@ little about those paths; coverage says which paths a run reached, so a nightly 
 quiet pass from a searching one (docs/contracts.md, "Coverage").
 
 - raft: leader epochs (distinct epochs with a leader), failovers (a new leader on another node),
-  elections started (candidate or prospective), diverging-log truncations, snapshots created,
-  loaded and fetched, node restarts, voter changes committed (KIP-853: the leaders' `voter_change`).
+  elections started (candidate or prospective), contested elections (epochs in which two or more
+  nodes stood as candidate), diverging-log truncations, and truncations by kind (`truncation_kinds`:
+  a diverging epoch the leader's log holds or lacks, a restart that lost an un-fsynced tail, a
+  snapshot replacing the log, a corrupt tail cut on recovery), snapshots created, loaded and
+  fetched, node restarts, voter changes committed (KIP-853: the leaders' `voter_change`).
 - brokers: committed registrations, fences and unfences (from the committed log, decoded with
   Kafka's schemas), fence reasons as the controllers journalled them, self-fences and controlled
   shutdowns (the brokers' journals), split between the lab's own broker processes (`nodes`) and
@@ -38,33 +41,64 @@ from kraftlab.checker.metadata.decode import NO_LEADER_CHANGE, DecodeError, deco
 from kraftlab.checker.metadata.model import NO_LEADER
 
 
-def _raft(journals: Journals) -> dict[str, int]:
+def _truncation_kind(e: Any) -> str:
+    """A diverging truncation's kind, from the DivergingEpoch the leader answered and the
+    LastFetchedEpoch the follower had sent (KIP-595): the leader's log holds that epoch but ends it
+    earlier, or holds no such epoch at all (journals before these fields: `diverging`)."""
+    diverging, last = e.get("diverging_epoch"), e.get("last_fetched_epoch")
+    if diverging is None or last is None:
+        return "diverging"
+    return "diverging_epoch_present" if int(diverging) == int(last) else "diverging_epoch_absent"
+
+
+def _raft(journals: Journals) -> dict[str, Any]:
     leaders: dict[int, int] = {}
+    candidates: defaultdict[int, set[int]] = defaultdict(set)
     elections = truncations = restarts = voter_changes = 0
     snapshots: Counter[str] = Counter()
+    kinds: Counter[str] = Counter({"diverging_epoch_present": 0, "diverging_epoch_absent": 0,
+                                   "lost_unflushed_tail": 0, "snapshot": 0, "corrupt_tail": 0})
     for node, entries in journals.by_node.items():
         starts = 0
+        end = 0  # the node's log end offset as its journal goes
         for e in entries:
             if e.ev == "role":
                 if e.get("role") == "leader":
                     leaders.setdefault(int(e["epoch"]), node)
                 elif e.get("role") in ("candidate", "prospective"):
                     elections += 1
-            elif e.ev == "truncate" and e.get("reason") == "diverging":
-                truncations += 1
+                    if e.get("role") == "candidate":
+                        candidates[int(e["epoch"])].add(node)
+            elif e.ev == "append":
+                end = int(e["base"]) + len(e.get("crcs") or ())
+            elif e.ev == "truncate":
+                end = int(e["to"])
+                reason = str(e.get("reason"))
+                if reason == "diverging":
+                    truncations += 1
+                    kinds[_truncation_kind(e)] += 1
+                else:
+                    kinds[reason.replace("-", "_")] += 1
             elif e.ev == "snapshot":
                 snapshots[str(e.get("action"))] += 1
+                if e.get("action") in ("load", "fetch"):
+                    end = max(end, int(e.get("offset", 0)))
             elif e.ev == "start":
                 starts += 1
+                log_end = int(e.get("log_end", 0) or 0)
+                # a restart that recovered a shorter, non-empty log lost what was never fsynced
+                kinds["lost_unflushed_tail"] += 0 < log_end < end
+                end = log_end
             elif e.ev == "voter_change" and e.get("action") == "committed":
                 voter_changes += 1
         restarts += max(0, starts - 1)
     by_epoch = [leaders[ep] for ep in sorted(leaders)]
     failovers = sum(1 for a, b in itertools.pairwise(by_epoch) if a != b)
+    contested = sum(1 for nodes in candidates.values() if len(nodes) >= 2)
     return {"leader_epochs": len(leaders), "failovers": failovers, "elections_started": elections,
-            "truncations": truncations, "snapshots_created": snapshots["create"],
-            "snapshots_loaded": snapshots["load"], "snapshots_fetched": snapshots["fetch"], "restarts": restarts,
-            "voter_changes": voter_changes}
+            "contested_elections": contested, "truncations": truncations, "truncation_kinds": dict(kinds),
+            "snapshots_created": snapshots["create"], "snapshots_loaded": snapshots["load"],
+            "snapshots_fetched": snapshots["fetch"], "restarts": restarts, "voter_changes": voter_changes}
 
 
 def _side(broker: Any, node_ids: Collection[int]) -> str:
@@ -202,7 +236,11 @@ HEADLINE = (("leader epochs", ("raft", "leader_epochs")), ("failovers", ("raft",
             ("agent fences", ("brokers", "agents", "fences")),
             ("self-fences", ("brokers", "nodes", "self_fences")),
             ("ISR shrinks", ("partitions", "isr_shrinks")), ("ISR expands", ("partitions", "isr_expands")),
-            ("truncations", ("raft", "truncations")), ("snapshot loads", ("raft", "snapshots_loaded")),
+            ("contested elections", ("raft", "contested_elections")),
+            ("truncations", ("raft", "truncations")),
+            ("truncations, epoch absent", ("raft", "truncation_kinds", "diverging_epoch_absent")),
+            ("lost un-fsynced tails", ("raft", "truncation_kinds", "lost_unflushed_tail")),
+            ("snapshot loads", ("raft", "snapshots_loaded")),
             ("controlled shutdowns", ("brokers", "nodes", "controlled_shutdowns")),
             ("power losses", ("disk", "power_losses")), ("disk refusals", ("disk", "refused")))
 """The figures a summary shows, in order: (label, path into the coverage section)."""

@@ -31,7 +31,14 @@ def coverage_section(cov: Mapping[str, Any] | None) -> list[str]:
     head = headline(cov)
     out.append(_table(list(head), [["–" if v is None else v for v in head.values()]]))
     if raft := cov.get("raft"):
-        out.append("<h3>Raft</h3>" + _table([_words(k) for k in raft], [list(raft.values())]))
+        counts = {k: v for k, v in raft.items() if not isinstance(v, Mapping)}
+        out.append("<h3>Raft</h3>" + _table([_words(k) for k in counts], [list(counts.values())]))
+        if kinds := raft.get("truncation_kinds"):
+            out.append("<h3>Truncations by kind</h3>" + _table([_words(k) for k in kinds], [list(kinds.values())])
+                       + "<div class='small'>diverging epoch present: the leader's log holds the follower's last "
+                         "epoch but ends it earlier; absent: the leader's log never held that epoch (KIP-595's "
+                         "DivergingEpoch names an older one); lost un-fsynced tail: a restart recovered a shorter "
+                         "log than the node had appended.</div>")
     if brokers := cov.get("brokers"):
         keys = [k for k in ("registrations", "fences", "unfences", "self_fences", "controlled_shutdowns")
                 if any(k in s for s in brokers.values())]

@@ -341,6 +341,7 @@ class Replication(CoreContext):
     def _truncate_diverging(self, diverging: OffsetAndEpoch, guard: bool = True) -> None:
         log = self.log
         old_end = log.end_offset()
+        last_epoch = log.last_epoch()  # the LastFetchedEpoch of the Fetch this answers
         target = min(diverging.offset, log.end_offset_for_epoch(diverging.epoch).offset, old_end)
         if guard and target < self._hw:
             raise RaftSafetyError(f"node {self.node_id}: truncation to {target} below the high-water mark {self._hw}")
@@ -349,4 +350,8 @@ class Replication(CoreContext):
             self.control.truncate_from(target)  # a voter set the lost tail brought is no longer in force
             self._journal_voters("truncate")
             self._durable = min(self._durable, target)
-            self._event("truncate", to=target, **{"from": old_end}, reason="diverging")
+            # The leader answers with our LastFetchedEpoch when its log holds that epoch (ending
+            # earlier than ours), with an older epoch when its log has no such epoch at all.
+            self._event("truncate", to=target, **{"from": old_end}, reason="diverging",
+                        diverging_epoch=diverging.epoch, diverging_end_offset=diverging.offset,
+                        last_fetched_epoch=last_epoch)

@@ -92,7 +92,11 @@ def _history() -> History:
 
 def test_coverage_counts_what_the_run_exercised() -> None:
     cov = coverage(journals_from(_journals()), _history(), {"start-partition": "stop-partition"}, [1, 2, 3, 4, 5])
-    assert cov["raft"] == {"leader_epochs": 4, "failovers": 2, "elections_started": 1, "truncations": 1,
+    assert cov["raft"] == {"leader_epochs": 4, "failovers": 2, "elections_started": 1, "contested_elections": 0,
+                           "truncations": 1,
+                           "truncation_kinds": {"diverging_epoch_present": 0, "diverging_epoch_absent": 0,
+                                                "lost_unflushed_tail": 0, "snapshot": 1, "corrupt_tail": 0,
+                                                "diverging": 1},
                            "snapshots_created": 1, "snapshots_loaded": 1, "snapshots_fetched": 0, "restarts": 1,
                            "voter_changes": 1}
     nodes, agents = cov["brokers"]["nodes"], cov["brokers"]["agents"]
@@ -106,10 +110,40 @@ def test_coverage_counts_what_the_run_exercised() -> None:
     assert headline(cov)["leader epochs"] == 4 and headline(cov)["broker fences"] == 1
 
 
+def test_truncations_are_split_by_kind_and_contested_elections_counted() -> None:
+    """A follower whose last epoch the leader's log holds (ending earlier), one whose last epoch the
+    leader's log lacks, a restart that recovered a shorter log than it had appended, and an epoch in
+    which two nodes stood as candidate."""
+    lines: list[dict[str, Any]] = []
+
+    def add(node: int, ev: str, **f: Any) -> None:
+        lines.append({"ts": len(lines), "mono": len(lines), "node": node, "ev": ev, **f})
+
+    for n in (1, 2, 3):
+        add(n, "start", log_start=0, log_end=0)
+    add(1, "role", role="candidate", epoch=5)
+    add(2, "role", role="candidate", epoch=5)
+    add(3, "role", role="candidate", epoch=6)
+    add(2, "append", base=0, epoch=5, crcs=[1, 2, 3])
+    add(2, "truncate", to=1, reason="diverging", diverging_epoch=5, diverging_end_offset=1, last_fetched_epoch=5)
+    add(3, "append", base=0, epoch=4, crcs=[1, 2])
+    add(3, "truncate", to=1, reason="diverging", diverging_epoch=3, diverging_end_offset=1, last_fetched_epoch=4)
+    add(1, "append", base=0, epoch=5, crcs=[1, 2, 3, 4])
+    add(1, "start", log_start=0, log_end=2)
+    add(1, "append", base=2, epoch=7, crcs=[9])
+    add(1, "start", log_start=0, log_end=3)  # an ordinary restart: nothing lost
+    add(2, "start", log_start=0, log_end=0)  # wiped storage is not an un-fsynced tail
+    raft = coverage(journals_from(lines), None, {})["raft"]
+    assert raft["truncations"] == 2 and raft["contested_elections"] == 1
+    assert raft["truncation_kinds"] == {"diverging_epoch_present": 1, "diverging_epoch_absent": 1,
+                                        "lost_unflushed_tail": 1, "snapshot": 0, "corrupt_tail": 0}
+
+
 def test_the_report_shows_coverage_and_test_all_sums_it(tmp_path: Path) -> None:
     cov = coverage(journals_from(_journals()), _history(), {"start-partition": "stop-partition"}, [1, 2, 3, 4, 5])
     page = "".join(coverage_section(cov))
     assert "<h2>Coverage</h2>" in page and "Client outcomes per fault kind" in page and "session timeout: 1" in page
+    assert "Truncations by kind" in page and "truncation_kinds" not in page
     assert coverage_section(None) == []
     runs = []
     for i, epochs in enumerate((4, 9, 6)):

@@ -228,8 +228,26 @@ def test_leader_sends_diverging_epoch_and_follower_truncates(make_core) -> None:
     fetch = sent(out, m.FetchRequest)[0]
     out = follower.answer(fetch, m.FetchResponse(E.NONE, 2, 1, 0, 0, (), diverging), 2)
     assert follower.log.end_offset() == 2
-    assert events(out, "truncate") == [{"ev": "truncate", "to": 2, "from": 4, "reason": "diverging"}]
+    assert events(out, "truncate") == [{"ev": "truncate", "to": 2, "from": 4, "reason": "diverging",
+                                        "diverging_epoch": 1, "diverging_end_offset": 2, "last_fetched_epoch": 1}]
     assert sent(out, m.FetchRequest)[0].message.fetch_offset == 2
+
+
+def test_a_truncation_journals_a_last_epoch_the_leaders_log_lacks(make_core) -> None:
+    """The follower's tail is in epoch 2, which the epoch-3 leader's log never held: the leader answers
+    the epoch before it (1, ending at 2), and the journal shows both epochs, so coverage can tell this
+    kind from a leader that holds the epoch but ends it earlier."""
+    follower = make_core(node_id=2)
+    follower.log.append([Batch(0, 1, (Record(None, b"a"), Record(None, b"b"))), Batch(2, 2, (Record(None, b"z"),) * 2)])
+    follower.log.flush()
+    follower.start(0)
+    out = follower.deliver(1, m.BeginQuorumEpochRequest(3, 1), 1)
+    fetch = sent(out, m.FetchRequest)[0]
+    assert fetch.message.last_fetched_epoch == 2
+    out = follower.answer(fetch, m.FetchResponse(E.NONE, 3, 1, 0, 0, (), OffsetAndEpoch(2, 1)), 2)
+    assert follower.log.end_offset() == 2
+    assert events(out, "truncate") == [{"ev": "truncate", "to": 2, "from": 4, "reason": "diverging",
+                                        "diverging_epoch": 1, "diverging_end_offset": 2, "last_fetched_epoch": 2}]
 
 
 def test_lagging_follower_fetches_a_snapshot_in_chunks(make_core) -> None:
