@@ -14,6 +14,16 @@ leader_epoch, acks) and `partition_hw` when its high-water mark moves (with the 
   follower truncating by leader epoch (OffsetsForLeaderEpoch) could not tell their logs apart.
   A topic deleted and created again under its name starts its epochs anew, so the rule needs the
   topic id on `partition_role` (`topic_id`) and is not judged without it.
+- AckedWithMinIsr: with acks=all, a leader acknowledges a record (`partition_ack`) only once the
+  high-water mark passed it with an ISR of at least `min.insync.replicas` (holding the leader):
+  the HW it journalled in that epoch and the one the ack names are past the record. An ack with a
+  smaller ISR is a write one crash can lose (NOT_ENOUGH_REPLICAS / _AFTER_APPEND in Kafka).
+- HighWatermarkMonotonic: within one leader epoch a leader's high-water mark never goes back (its
+  `partition_role` as leader, then each `partition_hw`; a restart starts over). A consumer that read
+  up to the HW would find its position past the end (KAFKA-2143's class).
+- AckedBelowLaterLeaderEnd: an acknowledged offset stays below the log end of every later leader
+  of the partition (a `partition_role` as leader in a higher epoch of the same topic id): a leader
+  elected from the ISR holds every acknowledged record, so one that starts below it has lost it.
 """
 
 from __future__ import annotations
@@ -25,8 +35,9 @@ from typing import Any
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals
 
-INVARIANTS = ["LeaderAppendsInItsEpoch", "OneLeaderPerEpoch"]
-EVENTS = ("partition_role", "partition_append", "partition_hw")
+INVARIANTS = ["LeaderAppendsInItsEpoch", "OneLeaderPerEpoch", "AckedWithMinIsr", "HighWatermarkMonotonic",
+              "AckedBelowLaterLeaderEnd"]
+EVENTS = ("partition_role", "partition_append", "partition_hw", "partition_ack")
 SHOWN = 20
 
 
@@ -40,6 +51,39 @@ class _Held:
 
     role: Entry
     isr: list[int] = field(default_factory=list)
+    hw: Entry | None = None
+    """The latest event giving the HW it holds as leader in its role's epoch (role or partition_hw)."""
+
+
+def _hw_went_back(h: _Held, e: Entry) -> Violation | None:
+    """HighWatermarkMonotonic for one `partition_hw` of a broker that holds the partition's role."""
+    before, epoch = h.hw, int(e["leader_epoch"])
+    if before is not None and int(before["leader_epoch"]) == epoch and int(e["hw"]) < int(before["hw"]):
+        return Violation(
+            "HighWatermarkMonotonic",
+            f"broker {e.node}'s high-water mark of {_tp(e)} went back from {before['hw']} to {e['hw']} in leader "
+            f"epoch {epoch}: a leader's HW never goes back (consumers may already have read up to it)", [before, e])
+    return None
+
+
+def _acked_with(h: _Held | None, e: Entry) -> Violation | None:
+    """AckedWithMinIsr for one `partition_ack`."""
+    last, epoch = int(e["last"]), int(e["leader_epoch"])
+    isr, needed = [int(r) for r in e.get("isr") or []], int(e.get("min_insync_replicas") or 1)
+    passed = h is not None and h.hw is not None and int(h.hw["leader_epoch"]) == epoch and int(h.hw["hw"]) > last
+    if len(isr) < needed:
+        why = f"its ISR {isr} was smaller than min.insync.replicas {needed}"
+    elif e.node not in isr:
+        why = f"its ISR {isr} did not hold it"
+    elif int(e["hw"]) <= last or not passed:
+        why = f"its high-water mark ({e['hw']}; journalled {h.hw['hw'] if h and h.hw else 'none'}) had not passed it"
+    else:
+        return None
+    return Violation(
+        "AckedWithMinIsr",
+        f"broker {e.node} acknowledged offsets {e.get('first')}..{last} of {_tp(e)} (acks=all, leader epoch {epoch}) "
+        f"but {why}: an acks=all write is acknowledged once the HW passed it with an ISR of at least "
+        "min.insync.replicas", [x for x in ((h.hw if h else None), e) if x is not None])
 
 
 def _appends(entries: Iterable[Entry]) -> tuple[list[Violation], int]:
@@ -50,9 +94,18 @@ def _appends(entries: Iterable[Entry]) -> tuple[list[Violation], int]:
         if e.ev == "start":
             held.clear()
         elif e.ev == "partition_role":
-            held[_tp(e)] = _Held(e, [int(r) for r in e.get("isr") or []])
+            held[_tp(e)] = _Held(e, [int(r) for r in e.get("isr") or []], e if e.get("role") == "leader" else None)
         elif e.ev == "partition_hw" and _tp(e) in held:
-            held[_tp(e)].isr = [int(r) for r in e.get("isr") or []]
+            leading = held[_tp(e)]
+            leading.isr = [int(r) for r in e.get("isr") or []]
+            back = _hw_went_back(leading, e)
+            if back is not None and len(vs) < SHOWN:
+                vs.append(back)
+            leading.hw = e
+        elif e.ev == "partition_ack":
+            acked = _acked_with(held.get(_tp(e)), e)
+            if acked is not None and len(vs) < SHOWN:
+                vs.append(acked)
         elif e.ev == "partition_append":
             judged += 1
             h = held.get(_tp(e))
@@ -92,6 +145,28 @@ def _leaders(roles: list[Entry]) -> list[Violation]:
     return vs[:SHOWN]
 
 
+def _lost_acks(roles: list[Entry], acks: list[Entry]) -> list[Violation]:
+    """AckedBelowLaterLeaderEnd: every leader of a later epoch starts with a log end past each ack."""
+    by_tp: dict[tuple[str, str], list[tuple[int, int, Entry]]] = {}
+    for a in acks:
+        by_tp.setdefault((str(a["topic_id"]), _tp(a)), []).append((int(a["leader_epoch"]), int(a["last"]), a))
+    vs = []
+    for r in roles:
+        if r.get("role") != "leader":
+            continue
+        epoch, end = int(r["leader_epoch"]), int(r["log_end_offset"])
+        acked = by_tp.get((str(r["topic_id"]), _tp(r)), [])
+        below = [(last, a) for ep, last, a in acked if ep < epoch and last >= end]
+        if below:
+            last, a = max(below, key=lambda x: x[0])
+            vs.append(Violation(
+                "AckedBelowLaterLeaderEnd",
+                f"broker {r.node} became leader of {_tp(r)} in leader epoch {epoch} with its log ending at {end}, "
+                f"but broker {a.node} had acknowledged offset {last} (acks=all, leader epoch {a['leader_epoch']}): "
+                "a leader from the ISR holds every acknowledged record", [a, r]))
+    return vs[:SHOWN]
+
+
 def check_dataplane(journals: Journals) -> dict[str, Any]:
     """The data-plane rules over every broker's journal."""
     roles = [e for e in journals.all() if e.ev == "partition_role"]
@@ -104,11 +179,23 @@ def check_dataplane(journals: Journals) -> dict[str, Any]:
         found, n = _appends(entries)
         vs += found
         judged += n
-    checked, not_checked = ["LeaderAppendsInItsEpoch"], {}
+    checked, not_checked = ["LeaderAppendsInItsEpoch", "HighWatermarkMonotonic"], {}
+    acks = [e for e in journals.all() if e.ev == "partition_ack"]
     if all(e.get("topic_id") for e in roles):
         vs += _leaders(roles)
         checked.append("OneLeaderPerEpoch")
     else:
         not_checked["OneLeaderPerEpoch"] = ("the brokers' partition_role events name no topic id, and a topic "
                                             "deleted and created again starts its leader epochs anew")
-    return result(vs, checked, not_checked, stats={"appends_judged": judged, "roles": len(roles)})
+    if not acks:
+        for name in ("AckedWithMinIsr", "AckedBelowLaterLeaderEnd"):
+            not_checked[name] = "no broker journalled an acks=all acknowledgement (partition_ack)"
+    else:
+        checked.append("AckedWithMinIsr")
+        if all(e.get("topic_id") for e in [*roles, *acks]):
+            vs += _lost_acks(roles, acks)
+            checked.append("AckedBelowLaterLeaderEnd")
+        else:
+            not_checked["AckedBelowLaterLeaderEnd"] = "partition_role or partition_ack events name no topic id"
+    return result(vs, checked, not_checked,
+                  stats={"appends_judged": judged, "roles": len(roles), "acks_judged": len(acks)})

@@ -127,6 +127,23 @@ def test_acks_all_after_append_shrink_and_timeout(tmp_path: Path) -> None:
     assert one_partition(replies(m)["q"]).error_code == ErrorCode.not_enough_replicas_after_append
 
 
+def test_acks_all_acknowledgement_is_journalled_with_its_hw_and_isr(tmp_path: Path) -> None:
+    m = manager(tmp_path, min_isr=2)
+    m.apply_image(image_with(partitions=RF3), 0)
+    m.handle("p", produce(batch("a", "b"), acks=-1), 0)
+    m.handle("q", produce(batch("c"), acks=-1), 0)
+    m.handle("f2", fetch(2, replica=2, epoch=4), 10)
+    m.handle("f3", fetch(2, replica=3, epoch=4), 10)  # the HW passes p's batch, not q's
+    acks = [o.fields for o in m.take_outputs() if isinstance(o, JournalEvent) and o.ev == "partition_ack"]
+    assert acks == [{"topic": "t", "partition": 0, "first": 0, "last": 1, "leader_epoch": 4, "hw": 2,
+                     "isr": [1, 2, 3], "min_insync_replicas": 2, "topic_id": str(TOPIC_ID)}]
+    m.apply_image(image_with(partitions={0: PartitionInfo((1, 2, 3), (1,), leader=1, leader_epoch=4)}), 20)
+    outputs = m.take_outputs()  # q's HW is reached with an ISR below min.insync: refused, not acknowledged
+    assert [o.ev for o in outputs if isinstance(o, JournalEvent) and o.ev == "partition_ack"] == []
+    answer = [o.response for o in outputs if isinstance(o, ClientReply) and o.token == "q"]
+    assert one_partition(answer[0]).error_code == ErrorCode.not_enough_replicas_after_append
+
+
 def test_leadership_lost_answers_parked_produces(tmp_path: Path) -> None:
     m = manager(tmp_path)
     m.apply_image(image_with(partitions=RF3), 0)

@@ -270,6 +270,8 @@ class ReplicaManager:
             elif p.log.high_watermark >= needed:
                 if len(p.isr) < p.min_insync_replicas:
                     parked.results[key]["error_code"] = ErrorCode.not_enough_replicas_after_append
+                else:
+                    self._journal_ack(p, parked.results[key]["base_offset"], needed - 1)
             elif now_ms >= parked.deadline_ms:
                 parked.results[key].update(error_code=ErrorCode.request_timed_out)
             else:
@@ -459,6 +461,14 @@ class ReplicaManager:
     def next_deadline_ms(self) -> int | None:
         deadlines = [q.deadline_ms for q in self._produces] + [f.deadline_ms for f in self._fetches]
         return min(deadlines) if deadlines else None
+
+    def _journal_ack(self, p: Partition, first: int, last: int) -> None:
+        """An acks=all Produce acknowledged for one partition: the HW and ISR it was acknowledged with."""
+        self._outbox.append(JournalEvent("partition_ack", {
+            "topic": p.topic, "partition": p.index, "first": first, "last": last, "leader_epoch": p.leader_epoch,
+            "hw": p.log.high_watermark, "isr": list(p.isr), "min_insync_replicas": p.min_insync_replicas,
+            "topic_id": str(p.topic_id),
+        }))  # fmt: skip
 
     def _journal_hw(self, p: Partition) -> None:
         self._outbox.append(JournalEvent("partition_hw", {
