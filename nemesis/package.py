@@ -100,6 +100,13 @@ class Draw:
     duration: float
     purpose: str
     mode: str
+    then: tuple[Draw, ...] = ()
+    """Windows that follow this one back to back, each opened `FLAP_GAP_S` after the previous one
+    closes (Jepsen's flapping: the fault changes shape faster than the system settles)."""
+
+
+FLAP_GAP_S = 0.05
+"""Seconds between one window of a flapping series and the next: the heal, then the next shape."""
 
 
 DrawFn = Callable[[random.Random, Cluster, Timing, Sequence[str]], Draw]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from kraftlab.nemesis import grudge as g
@@ -102,11 +103,40 @@ def _partition_modes(cluster: Cluster) -> list[tuple[str, float]]:
         modes.append(("bridge", 1.0))
     if len(cluster.nodes) >= 4:
         modes.append(("majorities-ring", 1.0))
+    if len(cluster.nodes) >= 3 and len(cluster.controllers) >= 3:
+        modes.append(("flapping", 2.0))
     return modes
+
+
+FLAP_SHAPES = ("random-halves", "bridge", "majorities-ring", "isolate-controller", "leader-with-brokers")
+"""What a flapping series changes between: shapes in which a different majority (or none) can elect
+each time, and cuts that leave the active controller with clients but without its quorum."""
+
+
+def draw_flapping(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
+    """Rapid flapping (Jepsen's partition generators): three to six partitions of changing shape,
+    back to back, each held a little past a follower's fetch timeout and an election (long enough
+    that a side with a majority elects, too short for the cluster to settle), so several leaders are
+    elected in quick succession while clients keep writing to whichever leader their broker reaches —
+    uncommitted tails in different epochs, which later leaders' DivergingEpoch must cut. Shapes come
+    from the seed's enabled modes among `FLAP_SHAPES` (all of them when it enabled none)."""
+    usable = {m for m, _ in _partition_modes(cluster)}
+    shapes = [m for m in FLAP_SHAPES if m in usable and m in enabled] or [m for m in FLAP_SHAPES if m in usable]
+    low, high = timing.fetch_s + timing.election_s, timing.failover_s + timing.election_s
+    series: list[Draw] = []
+    count = rng.randint(3, 6)
+    for i in range(count):
+        shape = rng.choice(shapes)
+        value: dict[str, Any] = {"topology": shape, "seed": rng.randrange(2**31)}
+        series.append(Draw("start-partition", value, span(rng, low, high),
+                           f"flapping {i + 1}/{count}: {shape}, leadership moves while clients write", "flapping"))
+    return replace(series[0], then=tuple(series[1:]))
 
 
 def draw_partition(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
     mode = pick(rng, _partition_modes(cluster), enabled)
+    if mode == "flapping":
+        return draw_flapping(rng, cluster, timing, enabled)
     value: dict[str, Any] = {"topology": mode, "seed": rng.randrange(2**31)}
     failover = (timing.failover_s, timing.failover_s + 6)
     if mode == "isolate-broker":
@@ -140,5 +170,6 @@ PACKAGE = Package(
     name="partition", kind="partition", windows={"start-partition": "stop-partition"},
     modes=_partition_modes, draw=draw_partition, gap_s=lambda t: 0.5 * t.failover_s, flags=("new-connections",),
     doc="network partitions (iptables DROP per receiving host), around the active controller, the voters, "
-        "the brokers, or random; `drop: new-connections` cuts only new TCP connections",
+        "the brokers, or random (halves, bridge, majorities ring), or flapping between shapes; "
+        "`drop: new-connections` cuts only new TCP connections",
 )

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftlab.nemesis import packages as registry
-from kraftlab.nemesis.package import Cluster, Timing
+from kraftlab.nemesis.package import FLAP_GAP_S, Cluster, Timing
 from kraftlab.nemesis.packages import PACKAGES, PackageError
 
 SCHEDULE_FILE = "nemesis-schedule.json"
@@ -189,11 +189,15 @@ def _lane(name: str, enabled: Sequence[str], *, seed: int, duration: float, clus
     at = timing.election_s + lane.uniform(0, gap)  # the first operations meet a healthy cluster
     windows: list[tuple[Step, Step | None]] = []
     while at < duration:
-        draw = package.draw(lane, cluster, timing, enabled)
-        start = Step(round(at, 3), name, draw.f, dict(draw.value), purpose=draw.purpose)
-        end = at + draw.duration
-        stop = Step(round(end, 3), name, package.windows[draw.f], {}) if end < duration else None
-        windows.append((start, stop))
+        first = package.draw(lane, cluster, timing, enabled)
+        for draw in (first, *first.then):  # a flapping series: its windows back to back
+            start = Step(round(at, 3), name, draw.f, dict(draw.value), purpose=draw.purpose)
+            end = at + draw.duration
+            stop = Step(round(end, 3), name, package.windows[draw.f], {}) if end < duration else None
+            windows.append((start, stop))
+            at = end + FLAP_GAP_S
+            if stop is None or at >= duration:
+                break
         at = end + lane.uniform(0.5, 1.5) * gap
     return windows
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import time
 from pathlib import Path
 
@@ -14,8 +16,9 @@ from hypothesis import strategies as st
 from kraftlab.control.host import CommandResult
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl
-from kraftlab.nemesis.package import Cluster, Timing
+from kraftlab.nemesis.package import FLAP_GAP_S, Cluster, Timing
 from kraftlab.nemesis.packages import PACKAGES, WINDOWS
+from kraftlab.nemesis.partition import FLAP_SHAPES, draw_flapping
 from kraftlab.nemesis.ports import MemoryRecorder
 from kraftlab.nemesis.runner import ScheduleRunner
 from kraftlab.nemesis.schedule import Schedule, ScheduleError, Step, generate, load, parse_packages, save
@@ -96,7 +99,11 @@ def test_windows_are_sized_to_the_node_timeouts() -> None:
                 continue
             length = stop.at - start.at
             topology = start.value.get("topology")
-            if topology in ("isolate-controller", "leader-with-brokers", "voters-apart-from-leader"):
+            if (start.purpose or "").startswith("flapping"):
+                # a flap outlasts a follower's fetch timeout and an election, not always check-quorum
+                lo, hi = timing.fetch_s + timing.election_s, timing.failover_s + timing.election_s
+                assert lo - 0.01 <= length <= hi + 0.01, (start, length)
+            elif topology in ("isolate-controller", "leader-with-brokers", "voters-apart-from-leader"):
                 assert length >= timing.failover_s - 0.01, (start, length)
             if topology == "isolate-node":
                 assert length >= timing.fence_s - 0.01
@@ -265,3 +272,40 @@ def test_generated_disk_faults_lose_stable_storage_only_on_broker_only_nodes() -
         assert set(v["nodes"]) <= {"n4", "n5"}, v
     combined = generate(["disk"], seed=2, duration=100, nodes=NODES, controllers=NODES, brokers=NODES)
     assert {s.value["damage"] for s in combined.steps if s.f == "start-disk"} <= {"truncate-tail", "flip-bits"}
+
+
+def test_flapping_changes_the_partition_shape_back_to_back() -> None:
+    """A flapping series: three to six partitions of shapes from the seed's enabled ones, each closed
+    and the next opened FLAP_GAP_S later, each a little past a fetch timeout and an election."""
+    cluster = Cluster(tuple(NODES), tuple(NODES[:3]), tuple(NODES))
+    timing = Timing()
+    for seed in range(20):
+        rng = random.Random(seed)
+        first = draw_flapping(rng, cluster, timing, ["bridge", "majorities-ring"])
+        series = (first, *first.then)
+        assert 3 <= len(series) <= 6
+        assert {d.value["topology"] for d in series} <= {"bridge", "majorities-ring"}
+        assert all(timing.fetch_s + timing.election_s <= d.duration <= timing.failover_s + timing.election_s
+                   for d in series)
+    # with none of its shapes enabled it flaps between all of them
+    first = draw_flapping(random.Random(1), cluster, timing, ["flapping"])
+    assert {d.value["topology"] for d in (first, *first.then)} <= set(FLAP_SHAPES)
+
+    sched = generate(["partition"], seed=0, duration=600, use_swarm=False, **KW)
+    windows = [(s, e) for s, e in sched.windows() if (s.purpose or "").startswith("flapping")]
+    assert windows, "a 10-minute schedule with every mode draws a flapping series"
+    runs = [w for w in windows if w[0].purpose and w[0].purpose.startswith("flapping 1/")]
+    for start, _ in runs:
+        count = int(str(start.purpose).split("/")[1].split(":")[0])
+        i = windows.index((start, _))
+        series = windows[i:i + count]
+        for (_, stop), (nxt, _) in itertools.pairwise(series):
+            assert stop is not None and abs(nxt.at - stop.at - FLAP_GAP_S) < 0.002
+    # replayed from its saved form, the series is the same steps
+    assert Schedule.from_json(json.loads(json.dumps(sched.to_json()))).steps == sched.steps
+
+
+def test_flapping_is_a_partition_mode_swarm_testing_keeps_or_drops() -> None:
+    kept = [generate(["partition"], seed=s, duration=60, **KW).swarm.get("partition", []) for s in range(30)]
+    with_flapping = sum("flapping" in modes for modes in kept)
+    assert 0 < with_flapping < len(kept)
