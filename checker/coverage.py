@@ -20,6 +20,9 @@ quiet pass from a searching one (docs/contracts.md, "Coverage").
   changes that left a partition leaderless.
 - faults: per fault kind, how many windows and seconds, and the client operations invoked while it
   was in force by outcome (ok / fail / info), plus the same for operations with no fault in force.
+- rules: rule reach (checker.reach) — per controller and broker rule, how often the run put the
+  node in the position to break it, judged against the decoded committed log; `not_reached`
+  names the rules a run gave no chance.
 - disk: from the nemesis's completions: power losses (kills on the disk-fault filesystem), how
   many of them dropped anything (a kill seldom lands while something is un-fsynced unless the disk
   is slow), and what they dropped (bytes, files rolled back, names removed or restored), damages by mode and
@@ -39,6 +42,7 @@ from kraftlab.checker.journal import Journals
 from kraftlab.checker.metadata.check import committed_log
 from kraftlab.checker.metadata.decode import NO_LEADER_CHANGE, DecodeError, decode
 from kraftlab.checker.metadata.model import NO_LEADER
+from kraftlab.checker.reach import rule_reach
 
 
 def _truncation_kind(e: Any) -> str:
@@ -217,7 +221,7 @@ def _disk(history: History) -> dict[str, Any]:
 
 
 def coverage(journals: Journals | None, history: History | None, openers: Mapping[str, str],
-             node_ids: Collection[int] = ()) -> dict[str, Any]:
+             node_ids: Collection[int] = (), session_timeout_ms: float = 9000.0) -> dict[str, Any]:
     """The coverage section (see the module docstring); parts without their input are left out."""
     out: dict[str, Any] = {}
     if journals is not None:
@@ -225,6 +229,7 @@ def coverage(journals: Journals | None, history: History | None, openers: Mappin
         ids = set(node_ids)
         out["brokers"] = _brokers(journals, ids)
         out["partitions"] = _committed(journals, ids, out["brokers"])
+        out["rules"] = rule_reach(journals, session_timeout_ms)
     if history is not None:
         out["faults"] = _faults(history, openers)
         out["disk"] = _disk(history)

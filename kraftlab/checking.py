@@ -93,7 +93,7 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
         results.setdefault("notes", []).extend(notes)
     results["history"] = {"events": len(history.events), "linearizable_events": len(lin.events)}
     try:
-        results["coverage"] = coverage(journals, history, WINDOWS, _node_ids(run).values())
+        results["coverage"] = coverage(journals, history, WINDOWS, _node_ids(run).values(), session_timeout_ms)
     except Exception as exc:  # coverage describes the run; it never decides or breaks the verdict
         results.setdefault("notes", []).append(f"coverage not computed: {type(exc).__name__}: {exc}")
     write_json(run.results, json.loads(json.dumps(results, default=str)))

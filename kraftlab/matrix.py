@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -78,15 +79,21 @@ def summary_table(results: Sequence[MatrixResult]) -> Table:
     return table
 
 
-def run_coverage(run_dir: str | None) -> dict[str, int | None] | None:
-    """A run's headline coverage figures (checker.coverage), or None without a results.json carrying them."""
+def _coverage_of(run_dir: str | None) -> dict[str, Any] | None:
+    """A run's results.json `coverage` section, or None without one."""
     if not run_dir:
         return None
     try:
         cov = json.loads((Path(run_dir) / "results.json").read_text(encoding="utf-8")).get("coverage")
     except (OSError, ValueError, AttributeError):
         return None
-    return headline(cov) if isinstance(cov, dict) else None
+    return cov if isinstance(cov, dict) else None
+
+
+def run_coverage(run_dir: str | None) -> dict[str, int | None] | None:
+    """A run's headline coverage figures (checker.coverage), or None without a results.json carrying them."""
+    cov = _coverage_of(run_dir)
+    return headline(cov) if cov is not None else None
 
 
 def coverage_table(results: Sequence[MatrixResult]) -> Table | None:
@@ -105,12 +112,42 @@ def coverage_table(results: Sequence[MatrixResult]) -> Table | None:
     return table
 
 
+def run_reach(run_dir: str | None) -> dict[str, Any] | None:
+    """A run's rule reach (results.json `coverage` → `rules`, checker.reach), or None without one."""
+    cov = _coverage_of(run_dir)
+    reach = cov.get("rules") if cov is not None else None
+    return reach if isinstance(reach, dict) and isinstance(reach.get("rules"), dict) else None
+
+
+def reach_table(results: Sequence[MatrixResult]) -> Table | None:
+    """Rule reach over the matrix: per rule, the opportunities summed, the median and the least per
+    run, and in how many runs the rule was not reached (a rule no run reached is judged by nothing)."""
+    reaches = [r for r in (run_reach(x.run_dir) for x in results) if r is not None]
+    if not reaches:
+        return None
+    table = Table(title=f"rule reach over {len(reaches)} run(s): opportunities to break each rule")
+    for col in ("rule", "total", "median per run", "least per run", "not reached in"):
+        table.add_column(col)
+    for rule in reaches[0]["rules"]:
+        values = [int(r["rules"][rule]) for r in reaches if rule in r["rules"] and rule not in (r.get("unknown") or ())]
+        if not values:
+            table.add_row(rule, "–", "–", "–", "not countable")
+            continue
+        zero = sum(v == 0 for v in values)
+        table.add_row(rule, str(sum(values)), f"{statistics.median(values):g}", str(min(values)),
+                      f"[red]{zero} run(s): not reached[/red]" if zero else "0 runs")
+    return table
+
+
 def print_summary(results: Sequence[MatrixResult], console: Console | None = None) -> None:
     console = console or Console()
     console.print(summary_table(results))
     cov = coverage_table(results)
     if cov is not None:
         console.print(cov)
+    reach = reach_table(results)
+    if reach is not None:
+        console.print(reach)
 
 
 def write_junit(results: Sequence[MatrixResult], path: Path) -> None:

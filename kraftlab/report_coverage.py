@@ -1,6 +1,7 @@
 """The report's coverage section: what the run exercised (results.json `coverage`, see
 checker.coverage) as small tables — the headline figures, Raft, brokers, partitions, client
-outcomes per fault kind, and disk faults."""
+outcomes per fault kind, rule reach (how often each controller/broker rule could have been broken),
+and disk faults."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kraftlab.checker.coverage import headline
+from kraftlab.checker.reach import RULES as REACH_RULES
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
@@ -50,6 +52,8 @@ def coverage_section(cov: Mapping[str, Any] | None) -> list[str]:
                      "registers from the client side.</div>")
     if parts := cov.get("partitions"):
         out.append("<h3>Partitions (committed)</h3>" + _table([_words(k) for k in parts], [list(parts.values())]))
+    if reach := cov.get("rules"):
+        out.append(_reach(reach))
     if faults := cov.get("faults"):
         rows = [[kind, v.get("windows", 0), v.get("seconds", 0), v.get("ok", 0), v.get("fail", 0), v.get("info", 0)]
                 for kind, v in faults.items()]
@@ -75,3 +79,16 @@ def coverage_section(cov: Mapping[str, Any] | None) -> list[str]:
                          "(it refused; a broker-only node re-made from the quorum), refused (a voter left "
                          "down).</div>")
     return out
+
+
+def _reach(reach: Mapping[str, Any]) -> str:
+    """Rule reach: per rule, its opportunities and of which kinds; the rules never reached named."""
+    how = reach.get("how") or {}
+    rows = [[rule, n, ", ".join(f"{_words(k)}: {c}" for k, c in (how.get(rule) or {}).items()) or "–",
+             REACH_RULES.get(rule, "")] for rule, n in (reach.get("rules") or {}).items()]
+    missing = ", ".join(reach.get("not_reached") or []) or "none"
+    blind = ", ".join(reach.get("unknown") or [])
+    return ("<h3>Rule reach</h3>" + _table(["rule", "opportunities", "of which", "an opportunity is"], rows)
+            + f"<div class='small'>How often the run put the node in the position to break each rule, judged "
+              f"against the committed metadata log. Not reached: {html.escape(missing)}."
+            + (f" Not countable from these journals: {html.escape(blind)}." if blind else "") + "</div>")

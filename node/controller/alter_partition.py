@@ -12,7 +12,9 @@ complete a reassignment; if that moves leadership away from the sender the answe
 FENCED_LEADER_EPOCH (KIP-631), otherwise the partition state actually applied.
 
 Each partition's `decision` journal event carries the state after the decision (`isr`,
-`leader`, `replicas`, `leader_epoch`, `partition_epoch`), the `requested_isr`, and `changed`:
+`leader`, `replicas`, `leader_epoch`, `partition_epoch`), what was asked (`requested_isr`, its
+members' `requested_broker_epochs` — -1 where v2 or the sender gave none —,
+`requested_leader_epoch`, `requested_partition_epoch`), and `changed`:
 an accepted request that changes nothing writes no record and repeats the partition epoch.
 """
 
@@ -108,6 +110,9 @@ def alter_partition(w: Write, req: Any) -> Outcome:
                     "replicas": list(p.replicas) if p is not None else None,
                     "changed": rec is not None,
                     "requested_isr": [b for b, _ in _new_isr(pd)],
+                    "requested_broker_epochs": [e for _, e in _new_isr(pd)],
+                    "requested_leader_epoch": pd.leader_epoch,
+                    "requested_partition_epoch": pd.partition_epoch,
                     "error": error_name(code),
                 }
             )

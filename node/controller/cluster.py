@@ -152,7 +152,8 @@ def heartbeat(w: Write, req: Any, leases: Leases) -> Outcome:
 
     def answer(code: ErrorCode, *, caught_up: bool = False, fenced: bool = True, shut_down: bool = False) -> Outcome:
         d = _decision("BrokerHeartbeat", bid, epoch, code, fenced=fenced, shut_down=shut_down,
-                      metadata_offset=req.current_metadata_offset, at_ms=w.now_ms)
+                      metadata_offset=req.current_metadata_offset, want_fence=bool(req.want_fence),
+                      want_shut_down=bool(req.want_shut_down), at_ms=w.now_ms)
         values = {"error_code": code, "is_caught_up": caught_up, "is_fenced": fenced, "should_shut_down": shut_down}
         return Outcome(values, [d])
 
