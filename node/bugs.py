@@ -24,6 +24,9 @@ class Bug:
     end_to_end: bool = True
     """Whether the suite's end-to-end zoo can expose it yet (False: the simulator only, until the
     nemesis it needs exists)."""
+    simulated: bool = True
+    """Whether the whole-cluster or Raft simulator runs it (False: the data-path bugs, whose
+    simulator has no partition data; their scripts drive the replication core wired in memory)."""
 
 
 BUGS: tuple[Bug, ...] = (
@@ -61,6 +64,15 @@ BUGS: tuple[Bug, ...] = (
         "a snapshot's id names its last included offset (inclusive) instead of the exclusive end offset"),
     Bug("stuck-in-recovery", "KIP-631", "broker",
         "a broker restarted over an existing log never finishes its log recovery: it stays in RECOVERY"),
+    Bug("hw-back-on-leader-change", "KAFKA-2143", "broker",
+        "a new partition leader recomputes its high-water mark from the ISR's log ends it knows, with no "
+        "never-goes-back guard: before its followers fetch, the HW falls back to the log start", simulated=False),
+    Bug("acks-all-below-min-insync", "KAFKA-1555", "broker",
+        "acks=all is appended and acknowledged whatever the ISR's size: min.insync.replicas is never compared",
+        simulated=False),
+    Bug("truncate-to-hw-on-leader", "KAFKA-1211 (KIP-101)", "broker",
+        "a replica becoming partition leader truncates its log to its own high-water mark (which lags the "
+        "old leader's), dropping records the old leader had acknowledged", simulated=False),
     # Membership (KIP-853): end to end they need a nemesis that adds, removes and replaces voters.
     Bug("voters-at-commit", "Raft dissertation §4.1", "raft",
         "a replica acts on a new voter set only once its VotersRecord has committed, not once appended",

@@ -11,6 +11,7 @@ from kraftlab.node.admin import bug_names
 from kraftlab.zoo.recipes import RECIPES
 
 SNAPSHOT_OFTEN = {"metadata.snapshot.max.new.record.bytes": "4096"}
+LAG_SHORT = {"replica.lag.time.max.ms": "3000"}  # a follower cut for 3 s leaves the ISR
 SHORT_SESSION = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}  # self-fence at 8 s
 
 
@@ -65,6 +66,13 @@ PLANS: dict[str, Plan] = {
     "stale-acls-while-fenced": Plan("acl", "all", SHORT_SESSION, attempt_s=60),
     "snapshot-id-off-by-one": Plan("mixed", "kill", SNAPSHOT_OFTEN, attempt_s=30),
     "stuck-in-recovery": Plan("mixed", "kill", attempt_s=25),  # any broker restart; the recovery checker judges
+    # the data path (queue workload; checker.queue and the journal rules of checker.dataplane): any leader change
+    # of a partition with records in flight, from kills and partitions of brokers
+    "hw-back-on-leader-change": Plan("queue", "kill,partition", attempt_s=30),
+    "truncate-to-hw-on-leader": Plan("queue", "kill,partition", attempt_s=30),
+    # an ISR below min.insync.replicas needs followers cut from a leader that still reaches the controller for
+    # longer than replica.lag.time.max.ms (30 s by default: longer than an attempt)
+    "acks-all-below-min-insync": Plan("queue", "partition", LAG_SHORT, attempt_s=40),
 }
 CONTROL = Plan("mixed", "all")
 

@@ -235,7 +235,7 @@ class KraftApplication:
             replicas = ReplicaManager(config.node_id, self.logs, context.clock.wall_ms,
                                       replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                                       broker_epoch=lambda: int(self.lifecycle.broker_epoch),
-                                      retry_backoff_ms=max(config.retry_backoff_ms, 50))
+                                      retry_backoff_ms=max(config.retry_backoff_ms, 50), bugs=config.bugs)
             self.apis = BrokerApis(context.cluster_id, self.broker_metadata, self.lifecycle, replicas=replicas)
             self.replica_links = ReplicaLinks(
                 config.node_id, config.inter_broker_listener_name, lambda: self.broker_metadata.image,

@@ -6,72 +6,12 @@ truncates an old leader's unreplicated tail, and the leader asks for ISR shrinks
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from kio.schema.errors import ErrorCode
-from replication_helpers import batch, decoded, fetch, image_with, manager, one_partition, produce
+from replication_helpers import Net, batch, fetch, image_with, manager, one_partition, produce, values, with_brokers
 
-from kraftlab.node.broker.replication import AlterIsr, ClientReply, FetchFromLeader, ReplicaManager
-from kraftlab.node.metadata.image import BrokerInfo, MetadataImage, PartitionInfo
-from kraftlab.node.metadata.journal import JournalEvent
-
-
-def with_brokers(image: MetadataImage, ids: tuple[int, ...] = (1, 2, 3)) -> MetadataImage:
-    for b in ids:
-        image.brokers[b] = BrokerInfo(b, 10 + b, None, (), (), None, False, False)  # type: ignore[arg-type]
-    return image
-
-
-class Net:
-    """Brokers' cores with follower fetches routed between them; `down` brokers neither fetch nor answer."""
-
-    def __init__(self, tmp_path: Path, ids: tuple[int, ...] = (1, 2, 3), min_isr: int = 1) -> None:
-        self.m = {i: manager(tmp_path, i, min_isr=min_isr) for i in ids}
-        self.down: set[int] = set()
-        self.replies: dict[Any, Any] = {}
-        self.alters: list[Any] = []
-        self.events: list[tuple[int, str, dict[str, Any]]] = []
-
-    def image(self, info: dict[int, PartitionInfo]) -> None:
-        for m in self.m.values():
-            m.apply_image(with_brokers(image_with(partitions=info)), 0)
-
-    def step(self, now: int, rounds: int = 6) -> None:
-        for _ in range(rounds):
-            for i, m in self.m.items():
-                if i in self.down:
-                    m.take_outputs()
-                    continue
-                m.tick(now)
-                for o in m.take_outputs():
-                    self._route(i, m, o, now)
-
-    def _route(self, i: int, m: ReplicaManager, o: Any, now: int) -> None:
-        if isinstance(o, ClientReply) and isinstance(o.token, tuple):  # a parked follower fetch answered
-            _, follower, token = o.token
-            if follower in self.down:  # lost with its connection: the follower's request times out
-                self.m[follower].fetcher.on_failure(token, now)
-            else:
-                self.m[follower].fetcher.on_response(token, o.response, now)
-        elif isinstance(o, ClientReply):
-            self.replies[o.token] = o.response
-        elif isinstance(o, JournalEvent):
-            self.events.append((i, o.ev, o.fields))
-        elif isinstance(o, AlterIsr):
-            self.alters.append((i, o.request))
-        elif isinstance(o, FetchFromLeader):
-            if o.leader in self.down:
-                m.fetcher.on_failure(o.token, now)
-                return
-            leader = self.m[o.leader]
-            leader.handle(("fetch", i, o.token), o.request, now)  # answered now or, parked, at a later tick
-            for out in leader.take_outputs():
-                self._route(o.leader, leader, out, now)
-
-
-def values(m: ReplicaManager) -> list[tuple[int, int, str]]:
-    log = m.partitions[("t", 0)].log
-    return decoded(log.read(0, 1 << 20)) if log.log_end_offset else []
+from kraftlab.node.broker.replication import AlterIsr, ClientReply
+from kraftlab.node.metadata.image import PartitionInfo
 
 
 def test_followers_replicate_and_acks_all_completes(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ from kraftlab.node.broker.replication.fetcher import FetchFromLeader, FollowerFe
 from kraftlab.node.broker.replication.isr import AlterIsr, IsrManager
 from kraftlab.node.broker.replication.partition import FollowerProgress, Partition, Role
 from kraftlab.node.broker.replication.ports import LogStore
+from kraftlab.node.bugs import NO_BUGS, BugSet
 from kraftlab.node.controller.messages import api_name, respond
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
@@ -96,8 +97,10 @@ def _ms(value: Any) -> int:
 class ReplicaManager:
     def __init__(self, node_id: int, store: LogStore, wall_ms: Callable[[], int],
                  replica_lag_time_max_ms: int = 30_000, broker_epoch: Callable[[], int] = lambda: -1,
-                 retry_backoff_ms: int = 100) -> None:  # fmt: skip
+                 retry_backoff_ms: int = 100, bugs: BugSet = NO_BUGS) -> None:  # fmt: skip
         self.node_id = node_id
+        self.bugs = bugs
+        """Test-only planted bugs (node.bugs, the bug zoo); none by default."""
         self.store = store
         self.wall_ms = wall_ms
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -147,7 +150,9 @@ class ReplicaManager:
                 current.replicas, current.isr, current.partition_epoch = info.replicas, info.isr, info.partition_epoch
                 if changed:
                     self._become(current, role, info.leader, info.leader_epoch, now_ms)
-                if role is Role.LEADER and current.maybe_advance_high_watermark(self.node_id):
+                # BUG ZOO: hw-back-on-leader-change — a new leader's HW is the minimum of the ends it knows
+                never_back = not (changed and self.bugs.on("hw-back-on-leader-change"))
+                if role is Role.LEADER and current.maybe_advance_high_watermark(self.node_id, never_back):
                     self._journal_hw(current)
         for key in [k for k in self.partitions if k not in seen]:
             gone = self.image.topic(key[0]) is None
@@ -158,6 +163,13 @@ class ReplicaManager:
         p.role, p.leader, p.leader_epoch = role, leader, epoch
         p.followers = {}
         if role is Role.LEADER:
+            if self.bugs.on("truncate-to-hw-on-leader") and p.log.high_watermark < p.log.log_end_offset:
+                # BUG ZOO: truncate-to-hw-on-leader (KAFKA-1211, before KIP-101) — cut to its own HW
+                before, after = p.log.log_end_offset, p.log.truncate_to(p.log.high_watermark)
+                self._outbox.append(JournalEvent("partition_truncate", {
+                    "topic": p.topic, "partition": p.index, "from": before, "to": after,
+                    "leader": leader, "leader_epoch": epoch, "reason": "becoming leader: to its high-water mark",
+                }))  # fmt: skip
             latest = p.log.latest_epoch()
             if latest is None or latest < epoch:
                 p.log.assign_epoch_start(epoch, p.log.log_end_offset)
@@ -228,7 +240,8 @@ class ReplicaManager:
                 if p is None:
                     result["error_code"] = error
                     continue
-                if acks == -1 and len(p.isr) < p.min_insync_replicas:
+                below_min = len(p.isr) < p.min_insync_replicas and not self.bugs.on("acks-all-below-min-insync")
+                if acks == -1 and below_min:  # BUG ZOO: acks-all-below-min-insync never compares (KAFKA-1555)
                     result["error_code"] = ErrorCode.not_enough_replicas
                     result["error_message"] = (f"the ISR {list(p.isr)} is smaller than min.insync.replicas "
                                                f"{p.min_insync_replicas}")
@@ -268,7 +281,8 @@ class ReplicaManager:
             if p is None or p.role is not Role.LEADER or p.leader_epoch != parked.epochs[key]:
                 parked.results[key].update(error_code=ErrorCode.not_leader_or_follower, base_offset=-1)
             elif p.log.high_watermark >= needed:
-                if len(p.isr) < p.min_insync_replicas:
+                # BUG ZOO: acks-all-below-min-insync — acknowledged whatever the ISR's size
+                if len(p.isr) < p.min_insync_replicas and not self.bugs.on("acks-all-below-min-insync"):
                     parked.results[key]["error_code"] = ErrorCode.not_enough_replicas_after_append
                 else:
                     self._journal_ack(p, parked.results[key]["base_offset"], needed - 1)

@@ -72,7 +72,7 @@ class Partition:
         p = self.followers.get(replica)
         return p.log_end_offset if p is not None else -1
 
-    def maybe_advance_high_watermark(self, own_id: int) -> bool:
+    def maybe_advance_high_watermark(self, own_id: int, never_back: bool = True) -> bool:
         """The leader's HW: the smallest log end offset among the ISR; it never goes back.
         True when it moved."""
         if self.role is not Role.LEADER:
@@ -82,6 +82,9 @@ class Partition:
         if candidate > self.log.high_watermark:
             self.log.update_high_watermark(candidate)
             return True
+        if not never_back:  # BUG ZOO: hw-back-on-leader-change — a lower minimum (unknown ends) is taken too
+            before = self.log.high_watermark
+            return self.log.update_high_watermark(candidate) != before
         return False
 
     def lagging(self, own_id: int, now_ms: int, max_lag_ms: int) -> tuple[int, ...]:
