@@ -42,6 +42,10 @@ own verdict, count and time in the result's `rules`):
   and no node truncates an entry below its own
   high-water mark (except to replace its log with a snapshot, or to cut a corrupt tail found on
   recovery: storage damage is reported by its own `corruption` event).
+- LogMatching: Raft's Log Matching property over what the nodes stored — one entry (CRC) per
+  offset and epoch across every node and time; a log's epochs never go down as its offsets rise;
+  two logs (each node's final log, each leader's log when elected) that hold the same epoch at an
+  offset hold the same epochs at every offset below it that both hold.
 - LeaderCompleteness: every entry committed in an epoch is in the log of every leader of a later
   epoch at the moment it became leader.
 - NoUncommittedApply: a node applies an offset only below its high-water mark, with the
@@ -75,6 +79,7 @@ from kraftlab.checker.raft.rules import (
     CommittedPrefixAgreement,
     DurableVote,
     LeaderCompleteness,
+    LogMatching,
     MajorityReachedHighWatermark,
     MonotonicEpoch,
     MonotonicHighWatermark,
@@ -91,8 +96,8 @@ def raft_rules(stale_leader_slack_ms: float = STALE_LEADER_SLACK_MS) -> list[Rul
     """Every Raft rule, in the order they are judged and reported."""
     return [SingleLeader(), MonotonicEpoch(), DurableVote(), SingleVote(), CheckpointedHighWatermark(),
             MonotonicHighWatermark(), MajorityReachedHighWatermark(), CommittedPrefixAgreement(),
-            LeaderCompleteness(), NoUncommittedApply(), StaleLeader(stale_leader_slack_ms), AnsweredBeforeCommit(),
-            NodeStoppedOnSafetyError()]
+            LogMatching(), LeaderCompleteness(), NoUncommittedApply(), StaleLeader(stale_leader_slack_ms),
+            AnsweredBeforeCommit(), NodeStoppedOnSafetyError()]
 
 
 INVARIANTS = [r.name for r in raft_rules()]

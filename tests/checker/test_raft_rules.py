@@ -67,6 +67,9 @@ BREAKERS: dict[str, Callable[[], JB]] = {
         (1, "role", {"role": "follower", "epoch": 2, "leader": 2, "voted_for": 2}),
         (3, "role", {"role": "follower", "epoch": 2, "leader": 2, "voted_for": 2})),
     "CommittedPrefixAgreement": _healthy_plus((3, "truncate", {"to": 1, "from": 4, "reason": "diverging"})),
+    # node 1 writes offset 3 in epoch 2 with an entry the leader of epoch 2 never wrote (above its HW)
+    "LogMatching": _healthy_plus((1, "append", {"base": 3, "epoch": 2, "crcs": [99], "control": False,
+                                                "leader": False})),
     "LeaderCompleteness": _leader_missing_a_committed_entry,
     "NoUncommittedApply": _healthy_plus((3, "apply", {"offset": 3, "type": "PartitionChangeRecord", "crc": 21})),
     "StaleLeader": _healthy_plus(*_stale_samples()),
@@ -134,3 +137,40 @@ def test_a_crashing_rule_is_unknown_and_the_others_still_judge() -> None:
 def test_rules_past_the_budget_are_unknown() -> None:
     res = judge([_Finds(), _Finds()], Replay(journals_from(healthy_raft().entries)), seconds=-1.0)
     assert res["valid"] == "unknown" and "budget" in res["rules"]["_Finds"]["explanation"]
+
+
+def _two_logs(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> JB:
+    """Nodes 1 and 2 appending (epoch, crc) from offset 0, one batch per offset, nothing committed."""
+    j = JB()
+    for n in (1, 2, 3):
+        j.add(n, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
+    for node, log in ((1, first), (2, second)):
+        for o, (ep, crc) in enumerate(log):
+            j.add(node, "append", base=o, epoch=ep, crcs=[crc], control=False, leader=False)
+    return j
+
+
+def test_log_matching_holds_for_logs_that_diverge_only_after_their_last_shared_entry() -> None:
+    """A follower's uncommitted tail in an epoch the other log skips is no breach while nothing
+    above it is shared (the next Fetch's DivergingEpoch cuts it)."""
+    res = check_raft(journals_from(_two_logs([(1, 11), (1, 12), (3, 31)], [(1, 11), (2, 21), (2, 22)]).entries),
+                     only=["LogMatching"])
+    assert res["valid"] is True
+
+
+def test_log_matching_fails_on_an_epoch_the_other_log_skips_below_a_shared_entry() -> None:
+    """Offset 2 in epoch 3 is on both nodes, yet at offset 1 one holds epoch 1 and the other epoch 2:
+    one of them kept a divergent entry below what it later shared (each CRC is unique, so only the
+    prefix comparison can see it)."""
+    res = check_raft(journals_from(_two_logs([(1, 11), (1, 12), (3, 31)], [(1, 11), (2, 21), (3, 31)]).entries),
+                     only=["LogMatching"])
+    assert res["valid"] is False
+    [anomaly] = res["anomalies"]
+    assert "both hold offset 2 in epoch 3" in anomaly["explanation"]
+    assert "offset 1 one holds epoch 1 and the other epoch 2" in anomaly["explanation"]
+
+
+def test_log_matching_fails_on_epochs_going_down_within_one_log() -> None:
+    res = check_raft(journals_from(_two_logs([(2, 21), (1, 11)], []).entries), only=["LogMatching"])
+    assert res["valid"] is False
+    assert "then the older epoch 1 at offset 1" in res["anomalies"][0]["explanation"]
