@@ -65,7 +65,7 @@ def test_committed_entries_disagree() -> None:
     res = _check(j)
     assert res["valid"] is False
     kinds = {a["type"] for a in res["anomalies"]}
-    assert kinds == {"CommittedPrefixAgreement"}
+    assert kinds == {"CommittedPrefixAgreement", "LogMatching"}  # offset 3 has two entries in epoch 2
     assert any(e.get("crcs") == [99] for a in res["anomalies"] for e in a["entries"])
 
 
@@ -179,7 +179,9 @@ def test_a_cut_off_node_may_end_with_a_divergent_tail_beyond_its_own_high_water_
         j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
         j.add(1, "append", base=0, epoch=1, crcs=[11, 12], control=False, leader=True)
         j.add(2, "append", base=0, epoch=1, crcs=[11, 12], control=False, leader=False)
-        j.add(3, "append", base=0, epoch=1, crcs=[11, 99], control=False, leader=False)  # a divergent tail
+        j.add(3, "append", base=0, epoch=1, crcs=[11], control=False, leader=False)
+        # a divergent tail, in another epoch (one entry per offset and epoch: LogMatching)
+        j.add(3, "append", base=1, epoch=2, crcs=[99], control=False, leader=False)
         j.add(1, "hw", hw=2, epoch=1)
         j.add(2, "hw", hw=2, epoch=1)
         j.add(3, "hw", hw=node3_hw, epoch=1)
