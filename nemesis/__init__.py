@@ -26,10 +26,19 @@ op fires) | controllers | brokers).
 | stop-slow-disk | — | `nodes` whose delays were cleared |
 | start-disk-errors | nodes/target, `ops`, `glob`, `errno` (EIO, ENOSPC), `probability` (`--diskfs` only) | the rule |
 | stop-disk-errors | — | `injected`: per node the errors returned (op, path, errno, rmono); `restarted` |
+| start-membership | `change`: shrink / grow (`to`), replace; `target`, `seed` | `nodes`, `voters_after`, `changes`* |
+| stop-membership | — | `voters`, `desired`, `changes`*: back to the voter set before the first change |
+| add-controller / remove-controller | nodes (remove: or target controller) | `nodes`, `voters`, `changes`* |
+| replace-disk | nodes (or target controller) | `nodes`, `old_directory_id`, `voters`, `changes`* |
 
 *`outcomes` (stop-disk): per node its damage, zone and what became of it: `served` (started on it),
 `formatted` (a wiped broker-only node), `rebuilt` (an observer that refused, re-made), `refused` (a
 voter that refused, or a wiped voter, never formatted anew: left down).
+
+*`changes` (membership, dynamic quorums only): one entry per voter change, in order — `change` (add,
+remove), `node`, `directory_id`, `outcome` (ok: the quorum shows it in force; fail: refused for good;
+info: may still commit), `attempts`, `elapsed_s`, `error`. Each is AddRaftVoter / RemoveRaftVoter sent
+as `kraft-node add-controller` / `remove-controller` do, retried while refused for now.
 
 *`drop`: `all` (default) or `new-connections`: only the TCP SYNs from the senders are dropped, so
 a receiver cannot be connected to by them but still reaches them over connections it opens.
@@ -39,7 +48,8 @@ nemesis.diskfs) is a power loss: the filesystem also drops every write the node 
 (nemesis.powerloss), and the kill's result lists what was lost (`lost_unfsynced`).
 
 Modules: grudge/targets (pure choices), netfilter/packet/clockfile/disk (commands), partition/
-process/clock/packet/disk/diskrules (fault kinds), core (Nemesis), state + ports.Ledger (faults in force,
+process/clock/packet/disk/diskrules/membership (fault kinds),
+voter_changes (one voter change, retried), core (Nemesis), state + ports.Ledger (faults in force,
 persisted), schedule/runner/session (packages, seeded schedules, replay, heal on every exit path),
 cleanup (clean_lab for `kraftlab clean`), daemon_control (a NodeControl over plain daemons), fakes,
 powerloss (a kill that also loses un-fsynced writes), diskfs (the FUSE filesystem of disk faults).

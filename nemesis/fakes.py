@@ -1,5 +1,6 @@
 """An in-memory NodeControl for tests: tracks process states without processes, on
-`control.fake.FakeHost`s (which record the commands they are given)."""
+`control.fake.FakeHost`s (which record the commands they are given); `FakeQuorumControl` adds a
+dynamic quorum's voter set."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftlab.control.fake import FakeHost
+from kraftlab.nemesis.ports import QuorumView, VoterAnswer
 
 
 @dataclass
@@ -124,3 +126,80 @@ class FakeDiskControl(FakeNodeControl):
         """The node exits on its own (as on a failed write)."""
         self.nodes_by_name[node].state = "stopped"
         self.log.append(f"exit {node}")
+
+
+@dataclass
+class FakeQuorumControl(FakeNodeControl):
+    """Fake nodes of a dynamic quorum (nemesis.ports.VoterControl): every node a combined controller,
+    the first `n_voters` voters, the rest spares; voter changes applied at once, or answered by what a
+    test put in `answers` (node → Kafka error names, one per request, `NONE` applying it).
+    A node whose process is down cannot be added (it does not catch up: REQUEST_TIMED_OUT)."""
+
+    n_voters: int = 3
+    dynamic: bool = True
+    voters: dict[str, str] = field(default_factory=dict)  # node → directory id in force
+    disks: dict[str, str] = field(default_factory=dict)  # node → directory id on its disk
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    requests: list[tuple[str, str, str | None]] = field(default_factory=list)  # (add|remove, node, directory)
+    _next_disk: int = 0
+
+    def __post_init__(self) -> None:
+        self.n_controllers = self.size
+        self.combined = True
+        super().__post_init__()
+        for node in self.nodes():
+            self.disks[node] = self._new_directory()
+        self.voters = {n: self.disks[n] for n in self.nodes()[: self.n_voters]}
+
+    def _new_directory(self) -> str:
+        self._next_disk += 1
+        return f"dir{self._next_disk:02d}-AAAAAAAAAAAAAAAA"
+
+    def dynamic_quorum(self) -> bool:
+        return self.dynamic
+
+    def spare_controllers(self) -> list[str]:
+        return self.nodes()[self.n_voters:]
+
+    def describe_voters(self) -> QuorumView:
+        leader = self.leader if self.leader in self.voters else next(iter(self.voters), None)
+        return QuorumView(leader, dict(self.voters))
+
+    def directory_id(self, node: str) -> str | None:
+        return self.disks.get(node)
+
+    def _answer(self, node: str) -> str:
+        queued = self.answers.get(node)
+        return queued.pop(0) if queued else "NONE"
+
+    def add_controller(self, node: str, timeout_s: float) -> VoterAnswer:
+        self.requests.append(("add", node, self.disks.get(node)))
+        error = self._answer(node)
+        if error != "NONE":
+            return VoterAnswer(error, "scripted")
+        if node in self.voters:
+            return VoterAnswer("DUPLICATE_VOTER", f"{node} is already a voter")
+        if not self.running(node):
+            return VoterAnswer("REQUEST_TIMED_OUT", f"{node} did not catch up")
+        self.voters[node] = self.disks[node]
+        return VoterAnswer("NONE")
+
+    def remove_controller(self, node: str, directory_id: str, timeout_s: float) -> VoterAnswer:
+        self.requests.append(("remove", node, directory_id))
+        error = self._answer(node)
+        if error != "NONE":
+            return VoterAnswer(error, "scripted")
+        if self.voters.get(node) != directory_id:
+            return VoterAnswer("VOTER_NOT_FOUND", f"({node}, {directory_id}) is not a voter")
+        if len(self.voters) == 1:
+            return VoterAnswer("INVALID_REQUEST", "the last voter cannot be removed")
+        del self.voters[node]
+        if self.leader == node:
+            self.leader = next(iter(self.voters))
+        return VoterAnswer("NONE")
+
+    def new_disk(self, node: str) -> None:
+        if self.running(node):
+            raise RuntimeError(f"{node}: a new disk for a running node")
+        self.disks[node] = self._new_directory()
+        self.log.append(f"new-disk {node}")

@@ -84,11 +84,20 @@ class Cluster:
     brokers: tuple[str, ...]  # every node with the broker role
     diskfs: bool = False
     """The nodes' data is on the disk-fault filesystem (its rules can fail or delay their I/O)."""
+    dynamic: bool = False
+    """The quorum is dynamic (KIP-853, controller.quorum.bootstrap.servers): its voters can change."""
+    spares: tuple[str, ...] = ()
+    """Controllers formatted `--no-initial-controllers`: observers of a dynamic quorum until added."""
 
     @property
     def observers(self) -> tuple[str, ...]:
         """Broker-only nodes (observers of the metadata quorum)."""
         return tuple(b for b in self.brokers if b not in self.controllers)
+
+    @property
+    def voters(self) -> tuple[str, ...]:
+        """The controllers that are voters when the run starts (all but the spares)."""
+        return tuple(c for c in self.controllers if c not in self.spares)
 
 
 @dataclass(frozen=True, slots=True)

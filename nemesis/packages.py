@@ -3,20 +3,21 @@
 A fault module declares its `FAULT` (the operations that apply it) and its `PACKAGE`(s) (windows,
 modes, how a schedule draws a window); adding a fault kind means one module, its test, and a
 line here. The order of `FAULT_KINDS` is the heal order: wake paused and killed processes first,
-then the network, then clocks, then the disks' rules (a slow disk), then damaged disks.
+then the network, then clocks, then the disks' rules (a slow disk), then damaged disks, and last the
+voter set of a dynamic quorum (every node runs again and reaches the others by then).
 """
 
 from __future__ import annotations
 
-from kraftlab.nemesis import clock, disk, diskrules, packet, partition, process
+from kraftlab.nemesis import clock, disk, diskrules, membership, packet, partition, process
 from kraftlab.nemesis.package import FaultKind, Package
 
 FAULT_KINDS: tuple[FaultKind, ...] = (process.FAULT, partition.FAULT, packet.FAULT, clock.FAULT, diskrules.FAULT,
-                                      disk.FAULT)
+                                      disk.FAULT, membership.FAULT)
 
 PACKAGES: dict[str, Package] = {p.name: p for p in (partition.PACKAGE, process.KILL, process.PAUSE, clock.PACKAGE,
                                                      packet.PACKAGE, disk.PACKAGE, diskrules.SLOW,
-                                                     diskrules.ERRORS)}
+                                                     diskrules.ERRORS, membership.PACKAGE)}
 
 WINDOWS: dict[str, str] = {start: stop for p in PACKAGES.values()
                            for start, stop in {**p.windows, **p.extra_windows}.items()}

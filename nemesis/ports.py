@@ -4,6 +4,7 @@
 `kraftlab/deploy.py` implements it for a deployed lab, `nemesis.fakes.FakeNodeControl` for tests.
 `OpRecorder` is how every nemesis operation reaches the history (process "nemesis").
 `Ledger` persists the faults in force so `kraftlab clean` can undo them after a killed run.
+`VoterControl` is how the membership nemesis reads and changes a dynamic quorum's voter set.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -151,3 +153,63 @@ class MemoryRecorder(list[dict[str, Any]]):
 
     def completions(self) -> list[dict[str, Any]]:
         return [op for op in self if op["type"] != "invoke"]
+
+
+@dataclass(frozen=True, slots=True)
+class VoterAnswer:
+    """What a controller answered one voter change (AddRaftVoter / RemoveRaftVoter): Kafka's error
+    name (`NONE`: done and committed; `UNREACHABLE`: no controller took the request) and its message."""
+
+    error: str
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error == "NONE"
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumView:
+    """A dynamic quorum as DescribeQuorum (v2) shows it, by node name: the leader and each voter's
+    directory id (Kafka's base64 text)."""
+
+    leader: str | None
+    voters: dict[str, str]
+
+
+@runtime_checkable
+class VoterControl(Protocol):
+    """A lab's dynamic quorum (KIP-853), seen from the membership nemesis: the voter set, and the
+    changes Kafka's tools make (`kafka-metadata-quorum add-controller` / `remove-controller`,
+    `kafka-storage format --no-initial-controllers` for a new disk). `kraftlab/deploy.py` implements
+    it for a deployed lab, `nemesis.fakes.FakeQuorumControl` in memory for tests."""
+
+    def dynamic_quorum(self) -> bool:
+        """The lab runs a dynamic quorum (controller.quorum.bootstrap.servers): voters can change."""
+        ...
+
+    def spare_controllers(self) -> list[str]:
+        """Controllers formatted `--no-initial-controllers` by the deploy (they start as observers)."""
+        ...
+
+    def describe_voters(self) -> QuorumView:
+        """The voter set in force now (HostError when no controller answers)."""
+        ...
+
+    def directory_id(self, node: str) -> str | None:
+        """The directory id in the node's metadata directory (its meta.properties), None if unformatted."""
+        ...
+
+    def add_controller(self, node: str, timeout_s: float) -> VoterAnswer:
+        """AddRaftVoter for the node (its id, its disk's directory id, its controller listener), sent
+        to the quorum's leader; the leader waits up to `timeout_s` for it to catch up."""
+        ...
+
+    def remove_controller(self, node: str, directory_id: str, timeout_s: float) -> VoterAnswer:
+        """RemoveRaftVoter for (the node's id, `directory_id`), sent to the quorum's leader."""
+        ...
+
+    def new_disk(self, node: str) -> None:
+        """Wipe the (stopped) node's directories and format them as a controller that joins an
+        existing quorum (`--no-initial-controllers`): a new directory id."""
+        ...

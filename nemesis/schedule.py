@@ -77,6 +77,10 @@ class Schedule:
     timing: dict[str, float] = field(default_factory=dict)
     swarm: dict[str, list[str]] = field(default_factory=dict)
     """The packages this seed kept → the modes and flags it kept (empty: no swarm selection)."""
+    quorum: str = "static"
+    """`dynamic` when the lab's quorum was dynamic (KIP-853): a replay deploys it so again."""
+    spares: list[str] = field(default_factory=list)
+    """The dynamic quorum's spare controllers (formatted `--no-initial-controllers`)."""
 
     def windows(self) -> list[tuple[Step, Step | None]]:
         """Each window's opening step and its closing step (None: held until the final heal)."""
@@ -86,8 +90,8 @@ class Schedule:
     def to_json(self) -> dict[str, Any]:
         return {"version": VERSION, "seed": self.seed, "interval": self.interval, "duration": self.duration,
                 "packages": self.packages, "nodes": self.nodes, "controllers": self.controllers,
-                "brokers": self.brokers, "timing": self.timing, "swarm": self.swarm,
-                "steps": [s.to_json() for s in self.steps]}
+                "brokers": self.brokers, "timing": self.timing, "swarm": self.swarm, "quorum": self.quorum,
+                "spares": self.spares, "steps": [s.to_json() for s in self.steps]}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Schedule:
@@ -100,7 +104,8 @@ class Schedule:
         return Schedule(int(data["seed"]), float(interval) if interval is not None else None, float(data["duration"]),
                         list(data["packages"]), list(data["nodes"]), list(data["controllers"]),
                         list(data["brokers"]), steps, dict(data.get("timing", {})),
-                        {k: list(v) for k, v in data.get("swarm", {}).items()})
+                        {k: list(v) for k, v in data.get("swarm", {}).items()}, str(data.get("quorum", "static")),
+                        list(data.get("spares", [])))
 
 
 def parse_packages(spec: str) -> list[str]:
@@ -141,17 +146,19 @@ def swarm(rng: random.Random, packages: Sequence[str], cluster: Cluster) -> dict
 
 def generate(packages: Sequence[str], *, seed: int, duration: float, nodes: Sequence[str],
              controllers: Sequence[str], brokers: Sequence[str], timing: Timing | None = None,
-             interval: float | None = None, use_swarm: bool = True, diskfs: bool = False) -> Schedule:
+             interval: float | None = None, use_swarm: bool = True, diskfs: bool = False,
+             spares: Sequence[str] | None = None) -> Schedule:
     """A combined schedule: one lane of windows per package kept by the swarm, overlapping; a
     package declared `around` another kept one encloses each of its windows instead (`diskfs`: the
-    nodes' data is on the disk-fault filesystem, which some packages need)."""
+    nodes' data is on the disk-fault filesystem, which some packages need; `spares`: the quorum is
+    dynamic, these controllers formatted to join it later — None: a static quorum)."""
     if interval is not None and interval <= 0:
         raise ScheduleError("--nemesis-interval must be positive")
     unknown = [p for p in packages if p not in PACKAGES]
     if unknown:
         raise ScheduleError(f"unknown nemesis {', '.join(unknown)}; known: {', '.join(PACKAGES)}")
     timing = timing or Timing()
-    cluster = Cluster(tuple(nodes), tuple(controllers), tuple(brokers), diskfs)
+    cluster = Cluster(tuple(nodes), tuple(controllers), tuple(brokers), diskfs, spares is not None, tuple(spares or ()))
     rng = random.Random(seed)
     if use_swarm:
         chosen = swarm(rng, packages, cluster)
@@ -159,7 +166,8 @@ def generate(packages: Sequence[str], *, seed: int, duration: float, nodes: Sequ
         chosen = {p: [m for m, _ in PACKAGES[p].modes(cluster)] + list(PACKAGES[p].flags)
                   for p in packages if PACKAGES[p].modes(cluster)}
     sched = Schedule(seed, interval, duration, list(packages), list(nodes), list(controllers), list(brokers),
-                     timing=timing.to_json(), swarm=chosen if use_swarm else {})
+                     timing=timing.to_json(), swarm=chosen if use_swarm else {},
+                     quorum="static" if spares is None else "dynamic", spares=list(spares or ()))
     lanes: list[tuple[Step, Step | None]] = []
     enclosing = {name: PACKAGES[name].around for name in chosen}
     for name, enabled in chosen.items():

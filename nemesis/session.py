@@ -21,7 +21,7 @@ from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.diskrules import on_diskfs
 from kraftlab.nemesis.package import Timing
 from kraftlab.nemesis.packages import PACKAGES
-from kraftlab.nemesis.ports import Ledger, NodeControl, OpRecorder
+from kraftlab.nemesis.ports import Ledger, NodeControl, OpRecorder, VoterControl
 from kraftlab.nemesis.runner import ScheduleRunner
 from kraftlab.nemesis.schedule import Schedule, ScheduleError, generate, load, parse_packages, save
 
@@ -71,6 +71,13 @@ def history_recorder(writer: HistoryLike) -> OpRecorder:
     return record
 
 
+def spare_controllers(control: NodeControl) -> list[str] | None:
+    """The spare controllers of a lab whose quorum is dynamic (None: a static quorum)."""
+    if isinstance(control, VoterControl) and control.dynamic_quorum():
+        return control.spare_controllers()
+    return None
+
+
 @dataclass
 class NemesisRun:
     nemesis: Nemesis
@@ -101,7 +108,8 @@ def prepare_run(lab: str, control: NodeControl, *, packages: str, interval: floa
         controllers = control.controllers()
         schedule = generate(parse_packages(packages), seed=seed, interval=interval, duration=duration,
                             nodes=control.nodes(), controllers=controllers, brokers=control.brokers(),
-                            timing=timing, use_swarm=swarm, diskfs=on_diskfs(control))
+                            timing=timing, use_swarm=swarm, diskfs=on_diskfs(control),
+                            spares=spare_controllers(control))
     path = save(schedule, run_dir)
     nemesis = Nemesis(lab, control, recorder=recorder, ledger=ledger if ledger is not None else ledger_for(lab),
                       seed=schedule.seed)

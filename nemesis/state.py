@@ -13,7 +13,8 @@ from typing import Any
 
 from kraftlab.nemesis.ports import Ledger
 
-KINDS: tuple[str, ...] = ("partition", "loss", "qdisc", "clock", "clock_step", "process", "disk", "disk_rules")
+KINDS: tuple[str, ...] = ("partition", "loss", "qdisc", "clock", "clock_step", "process", "disk", "disk_rules",
+                         "membership")
 
 
 class FaultState:

@@ -1,0 +1,367 @@
+"""Membership faults on a dynamic quorum (KIP-853): controllers added and removed (the active one
+included), a controller's disk replaced, the quorum grown and shrunk between 1 and 5 voters — one
+voter change at a time, each as Kafka's tools make it (AddRaftVoter / RemoveRaftVoter sent to the
+quorum's leader), each journalled with its outcome in the op's completion (`changes`).
+
+A window (`start-membership`) makes one change of the voter set:
+
+- `shrink`: voters removed one at a time until `to` remain (`target: controller`: the active
+  controller first). The active controller is removed only while three or more voters remain: a
+  leader removing itself from two leaves one voter that must win an election alone, where KIP-853
+  can wedge;
+- `grow`: running controllers that are not voters (the lab's spares, or removed voters) added one
+  at a time until `to` voters;
+- `replace`: a voter's disk replaced, as an operator does it: the node killed, its metadata
+  directory wiped and formatted anew (`--no-initial-controllers`: a new directory id), started (an
+  observer now), and the old (id, directory id) removed. Only with three or more voters (with two,
+  the other cannot be elected alone to remove the old one).
+
+`stop-membership` (the window's end, and the final heal) brings the voter set back to the one in
+force before the first change — the same nodes, each with the directory id its disk holds now (a
+replaced disk is added as the new voter) — one change at a time: missing voters added, voters on a
+replaced disk removed (then added), voters the nemesis added removed.
+
+By hand (`kraftlab nemesis membership …`): `add-controller`, `remove-controller` and `replace-disk`
+(the replacement, then the new disk added) on named nodes; a later heal returns to the set before.
+
+Random choices made when an op fires (which voters, which spares) come from the op's `seed`, in the
+order of the voter set then in force: a replay against the same quorum chooses the same nodes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kraftlab.control.host import HostError
+from kraftlab.nemesis import powerloss
+from kraftlab.nemesis.context import FaultContext
+from kraftlab.nemesis.errors import FaultError, PartialFault, Unsupported
+from kraftlab.nemesis.fault import Handler
+from kraftlab.nemesis.package import Cluster, Draw, FaultKind, Package, Timing, pick, span
+from kraftlab.nemesis.ports import QuorumView, VoterControl
+from kraftlab.nemesis.voter_changes import ADD, REMOVE, Change, carry_out, look
+
+CHANGES: tuple[str, ...] = ("shrink", "grow", "replace")
+MAX_VOTERS = 5
+DEADLINE_S = 20.0  # per voter change: retried until in force or refused for good, at most this long
+CATCH_UP_S = 10.0  # how long the leader may wait for an added voter to catch up (the tool's --timeout)
+MAX_HEAL_STEPS = 12
+
+
+class MembershipFault:
+    kind = "membership"
+
+    def __init__(self, ctx: FaultContext, rng: random.Random) -> None:
+        self.ctx = ctx
+        self.rng = rng
+
+    def operations(self) -> dict[str, Handler]:
+        return {"start-membership": self.start, "stop-membership": self.stop, "add-controller": self.add,
+                "remove-controller": self.remove, "replace-disk": self.replace}
+
+    # ---- the seams -------------------------------------------------------------------------------
+
+    def _quorum(self) -> VoterControl:
+        control = self.ctx.control
+        if not isinstance(control, VoterControl) or not control.dynamic_quorum():
+            raise Unsupported("the lab's quorum is static (controller.quorum.voters): voters cannot change; "
+                              "deploy it as a dynamic quorum (--quorum dynamic)")
+        return control
+
+    def _view(self, quorum: VoterControl) -> QuorumView:
+        view = look(quorum)
+        if view is None:
+            raise FaultError("no controller answered DescribeQuorum")
+        return view
+
+    def _remember(self, view: QuorumView) -> None:
+        """The voter set to return to: the one in force before the first change (kept until healed)."""
+        if "desired" not in self.ctx.state.get("membership"):
+            self.ctx.state.put("membership", "desired", sorted(view.voters, key=self._order))
+
+    def _order(self, node: str) -> int:
+        nodes = self.ctx.control.nodes()
+        return nodes.index(node) if node in nodes else len(nodes)
+
+    def _sorted(self, nodes: Iterable[str]) -> list[str]:
+        return sorted(nodes, key=self._order)
+
+    @staticmethod
+    def _carry_out(quorum: VoterControl, kind: str, node: str, directory_id: str | None,
+                   value: dict[str, Any]) -> Change:
+        return carry_out(quorum, kind, node, directory_id, deadline_s=float(value.get("deadline_s", DEADLINE_S)),
+                         catch_up_s=float(value.get("catch_up_s", CATCH_UP_S)))
+
+    # ---- one change --------------------------------------------------------------------------------
+
+    def _add(self, quorum: VoterControl, node: str, value: dict[str, Any]) -> Change:
+        if node not in self.ctx.control.controllers():
+            return Change(ADD, node, None, "fail", f"{node} has no controller role (process.roles)")
+        return self._carry_out(quorum, ADD, node, quorum.directory_id(node), value)
+
+    def _remove(self, quorum: VoterControl, node: str, directory_id: str | None, value: dict[str, Any]) -> Change:
+        return self._carry_out(quorum, REMOVE, node, directory_id, value)
+
+    @staticmethod
+    def _finish(done: dict[str, Any], changes: list[Change]) -> dict[str, Any]:
+        """The completion: ok when every change is in force; fail when none was and none may be;
+        info (PartialFault) otherwise."""
+        done["changes"] = [c.to_json() for c in changes]
+        failed = [c for c in changes if c.outcome != "ok"]
+        if not failed:
+            return done
+        why = "; ".join(f"{c.kind} {c.node}: {c.outcome}: {c.error}" for c in failed)
+        if all(c.outcome == "fail" for c in changes):
+            raise FaultError(why)
+        raise PartialFault(done, why)
+
+    # ---- windows -------------------------------------------------------------------------------------
+
+    def start(self, value: dict[str, Any]) -> dict[str, Any]:
+        change = str(value.get("change", ""))
+        if change not in CHANGES:
+            raise FaultError(f"unknown membership change {change!r}; known: {', '.join(CHANGES)}")
+        quorum = self._quorum()
+        view = self._view(quorum)
+        self._remember(view)
+        rng = random.Random(int(value.get("seed", self.rng.randrange(2**31))))
+        done: dict[str, Any] = {"change": change, "voters_before": self._sorted(view.voters)}
+        if change == "shrink":
+            changes = self._shrink(quorum, view, value, rng)
+        elif change == "grow":
+            changes = self._grow(quorum, view, value, rng)
+        else:
+            node = self._replaced(view, value, rng)
+            changes = [self._replace_disk(quorum, node, view.voters[node], value)]
+        done["nodes"] = [c.node for c in changes]
+        after = look(quorum)
+        done["voters_after"] = self._sorted(after.voters) if after is not None else None
+        return self._finish(done, changes)
+
+    def _shrink(self, quorum: VoterControl, view: QuorumView, value: dict[str, Any],
+                rng: random.Random) -> list[Change]:
+        listed = list(value.get("nodes", ()))
+        to = int(value.get("to", len(view.voters) - len(listed) if listed else len(view.voters) - 1))
+        if not 1 <= to < len(view.voters):
+            raise FaultError(f"cannot shrink {len(view.voters)} voters to {to} (1 ≤ to < voters)")
+        changes: list[Change] = []
+        while len(view.voters) > to:
+            if listed:
+                node = listed.pop(0)
+            elif not changes and value.get("target") == "controller" and view.leader in view.voters \
+                    and len(view.voters) >= 3:
+                node = view.leader
+            else:
+                spared = {view.leader} if len(view.voters) <= 2 else set()
+                node = rng.choice([n for n in self._sorted(view.voters) if n not in spared])
+            if node not in view.voters:
+                changes.append(Change(REMOVE, node, None, "fail", f"{node} is not a voter"))
+                break
+            changes.append(self._remove(quorum, node, view.voters[node], value))
+            after = look(quorum)
+            if changes[-1].outcome != "ok" or after is None:
+                break
+            view = after
+        return changes
+
+    def _grow(self, quorum: VoterControl, view: QuorumView, value: dict[str, Any],
+              rng: random.Random) -> list[Change]:
+        listed = list(value.get("nodes", ()))
+        control = self.ctx.control
+        spares = [n for n in control.controllers() if n not in view.voters and control.running(n)]
+        to = int(value.get("to", len(view.voters) + (len(listed) or 1)))
+        if not len(view.voters) < to <= MAX_VOTERS:
+            raise FaultError(f"cannot grow {len(view.voters)} voters to {to} (voters < to ≤ {MAX_VOTERS})")
+        chosen = listed or rng.sample(spares, min(len(spares), to - len(view.voters)))
+        if not chosen:
+            raise FaultError("no running controller is outside the voter set (no spare to add)")
+        changes: list[Change] = []
+        for node in chosen:
+            changes.append(self._add(quorum, node, value))
+            if changes[-1].outcome != "ok":
+                break
+        return changes
+
+    def _replaced(self, view: QuorumView, value: dict[str, Any], rng: random.Random) -> str:
+        if len(view.voters) < 3:
+            raise FaultError(f"a disk is replaced only with 3 or more voters ({len(view.voters)} now: the others "
+                             "could not elect a leader to remove the old disk)")
+        listed = list(value.get("nodes", ()))
+        if listed:
+            node = listed[0]
+        elif value.get("target") == "controller" and view.leader is not None:
+            node = view.leader
+        else:
+            node = rng.choice(self._sorted(view.voters))
+        if node not in view.voters:
+            raise FaultError(f"{node} is not a voter")
+        return node
+
+    def _replace_disk(self, quorum: VoterControl, node: str, old_directory: str, value: dict[str, Any]) -> Change:
+        """Kill the node, give it a new disk (wiped and formatted: a new directory id), start it, and
+        remove its old (id, directory id) from the voters."""
+        control = self.ctx.control
+        host = control.host(node).name
+        self.ctx.state.put("process", node, {"state": "killed", "host": host})  # a killed run leaves it to heal
+        try:
+            if control.running(node):
+                powerloss.crash(control, node)
+            quorum.new_disk(node)
+            control.start(node)
+        except HostError as exc:
+            raise PartialFault({"change": "replace", "nodes": [node]}, f"{node}: new disk: {exc}") from exc
+        self.ctx.state.drop("process", node)
+        return self._remove(quorum, node, old_directory, value)
+
+    def stop(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Back to the voter set in force before the first change, one change at a time."""
+        desired = self.ctx.state.get("membership").get("desired")
+        if desired is None:
+            return {"changes": [], "voters": None}
+        quorum = self._quorum()
+        changes: list[Change] = []
+        for _ in range(MAX_HEAL_STEPS):
+            view = self._view(quorum)
+            step = self._next_heal_step(quorum, view, list(desired))
+            if step is None:
+                self.ctx.state.clear("membership")
+                return self._finish({"voters": self._sorted(view.voters), "desired": desired}, changes)
+            kind, node = step
+            changes.append(self._add(quorum, node, value) if kind == ADD
+                           else self._remove(quorum, node, view.voters[node], value))
+            if changes[-1].outcome != "ok":
+                break
+        after = look(quorum)
+        done = {"voters": self._sorted(after.voters) if after is not None else None, "desired": desired}
+        self._finish(done, changes)
+        raise PartialFault({**done, "changes": [c.to_json() for c in changes]},
+                           f"the voters are not back to {desired} after {len(changes)} changes")
+
+    def _next_heal_step(self, quorum: VoterControl, view: QuorumView, desired: list[str]) -> tuple[str, str] | None:
+        """The next change towards `desired`: add a missing voter, remove a voter on a replaced disk
+        (its node is added back next), remove a voter the nemesis added (the leader last)."""
+        missing = [n for n in desired if n not in view.voters]
+        if missing:
+            return ADD, missing[0]
+        stale = [n for n in desired if quorum.directory_id(n) not in (None, view.voters[n])]
+        if stale:
+            return REMOVE, stale[0]
+        extra = sorted((n for n in view.voters if n not in desired), key=lambda n: (n == view.leader, self._order(n)))
+        if extra:
+            return REMOVE, extra[0]
+        return None
+
+    # ---- by hand -------------------------------------------------------------------------------------
+
+    def _named(self, value: dict[str, Any], what: str) -> list[str]:
+        nodes = list(value.get("nodes", ()))
+        unknown = [n for n in nodes if n not in self.ctx.control.nodes()]
+        if unknown:
+            raise FaultError(f"unknown nodes {unknown}; nodes are {self.ctx.control.nodes()}")
+        if not nodes and value.get("target") != "controller":
+            raise FaultError(f"{what} needs nodes (or target controller)")
+        return nodes
+
+    def add(self, value: dict[str, Any]) -> dict[str, Any]:
+        nodes = self._named(value, "add-controller")
+        quorum = self._quorum()
+        self._remember(self._view(quorum))
+        changes: list[Change] = []
+        for node in nodes:
+            changes.append(self._add(quorum, node, value))
+            if changes[-1].outcome != "ok":
+                break
+        after = look(quorum)
+        return self._finish({"nodes": nodes, "voters": self._sorted(after.voters) if after else None}, changes)
+
+    def remove(self, value: dict[str, Any]) -> dict[str, Any]:
+        self._named(value, "remove-controller")
+        quorum = self._quorum()
+        view = self._view(quorum)
+        self._remember(view)
+        nodes = list(value.get("nodes", ())) or ([view.leader] if view.leader else [])
+        if not nodes:
+            raise FaultError("no active controller is known (DescribeQuorum found no leader)")
+        changes: list[Change] = []
+        for node in nodes:
+            if node not in view.voters:
+                changes.append(Change(REMOVE, node, None, "fail", f"{node} is not a voter"))
+                break
+            changes.append(self._remove(quorum, node, view.voters[node], value))
+            after = look(quorum)
+            if changes[-1].outcome != "ok" or after is None:
+                break
+            view = after
+        after = look(quorum)
+        return self._finish({"nodes": nodes, "voters": self._sorted(after.voters) if after else None}, changes)
+
+    def replace(self, value: dict[str, Any]) -> dict[str, Any]:
+        """The whole replacement: the new disk, the old (id, directory id) removed, the new one added."""
+        self._named(value, "replace-disk")
+        quorum = self._quorum()
+        view = self._view(quorum)
+        self._remember(view)
+        node = self._replaced(view, value, self.rng)
+        changes = [self._replace_disk(quorum, node, view.voters[node], value)]
+        if changes[0].outcome == "ok":
+            changes.append(self._add(quorum, node, value))
+        after = look(quorum)
+        return self._finish({"nodes": [node], "old_directory_id": view.voters[node],
+                             "voters": self._sorted(after.voters) if after else None}, changes)
+
+    def heal_ops(self) -> list[tuple[str, dict[str, Any]]]:
+        return [("stop-membership", {})] if self.ctx.state.get("membership").get("desired") is not None else []
+
+    def close(self) -> None:
+        pass
+
+
+# ---- the package ---------------------------------------------------------------------------------------
+
+def _membership_modes(cluster: Cluster) -> list[tuple[str, float]]:
+    if not cluster.dynamic:
+        return []
+    base = len(cluster.voters)
+    modes: list[tuple[str, float]] = []
+    if base >= 2:
+        modes += [("shrink", 2.0), ("shrink-leader", 2.0)]
+    if cluster.spares and base < MAX_VOTERS:
+        modes.append(("grow", 2.0))
+    if base >= 3:
+        modes += [("replace", 1.0), ("replace-leader", 1.0)]
+    return modes
+
+
+def draw_membership(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
+    mode = pick(rng, _membership_modes(cluster), enabled)
+    base = len(cluster.voters)
+    seed = rng.randrange(2**31)
+    held = span(rng, 1.0, timing.failover_s + 5)
+    target = "controller" if mode.endswith("-leader") else "voter"
+    if mode.startswith("shrink"):
+        to = rng.randint(1, base - 1)
+        who = "the active controller first" if target == "controller" else "random voters"
+        return Draw("start-membership", {"change": "shrink", "to": to, "target": target, "seed": seed}, held,
+                    f"the quorum shrunk from {base} to {to} voters ({who}), then grown back", mode)
+    if mode == "grow":
+        to = rng.randint(base + 1, min(MAX_VOTERS, base + len(cluster.spares)))
+        return Draw("start-membership", {"change": "grow", "to": to, "seed": seed}, held,
+                    f"spare controllers added: {base} to {to} voters, then removed", mode)
+    who = "the active controller's" if target == "controller" else "a voter's"
+    return Draw("start-membership", {"change": "replace", "target": target, "seed": seed}, held,
+                f"{who} disk replaced (a new directory id; the old voter removed), then the new disk added", mode)
+
+
+FAULT = FaultKind("membership", MembershipFault)
+PACKAGE = Package(
+    leader_modes=("shrink-leader", "replace-leader"),
+    name="membership", kind="membership", windows={"start-membership": "stop-membership"},
+    modes=_membership_modes, draw=draw_membership, gap_s=lambda t: 2 * t.failover_s,
+    doc="voter changes of a dynamic quorum (KIP-853): shrink to as few as 1 voter (the active controller "
+        "first, or random voters), grow with spare controllers up to 5, replace a voter's disk (a new "
+        "directory id), each undone when its window closes (only on a dynamic quorum)",
+    extra_windows={"replace-disk": "stop-membership", "remove-controller": "stop-membership",
+                   "add-controller": "stop-membership"},
+)

@@ -1,0 +1,176 @@
+"""The membership nemesis against an in-memory dynamic quorum: each change made one at a time as
+Kafka's tools make it, its outcome journalled, the windows undone exactly, the final heal back to
+the voter set before, retries and ambiguous answers, seeded schedules and their replay."""
+
+from __future__ import annotations
+
+import pytest
+
+from kraftlab.nemesis import voter_changes
+from kraftlab.nemesis.core import Nemesis
+from kraftlab.nemesis.fakes import FakeNodeControl, FakeQuorumControl
+from kraftlab.nemesis.package import Timing
+from kraftlab.nemesis.ports import MemoryLedger, MemoryRecorder, VoterAnswer
+from kraftlab.nemesis.runner import ScheduleRunner
+from kraftlab.nemesis.schedule import Schedule, generate
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(voter_changes, "BACKOFF_S", 0.0)
+
+
+def quorum_nemesis(**fake: object) -> tuple[FakeQuorumControl, Nemesis, MemoryRecorder]:
+    control = FakeQuorumControl(**fake)  # type: ignore[arg-type]
+    recorded = MemoryRecorder()
+    return control, Nemesis("t1", control, recorder=recorded, ledger=MemoryLedger(), seed=1), recorded
+
+
+def test_shrink_removes_the_active_controller_first_and_its_window_end_adds_every_voter_back() -> None:
+    control, nemesis, recorded = quorum_nemesis(leader="n2")
+    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 1, "target": "controller", "seed": 3})
+    assert done.type == "ok", done
+    assert done.value["nodes"][0] == "n2"  # the active controller first
+    assert len(control.voters) == 1 and done.value["voters_after"] == list(control.voters)
+    assert [c["change"] for c in done.value["changes"]] == ["remove", "remove"]
+    assert all(c["outcome"] == "ok" for c in done.value["changes"])
+    assert [r[0] for r in control.requests] == ["remove", "remove"]
+    healed = nemesis.invoke("stop-membership", {})
+    assert healed.type == "ok", healed
+    assert sorted(control.voters) == ["n1", "n2", "n3"]
+    assert [c["change"] for c in healed.value["changes"]] == ["add", "add"]
+    assert nemesis.status() == {}  # nothing left in force
+    assert [op["f"] for op in recorded] == ["start-membership"] * 2 + ["stop-membership"] * 2
+
+
+def test_the_active_controller_is_never_removed_from_two_voters() -> None:
+    _, nemesis, _ = quorum_nemesis(leader="n1", n_voters=2)
+    for seed in range(10):
+        done = nemesis.invoke("start-membership", {"change": "shrink", "to": 1, "seed": seed})
+        assert done.type == "ok" and done.value["nodes"] == ["n2"], done
+        assert nemesis.invoke("stop-membership", {}).type == "ok"
+
+
+def test_grow_adds_spares_up_to_five_and_its_window_end_removes_them() -> None:
+    control, nemesis, _ = quorum_nemesis()
+    done = nemesis.invoke("start-membership", {"change": "grow", "to": 5, "seed": 1})
+    assert done.type == "ok", done
+    assert sorted(done.value["nodes"]) == ["n4", "n5"] and sorted(control.voters) == ["n1", "n2", "n3", "n4", "n5"]
+    assert nemesis.invoke("start-membership", {"change": "grow", "to": 6}).type == "fail"  # at most 5
+    assert nemesis.invoke("stop-membership", {}).type == "ok"
+    assert sorted(control.voters) == ["n1", "n2", "n3"]
+
+
+def test_grow_skips_a_spare_that_is_down() -> None:
+    control, nemesis, _ = quorum_nemesis()
+    control.kill("n4")
+    done = nemesis.invoke("start-membership", {"change": "grow", "to": 5, "seed": 1})
+    assert done.type == "ok" and done.value["nodes"] == ["n5"], done
+
+
+def test_replace_gives_the_voter_a_new_disk_and_its_window_end_adds_the_new_directory() -> None:
+    control, nemesis, _ = quorum_nemesis(leader="n1")
+    old = control.voters["n1"]
+    done = nemesis.invoke("start-membership", {"change": "replace", "target": "controller", "seed": 1})
+    assert done.type == "ok", done
+    assert done.value["nodes"] == ["n1"] and "n1" not in control.voters
+    assert control.disks["n1"] != old and control.running("n1")
+    assert control.log[-3:] == ["kill n1", "new-disk n1", "start n1"]
+    assert control.requests == [("remove", "n1", old)]
+    assert nemesis.invoke("stop-membership", {}).type == "ok"
+    assert control.voters["n1"] == control.disks["n1"] != old
+
+
+def test_a_disk_is_replaced_only_with_three_voters() -> None:
+    control, nemesis, _ = quorum_nemesis(n_voters=2)
+    done = nemesis.invoke("start-membership", {"change": "replace", "seed": 1})
+    assert done.type == "fail" and "3 or more voters" in str(done.error)
+    assert control.requests == [] and all(control.running(n) for n in control.nodes())
+
+
+def test_a_voter_left_on_its_old_disk_is_removed_then_added_by_the_heal() -> None:
+    control, nemesis, _ = quorum_nemesis()
+    control.answers["n3"] = ["INVALID_REQUEST"]  # the removal of the old directory refused for good
+    done = nemesis.invoke("start-membership", {"change": "replace", "nodes": ["n3"]})
+    assert done.type == "fail" and "INVALID_REQUEST" in str(done.error)
+    assert control.voters["n3"] != control.disks["n3"]  # the old (id, directory) still a voter
+    healed = nemesis.heal_all()
+    assert [h.type for h in healed] == ["ok"], healed
+    assert [c["change"] for c in healed[0].value["changes"]] == ["remove", "add"]
+    assert control.voters["n3"] == control.disks["n3"]
+
+
+def test_retried_while_refused_for_now_and_unknown_when_no_controller_answers() -> None:
+    control, nemesis, _ = quorum_nemesis()
+    control.answers["n4"] = ["REQUEST_TIMED_OUT", "REQUEST_TIMED_OUT"]
+    done = nemesis.invoke("add-controller", {"nodes": ["n4"]})
+    assert done.type == "ok" and done.value["changes"][0]["attempts"] == 3, done
+    control.add_controller = lambda node, timeout_s: VoterAnswer("UNREACHABLE", "no controller took it")  # type: ignore[method-assign]
+    done = nemesis.invoke("add-controller", {"nodes": ["n5"], "deadline_s": 0.05})
+    assert done.type == "info" and done.value["changes"][0]["outcome"] == "info", done  # may still commit
+    assert "n5" not in control.voters
+    control.answers["n4"] = ["VOTER_NOT_FOUND"]  # a definite refusal: nothing changed
+    done = nemesis.invoke("remove-controller", {"nodes": ["n4"]})
+    assert done.type == "fail" and "VOTER_NOT_FOUND" in str(done.error) and "n4" in control.voters
+
+
+def test_by_hand_changes_are_undone_by_the_heal() -> None:
+    control, nemesis, _ = quorum_nemesis(leader="n1")
+    assert nemesis.invoke("remove-controller", {"target": "controller"}).type == "ok"
+    assert nemesis.invoke("add-controller", {"nodes": ["n4", "n5"]}).type == "ok"
+    replaced = nemesis.invoke("replace-disk", {"nodes": ["n2"]})
+    assert replaced.type == "ok" and [c["change"] for c in replaced.value["changes"]] == ["remove", "add"]
+    assert sorted(control.voters) == ["n2", "n3", "n4", "n5"]
+    assert nemesis.status()["membership"]["desired"] == ["n1", "n2", "n3"]
+    assert [h.type for h in nemesis.heal_all()] == ["ok"]
+    assert sorted(control.voters) == ["n1", "n2", "n3"] and control.voters["n2"] == control.disks["n2"]
+    assert nemesis.heal_all() == []  # healed: nothing left to do
+
+
+def test_a_static_quorum_refuses_membership_changes() -> None:
+    nemesis = Nemesis("t1", FakeNodeControl(), recorder=MemoryRecorder(), ledger=MemoryLedger(), seed=1)
+    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 2})
+    assert done.type == "fail" and "static" in str(done.error)
+    static = FakeQuorumControl(dynamic=False)
+    nemesis = Nemesis("t1", static, recorder=MemoryRecorder(), ledger=MemoryLedger(), seed=1)
+    assert nemesis.invoke("add-controller", {"nodes": ["n4"]}).type == "fail"
+
+
+def _schedule(seed: int, spares: list[str] | None, packages: tuple[str, ...] = ("membership",)) -> Schedule:
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+    return generate(list(packages), seed=seed, duration=120.0, nodes=nodes, controllers=nodes, brokers=nodes,
+                    timing=Timing(), spares=spares)
+
+
+def test_schedules_draw_membership_windows_only_on_a_dynamic_quorum() -> None:
+    changes: set[str] = set()
+    for seed in range(20):
+        sched = _schedule(seed, ["n4", "n5"], ("membership", "kill"))
+        assert sched.quorum == "dynamic" and Schedule.from_json(sched.to_json()).spares == ["n4", "n5"]
+        starts = [s for s in sched.steps if s.f == "start-membership"]
+        changes |= {s.value["change"] for s in starts}
+        for s in starts:
+            if s.value["change"] == "shrink":
+                assert 1 <= s.value["to"] <= 2
+            if s.value["change"] == "grow":
+                assert 4 <= s.value["to"] <= 5
+        static = _schedule(seed, None, ("membership", "kill"))
+        assert not any(s.package == "membership" for s in static.steps) and static.quorum == "static"
+    assert changes == {"shrink", "grow", "replace"}
+
+
+def test_a_generated_schedule_runs_and_heals_back_to_the_first_voters_and_replays_the_same_choices() -> None:
+    sched = _schedule(7, ["n4", "n5"])
+    sched.steps = [s for s in sched.steps if s.at < 40]
+    quick = Schedule.from_json({**sched.to_json(), "duration": 0.0,
+                                "steps": [{**s.to_json(), "at": 0.0} for s in sched.steps]})
+    chosen = []
+    for _ in range(2):
+        control, nemesis, recorded = quorum_nemesis(leader="n1")
+        ScheduleRunner(nemesis, quick).run()
+        assert sorted(control.voters) == ["n1", "n2", "n3"]
+        assert all(control.voters[n] == control.disks[n] for n in control.voters)
+        done = [op for op in recorded if op["type"] != "invoke"]
+        assert done and all(op["type"] == "ok" for op in done), done
+        chosen.append([op["value"].get("nodes") for op in done])
+    assert chosen[0] == chosen[1]
