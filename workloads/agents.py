@@ -8,14 +8,15 @@ every epoch it ever had (zombies send with old ones on purpose), when it last he
 Beliefs only steer the generators; the history records what was sent and answered.
 
 Ops (checker model `registry`, history field `workload: "registry"`):
-- `register` {"broker", "incarnation"[, "retry"]} → {"epoch"}; fail DUPLICATE_BROKER_REGISTRATION
+- `register` {"broker", "incarnation"[, "retry"][, "zombie"]} → {"epoch"}; fail DUPLICATE_BROKER_REGISTRATION
   (another incarnation holds a live lease), INCONSISTENT_CLUSTER_ID, ... A re-send of the same
   incarnation says why in `retry`: "in-doubt" (the previous send got no answer: it ended `info` —
   timed out, connection lost, NOT_CONTROLLER — or was not even sent; a new process re-sends it
   after a backoff, as a real broker retries a registration whose answer it never saw) or
   "duplicate" (sent again after an `ok`: the first answer was not seen in time). The controller
   must answer a live incarnation's re-send with the epoch it already has (KAFKA-16952 is the bug
-  where it issues a new one).
+  where it issues a new one). `zombie`: an incarnation a newer registration replaced registers
+  again (its process lives on unaware): refused while the id stays registered.
 - `heartbeat` {"broker", "epoch", "want_fence", "want_shut_down", "offset"[, "zombie"]} →
   {"fenced", "should_shut_down", "caught_up"}; fail STALE_BROKER_EPOCH (the broker's epoch is
   not this one) or BROKER_ID_NOT_REGISTERED. `offset` is the metadata offset the agent says it
@@ -64,6 +65,8 @@ class Agent:
     epochs: list[int] = field(default_factory=list)
     last_heartbeat: float = -1e9
     down_until: float | None = None  # shut down: silent until then, then registers anew
+    quiet_until: float | None = None  # stalled: no heartbeat until then, then heartbeats on as the same registration
+    incarnations: list[str] = field(default_factory=list)  # every incarnation it registered, oldest first
     attempt: str | None = None  # the incarnation of the latest registration sent as a new one
     resend: tuple[str, str] | None = None  # (incarnation, "in-doubt" | "duplicate"): may be re-sent
     resend_due: float | None = None  # when the pending re-send goes out (after a backoff)
@@ -91,6 +94,20 @@ class Agent:
         self.incarnation, self.epoch, self.fenced, self.down_until = incarnation, epoch, True, None
         if epoch not in self.epochs:
             self.epochs.append(epoch)
+        if incarnation not in self.incarnations:
+            self.incarnations.append(incarnation)
+
+    def silent(self, now: float) -> bool:
+        """Shut down, or stalled: the agent sends nothing of its own now."""
+        return self.down_until is not None or (self.quiet_until is not None and now < self.quiet_until)
+
+    def old_epochs(self) -> list[int]:
+        """Epochs of its earlier registrations (what a zombie of it would still send)."""
+        return [e for e in self.epochs if e != self.epoch]
+
+    def old_incarnations(self) -> list[str]:
+        """Incarnations a newer registration of it replaced."""
+        return [i for i in self.incarnations if i != self.incarnation]
 
     def forget(self) -> None:
         self.incarnation, self.epoch, self.fenced = None, None, True
@@ -154,6 +171,14 @@ def register_op(agent: Agent, rng: random.Random) -> Invocation:
     agent.attempt, agent.resend, agent.resend_due = incarnation, None, None
     agent.invocations += 1
     return Invocation("register", {"broker": agent.id, "incarnation": incarnation}, {"workload": REGISTRY})
+
+
+def zombie_register_op(agent: Agent, incarnation: str) -> Invocation:
+    """A replaced incarnation's process registers again (it never learnt it was replaced): the
+    controller must refuse it while the id stays registered (DUPLICATE_BROKER_REGISTRATION)."""
+    agent.invocations += 1
+    return Invocation("register", {"broker": agent.id, "incarnation": incarnation, "zombie": True},
+                      {"workload": REGISTRY})
 
 
 def resend_op(agent: Agent) -> Invocation:

@@ -9,9 +9,15 @@ want_fence=false and a caught-up offset (so they unfence: `registry` ops), and t
   compare-and-set on the partition epoch). Mostly the believed leader with its current epochs,
   shrinking or expanding the ISR by one; sometimes a stale leader, stale epochs or an old
   incarnation's broker epoch (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INVALID_REQUEST,
-  STALE_BROKER_EPOCH, INELIGIBLE_REPLICA: definite refusals, `fail`).
-- controlled shutdowns, fencing requests and re-registrations of agents move leadership and
-  ISR membership under the leaders.
+  STALE_BROKER_EPOCH, INELIGIBLE_REPLICA: definite refusals, `fail`). An expansion draws its
+  joiner from the whole replica set whatever the leader believes of it — fenced, shutting down,
+  stalled or unregistered: a leader's view lags and the controller must refuse (INELIGIBLE_REPLICA);
+  a member that re-registered is sometimes named with an older broker epoch, and now and then the
+  ISR names a broker holding no replica (INVALID_REQUEST).
+- controlled shutdowns, fencing requests, stalls (an agent silent past its session, fenced by the
+  controller, then heartbeating on) and re-registrations of agents move leadership and ISR
+  membership under the leaders; a replaced incarnation's zombie heartbeats with its old epoch or
+  registers again.
 - `read` {"topic", "partition", "node", "broker_read": true[, "final": true]} → Metadata on a
   broker → {"exists", "leader", "leader_epoch", "isr", "replicas"}. Kafka's Metadata carries no
   partition epoch, so these reads steer the agents' beliefs and go to the staleness checks; the
@@ -39,13 +45,17 @@ from kraftlab.workloads.client import DefiniteFailure, Invocation
 from kraftlab.workloads.generator import Context, FnGen
 from kraftlab.workloads.kafka import check, error_name
 from kraftlab.workloads.ops import OncePer, broker_read, op, read_node
-from kraftlab.workloads.registry import lifecycle_op, retirement, shut_down, silence
+from kraftlab.workloads.registry import lifecycle_op, retirement, shut_down, silence, stall, stalled, zombie_op
 from kraftlab.workloads.session import Handlers, Session
 from kraftlab.workloads.topics import create as create_topic
 from kraftlab.workloads.topics import delete as delete_topic
 from kraftlab.workloads.topics import metadata
 
 ISR = "isr"
+P_NON_REPLICA = 0.03
+"""How often an AlterPartition's ISR also names a broker that holds no replica of the partition."""
+P_OLD_MEMBER_EPOCH = 0.15
+"""How often an ISR member that re-registered is named with the broker epoch of an older registration."""
 
 
 @dataclass
@@ -226,10 +236,14 @@ class IsrWorkload:
         if r < 0.97:
             return self._alter_op(ctx, topic, belief)
         agent = self.book[rng.choice(belief.replicas)]
-        if agent.epoch is None or agent.down_until is not None:
+        if r < 0.975 and (zombie := zombie_op(agent, rng)) is not None:
+            return zombie  # a replaced incarnation of a replica speaks
+        if agent.epoch is None or agent.silent(ctx.time):
             return self._read_op(ctx, topic)
         if r < 0.98:
             return shut_down(agent, ctx.time, silence(self.session_timeout, ctx.rng))  # leadership and ISR move away
+        if r < 0.985 and not stalled(self.book, ctx.time):
+            return stall(agent, ctx.time, silence(self.session_timeout, rng), rng)  # fenced for its silence
         if r < 0.99:
             return heartbeat_op(agent, agent.epoch, want_fence=True)
         return register_op(agent, rng)  # a new incarnation (refused while the old one's lease lives)
@@ -250,16 +264,28 @@ class IsrWorkload:
         isr = [x for x in b.isr] or [sender]
         if sender not in isr:
             isr.insert(0, sender)
-        outside = [x for x in b.replicas if x not in isr and self.book[x].epoch is not None
-                   and (not self.book[x].fenced or rng.random() < 0.1)]
+        # A joiner is drawn from the whole replica set, whatever the leader believes of it: fenced,
+        # shutting down, stalled, unregistered — a leader's view lags, the controller must refuse.
+        outside = [x for x in b.replicas if x not in isr]
         if outside and (len(isr) == 1 or rng.random() < 0.5):
             isr.append(rng.choice(outside))
         elif len(isr) > 1:
             isr.remove(rng.choice([x for x in isr if x != sender]))
-        isr_epochs = [[x, self.book[x].epoch if self.book[x].epoch is not None else -1] for x in sorted(isr)]
+        strangers = [x for x in self.book.ids if x not in b.replicas]
+        if strangers and rng.random() < P_NON_REPLICA:
+            isr.append(rng.choice(strangers))  # a broker that holds no replica (INVALID_REQUEST)
+        isr_epochs = [[x, self._member_epoch(x, rng)] for x in sorted(isr)]
         return op(ISR, "alter", {"topic": topic, "topic_id": b.topic_id, "partition": 0, "leader": sender,
                                  "broker_epoch": epoch, "leader_epoch": le, "partition_epoch": pe,
                                  "isr": sorted(isr), "isr_epochs": isr_epochs})
+
+    def _member_epoch(self, b: int, rng: Any) -> int:
+        """The broker epoch an AlterPartition names for ISR member `b`: the leader's belief (-1 for
+        none), now and then one of its older registrations' (INELIGIBLE_REPLICA expected)."""
+        agent = self.book[b]
+        if (old := agent.old_epochs()) and rng.random() < P_OLD_MEMBER_EPOCH:
+            return rng.choice(old)
+        return agent.epoch if agent.epoch is not None else -1
 
     def generator(self) -> FnGen:
         return FnGen(self.next_op)

@@ -44,6 +44,7 @@ from kraftlab.workloads.agents import (
     reported_offset,
     resend_op,
     unregister_op,
+    zombie_register_op,
 )
 from kraftlab.workloads.client import Invocation
 from kraftlab.workloads.generator import Context, FnGen
@@ -71,13 +72,13 @@ def read_handler(book: AgentBook) -> Any:
 def due_for_heartbeat(book: AgentBook, now: float, interval: float) -> Agent | None:
     """The registered agent that has waited longest, if it is due."""
     live = [a for a in book.agents.values()
-            if a.epoch is not None and a.down_until is None and now - a.last_heartbeat >= interval]
+            if a.epoch is not None and not a.silent(now) and now - a.last_heartbeat >= interval]
     return min(live, key=lambda a: a.last_heartbeat) if live else None
 
 
 def keepalive(a: Agent, now: float, rng: Any) -> Invocation:
     assert a.epoch is not None
-    a.last_heartbeat = now
+    a.last_heartbeat, a.quiet_until = now, None
     return heartbeat_op(a, a.epoch, want_fence=rng.random() < 0.02, offset=reported_offset(a, rng))
 
 
@@ -92,12 +93,44 @@ def silence(session_timeout: float, rng: Any) -> float:
     return session_timeout * rng.uniform(*SILENCE)
 
 
+def stall(a: Agent, now: float, quiet_for: float, rng: Any) -> Invocation:
+    """The agent's last heartbeat before it stalls (a paused or partitioned broker process): silent
+    past its session, so the controller must fence it, then it heartbeats on as the same
+    registration — a silence SessionNotFenced judges, and a fenced broker whose stale peers still
+    propose it for ISRs (IsrJoinersEligible) and that must catch up again to be unfenced."""
+    assert a.epoch is not None
+    a.last_heartbeat, a.quiet_until = now, now + quiet_for
+    return heartbeat_op(a, a.epoch, offset=reported_offset(a, rng))
+
+
+def stalled(book: AgentBook, now: float) -> bool:
+    """One of the book's agents is stalled now (at most one at a time stalls)."""
+    return any(a.quiet_until is not None and now < a.quiet_until for a in book.agents.values())
+
+
+def zombie_op(a: Agent, rng: Any) -> Invocation | None:
+    """What the process of one of the agent's replaced registrations sends, if it had one: a
+    heartbeat with its old broker epoch (STALE_BROKER_EPOCH expected) or, now and then, its
+    registration again (DUPLICATE_BROKER_REGISTRATION while the id stays registered)."""
+    if (incs := a.old_incarnations()) and rng.random() < 0.25:
+        return zombie_register_op(a, rng.choice(incs))
+    if old := a.old_epochs():
+        return heartbeat_op(a, rng.choice(old), zombie=True)
+    return None
+
+
 def shut_down(a: Agent, now: float, restart_after: float) -> Invocation:
     """Ask for controlled shutdown, then stay silent until the lease is surely gone and come
     back as a new incarnation."""
     assert a.epoch is not None
     a.down_until = now + restart_after
     return heartbeat_op(a, a.epoch, want_shut_down=True)
+
+
+P_SHUT_DOWN, P_STALL = 0.05, 0.05
+"""Of a registry agent's own heartbeats, how many ask for controlled shutdown (it then comes back
+as a new incarnation, leaving an old epoch and incarnation its zombie may use) and how many are its
+last before a stall (one agent at a time)."""
 
 
 LIFETIME = (100, 200)
@@ -187,16 +220,17 @@ class RegistryWorkload:
             return due
         a = self.book[ctx.rng.choice(self.book.ids)]
         r = ctx.rng.random()
-        if a.zombie and a.epochs and r < 0.3:
-            old = [e for e in a.epochs if e != a.epoch] or a.epochs
-            return heartbeat_op(a, ctx.rng.choice(old), zombie=True)
+        if a.zombie and r < 0.3 and (zombie := zombie_op(a, ctx.rng)) is not None:
+            return zombie
         if a.epoch is None:
             return self._register(a, ctx) if r < 0.8 else self._read(ctx)
-        if a.down_until is not None:
+        if a.silent(ctx.time):
             return self._read(ctx)
         if r < 0.4:
-            if ctx.rng.random() < 0.05:
+            if (pick := ctx.rng.random()) < P_SHUT_DOWN:
                 return shut_down(a, ctx.time, silence(self.session_timeout, ctx.rng))
+            if pick < P_SHUT_DOWN + P_STALL and not stalled(self.book, ctx.time):
+                return stall(a, ctx.time, silence(self.session_timeout, ctx.rng), ctx.rng)
             a.last_heartbeat = ctx.time
             return heartbeat_op(a, a.epoch, offset=reported_offset(a, ctx.rng))
         if r < 0.55:

@@ -139,3 +139,68 @@ def test_agents_rotate_and_their_topics_move_to_new_topics_on_the_fresh_ids() ->
     finals = {x["value"]["topic"] for x in invokes if x["f"] == "read" and x["value"].get("final")}
     assert finals and not finals & deleted  # the final reads are of the topics in use at the end
     assert verdicts(lines, ("registry", "topics", "isr")) == {"registry": True, "topics": True, "isr": True}
+
+
+def _ctx(seed: int, time: float = 0.0) -> Any:
+    from kraftlab.workloads.generator import Context
+
+    return Context(time=time, process=0, worker=0, node="n1", nodes=["n1"], rng=random.Random(seed))
+
+
+def test_alters_propose_joiners_the_controller_must_refuse() -> None:
+    """A leader's view lags: an expansion draws its joiner from the whole replica set — fenced,
+    stalled, unregistered — and a re-registered member is sometimes named at an older broker
+    epoch, or a broker holding no replica joins; the controller must refuse each (rule reach of
+    IsrJoinersEligible and IsrWithinReplicas)."""
+    w = IsrWorkload(["n1"], agents=5, topics=1)
+    b = w.beliefs["isr-0"]
+    b.topic_id, b.leader, b.isr = "00000000-0000-0000-0000-000000000001", 2000, (2000,)
+    leader, fenced, gone = (w.book[x] for x in b.replicas)
+    leader.registered("i0", 10)
+    fenced.registered("i1", 11)  # fenced (never unfenced)
+    fenced.registered("i1b", 15)  # re-registered: epoch 11 is an older registration's
+    gone.forget()  # unregistered
+    seen: Counter[str] = Counter()
+    for seed in range(400):
+        v = w._alter_op(_ctx(seed), "isr-0", b).value
+        joiners = set(v["isr"]) - {2000}
+        epochs = dict(map(tuple, v["isr_epochs"]))
+        seen["fenced"] += fenced.id in joiners and epochs[fenced.id] == 15
+        seen["old_epoch"] += fenced.id in joiners and epochs[fenced.id] == 11
+        seen["unregistered"] += gone.id in joiners and epochs[gone.id] == -1
+        seen["non_replica"] += bool(joiners - set(b.replicas))
+    assert all(seen[k] >= 3 for k in ("fenced", "old_epoch", "unregistered", "non_replica")), seen
+
+
+def test_stalled_agents_fall_silent_past_the_session_then_heartbeat_on_as_the_same_registration() -> None:
+    from kraftlab.workloads.registry import due_for_heartbeat, stall, stalled
+
+    w = IsrWorkload(["n1"], agents=2, topics=1)
+    a = w.book[2000]
+    a.registered("i0", 7)
+    inv = stall(a, 0.0, 12.0, random.Random(1))
+    assert inv.f == "heartbeat" and inv.value["epoch"] == 7
+    assert stalled(w.book, 5.0) and due_for_heartbeat(w.book, 5.0, 1.5) is None
+    assert not stalled(w.book, 12.0) and due_for_heartbeat(w.book, 12.0, 1.5) is a  # same epoch, past the session
+
+
+def test_a_replaced_incarnation_speaks_as_a_zombie() -> None:
+    from kraftlab.workloads.registry import zombie_op
+
+    w = IsrWorkload(["n1"], agents=1, topics=1)
+    a = w.book[2000]
+    a.registered("old", 3)
+    assert zombie_op(a, random.Random(1)) is None  # nothing replaced yet
+    a.registered("new", 9)
+    sent = [zombie_op(a, random.Random(s)) for s in range(100)]
+    beats = [x.value for x in sent if x is not None and x.f == "heartbeat"]
+    regs = [x.value for x in sent if x is not None and x.f == "register"]
+    assert beats and all(v["epoch"] == 3 and v["zombie"] for v in beats)
+    assert regs and all(v["incarnation"] == "old" and v["zombie"] for v in regs)
+
+
+def test_generated_history_refuses_ineligible_joiners_and_stays_valid() -> None:
+    lines, _w = correct_run(4)
+    errors = Counter(x["error"] for x in completions(lines, "alter") if x["type"] == "fail")
+    assert errors["INELIGIBLE_REPLICA"] >= 1, errors
+    assert verdicts(lines, ("isr", "registry")) == {"isr": True, "registry": True}
