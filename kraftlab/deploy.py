@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import sys
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraftlab.control.host import Host, HostError
+from kraftlab.control.host import CommandResult, Host, HostError
 from kraftlab.control.lab import Lab
 from kraftlab.control.netns import NetnsHost
 from kraftlab.control.ssh import SshHost
@@ -33,6 +34,7 @@ from kraftlab.control.state import state_dir
 from kraftlab.control.wheels import WheelError, build_wheelhouse, install_script
 from kraftlab.disks import DiskMounts, python_beside
 from kraftlab.nemesis.daemon_control import DaemonNodeControl
+from kraftlab.nemesis.ports import QuorumView, VoterAnswer
 
 DAEMON = "kraft-node"
 BROKER_PORT = 9092
@@ -87,6 +89,9 @@ class NodeSpec:
     node_id: int
     roles: tuple[str, ...]
     address: str
+    spare: bool = False
+    """A controller of a dynamic quorum formatted `--no-initial-controllers`: it starts as an observer
+    and becomes a voter only when added (`add-controller`)."""
 
     @property
     def controller(self) -> bool:
@@ -97,8 +102,18 @@ class NodeSpec:
         return "broker" in self.roles
 
 
-def plan(topology: str, addresses: dict[str, str]) -> list[NodeSpec]:
-    """Roles and node ids (n1 → 1 …) for the hosts, in their order."""
+QUORUMS = ("static", "dynamic")
+"""`static`: the voters are `controller.quorum.voters`, fixed for the cluster's life. `dynamic` (KIP-853):
+the nodes find the quorum through `controller.quorum.bootstrap.servers`; the topology's controllers are
+its first voters (formatted `--initial-controllers`) and every other node is a combined broker and spare
+controller (formatted `--no-initial-controllers`), ready to be added as a voter."""
+INITIAL_VOTERS = 3  # a dynamic quorum's first voters when every node is a controller (topology combined)
+
+
+def plan(topology: str, addresses: dict[str, str], quorum: str = "static") -> list[NodeSpec]:
+    """Roles and node ids (n1 → 1 …) for the hosts, in their order (`quorum`: one of QUORUMS)."""
+    if quorum not in QUORUMS:
+        raise ValueError(f"unknown quorum {quorum!r} (one of {', '.join(QUORUMS)})")
     try:
         n_controllers, combined = TOPOLOGIES[topology]
     except KeyError:
@@ -113,7 +128,11 @@ def plan(topology: str, addresses: dict[str, str]) -> list[NodeSpec]:
             roles: tuple[str, ...] = ("broker", "controller") if combined else ("controller",)
         else:
             roles = ("broker",)
-        specs.append(NodeSpec(name, i + 1, roles, addresses[name]))
+        spare = quorum == "dynamic" and (i >= n_controllers or (TOPOLOGIES[topology][0] is None
+                                                                and i >= min(INITIAL_VOTERS, len(names))))
+        if spare:
+            roles = ("broker", "controller")
+        specs.append(NodeSpec(name, i + 1, roles, addresses[name], spare))
     return specs
 
 
@@ -147,11 +166,17 @@ class NodePaths:
 
 
 def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePaths,
-                      overrides: dict[str, str] | None = None, *, diskfs: bool = False) -> str:
+                      overrides: dict[str, str] | None = None, *, diskfs: bool = False, quorum: str = "static") -> str:
     """The node's server.properties. On the disk-fault filesystem (`diskfs`) `log.dirs` is the
     metadata directory too — Kafka's default layout, partitions beside `__cluster_metadata-0` — so
-    partition data is on the mount as well; the journal stays in `data/`, off it."""
-    voters = ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}" for s in specs if s.controller)
+    partition data is on the mount as well; the journal stays in `data/`, off it. A dynamic `quorum`
+    names every controller in `controller.quorum.bootstrap.servers` instead of fixed voters."""
+    if quorum == "dynamic":
+        where = ("controller.quorum.bootstrap.servers",
+                 ",".join(f"{s.address}:{CONTROLLER_PORT}" for s in specs if s.controller))
+    else:
+        where = ("controller.quorum.voters",
+                 ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}" for s in specs if s.controller))
     listeners = []
     if spec.broker:
         listeners.append(f"PLAINTEXT://{spec.address}:{BROKER_PORT}")
@@ -161,7 +186,7 @@ def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePath
     props: dict[str, str] = {
         "process.roles": ",".join(spec.roles),
         "node.id": str(spec.node_id),
-        "controller.quorum.voters": voters,
+        where[0]: where[1],
         "listeners": ",".join(listeners),
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
@@ -212,6 +237,8 @@ class DeploymentState:
     diskfs: bool = False
     """Each node's metadata.log.dir is on the disk-fault filesystem (kraftlab/disks.py): a kill
     loses what the node never fsynced, and the disk nemesis can fail or delay its I/O."""
+    quorum: str = "static"
+    """`static` (controller.quorum.voters) or `dynamic` (KIP-853: voters can be added and removed)."""
 
     def save(self) -> Path:
         path = state_dir() / "deployments" / f"{self.lab}.json"
@@ -228,7 +255,8 @@ class DeploymentState:
             raw = json.loads(path.read_text())
         except FileNotFoundError:
             raise LookupError(f"lab {lab} has no deployment ({path}); deploy the node first") from None
-        raw["specs"] = [NodeSpec(s["name"], s["node_id"], tuple(s["roles"]), s["address"]) for s in raw["specs"]]
+        raw["specs"] = [NodeSpec(s["name"], s["node_id"], tuple(s["roles"]), s["address"], bool(s.get("spare")))
+                        for s in raw["specs"]]
         return DeploymentState(**raw)
 
 
@@ -255,10 +283,11 @@ class Deployment(DaemonNodeControl):
 
     @staticmethod
     def create(lab: Lab, topology: str = DEFAULT_TOPOLOGY, overrides: dict[str, str] | None = None,
-               cluster_id: str | None = None, run_dir: Path | None = None, diskfs: bool = False) -> Deployment:
+               cluster_id: str | None = None, run_dir: Path | None = None, diskfs: bool = False,
+               quorum: str = "static") -> Deployment:
         state = DeploymentState(lab.name, topology, cluster_id or random_cluster_id(),
-                                plan(topology, lab.addresses()), dict(overrides or {}),
-                                None if run_dir is None else str(run_dir), diskfs)
+                                plan(topology, lab.addresses(), quorum), dict(overrides or {}),
+                                None if run_dir is None else str(run_dir), diskfs, quorum)
         state.save()
         return Deployment(lab, state)
 
@@ -296,7 +325,8 @@ class Deployment(DaemonNodeControl):
         """Write every node's server.properties (and create its directories)."""
         def write(h: Host) -> None:
             spec, paths = self._specs[h.name], self.paths(h.name)
-            text = render_properties(spec, self.state.specs, paths, self.state.overrides, diskfs=self.state.diskfs)
+            text = render_properties(spec, self.state.specs, paths, self.state.overrides, diskfs=self.state.diskfs,
+                                     quorum=self.state.quorum)
             h.run(f"mkdir -p {paths.data_dir} {paths.metadata_dir} && cat > {paths.config} <<'KRAFTLAB_EOF'\n"
                   f"{text}KRAFTLAB_EOF\n", check=True)
             if self.disks is not None:
@@ -305,15 +335,23 @@ class Deployment(DaemonNodeControl):
         self.lab.on(None, write)
 
     def format(self, nodes: Iterable[str] | None = None) -> None:
-        self.lab.on(nodes, lambda h: self._format(h.name, ignore_formatted=False))
+        initial = initial_controllers(self.state.specs, {s.name: random_cluster_id() for s in self.state.specs})
+        self.lab.on(nodes, lambda h: self._format(h.name, ignore_formatted=False, initial=initial))
 
-    def _format(self, node: str, *, ignore_formatted: bool) -> None:
-        if isinstance(self.lab.host(node), NetnsHost):  # this machine's files: no process to start
+    def _format(self, node: str, *, ignore_formatted: bool, initial: str | None = None) -> None:
+        """`kraft-node format` of the node; a controller of a dynamic quorum with `--initial-controllers
+        initial` (a first voter, when the cluster is made) or else `--no-initial-controllers`."""
+        spec = self._specs[node]
+        quorum_flag = ""
+        if self.dynamic_quorum() and spec.controller:
+            first = initial is not None and not spec.spare
+            quorum_flag = f" --initial-controllers {initial}" if first else " --no-initial-controllers"
+        if isinstance(self.lab.host(node), NetnsHost) and not quorum_flag:  # this machine's files: no process
             format_here(node, self.paths(node).config, self.state.cluster_id, ignore_formatted=ignore_formatted)
             return
         flag = " --ignore-formatted" if ignore_formatted else ""
         r = self.lab.host(node).run(f"{self.kraft_node(node)} format --config {self.paths(node).config} "
-                                    f"--cluster-id {self.state.cluster_id}{flag}", timeout=60)
+                                    f"--cluster-id {self.state.cluster_id}{flag}{quorum_flag}", timeout=60)
         if not r.ok:
             raise DeployError(f"{node}: kraft-node format failed ({r.exit_code}): {(r.stderr or r.stdout).strip()}")
 
@@ -403,6 +441,58 @@ class Deployment(DaemonNodeControl):
             self.lab.on(None, lambda h: disks.unmount(h.name))
 
     def reformat(self, node: str) -> None:
+        self._format(node, ignore_formatted=True)
+
+    # -- a dynamic quorum's voters (nemesis.ports.VoterControl), as Kafka's tools change them ----------
+
+    def dynamic_quorum(self) -> bool:
+        return self.state.quorum == "dynamic"
+
+    def spare_controllers(self) -> list[str]:
+        return [s.name for s in self.state.specs if s.spare]
+
+    def describe_voters(self) -> QuorumView:
+        described = self.describe_quorum()
+        names = {s.node_id: s.name for s in self.state.specs}
+        leader = quorum_leader(described)
+        voters = {names.get(int(v["id"]), f"id{v['id']}"): str(v.get("directory_id") or "")
+                  for v in described.get("voters", [])}
+        return QuorumView(names.get(leader) if leader is not None else None, voters)
+
+    def directory_id(self, node: str) -> str | None:
+        r = self.lab.host(node).run(f"cat {shlex.quote(self.paths(node).metadata_dir)}/meta.properties", timeout=15)
+        found = re.search(r"^directory\.id=(\S+)$", r.stdout, re.MULTILINE) if r.ok else None
+        return found.group(1) if found else None
+
+    def _bootstrap_controllers(self) -> str:
+        return ",".join(f"{s.address}:{CONTROLLER_PORT}" for s in self.state.specs if s.controller)
+
+    def add_controller(self, node: str, timeout_s: float) -> VoterAnswer:
+        """`kraft-node add-controller` on the node's host, with the node's own configuration (its id,
+        listener and formatted directory id, as Kafka's tool reads them)."""
+        command = (f"{self.kraft_node(node)} add-controller --bootstrap-controller {self._bootstrap_controllers()} "
+                   f"--command-config {self.paths(node).config} --timeout {timeout_s:g}")
+        return self._voter_command(node, command, timeout_s)
+
+    def remove_controller(self, node: str, directory_id: str, timeout_s: float) -> VoterAnswer:
+        command = (f"{self.kraft_node(node)} remove-controller --bootstrap-controller {self._bootstrap_controllers()} "
+                   f"--controller-id {self._specs[node].node_id} --controller-directory-id {shlex.quote(directory_id)} "
+                   f"--timeout {timeout_s:g}")
+        return self._voter_command(node, command, timeout_s)
+
+    def _voter_command(self, node: str, command: str, timeout_s: float) -> VoterAnswer:
+        try:
+            return voter_answer(self.lab.host(node).run(command, timeout=timeout_s + 45))
+        except HostError as exc:
+            return VoterAnswer("UNREACHABLE", f"{node}: {exc}")
+
+    def new_disk(self, node: str) -> None:
+        """The (stopped) node's metadata directory emptied and formatted `--no-initial-controllers`: a new
+        directory id (its data directory and journal stay, as when a metadata disk is swapped)."""
+        if self.running(node):
+            raise HostError(f"{node}: stop kraft-node before replacing its disk")
+        meta = shlex.quote(self.paths(node).metadata_dir)
+        self.lab.host(node).run(f"find {meta} -mindepth 1 -delete", check=True, timeout=60)
         self._format(node, ignore_formatted=True)
 
     # -- health -----------------------------------------------------------------------------------
@@ -592,6 +682,26 @@ def direct_query(kind: str, address: str, timeout: float = 2.0) -> dict[str, Any
         return admin.describe_cluster_now(address, BROKER_PORT, timeout)
     except admin.AdminError as exc:
         raise HostError(str(exc)) from None
+
+
+def initial_controllers(specs: Sequence[NodeSpec], directory_ids: dict[str, str]) -> str:
+    """`--initial-controllers` of a dynamic quorum: each first voter as `id@host:port:directory-id`."""
+    return ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}:{directory_ids[s.name]}"
+                    for s in specs if s.controller and not s.spare)
+
+
+def voter_answer(result: CommandResult) -> VoterAnswer:
+    """What `kraft-node add-controller` / `remove-controller` said, as the quorum's answer: exit 0 is
+    NONE; a refusal names Kafka's error (`… failed: REQUEST_TIMED_OUT …`); anything else (no
+    controller took it, the host unreachable) is UNREACHABLE, an answer that may still commit."""
+    if result.ok:
+        return VoterAnswer("NONE", result.stdout.strip())
+    text = (result.stderr or result.stdout).strip()
+    refused = VOTER_ERROR.search(text)
+    return VoterAnswer(refused.group(1) if refused else "UNREACHABLE", text[-300:])
+
+
+VOTER_ERROR = re.compile(r" failed: ([A-Z][A-Z_]+)\b")
 
 
 def quorum_leader(quorum: dict[str, Any]) -> int | None:

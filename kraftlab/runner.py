@@ -35,6 +35,7 @@ from kraftlab.deploy import (
     DEFAULT_PROPERTIES,
     DEFAULT_TOPOLOGY,
     METRICS_PORT,
+    QUORUMS,
     SASL_PORT,
     TOPOLOGIES,
     Deployment,
@@ -43,7 +44,7 @@ from kraftlab.nemesis import schedule as nemesis_schedule
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.package import Timing
 from kraftlab.nemesis.runner import guarded
-from kraftlab.nemesis.session import history_recorder, prepare_run
+from kraftlab.nemesis.session import history_recorder, prepare_run, quorum_for
 from kraftlab.progress import ProgressDisplay, Snapshot
 from kraftlab.recovery import RECOVERY_FILE, recovery_bound, wait_recovered
 from kraftlab.report import render
@@ -84,6 +85,9 @@ class TestOptions:
     store: Path = DEFAULT_STORE
     config: dict[str, str] = field(default_factory=dict)  # extra server.properties keys
     diskfs: bool = False  # metadata directories on the disk-fault filesystem: a kill is a power loss
+    quorum: str | None = None
+    """`static` or `dynamic` (KIP-853); None: dynamic when the nemesis names `membership` (or the
+    replayed schedule ran on a dynamic quorum), else static."""
 
     def test_name(self) -> str:
         return self.name or f"{self.workload}-{self.nemesis.replace(',', '+') or 'none'}"
@@ -148,6 +152,8 @@ def validate(opts: TestOptions) -> None:
         raise BadArguments("--backend ssh needs --nodes-file (or --lab NAME of a lab made with `lab up`)")
     if opts.replay_nemesis and not (Path(opts.replay_nemesis) / "nemesis-schedule.json").is_file():
         raise BadArguments(f"--replay-nemesis: {opts.replay_nemesis} has no nemesis-schedule.json")
+    if opts.quorum not in (None, *QUORUMS):
+        raise BadArguments(f"unknown quorum {opts.quorum!r}; one of {', '.join(QUORUMS)}")
     if opts.topology not in TOPOLOGIES:
         raise BadArguments(f"unknown topology {opts.topology!r}; one of {', '.join(TOPOLOGIES)}")
     if opts.nodes < 1 or (opts.concurrency is not None and opts.concurrency < 1):
@@ -186,9 +192,12 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
                 lab, created = _open_lab(opts)
                 run.update_test(lab=lab.name, lab_created=created)
                 live.phase = "deploy"
-                dep = Deployment.create(lab, opts.topology, opts.config, run_dir=run.path, diskfs=opts.diskfs)
+                quorum = opts.quorum or quorum_for(opts.nemesis, _replayed(opts))
+                dep = Deployment.create(lab, opts.topology, opts.config, run_dir=run.path, diskfs=opts.diskfs,
+                                        quorum=quorum)
                 run.update_test(cluster_id=dep.state.cluster_id,
-                                nodes_roles={s.name: list(s.roles) for s in dep.state.specs},
+                                nodes_roles={s.name: list(s.roles) for s in dep.state.specs}, quorum=quorum,
+                                spare_controllers=dep.spare_controllers(),
                                 node_ids={s.name: s.node_id for s in dep.state.specs})
                 dep.deploy(wait=opts.recovery_time or DEPLOY_WAIT_S)
                 scraper = MetricsScraper({s.name: f"{s.address}:{METRICS_PORT}" for s in dep.state.specs},
@@ -239,6 +248,10 @@ class RunInterrupted(KeyboardInterrupt):
         self.run_dir = run_dir
 
 
+def _replayed(opts: TestOptions) -> Path | None:
+    return Path(opts.replay_nemesis) / "nemesis-schedule.json" if opts.replay_nemesis else None
+
+
 def session_timeout_ms(config: dict[str, str]) -> float:
     return float(config.get("broker.session.timeout.ms", 9000))
 
@@ -251,7 +264,7 @@ def _run_phases(opts: TestOptions, run: RunDir, history: HistoryWriter, dep: Dep
                       duration=opts.time_limit, seed=opts.seed, run_dir=run.path, swarm=opts.swarm,
                       timing=Timing.from_properties({**DEFAULT_PROPERTIES, **opts.config}),
                       recorder=history_recorder(history),
-                      replay_from=Path(opts.replay_nemesis) / "nemesis-schedule.json" if opts.replay_nemesis else None)
+                      replay_from=_replayed(opts))
     live.nemesis = nem.nemesis
     concurrency = opts.concurrency or 2 * len(dep.nodes())
     workload = catalog.build(opts.workload, client_addresses(dep), rate=opts.rate * concurrency,

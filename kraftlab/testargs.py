@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kraftlab.deploy import DEFAULT_TOPOLOGY, TOPOLOGIES
+from kraftlab.deploy import DEFAULT_TOPOLOGY, QUORUMS, TOPOLOGIES
 from kraftlab.nemesis.session import add_run_arguments
 from kraftlab.runner import TestOptions
 from kraftlab.store import DEFAULT_STORE
@@ -35,6 +35,9 @@ def add_test_arguments(p: argparse.ArgumentParser, *, matrix: bool = False) -> N
     p.add_argument("--nodes", type=int, default=5, help="hosts in a lab created for the run (default 5)")
     p.add_argument("--topology", default=DEFAULT_TOPOLOGY, choices=sorted(TOPOLOGIES),
                    help=f"roles of the nodes (default {DEFAULT_TOPOLOGY})")
+    p.add_argument("--quorum", default=None, choices=QUORUMS,
+                   help="static (controller.quorum.voters) or dynamic (KIP-853: bootstrap servers, the nodes beyond "
+                        "the first controllers are spare controllers); default dynamic when --nemesis names membership")
     p.add_argument("--concurrency", type=int, default=None, help="client processes (default 2 per node)")
     p.add_argument("--rate", type=_positive, default=10.0, help="ops/s per client process (default 10)")
     if matrix:
@@ -69,6 +72,6 @@ def options_from(args: argparse.Namespace, **override: object) -> TestOptions:
                   recovery_time=args.recovery_time, op_timeout=args.op_timeout, backend=args.backend,
                   lab=args.lab, nodes_file=args.nodes_file, accept_new_host_keys=args.accept_new_host_keys,
                   leave_running=args.leave_running, replay_nemesis=args.replay_nemesis, store=args.store,
-                  config=dict(args.config), diskfs=getattr(args, "diskfs", False))
+                  config=dict(args.config), diskfs=getattr(args, "diskfs", False), quorum=args.quorum)
     fields.update(override)
     return TestOptions(**fields)

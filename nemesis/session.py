@@ -71,6 +71,14 @@ def history_recorder(writer: HistoryLike) -> OpRecorder:
     return record
 
 
+def quorum_for(packages: str, replay_from: str | Path | None = None) -> str:
+    """The quorum a run deploys: `dynamic` when its packages name `membership` (not merely `all`: a
+    lab is made dynamic only on purpose) or the replayed schedule ran on a dynamic quorum."""
+    if replay_from is not None:
+        return load(replay_from).quorum
+    return "dynamic" if "membership" in [p.strip() for p in packages.split(",")] else "static"
+
+
 def spare_controllers(control: NodeControl) -> list[str] | None:
     """The spare controllers of a lab whose quorum is dynamic (None: a static quorum)."""
     if isinstance(control, VoterControl) and control.dynamic_quorum():

@@ -11,7 +11,7 @@ from kraftlab.control.host import HostError
 from kraftlab.control.labs import BACKENDS, lab_down, lab_up, load_lab
 from kraftlab.control.preflight import SetupError
 from kraftlab.control.state import list_states, load_state
-from kraftlab.deploy import DEFAULT_TOPOLOGY, TOPOLOGIES, DeployError, Deployment, load_deployment
+from kraftlab.deploy import DEFAULT_TOPOLOGY, QUORUMS, TOPOLOGIES, DeployError, Deployment, load_deployment
 from kraftlab.exits import EXIT_BAD_ARGS
 
 NODE_ACTIONS = ["start", "stop", "kill", "pause", "resume", "restart", "wipe", "reformat"]
@@ -52,6 +52,9 @@ def register(subparsers: Any) -> None:
     dep.add_argument("--diskfs", action="store_true",
                      help="each node's metadata.log.dir on the disk-fault FUSE filesystem (a kill loses "
                           "what was never fsynced; docs/diskfs.md)")
+    dep.add_argument("--quorum", choices=QUORUMS, default="static",
+                     help="dynamic: KIP-853 (controller.quorum.bootstrap.servers; nodes beyond the first controllers "
+                          "are spare controllers, for `kraftlab nemesis membership`)")
     dep.set_defaults(func=_deploy)
     node = sub.add_parser("node", help="operate one deployed node")
     node.add_argument("action", choices=NODE_ACTIONS)
@@ -164,7 +167,7 @@ def _deploy(args: argparse.Namespace) -> int:
     start = time.monotonic()
     try:
         with load_lab(args.name) as lab:
-            dep = Deployment.create(lab, args.topology, overrides, diskfs=args.diskfs)
+            dep = Deployment.create(lab, args.topology, overrides, diskfs=args.diskfs, quorum=args.quorum)
             why = dep.deploy(wait=args.wait)
     except (LookupError, HostError, SetupError, DeployError, ValueError) as exc:
         return _fail(exc)

@@ -4,6 +4,8 @@ the voter set before, retries and ambiguous answers, seeded schedules and their 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kraftlab.nemesis import voter_changes
@@ -12,7 +14,8 @@ from kraftlab.nemesis.fakes import FakeNodeControl, FakeQuorumControl
 from kraftlab.nemesis.package import Timing
 from kraftlab.nemesis.ports import MemoryLedger, MemoryRecorder, VoterAnswer
 from kraftlab.nemesis.runner import ScheduleRunner
-from kraftlab.nemesis.schedule import Schedule, generate
+from kraftlab.nemesis.schedule import Schedule, generate, save
+from kraftlab.nemesis.session import quorum_for
 
 
 @pytest.fixture(autouse=True)
@@ -174,3 +177,11 @@ def test_a_generated_schedule_runs_and_heals_back_to_the_first_voters_and_replay
         assert done and all(op["type"] == "ok" for op in done), done
         chosen.append([op["value"].get("nodes") for op in done])
     assert chosen[0] == chosen[1]
+
+
+def test_naming_membership_makes_the_lab_dynamic_and_a_replay_deploys_what_it_replays(tmp_path: Path) -> None:
+    assert quorum_for("partition,membership") == "dynamic"
+    assert quorum_for("all") == "static" and quorum_for("kill") == "static"  # `all` alone keeps a static lab
+    for spares, quorum in ((["n4", "n5"], "dynamic"), (None, "static")):
+        path = save(_schedule(1, spares), tmp_path / quorum)
+        assert quorum_for("none", path) == quorum
