@@ -74,6 +74,9 @@ class BrokerConfig:
     """Test-only planted bugs (node.bugs, the bug zoo); none by default."""
     log_dirs: tuple[uuid.UUID, ...] = ()
     """The directory ids of its log directories (registered as LogDirs, KIP-858)."""
+    previous_broker_epoch: int = -1
+    """The broker epoch its log directories' clean-shutdown markers name (PreviousBrokerEpoch,
+    KIP-966; node.storage.partition.clean_shutdown), -1 when the last stop was not clean."""
 
     @property
     def effective_self_fence_timeout_ms(self) -> int:
@@ -230,6 +233,7 @@ class BrokerLifecycle:
             ),
             rack=c.rack,
             log_dirs=c.log_dirs,
+            previous_broker_epoch=i64(c.previous_broker_epoch),
         )
 
     def report_offline_log_dirs(self, dirs: Iterable[uuid.UUID]) -> None:

@@ -6,7 +6,12 @@
   SIGTERM need not wait for the old lease), and so does an incarnation a newer one already replaced
   (a zombie process); a retry from the same incarnation gets the same epoch and
   writes nothing; the broker must support every finalized feature level (UNSUPPORTED_VERSION);
-  otherwise a fenced RegisterBrokerRecord whose offset is the new broker epoch.
+  otherwise a fenced RegisterBrokerRecord whose offset is the new broker epoch. A new incarnation
+  leaves every ISR and leadership; one whose PreviousBrokerEpoch is not the registered epoch came
+  back from an unclean shutdown (KIP-966: no clean-shutdown marker in its log directories — a
+  crash, a power loss, a lost and reformatted directory) and is also struck from the remembered
+  last ISR members, so it never leads from a log that may lack acknowledged records; so is one
+  registering while no registration of its id exists (unregistered meanwhile: nothing to match).
 - BrokerHeartbeat: BROKER_ID_NOT_REGISTERED / STALE_BROKER_EPOCH, else the lease is renewed;
   unfenced when it asks (WantFence false) and has replayed its own registration; WantShutDown
   moves its leaderships and ISR memberships away and ShouldShutDown is answered once it leads
@@ -98,8 +103,11 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
     bid, incarnation = req.broker_id, req.incarnation_id
     existing = w.image.brokers.get(bid)
 
+    previous = int(getattr(req, "previous_broker_epoch", -1))
+
     def answer(code: ErrorCode, epoch: int = -1) -> Outcome:
-        d = _decision("BrokerRegistration", bid, epoch, code, incarnation=str(incarnation), at_ms=w.now_ms)
+        d = _decision("BrokerRegistration", bid, epoch, code, incarnation=str(incarnation), at_ms=w.now_ms,
+                      previous_broker_epoch=previous)
         return Outcome({"error_code": code, "broker_epoch": epoch}, [d])
 
     if req.cluster_id != w.config.cluster_id:
@@ -140,8 +148,11 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
             log_dirs=tuple(d for d in getattr(req, "log_dirs", ()) if d is not None),
         )
     )
-    # A replaced registration's old incarnation must not stay in any ISR or lead.
-    remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election)
+    # A replaced registration's old incarnation must not stay in any ISR or lead; after an unclean
+    # shutdown its log is not trusted to hold every committed message either.
+    # (no registration at all: unregistered meanwhile, its id may still be remembered; nothing proves it)
+    unclean_shutdown = existing is None or previous != existing.epoch
+    remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election, unclean_shutdown=unclean_shutdown)
     leases.touch(bid, w.now_ms, w.events)
     return answer(ErrorCode.none, epoch)
 

@@ -10,7 +10,13 @@ nothing changes), like Kafka's PartitionChangeBuilder:
   shutdown; with no eligible ISR member the partition has no leader (-1), never an unclean
   leader unless `unclean` is set;
 - when fencing empties an ISR, its last member is remembered (LastKnownElr) and leads again
-  (alone in the ISR) once it is unfenced: it holds every committed message.
+  (alone in the ISR) once it is unfenced: it holds every committed message;
+- unless it comes back from an unclean shutdown (KIP-966's `uncleanShutdownReplicas`): a broker
+  that registers without proof of a clean stop may have lost acknowledged records that were not yet
+  flushed, or its whole log directory, so it is struck from the ISR and the remembered members and
+  never elected from them; with nobody else the partition stays leaderless (offline, not unclean).
+  Kafka moves such a replica from its ELR to its LastKnownElr, kept for an operator's unclean
+  recovery; here the remembered members are the electable ones, so it is dropped.
 """
 
 from __future__ import annotations
@@ -42,10 +48,12 @@ def change(
     prefer_preferred: bool = False,
     unclean: bool = False,
     ineligible: int | None = None,
+    unclean_shutdown: int | None = None,
 ) -> PartitionChangeRecord | None:
     """The record moving the partition to the wanted state, or None if it is already there.
     `ineligible`: a broker to treat as unusable whatever the image says (one being fenced or
-    unregistered by records that come after this one)."""
+    unregistered by records that come after this one). `unclean_shutdown`: a broker registering
+    after an unclean shutdown, never remembered as holding every committed message."""
     p = image.topics[topic_id].partitions[partition_id]
     new_replicas = p.replicas if replicas is None else replicas
     new_removing = p.removing if removing is None else removing
@@ -75,6 +83,7 @@ def change(
     if leader == NO_LEADER and not new_isr:
         if p.isr and not elr:
             elr = tuple(p.isr)
+        elr = tuple(b for b in elr if b != unclean_shutdown)
         back = next((r for r in new_replicas if r in elr and usable(r)), NO_LEADER)
         if back == NO_LEADER and unclean:
             back = next((r for r in new_replicas if usable(r)), NO_LEADER)
@@ -100,18 +109,22 @@ def change(
 
 
 def remove_broker(
-    image: MetadataImage, broker_id: int, emit: Emit, *, unclean: bool = False, limit: int | None = None
+    image: MetadataImage, broker_id: int, emit: Emit, *, unclean: bool = False, limit: int | None = None,
+    unclean_shutdown: bool = False,
 ) -> int:
     """Remove `broker_id` from every ISR and leadership, treating it as ineligible (so this may come
-    before the record that fences or unregisters it, as in Kafka). Emits one record per changed
-    partition, at most `limit` (then it stops: call again for the rest); returns how many."""
+    before the record that fences or unregisters it, as in Kafka); after an `unclean_shutdown` from
+    the remembered last ISR members too (Kafka's handleBrokerUncleanShutdown). Emits one record per
+    changed partition, at most `limit` (then it stops: call again for the rest); returns how many."""
     n = 0
+    struck = broker_id if unclean_shutdown else None
     for topic, pid, p in image.partitions():
         if limit is not None and n >= limit:
             break
-        if broker_id in p.isr or p.leader == broker_id:
+        if broker_id in p.isr or p.leader == broker_id or (unclean_shutdown and broker_id in p.last_known_elr):
             isr = tuple(b for b in p.isr if b != broker_id)
-            rec = change(image, topic.topic_id, pid, isr=isr, unclean=unclean, ineligible=broker_id)
+            rec = change(image, topic.topic_id, pid, isr=isr, unclean=unclean, ineligible=broker_id,
+                         unclean_shutdown=struck)
             if rec is not None:
                 emit(rec)
                 n += 1

@@ -60,6 +60,7 @@ from kraftlab.node.storage.errors import StorageError
 from kraftlab.node.storage.log_dir_health import directory_ids
 from kraftlab.node.storage.log_dir_health import offline as offline_log_dirs
 from kraftlab.node.storage.partition import LogConfig, LogManager
+from kraftlab.node.storage.partition.clean_shutdown import take_previous_broker_epoch, write_markers
 from kraftlab.node.storage.partition.manager import write_checkpoints
 
 log = logging.getLogger("kraft-node")
@@ -217,6 +218,10 @@ class KraftApplication:
                 endpoints.append(BrokerEndpoint(e.name, adv.connect_host(), adv.port))
             self._log_dirs = directory_ids(d for d in config.log_dirs if d != config.metadata_log_dir)
             self._log_dirs_checked_ms = 0
+            try:  # before anything is written: a crash of this life must not look like a clean stop
+                previous_epoch = take_previous_broker_epoch(config.log_dirs)
+            except OSError as e:
+                raise StartupError(f"log dirs: cannot remove the clean-shutdown marker: {e}") from e
             self.lifecycle = BrokerLifecycle(
                 BrokerConfig(
                     node_id=config.node_id,
@@ -229,6 +234,7 @@ class KraftApplication:
                     retry_backoff_ms=max(config.retry_backoff_ms, 1),
                     bugs=config.bugs,
                     log_dirs=tuple(self._log_dirs.values()),
+                    previous_broker_epoch=previous_epoch,
                 )
             )
             self.logs = self._open_partition_logs()
@@ -688,8 +694,16 @@ class KraftApplication:
                 if not self._checkpointing:
                     break
                 await asyncio.sleep(0.01)
+            flushed = False
             with contextlib.suppress(OSError):
                 self.logs.flush_all(self.ctx.clock.wall_ms())
                 self.logs.checkpoint()
+                flushed = True
             await self.replica_links.close()
             self.logs.close()
+            epoch = int(self.lifecycle.broker_epoch)
+            if flushed and epoch >= 0:  # every log flushed and closed: the next life may claim its data
+                try:
+                    write_markers(self.ctx.config.log_dirs, epoch)
+                except OSError as e:
+                    log.warning("clean-shutdown marker not written: %s", e)

@@ -8,9 +8,13 @@ them valid, some with a default, zero or too large partition count or replicatio
 of them with topic configs (Kafka's keys, random values). Faults:
 isolating a node, crashing and restarting a controller or a broker (a broker restarts as a new
 incarnation), a broker's controlled shutdown followed by its restart; optionally a lossy network.
+A broker restarted after a controlled shutdown registers with the epoch it stopped at (the
+clean-shutdown marker, KIP-966's PreviousBrokerEpoch); after a crash with -1.
 Checked while running, after every step that moved a node's committed offset: images identical
-at equal offsets on every node, no fenced or unregistered broker in any ISR or leading; the
-active controller keeps leases only of brokers it knows.
+at equal offsets on every node, no fenced or unregistered broker in any ISR or leading; no broker
+back from a crash in the ISR, the remembered last ISR members or the leadership of a partition it
+replicated before (its log may have lost acknowledged records; with no data plane here nothing
+can bring it back in); the active controller keeps leases only of brokers it knows.
 Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
 is never created. An admin client (`node.sim.kraft_admin`) asks the active controller for
 preferred leader elections, to unregister brokers that are down and fenced (or unknown) and to
@@ -90,6 +94,8 @@ class KNode:
     metadata: BrokerMetadata | None = None
     apis: BrokerApis | None = None
     incarnation: int = 0
+    clean_epoch: int = -1
+    """The broker epoch its last controlled shutdown ended at (its clean-shutdown marker), -1 after a crash."""
     tick_at: int | None = None
     checked_offset: int = -1
 
@@ -162,6 +168,7 @@ class KraftSim:
         self.fence_events: list[tuple[int, dict[str, Any]]] = []
         self.journal: list[tuple[int, int, JournalEvent]] = []
         self.crashed_brokers: dict[int, int] = {}
+        self.unclean_returns: dict[uuid.UUID, set[tuple[uuid.UUID, int]]] = {}  # incarnation → partitions it had
         self.client_until = 0
         self.lossy = lossy
         self._hit: dict[int, int] = {}
@@ -196,7 +203,11 @@ class KraftSim:
                 listeners=(BrokerEndpoint("PLAINTEXT", f"b{node.node_id}", 9092),),
                 heartbeat_interval_ms=self.heartbeat_interval_ms,
                 session_timeout_ms=self.session_timeout_ms,
+                previous_broker_epoch=node.clean_epoch,
             )
+            if node.clean_epoch < 0 and node.incarnation > 1:
+                self.unclean_returns[cfg.incarnation_id] = self._replicated_by(node.node_id)
+            node.clean_epoch = -1  # the marker is taken: a crash of this life is unclean
             node.lifecycle = BrokerLifecycle(cfg)
             node.metadata = BrokerMetadata()
             node.apis = BrokerApis(CLUSTER_ID, node.metadata, node.lifecycle)
@@ -206,6 +217,11 @@ class KraftSim:
         node.tick_at = None
         node.checked_offset = -1
         self.dispatch(node, node.raft.start(now), now)
+
+    def _replicated_by(self, broker: int) -> set[tuple[uuid.UUID, int]]:
+        """The partitions `broker` replicates in the newest image an active controller holds."""
+        images = [n.ctrl.future_image for n in self.nodes.values() if n.ctrl is not None and n.ctrl.active]
+        return {(t.topic_id, pid) for img in images for t, pid, p in img.partitions() if broker in p.replicas}
 
     def crash(self, node: KNode, now: int) -> None:
         node.raft = node.ctrl = node.lifecycle = node.metadata = node.apis = None
@@ -322,6 +338,14 @@ class KraftSim:
                     raise SimViolation(
                         f"seed {self.seed}: node {node.node_id} offset {offset}: broker {b} fenced/unregistered "
                         f"but in {topic.name}-{pid} (isr {p.isr}, leader {p.leader})"
+                    )
+            for b in {*p.isr, *p.last_known_elr, p.leader}:
+                reg = image.brokers.get(b)
+                if reg is not None and (topic.topic_id, pid) in self.unclean_returns.get(reg.incarnation_id, ()):
+                    raise SimViolation(
+                        f"seed {self.seed}: node {node.node_id} offset {offset}: broker {b} came back from a crash "
+                        f"but may lead {topic.name}-{pid} (isr {p.isr}, last known elr {p.last_known_elr}, "
+                        f"leader {p.leader})"
                     )
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -505,8 +529,10 @@ class KraftSim:
         elif action == "shutdown" and node.lifecycle is not None:
             node.lifecycle.begin_controlled_shutdown(now)  # SIGTERM; the process ends at undo time
         elif action == "undo-shutdown":
-            if node.raft is not None:
+            if node.raft is not None:  # the SIGTERMed process ends: logs flushed, marker written
+                epoch = node.lifecycle.broker_epoch if node.lifecycle is not None else -1
                 self.crash(node, now)
+                node.clean_epoch = epoch
             self.start(node, now)
         elif action == "undo-crash" and node.raft is None:
             self.start(node, now)

@@ -93,6 +93,7 @@ class Harness:
         incarnation: uuid.UUID | None = None,
         cluster_id: str = CLUSTER_ID,
         features: tuple[tuple[str, int, int], ...] = (("metadata.version", 1, 1),),
+        previous_broker_epoch: int = -1,
     ) -> Any:
         inc = incarnation or self.incarnations.setdefault(bid, uuid.UUID(int=bid * 1000 + 1))
         return BrokerRegistrationRequest(
@@ -104,6 +105,7 @@ class Harness:
                 Feature(name=n, min_supported_version=lo, max_supported_version=hi) for n, lo, hi in features
             ),
             rack=None,
+            previous_broker_epoch=previous_broker_epoch,
         )
 
     def register(self, bid: int, **kw: Any) -> int:

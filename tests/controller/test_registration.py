@@ -131,6 +131,7 @@ def test_decision_journal_fields(h: Harness) -> None:
         "incarnation": str(h.incarnations[1]),
         "offset": epoch,  # the RegisterBrokerRecord's own position
         "at_ms": d["at_ms"],  # the controller's clock when it decided (RegisteredOverLiveSession)
+        "previous_broker_epoch": -1,  # KIP-966: no proof of a clean stop
     }
     assert isinstance(d["at_ms"], int)
 

@@ -159,12 +159,13 @@ def test_controlled_shutdown_of_last_isr_member_leaves_partition_offline_until_i
     assert r.should_shut_down
     p = h.image().topic("t").partitions[0]
     assert p.leader == -1 and p.isr == () and p.last_known_elr == (1,)  # offline, not unclean
-    # broker 2 (out of the ISR) never leads; broker 1 restarts as a new incarnation and leads again
+    # broker 2 (out of the ISR) never leads; broker 1 restarts as a new incarnation after its clean
+    # stop (its clean-shutdown marker names its epoch) and leads again
     h.heartbeat(2, epochs[2])
     assert h.image().topic("t").partitions[0].leader == -1
     h.tick(9_001)
     h.heartbeat(2, epochs[2])
-    resp = h.run(h.registration(1, incarnation=uuid.UUID(int=4242)))
+    resp = h.run(h.registration(1, incarnation=uuid.UUID(int=4242), previous_broker_epoch=epochs[1]))
     assert resp.error_code == 0
     assert not h.heartbeat(1, resp.broker_epoch).is_fenced
     p = h.image().topic("t").partitions[0]
