@@ -269,8 +269,8 @@ class Replication(CoreContext):
         if now >= state.deadline:
             if self.is_voter:
                 self._become_prospective(now, now)
-            else:
-                self._set_state(Unattached(state.epoch, None, now), now)
+            else:  # an observer looks for the leader again, keeping the vote it granted in this epoch
+                self._set_state(Unattached(state.epoch, self.voted_id, now), now)
             return
         leader = state.leader_id
         if leader in self._inflight or now < state.retry_at:
