@@ -6,6 +6,12 @@ each rule below is then one class of `rules`, judged alone over that replay (che
 own verdict, count and time in the result's `rules`):
 
 - SingleLeader: at most one node is leader in any epoch.
+
+Every rule that counts a majority (MajorityReachedHighWatermark, StaleLeader, ElectedByMajority)
+counts it of the voter set in force (KIP-853: from the node's journalled `voters` events, a set in
+force once appended; the static `start` voters otherwise); the rules across voter sets
+(ElectedByMajority, OneChangeAtATime, MajoritiesIntersect, RemovedLeaderResigns,
+ReplacedDiskNeverVotes) are stated in checker.raft.membership_rules.
 - MonotonicEpoch: a node's epoch never goes down (for a voter it is durable across restarts — an
   observer learns it again from the leader; a restart with
   an empty log — new or wiped storage — starts the node's history over).
@@ -71,6 +77,13 @@ from collections.abc import Collection
 from typing import Any
 
 from kraftlab.checker.journal import Journals
+from kraftlab.checker.raft.membership_rules import (
+    ElectedByMajority,
+    MajoritiesIntersect,
+    OneChangeAtATime,
+    RemovedLeaderResigns,
+    ReplacedDiskNeverVotes,
+)
 from kraftlab.checker.raft.replay import Replay
 from kraftlab.checker.raft.rules import (
     STALE_LEADER_SLACK_MS,
@@ -97,7 +110,8 @@ def raft_rules(stale_leader_slack_ms: float = STALE_LEADER_SLACK_MS) -> list[Rul
     return [SingleLeader(), MonotonicEpoch(), DurableVote(), SingleVote(), CheckpointedHighWatermark(),
             MonotonicHighWatermark(), MajorityReachedHighWatermark(), CommittedPrefixAgreement(),
             LogMatching(), LeaderCompleteness(), NoUncommittedApply(), StaleLeader(stale_leader_slack_ms),
-            AnsweredBeforeCommit(), NodeStoppedOnSafetyError()]
+            AnsweredBeforeCommit(), NodeStoppedOnSafetyError(), ElectedByMajority(), OneChangeAtATime(),
+            MajoritiesIntersect(), RemovedLeaderResigns(), ReplacedDiskNeverVotes()]
 
 
 INVARIANTS = [r.name for r in raft_rules()]

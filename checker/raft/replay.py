@@ -11,8 +11,10 @@ What the rules read:
 - `elections`: each leader's log at the moment it became leader;
 - `leader_hws`: each HW advance of a leader with the entry at HW-1 it claims committed;
 - `nodes`: each node's final log and what it ever held durably;
-- `voters_at(offset)`: the voter set the majority rules count against — the one input about
-  membership (today one set for the whole run).
+- `voters`: the static voter set (`start` lines' voters), which the majority rules count against
+  unless the node journalled `voters` events (a dynamic quorum, KIP-853): then each `Moment` carries
+  the node's own voter `History` (checker.raft.voters), rebuilt from its journal as it goes, and
+  `sets_counted(m, offset)` gives the sets a leader in that state may have counted for `offset`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from kraftlab.checker.journal import Entry, Journals
+from kraftlab.checker.raft import voters as vs
 
 LogEntry = tuple[int, int, Entry]
 """(epoch, CRC, the append that wrote it) of one offset."""
@@ -40,6 +43,8 @@ class Moment(NamedTuple):
     durable: int = 0  # the durable end offset (last flush, cut by truncations; a restart's log end)
     snap_max: int = 0  # the highest snapshot end the node ever loaded or fetched
     flush_entry: Entry | None = None
+    voters: vs.History = ()  # the voter sets of the node's log (`voters` events; empty: a static quorum)
+    directory: str | None = None  # the directory id this process runs on (its `start` line's)
 
 
 @dataclass
@@ -87,6 +92,7 @@ class LeaderHw:
     epoch: int
     crc: int
     pos: int  # the `hw` line's position in the leader's journal
+    voters: vs.History  # the leader's voter sets then (empty: a static quorum)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +124,14 @@ class Replay:
         """The entries of one kind with the state before each, node by node in journal order."""
         return self._events.get(kind, [])
 
-    def voters_at(self, offset: int) -> list[int]:
-        """The voters whose majority commits `offset` (one set per run until membership changes)."""
-        return self.voters
+    def sets_counted(self, history: vs.History, offset: int) -> list[vs.VoterSet]:
+        """The voter sets a leader holding `history` may have counted a majority of to commit
+        `offset` (the static set when the node journalled none)."""
+        return vs.counted_at(history, offset) or [vs.static_set(self.voters)]
+
+    def set_in_force(self, m: Moment) -> vs.VoterSet:
+        """The voter set at a node's log end in state `m` (the static set when it journalled none)."""
+        return m.voters[-1][1] if m.voters else vs.static_set(self.voters)
 
     @functools.cached_property
     def committed(self) -> dict[int, Claim]:
@@ -159,7 +170,8 @@ class Replay:
                 st.top_hw = max(st.top_hw, hw)
                 m = Moment(life=m.life + 1, epoch=-1 if fresh else m.epoch,
                            epoch_entry=None if fresh else m.epoch_entry, role="unattached", hw=hw, hw_entry=e,
-                           durable=st.log_end, snap_max=m.snap_max, flush_entry=e)
+                           durable=st.log_end, snap_max=m.snap_max, flush_entry=e,
+                           voters=() if st.log_end == 0 else m.voters, directory=e.get("directory_id"))
             elif ev == "role":
                 m = m._replace(epoch=int(e["epoch"]), epoch_entry=e, role=str(e["role"]))
                 if m.role == "leader":
@@ -183,7 +195,9 @@ class Replay:
                 to = int(e["to"])
                 st.log = {o: x for o, x in st.log.items() if o < to}
                 st.log_end = to
-                m = m._replace(durable=min(m.durable, to))
+                m = m._replace(durable=min(m.durable, to), voters=tuple(x for x in m.voters if x[0] < to))
+            elif ev == "voters":
+                m = m._replace(voters=vs.after_event(m.voters, int(e["offset"]), vs.voter_set(e.fields)))
             elif ev == "snapshot" and e.get("action") in ("load", "fetch"):
                 off = int(e["offset"])
                 st.log_start = max(st.log_start, off)
@@ -207,5 +221,5 @@ class Replay:
                 self.claims.append(Claim(o, have[0], have[1], hw_epoch, e, have[2]))
         if m.role == "leader" and hw > m.hw and hw - 1 in st.log:
             ep, crc, _ = st.log[hw - 1]
-            self.leader_hws.append(LeaderHw(e, hw, ep, crc, pos))
+            self.leader_hws.append(LeaderHw(e, hw, ep, crc, pos, m.voters))
         return m._replace(hw=max(m.hw, hw), hw_entry=e)

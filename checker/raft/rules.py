@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 from kraftlab.checker.invariant import Violation
 from kraftlab.checker.journal import Entry
-from kraftlab.checker.raft.replay import LeaderHw, LogEntry, NodeLog, Replay
+from kraftlab.checker.raft import voters as vs
+from kraftlab.checker.raft.replay import LeaderHw, LogEntry, Moment, NodeLog, Replay
 from kraftlab.checker.rules import NamedRule
 
 STALE_LEADER_SLACK_MS = 1000.0
@@ -41,17 +42,20 @@ class MonotonicEpoch(NamedRule):
 
 class DurableVote(NamedRule):
     """What a restarted node read from its quorum-state (`start`'s `stored_epoch` and `stored_vote`)
-    still holds the last vote it granted before (unless it had moved to a later epoch)."""
+    still holds the last vote it granted before (unless it had moved to a later epoch, or it starts
+    on another disk: a new `directory_id` is a new voter to KIP-853, whose old vote cannot be used)."""
 
     def check(self, replay: Replay) -> Iterator[Violation]:
         for entries in replay.journals.by_node.values():
             last: Entry | None = None  # the last granted (non-pre-) vote of the current process life
             damaged = False
+            directory: str | None = None  # the directory id of the current process life
             for e in entries:
                 if e.ev == "start":
-                    if last is not None and not damaged and "stored_epoch" in e.fields:
+                    new_disk = None not in (directory, e.get("directory_id")) and directory != e.get("directory_id")
+                    if last is not None and not damaged and not new_disk and "stored_epoch" in e.fields:
                         yield from self._judge(last, e)
-                    last, damaged = None, False
+                    last, damaged, directory = None, False, e.get("directory_id")
                 elif e.ev == "vote" and e.get("granted") and not e.get("pre_vote"):
                     last = e
                 elif e.ev == "corruption" and "quorum-state" in str(e.get("path", "")):
@@ -173,20 +177,29 @@ class MajorityReachedHighWatermark(NamedRule):
                     "flush"), _present(m.flush_entry, e))
 
     def _leaders(self, replay: Replay) -> Iterator[Violation]:
+        """Judged against every voter set the leader may have counted (checker.raft.voters.counted_at:
+        from the set in force at HW-1 to the one at its log end); a majority of any one suffices."""
         for claim in replay.leader_hws:
             e, hw = claim.entry, claim.hw
-            voters = replay.voters_at(hw - 1)
-            majority = len(voters) // 2 + 1
             at = e.rmono if replay.shared_clock else None
-            holders = [v for v in voters if v in replay.nodes
-                       and _held(replay.nodes[v], claim, claim.pos if v == e.node else None, at)]
-            unknown = [v for v in voters
-                       if v not in holders and _maybe_cut(replay.nodes.get(v), e, hw, replay.shared_clock)]
-            if len(holders) + len(unknown) < majority:
+            short: list[tuple[list[int], list[int], int]] = []
+            for voter_set in replay.sets_counted(claim.voters, hw - 1):
+                voters = vs.ids(voter_set)
+                holders = [v for v in voters if v in replay.nodes
+                           and _held(replay.nodes[v], claim, claim.pos if v == e.node else None, at)]
+                unknown = [v for v in voters
+                           if v not in holders and _maybe_cut(replay.nodes.get(v), e, hw, replay.shared_clock)]
+                if len(holders) + len(unknown) >= vs.majority(voter_set):
+                    break
+                short.append((holders, voters, vs.majority(voter_set)))
+            else:
+                holders, voters, majority = short[-1]
+                earlier = [s[1] for s in short[:-1]]
+                sets = f" (nor a majority of any earlier set it held: {earlier})" if earlier else ""
                 yield Violation(self.name, (
                     f"leader {e.node} advanced the high-water mark to {hw} but only {holders} of voters {voters} "
                     f"{'had flushed' if at is not None else 'ever held'} offset {hw - 1} (epoch {claim.epoch})"
-                    f"{' by then' if at is not None else ''}; a majority is {majority}"), [e])
+                    f"{' by then' if at is not None else ''}; a majority is {majority}{sets}"), [e])
 
 
 class CommittedPrefixAgreement(NamedRule):
@@ -336,6 +349,7 @@ class StaleLeader(NamedRule):
         self.slack_ms = slack_ms
 
     def check(self, replay: Replay) -> Iterator[Violation]:
+        states = {id(e): m for e, m in replay.events("quorum")}
         for entries in replay.journals.by_node.values():
             stale: Entry | None = None  # the last `quorum` sample, if it showed no majority
             reported = -1  # the epoch whose StaleLeader is reported already
@@ -345,19 +359,30 @@ class StaleLeader(NamedRule):
                 elif e.ev == "quorum":
                     ages = {int(v): float(a) for v, a in (e.get("fetch_age_ms") or {}).items()}
                     limit = float(e["check_quorum_ms"]) + self.slack_ms
-                    heard = 1 + sum(1 for a in ages.values() if a <= limit)
-                    need = (len(ages) + 1) // 2 + 1
+                    heard, need, silent = self._heard(replay, states.get(id(e)), e.node, ages, limit)
                     prev, stale = (None, None) if heard >= need else (stale, e)
                     epoch = int(e["epoch"])
                     if prev is None or int(prev["epoch"]) != epoch or reported == epoch:
                         continue
                     reported = epoch
-                    silent = sorted(v for v, a in ages.items() if a > limit)
                     yield Violation(self.name, (
                         f"node {e.node} still led epoch {epoch} though it had heard no Fetch from voters {silent} "
                         f"for over {limit:g} ms (check-quorum {e['check_quorum_ms']} ms + slack "
-                        f"{self.slack_ms:g} ms): {heard} of {len(ages) + 1} voters, a majority is {need}"),
+                        f"{self.slack_ms:g} ms): {heard} voters heard, a majority is {need}"),
                         [prev, e])
+
+    @staticmethod
+    def _heard(replay: Replay, m: Moment | None, leader: int, ages: dict[int, float],
+               limit: float) -> tuple[int, int, list[int]]:
+        """(voters heard from within `limit`, the leader counted if it is one; a majority): of the
+        voter set in force at the leader's log end where it journalled one (a voter the sample
+        omits was not heard from, a non-voter it reports does not count), else of the sample's."""
+        if m is None or not m.voters:
+            silent = sorted(v for v, a in ages.items() if a > limit)
+            return 1 + len(ages) - len(silent), (len(ages) + 1) // 2 + 1, silent
+        voters = vs.ids(m.voters[-1][1])
+        silent = [v for v in voters if v != leader and ages.get(v, float("inf")) > limit]
+        return len(voters) - len(silent), len(voters) // 2 + 1, silent
 
 
 class AnsweredBeforeCommit(NamedRule):

@@ -64,6 +64,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kraftlab.node.bugs import BugSet
+from kraftlab.node.kafka_uuid import uuid_to_kafka
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.election import Election
@@ -217,6 +218,8 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
             # what the quorum-state file held (DurableVote: a restarted node remembers its vote)
             stored_epoch=None if stored is None else stored.leader_epoch,
             stored_vote=None if stored is None else stored.voted_id,
+            # the disk this process runs on (KIP-853: a replaced disk is another voter)
+            directory_id=None if self.directory_id is None else uuid_to_kafka(self.directory_id),
         )
         self._durable = self.log.flushed_end_offset()  # recovery keeps only the durable log
         if self._dynamic or self.control.kraft_version != KRAFT_VERSION_0:

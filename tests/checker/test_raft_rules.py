@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from checker_journals import JB, healthy_raft
+from membership_journals import MEMBERSHIP_BREAKERS
 
 from kraftlab.checker.invariant import Violation
 from kraftlab.checker.journal import journals_from
@@ -76,6 +77,7 @@ BREAKERS: dict[str, Callable[[], JB]] = {
     "AnsweredBeforeCommit": _healthy_plus((2, "decision", {"api": "CreateTopics", "error": "NONE", "offset": 9})),
     "NodeStoppedOnSafetyError": _healthy_plus((2, "fatal", {"error": "ValueError: x", "stopped": True, "epoch": 2,
                                                             "hw": 4, "applied": 3, "log_end": 4})),
+    **MEMBERSHIP_BREAKERS,
 }
 
 

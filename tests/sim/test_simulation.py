@@ -57,7 +57,7 @@ def test_journal_events_follow_the_contract(flush_delay_ms: int) -> None:
         flush_delay_ms=flush_delay_ms,
     )
     fields = {
-        "start": {"roles", "voters", "log_start", "log_end", "hw", "stored_epoch", "stored_vote"},
+        "start": {"roles", "voters", "log_start", "log_end", "hw", "stored_epoch", "stored_vote", "directory_id"},
         "role": {"role", "epoch", "leader", "voted_for"},
         "vote": {"epoch", "candidate", "granted", "pre_vote", "reason"},
         "append": {"base", "epoch", "crcs", "control", "leader"},
