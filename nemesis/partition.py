@@ -104,13 +104,18 @@ def _partition_modes(cluster: Cluster) -> list[tuple[str, float]]:
     if len(cluster.nodes) >= 4:
         modes.append(("majorities-ring", 1.0))
     if len(cluster.nodes) >= 3 and len(cluster.controllers) >= 3:
-        modes.append(("flapping", 2.0))
+        modes.append(("flapping", 4.0))
     return modes
 
 
-FLAP_SHAPES = ("random-halves", "bridge", "majorities-ring", "isolate-controller", "leader-with-brokers")
-"""What a flapping series changes between: shapes in which a different majority (or none) can elect
-each time, and cuts that leave the active controller with clients but without its quorum."""
+FLAP_SHAPES: tuple[tuple[str, float], ...] = (
+    ("leader-with-brokers", 2.0), ("voters-apart-from-leader", 2.0), ("random-halves", 1.0), ("bridge", 1.0),
+    ("majorities-ring", 1.0))
+"""What a flapping series changes between, weighted: cuts that leave the active controller its
+clients (brokers forward writes to it) but not its quorum — it appends a tail it cannot commit
+while the other voters elect —, and shapes in which a different majority (or none) can elect each
+time. (Isolating the leader from everyone is not among them: no write reaches it, so it leaves no
+tail.)"""
 
 
 def draw_flapping(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Sequence[str]) -> Draw:
@@ -121,12 +126,13 @@ def draw_flapping(rng: random.Random, cluster: Cluster, timing: Timing, enabled:
     uncommitted tails in different epochs, which later leaders' DivergingEpoch must cut. Shapes come
     from the seed's enabled modes among `FLAP_SHAPES` (all of them when it enabled none)."""
     usable = {m for m, _ in _partition_modes(cluster)}
-    shapes = [m for m in FLAP_SHAPES if m in usable and m in enabled] or [m for m in FLAP_SHAPES if m in usable]
+    shapes = [(m, w) for m, w in FLAP_SHAPES if m in usable and m in enabled] or [
+        (m, w) for m, w in FLAP_SHAPES if m in usable]
     low, high = timing.fetch_s + timing.election_s, timing.failover_s + timing.election_s
     series: list[Draw] = []
     count = rng.randint(3, 6)
     for i in range(count):
-        shape = rng.choice(shapes)
+        shape = pick(rng, shapes)
         value: dict[str, Any] = {"topology": shape, "seed": rng.randrange(2**31)}
         series.append(Draw("start-partition", value, span(rng, low, high),
                            f"flapping {i + 1}/{count}: {shape}, leadership moves while clients write", "flapping"))
