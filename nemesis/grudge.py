@@ -1,13 +1,17 @@
 """Network partitions as grudges: receiving host → the set of hosts whose traffic it drops.
 
 Pure functions, one per topology; randomness comes from the `random.Random` passed in, so a
-seeded schedule always yields the same grudge. A grudge never names a host in its own set.
+seeded schedule always yields the same grudge. A grudge never names a host in its own set. The
+shapes that need no roles (halves, bridge, majorities ring) live in `kraftlab.topology`, shared
+with the node's simulator.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping, Sequence
+
+from kraftlab.topology import TopologyError, bridge, complete, halves, majorities_ring, need, random_halves
 
 Grudge = dict[str, frozenset[str]]
 
@@ -16,38 +20,13 @@ TOPOLOGIES: tuple[str, ...] = (
     "majority-controllers", "majorities-ring", "bridge", "one-way", "controllers-brokers",
     "leader-with-brokers", "voters-apart-from-leader",
 )
+__all__ = ["NEEDS_ACTIVE", "TOPOLOGIES", "Grudge", "TopologyError", "bridge", "build", "complete",
+           "controllers_brokers",
+           "cut_pairs", "from_json", "halves", "isolate", "leader_with_brokers", "majorities_ring",
+           "majority_controllers", "minority_controllers", "one_way", "random_halves", "to_json",
+           "voters_apart_from_leader"]
 NEEDS_ACTIVE: frozenset[str] = frozenset({"isolate-controller", "leader-with-brokers", "voters-apart-from-leader"})
 """Topologies built around the active controller, resolved when the partition starts."""
-
-
-class TopologyError(ValueError):
-    """A topology cannot be built from these nodes (says why)."""
-
-
-def complete(components: Iterable[Iterable[str]]) -> Grudge:
-    """Every node drops every node outside its own component (components must be disjoint)."""
-    comps = [frozenset(c) for c in components]
-    everyone = frozenset().union(*comps) if comps else frozenset()
-    grudge: Grudge = {}
-    for comp in comps:
-        for node in comp:
-            others = everyone - comp
-            if others:
-                grudge[node] = others
-    return grudge
-
-
-def halves(nodes: Sequence[str]) -> Grudge:
-    """The first ⌊n/2⌋ nodes (in the given order) against the rest."""
-    _need(nodes, 2)
-    mid = len(nodes) // 2
-    return complete([nodes[:mid], nodes[mid:]])
-
-
-def random_halves(nodes: Sequence[str], rng: random.Random) -> Grudge:
-    shuffled = list(nodes)
-    rng.shuffle(shuffled)
-    return halves(shuffled)
 
 
 def isolate(nodes: Sequence[str], victims: Iterable[str]) -> Grudge:
@@ -63,7 +42,7 @@ def isolate(nodes: Sequence[str], victims: Iterable[str]) -> Grudge:
 
 def minority_controllers(nodes: Sequence[str], controllers: Sequence[str], rng: random.Random) -> Grudge:
     """A random minority (at most (c-1)//2, at least 1) of the controllers, isolated together."""
-    _need(controllers, 2)
+    need(controllers, 2)
     size = max(1, (len(controllers) - 1) // 2)
     return isolate(nodes, rng.sample(list(controllers), size))
 
@@ -71,7 +50,7 @@ def minority_controllers(nodes: Sequence[str], controllers: Sequence[str], rng: 
 def majority_controllers(nodes: Sequence[str], controllers: Sequence[str], rng: random.Random) -> Grudge:
     """A random majority of the controllers together, against everyone else (the other controllers
     and every broker-only node): the majority side can elect, the brokers cannot reach it."""
-    _need(controllers, 2)
+    need(controllers, 2)
     return isolate(nodes, rng.sample(list(controllers), len(controllers) // 2 + 1))
 
 
@@ -91,36 +70,6 @@ def voters_apart_from_leader(controllers: Sequence[str], active: str) -> Grudge:
     if not others:
         raise TopologyError("voters-apart-from-leader needs at least two controllers")
     return {**{o: frozenset({active}) for o in others}, active: frozenset(others)}
-
-
-def majorities_ring(nodes: Sequence[str], rng: random.Random) -> Grudge:
-    """Nodes on a shuffled ring each see the majority centred on themselves: every node sees a
-    majority, and no two nodes see the same one (Jepsen's majorities-ring). Symmetric for an odd
-    number of nodes; with an even number each node still receives from a majority."""
-    _need(nodes, 4)
-    ring = list(nodes)
-    rng.shuffle(ring)
-    n = len(ring)
-    majority = n // 2 + 1
-    before = (majority - 1) // 2
-    after = majority - 1 - before
-    grudge: Grudge = {}
-    for i, node in enumerate(ring):
-        visible = {ring[(i + d) % n] for d in range(-before, after + 1)}
-        grudge[node] = frozenset(ring) - visible
-    return grudge
-
-
-def bridge(nodes: Sequence[str], rng: random.Random | None = None) -> Grudge:
-    """Two halves that cannot talk, and one bridge node both halves still reach."""
-    _need(nodes, 3)
-    order = list(nodes)
-    if rng is not None:
-        rng.shuffle(order)
-    mid = len(order) // 2
-    left, hub, right = order[:mid], order[mid], order[mid + 1:]
-    grudge = complete([left, right])
-    return {n: s for n, s in grudge.items() if n != hub}
 
 
 def one_way(nodes: Sequence[str], senders: Iterable[str], receivers: Iterable[str]) -> Grudge:
@@ -198,8 +147,3 @@ def _known(active: str | None) -> str:
     if active is None:
         raise TopologyError("no active controller is known (DescribeQuorum found no leader)")
     return active
-
-
-def _need(nodes: Sequence[str], at_least: int) -> None:
-    if len(nodes) < at_least:
-        raise TopologyError(f"needs at least {at_least} nodes, got {len(nodes)}")

@@ -85,6 +85,9 @@ class SimResult:
     commit_after_heal_ms: int | None = None
     max_epoch: int = 0
     snapshots_loaded: int = 0
+    truncations: dict[str, int] = field(default_factory=dict)
+    """Diverging truncations by kind (with `journal` on): `epoch_present` (the leader's log holds the
+    follower's last epoch, ending it earlier) and `epoch_absent` (it never held that epoch)."""
 
 
 @dataclass(eq=False)
@@ -141,7 +144,7 @@ class Simulation:
         self._committed_at_heal = 0
         self._tokens: dict[int, Any] = {}
         fault_rng = random.Random(self.rng.getrandbits(64))
-        drawn = schedule(fault_rng, params.faults, self.voter_ids, self.observer_ids, params.fault_ms)
+        drawn = schedule(fault_rng, params.faults, self.voter_ids, self.observer_ids, params.fault_ms, self.config)
         for event in drawn if faults is None else [*faults, FaultEvent(params.fault_ms, "heal")]:
             self.queue.push(event.at, FAULT, event)
         # Halfway through the settle time: what every node must have applied by the end.
@@ -150,6 +153,7 @@ class Simulation:
         self.queue.push(0, CLIENT, None)
         # The rogue client's own generator: the runs without it stay what they were.
         self._rogue_rng = random.Random(params.seed ^ 0xBAD_C0DE)
+        self._client_rng = random.Random(params.seed ^ 0xC11E_47)
         if params.rogue:
             self.queue.push(self._rogue_rng.randint(1, 500), ROGUE, None)
 
@@ -300,6 +304,10 @@ class Simulation:
         network = self.network
         queue = self.queue
         inc = node.incarnation
+        for e in out.events:  # only with `journal` on
+            if e.get("ev") == "truncate" and e.get("reason") == "diverging":
+                kind = "epoch_present" if e.get("diverging_epoch") == e.get("last_fetched_epoch") else "epoch_absent"
+                self.result.truncations[kind] = self.result.truncations.get(kind, 0) + 1
         for env in out.messages:
             if env.dst == ROGUE_ID:
                 judge(env, self.invariants.fail)
@@ -329,8 +337,13 @@ class Simulation:
             self.queue.push(now + delay, DELIVER, (refused, self.nodes[env.dst].incarnation, src.incarnation))
 
     def _client(self, now: int) -> SimNode | None:
+        """The client's next append, to the leader it reaches: while a deposed leader has not yet
+        resigned (check-quorum), clients cut off with it still write to it, as brokers forward to
+        whichever leader they reach — the uncommitted tail a later DivergingEpoch cuts."""
         self.queue.push(now + 1 + self.rng.randrange(2 * self.params.append_interval_ms), CLIENT, None)
-        leader = self._leader()
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        # its own generator: runs with one leader at a time draw exactly what they did before
+        leader = leaders[self._client_rng.randrange(len(leaders))] if len(leaders) > 1 else self._leader()
         if leader is None or leader.raft is None:
             return None
         self._client_seq += 1

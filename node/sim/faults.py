@@ -3,6 +3,12 @@
 The whole schedule is drawn up front from the seed, so a run is reproduced exactly by its
 parameters (see `node.sim.replay`). Disk wipes only hit observers: wiping a voter's disk loses
 its vote and can elect two leaders in one epoch (static voter sets cannot survive it, KIP-853).
+
+`flapping` is Jepsen's flapping partition, with the lab nemesis's shapes (`kraftlab.topology`):
+two to four partitions back to back — random halves, a bridge, a majorities ring, the leader
+isolated — each held from a fetch timeout to a fetch timeout and two elections, so leaders are
+elected in quick succession while the client appends, and deposed leaders keep uncommitted tails
+in different epochs for the next leader's DivergingEpoch to cut.
 """
 
 from __future__ import annotations
@@ -11,7 +17,13 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-FAULT_KINDS = ("partition", "oneway", "crash", "wipe", "drop", "duplicate", "delay")
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.topology import bridge, majorities_ring, random_halves
+
+FAULT_KINDS = ("partition", "oneway", "crash", "wipe", "drop", "duplicate", "delay", "flapping")
+
+FLAP_GAP_MS = 10
+"""Between one shape of a flapping series and the next: the heal, then the next shape."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,10 +33,38 @@ class FaultEvent:
     args: tuple[Any, ...] = ()
 
 
+def flapping(
+    rng: random.Random, t: int, nodes: list[int], duration_ms: int, token: int, config: RaftConfig
+) -> tuple[list[FaultEvent], int, int]:
+    """A flapping series from `t`: (its events, the time it ends, the last token it used)."""
+    events: list[FaultEvent] = []
+    low = config.fetch_timeout_ms
+    high = config.fetch_timeout_ms + 2 * config.election_timeout_ms
+    shapes = ["leader"] + (["halves"] if len(nodes) >= 2 else []) + (["bridge"] if len(nodes) >= 3 else [])
+    shapes += ["ring"] if len(nodes) >= 4 else []
+    for _ in range(rng.randint(2, 4)):
+        if t >= duration_ms:
+            break
+        end = min(t + rng.randint(low, high), duration_ms)
+        token += 1
+        shape = shapes[rng.randrange(len(shapes))]
+        if shape == "leader":
+            events += [FaultEvent(t, "isolate", ("leader", token)), FaultEvent(end, "rejoin", (token,))]
+        else:
+            grudge = {"halves": random_halves, "bridge": bridge, "ring": majorities_ring}[shape](nodes, rng)
+            links = sorted((src, dst) for dst, srcs in grudge.items() for src in srcs)
+            events += [FaultEvent(t, "block", link) for link in links]
+            events += [FaultEvent(end, "unblock", link) for link in links]
+        t = end + FLAP_GAP_MS
+    return events, t, token
+
+
 def schedule(
-    rng: random.Random, kinds: tuple[str, ...], voters: list[int], observers: list[int], duration_ms: int
+    rng: random.Random, kinds: tuple[str, ...], voters: list[int], observers: list[int], duration_ms: int,
+    config: RaftConfig | None = None,
 ) -> list[FaultEvent]:
-    """Faults in [0, duration_ms), each healed after a while; a final `heal` at duration_ms."""
+    """Faults in [0, duration_ms), each healed after a while; a final `heal` at duration_ms
+    (`config`: the nodes' timeouts, which size a flapping series)."""
     unknown = set(kinds) - set(FAULT_KINDS)
     if unknown:
         raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
@@ -46,6 +86,9 @@ def schedule(
             links = [(a, b) for a in nodes for b in nodes if (a in side) != (b in side)]
             events += [FaultEvent(t, "block", (a, b)) for a, b in links]
             events += [FaultEvent(end, "unblock", (a, b)) for a, b in links]
+        elif kind == "flapping":
+            series, t, token = flapping(rng, t, nodes, duration_ms, token, config or RaftConfig())
+            events += series
         elif kind == "oneway" and len(nodes) > 1:
             a, b = rng.sample(nodes, 2)
             events += [FaultEvent(t, "block", (a, b)), FaultEvent(end, "unblock", (a, b))]
