@@ -10,7 +10,9 @@ unskewed monotonic clock in ns), and the node's journal carries the same clock o
 - StopsOnWriteError: once a write, fsync or create in its metadata directory failed, the node's
   process journals nothing more after a grace of `GRACE_MS` — no append, high-water mark, vote,
   role change or decision — except its own notice that it stops (`log_dir_failed`, `fatal`,
-  `corruption`). A restart (`recovery` / `start`) begins a new process life, which may serve again.
+  `corruption`). A restart begins a new process life, which may serve again: a life begins at its
+  `launch` (journalled before the process touches its storage, so an error met while it opens and
+  recovers its log is its own), or, in journals without one, at `recovery` / `start`.
 """
 
 from __future__ import annotations
@@ -42,15 +44,25 @@ def injected_errors(history: History) -> list[tuple[str, dict[str, Any]]]:
 
 
 def lives(entries: Iterable[Entry]) -> list[list[Entry]]:
-    """A node's journal split into process lives: each begins at `recovery` (or a `start` that no
-    `recovery` announced)."""
+    """A node's journal split into process lives: each begins at `launch`, or at a `recovery` (or a
+    `start`) that no `launch` (or `recovery`) of the same life announced."""
     out: list[list[Entry]] = []
-    prev: Entry | None = None
+    seen: set[str] = set()  # the life-opening events the current life has had
     for e in entries:
-        if not out or e.ev == "recovery" or (e.ev == "start" and (prev is None or prev.ev != "recovery")):
+        if e.ev == "launch":
+            opens = True
+        elif e.ev == "recovery":
+            opens = not ("launch" in seen and not seen & {"recovery", "start"})
+        elif e.ev == "start":
+            opens = not (seen & {"launch", "recovery"} and "start" not in seen)
+        else:
+            opens = False
+        if not out or opens:
             out.append([])
+            seen = set()
         out[-1].append(e)
-        prev = e
+        if e.ev in ("launch", "recovery", "start"):
+            seen.add(e.ev)
     return out
 
 

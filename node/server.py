@@ -152,6 +152,8 @@ class NodeServer:
 
     async def _start(self) -> None:
         config = self.config
+        # before any disk I/O: an I/O error met while opening the storage belongs to this process life
+        self.journal.write("launch", pid=os.getpid())
         if config.bugs:
             log.warning("TEST MODE: planted bugs on: %s", config.bugs)
         try:

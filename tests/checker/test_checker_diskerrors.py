@@ -75,3 +75,23 @@ def test_lives_begin_at_recovery_or_an_unannounced_start() -> None:
                               _j(1, "append", 11), *_start(1, 20)])
     assert [[e.ev for e in life] for life in lives(journals.by_node[1])] == [
         ["recovery", "start", "append"], ["start", "append"], ["recovery", "start"]]
+
+
+def _launch(node: int, at_ms: int) -> list[dict[str, Any]]:
+    return [_j(node, "launch", at_ms, pid=at_ms), *_start(node, at_ms + 50)]
+
+
+def test_lives_begin_at_launch_so_an_error_while_opening_the_log_is_that_life_s() -> None:
+    journals = journals_from([*_launch(1, 0), _j(1, "append", 5), *_launch(1, 20), _j(1, "append", 80)])
+    assert [[e.ev for e in life] for life in lives(journals.by_node[1])] == [
+        ["launch", "recovery", "start", "append"], ["launch", "recovery", "start", "append"]]
+    # the first life stopped (its last line at 100 ms); the second launched at 3000 ms, met an EIO at 3010 ms
+    # while recovering its log, and went on to serve: its own violation, not the first life's
+    journals = journals_from([*_launch(1, 0), _j(1, "append", 100, base=0), *_launch(1, 3000),
+                              _j(1, "append", 3100 + GRACE_MS, base=1), *_start(2, 0)])
+    res = check_disk_errors(journals, _history({"n1": [_err(3010)]}), NODE_IDS)
+    assert res["valid"] is False and [e["ev"] for e in res["anomalies"][0]["entries"]] == ["launch", "append"]
+    # the same journal without `launch` lines attributes the error to the first life, which had stopped
+    old = journals_from([*_start(1, 0), _j(1, "append", 100, base=0), *_start(1, 3050),
+                         _j(1, "append", 3100 + GRACE_MS, base=1), *_start(2, 0)])
+    assert check_disk_errors(old, _history({"n1": [_err(3010)]}), NODE_IDS)["valid"] is True

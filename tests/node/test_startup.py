@@ -150,5 +150,7 @@ def test_a_failed_write_of_the_application_stops_the_node(tmp_path: Path) -> Non
 
     assert asyncio.run(scenario()) == EXIT_FAILED
     assert config.journal_file is not None
-    failed = [e for e in read_journal(config.journal_file) if e["ev"] == "log_dir_failed"]
+    journal = read_journal(config.journal_file)
+    assert journal[0]["ev"] == "launch" and journal[1]["ev"] == "recovery"  # the life begins before its storage
+    failed = [e for e in journal if e["ev"] == "log_dir_failed"]
     assert len(failed) == 1 and failed[0]["errno"] == "EIO" and failed[0]["path"] == "replication-offset-checkpoint.tmp"
