@@ -55,11 +55,12 @@ def test_single_voter_serves_appends_and_stops(tmp_path: Path) -> None:
     asyncio.run(run())
     assert config.journal_file is not None
     journal = read_journal(config.journal_file)
-    # what the log recovery read back (CheckpointedHighWatermark), then the Raft core's start (a
-    # `metrics` event, the metrics endpoint's address when one is configured, may come first)
+    # the process life's launch, what the log recovery read back (CheckpointedHighWatermark), then the
+    # Raft core's start (a `metrics` event, the metrics endpoint's address when one is configured, may
+    # come before the start)
     life = [e for e in journal if e["ev"] != "metrics"]
-    assert [e["ev"] for e in life[:2]] == ["recovery", "start"]
-    assert life[0]["hw_checkpoint"] == 0 and life[0]["log_end"] == 0
+    assert [e["ev"] for e in life[:3]] == ["launch", "recovery", "start"]
+    assert life[1]["hw_checkpoint"] == 0 and life[1]["log_end"] == 0
     assert any(e["ev"] == "role" and e["role"] == "leader" for e in journal)
     appended = [e for e in journal if e["ev"] == "append" and not e["control"]]
     assert [len(e["crcs"]) for e in appended] == [2, 1]
