@@ -32,6 +32,7 @@ from kraftlab.checker.models import build_model
 from kraftlab.checker.queue import check_queue
 from kraftlab.checker.quorum import check_quorum
 from kraftlab.checker.raft import check_raft
+from kraftlab.checker.raft.stored import STORED_LOG_FILE, check_stored_logs
 from kraftlab.checker.scram import check_scram
 
 GRACE = 120.0
@@ -137,6 +138,10 @@ def check_run(history_path: str | Path | None = None, journal_paths: list[str | 
                                               out, tag)
     if journal_paths:
         checkers |= journal_checks(load_journals(journal_paths), history, session_timeout_ms, slack_ms)
+        stored = [d / STORED_LOG_FILE for d in dict.fromkeys(Path(p).parent for p in journal_paths)
+                  if (d / STORED_LOG_FILE).is_file()]
+        if stored:
+            checkers["stored_log"] = functools.partial(check_stored_logs, stored)
     results = compose(checkers, timeout if timeout is not None else budget.seconds + GRACE, memory_bytes=memory_bytes)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

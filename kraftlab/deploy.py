@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftlab.checker.raft.stored import STORED_LOG_FILE
 from kraftlab.control.host import CommandResult, Host, HostError
 from kraftlab.control.lab import Lab
 from kraftlab.control.netns import NetnsHost
@@ -663,6 +664,12 @@ class Deployment(DaemonNodeControl):
                 if h.run(f"test -f {shlex.quote(remote)}").ok:
                     h.get(remote, str(dest / local))
                     got.append(local)
+            # what the metadata log holds on disk (Kafka's DumpLogSegments text), judged beside the journal
+            dump = h.run(f"{shlex.quote(self.kraft_node(h.name))} dump-log --batches-only "
+                         f"{shlex.quote(p.metadata_dir)}", timeout=60)
+            if dump.stdout.startswith("Dumping "):  # damage fails the command after the valid batches
+                (dest / STORED_LOG_FILE).write_text(dump.stdout, encoding="utf-8")
+                got.append(STORED_LOG_FILE)
             return got
 
         return self.lab.on(None, fetch)

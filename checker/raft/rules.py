@@ -3,13 +3,13 @@ every one reading the same `Replay` and none changing it: editing one rule canno
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 from kraftlab.checker.invariant import Violation
 from kraftlab.checker.journal import Entry
 from kraftlab.checker.raft import voters as vs
-from kraftlab.checker.raft.replay import LeaderHw, LogEntry, Moment, NodeLog, Replay
+from kraftlab.checker.raft.matching import Runs, breaches, runs_of
+from kraftlab.checker.raft.replay import LeaderHw, Moment, NodeLog, Replay
 from kraftlab.checker.rules import NamedRule
 
 STALE_LEADER_SLACK_MS = 1000.0
@@ -229,35 +229,6 @@ class CommittedPrefixAgreement(NamedRule):
                                            f"high-water mark {m.hw}", _present(m.hw_entry, e))
 
 
-Runs = list[tuple[int, int, int]]
-"""A log as epoch runs: (first offset, end offset (exclusive), epoch), ascending, split at gaps."""
-
-
-def _runs(log: dict[int, LogEntry]) -> Runs:
-    runs: Runs = []
-    for o in sorted(log):
-        ep = log[o][0]
-        if runs and runs[-1][1] == o and runs[-1][2] == ep:
-            runs[-1] = (runs[-1][0], o + 1, ep)
-        else:
-            runs.append((o, o + 1, ep))
-    return runs
-
-
-def _overlap(a: Runs, b: Runs) -> list[tuple[int, int, int, int]]:
-    """The offsets both logs hold, as (first, end, epoch in a, epoch in b), ascending."""
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo < hi:
-            out.append((lo, hi, a[i][2], b[j][2]))
-        if a[i][1] <= b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
 class LogMatching(NamedRule):
     """Raft's Log Matching property, on what the nodes stored: (1) one entry per (offset, epoch) —
     every append of an offset in an epoch, on any node at any time, carries the same CRC (a leader
@@ -269,32 +240,18 @@ class LogMatching(NamedRule):
 
     def check(self, replay: Replay) -> Iterator[Violation]:
         yield from self._one_entry_per_epoch(replay)
-        views: dict[tuple[tuple[int, int, int], ...], tuple[str, Entry | None]] = {}
+        views: dict[Runs, tuple[str, Entry | None]] = {}
         for nid, st in sorted(replay.nodes.items()):
-            views.setdefault(tuple(_runs(st.log)), (f"node {nid}'s final log", None))
+            views.setdefault(runs_of({o: x[0] for o, x in st.log.items()}), (f"node {nid}'s final log", None))
         for el in replay.elections:
-            views.setdefault(tuple(_runs(el.log)), (f"node {el.entry.node}'s log when it became leader of "
-                                                     f"epoch {el.entry['epoch']}", el.entry))
-        logs = [(list(runs), name, at) for runs, (name, at) in views.items()]
-        for runs, name, at in logs:
-            for (_, end, ep), (nxt, _, later) in itertools.pairwise(runs):
-                if later < ep:
-                    yield Violation(self.name, f"{name} holds epoch {ep} up to offset {end - 1} and then the "
-                                               f"older epoch {later} at offset {nxt}", _present(at))
-                    break
-        for (ra, na, ea), (rb, nb, eb) in itertools.combinations(logs, 2):
-            both = _overlap(ra, rb)
-            shared = next((seg for seg in reversed(both) if seg[2] == seg[3]), None)
-            if shared is None:
-                continue
-            top = shared[1] - 1
-            differ = next((seg for seg in both if seg[0] <= top and seg[2] != seg[3]), None)
-            if differ is not None:
-                yield Violation(self.name, (
-                    f"{na} and {nb} both hold offset {top} in epoch {shared[2]}, yet at offset {differ[0]} one "
-                    f"holds epoch {differ[2]} and the other epoch {differ[3]}"), _present(ea, eb),
-                    before=f"offset {differ[0]}: epoch {differ[2]} vs {differ[3]}",
-                    after=f"offset {top}: epoch {shared[2]} in both")
+            views.setdefault(runs_of({o: x[0] for o, x in el.log.items()}),
+                             (f"node {el.entry.node}'s log when it became leader of epoch {el.entry['epoch']}",
+                              el.entry))
+        logs = [(runs, name) for runs, (name, _) in views.items()]
+        at = {name: entry for name, entry in views.values()}
+        for b in breaches(logs):
+            yield Violation(self.name, b.explanation, _present(*(at[n] for n in b.logs)), before=b.before,
+                            after=b.after)
 
     def _one_entry_per_epoch(self, replay: Replay) -> Iterator[Violation]:
         first: dict[tuple[int, int], tuple[int, Entry]] = {}
