@@ -67,6 +67,10 @@ class Agent:
     down_until: float | None = None  # shut down: silent until then, then registers anew
     quiet_until: float | None = None  # stalled: no heartbeat until then, then heartbeats on as the same registration
     incarnations: list[str] = field(default_factory=list)  # every incarnation it registered, oldest first
+    replace_at: float | None = None  # stalled: when a new incarnation replaces it (if it will)
+    revenant: tuple[int, str, float] | None = None
+    """A stalled process that a new incarnation replaced meanwhile: (its epoch, its incarnation,
+    when it wakes) — it then speaks as it was, unaware (STALE_BROKER_EPOCH, DUPLICATE_BROKER_REGISTRATION)."""
     attempt: str | None = None  # the incarnation of the latest registration sent as a new one
     resend: tuple[str, str] | None = None  # (incarnation, "in-doubt" | "duplicate"): may be re-sent
     resend_due: float | None = None  # when the pending re-send goes out (after a backoff)
@@ -159,6 +163,16 @@ class AgentBook:
 
     def find(self, b: int) -> Agent | None:
         return self.agents.get(b)
+
+    def replaceable(self, now: float) -> list[Agent]:
+        """Stalled agents due for replacement (silent past their session: the controller fenced
+        them): a supervisor starts a new incarnation while the stalled process sleeps on."""
+        return [a for a in self.agents.values() if a.replace_at is not None and now >= a.replace_at
+                and a.quiet_until is not None and now < a.quiet_until and a.epoch is not None]
+
+    def awake(self, now: float) -> list[Agent]:
+        """Agents whose replaced stalled process has woken."""
+        return [a for a in self.agents.values() if a.revenant is not None and now >= a.revenant[2]]
 
     def restartable(self, now: float) -> list[Agent]:
         """Agents that were shut down and have stayed silent long enough to come back."""

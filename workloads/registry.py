@@ -100,6 +100,7 @@ def stall(a: Agent, now: float, quiet_for: float, rng: Any) -> Invocation:
     propose it for ISRs (IsrJoinersEligible) and that must catch up again to be unfenced."""
     assert a.epoch is not None
     a.last_heartbeat, a.quiet_until = now, now + quiet_for
+    a.replace_at = now + quiet_for * REPLACE_AT if rng.random() < P_REPLACE else None
     return heartbeat_op(a, a.epoch, offset=reported_offset(a, rng))
 
 
@@ -185,11 +186,43 @@ def resend(book: AgentBook, ctx: Context) -> Invocation | None:
     return None
 
 
+P_REPLACE, REPLACE_AT = 0.5, 0.9
+"""How often a stall ends in a replacement: a new incarnation registers when that much of the
+stall has passed (past the session: a stall lasts at least 1.2 of them, so its lease expired)."""
+
+
+def replace(a: Agent, now: float, rng: Any) -> Invocation:
+    """A new incarnation of a stalled agent (its lease expired: the registration is accepted); the
+    stalled process sleeps on and wakes as a revenant (see `revenant_op`)."""
+    assert a.epoch is not None and a.incarnation is not None and a.quiet_until is not None
+    a.revenant = (a.epoch, a.incarnation, a.quiet_until)
+    a.quiet_until = a.replace_at = None  # the new process heartbeats
+    a.registering_since = now
+    return register_op(a, rng)
+
+
+def revenant_op(a: Agent, rng: Any) -> Invocation:
+    """The woken stalled process of a replaced incarnation: its heartbeat with its old epoch, and
+    now and then its registration again (it restarts its lifecycle); then it is gone."""
+    assert a.revenant is not None
+    epoch, incarnation, _ = a.revenant
+    a.revenant = None
+    if incarnation == a.incarnation:  # the replacement did not take: it is the live process again
+        return heartbeat_op(a, epoch, offset=reported_offset(a, rng))
+    if rng.random() < 0.3:
+        return zombie_register_op(a, incarnation)
+    return heartbeat_op(a, epoch, zombie=True)
+
+
 def lifecycle_op(book: AgentBook, ctx: Context, session_timeout: float) -> Invocation | None:
-    """The keepalive (every sixth of the session timeout) or restart an agent is due for, if
-    any (most of the time)."""
+    """The keepalive (every sixth of the session timeout), restart or replacement an agent is due
+    for, or a replaced stalled process that woke, if any (most of the time)."""
     if (back := book.restartable(ctx.time)) and ctx.rng.random() < 0.8:
         return register_op(ctx.rng.choice(back), ctx.rng)
+    if woke := book.awake(ctx.time):
+        return revenant_op(ctx.rng.choice(woke), ctx.rng)
+    if stuck := book.replaceable(ctx.time):
+        return replace(ctx.rng.choice(stuck), ctx.time, ctx.rng)
     if (a := due_for_heartbeat(book, ctx.time, session_timeout / 6)) is not None and ctx.rng.random() < 0.8:
         return keepalive(a, ctx.time, ctx.rng)
     return None

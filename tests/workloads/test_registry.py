@@ -208,3 +208,37 @@ def test_fenced_agents_sometimes_report_a_metadata_offset_short_of_their_registr
     reads = [x for x in lines if x["f"] == "read" and x["type"] == "ok"]
     assert any(r["value"]["unfenced"] for r in reads)  # agents still get unfenced once caught up
     assert verdicts(lines, w.models) == {"registry": True}
+
+
+def test_a_stalled_agent_replaced_meanwhile_wakes_as_a_revenant() -> None:
+    """A stall past the session may end in a replacement: a new incarnation registers while the
+    old process sleeps; when it wakes it speaks with its old epoch or registers its old incarnation
+    again (STALE_BROKER_EPOCH / DUPLICATE_BROKER_REGISTRATION: StaleEpochAccepted's and
+    ZombieRegistered's reach)."""
+    from kraftlab.workloads.agents import AgentBook
+    from kraftlab.workloads.generator import Context
+    from kraftlab.workloads.registry import lifecycle_op, stall
+
+    def ctx(t: float, seed: int) -> Context:
+        return Context(time=t, process=0, worker=0, node="n1", nodes=["n1"], rng=random.Random(seed))
+
+    seen: Counter[str] = Counter()
+    for seed in range(40):
+        book = AgentBook.pool(1000, 1)
+        a = book[1000]
+        a.registered("old", 5)
+        rng = random.Random(seed)
+        stall(a, 0.0, 12.0, rng)
+        if a.replace_at is None:
+            seen["not replaced"] += 1
+            continue
+        assert lifecycle_op(book, ctx(a.replace_at - 0.1, seed), 9.0) is None  # silent until then
+        inv = lifecycle_op(book, ctx(a.replace_at, seed), 9.0)
+        assert inv is not None and inv.f == "register" and inv.value["incarnation"] != "old"
+        a.registered(inv.value["incarnation"], 40)  # the replacement is accepted
+        woke = lifecycle_op(book, ctx(12.0, seed), 9.0)
+        assert woke is not None and woke.value.get("zombie")
+        seen["stale heartbeat" if woke.f == "heartbeat" and woke.value["epoch"] == 5 else
+             "old incarnation" if woke.f == "register" and woke.value["incarnation"] == "old" else "other"] += 1
+    assert seen["not replaced"] >= 5 and seen["stale heartbeat"] >= 5 and seen["old incarnation"] >= 2, seen
+    assert seen["other"] == 0
