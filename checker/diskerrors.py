@@ -10,7 +10,12 @@ unskewed monotonic clock in ns), and the node's journal carries the same clock o
 - StopsOnWriteError: once a write, fsync or create in its metadata directory failed, the node's
   process journals nothing more after a grace of `GRACE_MS` — no append, high-water mark, vote,
   role change or decision — except its own notice that it stops (`log_dir_failed`, `fatal`,
-  `corruption`). A restart begins a new process life, which may serve again: a life begins at its
+  `corruption`).
+- StopsOnReadError: the same once a read of its metadata directory failed (EIO): a node that cannot
+  read its log must not answer from it (Kafka takes the directory offline; the metadata log's
+  directory halts the node).
+
+A restart begins a new process life, which may serve again: a life begins at its
   `launch` (journalled before the process touches its storage, so an error met while it opens and
   recovers its log is its own), or, in journals without one, at `recovery` / `start`.
 """
@@ -25,8 +30,13 @@ from kraftlab.checker.history import History
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals
 
-INVARIANTS = ["StopsOnWriteError"]
+INVARIANTS = ["StopsOnWriteError", "StopsOnReadError"]
 WRITE_OPS = frozenset({"write", "fsync", "create"})
+READ_OPS = frozenset({"read"})
+
+
+def _invariant(op: Any) -> str | None:
+    return "StopsOnWriteError" if op in WRITE_OPS else "StopsOnReadError" if op in READ_OPS else None
 GRACE_MS = 1000
 """How long a failing process may still journal what its last step did before it exits."""
 STOPPING = frozenset({"log_dir_failed", "fatal", "corruption"})
@@ -74,12 +84,17 @@ def _node_id(name: str, node_ids: Mapping[str, int]) -> int | None:
 
 
 def check_disk_errors(journals: Journals, history: History, node_ids: Mapping[str, int]) -> dict[str, Any]:
-    errors = [(n, err) for n, err in injected_errors(history) if err.get("op") in WRITE_OPS]
+    errors = [(n, err) for n, err in injected_errors(history) if _invariant(err.get("op")) is not None]
+    judged = sorted({inv for _, err in errors if (inv := _invariant(err.get("op"))) is not None},
+                    key=INVARIANTS.index)
+    not_checked = {"StopsOnWriteError": "no write, fsync or create failed on any node's disk",
+                   "StopsOnReadError": "no read failed on any node's disk"}
+    not_checked = {k: v for k, v in not_checked.items() if k not in judged}
     if not errors:
-        return result([], [], {"StopsOnWriteError": "no write, fsync or create failed on any node's disk"})
+        return result([], [], not_checked)
     if not journals.shared_clock:
-        return result([], [], {"StopsOnWriteError": "the journals do not share one monotonic clock (rmono), so "
-                                                   "they cannot be ordered against the filesystems' errors"})
+        return result([], [], {inv: "the journals do not share one monotonic clock (rmono), so they cannot be "
+                                    "ordered against the filesystems' errors" for inv in INVARIANTS})
     by_node = {nid: lives(entries) for nid, entries in journals.by_node.items()}
     vs: list[Violation] = []
     reported: set[tuple[int, int]] = set()  # (node, life): one report per process life
@@ -101,11 +116,14 @@ def check_disk_errors(journals: Journals, history: History, node_ids: Mapping[st
         reported.add((nid, life_index))
         before = [e for e in life if e.rmono is not None and e.rmono <= t]
         went_on_ms = (int(later.rmono or 0) - t) / 1e6
-        vs.append(Violation("StopsOnWriteError", (
+        what = "serve from a log it cannot read" if err.get("op") in READ_OPS else \
+            "serve or acknowledge what it never wrote"
+        vs.append(Violation(str(_invariant(err.get("op"))), (
             f"node {nid} ({name}): its disk failed a {err.get('op')} of {err.get('path')} with {err.get('errno')}, "
             f"and the same process went on: it journalled `{later.ev}` {went_on_ms:.0f} ms later. A node whose "
-            "metadata directory fails must stop (Kafka halts), or it may serve or acknowledge what it never "
-            "wrote"), ([before[-1]] if before else []) + [later],
+            f"metadata directory fails must stop (Kafka halts), or it may {what}"),
+            ([before[-1]] if before else []) + [later],
             before=f"{err.get('op')} {err.get('path')}: {err.get('errno')}", after=f"{later.ev} at {later.where()}"))
-    stats = {"write_errors": len(errors), "nodes": len({n for n, _ in errors})}
-    return result(vs, INVARIANTS, stats=stats)
+    stats = {"write_errors": sum(1 for _, e in errors if e.get("op") in WRITE_OPS),
+             "read_errors": sum(1 for _, e in errors if e.get("op") in READ_OPS), "nodes": len({n for n, _ in errors})}
+    return result(vs, judged, not_checked, stats=stats)

@@ -34,6 +34,9 @@ from kraftlab.nemesis.process import resolve_nodes
 
 STATE = "disk_rules"
 WRITE_OPS = frozenset({"write", "fsync", "create"})
+STOPPING_OPS = WRITE_OPS | {"read"}
+"""Operations whose failure the node must stop on (a read too: it must not answer from a log it
+cannot read)."""
 EXIT_WATCH_S = 8.0
 """How long a node that met a write error gets to exit before the window's stop looks (the node halts
 within 5 s of a failure; a NodeControl may say otherwise with `startup_watch_s`)."""
@@ -142,9 +145,10 @@ class DiskRulesFault:
         # a node another fault holds down (killed, stopped, paused; damaged on disk) is that fault's to start
         held = {**self.ctx.state.get("process"), **self.ctx.state.get("disk")}
         control = self.ctx.control
-        # a node that met a write error is on its way out: give it time to exit (a failed node halts
+        # a node that met an I/O error is on its way out: give it time to exit (a failed node halts
         # within its shutdown bound) so it is started again, not left down once it has gone
-        failing = [n for n in nodes if n not in held and any(e.get("op") in WRITE_OPS for e in injected.get(n, ()))]
+        failing = [n for n in nodes if n not in held and any(e.get("op") in STOPPING_OPS
+                                                             for e in injected.get(n, ()))]
         deadline = time.monotonic() + float(value.get("watch_s", getattr(control, "startup_watch_s", EXIT_WATCH_S)))
         while any(control.running(n) for n in failing) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -218,7 +222,8 @@ SLOW = Package(
 ERROR_GLOBS = ("*", "*.log", "*quorum-state*", "*checkpoint*")
 """Every file, the log's segments, the quorum-state (and its temporary file), snapshots and the
 high-water mark checkpoint."""
-ERROR_OPS = (("write",), ("fsync",), ("write", "fsync", "create"))
+ERROR_OPS = (("write",), ("fsync",), ("write", "fsync", "create"), ("read",))
+"""A read fails with EIO only (a full disk does not fail reads)."""
 
 
 def _error_modes(cluster: Cluster) -> list[tuple[str, float]]:
@@ -236,18 +241,22 @@ def draw_errors(rng: random.Random, cluster: Cluster, timing: Timing, enabled: S
         who = {"nodes": [rng.choice(cluster.controllers if mode == "voter" else cluster.observers)],
                "chosen_as": mode}
     errno_name, ops, glob = rng.choice(("EIO", "ENOSPC")), list(rng.choice(ERROR_OPS)), rng.choice(ERROR_GLOBS)
+    if ops == ["read"]:
+        errno_name = "EIO"
     probability = rng.choice((0.05, 0.3, 1.0))
     what = "the active controller" if mode == "controller" else f"a {mode}"
     return Draw("start-disk-errors", {**who, "ops": ops, "glob": glob, "errno": errno_name,
                                       "probability": probability},
                 span(rng, 2.0, timing.failover_s + 2),
                 f"{errno_name} on {'/'.join(ops)} of {glob} for {what} (p={probability}): it must stop, never "
-                "serve or acknowledge what it failed to write", mode)
+                + ("serve from a log it cannot read" if ops == ["read"] else "serve or acknowledge what it failed "
+                   "to write"), mode)
 
 
 ERRORS = Package(
     name="disk-errors", kind="disk-rules", windows={"start-disk-errors": "stop-disk-errors"},
     modes=_error_modes, draw=draw_errors, gap_s=lambda t: 2 * t.failover_s,
-    doc="EIO or ENOSPC on writes, fsyncs or creates of a node's metadata directory on the disk-fault filesystem "
-        "(--diskfs): the node must stop, never serve what it failed to write; restarted at the window's end",
+    doc="EIO or ENOSPC on writes, fsyncs or creates, or EIO on reads, of a node's metadata directory on the "
+        "disk-fault filesystem (--diskfs): the node must stop, never serve what it failed to write or could not "
+        "read; restarted at the window's end",
 )

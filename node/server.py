@@ -208,6 +208,7 @@ class NodeServer:
             restarted=storage.log.end_offset() > 0 or (storage.snapshots.latest() or OffsetAndEpoch(0, 0)).offset > 0,
             security=self.security,
             controller_address=self._peer_address if dynamic else None,
+            fail_stop=self._fail_stop,
         )
         self.application = self._application_factory(context)
         every = max(1, config.metadata_snapshot_max_new_record_bytes // _APPROX_RECORD_BYTES)
@@ -284,6 +285,11 @@ class NodeServer:
             return
         with contextlib.suppress(RaftSafetyError, LogCorruption, StorageError, OSError):
             self.driver.handle(envelope)
+
+    def _fail_stop(self, error: OSError) -> None:
+        if self.driver is not None and self.driver.failed is None:
+            log.error("log dir I/O failed: %s", error)
+            self.driver.fail_stop(error)
 
     def _schedule_app_tick(self) -> None:
         if self.application is None or self.driver is None or self._stop.is_set():

@@ -12,7 +12,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
 from dataclasses import astuple
 from typing import Any, cast
 
@@ -448,7 +448,8 @@ class KraftApplication:
             def start(token: int, now: int) -> None:
                 nonlocal cost_ms
                 began = time.perf_counter()  # the handler's own time, as Kafka meters a request thread's
-                self.apis.handle(token, allowed, now, context.listener or "PLAINTEXT")
+                with self._log_dir_io():
+                    self.apis.handle(token, allowed, now, context.listener or "PLAINTEXT")
                 cost_ms = (time.perf_counter() - began) * 1000.0
 
             return await self._await_token(start, allowed)
@@ -519,15 +520,28 @@ class KraftApplication:
         self.ctx.metrics.set(mx.FENCED_BROKERS, fenced)
         self.ctx.metrics.set(mx.UNFENCED_BROKERS, len(brokers) - fenced)
 
+    @contextlib.contextmanager
+    def _log_dir_io(self) -> Iterator[None]:
+        """Partition logs read and written outside the tick: an I/O error stops the node (the tick's
+        own errors are the server's to handle)."""
+        try:
+            yield
+        except OSError as e:
+            if self.ctx.fail_stop is not None:
+                self.ctx.fail_stop(e)
+            raise
+
     def _on_replica_fetch(self, token: int, response: Any) -> None:
         now = self._now()
-        self.apis.replicas.fetcher.on_response(token, response, now)
-        self.apis.replicas.fetcher.tick(now)  # the next fetch at once, not at the next tick
+        with self._log_dir_io():
+            self.apis.replicas.fetcher.on_response(token, response, now)
+            self.apis.replicas.fetcher.tick(now)  # the next fetch at once, not at the next tick
         self._drain(now)
 
     def _on_replica_fetch_failure(self, token: int) -> None:
         now = self._now()
-        self.apis.replicas.fetcher.on_failure(token, now)
+        with self._log_dir_io():
+            self.apis.replicas.fetcher.on_failure(token, now)
         self._drain(now)
 
     def _to_controller(self, token: int, request: Any, kind: str) -> None:
@@ -655,7 +669,8 @@ class KraftApplication:
 
     def after_step(self, now_ms: int) -> None:
         if self.apis is not None:
-            self.apis.on_metadata(now_ms)
+            with self._log_dir_io():  # the partitions take their roles: logs created, truncated
+                self.apis.on_metadata(now_ms)
         self._drain(now_ms)
 
     def tick(self, now_ms: int) -> int | None:

@@ -52,6 +52,10 @@ class NodeContext:
     controller_address: Callable[[int], tuple[str, int] | None] | None = None
     """Where controller `id` listens (host, port): in a dynamic quorum (KIP-853) the voter set in
     force says; None: `controller.quorum.voters` does."""
+    fail_stop: Callable[[OSError], None] | None = None
+    """Stop the node on an I/O error of its log directories met outside a Raft step (a partition log's
+    read or write while serving a request or a replica fetch): as Kafka halts when the directory
+    holding its metadata log fails; None: nobody to tell (tests)."""
 
 
 class Application(Protocol):

@@ -40,7 +40,8 @@ def test_a_node_that_stops_on_the_error_holds() -> None:
                               *_start(1, 5000), _j(1, "append", 5100, base=1), *_start(2, 0)])
     res = check_disk_errors(journals, _history({"n1": [_err(200)]}), NODE_IDS)
     assert res["valid"] is True and res["checked"] == ["StopsOnWriteError"]
-    assert res["stats"] == {"write_errors": 1, "nodes": 1}
+    assert res["stats"] == {"write_errors": 1, "read_errors": 0, "nodes": 1}
+    assert "StopsOnReadError" in res["not_checked"]
 
 
 def test_a_node_that_goes_on_after_a_failed_write_is_caught_once_per_life() -> None:
@@ -55,10 +56,14 @@ def test_a_node_that_goes_on_after_a_failed_write_is_caught_once_per_life() -> N
     assert [e["ev"] for e in anomaly["entries"]] == ["append", "hw"]
 
 
-def test_read_errors_and_runs_without_errors_are_not_judged() -> None:
+def test_a_node_that_goes_on_after_a_failed_read_is_caught_and_runs_without_errors_are_not_judged() -> None:
     journals = journals_from([*_start(1, 0), _j(1, "append", 5000, base=0), *_start(2, 0)])
     res = check_disk_errors(journals, _history({"n1": [_err(200, "read")]}), NODE_IDS)
-    assert res["valid"] is True and res["checked"] == [] and "StopsOnWriteError" in res["not_checked"]
+    assert res["valid"] is False and res["checked"] == ["StopsOnReadError"]
+    assert res["anomalies"][0]["type"] == "StopsOnReadError" and "cannot read" in res["anomalies"][0]["explanation"]
+    assert "StopsOnWriteError" in res["not_checked"] and res["stats"]["read_errors"] == 1
+    stopped = journals_from([*_start(1, 0), _j(1, "log_dir_failed", 201, errno="EIO"), *_start(2, 0)])
+    assert check_disk_errors(stopped, _history({"n1": [_err(200, "read")]}), NODE_IDS)["valid"] is True
     assert check_disk_errors(journals, _history({}), NODE_IDS)["checked"] == []
 
 

@@ -102,7 +102,8 @@ def test_generated_disk_errors_need_the_filesystem_and_name_their_rule() -> None
     starts = [s.value for s, _ in _windows(sched, "disk-errors")]
     assert len(starts) > 10
     assert {v["errno"] for v in starts} == {"EIO", "ENOSPC"}
-    assert {tuple(v["ops"]) for v in starts} <= {("write",), ("fsync",), ("write", "fsync", "create")}
+    assert {tuple(v["ops"]) for v in starts} == {("write",), ("fsync",), ("write", "fsync", "create"), ("read",)}
+    assert {v["errno"] for v in starts if v["ops"] == ["read"]} == {"EIO"}  # a full disk fails no read
     assert any(v.get("target") == "controller" for v in starts) and any("nodes" in v for v in starts)
     assert all(0 < v["probability"] <= 1 for v in starts)
 

@@ -154,3 +154,46 @@ def test_a_failed_write_of_the_application_stops_the_node(tmp_path: Path) -> Non
     assert journal[0]["ev"] == "launch" and journal[1]["ev"] == "recovery"  # the life begins before its storage
     failed = [e for e in journal if e["ev"] == "log_dir_failed"]
     assert len(failed) == 1 and failed[0]["errno"] == "EIO" and failed[0]["path"] == "replication-offset-checkpoint.tmp"
+
+
+def test_an_io_error_while_serving_a_request_stops_the_node(tmp_path: Path) -> None:
+    """A partition log that fails a read or write while the broker serves a request (a Fetch, a
+    Produce) stops the node with `log_dir_failed`, as Kafka halts when the directory holding its
+    metadata log fails, instead of closing that one connection and serving on."""
+    import errno
+
+    from kio.schema.metadata.v9.request import MetadataRequest
+
+    from kraftlab.node.broker import BrokerState
+    from kraftlab.node.protocol.client import ProtocolClient
+    from kraftlab.node.protocol.errors import ConnectionLost
+
+    broker_port, controller_port = free_ports(2)
+    config = config_from_properties(node_properties(
+        1, tmp_path, {1: controller_port},
+        **{"process.roles": "broker,controller",
+           "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}"}))
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+
+    async def scenario() -> int:
+        node = NodeServer(config)
+        running = asyncio.create_task(node.run())
+        while node.application is None or node.application.lifecycle is None \
+                or node.application.lifecycle.state is not BrokerState.RUNNING:
+            await asyncio.sleep(0.02)
+
+        def handle(*args: object) -> None:
+            raise OSError(errno.EIO, "Input/output error", "queue-0/00000000000000000000.log")
+
+        node.application.apis.handle = handle  # type: ignore[method-assign]
+        async with ProtocolClient("127.0.0.1", broker_port, request_timeout=5) as client:
+            with pytest.raises(ConnectionLost):  # the connection is closed on the failed handler
+                await client.send(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                  include_cluster_authorized_operations=False,
+                                                  include_topic_authorized_operations=False))
+        return await asyncio.wait_for(running, 10)
+
+    assert asyncio.run(scenario()) == EXIT_FAILED
+    assert config.journal_file is not None
+    failed = [e for e in read_journal(config.journal_file) if e["ev"] == "log_dir_failed"]
+    assert len(failed) == 1 and failed[0]["path"] == "queue-0/00000000000000000000.log"
