@@ -11,12 +11,13 @@ import time
 from typing import Any
 
 from kraftlab.checker.history import Completion
+from kraftlab.control.host import HostError
 from kraftlab.exits import EXIT_BAD_ARGS
 from kraftlab.nemesis.cleanup import ledger_for
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.disk import CORRUPTION_MODES, DAMAGES, ZONES
 from kraftlab.nemesis.grudge import TOPOLOGIES
-from kraftlab.nemesis.ports import NodeControl
+from kraftlab.nemesis.ports import NodeControl, VoterControl
 from kraftlab.nemesis.runner import ScheduleRunner, guarded
 from kraftlab.nemesis.schedule import ScheduleError, load
 from kraftlab.nemesis.targets import TARGETS
@@ -101,6 +102,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="with --zone: every node named (default all), each damaged in its own region")
     disk.add_argument("--amount", type=int, help="bits to flip, bytes to zero or copy")
 
+    member = sub.add_parser("membership", help="change a dynamic quorum's voters (KIP-853), as Kafka's tools do")
+    verbs = member.add_subparsers(dest="membership", metavar="VERB", required=True)
+    add = verbs.add_parser("add", help="add running controllers as voters (add-controller), one at a time")
+    add.add_argument("nodes", nargs="+")
+    remove = verbs.add_parser("remove", help="remove voters (remove-controller), one at a time")
+    remove.add_argument("nodes", nargs="*")
+    replace = verbs.add_parser("replace", help="replace a voter's disk: kill, wipe and format its metadata "
+                                               "directory (a new directory id), start, remove the old, add the new")
+    replace.add_argument("nodes", nargs="?")
+    for verb in (remove, replace):
+        verb.add_argument("--target", choices=("controller",), help="the active controller")
+    for name, text in (("shrink", "remove voters until TO remain"), ("grow", "add spare controllers until TO")):
+        change = verbs.add_parser(name, help=text)
+        change.add_argument("--to", type=int, required=True)
+        change.add_argument("--seed", type=int)
+        if name == "shrink":
+            change.add_argument("--target", choices=("controller", "voter"), default="voter",
+                                help="controller: the active controller first")
+    verbs.add_parser("heal", help="back to the voter set before the first change")
+    verbs.add_parser("describe", help="the voter set in force (JSON: leader, voters → directory id, spares)")
+
     replay = sub.add_parser("replay", help="replay a run's nemesis schedule against the lab, then heal")
     replay.add_argument("run_dir")
 
@@ -128,6 +150,8 @@ def _op(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
             return _clock_op(args)
         case "packet":
             return _packet_op(args)
+        case "membership":
+            return _membership_op(args)
         case "disk":
             if args.damage == "restore":
                 return "stop-disk", {}
@@ -144,6 +168,33 @@ def _op(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
                 value["amount"] = args.amount
             return "start-disk", value if args.seed is None else {**value, "seed": args.seed}
     return None
+
+
+def _membership_op(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
+    verb = args.membership
+    if verb in ("add", "remove", "replace"):
+        nodes = [args.nodes] if isinstance(args.nodes, str) else list(args.nodes or ())
+        if not nodes and getattr(args, "target", None) is None:
+            raise ValueError(f"membership {verb} needs a NODE (or --target controller)")
+        f = {"add": "add-controller", "remove": "remove-controller", "replace": "replace-disk"}[verb]
+        return f, {"nodes": nodes} if nodes else {"target": args.target}
+    if verb in ("shrink", "grow"):
+        value: dict[str, Any] = {"change": verb, "to": args.to}
+        if verb == "shrink":
+            value["target"] = args.target
+        return "start-membership", value if args.seed is None else {**value, "seed": args.seed}
+    if verb == "heal":
+        return "stop-membership", {}
+    return None  # describe: not an op
+
+
+def describe_membership(control: NodeControl) -> dict[str, Any]:
+    """The voter set in force, by node name (ValueError on a static quorum)."""
+    if not isinstance(control, VoterControl) or not control.dynamic_quorum():
+        raise ValueError("the lab's quorum is static (controller.quorum.voters); deploy it with --quorum dynamic")
+    view = control.describe_voters()
+    return {"leader": view.leader, "voters": view.voters,
+            "spares": [n for n in control.controllers() if n not in view.voters]}
 
 
 def _clock_op(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -219,10 +270,15 @@ def main(args: argparse.Namespace) -> int:
                 return _exit(ScheduleRunner(nemesis, schedule).run())
         try:
             op = _op(args)
+            if op is None:  # membership describe
+                print(json.dumps(describe_membership(nemesis.control), indent=1, sort_keys=True))
+                return EXIT_OK
         except ValueError as exc:
             print(f"kraftlab nemesis: {exc}", file=sys.stderr)
             return EXIT_BAD_ARGS
-        assert op is not None
+        except HostError as exc:
+            print(f"kraftlab nemesis: {exc}", file=sys.stderr)
+            return EXIT_NOT_APPLIED
         if op[0] == "clock-strobe":  # the strobe lives in this process: run it, then reset
             with guarded(nemesis):
                 done = nemesis.invoke(*op)

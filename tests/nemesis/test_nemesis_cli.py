@@ -7,7 +7,8 @@ import argparse
 import pytest
 
 from kraftlab.cli import build_parser
-from kraftlab.commands.nemesis import _op, parse_duration_ms
+from kraftlab.commands.nemesis import _op, describe_membership, parse_duration_ms
+from kraftlab.nemesis.fakes import FakeNodeControl, FakeQuorumControl
 
 
 def op(*argv: str) -> tuple[str, dict] | None:
@@ -54,8 +55,17 @@ def test_durations() -> None:
      ("start-disk", {"target": "all", "damage": "flip-bits", "zone": "snapshot", "helix": True})),
     (["disk", "rollback", "--nodes", "n1,n2", "--zone", "quorum-state"],
      ("start-disk", {"nodes": ["n1", "n2"], "damage": "rollback", "zone": "quorum-state"})),
+    (["membership", "add", "n4", "n5"], ("add-controller", {"nodes": ["n4", "n5"]})),
+    (["membership", "remove", "--target", "controller"], ("remove-controller", {"target": "controller"})),
+    (["membership", "remove", "n2"], ("remove-controller", {"nodes": ["n2"]})),
+    (["membership", "replace", "n3"], ("replace-disk", {"nodes": ["n3"]})),
+    (["membership", "shrink", "--to", "1", "--target", "controller", "--seed", "2"],
+     ("start-membership", {"change": "shrink", "to": 1, "target": "controller", "seed": 2})),
+    (["membership", "grow", "--to", "5"], ("start-membership", {"change": "grow", "to": 5})),
+    (["membership", "heal"], ("stop-membership", {})),
+    (["membership", "describe"], None),
 ])
-def test_actions_map_to_ops(argv: list[str], expected: tuple[str, dict]) -> None:
+def test_actions_map_to_ops(argv: list[str], expected: tuple[str, dict] | None) -> None:
     assert op(*argv) == expected
 
 
@@ -67,6 +77,15 @@ def test_bad_arguments_exit_254() -> None:
         op("disk", "wipe")
     with pytest.raises(ValueError, match="needs --zone"):
         op("disk", "copy-chunk", "n1")
+    with pytest.raises(ValueError, match="needs a NODE"):
+        op("membership", "replace")
+
+
+def test_membership_describe_names_the_leader_voters_and_spares() -> None:
+    control = FakeQuorumControl(leader="n2")
+    assert describe_membership(control) == {"leader": "n2", "voters": dict(control.voters), "spares": ["n4", "n5"]}
+    with pytest.raises(ValueError, match="static"):
+        describe_membership(FakeNodeControl())
 
 
 def test_run_arguments_for_the_test_command() -> None:
