@@ -233,14 +233,17 @@ class IsrWorkload:
         r = rng.random()
         if r < 0.3 or (belief.leader not in belief.replicas and r < 0.6):  # leaderless: wait and see
             return self._read_op(ctx, topic)
-        if r < 0.97:
+        if r < 0.96:
             return self._alter_op(ctx, topic, belief)
-        agent = self.book[rng.choice(belief.replicas)]
-        if r < 0.975 and (zombie := zombie_op(agent, rng)) is not None:
+        # A replica's lifecycle, about 1% of the ops each; half the time the believed leader's (a
+        # broker that shuts down or stalls usually leads something: ShutDownWhileLeading's reach).
+        leads = belief.leader in belief.replicas and rng.random() < 0.5
+        agent = self.book[belief.leader if leads else rng.choice(belief.replicas)]
+        if r < 0.967 and (zombie := zombie_op(agent, rng)) is not None:
             return zombie  # a replaced incarnation of a replica speaks
         if agent.epoch is None or agent.silent(ctx.time):
             return self._read_op(ctx, topic)
-        if r < 0.98:
+        if r < 0.977:
             return shut_down(agent, ctx.time, silence(self.session_timeout, ctx.rng))  # leadership and ISR move away
         if r < 0.985 and not stalled(self.book, ctx.time):
             return stall(agent, ctx.time, silence(self.session_timeout, rng), rng)  # fenced for its silence

@@ -204,3 +204,20 @@ def test_generated_history_refuses_ineligible_joiners_and_stays_valid() -> None:
     errors = Counter(x["error"] for x in completions(lines, "alter") if x["type"] == "fail")
     assert errors["INELIGIBLE_REPLICA"] >= 1, errors
     assert verdicts(lines, ("isr", "registry")) == {"isr": True, "registry": True}
+
+
+def test_leaders_shut_down_and_stall_too() -> None:
+    """Half the lifecycle ops of a topic's replicas are its believed leader's: a controlled shutdown
+    of a partition leader is what ShutDownWhileLeading judges."""
+    seen: Counter[str] = Counter()
+    for seed in range(3000):
+        w = IsrWorkload(["n1"], agents=3, topics=1)
+        b = w.beliefs["isr-0"]
+        b.topic_id, b.leader, b.isr = "00000000-0000-0000-0000-000000000001", 2001, (2000, 2001, 2002)
+        for x in w.book.ids:
+            w.book[x].registered(f"i{x}", x)
+            w.book[x].last_heartbeat = 0.0
+        inv = w.next_op(_ctx(seed, time=0.1))
+        if inv.f == "heartbeat" and inv.value["want_shut_down"]:
+            seen["leader shuts down" if inv.value["broker"] == 2001 else "follower shuts down"] += 1
+    assert seen["leader shuts down"] > seen["follower shuts down"] >= 1, seen
