@@ -72,6 +72,9 @@ INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced"
               "UnfencedBeforeCaughtUp", "FencedWithLiveSession", "RegisteredOverLiveSession", "AckedLost"]
 SERVING = ("RUNNING", "PENDING_CONTROLLED_SHUTDOWN")
 CONFIRM_MS = 1000.0
+SLACK_MS = 3000.0
+"""How much longer than the session a silent broker may stay unfenced before SessionNotFenced (the
+active controller's tick and the journal's own delays), by default."""
 TERM_ENDS = ("role", "start", "corruption")
 """Events that end a controller's term for SessionNotFenced: a resignation is the first step of a
 controller that stalled past the limit, not a step it took while still active."""
@@ -673,7 +676,7 @@ def _check_acked(history: History, vs: list[Violation]) -> None:
 
 
 def check_fencing(journals: Journals, history: History | None = None, session_timeout_ms: float = 9000.0,
-                  slack_ms: float = 3000.0) -> dict[str, Any]:
+                  slack_ms: float = SLACK_MS) -> dict[str, Any]:
     """Check the invariants above; the history part runs only when a history is given."""
     vs: list[Violation] = []
     _check_epochs(journals, vs)

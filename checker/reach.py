@@ -29,8 +29,9 @@ Opportunities, per rule (`RULES`), with a breakdown (`how`) by kind:
 - UnfencedBeforeCaughtUp: a heartbeat of the current registration of a fenced broker reporting a
   metadata offset short of its registration's offset.
 - ShutDownWhileLeading: a heartbeat asking to shut down from a broker that leads a partition.
-- SessionNotFenced: a silence longer than the session timeout of a broker an active controller
-  had accepted heartbeats from (between two of its accepted heartbeats, on its own clock).
+- SessionNotFenced: a silence long enough for the rule to be judged — longer than the session
+  timeout plus the checker's slack and confirmation — of a broker an active controller had
+  accepted heartbeats from (between two of its accepted heartbeats, on its own clock).
 - RegisteredOverLiveSession: a registration of another incarnation while the registered one's last
   accepted heartbeat (same controller, same term, its own clock) is within the session timeout and
   it is not shutting down.
@@ -51,6 +52,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kraftlab.checker.fencing import CONFIRM_MS, SLACK_MS
 from kraftlab.checker.journal import Entry, Journals
 from kraftlab.checker.metadata.check import committed_log
 from kraftlab.checker.metadata.decode import NO_LEADER_CHANGE, DecodeError, decode
@@ -68,7 +70,7 @@ RULES: dict[str, str] = {
     "StaleEpochAccepted": "heartbeats of an old broker epoch",
     "UnfencedBeforeCaughtUp": "heartbeats of a fenced broker short of its registration offset",
     "ShutDownWhileLeading": "heartbeats asking to shut down from a partition leader",
-    "SessionNotFenced": "silences longer than the session timeout of a heartbeating broker",
+    "SessionNotFenced": "silences of a heartbeating broker past the session, slack and confirmation",
     "RegisteredOverLiveSession": "registrations of another incarnation while the old session lives",
     "ZombieRegistered": "registrations of a replaced incarnation",
     "EpochBumpedForSameIncarnation": "registrations retried by the registered incarnation",
@@ -353,12 +355,13 @@ def _sessions(journals: Journals, replay: Replay, counts: dict[str, Counter[str]
                            if e.ev == "decision" and e.get("at_ms") is not None and e.get("broker") is not None
                            and e.get("offset") is not None)
             beat: dict[int, tuple[int, int]] = {}  # broker -> (epoch, its last accepted heartbeat, ms)
+            judged_ms = session_timeout_ms + SLACK_MS + CONFIRM_MS
             for at, _, e in timed:
                 bid = int(e["broker"])
                 if e.get("api") == "BrokerHeartbeat" and e.get("error") == "NONE":
                     last = beat.get(bid)
                     epoch = int(e["broker_epoch"])
-                    if last is not None and last[0] == epoch and at - last[1] > session_timeout_ms:
+                    if last is not None and last[0] == epoch and at - last[1] > judged_ms:
                         counts["SessionNotFenced"]["silence"] += 1
                     beat[bid] = (epoch, at)
                 elif e.get("api") == "BrokerRegistration":

@@ -70,12 +70,13 @@ DECISIONS: list[dict[str, Any]] = [
     _alter(8, 1, 0, 1, [1, 2], "INELIGIBLE_REPLICA", epochs=[0, 0]),  # 2 fenced (and of another epoch)
     _beat(8, 3, 2, 2000, metadata_offset=1, fenced=True),  # fenced, short of its registration at 2
     _beat(8, 2, 0, 2100, "STALE_BROKER_EPOCH"),  # broker 2 is at epoch 1
-    _beat(8, 1, 0, 12000),  # 11 s after its last accepted heartbeat: a silence past the session
-    _beat(8, 1, 0, 12500, want_shut_down=True),  # leads t-0
+    _beat(8, 1, 0, 12000),  # 11 s after its last accepted heartbeat: past the session, not past 13 s
+    _beat(8, 1, 0, 25500),  # 13.5 s after: past the session, the slack and the confirmation
+    _beat(8, 1, 0, 26000, want_shut_down=True),  # leads t-0
     {"api": "BrokerRegistration", "broker": 2, "broker_epoch": -1, "incarnation": str(uuid.UUID(int=99)),
      "error": "DUPLICATE_BROKER_REGISTRATION", "offset": 8, "at_ms": 5000},  # 2's session lives (hb at 1000)
     {"api": "BrokerRegistration", "broker": 1, "broker_epoch": 0, "incarnation": str(INC[1]),
-     "error": "NONE", "offset": 8, "at_ms": 12600},  # a retry of the registered incarnation
+     "error": "NONE", "offset": 8, "at_ms": 26100},  # a retry of the registered incarnation
     {"api": "CreateTopics", "topic": "t", "error": "TOPIC_ALREADY_EXISTS", "offset": 8},
     {"api": "DeleteTopics", "topic": "gone", "error": "UNKNOWN_TOPIC_OR_PARTITION", "offset": 8},
     {"api": "DeleteTopics", "topic": "t", "error": "NOT_CONTROLLER"},  # lost leadership: no state, not counted
