@@ -475,22 +475,29 @@ def _check_reregistration(journals: Journals, vs: list[Violation]) -> None:
 
 
 def _check_caught_up(journals: Journals, vs: list[Violation]) -> None:
-    """UnfencedBeforeCaughtUp (heartbeat decisions that journal the request's metadata offset)."""
-    beats = [e for e in journals.all() if _ok(e, "BrokerHeartbeat") and e.get("metadata_offset") is not None]
+    """UnfencedBeforeCaughtUp (heartbeat decisions that journal the request's metadata offset, and
+    unfences that journal the offset of the heartbeat that caused them: a controller that loses its
+    leadership before answering leaves no decision, only its unfence, which a later controller's
+    answer "unfenced" rests on)."""
+    beats = [e for e in journals.all() if e.get("metadata_offset") is not None and (
+        _ok(e, "BrokerHeartbeat") or (e.ev == "fence" and e.get("action") == "unfence"))]
+    # (a controller's unfence and its answer carry the same offset: the unfence comes first)
     shared = journals.shared_clock
     if shared:
         beats.sort(key=lambda e: e.rmono or 0)
     caught: set[tuple[Any, int, int]] = set()  # (controller or "any", broker, epoch) shown caught up
     reported: set[tuple[int, int]] = set()
     for e in beats:
-        key = (int(e["broker"]), int(e["broker_epoch"]))
+        unfence = e.ev == "fence"
+        key = (int(e["broker"]), int(e["epoch"] if unfence else e["broker_epoch"]))
         scope = "any" if shared else e.node
         if int(e["metadata_offset"]) >= key[1]:
             caught.add((scope, *key))
-        elif e.get("fenced") is False and (scope, *key) not in caught and key not in reported:
+        elif (unfence or e.get("fenced") is False) and (scope, *key) not in caught and key not in reported:
             reported.add(key)
+            what = "unfenced" if unfence else "answered"
             vs.append(Violation("UnfencedBeforeCaughtUp", (
-                f"controller {e.node} answered broker {key[0]} (broker epoch {key[1]}) unfenced on a heartbeat "
+                f"controller {e.node} {what} broker {key[0]} (broker epoch {key[1]}) unfenced on a heartbeat "
                 f"at metadata offset {e['metadata_offset']}, below its registration at offset {key[1]}, and no "
                 "heartbeat of that registration had shown it caught up"), [e]))
 

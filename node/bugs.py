@@ -62,6 +62,10 @@ BUGS: tuple[Bug, ...] = (
         "a broker that fenced itself keeps answering reads, authorized by the ACLs of its last image"),
     Bug("snapshot-id-off-by-one", "KAFKA-14618", "raft",
         "a snapshot's id names its last included offset (inclusive) instead of the exclusive end offset"),
+    Bug("trust-unclean-return", "KIP-966", "controller",
+        "a broker back from an unclean shutdown (no proof of a clean stop: a crash, a lost disk) stays among "
+        "a partition's remembered last ISR members and is elected from them with a log that may lack "
+        "acknowledged records", end_to_end=False),
     Bug("stuck-in-recovery", "KIP-631", "broker",
         "a broker restarted over an existing log never finishes its log recovery: it stays in RECOVERY"),
     Bug("hw-back-on-leader-change", "KAFKA-2143", "broker",

@@ -154,6 +154,7 @@ CLUSTER_SCENARIOS: dict[str, ClusterScenario] = {
     "no-self-fencing": ClusterScenario(),
     "stale-acls-while-fenced": ClusterScenario(),
     "stuck-in-recovery": ClusterScenario(),
+    "trust-unclean-return": ClusterScenario(),  # the simulation's own check: crashed brokers come back untrusted
 }
 
 

@@ -152,6 +152,8 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
     # shutdown its log is not trusted to hold every committed message either.
     # (no registration at all: unregistered meanwhile, its id may still be remembered; nothing proves it)
     unclean_shutdown = existing is None or previous != existing.epoch
+    if w.config.bugs.on("trust-unclean-return"):  # BUG ZOO: trust-unclean-return — every return is clean
+        unclean_shutdown = False
     remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election, unclean_shutdown=unclean_shutdown)
     leases.touch(bid, w.now_ms, w.events)
     return answer(ErrorCode.none, epoch)
@@ -181,7 +183,7 @@ def heartbeat(w: Write, req: Any, leases: Leases) -> Outcome:
     if b.fenced:
         if not req.want_fence and not req.want_shut_down and caught_up:
             w.emit(UnfenceBrokerRecord(id=bid, epoch=epoch))
-            w.fence_event(bid, "unfence", "heartbeat", epoch)
+            w.fence_event(bid, "unfence", "heartbeat", epoch, metadata_offset=int(req.current_metadata_offset))
             recover_leaderless(w.image, bid, w.emit, unclean=unclean)
     elif req.want_fence:
         fence(w, bid, epoch, "requested")

@@ -62,10 +62,10 @@ class Write:
             if tid not in self.image.topics:
                 return tid
 
-    def fence_event(self, broker: int, action: str, reason: str, epoch: int) -> None:
+    def fence_event(self, broker: int, action: str, reason: str, epoch: int, **extra: int) -> None:
         self.events.append(
             JournalEvent("fence", {"broker": broker, "action": action, "reason": reason, "epoch": epoch,
-                                   "at_ms": self.now_ms})
+                                   "at_ms": self.now_ms, **extra})
         )
 
 

@@ -253,6 +253,22 @@ def test_a_caught_up_heartbeat_on_one_controller_does_not_excuse_another_without
     assert only_anomaly(check_fencing(journals_from(j.entries)), "UnfencedBeforeCaughtUp")
 
 
+def test_an_unfence_whose_answer_was_never_sent_shows_the_broker_caught_up() -> None:
+    """Controller 1 unfenced the broker on a caught-up heartbeat and lost its leadership before
+    answering (no decision journalled); controller 2, inheriting the unfenced broker, answers a
+    lagging heartbeat "unfenced": the unfence's own offset is the evidence. An unfence at an offset
+    short of the registration is a violation by itself."""
+    j = healthy_fencing()
+    j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5, metadata_offset=6)
+    _beat(j, 1, 1, False)
+    assert check_fencing(journals_from(j.entries))["valid"] is True
+
+    j = healthy_fencing()
+    bad = j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5, metadata_offset=2)
+    a = only_anomaly(check_fencing(journals_from(j.entries, file="journal.jsonl")), "UnfencedBeforeCaughtUp")
+    assert "unfenced broker 4 (broker epoch 5)" in a["explanation"] and a["entries"][0]["where"] == line_of(j, bad)
+
+
 def _timed_beat(j: JB, at_ms: int, node: int = 1) -> dict[str, Any]:
     return j.add(node, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, error="NONE", fenced=False,
                  shut_down=False, metadata_offset=9, at_ms=at_ms)

@@ -80,8 +80,9 @@ def test_unfenced_only_when_asked_and_caught_up(h: Harness) -> None:
     assert not r.is_fenced
     assert not h.image().brokers[1].fenced
     unfence = h.evs("fence")[-1]
-    assert {k: v for k, v in unfence.items() if k not in ("offset", "at_ms")} == {
+    assert {k: v for k, v in unfence.items() if k not in ("offset", "at_ms", "metadata_offset")} == {
         "broker": 1, "action": "unfence", "reason": "heartbeat", "epoch": epoch}
+    assert unfence["metadata_offset"] >= epoch  # the heartbeat's offset: caught up (UnfencedBeforeCaughtUp)
     assert isinstance(unfence["at_ms"], int)  # the controller's clock (FencedWithLiveSession reads it)
     # in effect from the UnfenceBrokerRecord's position, which follows the registration
     assert unfence["offset"] > epoch
