@@ -14,9 +14,11 @@ nothing changes), like Kafka's PartitionChangeBuilder:
 - unless it comes back from an unclean shutdown (KIP-966's `uncleanShutdownReplicas`): a broker
   that registers without proof of a clean stop may have lost acknowledged records that were not yet
   flushed, or its whole log directory, so it is struck from the ISR and the remembered members and
-  never elected from them; with nobody else the partition stays leaderless (offline, not unclean).
-  Kafka moves such a replica from its ELR to its LastKnownElr, kept for an operator's unclean
-  recovery; here the remembered members are the electable ones, so it is dropped.
+  never elected from them; with nobody else the partition stays leaderless (offline, not unclean)
+  until an operator's unclean election. Stricter than Kafka 4.1+, whose balanced recovery elects the
+  last known leader anyway once it is back, unless its log directory is gone (KIP-858): this node
+  does not register the directory that holds its metadata log, so it cannot tell a power loss (a cut
+  tail) from a lost directory (an empty log) and trusts neither.
 """
 
 from __future__ import annotations
