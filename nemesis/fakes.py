@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftlab.control.fake import FakeHost
+from kraftlab.control.host import HostError
 from kraftlab.nemesis.ports import QuorumView, VoterAnswer
 
 
@@ -141,6 +142,8 @@ class FakeQuorumControl(FakeNodeControl):
     disks: dict[str, str] = field(default_factory=dict)  # node → directory id on its disk
     answers: dict[str, list[str]] = field(default_factory=dict)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)  # (add|remove, node, directory)
+    silent: int = 0
+    """The next `silent` DescribeQuorum calls find no leader (HostError), as during an election."""
     _next_disk: int = 0
 
     def __post_init__(self) -> None:
@@ -162,6 +165,9 @@ class FakeQuorumControl(FakeNodeControl):
         return self.nodes()[self.n_voters:]
 
     def describe_voters(self) -> QuorumView:
+        if self.silent > 0:
+            self.silent -= 1
+            raise HostError("describe-quorum failed: no leader")
         leader = self.leader if self.leader in self.voters else next(iter(self.voters), None)
         return QuorumView(leader, dict(self.voters))
 

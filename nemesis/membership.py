@@ -31,6 +31,7 @@ order of the voter set then in force: a replay against the same quorum chooses t
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -48,6 +49,7 @@ MAX_VOTERS = 5
 DEADLINE_S = 20.0  # per voter change: retried until in force or refused for good, at most this long
 CATCH_UP_S = 10.0  # how long the leader may wait for an added voter to catch up (the tool's --timeout)
 MAX_HEAL_STEPS = 12
+VIEW_RETRY_S = 0.5
 
 
 class MembershipFault:
@@ -70,10 +72,14 @@ class MembershipFault:
                               "deploy it as a dynamic quorum (--quorum dynamic)")
         return control
 
-    def _view(self, quorum: VoterControl) -> QuorumView:
-        view = look(quorum)
-        if view is None:
-            raise FaultError("no controller answered DescribeQuorum")
+    def _view(self, quorum: VoterControl, value: dict[str, Any] | None = None) -> QuorumView:
+        """The voter set now; while no controller answers (no leader: an election, a partition) it is
+        asked again until the change's deadline."""
+        deadline = time.monotonic() + float((value or {}).get("deadline_s", DEADLINE_S))
+        while (view := look(quorum)) is None:
+            if time.monotonic() >= deadline:
+                raise FaultError("no controller answered DescribeQuorum (no leader)")
+            time.sleep(VIEW_RETRY_S)
         return view
 
     def _remember(self, view: QuorumView) -> None:
@@ -124,7 +130,7 @@ class MembershipFault:
         if change not in CHANGES:
             raise FaultError(f"unknown membership change {change!r}; known: {', '.join(CHANGES)}")
         quorum = self._quorum()
-        view = self._view(quorum)
+        view = self._view(quorum, value)
         self._remember(view)
         rng = random.Random(int(value.get("seed", self.rng.randrange(2**31))))
         done: dict[str, Any] = {"change": change, "voters_before": self._sorted(view.voters)}
@@ -223,7 +229,7 @@ class MembershipFault:
         quorum = self._quorum()
         changes: list[Change] = []
         for _ in range(MAX_HEAL_STEPS):
-            view = self._view(quorum)
+            view = self._view(quorum, value)
             step = self._next_heal_step(quorum, view, list(desired))
             if step is None:
                 self.ctx.state.clear("membership")
@@ -267,7 +273,7 @@ class MembershipFault:
     def add(self, value: dict[str, Any]) -> dict[str, Any]:
         nodes = self._named(value, "add-controller")
         quorum = self._quorum()
-        self._remember(self._view(quorum))
+        self._remember(self._view(quorum, value))
         changes: list[Change] = []
         for node in nodes:
             changes.append(self._add(quorum, node, value))
@@ -279,7 +285,7 @@ class MembershipFault:
     def remove(self, value: dict[str, Any]) -> dict[str, Any]:
         self._named(value, "remove-controller")
         quorum = self._quorum()
-        view = self._view(quorum)
+        view = self._view(quorum, value)
         self._remember(view)
         nodes = list(value.get("nodes", ())) or ([view.leader] if view.leader else [])
         if not nodes:
@@ -301,7 +307,7 @@ class MembershipFault:
         """The whole replacement: the new disk, the old (id, directory id) removed, the new one added."""
         self._named(value, "replace-disk")
         quorum = self._quorum()
-        view = self._view(quorum)
+        view = self._view(quorum, value)
         self._remember(view)
         node = self._replaced(view, value, self.rng)
         changes = [self._replace_disk(quorum, node, view.voters[node], value)]

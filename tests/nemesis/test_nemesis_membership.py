@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftlab.nemesis import voter_changes
+from kraftlab.nemesis import membership, voter_changes
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl, FakeQuorumControl
 from kraftlab.nemesis.package import Timing
@@ -21,6 +21,7 @@ from kraftlab.nemesis.session import quorum_for
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(voter_changes, "BACKOFF_S", 0.0)
+    monkeypatch.setattr(membership, "VIEW_RETRY_S", 0.0)
 
 
 def quorum_nemesis(**fake: object) -> tuple[FakeQuorumControl, Nemesis, MemoryRecorder]:
@@ -185,3 +186,14 @@ def test_naming_membership_makes_the_lab_dynamic_and_a_replay_deploys_what_it_re
     for spares, quorum in ((["n4", "n5"], "dynamic"), (None, "static")):
         path = save(_schedule(1, spares), tmp_path / quorum)
         assert quorum_for("none", path) == quorum
+
+
+def test_a_window_end_waits_for_a_leader_to_describe_the_quorum() -> None:
+    control, nemesis, _ = quorum_nemesis()
+    assert nemesis.invoke("start-membership", {"change": "grow", "to": 4, "seed": 1}).type == "ok"
+    control.silent = 5  # an election: no controller answers for a while
+    assert nemesis.invoke("stop-membership", {}).type == "ok"
+    assert sorted(control.voters) == ["n1", "n2", "n3"]
+    control.silent = 10**6
+    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 2, "deadline_s": 0.05})
+    assert done.type == "fail" and "no leader" in str(done.error)
