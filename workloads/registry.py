@@ -128,10 +128,12 @@ def shut_down(a: Agent, now: float, restart_after: float) -> Invocation:
     return heartbeat_op(a, a.epoch, want_shut_down=True)
 
 
-P_SHUT_DOWN, P_STALL = 0.05, 0.05
+P_SHUT_DOWN, P_STALL, P_STALL_KEEPALIVE = 0.05, 0.05, 0.02
 """Of a registry agent's own heartbeats, how many ask for controlled shutdown (it then comes back
 as a new incarnation, leaving an old epoch and incarnation its zombie may use) and how many are its
-last before a stall (one agent at a time)."""
+last before a stall (one agent of a book at a time); and how many of the keepalives a book's agents
+are due for are their last before a stall — keepalives are most of a busy run's agent ops, so
+stalls come about once or twice a minute per book."""
 
 
 LIFETIME = (100, 200)
@@ -224,6 +226,8 @@ def lifecycle_op(book: AgentBook, ctx: Context, session_timeout: float) -> Invoc
     if stuck := book.replaceable(ctx.time):
         return replace(ctx.rng.choice(stuck), ctx.time, ctx.rng)
     if (a := due_for_heartbeat(book, ctx.time, session_timeout / 6)) is not None and ctx.rng.random() < 0.8:
+        if ctx.rng.random() < P_STALL_KEEPALIVE and not stalled(book, ctx.time):
+            return stall(a, ctx.time, silence(session_timeout, ctx.rng), ctx.rng)
         return keepalive(a, ctx.time, ctx.rng)
     return None
 

@@ -242,3 +242,25 @@ def test_a_stalled_agent_replaced_meanwhile_wakes_as_a_revenant() -> None:
              "old incarnation" if woke.f == "register" and woke.value["incarnation"] == "old" else "other"] += 1
     assert seen["not replaced"] >= 5 and seen["stale heartbeat"] >= 5 and seen["old incarnation"] >= 2, seen
     assert seen["other"] == 0
+
+
+def test_a_due_keepalive_is_now_and_then_the_last_before_a_stall_one_agent_at_a_time() -> None:
+    from kraftlab.workloads.agents import AgentBook
+    from kraftlab.workloads.generator import Context
+    from kraftlab.workloads.registry import lifecycle_op, stalled
+
+    stalls = 0
+    for seed in range(300):
+        book = AgentBook.pool(1000, 2)
+        for a in book.agents.values():
+            a.registered(f"i{a.id}", a.id)
+        op_ = lifecycle_op(book, Context(time=10.0, process=0, worker=0, node="n1", nodes=["n1"],
+                                         rng=random.Random(seed)), 9.0)
+        if op_ is not None and stalled(book, 10.0):
+            stalls += 1
+            quiet = [a for a in book.agents.values() if a.quiet_until]
+            assert len(quiet) == 1 and op_.value["broker"] == quiet[0].id and quiet[0].quiet_until >= 10.0 + 9.0 * 1.2
+            again = lifecycle_op(book, Context(time=10.0, process=0, worker=0, node="n1", nodes=["n1"],
+                                               rng=random.Random(seed)), 9.0)
+            assert again is None or again.value["broker"] != quiet[0].id
+    assert 1 <= stalls <= 20, stalls
