@@ -34,8 +34,9 @@ class PeerLinks:
 
     A peer's address: a static voter's from `controller.quorum.voters`; a bootstrap server's
     (negative ids, `bootstrap_peer_id`) from `controller.quorum.bootstrap.servers`; a voter of a
-    dynamic quorum's from its endpoint in the voter set in force (`voters_of`, the core's); and a
-    leader found through a bootstrap server that served a Fetch as leader, at that server's address.
+    dynamic quorum's from its endpoint in the voter set in force (`voters_of`, the core's), or in the
+    last set that named it (a removed leader leads on until its removal commits); and a leader found
+    through a bootstrap server that served a Fetch as leader, at that server's address.
     A request to a peer with no known address fails at once (the core backs off and, as an
     observer, asks the bootstrap servers again)."""
 
@@ -70,6 +71,9 @@ class PeerLinks:
             names = config.controller_listener_names
             endpoint = next((e for e in voter.endpoints if e.name in names), None)
             if endpoint is not None:
+                # Kept: a leader that removed itself still leads until that set commits, and its
+                # followers must reach it (Kafka's followers learn its endpoint from its responses).
+                self._learned[node_id] = endpoint.host, endpoint.port
                 return endpoint.host, endpoint.port
         return self._learned.get(node_id)
 
