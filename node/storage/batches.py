@@ -115,6 +115,9 @@ class BatchHeader:
     max_timestamp: int = -1
     compression: int = 0
     timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime (attributes bit 3)
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
     @property
     def next_offset(self) -> int:
@@ -145,7 +148,7 @@ def read_header(buf: bytes | bytearray | memoryview, position: int = 0, compress
     actual = crc32c.crc32c(memoryview(buf)[position + _CRC_START : position + size])
     if actual != crc:
         raise CorruptBatch(f"CRC mismatch (stored {crc:#010x}, computed {actual:#010x})", position, base_offset)
-    attributes, last_delta, base_ts, max_ts, _pid, _pepoch, _seq, count = _POST.unpack_from(buf, position + _PRE.size)
+    attributes, last_delta, base_ts, max_ts, pid, pepoch, seq, count = _POST.unpack_from(buf, position + _PRE.size)
     if attributes & COMPRESSION_MASK and not compressed_ok:
         raise CorruptBatch(f"compressed batches are not supported (codec {attributes & 7})", position, base_offset)
     if count < 1 or count != last_delta + 1:
@@ -153,7 +156,7 @@ def read_header(buf: bytes | bytearray | memoryview, position: int = 0, compress
     return BatchHeader(
         position, size, base_offset, base_offset + last_delta, epoch, crc,
         bool(attributes & CONTROL_FLAG), base_ts, count, max_ts, attributes & COMPRESSION_MASK,
-        (attributes >> 3) & 1,
+        (attributes >> 3) & 1, pid, pepoch, seq,
     )  # fmt: skip
 
 

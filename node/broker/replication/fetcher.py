@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchRequest
 
 from kraftlab.node.broker.replication.partition import Partition, Role
+from kraftlab.node.broker.replication.producer_state import headers_of
 from kraftlab.node.controller.messages import build
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.storage.partition.log import InvalidRecords
@@ -126,6 +127,7 @@ class FollowerFetcher:
         if records:
             try:
                 p.log.append_as_follower(records, self.wall_ms())
+                p.producers.appended(headers_of(records))
             except InvalidRecords as e:
                 log.warning("%s-%d: leader %d sent records that do not continue the log: %s",
                             p.topic, p.index, p.leader, e)
@@ -136,6 +138,7 @@ class FollowerFetcher:
     def _truncate(self, p: Partition, offset: int, reason: str, fully: bool) -> None:
         before = p.log.log_end_offset
         after = p.log.truncate_fully_and_start_at(offset) if fully else p.log.truncate_to(offset)
+        p.rebuild_producers()
         self._outbox.append(JournalEvent("partition_truncate", {
             "topic": p.topic, "partition": p.index, "from": before, "to": after, "leader": p.leader,
             "leader_epoch": p.leader_epoch, "reason": reason,

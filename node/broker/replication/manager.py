@@ -42,6 +42,7 @@ from kraftlab.node.broker.replication.fetcher import FetchFromLeader, FollowerFe
 from kraftlab.node.broker.replication.isr import AlterIsr, IsrManager
 from kraftlab.node.broker.replication.partition import FollowerProgress, Partition, Role
 from kraftlab.node.broker.replication.ports import LogStore
+from kraftlab.node.broker.replication.producer_state import Duplicate, headers_of
 from kraftlab.node.bugs import NO_BUGS, BugSet
 from kraftlab.node.controller.messages import api_name, respond
 from kraftlab.node.metadata.image import MetadataImage
@@ -145,6 +146,7 @@ class ReplicaManager:
                     log = self.store.get_or_create(topic.name, pid, topic.topic_id, self.wall_ms(),
                                                    directory=info.directory(self.node_id))
                     current = Partition(topic.name, pid, topic.topic_id, log, role, info.leader, -1, (), ())
+                    current.rebuild_producers()
                     self.partitions[key] = current
                 changed = current.role is not role or current.leader_epoch != info.leader_epoch
                 current.replicas, current.isr, current.partition_epoch = info.replicas, info.isr, info.partition_epoch
@@ -170,6 +172,7 @@ class ReplicaManager:
                     "topic": p.topic, "partition": p.index, "from": before, "to": after,
                     "leader": leader, "leader_epoch": epoch, "reason": "becoming leader: to its high-water mark",
                 }))  # fmt: skip
+                p.rebuild_producers()
             latest = p.log.latest_epoch()
             if latest is None or latest < epoch:
                 p.log.assign_epoch_start(epoch, p.log.log_end_offset)
@@ -246,14 +249,28 @@ class ReplicaManager:
                     result["error_message"] = (f"the ISR {list(p.isr)} is smaller than min.insync.replicas "
                                                f"{p.min_insync_replicas}")
                     continue
+                records = bytes(part.records or b"")
+                headers = headers_of(records)
+                verdict = p.producers.check(headers)
+                if isinstance(verdict, Duplicate):  # a retry of a batch it holds: its offsets of then
+                    result.update(error_code=ErrorCode.none, base_offset=verdict.first_offset,
+                                  log_start_offset=p.log.log_start_offset)
+                    if acks == -1:
+                        waiting[key] = verdict.last_offset + 1
+                        epochs[key] = p.leader_epoch
+                    continue
+                if verdict is not None:
+                    result["error_code"] = verdict
+                    continue
                 try:
-                    info = p.log.append_as_leader(bytes(part.records or b""), p.leader_epoch, self.wall_ms())
+                    info = p.log.append_as_leader(records, p.leader_epoch, self.wall_ms())
                 except InvalidRecords as e:
                     result.update(error_code=ErrorCode.corrupt_message, error_message=str(e))
                     continue
                 except RecordTooLarge as e:
                     result.update(error_code=ErrorCode.message_too_large, error_message=str(e))
                     continue
+                p.producers.appended(headers, info.first_offset)
                 self._outbox.append(JournalEvent("partition_append", {
                     "topic": key[0], "partition": key[1], "first": info.first_offset, "last": info.last_offset,
                     "leader_epoch": p.leader_epoch, "acks": acks,

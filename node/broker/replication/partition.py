@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kraftlab.node.broker.replication.ports import ReplicaLog
+from kraftlab.node.broker.replication.producer_state import ProducerState
+
+READ_CHUNK = 1 << 20
 
 
 class Role(Enum):
@@ -47,6 +50,14 @@ class Partition:
     """The ISR of an AlterPartition in flight: until it is committed the HW waits for the union of
     both (Kafka's maximal ISR) — a replica being added must hold everything below the HW the
     moment the controller may commit it, and one being dropped is still in the committed ISR."""
+
+    producers: ProducerState = field(default_factory=ProducerState)
+    """Idempotent producers' epochs and last batches, from the batches of this replica's log."""
+
+    def rebuild_producers(self) -> None:
+        """The producer state from the log as it is now (a new replica, a restart, a truncation)."""
+        self.producers = ProducerState.rebuild(lambda offset: self.log.read(offset, READ_CHUNK),
+                                               self.log.log_start_offset, self.log.log_end_offset)
 
     @property
     def min_insync_replicas(self) -> int:
