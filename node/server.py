@@ -138,9 +138,13 @@ class NodeServer:
         if error is None:
             await self._shutdown(graceful=True)
             return EXIT_OK
-        # Fail-stop: the node must stop serving now (as Kafka halts on a failed metadata log dir), so its
-        # shutdown is bounded: a listener or peer link that does not close in time (a connection whose
-        # peer is cut off) must not keep the rest of the process serving.
+        # Fail-stop: the node must stop serving now (as Kafka halts on a failed metadata log dir): its
+        # listeners stop and their connections are cut first, before any step of the shutdown that may
+        # take its time (seed 2 of kill,disk-errors: a broker answered requests 3.7 s after its failure
+        # while its shutdown went on), and the shutdown is bounded: a peer link or a flush that does not
+        # end in time must not keep the rest of the process alive.
+        for server in self._servers:
+            server.abort()
         shutdown = asyncio.ensure_future(self._shutdown(graceful=False))
         done, _ = await asyncio.wait({shutdown}, timeout=HALT_AFTER_S)
         print(f"kraft-node: stopped: {error}", file=sys.stderr)

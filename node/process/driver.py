@@ -268,9 +268,12 @@ class RaftDriver:
         self._start_flush()
 
     def close(self) -> None:
-        """Stop the flush thread (a flush under way completes; the log's own close flushes the rest)."""
+        """Stop the flush thread (a flush under way completes; the log's own close flushes the rest).
+        After a failure nothing waits for it: flushes queued on a failing disk must not hold up the
+        event loop (the process exits; what was not flushed is not claimed durable)."""
         if self._flusher is not None:
-            self._flusher.shutdown(wait=True)
+            failed = self.failed is not None
+            self._flusher.shutdown(wait=not failed, cancel_futures=failed)
             self._flusher = None
 
     def _on_commit(self, batches: Sequence[Batch], now: int) -> None:

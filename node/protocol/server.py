@@ -286,6 +286,7 @@ class ProtocolServer:
         self.ssl_context = ssl_context
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._open: set[_Connection] = set()
         self._stopping = False
 
     @property
@@ -307,10 +308,23 @@ class ProtocolServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        connection = _Connection(self, reader, writer)
+        self._open.add(connection)
         try:
-            await _Connection(self, reader, writer).run()
+            await connection.run()
         finally:
             self._connections.discard(task)
+            self._open.discard(connection)
+
+    def abort(self) -> None:
+        """Stop serving at once (a node that failed): the listener closes and every connection is cut
+        without flushing what it owes, so nothing more is read, let alone answered; `stop` then
+        collects what is left."""
+        self._stopping = True
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self._open):
+            connection.writer.transport.abort()
 
     async def stop(self) -> None:
         """Stop listening, close every connection, and wait for them."""

@@ -197,3 +197,47 @@ def test_an_io_error_while_serving_a_request_stops_the_node(tmp_path: Path) -> N
     assert config.journal_file is not None
     failed = [e for e in read_journal(config.journal_file) if e["ev"] == "log_dir_failed"]
     assert len(failed) == 1 and failed[0]["path"] == "queue-0/00000000000000000000.log"
+
+
+def test_a_node_that_fails_stops_serving_before_its_shutdown_runs(tmp_path: Path) -> None:
+    """A fail-stop closes the listeners and cuts every connection first: a shutdown step that takes its
+    time (here the flush thread's end, which blocks) must not leave the broker answering requests
+    meanwhile (found: a broker answered for 3.7 s after an ENOSPC while its shutdown went on)."""
+    import errno
+
+    from kraftlab.node.broker import BrokerState
+
+    broker_port, controller_port = free_ports(2)
+    config = config_from_properties(node_properties(
+        1, tmp_path, {1: controller_port},
+        **{"process.roles": "broker,controller",
+           "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}"}))
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    listening_during_shutdown: list[bool] = []
+
+    async def scenario() -> int:
+        node = NodeServer(config)
+        running = asyncio.create_task(node.run())
+        while node.application is None or node.application.lifecycle is None \
+                or node.application.lifecycle.state is not BrokerState.RUNNING:
+            await asyncio.sleep(0.02)
+        assert node.driver is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker_port)
+        close = node.driver.close
+
+        def slow_close() -> None:  # a shutdown step that blocks: is anything still listening?
+            probe = socket.socket()
+            probe.settimeout(0.5)
+            listening_during_shutdown.append(probe.connect_ex(("127.0.0.1", broker_port)) == 0)
+            probe.close()
+            close()
+
+        node.driver.close = slow_close  # type: ignore[method-assign]
+        node.driver.fail_stop(OSError(errno.ENOSPC, "No space left on device"))
+        code = await asyncio.wait_for(running, 10)
+        assert await asyncio.wait_for(reader.read(), 1) == b""  # the open connection was cut
+        writer.close()
+        return code
+
+    assert asyncio.run(scenario()) == EXIT_FAILED
+    assert listening_during_shutdown == [False]
