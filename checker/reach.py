@@ -31,7 +31,8 @@ Opportunities, per rule (`RULES`), with a breakdown (`how`) by kind:
 - ShutDownWhileLeading: a heartbeat asking to shut down from a broker that leads a partition.
 - SessionNotFenced: a silence long enough for the rule to be judged — longer than the session
   timeout plus the checker's slack and confirmation — of a broker an active controller had
-  accepted heartbeats from (between two of its accepted heartbeats, on its own clock).
+  accepted heartbeats from: between two of its accepted heartbeats, or from the last one to the
+  end of that controller's term (on its own clock).
 - RegisteredOverLiveSession: a registration of another incarnation while the registered one's last
   accepted heartbeat (same controller, same term, its own clock) is within the session timeout and
   it is not shutting down.
@@ -354,7 +355,7 @@ def _sessions(journals: Journals, replay: Replay, counts: dict[str, Counter[str]
             timed = sorted((int(e["at_ms"]), i, e) for i, e in enumerate(term)
                            if e.ev == "decision" and e.get("at_ms") is not None and e.get("broker") is not None
                            and e.get("offset") is not None)
-            beat: dict[int, tuple[int, int]] = {}  # broker -> (epoch, its last accepted heartbeat, ms)
+            beat: dict[int, tuple[int, int, int]] = {}  # broker -> (epoch, last accepted heartbeat ms, its offset)
             judged_ms = session_timeout_ms + SLACK_MS + CONFIRM_MS
             for at, _, e in timed:
                 bid = int(e["broker"])
@@ -363,7 +364,7 @@ def _sessions(journals: Journals, replay: Replay, counts: dict[str, Counter[str]
                     epoch = int(e["broker_epoch"])
                     if last is not None and last[0] == epoch and at - last[1] > judged_ms:
                         counts["SessionNotFenced"]["silence"] += 1
-                    beat[bid] = (epoch, at)
+                    beat[bid] = (epoch, at, int(e["offset"]))
                 elif e.get("api") == "BrokerRegistration":
                     b, last = _registered(e, replay), beat.get(bid)
                     if b is not None and str(e.get("incarnation")) != b.incarnation and not b.shutting_down \
@@ -371,6 +372,17 @@ def _sessions(journals: Journals, replay: Replay, counts: dict[str, Counter[str]
                         counts["RegisteredOverLiveSession"]["live_session"] += 1
                 elif e.get("api") == "UnregisterBroker" and e.get("error") == "NONE":
                     beat.pop(bid, None)
+            # a broker gone silent until the term ended: the controller stayed active long enough
+            # after its last heartbeat to have to fence it (a killed or stalled broker)
+            end = max((int(e["at_ms"]) for e in term if e.get("at_ms") is not None), default=None)
+            if end is not None:
+                counts["SessionNotFenced"]["silent_until_the_term_ended"] += sum(
+                    end - at > judged_ms and _unfenced(replay.broker(bid, off + 1), epoch)
+                    for bid, (epoch, at, off) in beat.items())
+
+
+def _unfenced(b: BrokerView | None, epoch: int) -> bool:
+    return b is not None and b.epoch == epoch and not b.fenced
 
 
 def _decisions(journals: Journals) -> Iterable[Entry]:

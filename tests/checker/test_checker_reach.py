@@ -101,7 +101,10 @@ def _journal(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 EXPECTED = {"IsrJoinersEligible": {"at_stale_epochs": 1, "fenced": 2}, "EpochsGoBack": {"stale_partition_epoch": 1},
             "StaleEpochAccepted": {"older_epoch": 1}, "UnfencedBeforeCaughtUp": {"short_of_registration": 1},
-            "ShutDownWhileLeading": {"leader_asks_to_shut_down": 1}, "SessionNotFenced": {"silence": 1},
+            "ShutDownWhileLeading": {"leader_asks_to_shut_down": 1},
+            # broker 1: 12 s → 25.5 s; broker 2 (unfenced) silent from 1 s to the term's end at 26.1 s; broker 3 is
+            # fenced when last heard
+            "SessionNotFenced": {"silence": 1, "silent_until_the_term_ended": 1},
             "RegisteredOverLiveSession": {"live_session": 1}, "EpochBumpedForSameIncarnation": {"retry": 1},
             "TopicNameUnique": {"existing_name": 1}, "RemovesLiveTopic": {"missing_name": 1},
             "LeaderFromIsr": {"eligible_replica_outside_isr": 1}, "LeaderEligible": {"ineligible_replica": 1},
