@@ -47,13 +47,21 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def node_properties(node_id: int, base: Path, voters: dict[int, int], **extra: str) -> dict[str, str]:
-    """server.properties of a controller on loopback; `voters` maps id → controller port."""
+def node_properties(
+    node_id: int, base: Path, voters: dict[int, int], *, dynamic: bool = False, **extra: str
+) -> dict[str, str]:
+    """server.properties of a controller on loopback; `voters` maps id → controller port: the static
+    voters, or with `dynamic` (KIP-853) only the bootstrap servers to find the quorum through."""
     port = voters[node_id]
+    quorum = (
+        {"controller.quorum.bootstrap.servers": ",".join(f"127.0.0.1:{p}" for _, p in sorted(voters.items()))}
+        if dynamic
+        else {"controller.quorum.voters": ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(voters.items()))}
+    )
     props = {
         "process.roles": "controller",
         "node.id": str(node_id),
-        "controller.quorum.voters": ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(voters.items())),
+        **quorum,
         "listeners": f"CONTROLLER://127.0.0.1:{port}",
         "controller.listener.names": "CONTROLLER",
         "metadata.log.dir": str(base / f"n{node_id}" / "meta"),
@@ -64,9 +72,11 @@ def node_properties(node_id: int, base: Path, voters: dict[int, int], **extra: s
     return props
 
 
-def broker_properties(node_id: int, base: Path, voters: dict[int, int], port: int, **extra: str) -> dict[str, str]:
+def broker_properties(
+    node_id: int, base: Path, voters: dict[int, int], port: int, *, dynamic: bool = False, **extra: str
+) -> dict[str, str]:
     """server.properties of a broker-only node on loopback (a Raft observer with a PLAINTEXT listener)."""
-    props = node_properties(min(voters), base, voters, **extra)
+    props = node_properties(min(voters), base, voters, dynamic=dynamic, **extra)
     props.update(
         {
             "process.roles": "broker",
@@ -171,9 +181,21 @@ class ProcessCluster:
     """Real `kraft-node start` processes of an all-controller cluster on loopback (used by the e2e
     tests and bench/bench_node.py). Every process is killed by `close()`, whatever happened."""
 
-    def __init__(self, base: Path, n: int = 3, brokers: int = 0, config: Mapping[str, str] | None = None) -> None:
-        """`n` voters and `brokers` brokers under `base`; `config`: extra server.properties of every node."""
+    def __init__(
+        self,
+        base: Path,
+        n: int = 3,
+        brokers: int = 0,
+        config: Mapping[str, str] | None = None,
+        dynamic: bool = False,
+    ) -> None:
+        """`n` controllers and `brokers` brokers under `base`; `config`: extra server.properties of
+        every node. A static quorum's `n` controllers are its voters, all formatted here; a `dynamic`
+        one (KIP-853) finds its quorum through the controllers' bootstrap servers, and each
+        controller is formatted by `format` with its own flag (--standalone, --initial-controllers,
+        --no-initial-controllers)."""
         self.base = base
+        self.dynamic = dynamic
         base.mkdir(parents=True, exist_ok=True)
         self.ids = list(range(1, n + 1))
         self.broker_ids = list(range(n + 1, n + brokers + 1))
@@ -186,13 +208,43 @@ class ProcessCluster:
         extra = {"kraftlab.unsafe.test.mode": "true", **(config or {})}
         for i in self.ids + self.broker_ids:
             if i in self.ports:
-                props = node_properties(i, base, self.ports, **extra)
+                props = node_properties(i, base, self.ports, dynamic=dynamic, **extra)
             else:
-                props = broker_properties(i, base, self.ports, self.broker_ports[i], **extra)
+                props = broker_properties(i, base, self.ports, self.broker_ports[i], dynamic=dynamic, **extra)
             path = base / f"n{i}.properties"
             path.write_text(render_properties(props))
             self.configs[i] = path
-            format_dirs(config_from_properties(props).all_log_dirs, self.cluster_id, i)
+            if not (dynamic and i in self.ports):
+                format_dirs(config_from_properties(props).all_log_dirs, self.cluster_id, i)
+
+    def format(self, i: int, *flags: str) -> None:
+        """`kraft-node format` of controller `i` of a dynamic quorum with Kafka's flags."""
+        from kraftlab.node.cli import main
+
+        if main(["format", "--config", str(self.configs[i]), "--cluster-id", self.cluster_id, *flags]) != 0:
+            raise RuntimeError(f"kraft-node format {' '.join(flags)} of node {i} failed")
+
+    def initial_controllers(self, ids: list[int]) -> str:
+        """`--initial-controllers` text naming controllers `ids` with new directory ids (KIP-853)."""
+        from kraftlab.node.kafka_uuid import uuid_to_kafka
+        from kraftlab.node.storage.meta_properties import random_directory_id
+
+        return ",".join(f"{i}@127.0.0.1:{self.ports[i]}:{uuid_to_kafka(random_directory_id())}" for i in ids)
+
+    def directory_id(self, i: int) -> str:
+        """Node `i`'s metadata log directory id (Kafka's base64 text), as its meta.properties says."""
+        from kraftlab.node.kafka_uuid import uuid_to_kafka
+        from kraftlab.node.storage.meta_properties import read_meta_properties
+
+        directory = read_meta_properties(self.meta_dir(i)).directory_id
+        if directory is None:
+            raise RuntimeError(f"node {i} has no directory.id")
+        return uuid_to_kafka(directory)
+
+    @property
+    def controller_bootstrap(self) -> str:
+        """The controllers' listeners, as `--bootstrap-controller`."""
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
 
     @property
     def bootstrap(self) -> str:

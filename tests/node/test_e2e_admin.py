@@ -7,7 +7,6 @@ import contextlib
 import json
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,26 +14,13 @@ import pytest
 from kraftlab.node.cli import main as cli_main
 from kraftlab.node.journal import read_journal
 from kraftlab.testing.kraftnode import ProcessCluster
+from kraftlab.testing.waiting import eventually
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.timeout(240),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 ]
-
-
-def eventually(check: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    """Poll `check` (an exception counts as not yet) until it holds."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception as e:
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout}s (last error: {last})")
 
 
 def wait_brokers_unfenced(c: ProcessCluster) -> None:
