@@ -32,6 +32,8 @@ class Controlled(Protocol):
 
     def status(self) -> dict[str, Any]: ...
 
+    def fail(self, rule: Rule) -> None: ...
+
     @property
     def faults(self) -> Any: ...
 
@@ -44,7 +46,7 @@ def handle(fs: Controlled, request: dict[str, Any], stop: Callable[[], None]) ->
             return {"ok": True, **fs.crash().to_json()}
         if cmd == "fail":
             rule = Rule.parse({k: v for k, v in request.items() if k != "cmd"})
-            fs.faults.add(rule)
+            fs.fail(rule)
             return {"ok": True, "rule": rule.to_json()}
         if cmd == "delay":
             rule = Rule.parse({"ops": ["fsync"], "glob": request.get("glob", "*"),

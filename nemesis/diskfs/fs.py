@@ -20,7 +20,7 @@ import pyfuse3
 import trio
 
 from kraftlab.nemesis.diskfs.durability import STASH, CrashReport, Durability
-from kraftlab.nemesis.diskfs.faults import FaultTable
+from kraftlab.nemesis.diskfs.faults import FaultTable, Rule
 
 
 def _fail(err: int) -> pyfuse3.FUSEError:
@@ -124,6 +124,18 @@ class DiskFs(pyfuse3.Operations):
             with contextlib.suppress(OSError):  # the kernel holds nothing for it
                 pyfuse3.invalidate_inode(ino)
         return report
+
+    def fail(self, rule: Rule) -> None:
+        """Apply an error rule. A rule that fails reads first drops what the kernel caches of the
+        files it names: a page read before it would otherwise be served from memory and the node
+        never meet the error while it runs."""
+        self.faults.add(rule)
+        if "read" not in rule.ops:
+            return
+        for ino, path in list(self.paths.items()):
+            if path != self.root and rule.matches("read", self._rel(path)):
+                with contextlib.suppress(OSError):  # the kernel holds nothing for it
+                    pyfuse3.invalidate_inode(ino)
 
     def status(self) -> dict[str, Any]:
         return {"files_not_durable": len(self.durability.files), "dirs_not_durable": len(self.durability.dirs),

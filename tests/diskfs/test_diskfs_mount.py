@@ -110,6 +110,26 @@ def test_injected_errors_hit_the_chosen_files_and_operations(tmp_path: Path) -> 
         assert log.read_bytes() == b"x" and qs.read_bytes() == b"v"
 
 
+def test_a_read_rule_reaches_a_file_whose_pages_the_kernel_holds(tmp_path: Path) -> None:
+    """A node reads its open segments from the page cache: a read rule drops the cached pages of the
+    files it names, so the next read meets the error instead of being served from memory."""
+    with mounted(tmp_path) as m:
+        seg = m.mountpoint / "00000000000000000000.log"
+        write_atomically(seg, b"committed" * 100)
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            assert os.pread(fd, 9, 0) == b"committed"  # now cached
+            m.ctl(cmd="fail", ops=["read"], glob="*.log", errno="EIO")
+            with pytest.raises(OSError) as err:
+                os.pread(fd, 9, 0)
+            assert err.value.errno == errno.EIO
+            m.ctl(cmd="clear")
+            assert os.pread(fd, 9, 9) == b"committed"
+        finally:
+            os.close(fd)
+        assert {e["op"] for e in m.ctl(cmd="injected")["errors"]} == {"read"}  # the kernel may retry
+
+
 def test_an_fsync_delay_slows_fsyncs_only(tmp_path: Path) -> None:
     with mounted(tmp_path) as m:
         f = m.mountpoint / "f"

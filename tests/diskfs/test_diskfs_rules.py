@@ -67,6 +67,9 @@ class FakeFs:
     def status(self) -> dict[str, Any]:
         return {"crashes": self.crashed}
 
+    def fail(self, rule: Rule) -> None:
+        self.faults.add(rule)
+
 
 def test_the_control_requests() -> None:
     fs, stopped = FakeFs(), []
