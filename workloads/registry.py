@@ -211,7 +211,7 @@ def revenant_op(a: Agent, rng: Any) -> Invocation:
     a.revenant = None
     if incarnation == a.incarnation:  # the replacement did not take: it is the live process again
         return heartbeat_op(a, epoch, offset=reported_offset(a, rng))
-    if rng.random() < 0.3:
+    if rng.random() < 0.5:
         return zombie_register_op(a, incarnation)
     return heartbeat_op(a, epoch, zombie=True)
 
