@@ -15,7 +15,8 @@ replay before its own first record.
 Opportunities, per rule (`RULES`), with a breakdown (`how`) by kind:
 - IsrJoinersEligible: an AlterPartition from the partition's leader at its current leader and
   partition epochs whose ISR adds a broker that is unregistered, fenced, in controlled shutdown
-  or named with another broker epoch than its registration's.
+  or named with another broker epoch than its registration's (one at stale epochs or from a
+  non-leader is refused before its members are looked at, and is not counted).
 - EpochsGoBack: an AlterPartition at a stale partition epoch or leader epoch.
 - LeaderOutsideIsr: an AlterPartition from a broker that is not the leader, or whose ISR leaves
   the leader out.
@@ -288,11 +289,12 @@ def _alter(e: Entry, replay: Replay, counts: dict[str, Counter[str]], unknown: s
     if len(set(asked)) != len(asked) or not set(asked) <= set(p.replicas):
         counts["IsrWithinReplicas"]["outside_replicas_or_twice"] += 1
     epochs = [int(x) for x in e.get("requested_broker_epochs") or [-1] * len(asked)]
-    current = sender == p.leader and le == p.leader_epoch and pe == p.partition_epoch
+    if sender != p.leader or le != p.leader_epoch or pe != p.partition_epoch:
+        return  # refused before any member is looked at: no chance to admit an ineligible one
     for b, ep in zip(asked, epochs, strict=False):
         why = None if b in p.isr else _why_ineligible(replay.broker(b, before), ep)
         if why is not None:
-            counts["IsrJoinersEligible"][why if current else "at_stale_epochs"] += 1
+            counts["IsrJoinersEligible"][why] += 1
             break
 
 
