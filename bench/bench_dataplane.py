@@ -6,7 +6,9 @@ them back with an assign-mode consumer.
 Prints, per run and as medians over runs:
 - produce throughput (MB/s of values acknowledged, all sent at once; target >= 50 MB/s) and the
   latency of that flood (from produce() to the delivery report: mostly time queued in the client);
-- produce latency p50/p99 of a paced phase (--rate messages/s; target p99 <= 50 ms);
+- produce latency p50/p99 of a paced phase (--rate messages/s; target p99 <= 50 ms), with the time
+  the node processes spent on a CPU and waiting in a run queue for one meanwhile (/proc/PID/schedstat:
+  on a shared machine the waiting, not the node, makes the tail);
 - consume throughput (MB/s of values read from offset 0, from assign and from the first record;
   target >= 100 MB/s).
 
@@ -31,6 +33,18 @@ from kraftlab.node.admin import AdminError, describe_cluster_now
 from kraftlab.testing.kraftnode import ProcessCluster
 
 VALUE_BYTES = 1024
+
+
+def sched_ns(pids: list[int]) -> tuple[int, int]:
+    """(ns on a CPU, ns waiting in a run queue) summed over `pids` (/proc/PID/schedstat; 0, 0 where absent)."""
+    on, waiting = 0, 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+        except OSError:
+            continue
+        on, waiting = on + int(fields[0]), waiting + int(fields[1])
+    return on, waiting
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -164,12 +178,19 @@ def main() -> None:
                       f"all sent at once: latency p50 {p50s[-1]:.1f} ms p99 {p99s[-1]:.1f} ms); consume "
                       f"{mb / read:.1f} MB/s from assign, {mb / steady:.1f} MB/s from the first record")
                 if args.paced:
-                    _, paced = produce(cluster.bootstrap, create_topic(cluster.bootstrap, args.partitions),
-                                       args.paced, args.linger_ms, args.rate, not args.nagle)
+                    paced_topic = create_topic(cluster.bootstrap, args.partitions)
+                    nodes = [proc.pid for proc in cluster.procs.values()]
+                    (cpu0, wait0), began = sched_ns(nodes), time.perf_counter()
+                    _, paced = produce(cluster.bootstrap, paced_topic, args.paced, args.linger_ms, args.rate,
+                                       not args.nagle)
+                    (cpu1, wait1), took = sched_ns(nodes), time.perf_counter() - began
                     paced_p50s.append(percentile(paced, 50))
                     paced_p99s.append(percentile(paced, 99))
+                    # the machine's share in the figure: how long the node processes waited for a CPU
                     print(f"run {run + 1}: paced {args.paced} at {args.rate:.0f}/s: "
-                          f"latency p50 {paced_p50s[-1]:.1f} ms p99 {paced_p99s[-1]:.1f} ms")
+                          f"latency p50 {paced_p50s[-1]:.1f} ms p99 {paced_p99s[-1]:.1f} ms; node processes "
+                          f"on a CPU {(cpu1 - cpu0) / 1e6 / took:.0f} ms/s, waiting for one (run queue) "
+                          f"{(wait1 - wait0) / 1e6 / took:.0f} ms/s")
         finally:
             cluster.close()
     print(f"median over {args.runs}: produce {statistics.median(produce_mbs):.1f} MB/s (target >= 50), "
