@@ -53,7 +53,7 @@ from kio.schema.incremental_alter_configs.v1.request import (
 
 from kraftlab.node.broker import security_apis
 from kraftlab.node.broker.client_quotas import describe_client_quotas_response
-from kraftlab.node.broker.lifecycle import BrokerLifecycle
+from kraftlab.node.broker.lifecycle import BrokerLifecycle, BrokerState
 from kraftlab.node.broker.metadata import BrokerMetadata
 from kraftlab.node.broker.outputs import ClientReply
 from kraftlab.node.broker.producer_ids import AllocateIds, IdReply, ProducerIdManager
@@ -300,6 +300,7 @@ class BrokerApis:
         self.replicas = replicas
         """The partitions' data plane (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch); None: not served."""
         self._image_offset = -2
+        self._caught_up = False
         self.producer_ids = ProducerIdManager(
             lifecycle.config.node_id, lambda: self.lifecycle.broker_epoch, retry_backoff_ms)
 
@@ -427,8 +428,14 @@ class BrokerApis:
             p.retry_at_ms = now_ms + self.retry_backoff_ms
 
     def on_metadata(self, now_ms: int) -> None:
-        """The image may have changed: the partitions take their new roles."""
+        """The image may have changed: the partitions take their new roles — once the controller
+        has said this broker caught up with the metadata log (as Kafka's broker publishes to its
+        replica manager only after that initial catch-up): a restarted broker still replaying an
+        old image would otherwise lead partitions in epochs the quorum has moved on from."""
         offset = self.metadata.highest_offset
+        if self.lifecycle.state in (BrokerState.NOT_RUNNING, BrokerState.STARTING) and not self._caught_up:
+            return
+        self._caught_up = True
         if self.replicas is not None and offset != self._image_offset:
             self._image_offset = offset
             self.replicas.apply_image(self.metadata.image, now_ms)
