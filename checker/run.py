@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,14 @@ def journal_checks(journals: Journals, history: History | None, session_timeout_
     return checks
 
 
+def stored_log_checks(journal_paths: Iterable[str | Path]) -> dict[str, CheckerFn]:
+    """The `stored_log` check when the run collected the nodes' stored metadata logs beside their
+    journals (`nodes/<n>/metadata-log.txt`)."""
+    stored = [d / STORED_LOG_FILE for d in dict.fromkeys(Path(p).parent for p in journal_paths)
+              if (d / STORED_LOG_FILE).is_file()]
+    return {"stored_log": functools.partial(check_stored_logs, stored)} if stored else {}
+
+
 def check_run(history_path: str | Path | None = None, journal_paths: list[str | Path] | None = None,
               model: str | None = None, out_dir: str | Path | None = None, budget: Budget | None = None,
               initial: Any = None, fmt: str | None = None, nil_read_any: bool = False,
@@ -138,10 +147,7 @@ def check_run(history_path: str | Path | None = None, journal_paths: list[str | 
                                               out, tag)
     if journal_paths:
         checkers |= journal_checks(load_journals(journal_paths), history, session_timeout_ms, slack_ms)
-        stored = [d / STORED_LOG_FILE for d in dict.fromkeys(Path(p).parent for p in journal_paths)
-                  if (d / STORED_LOG_FILE).is_file()]
-        if stored:
-            checkers["stored_log"] = functools.partial(check_stored_logs, stored)
+        checkers |= stored_log_checks(journal_paths)
     results = compose(checkers, timeout if timeout is not None else budget.seconds + GRACE, memory_bytes=memory_bytes)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

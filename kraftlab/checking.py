@@ -44,7 +44,13 @@ from kraftlab.checker.journal import load_journals
 from kraftlab.checker.judged import linearizable_part
 from kraftlab.checker.linear.budget import Budget
 from kraftlab.checker.recovery import check_recovery
-from kraftlab.checker.run import journal_checks, linearizable_with_anomalies, split_by_workload, workload_checks
+from kraftlab.checker.run import (
+    journal_checks,
+    linearizable_with_anomalies,
+    split_by_workload,
+    stored_log_checks,
+    workload_checks,
+)
 from kraftlab.nemesis.packages import WINDOWS
 from kraftlab.recovery import RECOVERY_FILE
 from kraftlab.store import RunDir, write_json
@@ -71,7 +77,7 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
                                           out_dir=out_dir, tag=tag)
     journals = load_journals(journal_paths) if journal_paths else None
     if journals is not None:
-        checkers |= journal_checks(journals, history, session_timeout_ms)
+        checkers |= journal_checks(journals, history, session_timeout_ms) | stored_log_checks(journal_paths)
     if journals is not None and any(e.f == "stop-disk-errors" for e in history.events if e.process == "nemesis"):
         checkers["disk-errors"] = functools.partial(check_disk_errors, journals, history, _node_ids(run))
     recovery_path = run.path / RECOVERY_FILE

@@ -66,3 +66,18 @@ def test_a_run_with_dumps_beside_its_journals_judges_them(tmp_path: Path) -> Non
         (p.parent / "journal.jsonl").write_text("")
     res = check_run(journal_paths=[a.parent / "journal.jsonl", b.parent / "journal.jsonl"])
     assert res["checkers"]["stored_log"]["valid"] is False
+
+
+def test_the_runner_s_check_of_a_run_directory_judges_the_stored_logs(tmp_path: Path) -> None:
+    """`kraftlab test` and `kraftlab analyze` check a run directory through kraftlab.checking: the
+    dumps the run collected beside the journals are judged there too."""
+    from kraftlab.checking import check_run as check_run_dir
+    from kraftlab.store import RunDir
+
+    a = _stored(tmp_path, "n1", [1, 1, 2])
+    b = _stored(tmp_path, "n2", [1, 2, 2])
+    for p in (a, b):
+        (p.parent / "journal.jsonl").write_text("")
+    (tmp_path / "history.jsonl").write_text("")
+    res = check_run_dir(RunDir(tmp_path), timeout=None, memory_bytes=None)
+    assert res["checkers"]["stored_log"]["valid"] is False
