@@ -145,8 +145,8 @@ def _status(args: argparse.Namespace) -> int:
             dep = load_deployment(lab)
         except LookupError:
             return EXIT_OK
-        roles = ", ".join(f"{s.name}={'+'.join(s.roles)}" for s in dep.state.specs)
-        print(f"cluster {dep.state.cluster_id} ({dep.state.topology}): {roles}")
+        roles = ", ".join(f"{s.name}={'+'.join(s.roles)}{' (spare)' if s.spare else ''}" for s in dep.state.specs)
+        print(f"cluster {dep.state.cluster_id} ({dep.state.topology}, {dep.state.quorum} quorum): {roles}")
         try:
             metrics = dep.metrics_addresses()
         except HostError:
