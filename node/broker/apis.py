@@ -5,7 +5,8 @@
   LEADER_NOT_AVAILABLE for a leaderless partition, fenced replicas listed as offline;
   UNKNOWN_TOPIC_OR_PARTITION for an unknown requested topic (no auto-creation).
 - DescribeCluster (any version): cluster id and the unfenced brokers (fenced ones too, marked,
-  when a v2 request asks with IncludeFencedBrokers).
+  when a v2 request asks with IncludeFencedBrokers); asked for controllers (KIP-919's endpoint
+  type 2) a broker answers MISMATCHED_ENDPOINT_TYPE, for an unknown type UNSUPPORTED_ENDPOINT_TYPE.
 - CreateTopics / DeleteTopics / IncrementalAlterConfigs / AlterConfigs / CreatePartitions (any
   version): forwarded to the active controller as v7 / v6 / v1 / v2 / v3 (`Forward`), and the
   controller's answer relayed back in the client's version. DescribeConfigs: the dynamic configs
@@ -192,9 +193,18 @@ def metadata_response(request: Any, image: MetadataImage, cluster_id: str, liste
     )
 
 
+_ENDPOINT_BROKERS, _ENDPOINT_CONTROLLERS = 1, 2  # DescribeCluster's EndpointType (KIP-919)
+
+
 def describe_cluster_response(request: Any, image: MetadataImage, cluster_id: str, listener: str) -> Any:
-    if getattr(request, "endpoint_type", 1) != 1:
-        return respond(request, {"error_code": ErrorCode.invalid_request, "error_message": "brokers only"})
+    endpoint_type = getattr(request, "endpoint_type", _ENDPOINT_BROKERS)
+    if endpoint_type != _ENDPOINT_BROKERS:  # v1+ only (v0 has no endpoint type)
+        if endpoint_type == _ENDPOINT_CONTROLLERS:
+            code, text = ErrorCode.mismatched_endpoint_type, "The request was sent to an endpoint of type BROKER, " \
+                "but we wanted an endpoint of type CONTROLLER"
+        else:
+            code, text = ErrorCode.unsupported_endpoint_type, f"Unsupported endpoint type {endpoint_type}"
+        return respond(request, {"error_code": code, "error_message": text})
     return respond(
         request,
         {

@@ -79,6 +79,18 @@ def test_fenced_broker_hidden_from_metadata_and_not_leader_or_isr(mc: MiniCluste
     assert sorted(b.broker_id for b in mc.client(101, "dc3", not_asked).response.brokers) == [101, 103]
 
 
+
+def test_describe_cluster_for_controllers_refused_as_kafka_refuses(mc: MiniCluster) -> None:
+    """A broker asked for the controllers' endpoints (KIP-919 endpoint type 2) answers
+    MISMATCHED_ENDPOINT_TYPE, an unknown endpoint type UNSUPPORTED_ENDPOINT_TYPE — the error alone."""
+    _up(mc)
+    for endpoint_type, code in ((2, ErrorCode.mismatched_endpoint_type), (7, ErrorCode.unsupported_endpoint_type)):
+        request = DescribeCluster2(include_cluster_authorized_operations=False, endpoint_type=endpoint_type,
+                                   include_fenced_brokers=False)
+        dc = mc.client(101, f"dc-{endpoint_type}", request).response
+        assert (dc.error_code, dc.brokers, dc.cluster_id) == (code, (), "")
+        assert dc.error_message
+
 def test_unknown_topic_and_delete_forwarding(mc: MiniCluster) -> None:
     _up(mc)
     _create(mc, "gone", partitions=1, rf=1)
