@@ -150,13 +150,12 @@ def metadata_response(request: Any, image: MetadataImage, cluster_id: str, liste
         wanted = [(t.name, None) for t in sorted(image.topics.values(), key=lambda t: t.name)]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in topics]
-    out = []
+    out: list[dict[str, Any]] = []
     for name, tid in wanted:
         topic = image.topic(name) if name is not None else image.topics.get(tid) if tid is not None else None
         if topic is None:
-            out.append(
-                {"name": name, "topic_id": tid or uuid.UUID(int=0), "error_code": ErrorCode.unknown_topic_or_partition}
-            )
+            # kio: a null topic id is the zero id on the wire (and the zero id reads back as null)
+            out.append({"name": name, "topic_id": tid, "error_code": ErrorCode.unknown_topic_or_partition})
             continue
         parts = []
         for pid in sorted(topic.partitions):

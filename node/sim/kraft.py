@@ -19,7 +19,10 @@ Each answer: a topic Kafka would refuse (no partitions, no replicas, more replic
 is never created. An admin client (`node.sim.kraft_admin`) asks the active controller for
 preferred leader elections, to unregister brokers that are down and fenced (or unknown) and to
 alter client quotas, now and then at a standby (every item answered NOT_CONTROLLER), each answer
-judged against the controller's image when it decided. Every Kafka request and
+judged against the controller's image when it decided. A reader (`node.sim.kraft_reader`) asks
+brokers for Metadata, DescribeCluster and DescribeClientQuotas, each answer judged against the
+answering broker's image; a creation a broker acknowledges before its visibility wait ran out must
+be in that broker's image (read-your-writes). Every Kafka request and
 response goes through Kafka's wire format (`node.sim.wire`). At the end (after healing): no
 acknowledged topic lost, each with the partition count and replication factor asked for (or the
 defaults) and exactly the configs asked for, every node converged.
@@ -58,13 +61,14 @@ from kraftlab.node.raft.core import NotLeader as RaftNotLeader
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
+from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.scheduler import EventQueue
 from kraftlab.node.sim.wire import WireViolation, through_the_wire
 
 CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
-DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY = range(10)
+DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ = range(11)
 APP_TICK_MS = 50
 RPC_TIMEOUT_MS = 2_000
 # Topic configs a client may create a topic with (Kafka's keys), each with values to draw from.
@@ -178,6 +182,12 @@ class KraftSim:
         self.admin_asked = 0
         self.admin_answered = 0
         self._admin_facts: dict[int, list[tuple[Any, Facts]]] = {}
+        # The reader's own generator; when and through which broker (incarnation) each create was sent.
+        self.reader = BrokerReader(random.Random(seed ^ 0x4EAD))
+        self.reads = 0
+        self.read_answers = 0
+        self._reading: dict[int, Any] = {}
+        self._client_sent: dict[int, tuple[int, int, int]] = {}
 
     # ---- nodes --------------------------------------------------------------------------
 
@@ -200,7 +210,7 @@ class KraftSim:
                 node_id=node.node_id,
                 cluster_id=CLUSTER_ID,
                 incarnation_id=uuid.UUID(int=node.node_id * 1000 + node.incarnation),
-                listeners=(BrokerEndpoint("PLAINTEXT", f"b{node.node_id}", 9092),),
+                listeners=(BrokerEndpoint(LISTENER, f"b{node.node_id}", 9092),),
                 heartbeat_interval_ms=self.heartbeat_interval_ms,
                 session_timeout_ms=self.session_timeout_ms,
                 previous_broker_epoch=node.clean_epoch,
@@ -268,7 +278,7 @@ class KraftSim:
                     rpc_kind = "hb" if isinstance(broker_out, SendToController) else "fwd"
                     self._rpc(node, rpc_kind, broker_out.token, broker_out.request, now)
                 elif isinstance(broker_out, ClientReply):
-                    self._client_answer(broker_out)
+                    self._client_answer(node, broker_out, now)
                 elif isinstance(broker_out, JournalEvent):
                     self.journal.append((now, node.node_id, broker_out))
             self.journal += [(now, node.node_id, e) for e in metadata.take_outputs()]
@@ -300,7 +310,15 @@ class KraftSim:
         else:
             apis.on_forward_failure(token, now, sent=sent)
 
-    def _client_answer(self, out: ClientReply) -> None:
+    def _client_answer(self, node: KNode, out: ClientReply, now: int) -> None:
+        kind, number = out.token
+        if kind == "read":
+            self._read_answer(node, self._reading.pop(number), out.response)
+            return
+        sent_by, incarnation, sent_at = self._client_sent.pop(number, (0, 0, 0))
+        # Relayed before the visibility wait could have run out: the broker waited for its own image.
+        waited = node.node_id == sent_by and node.incarnation == incarnation and (
+            now - sent_at < node.broker()[2].visibility_wait_ms)
         for t in self._wire(out.response, "a broker's answer to the client").topics:
             partitions, factor = self.shapes.get(t.name, (-1, -1))
             if t.error_code == ErrorCode.none:
@@ -309,6 +327,32 @@ class KraftSim:
                                        f"replication factor {factor}: Kafka refuses it (INVALID_PARTITIONS / "
                                        "INVALID_REPLICATION_FACTOR)")
                 self.acked.add(t.name)
+                if waited and node.broker()[1].image.topic(t.name) is None:
+                    raise SimViolation(f"seed {self.seed}: broker {node.node_id} acknowledged topic {t.name} "
+                                       f"{now - sent_at} ms after it was asked, and its image does not show it "
+                                       "(a client reading from the broker it wrote through must see its write)")
+
+    def _read(self, now: int) -> None:
+        """The reader's next request, to a random live broker, answered (or refused) at once."""
+        if now < self.client_until:
+            self.queue.push(now + 150 + self.reader.rng.randrange(300), READ, None)
+        live = [self.nodes[b] for b in self.broker_ids if self.nodes[b].apis is not None]
+        if not live:
+            return
+        node = self.reader.rng.choice(live)
+        _, metadata, apis = node.broker()
+        self.reads += 1
+        self._reading[self.reads] = request = self._wire(self.reader.request(metadata.image), "the reader's request")
+        apis.handle(("read", self.reads), request, now, LISTENER)
+        self.drain(node, now)
+        self._reading.pop(self.reads, None)  # refused: a broker not serving reads closes the connection
+
+    def _read_answer(self, node: KNode, request: Any, response: Any) -> None:
+        response = self._wire(response, f"broker {node.node_id}'s answer to the reader")
+        verdict = self.reader.judge(request, node.broker()[1].image, response)
+        if verdict is not None:
+            raise SimViolation(f"seed {self.seed}: broker {node.node_id}: {verdict}")
+        self.read_answers += 1
 
     # ---- invariants -------------------------------------------------------------------------
 
@@ -356,6 +400,7 @@ class KraftSim:
         self.queue.push(APP_TICK_MS, APP, None)
         self.queue.push(2_000, CLIENT, None)
         self.queue.push(2_500, ADMIN, None)
+        self.queue.push(2_200, READ, None)
         if faults:
             self._schedule_faults(fault_ms)
         if self.lossy:
@@ -440,6 +485,7 @@ class KraftSim:
                 )
                 timeout = i32Timedelta.parse(datetime.timedelta(milliseconds=5_000))
                 request = self._wire(CreateTopicsRequest(topics=(topic,), timeout=timeout), "the client's request")
+                self._client_sent[self.created] = (node.node_id, node.incarnation, now)
                 node.broker()[2].handle(("client", self.created), request, now)
                 self.drain(node, now)
         elif kind == FAULT:
@@ -448,6 +494,8 @@ class KraftSim:
             self._admin_request(now)
         elif kind == ADMIN_REPLY:
             self._admin_answer(payload[3], payload[4])
+        elif kind == READ:
+            self._read(now)
 
     def _draw_configs(self) -> dict[str, str]:
         """No configs for half the topics, one to three of TOPIC_CONFIGS for the others."""
