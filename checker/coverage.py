@@ -9,7 +9,9 @@ quiet pass from a searching one (docs/contracts.md, "Coverage").
   elections started (candidate or prospective), contested elections (epochs in which two or more
   nodes stood as candidate), diverging-log truncations, and truncations by kind (`truncation_kinds`:
   a diverging epoch the leader's log holds or lacks, a restart that lost an un-fsynced tail, a
-  snapshot replacing the log, a corrupt tail cut on recovery), snapshots created, loaded and
+  snapshot replacing the log — and, among those, `snapshot_over_divergent_tail`: one that removed
+  entries differing from the committed ones, a divergence below the leader's log start answered
+  with a SnapshotId —, a corrupt tail cut on recovery), snapshots created, loaded and
   fetched, node restarts, voter changes committed (KIP-853: the leaders' `voter_change`).
 - brokers: committed registrations, fences and unfences (from the committed log, decoded with
   Kafka's schemas), fence reasons as the controllers journalled them, self-fences and controlled
@@ -42,6 +44,7 @@ from kraftlab.checker.journal import Journals
 from kraftlab.checker.metadata.check import committed_log
 from kraftlab.checker.metadata.decode import NO_LEADER_CHANGE, DecodeError, decode
 from kraftlab.checker.metadata.model import NO_LEADER
+from kraftlab.checker.raft.replay import Replay
 from kraftlab.checker.reach import rule_reach
 
 
@@ -53,6 +56,29 @@ def _truncation_kind(e: Any) -> str:
     if diverging is None or last is None:
         return "diverging"
     return "diverging_epoch_present" if int(diverging) == int(last) else "diverging_epoch_absent"
+
+
+def _snapshots_over_divergent_tails(replay: Replay) -> int:
+    """Snapshots that replaced entries differing from what was committed at their offsets (a
+    truncation to a fetched snapshot with its load counts once; a snapshot loaded on restart over
+    such a log counts too): a follower whose divergence lay below the leader's log start, so the
+    leader answered its Fetch with a SnapshotId instead of a DivergingEpoch."""
+    committed = replay.committed
+    count = 0
+    episode: dict[int, bool] = {}  # node → a snapshot truncation in progress found divergence so far
+    for e, removed in replay.dropped:
+        divergent = any((c := committed.get(o)) is not None and c.crc != x[1] for o, x in removed.items())
+        if e.ev == "truncate":
+            if e.get("reason") == "snapshot":
+                episode[e.node] = divergent
+            else:
+                episode.pop(e.node, None)
+        elif e.node in episode:  # the snapshot load or fetch that follows it
+            count += episode.pop(e.node) or divergent
+        else:  # a snapshot loaded (e.g. on restart) over a log it replaces
+            count += divergent
+    count += sum(episode.values())
+    return count
 
 
 def _raft(journals: Journals) -> dict[str, Any]:
@@ -96,6 +122,7 @@ def _raft(journals: Journals) -> dict[str, Any]:
             elif e.ev == "voter_change" and e.get("action") == "committed":
                 voter_changes += 1
         restarts += max(0, starts - 1)
+    kinds["snapshot_over_divergent_tail"] = _snapshots_over_divergent_tails(Replay(journals))
     by_epoch = [leaders[ep] for ep in sorted(leaders)]
     failovers = sum(1 for a, b in itertools.pairwise(by_epoch) if a != b)
     contested = sum(1 for nodes in candidates.values() if len(nodes) >= 2)
@@ -245,6 +272,7 @@ HEADLINE = (("leader epochs", ("raft", "leader_epochs")), ("failovers", ("raft",
             ("truncations", ("raft", "truncations")),
             ("truncations, epoch absent", ("raft", "truncation_kinds", "diverging_epoch_absent")),
             ("lost un-fsynced tails", ("raft", "truncation_kinds", "lost_unflushed_tail")),
+            ("divergent tails replaced by snapshots", ("raft", "truncation_kinds", "snapshot_over_divergent_tail")),
             ("snapshot loads", ("raft", "snapshots_loaded")),
             ("controlled shutdowns", ("brokers", "nodes", "controlled_shutdowns")),
             ("power losses", ("disk", "power_losses")), ("disk refusals", ("disk", "refused")))

@@ -11,6 +11,7 @@ What the rules read:
 - `elections`: each leader's log at the moment it became leader;
 - `leader_hws`: each HW advance of a leader with the entry at HW-1 it claims committed;
 - `nodes`: each node's final log and what it ever held durably;
+- `dropped`: each truncation and snapshot load or fetch with the log entries it removed;
 - `voters`: the static voter set (`start` lines' voters), which the majority rules count against
   unless the node journalled `voters` events (a dynamic quorum, KIP-853): then each `Moment` carries
   the node's own voter `History` (checker.raft.voters), rebuilt from its journal as it goes, and
@@ -117,6 +118,9 @@ class Replay:
         self.claims: list[Claim] = []
         self.elections: list[Election] = []
         self.leader_hws: list[LeaderHw] = []
+        self.dropped: list[tuple[Entry, dict[int, LogEntry]]] = []
+        """Each `truncate` and each snapshot load or fetch, node by node in journal order, with the
+        entries of the node's log it removed."""
         for nid, entries in journals.by_node.items():
             self._replay_node(nid, entries)
 
@@ -193,6 +197,7 @@ class Replay:
                 m = m._replace(durable=end, flush_entry=e)
             elif ev == "truncate":
                 to = int(e["to"])
+                self.dropped.append((e, {o: x for o, x in st.log.items() if o >= to}))
                 st.log = {o: x for o, x in st.log.items() if o < to}
                 st.log_end = to
                 m = m._replace(durable=min(m.durable, to), voters=tuple(x for x in m.voters if x[0] < to))
@@ -200,6 +205,7 @@ class Replay:
                 m = m._replace(voters=vs.after_event(m.voters, int(e["offset"]), vs.voter_set(e.fields)))
             elif ev == "snapshot" and e.get("action") in ("load", "fetch"):
                 off = int(e["offset"])
+                self.dropped.append((e, {o: x for o, x in st.log.items() if o < off}))
                 st.log_start = max(st.log_start, off)
                 st.top_hw = max(st.top_hw, off)
                 st.snap_max = max(st.snap_max, off)

@@ -96,7 +96,7 @@ def test_coverage_counts_what_the_run_exercised() -> None:
                            "truncations": 1,
                            "truncation_kinds": {"diverging_epoch_present": 0, "diverging_epoch_absent": 0,
                                                 "lost_unflushed_tail": 0, "snapshot": 1, "corrupt_tail": 0,
-                                                "diverging": 1},
+                                                "diverging": 1, "snapshot_over_divergent_tail": 0},
                            "snapshots_created": 1, "snapshots_loaded": 1, "snapshots_fetched": 0, "restarts": 1,
                            "voter_changes": 1}
     nodes, agents = cov["brokers"]["nodes"], cov["brokers"]["agents"]
@@ -128,15 +128,29 @@ def test_truncations_are_split_by_kind_and_contested_elections_counted() -> None
     add(2, "truncate", to=1, reason="diverging", diverging_epoch=5, diverging_end_offset=1, last_fetched_epoch=5)
     add(3, "append", base=0, epoch=4, crcs=[1, 2])
     add(3, "truncate", to=1, reason="diverging", diverging_epoch=3, diverging_end_offset=1, last_fetched_epoch=4)
-    add(1, "append", base=0, epoch=5, crcs=[1, 2, 3, 4])
+    add(1, "append", base=0, epoch=5, crcs=[7, 8, 3, 4])
     add(1, "start", log_start=0, log_end=2)
     add(1, "append", base=2, epoch=7, crcs=[9])
     add(1, "start", log_start=0, log_end=3)  # an ordinary restart: nothing lost
     add(2, "start", log_start=0, log_end=0)  # wiped storage is not an un-fsynced tail
+    # node 3 kept offset 0 in epoch 4 while node 1 committed another entry there (epoch 5): its Fetch
+    # is answered with a snapshot, whose load replaces the divergent entry
+    add(1, "hw", hw=2, epoch=7)
+    add(3, "truncate", to=2, reason="snapshot")
+    add(3, "snapshot", action="fetch", offset=2, epoch=5)
+    # node 2 (wiped) lags and loads a snapshot over nothing it held: not a divergence
+    add(2, "truncate", to=2, reason="snapshot")
+    add(2, "snapshot", action="fetch", offset=2, epoch=5)
+    # node 2 then writes offset 2 in an epoch of its own; node 1 commits another entry there, and a
+    # snapshot node 2 loads (say on restart) replaces it
+    add(2, "append", base=2, epoch=6, crcs=[55])
+    add(1, "hw", hw=3, epoch=7)
+    add(2, "snapshot", action="load", offset=3, epoch=7)
     raft = coverage(journals_from(lines), None, {})["raft"]
     assert raft["truncations"] == 2 and raft["contested_elections"] == 1
     assert raft["truncation_kinds"] == {"diverging_epoch_present": 1, "diverging_epoch_absent": 1,
-                                        "lost_unflushed_tail": 1, "snapshot": 0, "corrupt_tail": 0}
+                                        "lost_unflushed_tail": 1, "snapshot": 2, "corrupt_tail": 0,
+                                        "snapshot_over_divergent_tail": 2}
 
 
 def test_the_report_shows_coverage_and_test_all_sums_it(tmp_path: Path) -> None:
