@@ -154,6 +154,8 @@ def validate(opts: TestOptions) -> None:
         raise BadArguments(f"--replay-nemesis: {opts.replay_nemesis} has no nemesis-schedule.json")
     if opts.quorum not in (None, *QUORUMS):
         raise BadArguments(f"unknown quorum {opts.quorum!r}; one of {', '.join(QUORUMS)}")
+    if opts.quorum == "static" and quorum_for(opts.nemesis) == "dynamic":
+        raise BadArguments("--nemesis membership changes voters: it needs a dynamic quorum (drop --quorum static)")
     if opts.topology not in TOPOLOGIES:
         raise BadArguments(f"unknown topology {opts.topology!r}; one of {', '.join(TOPOLOGIES)}")
     if opts.nodes < 1 or (opts.concurrency is not None and opts.concurrency < 1):

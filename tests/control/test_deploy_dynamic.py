@@ -122,3 +122,14 @@ def test_the_tools_answers() -> None:
         == "VOTER_NOT_FOUND"
     lost = voter_answer(result(1, "AddRaftVoterRequest: no controller took it (10.0.0.1:9093: not the leader)"))
     assert lost.error == "UNREACHABLE" and "no controller took it" in lost.message
+
+
+def test_a_test_naming_membership_refuses_a_static_quorum() -> None:
+    from kraftlab.runner import BadArguments, TestOptions, validate
+
+    validate(TestOptions(nemesis="membership,kill"))  # dynamic by default
+    validate(TestOptions(nemesis="all", quorum="static"))  # `all` keeps membership out of a static lab
+    with pytest.raises(BadArguments, match="needs a dynamic quorum"):
+        validate(TestOptions(nemesis="membership", quorum="static"))
+    with pytest.raises(BadArguments, match="unknown quorum"):
+        validate(TestOptions(quorum="elastic"))
