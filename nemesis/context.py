@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -16,14 +17,33 @@ from kraftlab.nemesis.state import FaultState
 T = TypeVar("T")
 
 
+ACTIVE_WAIT_S = 3.0
+"""How long a fault aimed at the active controller waits for one to be known — an election in
+progress takes a follower's fetch timeout and an election at the node's defaults — before it fails.
+Leader-aimed windows often open right after another fault moved leadership: failing them at once
+lost several windows a run."""
+
+
 @dataclass
 class FaultContext:
     lab: str
     control: NodeControl
     state: FaultState
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
 
     def host(self, node: str) -> Host:
         return self.control.host(node)
+
+    def active_controller(self, wait_s: float = ACTIVE_WAIT_S, poll_s: float = 0.2) -> str | None:
+        """The active controller, asked again every `poll_s` for up to `wait_s` while none is known
+        (None: still none)."""
+        deadline = self.clock() + wait_s
+        while True:
+            active = self.control.active_controller()
+            if active is not None or self.clock() >= deadline:
+                return active
+            self.sleep(poll_s)
 
     def address(self, node: str) -> str:
         return self.control.host(node).address

@@ -37,7 +37,7 @@ class PartitionFault:
             return g.from_json(value["grudge"])
         control = self.ctx.control
         topology = value.get("topology", "random-halves")
-        active = control.active_controller() if topology in g.NEEDS_ACTIVE else None
+        active = self.ctx.active_controller() if topology in g.NEEDS_ACTIVE else None
         rng = random.Random(value["seed"]) if "seed" in value else self.rng
         try:
             return g.build(topology, control.nodes(), controllers=control.controllers(), brokers=control.brokers(),

@@ -22,7 +22,7 @@ def resolve_nodes(ctx: FaultContext, value: dict[str, Any], rng: random.Random) 
     """The nodes an op value names: `nodes` (a list) or `target` (a spec resolved now)."""
     control = ctx.control
     spec = value.get("target", "list" if "nodes" in value else "one")
-    active = control.active_controller() if spec == "controller" else None
+    active = ctx.active_controller() if spec == "controller" else None
     try:
         return targets.resolve(spec, control.nodes(), controllers=control.controllers(),
                                brokers=control.brokers(), active=active, rng=rng, listed=value.get("nodes", ()))

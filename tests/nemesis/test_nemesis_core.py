@@ -12,6 +12,7 @@ import time
 import pytest
 
 from kraftlab.control.host import CommandResult
+from kraftlab.nemesis.context import ACTIVE_WAIT_S
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl
 from kraftlab.nemesis.ports import MemoryLedger, MemoryRecorder
@@ -56,9 +57,23 @@ def test_isolate_controller_asks_for_the_active_controller(nemesis: Nemesis, con
     control.leader = "n2"
     done = nemesis.invoke("start-partition", {"topology": "isolate-controller"})
     assert done.value["grudge"]["n2"] == ["n1", "n3", "n4", "n5"]
+    # no leader known (an election in progress): asked again while the wait lasts, on a fake clock
+    now = [0.0]
+    elect_at: list[float | None] = [0.5]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+        if elect_at[0] is not None and now[0] >= elect_at[0]:
+            control.leader = "n4"  # elected meanwhile
+
+    nemesis.ctx.sleep, nemesis.ctx.clock = sleep, lambda: now[0]
     control.leader = None
+    done = nemesis.invoke("start-partition", {"topology": "isolate-controller"})
+    assert done.type == "ok" and done.value["grudge"]["n4"] == ["n1", "n2", "n3", "n5"] and now[0] < 1.0
+    control.leader, elect_at[0], began = None, None, now[0]  # never elected: fails once the wait is over
     failed = nemesis.invoke("start-partition", {"topology": "isolate-controller"})
     assert failed.type == "fail" and "no active controller" in (failed.error or "")
+    assert ACTIVE_WAIT_S - 1e-6 <= now[0] - began <= ACTIVE_WAIT_S + 0.2 + 1e-6
 
 
 def test_heal_all_flushes_and_is_idempotent(nemesis: Nemesis, control: FakeNodeControl,
