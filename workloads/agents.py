@@ -66,7 +66,9 @@ class Agent:
     last_heartbeat: float = -1e9
     down_until: float | None = None  # shut down: silent until then, then registers anew
     quiet_until: float | None = None  # stalled: no heartbeat until then, then heartbeats on as the same registration
-    incarnations: list[str] = field(default_factory=list)  # every incarnation it registered, oldest first
+    incarnations: list[str] = field(default_factory=list)
+    """The incarnations it registered since its last acknowledged unregistration, oldest first (an
+    unregistration frees the id: an older incarnation may then register again as a new one)."""
     replace_at: float | None = None  # stalled: when a new incarnation replaces it (if it will)
     revenant: tuple[int, str, float] | None = None
     """A stalled process that a new incarnation replaced meanwhile: (its epoch, its incarnation,
@@ -110,8 +112,14 @@ class Agent:
         return [e for e in self.epochs if e != self.epoch]
 
     def old_incarnations(self) -> list[str]:
-        """Incarnations a newer registration of it replaced."""
+        """Incarnations a newer registration of it replaced (since its last unregistration: those
+        the controller must refuse as zombies)."""
         return [i for i in self.incarnations if i != self.incarnation]
+
+    def unregistered(self) -> None:
+        """Its unregistration was acknowledged: the id is free, no incarnation of it is retired."""
+        self.forget()
+        self.incarnations.clear()
 
     def forget(self) -> None:
         self.incarnation, self.epoch, self.fenced = None, None, True
@@ -288,7 +296,7 @@ def agent_handlers(books: list[AgentBook]) -> Handlers:
         resp = await session.controller.send(UnregisterBrokerRequest(broker_id=v["broker"]), lambda r: r.error_code)
         check(resp.error_code, v)
         if (a := agent_of(v["broker"])) is not None:
-            a.forget()
+            a.unregistered()
         return None
 
     return {(REGISTRY, "register"): register, (REGISTRY, "heartbeat"): heartbeat,

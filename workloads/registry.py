@@ -113,7 +113,7 @@ def zombie_op(a: Agent, rng: Any) -> Invocation | None:
     """What the process of one of the agent's replaced registrations sends, if it had one: a
     heartbeat with its old broker epoch (STALE_BROKER_EPOCH expected) or, now and then, its
     registration again (DUPLICATE_BROKER_REGISTRATION while the id stays registered)."""
-    if (incs := a.old_incarnations()) and rng.random() < 0.25:
+    if (incs := a.old_incarnations()) and rng.random() < 0.4:
         return zombie_register_op(a, rng.choice(incs))
     if old := a.old_epochs():
         return heartbeat_op(a, rng.choice(old), zombie=True)

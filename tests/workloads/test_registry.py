@@ -264,3 +264,21 @@ def test_a_due_keepalive_is_now_and_then_the_last_before_a_stall_one_agent_at_a_
                                                rng=random.Random(seed)), 9.0)
             assert again is None or again.value["broker"] != quiet[0].id
     assert 1 <= stalls <= 20, stalls
+
+
+def test_zombies_register_only_incarnations_still_replaced() -> None:
+    """An unregistration frees the id (Kafka then accepts an older incarnation as a new one): a
+    zombie's registration is only a refusal to test while its incarnation stays replaced."""
+    from kraftlab.workloads.agents import AgentBook
+    from kraftlab.workloads.registry import zombie_op
+
+    a = AgentBook.pool(1000, 1)[1000]
+    a.registered("first", 3)
+    a.registered("second", 9)
+    sent = [zombie_op(a, random.Random(s)) for s in range(50)]
+    assert any(x is not None and x.f == "register" and x.value["incarnation"] == "first" for x in sent)
+    a.unregistered()
+    a.registered("third", 20)
+    sent = [zombie_op(a, random.Random(s)) for s in range(50)]
+    assert not any(x is not None and x.f == "register" for x in sent)
+    assert any(x is not None and x.f == "heartbeat" and x.value["epoch"] in (3, 9) for x in sent)
