@@ -79,7 +79,9 @@ def due_for_heartbeat(book: AgentBook, now: float, interval: float) -> Agent | N
 def keepalive(a: Agent, now: float, rng: Any) -> Invocation:
     assert a.epoch is not None
     a.last_heartbeat, a.quiet_until = now, None
-    return heartbeat_op(a, a.epoch, want_fence=rng.random() < 0.02, offset=reported_offset(a, rng))
+    if rng.random() < 0.02:  # asks to be fenced (a broker going offline on purpose), not replaying
+        return heartbeat_op(a, a.epoch, want_fence=True)
+    return heartbeat_op(a, a.epoch, offset=reported_offset(a, rng))
 
 
 SILENCE = (1.2, 2.5)
