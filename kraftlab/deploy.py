@@ -273,6 +273,7 @@ class Deployment(DaemonNodeControl):
         self._specs = {s.name: s for s in state.specs}
         self._mounts = DiskMounts(self.lab.host, lambda n: python_beside(self.kraft_node(n)))
         self.disks = self._mounts if state.diskfs else None
+        self._leader_hint: str | None = None  # the quorum's leader when last described: asked first
         super().__init__(lab.hosts, daemon=DAEMON,
                          command=lambda n: f"{self.kraft_node(n)} start --config {self.paths(n).config}",
                          controllers=[s.name for s in state.specs if s.controller],
@@ -458,7 +459,8 @@ class Deployment(DaemonNodeControl):
         leader = quorum_leader(described)
         voters = {names.get(int(v["id"]), f"id{v['id']}"): str(v.get("directory_id") or "")
                   for v in described.get("voters", [])}
-        return QuorumView(names.get(leader) if leader is not None else None, voters)
+        self._leader_hint = names.get(leader) if leader is not None else None
+        return QuorumView(self._leader_hint, voters)
 
     def directory_id(self, node: str) -> str | None:
         r = self.lab.host(node).run(f"cat {shlex.quote(self.paths(node).metadata_dir)}/meta.properties", timeout=15)
@@ -466,7 +468,10 @@ class Deployment(DaemonNodeControl):
         return found.group(1) if found else None
 
     def _bootstrap_controllers(self) -> str:
-        return ",".join(f"{s.address}:{CONTROLLER_PORT}" for s in self.state.specs if s.controller)
+        """Every controller, the leader last seen first: the tool asks them in turn, and one cut off by a
+        partition costs a whole connection timeout."""
+        specs = sorted((s for s in self.state.specs if s.controller), key=lambda s: s.name != self._leader_hint)
+        return ",".join(f"{s.address}:{CONTROLLER_PORT}" for s in specs)
 
     def add_controller(self, node: str, timeout_s: float) -> VoterAnswer:
         """`kraft-node add-controller` on the node's host, with the node's own configuration (its id,
@@ -482,8 +487,10 @@ class Deployment(DaemonNodeControl):
         return self._voter_command(node, command, timeout_s)
 
     def _voter_command(self, node: str, command: str, timeout_s: float) -> VoterAnswer:
+        """The tool run on the node's host, stopped `VOTER_COMMAND_SLACK_S` after `timeout_s` (its own
+        request timeout is 30 s longer: a controller cut off by a partition would hold it that long)."""
         try:
-            return voter_answer(self.lab.host(node).run(command, timeout=timeout_s + 45))
+            return voter_answer(self.lab.host(node).run(command, timeout=timeout_s + VOTER_COMMAND_SLACK_S))
         except HostError as exc:
             return VoterAnswer("UNREACHABLE", f"{node}: {exc}")
 
@@ -708,6 +715,7 @@ def voter_answer(result: CommandResult) -> VoterAnswer:
     return VoterAnswer(refused.group(1) if refused else "UNREACHABLE", text[-300:])
 
 
+VOTER_COMMAND_SLACK_S = 5.0
 VOTER_ERROR = re.compile(r" failed: ([A-Z][A-Z_]+)\b")
 
 

@@ -46,8 +46,8 @@ from kraftlab.nemesis.voter_changes import ADD, REMOVE, Change, carry_out, look
 
 CHANGES: tuple[str, ...] = ("shrink", "grow", "replace")
 MAX_VOTERS = 5
-DEADLINE_S = 20.0  # per voter change: retried until in force or refused for good, at most this long
-CATCH_UP_S = 10.0  # how long the leader may wait for an added voter to catch up (the tool's --timeout)
+DEADLINE_S = 15.0  # per voter change: retried until in force or refused for good, at most this long
+CATCH_UP_S = 8.0  # how long the leader may wait for an added voter to catch up (the tool's --timeout)
 MAX_HEAL_STEPS = 12
 VIEW_RETRY_S = 0.5
 
