@@ -38,9 +38,16 @@ def kafka_name(err: KafkaError) -> str:
     return error_name(code) if code >= 0 else str(err.name())
 
 
+AFTER_FAILOVER = frozenset({"NOT_ENOUGH_REPLICAS"})
+"""Broker errors librdkafka has been seen to report for a record an earlier attempt had appended:
+its delivery report carries the last attempt's error, and a new leader whose ISR shrank in the
+failover refuses the record again (a run: the old leader appended it, the new leader answered
+NOT_ENOUGH_REPLICAS, the record was read back)."""
+
+
 def raise_send_error(err: KafkaError) -> None:
     name = kafka_name(err)
-    if name in LOCAL_DEFINITE or definite_send_error(name):
+    if name in LOCAL_DEFINITE or (definite_send_error(name) and name not in AFTER_FAILOVER):
         raise DefiniteFailure(name)
     raise IndefiniteError(name)
 
