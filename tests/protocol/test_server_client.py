@@ -489,3 +489,26 @@ def test_a_misbehaving_server_costs_the_client_only_that_connection(reply: Calla
             await server.wait_closed()
 
     run(scenario)
+
+
+def test_abort_cuts_every_connection_at_once_and_reads_nothing_more() -> None:
+    """A failed node's listener: no new connection, the open ones cut at once (a request sent after
+    the abort is never read, a response owed is never sent), then stop() collects what is left."""
+    async def scenario() -> None:
+        probe = Probe()
+        server = ProtocolServer(registry_with(probe), "127.0.0.1", 0)
+        await server.start()
+        async with ProtocolClient("127.0.0.1", server.port) as client:
+            pending = asyncio.create_task(client.send(heartbeat("inflight", 0, "hang")))
+            while not probe.started:
+                await asyncio.sleep(0.01)
+            server.abort()  # synchronous: nothing of the server runs in between
+            with pytest.raises(OSError):
+                await asyncio.open_connection("127.0.0.1", server.port)
+            with pytest.raises(ConnectionLost):
+                await pending
+            probe.release.set()
+            await asyncio.wait_for(server.stop(), 5)
+            assert server.connection_count == 0 and probe.started == ["inflight"]
+
+    run(scenario)
