@@ -46,10 +46,16 @@ from kraftlab.nemesis.voter_changes import ADD, REMOVE, Change, carry_out, look
 
 CHANGES: tuple[str, ...] = ("shrink", "grow", "replace")
 MAX_VOTERS = 5
-DEADLINE_S = 15.0  # per voter change: retried until in force or refused for good, at most this long
-CATCH_UP_S = 8.0  # how long the leader may wait for an added voter to catch up (the tool's --timeout)
+DEADLINE_S = 10.0  # per voter change: retried until in force or refused for good, at most this long
+CATCH_UP_S = 6.0  # how long the leader may wait for an added voter to catch up (the tool's --timeout)
+VIEW_WAIT_S = 3.0  # how long an op waits for a leader to describe the quorum
+HEAL_WAIT_S = 30.0  # the final heal's deadline and wait: every other fault is undone by then
 MAX_HEAL_STEPS = 12
 VIEW_RETRY_S = 0.5
+# A schedule's steps fire one after another: an op waiting here holds every other lane's next step (a
+# restart, a partition's end) that the quorum may need to elect a leader. Ops in a run wait briefly and
+# fail (the window's end or the final heal comes back to it); the final heal, after every other fault
+# is undone, waits longer.
 
 
 class MembershipFault:
@@ -74,8 +80,8 @@ class MembershipFault:
 
     def _view(self, quorum: VoterControl, value: dict[str, Any] | None = None) -> QuorumView:
         """The voter set now; while no controller answers (no leader: an election, a partition) it is
-        asked again until the change's deadline."""
-        deadline = time.monotonic() + float((value or {}).get("deadline_s", DEADLINE_S))
+        asked again for `wait_s`."""
+        deadline = time.monotonic() + float((value or {}).get("wait_s", VIEW_WAIT_S))
         while (view := look(quorum)) is None:
             if time.monotonic() >= deadline:
                 raise FaultError("no controller answered DescribeQuorum (no leader)")
@@ -318,7 +324,9 @@ class MembershipFault:
                              "voters": self._sorted(after.voters) if after else None}, changes)
 
     def heal_ops(self) -> list[tuple[str, dict[str, Any]]]:
-        return [("stop-membership", {})] if self.ctx.state.get("membership").get("desired") is not None else []
+        if self.ctx.state.get("membership").get("desired") is None:
+            return []
+        return [("stop-membership", {"deadline_s": HEAL_WAIT_S, "wait_s": HEAL_WAIT_S})]
 
     def close(self) -> None:
         pass

@@ -170,7 +170,16 @@ def _op(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+BY_HAND_WAIT = {"deadline_s": 30.0, "wait_s": 30.0}
+"""By hand nothing else waits on an op: each voter change and the wait for a leader get 30 s."""
+
+
 def _membership_op(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
+    op = _membership_verb(args)
+    return None if op is None else (op[0], {**op[1], **BY_HAND_WAIT})
+
+
+def _membership_verb(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
     verb = args.membership
     if verb in ("add", "remove", "replace"):
         nodes = [args.nodes] if isinstance(args.nodes, str) else list(args.nodes or ())

@@ -10,6 +10,8 @@ from kraftlab.cli import build_parser
 from kraftlab.commands.nemesis import _op, describe_membership, parse_duration_ms
 from kraftlab.nemesis.fakes import FakeNodeControl, FakeQuorumControl
 
+WAIT = {"deadline_s": 30.0, "wait_s": 30.0}  # by hand, a membership op waits longer than in a run
+
 
 def op(*argv: str) -> tuple[str, dict] | None:
     return _op(build_parser().parse_args(["nemesis", *argv]))
@@ -55,14 +57,14 @@ def test_durations() -> None:
      ("start-disk", {"target": "all", "damage": "flip-bits", "zone": "snapshot", "helix": True})),
     (["disk", "rollback", "--nodes", "n1,n2", "--zone", "quorum-state"],
      ("start-disk", {"nodes": ["n1", "n2"], "damage": "rollback", "zone": "quorum-state"})),
-    (["membership", "add", "n4", "n5"], ("add-controller", {"nodes": ["n4", "n5"]})),
-    (["membership", "remove", "--target", "controller"], ("remove-controller", {"target": "controller"})),
-    (["membership", "remove", "n2"], ("remove-controller", {"nodes": ["n2"]})),
-    (["membership", "replace", "n3"], ("replace-disk", {"nodes": ["n3"]})),
+    (["membership", "add", "n4", "n5"], ("add-controller", {"nodes": ["n4", "n5"], **WAIT})),
+    (["membership", "remove", "--target", "controller"], ("remove-controller", {"target": "controller", **WAIT})),
+    (["membership", "remove", "n2"], ("remove-controller", {"nodes": ["n2"], **WAIT})),
+    (["membership", "replace", "n3"], ("replace-disk", {"nodes": ["n3"], **WAIT})),
     (["membership", "shrink", "--to", "1", "--target", "controller", "--seed", "2"],
-     ("start-membership", {"change": "shrink", "to": 1, "target": "controller", "seed": 2})),
-    (["membership", "grow", "--to", "5"], ("start-membership", {"change": "grow", "to": 5})),
-    (["membership", "heal"], ("stop-membership", {})),
+     ("start-membership", {"change": "shrink", "to": 1, "target": "controller", "seed": 2, **WAIT})),
+    (["membership", "grow", "--to", "5"], ("start-membership", {"change": "grow", "to": 5, **WAIT})),
+    (["membership", "heal"], ("stop-membership", WAIT)),
     (["membership", "describe"], None),
 ])
 def test_actions_map_to_ops(argv: list[str], expected: tuple[str, dict] | None) -> None:

@@ -189,7 +189,7 @@ def test_naming_membership_makes_the_lab_dynamic_and_a_replay_deploys_what_it_re
 
 
 def test_a_window_end_waits_for_a_leader_to_describe_the_quorum() -> None:
-    control, nemesis, _ = quorum_nemesis()
+    control, nemesis, recorded = quorum_nemesis()
     assert nemesis.invoke("start-membership", {"change": "grow", "to": 4, "seed": 1}).type == "ok"
     control.silent = 5  # an election: no controller answers for a while
     assert nemesis.invoke("stop-membership", {}).type == "ok"
@@ -197,3 +197,8 @@ def test_a_window_end_waits_for_a_leader_to_describe_the_quorum() -> None:
     control.silent = 10**6
     done = nemesis.invoke("start-membership", {"change": "shrink", "to": 2, "deadline_s": 0.05})
     assert done.type == "fail" and "no leader" in str(done.error)
+    # in a run an op waits briefly (the other lanes' next steps wait behind it); the final heal longer
+    control.silent = 0
+    assert nemesis.invoke("start-membership", {"change": "grow", "to": 4, "seed": 1}).type == "ok"
+    assert nemesis.heal_all()[0].type == "ok"
+    assert recorded[-2]["f"] == "stop-membership" and recorded[-2]["value"]["wait_s"] > membership.VIEW_WAIT_S
