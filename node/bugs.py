@@ -79,8 +79,7 @@ BUGS: tuple[Bug, ...] = (
         "old leader's), dropping records the old leader had acknowledged", simulated=False),
     # Membership (KIP-853): end to end they need a nemesis that adds, removes and replaces voters.
     Bug("voters-at-commit", "Raft dissertation §4.1", "raft",
-        "a replica acts on a new voter set only once its VotersRecord has committed, not once appended",
-        end_to_end=False),
+        "a replica acts on a new voter set only once its VotersRecord has committed, not once appended"),
     Bug("concurrent-voter-changes", "Raft dissertation §4.1 (one change at a time)", "raft",
         "the leader accepts a second voter change while the first one's VotersRecord is uncommitted",
         end_to_end=False),

@@ -73,6 +73,10 @@ PLANS: dict[str, Plan] = {
     # an ISR below min.insync.replicas needs followers cut from a leader that still reaches the controller for
     # longer than replica.lag.time.max.ms (30 s by default: longer than an attempt)
     "acks-all-below-min-insync": Plan("queue", "partition", LAG_SHORT, attempt_s=40),
+    # KIP-853: the membership nemesis (on a dynamic quorum) grows, shrinks and replaces disks while clients
+    # write; the raft checker counts each HW's majority of the voter set the journals show in force (found by
+    # the first attempt, seed 1: MajorityReachedHighWatermark)
+    "voters-at-commit": Plan("mixed", "membership", attempt_s=30),
 }
 CONTROL = Plan("mixed", "all")
 

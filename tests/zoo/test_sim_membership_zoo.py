@@ -32,8 +32,15 @@ def test_a_membership_hunt_is_reproducible() -> None:
     assert (a.caught_by, a.sim_ms, a.detail) == (b.caught_by, b.sim_ms, b.detail)
 
 
-def test_membership_bugs_are_simulator_only_until_a_membership_nemesis_exists() -> None:
-    assert all(BY_NAME[bug].layer == "raft" and not BY_NAME[bug].end_to_end for bug in MEMBERSHIP_SCENARIOS)
+def test_membership_bugs_run_end_to_end_only_with_the_membership_nemesis() -> None:
+    """A membership bug is end to end exactly when the zoo has a plan for it, and that plan changes
+    voters (the membership nemesis); the others are caught in the simulator only."""
+    from kraftlab.zoo import PLANS
+
+    assert all(BY_NAME[bug].layer == "raft" for bug in MEMBERSHIP_SCENARIOS)
+    end_to_end = {bug for bug in MEMBERSHIP_SCENARIOS if BY_NAME[bug].end_to_end}
+    assert end_to_end == {bug for bug in MEMBERSHIP_SCENARIOS if bug in PLANS}
+    assert end_to_end and all("membership" in PLANS[bug].nemesis.split(",") for bug in end_to_end)
 
 
 def test_a_hw_reached_under_a_later_voter_set_is_no_false_alarm() -> None:
