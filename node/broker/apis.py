@@ -3,7 +3,8 @@
 - Metadata (any version): only unfenced brokers appear (their endpoint on the listener the
   request came in on); leaders, leader epochs, replicas and ISRs from the broker's image;
   LEADER_NOT_AVAILABLE for a leaderless partition, fenced replicas listed as offline;
-  UNKNOWN_TOPIC_OR_PARTITION for an unknown requested topic (no auto-creation).
+  UNKNOWN_TOPIC_OR_PARTITION for an unknown requested topic (no auto-creation), UNKNOWN_TOPIC_ID
+  for an unknown topic asked for by id.
 - DescribeCluster (any version): cluster id and the unfenced brokers (fenced ones too, marked,
   when a v2 request asks with IncludeFencedBrokers); asked for controllers (KIP-919's endpoint
   type 2) a broker answers MISMATCHED_ENDPOINT_TYPE, for an unknown type UNSUPPORTED_ENDPOINT_TYPE.
@@ -153,9 +154,9 @@ def metadata_response(request: Any, image: MetadataImage, cluster_id: str, liste
     out: list[dict[str, Any]] = []
     for name, tid in wanted:
         topic = image.topic(name) if name is not None else image.topics.get(tid) if tid is not None else None
-        if topic is None:
-            # kio: a null topic id is the zero id on the wire (and the zero id reads back as null)
-            out.append({"name": name, "topic_id": tid, "error_code": ErrorCode.unknown_topic_or_partition})
+        if topic is None:  # asked by id (v12+, no name): UNKNOWN_TOPIC_ID with a null name, as Kafka answers
+            error = ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
+            out.append({"name": name, "topic_id": tid, "error_code": error})  # kio: None is the zero id
             continue
         parts = []
         for pid in sorted(topic.partitions):

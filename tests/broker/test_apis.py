@@ -4,6 +4,7 @@ CreateTopics/DeleteTopics in the client's version, refusals."""
 from __future__ import annotations
 
 import datetime
+import uuid
 
 from broker_harness import CLUSTER_ID, MiniCluster
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
@@ -56,6 +57,32 @@ def test_create_forwarded_in_client_version_and_visible_in_metadata(mc: MiniClus
         ip = img.topic("t1").partitions[p.partition_index]
         assert p.leader_id == ip.leader and tuple(p.isr_nodes) == ip.isr and p.leader_epoch == ip.leader_epoch
 
+
+
+def test_metadata_by_topic_id_as_kafka_answers(mc: MiniCluster) -> None:
+    """v12 asks by id: a known id gets its topic by name, an unknown one UNKNOWN_TOPIC_ID with a null
+    name (Kafka's answer; UNKNOWN_TOPIC_OR_PARTITION is for names)."""
+    _up(mc)
+    _create(mc, "byid", partitions=2, rf=1)
+    mc.run(50)
+    known = mc.brokers[101].metadata.image.topic("byid")
+    assert known is not None
+    missing = uuid.uuid4()
+    md = mc.client(
+        101,
+        "md-ids",
+        Metadata12(
+            topics=(MetadataRequestTopic(topic_id=known.topic_id, name=None),
+                    MetadataRequestTopic(topic_id=missing, name=None)),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+    ).response
+    found, unknown = md.topics
+    assert (found.name, found.topic_id, found.error_code, len(found.partitions)) == (
+        "byid", known.topic_id, ErrorCode.none, 2)
+    assert (unknown.name, unknown.topic_id, unknown.error_code, unknown.partitions) == (
+        None, missing, ErrorCode.unknown_topic_id, ())
 
 def test_fenced_broker_hidden_from_metadata_and_not_leader_or_isr(mc: MiniCluster) -> None:
     _up(mc)
