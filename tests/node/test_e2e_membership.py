@@ -233,7 +233,7 @@ def test_three_initial_controllers_grown_to_five_and_shrunk_to_three_while_topic
             creator.join(20)
         try:
             probe = AdminClient({"bootstrap.servers": broker})
-            # One topic per Metadata request (librdkafka mis-parses this broker's answer listing many).
+            # Each acknowledged topic asked for by name (tests/node/test_e2e_metadata_clients.py lists many at once).
             listed = set()
             for t in creator.acked:
                 found = probe.list_topics(topic=t, timeout=10).topics.get(t)
