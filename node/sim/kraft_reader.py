@@ -11,6 +11,9 @@ A broker answers these from its own metadata image, at once; the rules, in Kafka
   answers MISMATCHED_ENDPOINT_TYPE and nothing else.
 - DescribeClientQuotas (v1, every entity): exactly the image's quotas (which the admin client
   alters through the controllers).
+- DescribeAcls (v3, a filter matching any binding): every binding of the image, once;
+  DescribeUserScramCredentials (v0, all users or some by name): each named user without a
+  credential RESOURCE_NOT_FOUND, the others NONE with the mechanisms the image holds.
 - Read-your-writes (judged by the simulator on each acknowledgement): a broker that relays a
   topic's creation before its visibility wait has run out shows the topic in its own image.
 A broker that is not serving reads may refuse (the connection closes); that is never judged wrong.
@@ -21,8 +24,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest, UserName
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.types import TopicName
@@ -54,7 +59,13 @@ class BrokerReader:
             return DescribeClusterRequest(include_cluster_authorized_operations=False,
                                           endpoint_type=i8(2 if rng.random() < 0.15 else 1),
                                           include_fenced_brokers=rng.random() < 0.5)
-        return DescribeClientQuotasRequest(components=(), strict=False)
+        if roll < 0.9:
+            return DescribeClientQuotasRequest(components=(), strict=False)
+        if roll < 0.95:  # ANY (1) for every enum, null for every string: matches every binding
+            return DescribeAclsRequest(resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
+                                       principal_filter=None, host_filter=None, operation=i8(1), permission_type=i8(1))
+        users = None if rng.random() < 0.5 else tuple(UserName(name=f"user-{i}") for i in range(rng.randint(1, 2)))
+        return DescribeUserScramCredentialsRequest(users=users)
 
     @staticmethod
     def judge(request: Any, image: MetadataImage, response: Any) -> str | None:
@@ -63,6 +74,10 @@ class BrokerReader:
             return _judge_metadata(request, image, response)
         if isinstance(request, DescribeClusterRequest):
             return _judge_describe_cluster(request, image, response)
+        if isinstance(request, DescribeAclsRequest):
+            return _judge_acls(image, response)
+        if isinstance(request, DescribeUserScramCredentialsRequest):
+            return _judge_scram(request, image, response)
         return _judge_quotas(image, response)
 
 
@@ -121,4 +136,26 @@ def _judge_quotas(image: MetadataImage, response: Any) -> str | None:
     want = {tuple(entity): dict(values) for entity, values in image.client_quotas.items() if values}
     if response.error_code != ErrorCode.none or shown != want:
         return f"DescribeClientQuotas answered {response.error_code.name} {shown}, the broker's image holds {want}"
+    return None
+
+
+def _judge_acls(image: MetadataImage, response: Any) -> str | None:
+    shown = sorted((r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
+                    a.permission_type) for r in response.resources for a in r.acls)
+    want = sorted((b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation, b.permission)
+                  for b in image.acls.values())
+    if response.error_code != ErrorCode.none or shown != want:
+        return f"DescribeAcls matching any binding answered {response.error_code.name} {shown}, the image holds {want}"
+    return None
+
+
+def _judge_scram(request: DescribeUserScramCredentialsRequest, image: MetadataImage, response: Any) -> str | None:
+    held: dict[str, list[int]] = {}
+    for user, mechanism in sorted(image.scram):
+        held.setdefault(user, []).append(mechanism)
+    names = list(held) if request.users is None else [u.name for u in request.users]
+    want = {n: (ErrorCode.none, held[n]) if n in held else (ErrorCode.resource_not_found, []) for n in names}
+    shown = {r.user: (r.error_code, [c.mechanism for c in r.credential_infos]) for r in response.results}
+    if response.error_code != ErrorCode.none or shown != want:
+        return f"DescribeUserScramCredentials of {names} answered {response.error_code.name} {shown}, want {want}"
     return None
