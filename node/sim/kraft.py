@@ -50,6 +50,7 @@ from kraftlab.node.broker import (
     BrokerState,
     ClientReply,
     Forward,
+    Refused,
     SendToController,
 )
 from kraftlab.node.controller import ControllerConfig, NotLeader, QuorumController, Reply
@@ -279,6 +280,8 @@ class KraftSim:
                     self._rpc(node, rpc_kind, broker_out.token, broker_out.request, now)
                 elif isinstance(broker_out, ClientReply):
                     self._client_answer(node, broker_out, now)
+                elif isinstance(broker_out, Refused) and broker_out.token[0] == "read":
+                    self._reading.pop(broker_out.token[1])  # the connection closed: a refusal
                 elif isinstance(broker_out, JournalEvent):
                     self.journal.append((now, node.node_id, broker_out))
             self.journal += [(now, node.node_id, e) for e in metadata.take_outputs()]
@@ -345,7 +348,9 @@ class KraftSim:
         self._reading[self.reads] = request = self._wire(self.reader.request(metadata.image), "the reader's request")
         apis.handle(("read", self.reads), request, now, LISTENER)
         self.drain(node, now)
-        self._reading.pop(self.reads, None)  # refused: a broker not serving reads closes the connection
+        if self.reads in self._reading:  # a read is answered or refused at once, never left unanswered
+            raise SimViolation(f"seed {self.seed}: broker {node.node_id} neither answered nor refused "
+                               f"{type(request).__name__}")
 
     def _read_answer(self, node: KNode, request: Any, response: Any) -> None:
         response = self._wire(response, f"broker {node.node_id}'s answer to the reader")
