@@ -18,7 +18,8 @@ can bring it back in); the active controller keeps leases only of brokers it kno
 Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
 is never created. An admin client (`node.sim.kraft_admin`) asks the active controller for
 preferred leader elections, to unregister brokers that are down and fenced (or unknown) and to
-alter client quotas, now and then at a standby (every item answered NOT_CONTROLLER), each answer
+alter client quotas (a third of them through a broker, which forwards them), now and then at a
+standby (every item answered NOT_CONTROLLER), each answer
 judged against the controller's image when it decided. A reader (`node.sim.kraft_reader`) asks
 brokers for Metadata, DescribeCluster and DescribeClientQuotas, each answer judged against the
 answering broker's image; a creation a broker acknowledges before its visibility wait ran out must
@@ -181,6 +182,8 @@ class KraftSim:
         # decision of an admin request saw (a duplicated request is decided more than once).
         self.admin = AdminClient(random.Random(seed ^ 0xAD417), random.Random(seed ^ 0x0407A))
         self.admin_asked = 0
+        self.admin_brokered = 0
+        self.broker_rng = random.Random(seed ^ 0xB20C)  # which admin requests go through a broker
         self.admin_answered = 0
         self._admin_facts: dict[int, list[tuple[Any, Facts]]] = {}
         # The reader's own generator; when and through which broker (incarnation) each create was sent.
@@ -317,6 +320,9 @@ class KraftSim:
         kind, number = out.token
         if kind == "read":
             self._read_answer(node, self._reading.pop(number), out.response)
+            return
+        if kind == "admin":  # an admin request a broker forwarded, its answer relayed
+            self._admin_answer(number, self._wire(out.response, f"broker {node.node_id}'s answer to the admin"))
             return
         sent_by, incarnation, sent_at = self._client_sent.pop(number, (0, 0, 0))
         # Relayed before the visibility wait could have run out: the broker waited for its own image.
@@ -526,6 +532,14 @@ class KraftSim:
         if standby is not None:
             target = self.nodes[standby]
         self.admin_asked += 1
+        live = [self.nodes[b] for b in self.broker_ids if self.nodes[b].apis is not None]
+        if live and self.admin.through_a_broker(request, self.broker_rng):
+            broker = self.broker_rng.choice(live)
+            self._admin_facts[self.admin_asked] = [(request, False)]  # False: judged as answered through a broker
+            self.admin_brokered += 1
+            broker.broker()[2].handle(("admin", self.admin_asked), request, now)
+            self.drain(broker, now)
+            return
         payload = (target.node_id, ADMIN_ID, 0, "admin", self.admin_asked, request)
         self._send(ADMIN_ID, target.node_id, RPC, payload, now)
 

@@ -12,6 +12,10 @@ ControllerApis serves them, as `--bootstrap-controller` tools use) and the judge
   their own): one answer per entry asked, in order and naming its entity, each NONE.
 - Some requests go to a standby (an operator's tool with a stale view of who is active): every
   item of its answer is NOT_CONTROLLER, none left out.
+- Some AlterClientQuotas go to a broker, as Kafka's admin client sends them (the broker forwards
+  them to the active controller and relays the answer in the client's version): every entry is
+  answered, in order, all NONE, NOT_CONTROLLER or — a forward sent but not answered —
+  REQUEST_TIMED_OUT.
 
 The facts an answer depends on are taken from the active controller's image just before it
 decides (`facts`); NOT_CONTROLLER is always an acceptable answer. What the controller then wrote
@@ -130,6 +134,11 @@ class AdminClient:
         return AlterClientQuotasRequest(entries=tuple(entries), validate_only=False)
 
     @staticmethod
+    def through_a_broker(request: Any, rng: random.Random) -> bool:
+        """Whether `request` goes to a broker (a third of the quota requests)."""
+        return isinstance(request, AlterClientQuotasRequest) and rng.random() < 0.33
+
+    @staticmethod
     def facts(request: Any, image: MetadataImage) -> Facts:
         """What the answer to `request` depends on in the deciding controller's `image`."""
         if isinstance(request, AlterClientQuotasRequest):
@@ -149,7 +158,7 @@ class AdminClient:
     def judge(request: Any, facts: Facts, response: Any) -> str | None:
         """Why `response` is not Kafka's answer to `request` given `facts`, or None when it is."""
         if isinstance(request, AlterClientQuotasRequest):
-            return _judge_quotas(request, response)
+            return _judge_quotas(request, response, brokered=facts is False)
         if response.error_code == ErrorCode.not_controller:
             return None
         if isinstance(request, UnregisterBrokerRequest):
@@ -183,12 +192,13 @@ class AdminClient:
         return None
 
 
-def _judge_quotas(request: AlterClientQuotasRequest, response: Any) -> str | None:
+def _judge_quotas(request: AlterClientQuotasRequest, response: Any, brokered: bool = False) -> str | None:
     asked = [[(c.entity_type, c.entity_name) for c in e.entity] for e in request.entries]
     got = [[(c.entity_type, c.entity_name) for c in e.entity] for e in response.entries]
     if got != asked:
         return f"AlterClientQuotas answered the entities {got}, asked for {asked}"
     codes = {e.error_code for e in response.entries}
-    if codes not in ({ErrorCode.none}, {ErrorCode.not_controller}):
+    allowed = [{ErrorCode.none}, {ErrorCode.not_controller}] + ([{ErrorCode.request_timed_out}] if brokered else [])
+    if codes not in allowed:
         return f"AlterClientQuotas of valid quotas answered {sorted(c.name for c in codes)}, Kafka answers NONE"
     return None
