@@ -12,7 +12,8 @@ A broker answers these from its own metadata image, at once; the rules, in Kafka
 - DescribeClientQuotas (v1, every entity): exactly the image's quotas (which the admin client
   alters through the controllers).
 - DescribeAcls (v3, a filter matching any binding): every binding of the image, once;
-  DescribeUserScramCredentials (v0, all users or some by name): each named user without a
+  DescribeUserScramCredentials (v0, all users — asked with null or an empty list — or some by
+  name): each named user without a
   credential RESOURCE_NOT_FOUND, the others NONE with the mechanisms the image holds.
 - Read-your-writes (judged by the simulator on each acknowledgement): a broker that relays a
   topic's creation before its visibility wait has run out shows the topic in its own image.
@@ -64,7 +65,9 @@ class BrokerReader:
         if roll < 0.95:  # ANY (1) for every enum, null for every string: matches every binding
             return DescribeAclsRequest(resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
                                        principal_filter=None, host_filter=None, operation=i8(1), permission_type=i8(1))
-        users = None if rng.random() < 0.5 else tuple(UserName(name=f"user-{i}") for i in range(rng.randint(1, 2)))
+        pick = rng.random()  # all users (null or, as Kafka also reads it, an empty list) or some by name
+        users = None if pick < 0.3 else () if pick < 0.5 else tuple(
+            UserName(name=f"user-{i}") for i in range(rng.randint(1, 2)))
         return DescribeUserScramCredentialsRequest(users=users)
 
     @staticmethod
@@ -153,7 +156,7 @@ def _judge_scram(request: DescribeUserScramCredentialsRequest, image: MetadataIm
     held: dict[str, list[int]] = {}
     for user, mechanism in sorted(image.scram):
         held.setdefault(user, []).append(mechanism)
-    names = list(held) if request.users is None else [u.name for u in request.users]
+    names = list(held) if not request.users else [u.name for u in request.users]
     want = {n: (ErrorCode.none, held[n]) if n in held else (ErrorCode.resource_not_found, []) for n in names}
     shown = {r.user: (r.error_code, [c.mechanism for c in r.credential_infos]) for r in response.results}
     if response.error_code != ErrorCode.none or shown != want:
