@@ -77,6 +77,8 @@ PLANS: dict[str, Plan] = {
     # write; the raft checker counts each HW's majority of the voter set the journals show in force (found by
     # the first attempt, seed 1: MajorityReachedHighWatermark)
     "voters-at-commit": Plan("mixed", "membership", attempt_s=30),
+    # two cycles: the active controller removed at 2 s and 14 s, added back 8 s later
+    "removed-leader-keeps-leading": Plan("mixed", "membership", recipe="remove-active-controller", attempt_s=25),
 }
 CONTROL = Plan("mixed", "all")
 

@@ -180,6 +180,17 @@ def dead_broker_failover(rng: random.Random, r: Roles) -> Steps:
             (14.5, "kill", "restart", {"nodes": [b]})]
 
 
+def remove_active_controller(rng: random.Random, r: Roles) -> Steps:
+    """removed-leader-keeps-leading: the active controller is removed from the voters (KIP-853 lets a
+    leader commit its own removal), then added back when the window closes. Once its removal has
+    committed it must resign; a leader that goes on appending, advancing its high-water mark or
+    sampling its quorum after that is caught (RemovedLeaderResigns). Needs a dynamic quorum: a
+    schedule with a `membership` step is replayed as one."""
+    return [(0.0, "membership", "start-membership",
+             {"change": "shrink", "to": 2, "target": "controller", "seed": rng.randrange(2**31)}),
+            (8.0, "membership", "stop-membership", {})]
+
+
 Recipe = Callable[[random.Random, Roles], Steps]
 RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds)
     "stale-epoch": (stale_epoch, 13.0),
@@ -192,6 +203,7 @@ RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds
     "isolate-broker": (isolate_broker, 17.0),
     "registration-retry": (registration_retry, 9.0),
     "dead-broker-failover": (dead_broker_failover, 16.0),
+    "remove-active-controller": (remove_active_controller, 12.0),
 }
 
 
@@ -210,4 +222,8 @@ def targeted(recipe: str, *, seed: int, duration: float, nodes: int, topology: s
             if start + at < duration:
                 sched.steps.append(Step(round(start + at, 3), package, f, dict(value)))
         start += cycle
+    used = {s.package for s in sched.steps}
+    sched.packages = sorted(set(sched.packages) | used)
+    if "membership" in used:  # voter changes: the runner deploys the lab as a dynamic quorum (KIP-853)
+        sched.quorum = "dynamic"
     return sched

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kraftlab.nemesis.core import Nemesis
-from kraftlab.nemesis.fakes import FakeNodeControl
+from kraftlab.nemesis.fakes import FakeNodeControl, FakeQuorumControl
 from kraftlab.nemesis.ports import MemoryLedger
 from kraftlab.nemesis.schedule import load
 from kraftlab.runner import TestOptions as Options
@@ -30,12 +30,15 @@ DRAWS_NOTHING = {"leader-alone-with-brokers"}  # its grudge names every controll
 
 
 def _apply(recipe: str, seed: int) -> tuple[list[str], FakeNodeControl]:
-    """Fire the whole schedule at a fake five-node lab (3 combined controllers); the ops' outcomes."""
-    control = FailoverControl(combined=True, leader="n2")
+    """Fire the whole schedule at a fake five-node lab (3 combined controllers; the 3 voters of a
+    dynamic quorum and 2 spares when the schedule changes voters); the ops' outcomes."""
+    schedule = targeted(recipe, seed=seed, duration=60, nodes=5)
+    control = (FakeQuorumControl(leader="n2") if schedule.quorum == "dynamic"
+               else FailoverControl(combined=True, leader="n2"))
     nemesis = Nemesis("z", control, ledger=MemoryLedger(), seed=seed, local_boot_id="local")
     outcomes = []
     try:
-        for step in targeted(recipe, seed=seed, duration=60, nodes=5).steps:
+        for step in schedule.steps:
             done = nemesis.invoke(step.f, step.value)
             outcomes.append(f"{step.f}:{done.type}:{done.error or ''}")
         nemesis.heal_all()
@@ -183,3 +186,20 @@ def test_every_bug_of_the_node_registry_has_a_plan_and_every_plan_a_bug() -> Non
     from kraftlab.zoo import missing_plans
 
     assert missing_plans() == ([], [])
+
+
+def test_remove_active_controller_removes_the_leader_and_adds_it_back_on_a_dynamic_quorum() -> None:
+    schedule = targeted("remove-active-controller", seed=5, duration=25, nodes=5)
+    assert schedule.quorum == "dynamic" and "membership" in schedule.packages
+    assert [(s.at, s.f) for s in schedule.steps] == [(2.0, "start-membership"), (10.0, "stop-membership"),
+                                                     (14.0, "start-membership"), (22.0, "stop-membership")]
+    control = FakeQuorumControl(leader="n2")
+    nemesis = Nemesis("z", control, ledger=MemoryLedger(), seed=5, local_boot_id="local")
+    try:
+        first = nemesis.invoke(schedule.steps[0].f, schedule.steps[0].value)
+        assert first.type == "ok" and first.value["changes"][0]["node"] == "n2"  # the active controller first
+        assert "n2" not in control.voters
+        nemesis.invoke(schedule.steps[1].f, schedule.steps[1].value)
+        assert sorted(control.voters) == ["n1", "n2", "n3"]
+    finally:
+        nemesis.close()
