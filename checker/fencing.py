@@ -353,6 +353,16 @@ def _fence_states(entries: list[Entry]) -> Iterator[tuple[Entry, dict[int, Entry
             term.append(e)
 
 
+def _partition_key(e: Entry) -> tuple[Any, int]:
+    """A partition of one topic incarnation: a deleted topic's name comes back with a new topic id
+    and partition epochs that start again at 0 (decisions before topic ids were journalled: the name)."""
+    return (e.get("topic_id") or e.get("topic"), int(e.get("partition", 0)))
+
+
+def _label(e: Entry) -> str:
+    return f"{e.get('topic')}-{int(e.get('partition', 0))}"
+
+
 def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
     by_part: dict[tuple[Any, int], list[Entry]] = {}
     for nid, entries in journals.by_node.items():
@@ -367,28 +377,28 @@ def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
                 continue
             if not _ok(e, "AlterPartition"):
                 continue
-            key = (e.get("topic"), int(e.get("partition", 0)))
+            key = _partition_key(e)
             by_part.setdefault(key, []).append(e)
             isr = [int(x) for x in e.get("isr") or []]
             leader = e.get("leader")
             for b in sorted(set(isr + ([int(leader)] if leader is not None else []))):
                 if b in fenced:
                     vs.append(Violation("FencedInIsr",
-                                        f"controller {nid} put broker {b} in the ISR/leadership of {key[0]}-{key[1]} "
+                                        f"controller {nid} put broker {b} in the ISR/leadership of {_label(e)} "
                                         f"after {fenced[b].get('action')}-ing it", [fenced[b], e]))
             if leader is not None and int(leader) >= 0 and int(leader) not in isr:
-                vs.append(Violation("LeaderOutsideIsr", f"{key[0]}-{key[1]}: leader {leader} is not in ISR {isr}",
+                vs.append(Violation("LeaderOutsideIsr", f"{_label(e)}: leader {leader} is not in ISR {isr}",
                                     [e]))
             replicas = e.get("replicas")
             if replicas is not None and not set(isr) <= {int(r) for r in replicas}:
                 vs.append(Violation("LeaderOutsideIsr",
-                                    f"{key[0]}-{key[1]}: ISR {isr} is not within replicas {replicas}", [e]))
+                                    f"{_label(e)}: ISR {isr} is not within replicas {replicas}", [e]))
             prev = last.get(key)
             pe = int(e["partition_epoch"])
             if prev is not None and (pe < int(prev["partition_epoch"]) or (
                     pe == int(prev["partition_epoch"]) and e.get("changed", True))):
                 vs.append(Violation("EpochsGoBack",
-                                    f"controller {nid}: {key[0]}-{key[1]} partition epoch went from "
+                                    f"controller {nid}: {_label(e)} partition epoch went from "
                                     f"{prev['partition_epoch']} to {e['partition_epoch']}", [prev, e]))
             last[key] = e
     for key, es in by_part.items():
@@ -398,13 +408,13 @@ def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
             other = at_epoch.get(pe)
             if other is not None and other.node != e.node and sorted(other.get("isr") or []) != sorted(
                     e.get("isr") or []):
-                vs.append(Violation("EpochsGoBack", f"{key[0]}-{key[1]}: two different states accepted with "
+                vs.append(Violation("EpochsGoBack", f"{_label(e)}: two different states accepted with "
                                                     f"partition epoch {pe}", [other, e]))
             at_epoch[pe] = e
         ordered = sorted(es, key=lambda x: int(x["partition_epoch"]))
         for earlier, later in itertools.pairwise(ordered):
             if int(later.get("leader_epoch", 0)) < int(earlier.get("leader_epoch", 0)):
-                vs.append(Violation("EpochsGoBack", f"{key[0]}-{key[1]}: leader epoch fell from "
+                vs.append(Violation("EpochsGoBack", f"{_label(later)}: leader epoch fell from "
                                                     f"{earlier['leader_epoch']} to {later['leader_epoch']} as the "
                                                     "partition epoch grew", [earlier, later]))
 

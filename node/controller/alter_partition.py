@@ -102,6 +102,7 @@ def alter_partition(w: Write, req: Any) -> Outcome:
                 {
                     **base,
                     "topic": topic.name if topic is not None else str(td.topic_id),
+                    "topic_id": str(td.topic_id),
                     "partition": pid,
                     "leader_epoch": p.leader_epoch if p is not None else pd.leader_epoch,
                     "partition_epoch": p.partition_epoch if p is not None else pd.partition_epoch,

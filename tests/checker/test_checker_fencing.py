@@ -155,6 +155,24 @@ def test_partition_epoch_going_back() -> None:
     assert a["entries"][-1]["where"] == _line(j, bad)
 
 
+def test_a_recreated_topic_starts_its_partition_epochs_again() -> None:
+    """Two controllers accept different states at one partition epoch of one topic name: fine when the
+    name was deleted and created again in between (another topic id), EpochsGoBack within one topic id."""
+    def two_incarnations(second_id: str) -> JB:
+        j = JB()
+        j.add(1, "decision", api="AlterPartition", broker=4, broker_epoch=5, error="NONE", topic="t4",
+              topic_id="id-1", partition=0, leader=4, leader_epoch=0, partition_epoch=1, isr=[5, 4],
+              replicas=[5, 4, 3])
+        j.add(2, "decision", api="AlterPartition", broker=4, broker_epoch=9, error="NONE", topic="t4",
+              topic_id=second_id, partition=0, leader=4, leader_epoch=0, partition_epoch=1, isr=[4, 2],
+              replicas=[4, 2, 5])
+        return j
+
+    assert _check(two_incarnations("id-2"))["valid"] is True
+    a = only_anomaly(_check(two_incarnations("id-1")), "EpochsGoBack")
+    assert "t4-0: two different states accepted with partition epoch 1" in a["explanation"]
+
+
 def test_repeated_no_op_alter_partition_is_fine() -> None:
     j = healthy_fencing()
     fence = j.entries.pop()  # repeat the last AlterPartition before broker 4 is fenced

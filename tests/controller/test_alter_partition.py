@@ -32,6 +32,7 @@ def test_shrink_and_expand_bump_partition_epoch_only(cluster) -> None:
     assert r.topics[0].partitions[0].isr == (1, 2, 3) and r.topics[0].partitions[0].partition_epoch == 2
     d = [x for x in h.evs("decision") if x["api"] == "AlterPartition"][-1]
     assert d["partition_epoch"] == 2 and d["isr"] == [1, 2, 3] and d["error"] == "NONE" and d["topic"] == "t"
+    assert d["topic_id"] == str(h.image().topic("t").topic_id)  # a recreated "t" is another partition
     # decisions carry the log position they are in effect from: after the first alter's
     first = [x for x in h.evs("decision") if x["api"] == "AlterPartition"][-2]
     assert isinstance(d["offset"], int) and d["offset"] > first["offset"] > e[3]
