@@ -181,7 +181,9 @@ class DiskFault:
             if not control.running(node):
                 control.start(node)
                 restarted.append(node)
-        watch = [n for n in restarted if n not in formatted]
+        # every damaged node is watched, not only those started here: another package's restart
+        # during the window may have started one moments ago, still reading the damage
+        watch = [n for n in sorted(in_force) if n not in formatted]
         default_watch = getattr(control, "startup_watch_s", STARTUP_WATCH_S)
         rebuilt, refused = self._rebuild_refusals(watch, float(value.get("watch_s", default_watch)))
         outcomes = {node: {"damage": in_force[node]["damage"], "zone": in_force[node].get("zone"),

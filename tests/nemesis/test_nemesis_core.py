@@ -248,6 +248,31 @@ def test_disk_heal_rebuilds_an_observer_that_refuses_its_damaged_log_and_leaves_
                                         "n4": {"damage": "flip-bits", "zone": None, "outcome": "rebuilt"}}
 
 
+def test_disk_heal_watches_a_damaged_node_another_package_restarted_during_the_window(
+        nemesis: Nemesis, control: FakeNodeControl, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1-hour soak: a process package restarted a damaged broker just before stop-disk; it was
+    running then, so stop-disk called it `served` without watching it, and the broker exited on its
+    corrupt snapshot moments later, down until the end of the run (Unrecovered)."""
+    control.host("n4").on("flip-bits", CommandResult("n4", "", 0, '{"action": "flip-bits"}\n', ""))
+    nemesis.invoke("start-disk", {"nodes": ["n4"], "damage": "flip-bits", "seed": 1})
+    control.start("n4")  # another package's restart: the node is still starting when the window ends
+    real_running = control.running
+    checks = {"n4": 0}
+
+    def running(node: str) -> bool:  # it exits on its damage after the heal looked at it once
+        if node == "n4" and control.nodes_by_name["n4"].formats == 0:
+            checks["n4"] += 1
+            if checks["n4"] > 1:
+                control.nodes_by_name["n4"].state = "killed"
+        return real_running(node)
+
+    monkeypatch.setattr(control, "running", running)
+    healed = nemesis.invoke("stop-disk", {"watch_s": 2.0})
+    assert healed.value["restarted"] == [] and healed.value["rebuilt"] == ["n4"]
+    assert healed.value["outcomes"]["n4"]["outcome"] == "rebuilt"
+    assert control.nodes_by_name["n4"].formats == 1 and control.nodes_by_name["n4"].state == "running"
+
+
 def test_a_wiped_voter_is_never_formatted_anew_and_must_refuse_to_start(
         nemesis: Nemesis, control: FakeNodeControl, monkeypatch: pytest.MonkeyPatch) -> None:
     """Raft assumes stable storage: a voter that lost its whole directory must not come back as an
