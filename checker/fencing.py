@@ -401,7 +401,7 @@ def _check_partitions(journals: Journals, vs: list[Violation]) -> None:
                                     f"controller {nid}: {_label(e)} partition epoch went from "
                                     f"{prev['partition_epoch']} to {e['partition_epoch']}", [prev, e]))
             last[key] = e
-    for key, es in by_part.items():
+    for es in by_part.values():
         at_epoch: dict[int, Entry] = {}
         for e in sorted(es, key=lambda x: int(x["partition_epoch"])):
             pe = int(e["partition_epoch"])
