@@ -34,7 +34,10 @@ from kraftlab.workloads.topics import TopicsWorkload
 class MixedWorkload:
     brokers: Sequence[str]
     broker_ids: Sequence[int]
-    weights: tuple[float, float, float, float, float] = (1.0, 1.0, 1.0, 0.5, 0.5)
+    weights: tuple[float, float, float, float, float] = (1.0, 2.0, 2.0, 0.5, 0.5)
+    """Shares of topics, registry, isr, acl, scram (queue: 1). The agent workloads get twice a share:
+    ten agents' keepalives alone would take most of the ops, and their rarer acts (stalls, zombies,
+    stale ISR proposals) reach the controller's refusals only with ops to spare (docs/power.md, "Rule reach")."""
     session_timeout: float = 9.0
     queue: QueueWorkload | None = None
     topics: TopicsWorkload = field(init=False)
