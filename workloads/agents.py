@@ -98,6 +98,7 @@ class Agent:
 
     def registered(self, incarnation: str, epoch: int) -> None:
         self.incarnation, self.epoch, self.fenced, self.down_until = incarnation, epoch, True, None
+        self.quiet_until = self.replace_at = None  # a registration answered: its process is live
         if epoch not in self.epochs:
             self.epochs.append(epoch)
         if incarnation not in self.incarnations:
@@ -176,7 +177,8 @@ class AgentBook:
         """Stalled agents due for replacement (silent past their session: the controller fenced
         them): a supervisor starts a new incarnation while the stalled process sleeps on."""
         return [a for a in self.agents.values() if a.replace_at is not None and now >= a.replace_at
-                and a.quiet_until is not None and now < a.quiet_until and a.epoch is not None]
+                and a.quiet_until is not None and now < a.quiet_until and a.epoch is not None
+                and a.registering_since is None]
 
     def awake(self, now: float) -> list[Agent]:
         """Agents whose replaced stalled process has woken."""

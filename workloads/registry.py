@@ -190,17 +190,20 @@ def resend(book: AgentBook, ctx: Context) -> Invocation | None:
     return None
 
 
-P_REPLACE, REPLACE_AT = 0.5, 0.9
+P_REPLACE, REPLACE_AT, REPLACE_RETRY = 0.5, 0.9, 1.0
 """How often a stall ends in a replacement: a new incarnation registers when that much of the
 stall has passed (past the session: a stall lasts at least 1.2 of them, so its lease expired)."""
 
 
 def replace(a: Agent, now: float, rng: Any) -> Invocation:
-    """A new incarnation of a stalled agent (its lease expired: the registration is accepted); the
-    stalled process sleeps on and wakes as a revenant (see `revenant_op`)."""
+    """A new incarnation of a stalled agent, while the stalled process sleeps on and wakes as a
+    revenant (see `revenant_op`). Refused while the old lease lives — and a newly active controller
+    grants every registered broker a fresh one — it is tried again every REPLACE_RETRY seconds until
+    accepted (`Agent.registered` ends the stall) or the stall ends (the old process is then live)."""
     assert a.epoch is not None and a.incarnation is not None and a.quiet_until is not None
-    a.revenant = (a.epoch, a.incarnation, a.quiet_until)
-    a.quiet_until = a.replace_at = None  # the new process heartbeats
+    if a.revenant is None:
+        a.revenant = (a.epoch, a.incarnation, a.quiet_until)
+    a.replace_at = now + REPLACE_RETRY
     a.registering_since = now
     return register_op(a, rng)
 

@@ -282,3 +282,24 @@ def test_zombies_register_only_incarnations_still_replaced() -> None:
     sent = [zombie_op(a, random.Random(s)) for s in range(50)]
     assert not any(x is not None and x.f == "register" for x in sent)
     assert any(x is not None and x.f == "heartbeat" and x.value["epoch"] in (3, 9) for x in sent)
+
+
+def test_a_refused_replacement_is_tried_again_while_the_stall_lasts() -> None:
+    """A failover grants every broker a fresh lease, so a replacement may be refused: it is sent again
+    every REPLACE_RETRY s while the old process sleeps, and the revenant stays the first one."""
+    from kraftlab.workloads.agents import AgentBook
+    from kraftlab.workloads.generator import Context
+    from kraftlab.workloads.registry import REPLACE_RETRY, lifecycle_op, replace
+
+    book = AgentBook.pool(1000, 1)
+    a = book[1000]
+    a.registered("old", 5)
+    a.last_heartbeat, a.quiet_until = 0.0, 20.0
+    first = replace(a, 10.0, random.Random(1))
+    a.registering_since = None  # refused: DUPLICATE_BROKER_REGISTRATION
+    ctx = Context(time=10.0 + REPLACE_RETRY, process=0, worker=0, node="n1", nodes=["n1"], rng=random.Random(2))
+    again = lifecycle_op(book, ctx, 9.0)
+    assert again is not None and again.f == "register" and again.value["incarnation"] != first.value["incarnation"]
+    assert a.revenant == (5, "old", 20.0) and a.silent(10.0 + REPLACE_RETRY)
+    a.registered(again.value["incarnation"], 30)  # accepted: the new process is live, the stall over for it
+    assert not a.silent(10.0 + REPLACE_RETRY) and a.revenant == (5, "old", 20.0)
