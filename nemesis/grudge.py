@@ -2,7 +2,7 @@
 
 Pure functions, one per topology; randomness comes from the `random.Random` passed in, so a
 seeded schedule always yields the same grudge. A grudge never names a host in its own set. The
-shapes that need no roles (halves, bridge, majorities ring) live in `kraftlab.topology`, shared
+shapes that need no roles (halves, bridge, majorities ring) live in `kraftlab.node.topology`, shared
 with the node's simulator.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping, Sequence
 
-from kraftlab.topology import TopologyError, bridge, complete, halves, majorities_ring, need, random_halves
+from kraftlab.node.topology import TopologyError, bridge, complete, halves, majorities_ring, need, random_halves
 
 Grudge = dict[str, frozenset[str]]
 

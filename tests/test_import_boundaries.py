@@ -20,8 +20,9 @@ PACKAGES = ("kraftlab", "node", "control", "nemesis", "workloads", "checker", "s
 LINT = Path(sys.executable).parent / "lint-imports"  # a test extra: scripts/test.sh installs it
 
 
-# the node's public surface to the suite: its admin module and the Kafka protocol client
-NODE_SURFACE = {"kraftlab.node.admin", "kraftlab.node.protocol"}
+# the node's public surface to the suite: its admin module, the Kafka protocol client and the
+# partition shapes its simulator shares with the nemesis
+NODE_SURFACE = {"kraftlab.node.admin", "kraftlab.node.protocol", "kraftlab.node.topology"}
 
 
 def _contracts() -> dict[str, dict[str, set[str]]]:

@@ -4,7 +4,7 @@ The whole schedule is drawn up front from the seed, so a run is reproduced exact
 parameters (see `node.sim.replay`). Disk wipes only hit observers: wiping a voter's disk loses
 its vote and can elect two leaders in one epoch (static voter sets cannot survive it, KIP-853).
 
-`flapping` is Jepsen's flapping partition, with the lab nemesis's shapes (`kraftlab.topology`):
+`flapping` is Jepsen's flapping partition, with the lab nemesis's shapes (`kraftlab.node.topology`):
 two to four partitions back to back — random halves, a bridge, a majorities ring, the leader
 isolated — each held from a fetch timeout to a fetch timeout and two elections, so leaders are
 elected in quick succession while the client appends, and deposed leaders keep uncommitted tails
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftlab.node.raft.config import RaftConfig
-from kraftlab.topology import bridge, majorities_ring, random_halves
+from kraftlab.node.topology import bridge, majorities_ring, random_halves
 
 FAULT_KINDS = ("partition", "oneway", "crash", "wipe", "drop", "duplicate", "delay", "flapping")
 

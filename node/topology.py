@@ -1,6 +1,8 @@
 """Partition shapes as grudges — receiving node → the nodes whose traffic it drops — over any node
 ids (host names in the nemesis, integer ids in the node's simulator): pure functions shared by
-both, so a shape means the same thing on a lab and in a simulation. Randomness comes from the
+both, so a shape means the same thing on a lab and in a simulation. It lives in the node (its
+simulator needs it; the node imports nothing of the suite) and is part of the node's surface to the
+suite, beside `admin` and the protocol client (tests/test_import_boundaries.py). Randomness comes from the
 `random.Random` passed in; a grudge never names a node in its own set.
 """
 
