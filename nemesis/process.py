@@ -180,7 +180,8 @@ def _pause_modes(cluster: Cluster) -> list[tuple[str, float]]:
     if cluster.observers:
         modes.append(("broker", 2.0))
     if len(cluster.controllers) >= 3:
-        modes.append(("minority-voters", 1.0))
+        modes += [("minority-voters", 1.0), ("majority-voters", 0.7)]
+    modes.append(("all", 0.3))
     return modes
 
 
@@ -190,6 +191,12 @@ def draw_pause(rng: random.Random, cluster: Cluster, timing: Timing, enabled: Se
     if mode == "broker":
         return Draw("pause", who, span(rng, timing.fence_s, timing.fence_s + 3),
                     "a broker paused past its session: fenced while asleep, wakes believing it is not", mode)
+    if mode in ("majority-voters", "all"):
+        # woken together just past the fetch timeout, their timers expire at once: several
+        # candidacies in one epoch (Jepsen pauses majorities too); a few seconds, not a long stop
+        return Draw("pause", who, span(rng, timing.fetch_s + 0.2, timing.fetch_s + 1.0),
+                    f"{'every node' if mode == 'all' else 'a majority of voters'} paused past the fetch timeout "
+                    "and woken together: timers expiring at once, simultaneous candidacies, split votes", mode)
     if rng.random() < 0.3:
         return Draw("pause", who, span(rng, 0.2, 0.8 * timing.fetch_s),
                     "a pause shorter than the fetch timeout: nothing should change", mode)
@@ -211,5 +218,6 @@ PAUSE = Package(
     leader_modes=("controller",),
     name="pause", kind="process", windows={"pause": "resume"},
     modes=_pause_modes, draw=draw_pause, gap_s=lambda t: t.failover_s, stop_value=keep_nodes,
-    doc="SIGSTOP of the active controller, a voter, a broker or a minority of voters, then SIGCONT",
+    doc="SIGSTOP of the active controller, a voter, a broker, a minority or majority of voters or every node, "
+        "then SIGCONT",
 )

@@ -109,6 +109,17 @@ def test_windows_are_sized_to_the_node_timeouts() -> None:
                 assert length >= timing.fence_s - 0.01
             if start.f in ("kill", "graceful-stop") and start.value.get("chosen_as") in ("all", "majority-voters"):
                 assert length <= 3.0, "no whole-cluster or quorum-wide stop longer than a few seconds"
+            if start.f == "pause" and start.value.get("chosen_as") in ("all", "majority-voters"):
+                # past the fetch timeout, so the woken timers expire together, and no longer stop than that
+                assert timing.fetch_s < length <= timing.fetch_s + 1.0 + 0.01, (start, length)
+
+
+def test_pauses_reach_a_majority_of_voters_and_every_node() -> None:
+    """Woken together, paused voters' timers expire at once: the simultaneous candidacies a single
+    pause never makes (a generic run saw no contested election)."""
+    sched = generate(["pause"], seed=7, duration=2000, use_swarm=False, **KW)
+    chosen = {s.value.get("chosen_as") for s in sched.steps if s.f == "pause"}
+    assert {"majority-voters", "all"} <= chosen, chosen
 
 
 def test_choices_are_concrete_except_the_active_controller() -> None:
