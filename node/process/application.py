@@ -319,8 +319,11 @@ class KraftApplication:
     def _checkpoint_written(self, future: asyncio.Future[None]) -> None:
         self._checkpointing = False
         error = future.exception()
-        if error is not None:
-            log.warning("partition offset checkpoints not written: %s", error)
+        if error is None:
+            return
+        log.warning("partition offset checkpoints not written: %s", error)
+        if isinstance(error, OSError) and self.ctx.fail_stop is not None:
+            self.ctx.fail_stop(error)  # written on a thread, so the tick's own guard never saw it
 
     @property
     def state_machine(self) -> StateMachine:

@@ -241,3 +241,28 @@ def test_a_node_that_fails_stops_serving_before_its_shutdown_runs(tmp_path: Path
 
     assert asyncio.run(scenario()) == EXIT_FAILED
     assert listening_during_shutdown == [False]
+
+
+def test_a_failed_offset_checkpoint_written_on_its_thread_stops_the_node(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The partition logs' offset checkpoints are written on a thread: an I/O error there (found: ENOSPC
+    creating replication-offset-checkpoint.tmp, the broker served on) stops the node like one in the tick."""
+    import errno
+
+    from kraftlab.node.process import application
+
+    def write_checkpoints(values: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "replication-offset-checkpoint.tmp")
+
+    monkeypatch.setattr(application, "write_checkpoints", write_checkpoints)
+    broker_port, controller_port = free_ports(2)
+    config = config_from_properties(node_properties(
+        1, tmp_path, {1: controller_port},
+        **{"process.roles": "broker,controller",
+           "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}"}))
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    assert asyncio.run(asyncio.wait_for(NodeServer(config).run(), 20)) == EXIT_FAILED
+    assert config.journal_file is not None
+    failed = [e for e in read_journal(config.journal_file) if e["ev"] == "log_dir_failed"]
+    assert len(failed) == 1 and failed[0]["errno"] == "ENOSPC"
+    assert failed[0]["path"] == "replication-offset-checkpoint.tmp"
