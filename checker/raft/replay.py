@@ -101,6 +101,7 @@ class Election:
     entry: Entry  # the `role` line that made the node leader
     log: dict[int, LogEntry]
     log_start: int
+    log_end: int  # offsets in [log_start, log_end) missing from `log` are on its disk, content unjournalled
 
 
 class Replay:
@@ -179,7 +180,7 @@ class Replay:
             elif ev == "role":
                 m = m._replace(epoch=int(e["epoch"]), epoch_entry=e, role=str(e["role"]))
                 if m.role == "leader":
-                    self.elections.append(Election(e, dict(st.log), st.log_start))
+                    self.elections.append(Election(e, dict(st.log), st.log_start, st.log_end))
             elif ev == "append":
                 base = int(e["base"])
                 for j, crc in enumerate(e["crcs"]):

@@ -89,6 +89,29 @@ def test_new_leader_missing_a_committed_entry() -> None:
     assert a["entries"][-1]["where"].endswith(f":{j.entries.index(bad) + 1}")
 
 
+def test_a_leader_whose_restart_recovered_entries_the_journal_missed_holds_them() -> None:
+    """A 1-hour soak: a follower was SIGKILLed between appending offsets 1-2 to its log and journalling
+    the append; its restart recovered them (log end 3) and it was elected: it holds them, with content
+    the journal cannot tell. A restart that recovered less lacks them."""
+    def run(recovered_end: int) -> JB:
+        j = JB()
+        for n in (1, 2, 3):
+            j.add(n, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
+        j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+        j.add(1, "append", base=0, epoch=1, crcs=[11, 12, 13], control=False, leader=True)
+        j.add(2, "append", base=0, epoch=1, crcs=[11], control=False, leader=False)  # 12, 13 unjournalled
+        j.add(3, "append", base=0, epoch=1, crcs=[11, 12, 13], control=False, leader=False)
+        j.add(1, "hw", hw=3, epoch=1)
+        j.add(2, "start", roles=["controller"], voters=[1, 2, 3], log_start=0, log_end=recovered_end, hw=1,
+              stored_epoch=1, stored_vote=1)
+        j.add(2, "role", role="leader", epoch=2, leader=2, voted_for=2)
+        return j
+
+    assert _check(run(3))["valid"] is True
+    a = only_anomaly(_check(run(2)), "LeaderCompleteness")
+    assert "lacks offset 2" in a["explanation"]
+
+
 def test_applying_an_uncommitted_record() -> None:
     j = healthy_raft()
     j.add(3, "apply", offset=3, type="PartitionChangeRecord", crc=21)
