@@ -139,6 +139,12 @@ class MembershipFault:
         view = self._view(quorum, value)
         self._remember(view)
         rng = random.Random(int(value.get("seed", self.rng.randrange(2**31))))
+        # A window starts from the first voter set: what an earlier window's end could not undo is undone now.
+        restored, back = self._restore(quorum, list(self.ctx.state.get("membership")["desired"]), value)
+        if back is None:
+            self._finish({"change": change, "nodes": []}, restored)
+            raise FaultError("the voters are not back to the first set yet")
+        view = back
         done: dict[str, Any] = {"change": change, "voters_before": self._sorted(view.voters)}
         if change == "shrink":
             changes = self._shrink(quorum, view, value, rng)
@@ -148,6 +154,7 @@ class MembershipFault:
             node = self._replaced(view, value, rng)
             changes = [self._replace_disk(quorum, node, view.voters[node], value)]
         done["nodes"] = [c.node for c in changes]
+        changes = restored + changes
         after = look(quorum)
         done["voters_after"] = self._sorted(after.voters) if after is not None else None
         return self._finish(done, changes)
@@ -233,23 +240,31 @@ class MembershipFault:
         if desired is None:
             return {"changes": [], "voters": None}
         quorum = self._quorum()
-        changes: list[Change] = []
-        for _ in range(MAX_HEAL_STEPS):
-            view = self._view(quorum, value)
-            step = self._next_heal_step(quorum, view, list(desired))
-            if step is None:
-                self.ctx.state.clear("membership")
-                return self._finish({"voters": self._sorted(view.voters), "desired": desired}, changes)
-            kind, node = step
-            changes.append(self._add(quorum, node, value) if kind == ADD
-                           else self._remove(quorum, node, view.voters[node], value))
-            if changes[-1].outcome != "ok":
-                break
+        changes, view = self._restore(quorum, list(desired), value)
+        if view is not None:
+            self.ctx.state.clear("membership")
+            return self._finish({"voters": self._sorted(view.voters), "desired": desired}, changes)
         after = look(quorum)
         done = {"voters": self._sorted(after.voters) if after is not None else None, "desired": desired}
         self._finish(done, changes)
         raise PartialFault({**done, "changes": [c.to_json() for c in changes]},
                            f"the voters are not back to {desired} after {len(changes)} changes")
+
+    def _restore(self, quorum: VoterControl, desired: list[str],
+                 value: dict[str, Any]) -> tuple[list[Change], QuorumView | None]:
+        """Changes towards `desired`, one at a time: what was done, and the view once there (None: not there)."""
+        changes: list[Change] = []
+        for _ in range(MAX_HEAL_STEPS):
+            view = self._view(quorum, value)
+            step = self._next_heal_step(quorum, view, desired)
+            if step is None:
+                return changes, view
+            kind, node = step
+            changes.append(self._add(quorum, node, value) if kind == ADD
+                           else self._remove(quorum, node, view.voters[node], value))
+            if changes[-1].outcome != "ok":
+                break
+        return changes, None
 
     def _next_heal_step(self, quorum: VoterControl, view: QuorumView, desired: list[str]) -> tuple[str, str] | None:
         """The next change towards `desired`: add a missing voter, remove a voter on a replaced disk

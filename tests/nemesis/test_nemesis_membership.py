@@ -202,3 +202,15 @@ def test_a_window_end_waits_for_a_leader_to_describe_the_quorum() -> None:
     assert nemesis.invoke("start-membership", {"change": "grow", "to": 4, "seed": 1}).type == "ok"
     assert nemesis.heal_all()[0].type == "ok"
     assert recorded[-2]["f"] == "stop-membership" and recorded[-2]["value"]["wait_s"] > membership.VIEW_WAIT_S
+
+
+def test_a_window_starts_from_the_first_voter_set_undoing_what_an_earlier_end_could_not() -> None:
+    control, nemesis, _ = quorum_nemesis()
+    assert nemesis.invoke("start-membership", {"change": "grow", "to": 5, "seed": 1}).type == "ok"
+    control.answers["n4"] = ["INVALID_REQUEST"]  # the window's end cannot remove n4
+    assert nemesis.invoke("stop-membership", {}).type == "fail"
+    assert sorted(control.voters) == ["n1", "n2", "n3", "n4", "n5"]
+    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 2, "seed": 1})
+    assert done.type == "ok", done
+    assert done.value["voters_before"] == ["n1", "n2", "n3"] and len(control.voters) == 2
+    assert [(c["change"], c["node"]) for c in done.value["changes"]][:2] == [("remove", "n4"), ("remove", "n5")]
