@@ -155,9 +155,13 @@ class MembershipFault:
             changes = [self._replace_disk(quorum, node, view.voters[node], value)]
         done["nodes"] = [c.node for c in changes]
         changes = restored + changes
-        after = look(quorum)
+        after = self._settled(quorum, value)
         done["voters_after"] = self._sorted(after.voters) if after is not None else None
-        return self._finish(done, changes)
+        done = self._finish(done, changes)
+        if change == "shrink" and (after is None or len(after.voters) > int(value.get("to", 0))):
+            raise PartialFault(done, f"the voters are {done['voters_after']}, not yet {value.get('to')}: "
+                                     "no leader described the quorum after a removal")
+        return done
 
     def _shrink(self, quorum: VoterControl, view: QuorumView, value: dict[str, Any],
                 rng: random.Random) -> list[Change]:
@@ -179,11 +183,17 @@ class MembershipFault:
                 changes.append(Change(REMOVE, node, None, "fail", f"{node} is not a voter"))
                 break
             changes.append(self._remove(quorum, node, view.voters[node], value))
-            after = look(quorum)
+            after = self._settled(quorum, value)  # a removed leader resigns: wait for the next one
             if changes[-1].outcome != "ok" or after is None:
                 break
             view = after
         return changes
+
+    def _settled(self, quorum: VoterControl, value: dict[str, Any]) -> QuorumView | None:
+        try:
+            return self._view(quorum, value)
+        except FaultError:
+            return None
 
     def _grow(self, quorum: VoterControl, view: QuorumView, value: dict[str, Any],
               rng: random.Random) -> list[Change]:
@@ -317,7 +327,7 @@ class MembershipFault:
                 changes.append(Change(REMOVE, node, None, "fail", f"{node} is not a voter"))
                 break
             changes.append(self._remove(quorum, node, view.voters[node], value))
-            after = look(quorum)
+            after = self._settled(quorum, value)
             if changes[-1].outcome != "ok" or after is None:
                 break
             view = after

@@ -214,3 +214,31 @@ def test_a_window_starts_from_the_first_voter_set_undoing_what_an_earlier_end_co
     assert done.type == "ok", done
     assert done.value["voters_before"] == ["n1", "n2", "n3"] and len(control.voters) == 2
     assert [(c["change"], c["node"]) for c in done.value["changes"]][:2] == [("remove", "n4"), ("remove", "n5")]
+
+
+def test_a_shrink_waits_for_the_next_leader_after_removing_the_active_controller() -> None:
+    control, nemesis, _ = quorum_nemesis(leader="n1")
+    real = control.remove_controller
+
+    def remove(node: str, directory_id: str, timeout_s: float) -> VoterAnswer:
+        answer = real(node, directory_id, timeout_s)
+        if node == "n1":
+            control.silent = 2  # the removed leader resigned: an election follows
+        return answer
+
+    control.remove_controller = remove  # type: ignore[method-assign]
+    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 1, "target": "controller", "seed": 1})
+    assert done.type == "ok" and len(done.value["nodes"]) == 2 and len(control.voters) == 1, done
+    control.silent = 10**6  # no leader ever after: the shrink is partial (info), not ok
+    assert nemesis.invoke("stop-membership", {"wait_s": 0.05}).type == "fail"
+    control.silent = 0
+    assert nemesis.invoke("stop-membership", {}).type == "ok"
+    control.silent = 0
+
+    def remove_then_silence(node: str, directory_id: str, timeout_s: float) -> VoterAnswer:
+        control.silent = 10**6
+        return real(node, directory_id, timeout_s)
+
+    control.remove_controller = remove_then_silence  # type: ignore[method-assign]
+    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 1, "seed": 1, "wait_s": 0.05})
+    assert done.type == "info" and "not yet 1" in str(done.error), done
