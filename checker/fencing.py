@@ -65,7 +65,7 @@ from typing import Any
 from kraftlab.checker import op_words
 from kraftlab.checker.history import History, pair_ops
 from kraftlab.checker.invariant import Violation, result
-from kraftlab.checker.journal import Entry, Journals
+from kraftlab.checker.journal import Entry, Journals, cut_at
 
 INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced", "FencedInIsr",
               "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "EpochBumpedForSameIncarnation", "SelfFencing",
@@ -517,7 +517,7 @@ def _check_live_session_fences(journals: Journals, vs: list[Violation], session_
     heartbeat's decision is journalled when its answer goes out (after commit), so it may come after
     a fence in the journal: the accepted heartbeats of a process life are gathered first."""
     for entries in journals.by_node.values():
-        for life in _lives(entries):
+        for life in cut_at(entries, ("start",)):
             beats: dict[tuple[int, int], list[int]] = {}
             for e in life:
                 if _ok(e, "BrokerHeartbeat") and e.get("at_ms") is not None:
@@ -536,16 +536,6 @@ def _check_live_session_fences(journals: Journals, vs: list[Violation], session_
                         [e]))
 
 
-def _lives(entries: list[Entry]) -> list[list[Entry]]:
-    """One node's journal cut into its process lives (each `start` begins one: a new clock)."""
-    lives: list[list[Entry]] = [[]]
-    for e in entries:
-        if e.ev == "start":
-            lives.append([])
-        lives[-1].append(e)
-    return lives
-
-
 def _check_live_session_registrations(journals: Journals, vs: list[Violation], session_timeout_ms: float) -> None:
     """RegisteredOverLiveSession (decisions that journal the controller's clock, `at_ms`). Judged per
     term of activity: a controller's successful decisions are journalled before the `role` event that
@@ -553,12 +543,7 @@ def _check_live_session_registrations(journals: Journals, vs: list[Violation], s
     each with its own leases; within a term, events are put in the order they were decided (a decision
     is journalled when answered, after commit)."""
     for entries in journals.by_node.values():
-        terms: list[list[Entry]] = [[]]
-        for e in entries:
-            if e.ev in ("start", "role"):
-                terms.append([])
-            terms[-1].append(e)
-        for term in terms:
+        for term in cut_at(entries, ("start", "role")):
             timed = sorted((int(e["at_ms"]), i, e) for i, e in enumerate(term)
                            if e.get("at_ms") is not None and (e.ev == "decision" or e.ev == "fence"))
             current: dict[int, tuple[str, int]] = {}  # broker -> (incarnation, epoch) registered here

@@ -109,3 +109,15 @@ def journals_from(entries: Iterable[dict[str, Any]], file: str = "<memory>") -> 
         e = entry_from(raw, file, i, i)
         js.by_node.setdefault(e.node, []).append(e)
     return js
+
+
+def cut_at(entries: list[Entry], events: tuple[str, ...]) -> list[list[Entry]]:
+    """One node's journal cut before each entry whose `ev` is in `events`: ("start",) gives its
+    process lives (each a new clock), ("start", "role") its terms of activity (a leadership and the
+    decisions journalled in it)."""
+    parts: list[list[Entry]] = [[]]
+    for e in entries:
+        if e.ev in events:
+            parts.append([])
+        parts[-1].append(e)
+    return parts

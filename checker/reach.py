@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftlab.checker.fencing import CONFIRM_MS, SLACK_MS
-from kraftlab.checker.journal import Entry, Journals
+from kraftlab.checker.journal import Entry, Journals, cut_at
 from kraftlab.checker.metadata.check import committed_log
 from kraftlab.checker.metadata.decode import NO_LEADER_CHANGE, DecodeError, decode
 from kraftlab.checker.metadata.model import NO_LEADER, ImageModel
@@ -348,12 +348,7 @@ def _sessions(journals: Journals, replay: Replay, counts: dict[str, Counter[str]
     """The rules read on a controller's own clock, per term of activity (`start` and `role` events
     cut a journal into terms; within one, decisions in the order they were decided, by `at_ms`)."""
     for entries in journals.by_node.values():
-        terms: list[list[Entry]] = [[]]
-        for e in entries:
-            if e.ev in ("start", "role"):
-                terms.append([])
-            terms[-1].append(e)
-        for term in terms:
+        for term in cut_at(entries, ("start", "role")):
             timed = sorted((int(e["at_ms"]), i, e) for i, e in enumerate(term)
                            if e.ev == "decision" and e.get("at_ms") is not None and e.get("broker") is not None
                            and e.get("offset") is not None)
