@@ -24,6 +24,29 @@ def _config(tmp_path: Path, **extra: str):  # type: ignore[no-untyped-def]
     return config_from_properties(node_properties(1, tmp_path, ports, **extra))
 
 
+def _combined_node(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A formatted one-node broker+controller cluster's config, and its broker port."""
+    broker_port, controller_port = free_ports(2)
+    config = config_from_properties(node_properties(
+        1, tmp_path, {1: controller_port},
+        **{"process.roles": "broker,controller",
+           "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}"}))
+    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    return config, broker_port
+
+
+async def _running(config):  # type: ignore[no-untyped-def]
+    """The node started, once its broker is RUNNING, and the task that runs it."""
+    from kraftlab.node.broker import BrokerState
+
+    node = NodeServer(config)
+    running = asyncio.create_task(node.run())
+    while node.application is None or node.application.lifecycle is None \
+            or node.application.lifecycle.state is not BrokerState.RUNNING:
+        await asyncio.sleep(0.02)
+    return node, running
+
+
 def test_unformatted_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
     config = config_from_properties(broker_properties(4, tmp_path, ports, free_ports(1)[0]))
@@ -164,23 +187,13 @@ def test_an_io_error_while_serving_a_request_stops_the_node(tmp_path: Path) -> N
 
     from kio.schema.metadata.v9.request import MetadataRequest
 
-    from kraftlab.node.broker import BrokerState
     from kraftlab.node.protocol.client import ProtocolClient
     from kraftlab.node.protocol.errors import ConnectionLost
 
-    broker_port, controller_port = free_ports(2)
-    config = config_from_properties(node_properties(
-        1, tmp_path, {1: controller_port},
-        **{"process.roles": "broker,controller",
-           "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}"}))
-    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    config, broker_port = _combined_node(tmp_path)
 
     async def scenario() -> int:
-        node = NodeServer(config)
-        running = asyncio.create_task(node.run())
-        while node.application is None or node.application.lifecycle is None \
-                or node.application.lifecycle.state is not BrokerState.RUNNING:
-            await asyncio.sleep(0.02)
+        node, running = await _running(config)
 
         def handle(*args: object) -> None:
             raise OSError(errno.EIO, "Input/output error", "queue-0/00000000000000000000.log")
@@ -205,22 +218,12 @@ def test_a_node_that_fails_stops_serving_before_its_shutdown_runs(tmp_path: Path
     meanwhile (found: a broker answered for 3.7 s after an ENOSPC while its shutdown went on)."""
     import errno
 
-    from kraftlab.node.broker import BrokerState
 
-    broker_port, controller_port = free_ports(2)
-    config = config_from_properties(node_properties(
-        1, tmp_path, {1: controller_port},
-        **{"process.roles": "broker,controller",
-           "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}"}))
-    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    config, broker_port = _combined_node(tmp_path)
     listening_during_shutdown: list[bool] = []
 
     async def scenario() -> int:
-        node = NodeServer(config)
-        running = asyncio.create_task(node.run())
-        while node.application is None or node.application.lifecycle is None \
-                or node.application.lifecycle.state is not BrokerState.RUNNING:
-            await asyncio.sleep(0.02)
+        node, running = await _running(config)
         assert node.driver is not None
         reader, writer = await asyncio.open_connection("127.0.0.1", broker_port)
         close = node.driver.close
@@ -255,12 +258,7 @@ def test_a_failed_offset_checkpoint_written_on_its_thread_stops_the_node(
         raise OSError(errno.ENOSPC, "No space left on device", "replication-offset-checkpoint.tmp")
 
     monkeypatch.setattr(application, "write_checkpoints", write_checkpoints)
-    broker_port, controller_port = free_ports(2)
-    config = config_from_properties(node_properties(
-        1, tmp_path, {1: controller_port},
-        **{"process.roles": "broker,controller",
-           "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}"}))
-    format_dirs(config.all_log_dirs, random_cluster_id(), 1)
+    config, _ = _combined_node(tmp_path)
     assert asyncio.run(asyncio.wait_for(NodeServer(config).run(), 20)) == EXIT_FAILED
     assert config.journal_file is not None
     failed = [e for e in read_journal(config.journal_file) if e["ev"] == "log_dir_failed"]
