@@ -155,7 +155,7 @@ class MembershipFault:
             changes = [self._replace_disk(quorum, node, view.voters[node], value)]
         done["nodes"] = [c.node for c in changes]
         changes = restored + changes
-        after = self._settled(quorum, value)
+        after = self._settled(quorum, self._election(value) if change == "shrink" else value)
         done["voters_after"] = self._sorted(after.voters) if after is not None else None
         done = self._finish(done, changes)
         if change == "shrink" and (after is None or len(after.voters) > int(value.get("to", 0))):
@@ -183,11 +183,18 @@ class MembershipFault:
                 changes.append(Change(REMOVE, node, None, "fail", f"{node} is not a voter"))
                 break
             changes.append(self._remove(quorum, node, view.voters[node], value))
-            after = self._settled(quorum, value)  # a removed leader resigns: wait for the next one
+            after = self._settled(quorum, self._election(value))  # a removed leader resigns: the next one
             if changes[-1].outcome != "ok" or after is None:
                 break
             view = after
         return changes
+
+    @staticmethod
+    def _election(value: dict[str, Any]) -> dict[str, Any]:
+        """After a removal (maybe of the leader, which then resigns) a leader is awaited as long as a
+        change may take: an election is part of the change."""
+        return {**value, "wait_s": max(float(value.get("wait_s", VIEW_WAIT_S)),
+                                       float(value.get("deadline_s", DEADLINE_S)))}
 
     def _settled(self, quorum: VoterControl, value: dict[str, Any]) -> QuorumView | None:
         try:

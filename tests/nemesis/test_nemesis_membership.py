@@ -195,7 +195,7 @@ def test_a_window_end_waits_for_a_leader_to_describe_the_quorum() -> None:
     assert nemesis.invoke("stop-membership", {}).type == "ok"
     assert sorted(control.voters) == ["n1", "n2", "n3"]
     control.silent = 10**6
-    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 2, "deadline_s": 0.05})
+    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 2, "deadline_s": 0.05, "wait_s": 0.05})
     assert done.type == "fail" and "no leader" in str(done.error)
     # in a run an op waits briefly (the other lanes' next steps wait behind it); the final heal longer
     control.silent = 0
@@ -240,5 +240,6 @@ def test_a_shrink_waits_for_the_next_leader_after_removing_the_active_controller
         return real(node, directory_id, timeout_s)
 
     control.remove_controller = remove_then_silence  # type: ignore[method-assign]
-    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 1, "seed": 1, "wait_s": 0.05})
+    done = nemesis.invoke("start-membership", {"change": "shrink", "to": 1, "seed": 1, "wait_s": 0.05,
+                                               "deadline_s": 0.05})
     assert done.type == "info" and "not yet 1" in str(done.error), done
