@@ -9,9 +9,12 @@
   otherwise a fenced RegisterBrokerRecord whose offset is the new broker epoch. A new incarnation
   leaves every ISR and leadership; one whose PreviousBrokerEpoch is not the registered epoch came
   back from an unclean shutdown (KIP-966: no clean-shutdown marker in its log directories — a
-  crash, a power loss, a lost and reformatted directory) and is also struck from the remembered
-  last ISR members, so it never leads from a log that may lack acknowledged records; so is one
-  registering while no registration of its id exists (unregistered meanwhile: nothing to match).
+  crash, a power loss, a lost and reformatted directory); unless it registers the same log
+  directory ids as before (KIP-858: a reformatted disk has a new one), it is also struck from the
+  remembered last ISR members, so it never leads from a log that may lack acknowledged records; so
+  is one registering while no registration of its id exists (unregistered meanwhile: nothing to
+  match). Back on the same directories, it is the last known leader Kafka 4.1's balanced recovery
+  elects again.
 - BrokerHeartbeat: BROKER_ID_NOT_REGISTERED / STALE_BROKER_EPOCH, else the lease is renewed;
   unfenced when it asks (WantFence false) and has replayed its own registration; WantShutDown
   moves its leaderships and ISR memberships away and ShouldShutDown is answered once it leads
@@ -104,6 +107,7 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
     existing = w.image.brokers.get(bid)
 
     previous = int(getattr(req, "previous_broker_epoch", -1))
+    log_dirs = tuple(d for d in getattr(req, "log_dirs", ()) if d is not None)
 
     def answer(code: ErrorCode, epoch: int = -1) -> Outcome:
         d = _decision("BrokerRegistration", bid, epoch, code, incarnation=str(incarnation), at_ms=w.now_ms,
@@ -145,13 +149,17 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
             rack=req.rack,
             fenced=True,
             in_controlled_shutdown=False,
-            log_dirs=tuple(d for d in getattr(req, "log_dirs", ()) if d is not None),
+            log_dirs=log_dirs,
         )
     )
     # A replaced registration's old incarnation must not stay in any ISR or lead; after an unclean
-    # shutdown its log is not trusted to hold every committed message either.
+    # shutdown from which its log directories did not come back (KIP-858: a directory id it did not
+    # register before — a lost and reformatted disk), its log is not trusted to hold every committed
+    # message either. Back on the same directories, it stays the last known leader Kafka's balanced
+    # recovery elects again (KIP-966), as a crashed process finds its log where it left it.
     # (no registration at all: unregistered meanwhile, its id may still be remembered; nothing proves it)
-    unclean_shutdown = existing is None or previous != existing.epoch
+    same_dirs = existing is not None and bool(existing.log_dirs) and set(existing.log_dirs) == set(log_dirs)
+    unclean_shutdown = (existing is None or previous != existing.epoch) and not same_dirs
     if w.config.bugs.on("trust-unclean-return"):  # BUG ZOO: trust-unclean-return — every return is clean
         unclean_shutdown = False
     remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election, unclean_shutdown=unclean_shutdown)

@@ -11,14 +11,15 @@ nothing changes), like Kafka's PartitionChangeBuilder:
   leader unless `unclean` is set;
 - when fencing empties an ISR, its last member is remembered (LastKnownElr) and leads again
   (alone in the ISR) once it is unfenced: it holds every committed message;
-- unless it comes back from an unclean shutdown (KIP-966's `uncleanShutdownReplicas`): a broker
-  that registers without proof of a clean stop may have lost acknowledged records that were not yet
-  flushed, or its whole log directory, so it is struck from the ISR and the remembered members and
-  never elected from them; with nobody else the partition stays leaderless (offline, not unclean)
-  until an operator's unclean election. Stricter than Kafka 4.1+, whose balanced recovery elects the
-  last known leader anyway once it is back, unless its log directory is gone (KIP-858): this node
-  does not register the directory that holds its metadata log, so it cannot tell a power loss (a cut
-  tail) from a lost directory (an empty log) and trusts neither.
+- unless it comes back from an unclean shutdown (KIP-966's `uncleanShutdownReplicas`) without the
+  log directories it registered before: a new directory id (KIP-858) is a lost and reformatted disk,
+  an empty log, so it is struck from the ISR and the remembered members and never elected from them;
+  with nobody else the partition stays leaderless (offline, not unclean) until an operator's unclean
+  election. Back on the same directories it leads again, as Kafka 4.1+'s balanced recovery elects the
+  last known leader (a crashed process finds its log; a power loss may have cut its unflushed tail,
+  Kafka's accepted risk without `log.flush.interval.messages`). A broker registering no data
+  directory (its partitions beside the metadata log, whose directory it does not register) is never
+  trusted: nothing tells its power loss from a lost disk (cluster.register decides which).
 """
 
 from __future__ import annotations

@@ -94,6 +94,7 @@ class Harness:
         cluster_id: str = CLUSTER_ID,
         features: tuple[tuple[str, int, int], ...] = (("metadata.version", 1, 1),),
         previous_broker_epoch: int = -1,
+        log_dirs: tuple[uuid.UUID, ...] = (),
     ) -> Any:
         inc = incarnation or self.incarnations.setdefault(bid, uuid.UUID(int=bid * 1000 + 1))
         return BrokerRegistrationRequest(
@@ -106,6 +107,7 @@ class Harness:
             ),
             rack=None,
             previous_broker_epoch=previous_broker_epoch,
+            log_dirs=log_dirs,
         )
 
     def register(self, bid: int, **kw: Any) -> int:

@@ -67,3 +67,45 @@ def test_an_unclean_return_leaves_the_isr_and_other_members_lead(h: Harness) -> 
     assert resp.error_code == 0
     p = h.image().topic("t").partitions[0]
     assert 1 not in p.isr and p.leader in (2, 3) and p.last_known_elr == ()
+
+
+D1, D2, NEW = uuid.UUID(int=7001), uuid.UUID(int=7002), uuid.UUID(int=7003)
+
+
+def _last_member_fenced_with_dirs(h: Harness) -> dict[int, int]:
+    """As `_last_member_fenced`, the brokers registering their log directory ids (KIP-858)."""
+    epochs = {1: h.register(1, log_dirs=(D1,)), 2: h.register(2, log_dirs=(D2,))}
+    for b, e in epochs.items():
+        assert not h.heartbeat(b, e).is_fenced
+    h.create("t", assignments={0: [1, 2]})
+    h.alter_isr(1, epochs[1], "t", 0, [1])
+    h.tick(5_000)
+    h.heartbeat(2, epochs[2])
+    h.tick(5_000)
+    h.heartbeat(2, epochs[2])
+    p = h.image().topic("t").partitions[0]
+    assert p.leader == -1 and p.isr == () and p.last_known_elr == (1,)
+    return epochs
+
+
+def test_an_unclean_return_on_the_same_directories_leads_again(h: Harness) -> None:
+    """A crashed process finds its log where it left it: back on the directories it registered
+    before, the last known leader is elected again (Kafka 4.1's balanced recovery), not left offline."""
+    epochs = _last_member_fenced_with_dirs(h)
+    resp = h.run(h.registration(1, incarnation=uuid.UUID(int=4243), log_dirs=(D1,)))
+    assert resp.error_code == 0 and h.image().topic("t").partitions[0].last_known_elr == (1,)
+    assert not h.heartbeat(1, resp.broker_epoch).is_fenced
+    h.heartbeat(2, epochs[2])
+    p = h.image().topic("t").partitions[0]
+    assert p.leader == 1 and p.isr == (1,)
+
+
+def test_an_unclean_return_on_a_new_directory_is_struck(h: Harness) -> None:
+    """A lost and reformatted disk has a new directory id: its empty log never leads."""
+    epochs = _last_member_fenced_with_dirs(h)
+    resp = h.run(h.registration(1, incarnation=uuid.UUID(int=4244), log_dirs=(NEW,)))
+    assert resp.error_code == 0 and h.image().topic("t").partitions[0].last_known_elr == ()
+    assert not h.heartbeat(1, resp.broker_epoch).is_fenced
+    h.heartbeat(2, epochs[2])
+    p = h.image().topic("t").partitions[0]
+    assert p.leader == -1 and p.isr == ()
