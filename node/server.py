@@ -376,6 +376,10 @@ class _DriverAppender:
             raise NotLeader(None, 0)
         return driver.append(records)
 
+    def next_offset(self) -> int:
+        driver = self._server.driver
+        return 0 if driver is None else driver.next_offset()
+
 
 # ---------------------------------------------------------------------------------------------
 # Test-only append path (kraftlab.unsafe.test.mode=true): Produce to __cluster_metadata-0

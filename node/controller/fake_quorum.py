@@ -29,6 +29,9 @@ class _Writer:
             raise NotLeader()
         return q.append_batch(tuple(records), control=False, now_ms=now_ms)
 
+    def next_offset(self) -> int:
+        return self.quorum.end_offset
+
 
 class FakeQuorum:
     def __init__(self) -> None:

@@ -31,6 +31,11 @@ class MetadataWriter(Protocol):
         """Append `records` as one batch at the current leader epoch; return its base offset."""
         ...
 
+    def next_offset(self) -> int:
+        """The offset the next append's first record would get. Raft appends control records of its
+        own (KIP-853's voter changes), so the controller asks before it writes offsets into records."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
@@ -84,3 +89,6 @@ class InMemoryLog:
         self.batches.append(Batch(base, self.epoch, tuple(records), append_time_ms=now_ms))
         self.end += len(records)
         return base
+
+    def next_offset(self) -> int:
+        return self.end

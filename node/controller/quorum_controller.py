@@ -266,6 +266,9 @@ class QuorumController:
     def _write(self, now_ms: int, atomic: bool = True, principal: str = "User:ANONYMOUS",
                wall_ms: int | None = None) -> Write:
         assert self._future is not None
+        # the log's own next offset: Raft appends control records (voter changes) the controller
+        # never wrote, and a record that names its own offset (a broker epoch) must name the real one
+        self._next_offset = max(self._next_offset, self.log.next_offset())
         return Write(self._future, self.config, now_ms, self._next_offset, self.rng, atomic,
                      principal=principal, wall_ms=now_ms if wall_ms is None else wall_ms)
 

@@ -157,6 +157,9 @@ class _ControllerWriter:
         except NotLeader as e:
             raise ControllerNotLeader(str(e)) from e
 
+    def next_offset(self) -> int:
+        return self._appender.next_offset()
+
 
 def _bootstrap_records(metadata_dir: Any) -> tuple[Any, ...]:
     """What `kraft-node format --add-scram` left for the first active controller (KIP-900)."""

@@ -107,6 +107,10 @@ class RaftDriver:
         self._timer = None
         self._step(lambda now: self.node.tick(now))
 
+    def next_offset(self) -> int:
+        """The offset the next append's first record would get."""
+        return self.node.next_offset()
+
     def append(self, records: Sequence[Record]) -> int:
         """Append as leader now (raises NotLeader); returns the base offset."""
         base_holder: list[int] = []

@@ -31,6 +31,11 @@ class Appender(Protocol):
 
     def append(self, records: Sequence[Record], now_ms: int) -> int: ...
 
+    def next_offset(self) -> int:
+        """The offset the next append's first record would get (control records the log writes
+        itself included)."""
+        ...
+
 
 @dataclass(slots=True)
 class NodeContext:

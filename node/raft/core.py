@@ -277,6 +277,13 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
         self._begin()
         return self._end(now)
 
+    def next_offset(self) -> int:
+        """The offset an append now would give its first record: the log's end, after a leader's
+        records still lingering in its batch (what a state machine that writes its own offsets into
+        records — a broker epoch — must ask, since the core appends control records of its own)."""
+        state = self.state
+        return self.log.end_offset() + (len(state.pending) if isinstance(state, Leader) else 0)
+
     def append(self, records: Sequence[Record], now: int) -> tuple[int, Output]:
         state = self.state
         if not isinstance(state, Leader):

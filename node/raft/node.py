@@ -32,6 +32,9 @@ class RaftNode:
     def tick(self, now: int) -> Output:
         return self._apply(self.core.tick(now), now)
 
+    def next_offset(self) -> int:
+        return self.core.next_offset()
+
     def append(self, records: Sequence[Record], now: int) -> tuple[int, Output]:
         base, out = self.core.append(records, now)
         return base, self._apply(out, now)

@@ -137,6 +137,9 @@ class _Writer:
         self.sim.dispatch(self.node, out, now_ms)
         return base
 
+    def next_offset(self) -> int:
+        return 0 if self.node.raft is None else self.node.raft.next_offset()
+
 
 class KraftSim:
     def __init__(

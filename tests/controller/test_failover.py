@@ -170,6 +170,9 @@ class _ResignsWithinAppend:
         self.h.ctrls[self.node].handle_leader_change(self.node, q.epoch, False)
         return base
 
+    def next_offset(self) -> int:
+        return self.h.q.end_offset
+
 
 def test_write_whose_append_step_resigned_fails_and_never_completes(h3: Harness) -> None:
     h = h3
@@ -196,6 +199,9 @@ def test_held_write_fails_when_another_epochs_batch_commits_at_its_offset(h3: Ha
     class _DropsRecords:
         def append(self, records: object, now_ms: int) -> int:
             return h.q.end_offset  # accepted, then lost without a word
+
+        def next_offset(self) -> int:
+            return h.q.end_offset
 
     h.ctrls[1].log = _DropsRecords()
     token = h.send(h.registration(2))

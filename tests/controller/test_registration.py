@@ -25,6 +25,21 @@ def test_epoch_is_offset_of_register_record(h: Harness) -> None:
     assert b.fenced and b.epoch == epoch and b.incarnation_id == h.incarnations[1]
 
 
+def test_epoch_is_the_offset_even_after_a_control_record_raft_wrote_itself(h: Harness) -> None:
+    """Raft appends control records of its own (KIP-853's VotersRecord when a voter is added): a
+    registration decided after one must name the offset its record really gets (a membership run:
+    the voter change took offset 232, the RegisterBrokerRecord landed at 233 with broker epoch 232)."""
+    from kraftlab.node.controller.fake_quorum import LEADER_CHANGE_KEY
+    from kraftlab.node.raft.ports import Record
+
+    h.register(1)
+    h.q.append_batch((Record(LEADER_CHANGE_KEY, b""),), control=True)  # the controller never wrote it
+    epoch = h.register(2)
+    found = [b.base_offset + i for b in h.q.batches if not b.control for i, r in enumerate(b.records)
+             if type(decode(r.value)).__name__ == "RegisterBrokerRecord" and decode(r.value).broker_id == 2]
+    assert found == [epoch]
+
+
 def test_retry_from_same_incarnation_gets_same_epoch_and_writes_nothing(h: Harness) -> None:
     e1 = h.register(1)
     end = h.q.end_offset

@@ -40,6 +40,10 @@ class _Writer:
             raise NotLeader() from e
         return base
 
+    def next_offset(self) -> int:
+        assert self.node is not None
+        return self.node.next_offset()
+
 
 def _registration(bid: int) -> BrokerRegistrationRequest:
     return BrokerRegistrationRequest(
