@@ -3,7 +3,7 @@ assign-mode consumers poll them and record each record's offset; the queue check
 
 Ops (history field `workload: "queue"`; docs/workload-ops.md, "queue"; checker `checker.queue`):
 - `send` {"key": "queue-2", "value": 17} → {"key", "value", "offset"}: one record produced with
-  acks=all and no retries to the partition the key names (Kafka's `topic-partition`); values are
+  acks=all by an idempotent producer (KIP-98) to the partition the key names (Kafka's `topic-partition`); values are
   unique across the test. fail only when Kafka's error proves nothing was appended
   (`queue_client.definite_send_error`), info otherwise.
 - `assign` {"keys": [...]} → {"keys", "positions"}: the consumer takes these partitions from their

@@ -1,7 +1,10 @@
 """The `QueueClient` seam over confluent-kafka (librdkafka): the queue workload's real client.
 
-One process = one Producer (acks=all, no idempotence, no retries, one request in flight: a
-record is appended at most once per send, so a duplicate in the log is the cluster's doing) and
+One process = one idempotent Producer (KIP-98: acks=all, one request in flight; librdkafka re-sends
+within `message.timeout.ms` and the broker appends each batch once, by producer id and sequence, so
+a duplicate in the log is the cluster's doing — without idempotence librdkafka was seen re-sending a
+record even with `retries=0`, and a duplicate would prove nothing; a fatal producer error drops the
+producer, and the next send starts a new one with a new producer id) and
 one Consumer in assign mode (a group id librdkafka insists on, but no subscribe and no commits;
 `auto.offset.reset=earliest`, so a fetch position the log lost shows as a jump the checker sees).
 Both are used without blocking the event loop: produce + `poll(0)` until the delivery report,
@@ -38,11 +41,11 @@ def kafka_name(err: KafkaError) -> str:
     return error_name(code) if code >= 0 else str(err.name())
 
 
-AFTER_FAILOVER = frozenset({"NOT_ENOUGH_REPLICAS"})
-"""Broker errors librdkafka has been seen to report for a record an earlier attempt had appended:
-its delivery report carries the last attempt's error, and a new leader whose ISR shrank in the
-failover refuses the record again (a run: the old leader appended it, the new leader answered
-NOT_ENOUGH_REPLICAS, the record was read back)."""
+AFTER_FAILOVER = frozenset({"NOT_ENOUGH_REPLICAS", "UNKNOWN_TOPIC_OR_PARTITION"})
+"""Broker errors that prove nothing was appended by the attempt they answer, but that librdkafka
+retries: its delivery report carries the last attempt's error, and an earlier attempt may have
+been appended (a run: the old leader appended it, the new leader whose ISR shrank in the failover
+answered NOT_ENOUGH_REPLICAS, the record was read back)."""
 
 
 def raise_send_error(err: KafkaError) -> None:
@@ -62,8 +65,8 @@ class ConfluentQueueClient:
             "log_level": 3,
             "broker.address.family": "v4", "topic.metadata.refresh.interval.ms": 1000,
             "socket.timeout.ms": max(ms, FETCH_WAIT_MS + 1000), "reconnect.backoff.max.ms": 500}
-        self.producer_conf = {**self.common, "acks": "all", "enable.idempotence": False,
-                              "message.send.max.retries": 0, "max.in.flight.requests.per.connection": 1,
+        self.producer_conf = {**self.common, "acks": "all", "enable.idempotence": True,
+                              "max.in.flight.requests.per.connection": 1,
                               "linger.ms": 0, "request.timeout.ms": ms, "message.timeout.ms": ms}
         self.consumer_conf = {**self.common, "group.id": f"kraftlab-queue-{process}", "enable.auto.commit": False,
                               "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
@@ -121,6 +124,8 @@ class ConfluentQueueClient:
                 tick = min(tick * 1.5, 0.05)
         err, msg = done.result()
         if err is not None:
+            if err.fatal():  # the idempotent producer is unusable: the next send makes a new one
+                self._producer = None
             raise_send_error(err)
         return int(msg.offset())
 

@@ -123,8 +123,9 @@ class Duplicate(NamedRule):
             said = "; ".join(f"{k} offset {o} ({_who(s)})" for k, o, s in where)
             yield QueueViolation(
                 self.name, f"value {short(value, 30)}, {sent}, stands at {len(where)} places: {said}. The producer "
-                "sent it in one request and never retried, so the log appended it more than once (a re-appended "
-                "batch, or a replica that copied it twice).",
+                "is idempotent (KIP-98), so whatever it re-sent, the log appended it more than once (a re-appended "
+                "batch the broker should have recognised by producer id and sequence, or a replica that copied it "
+                "twice).",
                 ops=[s.op for _, _, s in where], key=where[0][0], offsets=[o for _, o, _ in where], values=[value])
 
 

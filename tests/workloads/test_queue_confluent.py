@@ -26,7 +26,7 @@ def test_kafka_names_and_their_meaning() -> None:
         with pytest.raises(DefiniteFailure):
             raise_send_error(KafkaError(code))
     # a new leader's NOT_ENOUGH_REPLICAS may answer a retry of a record the old leader appended
-    for code in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_LEADER_FOR_PARTITION,
+    for code in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION,
                  KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                  KafkaError.REQUEST_TIMED_OUT, KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT):
         with pytest.raises(IndefiniteError):
@@ -65,6 +65,6 @@ def test_a_process_bootstraps_at_its_node_first_then_the_others() -> None:
     qc = connect("n2", 3)
     assert isinstance(qc, ConfluentQueueClient)
     assert qc.common["bootstrap.servers"] == "10.0.0.2:9092,10.0.0.1:9092,10.0.0.3:9092"
-    assert qc.producer_conf["acks"] == "all" and qc.producer_conf["message.send.max.retries"] == 0
+    assert qc.producer_conf["acks"] == "all" and qc.producer_conf["enable.idempotence"] is True
     with pytest.raises(DefiniteFailure, match="no broker listener"):
         connect("n9", 4)
