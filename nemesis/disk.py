@@ -3,8 +3,8 @@ is started again on `stop-disk` (after a format, when the data directory was wip
 
 A node whose damage reaches committed data (below its checkpointed high-water mark) must refuse to
 start: that is the node doing its job. `stop-disk` then does what an operator does with a broker-only
-node (an observer, whose log the quorum can give back): wipe, format, start — and says so in its
-result (`rebuilt`). Like the `wipe` damage, that starts the node's journal afresh. A voter that
+node (an observer, whose log the quorum can give back): wipe its metadata directory (not its
+partition logs), format what is missing, start — and says so in its result (`rebuilt`). Like the `wipe` damage, that starts the node's journal afresh. A voter that
 refuses is left down (`refused`), since rebuilding a voter's log breaks Raft's stable-storage
 assumption; so is a wiped voter, which is started on its empty directory (never formatted anew) and
 must refuse to start.
@@ -70,6 +70,16 @@ elif action=="wipe":
             for name in sorted(os.listdir(d)):
                 p=os.path.join(d,name);removed.append(p)
                 shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
+    out.update(removed=removed)
+elif action=="wipe-metadata":
+    removed=[]
+    same=os.path.realpath(meta)==os.path.realpath(data)
+    if os.path.isdir(meta):
+        for name in sorted(os.listdir(meta)):
+            if same and name not in ("__cluster_metadata-0","meta.properties","bootstrap.checkpoint"):
+                continue
+            p=os.path.join(meta,name);removed.append(p)
+            shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
     out.update(removed=removed)
 else: sys.exit("unknown damage "+action)
 print(json.dumps(out))
@@ -211,7 +221,9 @@ class DiskFault:
             if node in voters:
                 refused.append(node)
                 continue
-            result = control.host(node).run(damage_command("wipe", control.metadata_log_dir(node),
+            # the metadata log only, as an operator rebuilds a broker's metadata: its partition logs
+            # stay, with their directory id, so the controller knows the replicas came back
+            result = control.host(node).run(damage_command("wipe-metadata", control.metadata_log_dir(node),
                                                            control.data_dir(node), 0, 0), timeout=60)
             if not result.ok:
                 raise FaultError(f"{node}: could not wipe its refused storage: {result.stderr.strip()[-300:]}")

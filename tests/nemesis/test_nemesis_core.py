@@ -242,8 +242,8 @@ def test_disk_heal_rebuilds_an_observer_that_refuses_its_damaged_log_and_leaves_
     assert healed.value["rebuilt"] == ["n4"] and healed.value["refused"] == ["n2"]
     assert control.nodes_by_name["n4"].formats == 1 and control.nodes_by_name["n4"].state == "running"
     assert control.nodes_by_name["n2"].formats == 0 and control.nodes_by_name["n2"].state == "killed"
-    wiped = {n for n in ("n2", "n4") if any("' wipe " in c for c in cmds(control, n))}  # the damager's action arg
-    assert wiped == {"n4"}
+    wiped = {n for n in ("n2", "n4") if any("' wipe-metadata " in c for c in cmds(control, n))}  # the action arg
+    assert wiped == {"n4"}  # its metadata directory only: its partition logs and their directory id stay
     assert healed.value["outcomes"] == {"n2": {"damage": "flip-bits", "zone": None, "outcome": "refused"},
                                         "n4": {"damage": "flip-bits", "zone": None, "outcome": "rebuilt"}}
 

@@ -90,6 +90,23 @@ def test_delete_quorum_state_and_wipe(meta: Path) -> None:
     assert len(done["removed"]) == 2
 
 
+def test_wipe_metadata_keeps_the_partition_logs(meta: Path, tmp_path: Path) -> None:
+    """The rebuild of a broker that refused its damaged metadata: the metadata directory goes, the
+    partition logs and their directory's meta.properties (its directory id) stay — in Kafka's shared
+    layout too, where the partitions sit beside `__cluster_metadata-0`."""
+    (meta / "data" / "queue-0").mkdir()
+    done = damage(meta, "wipe-metadata")
+    assert os.listdir(meta / "meta") == [] and len(done["removed"]) == 1
+    assert sorted(os.listdir(meta / "data")) == ["meta.properties", "queue-0"]
+    shared = tmp_path / "shared"
+    (shared / PARTITION_DIR).mkdir(parents=True)
+    (shared / "queue-0").mkdir()
+    (shared / "meta.properties").write_text("node.id=1\n")
+    result = sh(damage_command("wipe-metadata", str(shared), str(shared), 1, 0))
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(shared) == ["queue-0"]
+
+
 def test_damage_without_segments_fails_loudly(tmp_path: Path) -> None:
     result = sh(damage_command("truncate-tail", str(tmp_path), str(tmp_path), 1, 10))
     assert result.returncode != 0 and "no log segment" in result.stderr
