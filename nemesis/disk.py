@@ -4,8 +4,8 @@ is started again on `stop-disk` (after a format, when the data directory was wip
 A node whose damage reaches committed data (below its checkpointed high-water mark) must refuse to
 start: that is the node doing its job. `stop-disk` then does what an operator does with a broker-only
 node (an observer, whose log the quorum can give back): wipe its metadata directory (not its
-partition logs), format what is missing, start — and says so in its result (`rebuilt`). Like the `wipe` damage, that starts the node's journal afresh. A voter that
-refuses is left down (`refused`), since rebuilding a voter's log breaks Raft's stable-storage
+partition logs, nor its journal), format what is missing, start — and says so in its result
+(`rebuilt`). A voter that refuses is left down (`refused`), since rebuilding a voter's log breaks Raft's stable-storage
 assumption; so is a wiped voter, which is started on its empty directory (never formatted anew) and
 must refuse to start.
 
