@@ -321,7 +321,9 @@ def _check_sessions(journals: Journals, vs: list[Violation], timeout_ms: float, 
                     t.applied(e, *change)
             elif e.ev == "fence" and t.leading:
                 t.fence_event(e)
-            elif _ok(e, "BrokerHeartbeat") and int(e["broker"]) in t.watched:
+            elif (_ok(e, "BrokerHeartbeat") or _ok(e, "BrokerRegistration")) and int(e["broker"]) in t.watched:
+                # an accepted registration is a sign of life too: a retry of the live incarnation
+                # renews its session (the controller's leases, as Kafka's heartbeat manager does)
                 t.watched[int(e["broker"])] = e
                 t.overdue.pop(int(e["broker"]), None)
 

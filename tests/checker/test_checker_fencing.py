@@ -87,6 +87,25 @@ def test_silent_broker_not_fenced() -> None:
     assert a["entries"][-1]["where"] == _line(j, still)
 
 
+def test_a_registration_retry_of_the_live_incarnation_renews_the_session() -> None:
+    """A clean run (seed 629): a registration request of the live incarnation, delayed in a lossy
+    network past its process's death, reached a new controller, which answered it with the same epoch
+    and renewed the session from then, as Kafka does — not a silence."""
+    j = JB()
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=5, incarnation="a", error="NONE")
+    last = j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
+    retry = j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=5, incarnation="a", error="NONE")
+    retry["mono"] = last["mono"] + 6_000_000_000
+    late = j.add(1, "lease", broker=7, expires_ms=0)
+    late["mono"] = last["mono"] + 11_000_000_000  # 11 s after the unfence, 5 s after the retry
+    still = j.add(1, "lease", broker=7, expires_ms=0)
+    still["mono"] = late["mono"] + 1_000_000_000
+    assert _check(j)["valid"] is True
+    retry["error"] = "DUPLICATE_BROKER_REGISTRATION"  # a refused one is no sign of this broker's life
+    only_anomaly(_check(j), "SessionNotFenced")
+
+
 def test_controller_resuming_from_a_pause_and_resigning_is_fine() -> None:
     j = JB()
     j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
