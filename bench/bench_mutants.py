@@ -61,6 +61,7 @@ from typing import Any
 from mutation_ops import Mutant, mutants_of, mutated_source, unmutated_source
 
 from kraftlab.exits import EXIT_BAD_ARGS
+from kraftlab.testing.interrupts import interrupt_on_sigterm
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -453,10 +454,6 @@ def select(args: argparse.Namespace) -> tuple[list[Mutant], int]:
     return sorted(chosen, key=lambda m: (m.file, m.line, m.id)), len(everything)
 
 
-def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--packages", default=DEFAULT_PACKAGES, help="comma-separated folders whose .py files to mutate")
@@ -501,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         report(chosen, _load_cache())
         return 0
-    signal.signal(signal.SIGTERM, _interrupted)
+    interrupt_on_sigterm()
     deadline = time.monotonic() + args.budget if args.budget else None
     packages = sorted({_package(m.file) for m in chosen})
     suite = suite_hash()

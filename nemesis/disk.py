@@ -63,23 +63,17 @@ elif action=="delete-quorum-state":
     f=os.path.join(part,"quorum-state");existed=os.path.exists(f)
     if existed: os.remove(f)
     out.update(file=f,existed=existed)
-elif action=="wipe":
+elif action in ("wipe","wipe-metadata"):
     removed=[]
-    for d in dict.fromkeys([data,meta]):
+    only=None  # wipe-metadata in Kafka's shared layout (partitions beside the metadata log): its files only
+    if action=="wipe-metadata" and os.path.realpath(meta)==os.path.realpath(data):
+        only=("__cluster_metadata-0","meta.properties","bootstrap.checkpoint")
+    for d in dict.fromkeys([data,meta] if action=="wipe" else [meta]):
         if os.path.isdir(d):
             for name in sorted(os.listdir(d)):
+                if only is not None and name not in only: continue
                 p=os.path.join(d,name);removed.append(p)
                 shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
-    out.update(removed=removed)
-elif action=="wipe-metadata":
-    removed=[]
-    same=os.path.realpath(meta)==os.path.realpath(data)
-    if os.path.isdir(meta):
-        for name in sorted(os.listdir(meta)):
-            if same and name not in ("__cluster_metadata-0","meta.properties","bootstrap.checkpoint"):
-                continue
-            p=os.path.join(meta,name);removed.append(p)
-            shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
     out.update(removed=removed)
 else: sys.exit("unknown damage "+action)
 print(json.dumps(out))

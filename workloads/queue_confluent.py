@@ -41,7 +41,7 @@ def kafka_name(err: KafkaError) -> str:
     return error_name(code) if code >= 0 else str(err.name())
 
 
-AFTER_FAILOVER = frozenset({"NOT_ENOUGH_REPLICAS", "UNKNOWN_TOPIC_OR_PARTITION"})
+RETRIED_BY_THE_CLIENT = frozenset({"NOT_ENOUGH_REPLICAS", "UNKNOWN_TOPIC_OR_PARTITION"})
 """Broker errors that prove nothing was appended by the attempt they answer, but that librdkafka
 retries: its delivery report carries the last attempt's error, and an earlier attempt may have
 been appended (a run: the old leader appended it, the new leader whose ISR shrank in the failover
@@ -50,7 +50,7 @@ answered NOT_ENOUGH_REPLICAS, the record was read back)."""
 
 def raise_send_error(err: KafkaError) -> None:
     name = kafka_name(err)
-    if name in LOCAL_DEFINITE or (definite_send_error(name) and name not in AFTER_FAILOVER):
+    if name in LOCAL_DEFINITE or (definite_send_error(name) and name not in RETRIED_BY_THE_CLIENT):
         raise DefiniteFailure(name)
     raise IndefiniteError(name)
 

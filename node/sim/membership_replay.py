@@ -12,7 +12,6 @@ import argparse
 import sys
 
 from kraftlab.node.sim import replay
-from kraftlab.node.sim.invariants import InvariantViolation
 from kraftlab.node.sim.membership import MembershipParams, run
 
 _DEFAULTS = MembershipParams(replay.SimParams(seed=0))
@@ -38,17 +37,10 @@ def parse(argv: list[str] | None = None) -> MembershipParams:
 
 def main(argv: list[str] | None = None) -> int:
     params = parse(argv)
-    try:
-        report = run(params)
-    except (InvariantViolation, AssertionError) as exc:
-        print(f"FAILED: {exc}")
-        return 1
-    print(
-        f"ok: {report.changes_committed} voter changes committed, {report.leader_removals} leader removals asked, "
-        f"{report.disks_replaced} disks replaced, final voters {list(report.final_voters)}, answers {report.answers}; "
-        f"committed offset {report.sim.committed_offset}"
-    )
-    return 0
+    return replay.report(lambda: run(params), lambda r: (
+        f"{r.changes_committed} voter changes committed, {r.leader_removals} leader removals asked, "
+        f"{r.disks_replaced} disks replaced, final voters {list(r.final_voters)}, answers {r.answers}; "
+        f"committed offset {r.sim.committed_offset}"))
 
 
 if __name__ == "__main__":

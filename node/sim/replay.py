@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 from kraftlab.node.sim.cluster import SimParams, run
 from kraftlab.node.sim.faults import FAULT_KINDS
 from kraftlab.node.sim.invariants import InvariantViolation
+
+R = TypeVar("R")
 
 _DEFAULTS = SimParams(seed=0)
 
@@ -53,19 +57,23 @@ def parse(argv: list[str] | None = None) -> SimParams:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    params = parse(argv)
+def report(simulate: Callable[[], R], describe: Callable[[R], str]) -> int:
+    """Run a replayed simulation: `FAILED: <the broken invariant>` and exit 1, or `ok: <describe>` and 0."""
     try:
-        result = run(params)
+        result = simulate()
     except (InvariantViolation, AssertionError) as exc:
         print(f"FAILED: {exc}")
         return 1
-    print(
-        f"ok: {result.events} events, {result.appended} appends, committed offset {result.committed_offset}, "
-        f"max epoch {result.max_epoch}, snapshots loaded {result.snapshots_loaded}; after healing: leader in "
-        f"{result.leader_after_heal_ms} ms, first commit in {result.commit_after_heal_ms} ms"
-    )
+    print(f"ok: {describe(result)}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    params = parse(argv)
+    return report(lambda: run(params), lambda result: (
+        f"{result.events} events, {result.appended} appends, committed offset {result.committed_offset}, "
+        f"max epoch {result.max_epoch}, snapshots loaded {result.snapshots_loaded}; after healing: leader in "
+        f"{result.leader_after_heal_ms} ms, first commit in {result.commit_after_heal_ms} ms"))
 
 
 if __name__ == "__main__":
