@@ -163,7 +163,11 @@ class Replay:
             if at is None:
                 at = events[ev] = []
             at.append((e, m))
-            if ev == "start":
+            if ev == "launch":
+                # a new process life: its first high-water mark is not compared with the last life's
+                # (it may journal one while recovering, and die before its `start`, refusing its storage)
+                m = m._replace(hw_entry=e)
+            elif ev == "start":
                 st.log_start = int(e.get("log_start", 0))
                 st.log_end = int(e.get("log_end", 0))
                 fresh = st.log_end == 0 or nid not in (e.get("voters") or [nid])

@@ -112,6 +112,19 @@ def test_a_leader_whose_restart_recovered_entries_the_journal_missed_holds_them(
     assert "lacks offset 2" in a["explanation"]
 
 
+def test_a_process_life_that_died_recovering_starts_its_high_water_mark_over() -> None:
+    """main.sh seed 7: a broker restarted after a kill journalled the high-water mark of its snapshot
+    (below the last life's) while recovering, then refused its damaged storage before its `start`;
+    within one life the high-water mark still never goes back."""
+    j = healthy_raft()
+    j.add(3, "launch", pid=2)
+    j.add(3, "recovery", hw_checkpoint=3, log_start=1, log_end=3)
+    j.add(3, "hw", hw=1, epoch=0)
+    assert _check(j)["valid"] is True
+    j.add(3, "hw", hw=0, epoch=0)
+    only_anomaly(_check(j), "MonotonicHighWatermark")
+
+
 def test_applying_an_uncommitted_record() -> None:
     j = healthy_raft()
     j.add(3, "apply", offset=3, type="PartitionChangeRecord", crc=21)
