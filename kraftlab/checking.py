@@ -98,6 +98,8 @@ def check_run(run: RunDir, *, session_timeout_ms: float = 9000.0, budget: Budget
     if notes:
         results.setdefault("notes", []).extend(notes)
     results["history"] = {"events": len(history.events), "linearizable_events": len(lin.events)}
+    if test.get("topology"):  # the cluster judged, and what of it the seed drew (kraftlab.topology_swarm)
+        results["cluster"] = {"topology": test["topology"], "drawn": test.get("drawn") or {}}
     try:
         results["coverage"] = coverage(journals, history, WINDOWS, _node_ids(run).values(), session_timeout_ms)
     except Exception as exc:  # coverage describes the run; it never decides or breaks the verdict

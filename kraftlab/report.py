@@ -84,6 +84,17 @@ def run_title(test: dict[str, Any]) -> str:
     return f"{workload} × {nemesis}" + (f", seed {seed}" if seed is not None else "")
 
 
+def run_shape(test: dict[str, Any]) -> str:
+    """The cluster the run deployed, marking what its seed drew (`topology combined (drawn)`;
+    `controller.quorum.election.timeout.ms=500 (drawn)`)."""
+    drawn = test.get("drawn") or {}
+    parts = []
+    if test.get("topology"):
+        parts.append(f"topology {test['topology']}" + (" (drawn)" if "topology" in drawn else ""))
+    parts += [f"{k}={v} (drawn)" for k, v in sorted((drawn.get("config") or {}).items())]
+    return ", ".join(parts)
+
+
 RECOVERY_LOOKBACK_NS = 15_000_000_000
 """The recovery picture starts this long before the heal."""
 
@@ -137,6 +148,7 @@ def render(run: RunDir) -> Path:
              f"<h1>{_esc(title)}: {_verdict(results.get('valid'))}</h1>",
              f"<div class='small'>{_esc(run.path)} · seed {_esc(test.get('seed'))} · "
              f"{len(pairs)} client ops · {len(windows)} fault windows</div>",
+             f"<div class='small'>{_esc(run_shape(test))}</div>",
              *(f"<div class='small'>{_esc(n)}</div>" for n in notes),
              f"<details><summary>test arguments</summary><pre>{_esc(json.dumps(test, indent=2, default=str))}"
              f"</pre></details>",

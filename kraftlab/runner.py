@@ -50,6 +50,7 @@ from kraftlab.recovery import RECOVERY_FILE, recovery_bound, wait_recovered
 from kraftlab.report import render
 from kraftlab.scrape import MetricsScraper
 from kraftlab.store import DEFAULT_STORE, RunDir, new_run, write_json
+from kraftlab.topology_swarm import draw_topology, topology_of
 from kraftlab.workloads import catalog
 from kraftlab.workloads.generator import TimeLimit
 from kraftlab.workloads.history import HistoryWriter
@@ -65,7 +66,9 @@ class TestOptions:
     time_limit: float = 60.0
     seed: int | None = None
     nodes: int = 5
-    topology: str = DEFAULT_TOPOLOGY
+    topology: str | None = DEFAULT_TOPOLOGY
+    """None: drawn per seed among the shapes the lab's hosts allow (kraftlab.topology_swarm), or, for a
+    replayed schedule, the shape it ran on."""
     concurrency: int | None = None  # default: 2 per node
     rate: float = 10.0  # ops/s per process
     nemesis_interval: float | None = None  # None: each package's own gap, from the node's timeouts
@@ -156,7 +159,7 @@ def validate(opts: TestOptions) -> None:
         raise BadArguments(f"unknown quorum {opts.quorum!r}; one of {', '.join(QUORUMS)}")
     if opts.quorum == "static" and quorum_for(opts.nemesis) == "dynamic":
         raise BadArguments("--nemesis membership changes voters: it needs a dynamic quorum (drop --quorum static)")
-    if opts.topology not in TOPOLOGIES:
+    if opts.topology is not None and opts.topology not in TOPOLOGIES:
         raise BadArguments(f"unknown topology {opts.topology!r}; one of {', '.join(TOPOLOGIES)}")
     if opts.nodes < 1 or (opts.concurrency is not None and opts.concurrency < 1):
         raise BadArguments("--nodes and --concurrency must be at least 1")
@@ -168,6 +171,7 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
     validate(opts)
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
     opts = dataclasses.replace(opts, seed=seed)
+    drawn: dict[str, Any] = {}  # what the seed drew because the options left it open (test.json → drawn)
     run = new_run(opts.test_name(), {k: (str(v) if isinstance(v, Path) else v)
                                      for k, v in dataclasses.asdict(opts).items()}, store=opts.store)
     logging.basicConfig(filename=run.path / "runner.log", level=logging.INFO,
@@ -195,7 +199,12 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
                 run.update_test(lab=lab.name, lab_created=created)
                 live.phase = "deploy"
                 quorum = opts.quorum or quorum_for(opts.nemesis, _replayed(opts))
-                dep = Deployment.create(lab, opts.topology, opts.config, run_dir=run.path, diskfs=opts.diskfs,
+                topology, by_seed = resolve_topology(opts, len(lab.addresses()))
+                opts = dataclasses.replace(opts, topology=topology)
+                if by_seed:
+                    drawn["topology"] = topology
+                run.update_test(topology=topology, drawn=drawn)
+                dep = Deployment.create(lab, topology, opts.config, run_dir=run.path, diskfs=opts.diskfs,
                                         quorum=quorum)
                 run.update_test(cluster_id=dep.state.cluster_id,
                                 nodes_roles={s.name: list(s.roles) for s in dep.state.specs}, quorum=quorum,
@@ -248,6 +257,19 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, run_dir: Path) -> None:
         super().__init__(f"interrupted; the partial run's verdict and report are in {run_dir}")
         self.run_dir = run_dir
+
+
+def resolve_topology(opts: TestOptions, hosts: int) -> tuple[str, bool]:
+    """(the topology the run deploys on `hosts` hosts, whether its seed drew it): the one the options
+    name; else the one a replayed schedule ran on; else the seed's draw (kraftlab.topology_swarm)."""
+    if opts.topology is not None:
+        return opts.topology, False
+    if (replayed := _replayed(opts)) is not None:
+        schedule = nemesis_schedule.load(replayed)
+        if (shape := topology_of(schedule.nodes, schedule.controllers, schedule.brokers, schedule.quorum)) is not None:
+            return shape, False
+    assert opts.seed is not None
+    return draw_topology(opts.seed, hosts), True
 
 
 def _replayed(opts: TestOptions) -> Path | None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kraftlab.deploy import DEFAULT_TOPOLOGY, QUORUMS, TOPOLOGIES
+from kraftlab.deploy import QUORUMS, TOPOLOGIES
 from kraftlab.nemesis.session import add_run_arguments
 from kraftlab.runner import TestOptions
 from kraftlab.store import DEFAULT_STORE
+from kraftlab.topology_swarm import WEIGHTS
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -33,8 +34,9 @@ def add_test_arguments(p: argparse.ArgumentParser, *, matrix: bool = False) -> N
     p.add_argument("--time-limit", type=_positive, default=60.0, help="seconds of workload (default 60)")
     p.add_argument("--seed", type=int, default=None, help="seed for the workload and the nemesis schedule")
     p.add_argument("--nodes", type=int, default=5, help="hosts in a lab created for the run (default 5)")
-    p.add_argument("--topology", default=DEFAULT_TOPOLOGY, choices=sorted(TOPOLOGIES),
-                   help=f"roles of the nodes (default {DEFAULT_TOPOLOGY})")
+    p.add_argument("--topology", default=None, choices=sorted(TOPOLOGIES),
+                   help="roles of the nodes (default: each seed draws one among those the hosts allow, weighted "
+                        + ", ".join(f"{t} {w:g}" for t, w in WEIGHTS) + "; a replayed schedule's own)")
     p.add_argument("--quorum", default=None, choices=QUORUMS,
                    help="static (controller.quorum.voters) or dynamic (KIP-853: bootstrap servers, the nodes beyond "
                         "the first controllers are spare controllers); default dynamic when --nemesis names membership")

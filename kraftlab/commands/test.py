@@ -8,6 +8,7 @@ import sys
 
 from kraftlab.exits import EXIT_BAD_ARGS
 from kraftlab.matrix import worst_code
+from kraftlab.report import run_shape
 from kraftlab.runner import BadArguments, run_test
 from kraftlab.testargs import add_test_arguments, options_from
 
@@ -32,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"kraftlab test: {exc}", file=sys.stderr)
             return EXIT_BAD_ARGS
         verdict = {0: "valid", 1: "INVALID", 2: "unknown"}.get(code, "crashed")
-        print(f"{verdict}: {rundir.report}")
+        shape = run_shape(rundir.read_test())
+        print(f"{verdict}: {rundir.report}" + (f" ({shape})" if shape else ""))
         codes.append(code)
     return worst_code(codes)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kraftlab.exits import EXIT_BAD_ARGS
 from kraftlab.matrix import print_summary, run_matrix, worst_exit, write_junit
+from kraftlab.report import run_shape
 from kraftlab.runner import BadArguments, run_test, validate
 from kraftlab.testargs import add_test_arguments, options_from
 
@@ -42,11 +43,12 @@ def run(args: argparse.Namespace) -> int:
     def run_one(workload: str, nemesis: str, repeat: int) -> tuple[int, str | None, str]:
         seed = None if args.seed is None else args.seed + repeat
         code, rundir = run_test(options_from(args, workload=workload, nemesis=nemesis, seed=seed))
-        return code, str(rundir.path), ""
+        return code, str(rundir.path), run_shape(rundir.read_test())
 
     results = run_matrix(workloads, nemeses, args.test_count, run_one,
                          on_result=lambda r: print(f"{r.workload} × {r.nemesis} #{r.repeat}: {r.verdict} "
-                                                   f"({r.seconds:.0f}s) {r.run_dir or r.message}", flush=True))
+                                                   f"({r.seconds:.0f}s) {r.run_dir or ''} {r.message}".rstrip(),
+                                                   flush=True))
     print_summary(results)
     write_junit(results, args.junit)
     print(f"JUnit XML: {args.junit}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from kraftlab.deploy import DEFAULT_TOPOLOGY
 from kraftlab.nemesis.schedule import save
 from kraftlab.runner import TestOptions
 from kraftlab.zoo.plans import CONTROL, PLANS, Plan
@@ -121,7 +122,7 @@ def scheduled(opts: TestOptions, plan: Plan) -> Iterator[TestOptions]:
         yield opts
         return
     schedule = targeted(plan.recipe, seed=opts.seed or 0, duration=opts.time_limit, nodes=opts.nodes,
-                        topology=opts.topology)
+                        topology=opts.topology or DEFAULT_TOPOLOGY)
     folder = Path(tempfile.mkdtemp(prefix="kraftlab-zoo-"))
     try:
         save(schedule, folder)
