@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftlab.checking import check_run, exit_code
+from kraftlab.config_swarm import draw_config
 from kraftlab.control.lab import Lab
 from kraftlab.control.labs import lab_down, lab_up, load_lab
 from kraftlab.deploy import (
@@ -87,6 +88,9 @@ class TestOptions:
     name: str | None = None
     store: Path = DEFAULT_STORE
     config: dict[str, str] = field(default_factory=dict)  # extra server.properties keys
+    config_swarm: bool = False
+    """Draw, per seed, the keys of kraftlab.config_swarm's table that `config` leaves open (the CLI's
+    default; programmatic runs — the zoo's recipes, timed to the defaults — keep the node's defaults)."""
     diskfs: bool = False  # metadata directories on the disk-fault filesystem: a kill is a power loss
     quorum: str | None = None
     """`static` or `dynamic` (KIP-853); None: dynamic when the nemesis names `membership` (or the
@@ -170,10 +174,13 @@ def run_test(opts: TestOptions) -> tuple[int, RunDir]:
     anything if the arguments cannot work."""
     validate(opts)
     seed = opts.seed if opts.seed is not None else random.randrange(2**31)
-    opts = dataclasses.replace(opts, seed=seed)
     drawn: dict[str, Any] = {}  # what the seed drew because the options left it open (test.json → drawn)
-    run = new_run(opts.test_name(), {k: (str(v) if isinstance(v, Path) else v)
-                                     for k, v in dataclasses.asdict(opts).items()}, store=opts.store)
+    if opts.config_swarm and (config := draw_config(_config_seed(opts, seed), opts.config)):
+        drawn["config"] = config
+    opts = dataclasses.replace(opts, seed=seed, config={**drawn.get("config", {}), **opts.config})
+    run = new_run(opts.test_name(), {**{k: (str(v) if isinstance(v, Path) else v)
+                                        for k, v in dataclasses.asdict(opts).items()}, "drawn": drawn},
+                  store=opts.store)
     logging.basicConfig(filename=run.path / "runner.log", level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     history = HistoryWriter(run.history)
@@ -272,8 +279,21 @@ def resolve_topology(opts: TestOptions, hosts: int) -> tuple[str, bool]:
     return draw_topology(opts.seed, hosts), True
 
 
+def _config_seed(opts: TestOptions, seed: int) -> int:
+    """The seed the configuration is drawn from: a replayed schedule's own, so the replay runs on the
+    timeouts its windows were sized to; else the run's."""
+    replayed = _replayed(opts)
+    return nemesis_schedule.load(replayed).seed if replayed is not None else seed
+
+
 def _replayed(opts: TestOptions) -> Path | None:
     return Path(opts.replay_nemesis) / "nemesis-schedule.json" if opts.replay_nemesis else None
+
+
+def node_timing(config: dict[str, str]) -> Timing:
+    """The deployed nodes' timeouts (their defaults, under the run's configuration, drawn keys included):
+    what the nemesis sizes its windows to and the recovery watch its bound to."""
+    return Timing.from_properties({**DEFAULT_PROPERTIES, **config})
 
 
 def session_timeout_ms(config: dict[str, str]) -> float:
@@ -286,7 +306,7 @@ def _run_phases(opts: TestOptions, run: RunDir, history: HistoryWriter, dep: Dep
     rng = random.Random(opts.seed)
     nem = prepare_run(dep.lab.name, dep, packages=opts.nemesis, interval=opts.nemesis_interval,
                       duration=opts.time_limit, seed=opts.seed, run_dir=run.path, swarm=opts.swarm,
-                      timing=Timing.from_properties({**DEFAULT_PROPERTIES, **opts.config}),
+                      timing=node_timing(opts.config),
                       recorder=history_recorder(history),
                       replay_from=_replayed(opts))
     live.nemesis = nem.nemesis
@@ -310,8 +330,7 @@ def _run_phases(opts: TestOptions, run: RunDir, history: HistoryWriter, dep: Dep
     # everything committed by the heal, so they observe the final state, not a lag. A cluster that
     # does not get there within the bound is a finding (the `recovery` checker), not a crash: the
     # final reads still run, and what they cannot read ends `fail`/`info` like any other op.
-    timing = Timing.from_properties({**DEFAULT_PROPERTIES, **opts.config})
-    bound = opts.recovery_time if opts.recovery_time is not None else recovery_bound(timing)
+    bound = opts.recovery_time if opts.recovery_time is not None else recovery_bound(node_timing(opts.config))
     recovery = wait_recovered(dep, scraper.scrape_once, bound, history_now=history.now)
     write_json(run.path / RECOVERY_FILE, recovery.to_json())
     live.phase = "final reads"

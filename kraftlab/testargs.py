@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kraftlab.config_swarm import TABLE
 from kraftlab.deploy import QUORUMS, TOPOLOGIES
 from kraftlab.nemesis.session import add_run_arguments
 from kraftlab.runner import TestOptions
@@ -61,6 +62,9 @@ def add_test_arguments(p: argparse.ArgumentParser, *, matrix: bool = False) -> N
     p.add_argument("--store", type=Path, default=DEFAULT_STORE)
     p.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="extra server.properties entry for every node (repeatable)")
+    p.add_argument("--no-config-swarm", dest="config_swarm", action="store_false",
+                   help="keep the node's defaults for the keys each seed otherwise draws ("
+                        + ", ".join(row.key for row in TABLE) + "); a --config KEY=VALUE always wins")
     p.add_argument("--diskfs", action="store_true",
                    help="put each node's metadata.log.dir on the disk-fault FUSE filesystem: every kill also "
                         "loses what the node never fsynced (netns and SSH backends)")
@@ -74,6 +78,7 @@ def options_from(args: argparse.Namespace, **override: object) -> TestOptions:
                   recovery_time=args.recovery_time, op_timeout=args.op_timeout, backend=args.backend,
                   lab=args.lab, nodes_file=args.nodes_file, accept_new_host_keys=args.accept_new_host_keys,
                   leave_running=args.leave_running, replay_nemesis=args.replay_nemesis, store=args.store,
-                  config=dict(args.config), diskfs=getattr(args, "diskfs", False), quorum=args.quorum)
+                  config=dict(args.config), config_swarm=args.config_swarm, diskfs=getattr(args, "diskfs", False),
+                  quorum=args.quorum)
     fields.update(override)
     return TestOptions(**fields)

@@ -19,9 +19,9 @@ T = TypeVar("T")
 
 ACTIVE_WAIT_S = 3.0
 """How long a fault aimed at the active controller waits for one to be known — an election in
-progress takes a follower's fetch timeout and an election at the node's defaults — before it fails.
-Leader-aimed windows often open right after another fault moved leadership: failing them at once
-lost several windows a run."""
+progress takes a follower's fetch timeout and an election (`Timing.election_wait_s`; this is its
+value at the node's defaults) — before it fails. Leader-aimed windows often open right after another
+fault moved leadership: failing them at once lost several windows a run."""
 
 
 @dataclass
@@ -31,14 +31,15 @@ class FaultContext:
     state: FaultState
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    active_wait_s: float = ACTIVE_WAIT_S
 
     def host(self, node: str) -> Host:
         return self.control.host(node)
 
-    def active_controller(self, wait_s: float = ACTIVE_WAIT_S, poll_s: float = 0.2) -> str | None:
-        """The active controller, asked again every `poll_s` for up to `wait_s` while none is known
-        (None: still none)."""
-        deadline = self.clock() + wait_s
+    def active_controller(self, wait_s: float | None = None, poll_s: float = 0.2) -> str | None:
+        """The active controller, asked again every `poll_s` for up to `wait_s` (default: the
+        context's `active_wait_s`) while none is known (None: still none)."""
+        deadline = self.clock() + (self.active_wait_s if wait_s is None else wait_s)
         while True:
             active = self.control.active_controller()
             if active is not None or self.clock() >= deadline:

@@ -11,7 +11,7 @@ from typing import Any
 
 from kraftlab.checker.history import Completion
 from kraftlab.nemesis import netfilter, packet
-from kraftlab.nemesis.context import FaultContext
+from kraftlab.nemesis.context import ACTIVE_WAIT_S, FaultContext
 from kraftlab.nemesis.errors import FaultError, PartialFault, Unsupported
 from kraftlab.nemesis.fanout import fan_out
 from kraftlab.nemesis.fault import Fault, Handler
@@ -22,11 +22,13 @@ from kraftlab.nemesis.state import FaultState
 
 class Nemesis:
     def __init__(self, lab: str, control: NodeControl, *, recorder: OpRecorder = null_recorder,
-                 ledger: Ledger | None = None, seed: int = 0, local_boot_id: str | None = None) -> None:
+                 ledger: Ledger | None = None, seed: int = 0, local_boot_id: str | None = None,
+                 active_wait_s: float = ACTIVE_WAIT_S) -> None:
         self.lab = lab
         self.control = control
         self.recorder = recorder
-        self.ctx = FaultContext(lab, control, FaultState(ledger if ledger is not None else MemoryLedger(), lab))
+        self.ctx = FaultContext(lab, control, FaultState(ledger if ledger is not None else MemoryLedger(), lab),
+                                active_wait_s=active_wait_s)
         rng = random.Random(seed)
         # in heal order (nemesis.packages): wake processes, then the network, then clocks, then disks
         options = {"local_boot_id": local_boot_id}

@@ -66,6 +66,12 @@ class Timing:
         return max(self.check_quorum_s, self.fetch_s) + 2 * self.election_s + 0.5
 
     @property
+    def election_wait_s(self) -> float:
+        """How long an election in progress may leave the quorum without a leader: a follower's fetch
+        timeout, then an election."""
+        return self.fetch_s + self.election_s
+
+    @property
     def fence_s(self) -> float:
         """Long enough for the active controller to fence a broker it no longer hears from."""
         return self.session_s + self.heartbeat_s + 0.5

@@ -120,5 +120,5 @@ def prepare_run(lab: str, control: NodeControl, *, packages: str, interval: floa
                             spares=spare_controllers(control))
     path = save(schedule, run_dir)
     nemesis = Nemesis(lab, control, recorder=recorder, ledger=ledger if ledger is not None else ledger_for(lab),
-                      seed=schedule.seed)
+                      seed=schedule.seed, active_wait_s=(timing or Timing()).election_wait_s)
     return NemesisRun(nemesis, schedule, ScheduleRunner(nemesis, schedule), path)
