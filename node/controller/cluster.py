@@ -14,7 +14,8 @@
   remembered last ISR members, so it never leads from a log that may lack acknowledged records; so
   is one registering while no registration of its id exists (unregistered meanwhile: nothing to
   match). Back on the same directories, it is the last known leader Kafka 4.1's balanced recovery
-  elects again.
+  elects again. A replica placed on a directory the registration no longer names is placed on one
+  it names (log_dirs.rehome, Kafka's AssignReplicasToDirs) and its broker is struck as above.
 - BrokerHeartbeat: BROKER_ID_NOT_REGISTERED / STALE_BROKER_EPOCH, else the lease is renewed;
   unfenced when it asks (WantFence false) and has replayed its own registration; WantShutDown
   moves its leaderships and ISR memberships away and ShouldShutDown is answered once it leads
@@ -30,7 +31,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kraftlab.node.controller.log_dirs import handle_offline_dirs
+from kraftlab.node.controller.log_dirs import handle_offline_dirs, lost_replicas, rehome
 from kraftlab.node.controller.messages import error_name
 from kraftlab.node.controller.partitions import leads_any, recover_leaderless, remove_broker
 from kraftlab.node.controller.write import Outcome, Write
@@ -159,10 +160,12 @@ def register(w: Write, req: Any, leases: Leases) -> Outcome:
     # recovery elects again (KIP-966), as a crashed process finds its log where it left it.
     # (no registration at all: unregistered meanwhile, its id may still be remembered; nothing proves it)
     same_dirs = existing is not None and bool(existing.log_dirs) and set(existing.log_dirs) == set(log_dirs)
-    unclean_shutdown = (existing is None or previous != existing.epoch) and not same_dirs
+    lost = lost_replicas(w.image, bid)  # replicas on a directory it no longer has: their logs are new
+    unclean_shutdown = ((existing is None or previous != existing.epoch) and not same_dirs) or bool(lost)
     if w.config.bugs.on("trust-unclean-return"):  # BUG ZOO: trust-unclean-return — every return is clean
         unclean_shutdown = False
     remove_broker(w.image, bid, w.emit, unclean=w.config.unclean_leader_election, unclean_shutdown=unclean_shutdown)
+    rehome(w, bid, lost)
     leases.touch(bid, w.now_ms, w.events)
     return answer(ErrorCode.none, epoch)
 

@@ -13,7 +13,10 @@ writes the broker's remaining directories (BrokerRegistrationChangeRecord's LogD
 partition whose replica on that broker lived there, takes the broker out of the ISR and elects
 another leader (Kafka's handleDirectoriesOffline): a replica on a failed directory is not
 eligible to lead or to be in the ISR (MetadataImage.replica_online) until the broker registers
-again with the directory back online.
+again with the directory back online. A broker that registers again without a directory one of
+its replicas was placed on (a disk lost and formatted anew has a new directory id) gets that
+replica placed on one of its registered directories, as its AssignReplicasToDirs would in Kafka, and
+is not trusted to hold any committed record of it (cluster.register).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Iterable
 from kraftlab.node.controller.partitions import change
 from kraftlab.node.controller.write import Write
 from kraftlab.node.metadata.image import UNASSIGNED_DIR, MetadataImage, PartitionInfo
-from kraftlab.node.metadata.records import BrokerRegistrationChangeRecord
+from kraftlab.node.metadata.records import BrokerRegistrationChangeRecord, PartitionChangeRecord
 
 
 def place_replicas(image: MetadataImage, replicas: tuple[int, ...], partition_index: int) -> tuple[uuid.UUID, ...]:
@@ -42,6 +45,27 @@ def directories_after(image: MetadataImage, p: PartitionInfo, replicas: tuple[in
     dirs = tuple(p.directory(r) if r in p.replicas else (place_replicas(image, (r,), partition_index) or
                                                          (UNASSIGNED_DIR,))[0] for r in replicas)
     return None if all(d == UNASSIGNED_DIR for d in dirs) else dirs
+
+
+def lost_replicas(image: MetadataImage, broker_id: int) -> list[tuple[uuid.UUID, int]]:
+    """The partitions (topic id, index) whose replica on `broker_id` is assigned to a directory the
+    broker's registration no longer names: lost, or formatted anew with a new directory id."""
+    b = image.brokers.get(broker_id)
+    if b is None or not b.log_dirs:
+        return []
+    return [(topic.topic_id, pid) for topic, pid, p in image.partitions()
+            if broker_id in p.replicas and p.directory(broker_id) not in (UNASSIGNED_DIR, *b.log_dirs)]
+
+
+def rehome(w: Write, broker_id: int, lost: Iterable[tuple[uuid.UUID, int]]) -> None:
+    """Place each `lost` replica on one of the broker's registered directories, where its log is
+    created anew — what Kafka's broker reports with AssignReplicasToDirs; without it the replica
+    would stay offline (`MetadataImage.replica_online`) and never rejoin the ISR."""
+    for topic_id, pid in lost:
+        p = w.image.topics[topic_id].partitions[pid]
+        home = place_replicas(w.image, (broker_id,), pid)[0]
+        dirs = tuple(home if r == broker_id else p.directory(r) for r in p.replicas)
+        w.emit(PartitionChangeRecord(partition_id=pid, topic_id=topic_id, directories=dirs))
 
 
 def handle_offline_dirs(w: Write, broker_id: int, epoch: int, offline: Iterable[uuid.UUID]) -> list[str]:

@@ -17,9 +17,9 @@ nothing changes), like Kafka's PartitionChangeBuilder:
   with nobody else the partition stays leaderless (offline, not unclean) until an operator's unclean
   election. Back on the same directories it leads again, as Kafka 4.1+'s balanced recovery elects the
   last known leader (a crashed process finds its log; a power loss may have cut its unflushed tail,
-  Kafka's accepted risk without `log.flush.interval.messages`). A broker registering no data
-  directory (its partitions beside the metadata log, whose directory it does not register) is never
-  trusted: nothing tells its power loss from a lost disk (cluster.register decides which).
+  Kafka's accepted risk without `log.flush.interval.messages`). A broker registering no log
+  directory is never trusted: nothing tells its power loss from a lost disk (cluster.register
+  decides which).
 """
 
 from __future__ import annotations

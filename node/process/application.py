@@ -221,7 +221,12 @@ class KraftApplication:
             for e in config.broker_listeners:
                 adv = config.advertised(e.name) or e
                 endpoints.append(BrokerEndpoint(e.name, adv.connect_host(), adv.port))
-            self._log_dirs = directory_ids(d for d in config.log_dirs if d != config.metadata_log_dir)
+            # Every log directory is registered (KIP-858), the metadata log's too when log.dirs names
+            # it (Kafka's default layout): its directory id is what tells the controller a broker back
+            # from a crash on the same disk from one on a reformatted disk. Only the others are
+            # watched for failure: losing the metadata log's directory stops the node, as in Kafka.
+            registered = directory_ids(config.log_dirs)
+            self._log_dirs = {d: i for d, i in registered.items() if d != config.metadata_log_dir}
             self._log_dirs_checked_ms = 0
             try:  # before anything is written: a crash of this life must not look like a clean stop
                 previous_epoch = take_previous_broker_epoch(config.log_dirs)
@@ -238,7 +243,7 @@ class KraftApplication:
                     self_fence_timeout_ms=config.broker_self_fence_timeout_ms,
                     retry_backoff_ms=max(config.retry_backoff_ms, 1),
                     bugs=config.bugs,
-                    log_dirs=tuple(self._log_dirs.values()),
+                    log_dirs=tuple(registered.values()),
                     previous_broker_epoch=previous_epoch,
                 )
             )

@@ -109,3 +109,39 @@ def test_an_unclean_return_on_a_new_directory_is_struck(h: Harness) -> None:
     h.heartbeat(2, epochs[2])
     p = h.image().topic("t").partitions[0]
     assert p.leader == -1 and p.isr == ()
+
+
+def test_a_replica_whose_directory_is_gone_is_placed_anew_and_rejoins_the_isr(h: Harness) -> None:
+    """A disk lost and formatted anew (a new directory id): the replica placed on the old one is
+    placed on the new one (what Kafka's AssignReplicasToDirs reports), not left offline for good; its
+    broker leaves the ISR and leadership (its log there starts empty) and the leader can take it back
+    into the ISR once it caught up."""
+    epochs = {1: h.register(1, log_dirs=(D1,)), 2: h.register(2, log_dirs=(D2,))}
+    for b, e in epochs.items():
+        assert not h.heartbeat(b, e).is_fenced
+    h.create("t", assignments={0: [1, 2]})
+    assert h.image().topic("t").partitions[0].directories == (D1, D2)
+    h.tick(10_000)  # broker 1's process is gone: its lease runs out (broker 2 keeps its own)
+    assert h.heartbeat(2, epochs[2]).error_code == 0
+    resp = h.run(h.registration(1, incarnation=uuid.UUID(int=4245), log_dirs=(NEW,), previous_broker_epoch=epochs[1]))
+    assert resp.error_code == 0  # a clean-shutdown marker cannot vouch for a directory that is gone
+    p = h.image().topic("t").partitions[0]
+    assert p.directories == (NEW, D2) and h.image().replica_online(p, 1)
+    assert p.leader == 2 and p.isr == (2,) and p.last_known_elr == ()
+    assert not h.heartbeat(1, resp.broker_epoch).is_fenced
+    back = h.alter_isr(2, epochs[2], "t", 0, [1, 2])
+    assert back.topics[0].partitions[0].error_code == 0
+    assert set(h.image().topic("t").partitions[0].isr) == {1, 2}
+
+
+def test_a_broker_back_on_its_directories_keeps_its_replicas_where_they_are(h: Harness) -> None:
+    epochs = {1: h.register(1, log_dirs=(D1,)), 2: h.register(2, log_dirs=(D2,))}
+    for b, e in epochs.items():
+        assert not h.heartbeat(b, e).is_fenced
+    h.create("t", assignments={0: [1, 2]})
+    h.tick(10_000)
+    assert h.heartbeat(2, epochs[2]).error_code == 0
+    before = h.active().committed_offset
+    resp = h.run(h.registration(1, incarnation=uuid.UUID(int=4246), log_dirs=(D1,), previous_broker_epoch=epochs[1]))
+    assert resp.error_code == 0 and h.image().topic("t").partitions[0].directories == (D1, D2)
+    assert h.active().committed_offset == before + 1  # its registration alone, nothing placed anew
