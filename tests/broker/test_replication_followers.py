@@ -8,7 +8,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
-from replication_helpers import Net, batch, fetch, image_with, manager, one_partition, produce, values, with_brokers
+from replication_helpers import (
+    Net,
+    batch,
+    fetch,
+    image_with,
+    manager,
+    one_partition,
+    produce,
+    replies,
+    values,
+    with_brokers,
+)
 
 from kraftlab.node.broker.replication import AlterIsr, ClientReply
 from kraftlab.node.metadata.image import PartitionInfo
@@ -102,3 +113,46 @@ def test_hw_waits_for_a_replica_being_added_and_a_lost_answer_is_resent(tmp_path
     assert len(again) == 1 and again[0].request == alters[0].request and p.pending_isr == (1, 2, 3)
     m.handle("f3", fetch(2, replica=3, epoch=2), 200)
     assert p.log.high_watermark == 2
+
+
+def test_a_partition_followed_from_now_on_does_not_wait_for_the_parked_fetch(tmp_path: Path) -> None:
+    net = Net(tmp_path, min_isr=2)
+    old = PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=3)
+    net.image({0: old})
+    net.step(0)  # nothing to fetch: the followers' fetches are parked at the leader (500 ms)
+    net.image({0: old, 1: PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=3)})
+    net.m[1].handle("p", produce(batch("a"), acks=-1, partition=1), 10)
+    net.step(10)  # not at 500, when the parked fetch would have returned
+    assert one_partition(net.replies["p"]).error_code == ErrorCode.none
+    assert [net.m[i].partitions[("t", 1)].log.log_end_offset for i in (1, 2, 3)] == [1, 1, 1]
+    net.m[1].handle("q", produce(batch("b"), acks=-1, partition=0), 20)
+    net.step(20)  # one fetch per follower again, naming both partitions
+    assert one_partition(net.replies["q"]).error_code == ErrorCode.none
+
+
+def test_an_answer_to_a_superseded_fetch_is_applied_once(tmp_path: Path) -> None:
+    net = Net(tmp_path, min_isr=2)
+    old = PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=3)
+    net.image({0: old})
+    net.step(0)
+    net.image({0: old, 1: PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=3)})  # new fetches, not sent yet
+    net.m[1].handle("p", produce(batch("a"), acks=-1), 5)  # answers the parked fetches with "a" at offset 0
+    net.step(10)  # the new fetches (from offset 0) bring "a" a second time: already there, not appended
+    assert values(net.m[1]) == values(net.m[2]) == values(net.m[3]) == [(0, 3, "a")]
+    net.m[1].handle("q", produce(batch("b"), acks=-1), 20)
+    net.step(20)  # no error, so no retry backoff: the next produce is replicated at once
+    assert one_partition(net.replies["q"]).base_offset == 1
+    assert values(net.m[2]) == values(net.m[3]) == [(0, 3, "a"), (1, 3, "b")]
+
+
+def test_a_followers_newer_fetch_answers_its_parked_one(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    m.apply_image(with_brokers(image_with(partitions={0: PartitionInfo((1, 2), (1, 2), leader=1, leader_epoch=0)})), 0)
+    m.handle("c1", fetch(0, min_bytes=1, max_wait_ms=500), 0)
+    m.handle("f1", fetch(0, replica=2, epoch=0, min_bytes=1, max_wait_ms=500), 0)
+    assert replies(m) == {}
+    m.handle("c2", fetch(0, min_bytes=1, max_wait_ms=500), 10)
+    assert replies(m) == {}  # a consumer's fetch supersedes nothing
+    m.handle("f2", fetch(0, replica=2, epoch=0, min_bytes=1, max_wait_ms=500), 10)
+    answered = replies(m)
+    assert list(answered) == ["f1"] and one_partition(answered["f1"]).records == b""

@@ -6,6 +6,14 @@ and the leader's agree (Kafka's truncation by leader epoch, KIP-320's truncate-o
 wholly below the leader's log start starts over at it. Errors (the leader moved, a fenced epoch,
 a lost connection) wait `retry_backoff_ms` and retry with whatever the image says then.
 
+A partition this broker starts following from a leader it already has a Fetch parked at (up to
+replica.fetch.wait.max.ms) does not wait for that Fetch: a new one naming every partition goes out
+at once and supersedes it (the leader answers the superseded one at once: it answers a replica's
+parked Fetch when a newer one from that replica comes in). Otherwise the new partition's first
+records, and so the acks=all produces to it, would wait for the parked Fetch to return. As Kafka's
+fetcher, an answer is applied to a partition only if the partition is still at the offset and leader
+epoch it was fetched with (the other Fetch's answer may have moved it on meanwhile).
+
     FetchFromLeader(leader, token, request) -> send `request` to broker `leader`, then
         on_response(token, response, now_ms) or on_failure(token, now_ms)
 """
@@ -41,6 +49,17 @@ class FetchFromLeader:
     request: Any
 
 
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    leader: int
+    positions: dict[TopicPartition, tuple[int, int]]
+    """each partition named: (fetch offset, leader epoch) it was fetched with"""
+
+
+def _position(p: Partition) -> tuple[int, int]:
+    return p.log.log_end_offset, p.leader_epoch
+
+
 class FollowerFetcher:
     def __init__(self, node_id: int, partitions: Mapping[TopicPartition, Partition], wall_ms: Callable[[], int],
                  retry_backoff_ms: int = 100) -> None:  # fmt: skip
@@ -49,8 +68,8 @@ class FollowerFetcher:
         self.wall_ms = wall_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._tokens = 0
-        self._in_flight: dict[int, int] = {}  # token -> leader
-        self._busy: set[int] = set()  # leaders with a fetch in flight
+        self._in_flight: dict[int, _InFlight] = {}  # token -> the fetch
+        self._current: dict[int, int] = {}  # leader -> the token of the newest fetch in flight to it
         self._resume_at: dict[int, int] = {}  # leader -> when to try again
         self._outbox: list[FetchFromLeader | JournalEvent] = []
 
@@ -59,22 +78,27 @@ class FollowerFetcher:
         return out
 
     def tick(self, now_ms: int) -> None:
-        """Start a fetch to every leader this broker follows a partition of and is not fetching from."""
+        """Start a fetch to every leader this broker follows a partition of and is not fetching from,
+        or whose fetch in flight does not name every partition this broker now follows from it."""
         by_leader: dict[int, list[Partition]] = {}
         for p in self.partitions.values():
             if p.role is Role.FOLLOWER and p.leader >= 0 and p.leader != self.node_id:
                 by_leader.setdefault(p.leader, []).append(p)
         for leader, parts in sorted(by_leader.items()):
-            if leader in self._busy or now_ms < self._resume_at.get(leader, 0):
+            if now_ms < self._resume_at.get(leader, 0):
+                continue
+            current = self._in_flight.get(self._current.get(leader, -1))
+            if current is not None and all((p.topic, p.index) in current.positions for p in parts):
                 continue
             self._tokens += 1
-            self._in_flight[self._tokens] = leader
-            self._busy.add(leader)
+            parts.sort(key=lambda p: (p.topic, p.index))
+            self._in_flight[self._tokens] = _InFlight(leader, {(p.topic, p.index): _position(p) for p in parts})
+            self._current[leader] = self._tokens
             self._outbox.append(FetchFromLeader(leader, self._tokens, self._request(parts)))
 
     def _request(self, parts: list[Partition]) -> Any:
         topics: dict[str, list[dict[str, Any]]] = {}
-        for p in sorted(parts, key=lambda p: (p.topic, p.index)):
+        for p in parts:
             latest = p.log.latest_epoch()
             topics.setdefault(p.topic, []).append({
                 "partition": p.index, "current_leader_epoch": p.leader_epoch, "fetch_offset": p.log.log_end_offset,
@@ -87,23 +111,32 @@ class FollowerFetcher:
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         })  # fmt: skip
 
+    def _settle(self, token: int) -> _InFlight | None:
+        """The fetch `token` is over: its record, and the leader free for the next one if it was the newest."""
+        fetch = self._in_flight.pop(token, None)
+        if fetch is not None and self._current.get(fetch.leader) == token:
+            del self._current[fetch.leader]
+        return fetch
+
     def on_failure(self, token: int, now_ms: int) -> None:
-        leader = self._in_flight.pop(token, None)
-        if leader is not None:
-            self._busy.discard(leader)
-            self._resume_at[leader] = now_ms + self.retry_backoff_ms
+        fetch = self._settle(token)
+        if fetch is not None and fetch.leader not in self._current:  # a superseded one's failure waits for no one
+            self._resume_at[fetch.leader] = now_ms + self.retry_backoff_ms
 
     def on_response(self, token: int, response: Any, now_ms: int) -> None:
-        leader = self._in_flight.pop(token, None)
-        if leader is None:
+        fetch = self._settle(token)
+        if fetch is None:
             return
-        self._busy.discard(leader)
+        leader = fetch.leader
         failed = response.error_code != ErrorCode.none
         for topic in response.responses:
             for part in topic.partitions:
-                p = self.partitions.get((topic.topic, int(part.partition_index)))
+                key = (topic.topic, int(part.partition_index))
+                p = self.partitions.get(key)
                 if p is None or p.role is not Role.FOLLOWER or p.leader != leader:
                     continue  # the image moved on while the fetch was out
+                if fetch.positions.get(key) != _position(p):
+                    continue  # moved on meanwhile (the other fetch's answer, a new epoch): fetched again from there
                 failed |= not self._apply(p, part)
         if failed:
             self._resume_at[leader] = now_ms + self.retry_backoff_ms

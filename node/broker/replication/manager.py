@@ -20,7 +20,9 @@ Kafka's rules kept here:
 - consumers read up to the high-water mark (last stable offset = HW: no transactions), followers
   up to the log end; a follower whose last fetched epoch diverges from the leader's log gets the
   diverging epoch and its end offset instead of records; a Fetch with less than `min_bytes` waits
-  up to `max_wait_ms` for more;
+  up to `max_wait_ms` for more — a follower's only until its next Fetch comes in (its fetcher sends
+  one before the parked one returns when it starts following more partitions from this leader, and
+  a connection's answers go out in request order);
 - ListOffsets from a client on a new leader whose HW has not yet reached the start of its epoch gets
   OFFSET_NOT_AVAILABLE (the previous leader's HW may have been higher: a latest offset must not go back);
 - a request's current leader epoch older than the partition's gets FENCED_LEADER_EPOCH, a newer one
@@ -81,6 +83,7 @@ class _ParkedFetch:
     request: Any
     deadline_ms: int
     min_bytes: int
+    replica: int
 
 
 @dataclass
@@ -160,6 +163,7 @@ class ReplicaManager:
             gone = self.image.topic(key[0]) is None
             self._drop(key, delete_log=gone)
         self._recheck(now_ms)
+        self.fetcher.tick(now_ms)  # a partition followed from now on is fetched now, not at the next tick
 
     def _become(self, p: Partition, role: Role, leader: int, epoch: int, now_ms: int) -> None:
         p.role, p.leader, p.leader_epoch = role, leader, epoch
@@ -332,13 +336,16 @@ class ReplicaManager:
         replica = int(getattr(request, "replica_id", CONSUMER_REPLICA_ID))
         if replica >= 0:
             self._note_follower_fetches(request, replica, now_ms)
+            for parked in self._fetches:  # superseded (the follower fetches more partitions now): answered at once
+                if parked.replica == replica:
+                    parked.deadline_ms = now_ms
         result = self._read(request)
         min_bytes = int(request.min_bytes)
         max_wait = _ms(request.max_wait)
         if result.errors or result.size >= min_bytes or max_wait <= 0:
             self._outbox.append(ClientReply(token, respond(request, result.values)))
         else:
-            self._fetches.append(_ParkedFetch(token, request, now_ms + max_wait, min_bytes))
+            self._fetches.append(_ParkedFetch(token, request, now_ms + max_wait, min_bytes, replica))
         self._recheck(now_ms)
 
     def _note_follower_fetches(self, request: Any, replica: int, now_ms: int) -> None:
