@@ -35,11 +35,13 @@ from kraftlab.control.state import state_dir
 from kraftlab.control.wheels import WheelError, build_wheelhouse, install_script
 from kraftlab.disks import DiskMounts, python_beside
 from kraftlab.nemesis.daemon_control import DaemonNodeControl
-from kraftlab.nemesis.ports import QuorumView, VoterAnswer
+from kraftlab.nemesis.ports import QuorumView, VoterAnswer, VoterRequest
+from kraftlab.nemesis.voter_races import send_in_threads
 
 DAEMON = "kraft-node"
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
+CONTROLLER_LISTENER = "CONTROLLER"
 SASL_PORT = 9094
 """Each broker's SASL_PLAINTEXT listener (SCRAM-SHA-256/512): the scram workload's logins."""
 METRICS_PORT = 9100
@@ -183,13 +185,13 @@ def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePath
         listeners.append(f"PLAINTEXT://{spec.address}:{BROKER_PORT}")
         listeners.append(f"SASL_PLAINTEXT://{spec.address}:{SASL_PORT}")
     if spec.controller:
-        listeners.append(f"CONTROLLER://{spec.address}:{CONTROLLER_PORT}")
+        listeners.append(f"{CONTROLLER_LISTENER}://{spec.address}:{CONTROLLER_PORT}")
     props: dict[str, str] = {
         "process.roles": ",".join(spec.roles),
         "node.id": str(spec.node_id),
         where[0]: where[1],
         "listeners": ",".join(listeners),
-        "controller.listener.names": "CONTROLLER",
+        "controller.listener.names": CONTROLLER_LISTENER,
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "metadata.log.dir": paths.metadata_dir,
@@ -485,6 +487,21 @@ class Deployment(DaemonNodeControl):
                    f"--controller-id {self._specs[node].node_id} --controller-directory-id {shlex.quote(directory_id)} "
                    f"--timeout {timeout_s:g}")
         return self._voter_command(node, command, timeout_s)
+
+    def change_voters_together(self, requests: Sequence[VoterRequest], timeout_s: float) -> list[VoterAnswer]:
+        """Sent from this process where the runner reaches the controllers (each request over its own
+        connection, all at once), else by the tools run on the nodes' hosts at once (one thread each)."""
+        if self.lab.backend not in DIRECT_BACKENDS:
+            return send_in_threads(self, requests, timeout_s)
+        controllers = sorted((s for s in self.state.specs if s.controller), key=lambda s: s.name != self._leader_hint)
+        from kraftlab.node import admin
+
+        wanted = [admin.VoterChange(r.kind, self._specs[r.node].node_id, r.directory_id or "",
+                                    (CONTROLLER_LISTENER, self._specs[r.node].address, CONTROLLER_PORT))
+                  for r in requests]
+        answers = admin.change_voters_together_now([(s.address, CONTROLLER_PORT) for s in controllers], wanted,
+                                                   self.state.cluster_id, timeout_s, VOTER_COMMAND_SLACK_S)
+        return [VoterAnswer(error, message) for error, message in answers]
 
     def _voter_command(self, node: str, command: str, timeout_s: float) -> VoterAnswer:
         """The tool run on the node's host, stopped `VOTER_COMMAND_SLACK_S` after `timeout_s` (its own

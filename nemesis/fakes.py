@@ -4,12 +4,15 @@ dynamic quorum's voter set."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kraftlab.control.fake import FakeHost
 from kraftlab.control.host import HostError
-from kraftlab.nemesis.ports import QuorumView, VoterAnswer
+from kraftlab.nemesis.ports import QuorumView, VoterAnswer, VoterRequest
+from kraftlab.nemesis.voter_races import send_in_threads
 
 
 @dataclass
@@ -145,6 +148,7 @@ class FakeQuorumControl(FakeNodeControl):
     silent: int = 0
     """The next `silent` DescribeQuorum calls find no leader (HostError), as during an election."""
     _next_disk: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # changes sent together come from threads
 
     def __post_init__(self) -> None:
         self.n_controllers = self.size
@@ -179,6 +183,10 @@ class FakeQuorumControl(FakeNodeControl):
         return queued.pop(0) if queued else "NONE"
 
     def add_controller(self, node: str, timeout_s: float) -> VoterAnswer:
+        with self._lock:
+            return self._add_controller(node)
+
+    def _add_controller(self, node: str) -> VoterAnswer:
         self.requests.append(("add", node, self.disks.get(node)))
         error = self._answer(node)
         if error != "NONE":
@@ -191,6 +199,10 @@ class FakeQuorumControl(FakeNodeControl):
         return VoterAnswer("NONE")
 
     def remove_controller(self, node: str, directory_id: str, timeout_s: float) -> VoterAnswer:
+        with self._lock:
+            return self._remove_controller(node, directory_id)
+
+    def _remove_controller(self, node: str, directory_id: str) -> VoterAnswer:
         self.requests.append(("remove", node, directory_id))
         error = self._answer(node)
         if error != "NONE":
@@ -203,6 +215,9 @@ class FakeQuorumControl(FakeNodeControl):
         if self.leader == node:
             self.leader = next(iter(self.voters))
         return VoterAnswer("NONE")
+
+    def change_voters_together(self, requests: Sequence[VoterRequest], timeout_s: float) -> list[VoterAnswer]:
+        return send_in_threads(self, requests, timeout_s)
 
     def new_disk(self, node: str) -> None:
         if self.running(node):

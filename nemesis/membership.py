@@ -36,20 +36,21 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kraftlab.control.host import HostError
-from kraftlab.nemesis import powerloss
+from kraftlab.nemesis import powerloss, voter_races
 from kraftlab.nemesis.context import FaultContext
 from kraftlab.nemesis.errors import FaultError, PartialFault, Unsupported
 from kraftlab.nemesis.fault import Handler
 from kraftlab.nemesis.package import Cluster, Draw, FaultKind, Package, Timing, pick, span
-from kraftlab.nemesis.ports import QuorumView, VoterControl
+from kraftlab.nemesis.ports import QuorumView, VoterControl, VoterRequest
 from kraftlab.nemesis.voter_changes import ADD, REMOVE, Change, carry_out, look
 
-CHANGES: tuple[str, ...] = ("shrink", "grow", "replace")
+CHANGES: tuple[str, ...] = ("shrink", "grow", "replace", "concurrent", "replace-split")
 MAX_VOTERS = 5
 DEADLINE_S = 10.0  # per voter change: retried until in force or refused for good, at most this long
 CATCH_UP_S = 6.0  # how long the leader may wait for an added voter to catch up (the tool's --timeout)
 VIEW_WAIT_S = 3.0  # how long an op waits for a leader to describe the quorum
 HEAL_WAIT_S = 30.0  # the final heal's deadline and wait: every other fault is undone by then
+ELECT_S = 5.5  # replace-split: how long the active controller is paused (the draw sizes it: Timing.failover_s)
 MAX_HEAL_STEPS = 12
 VIEW_RETRY_S = 0.5
 # A schedule's steps fire one after another: an op waiting here holds every other lane's next step (a
@@ -150,10 +151,16 @@ class MembershipFault:
             changes = self._shrink(quorum, view, value, rng)
         elif change == "grow":
             changes = self._grow(quorum, view, value, rng)
+        elif change == "concurrent":
+            sent, changes = self._together(quorum, view, value, rng)
+            done["sent_together"] = sent
+        elif change == "replace-split":
+            done.update(self._replace_then_elect(quorum, view, value, rng))
+            changes = []
         else:
             node = self._replaced(view, value, rng)
             changes = [self._replace_disk(quorum, node, view.voters[node], value)]
-        done["nodes"] = [c.node for c in changes]
+        done["nodes"] = [c.node for c in changes] or done.get("nodes", [])
         changes = restored + changes
         after = self._settled(quorum, self._election(value) if change == "shrink" else value)
         done["voters_after"] = self._sorted(after.voters) if after is not None else None
@@ -238,6 +245,11 @@ class MembershipFault:
     def _replace_disk(self, quorum: VoterControl, node: str, old_directory: str, value: dict[str, Any]) -> Change:
         """Kill the node, give it a new disk (wiped and formatted: a new directory id), start it, and
         remove its old (id, directory id) from the voters."""
+        self._swap_disk(quorum, node, "replace")
+        return self._remove(quorum, node, old_directory, value)
+
+    def _swap_disk(self, quorum: VoterControl, node: str, change: str) -> None:
+        """Kill the node, give it a new disk (wiped and formatted: a new directory id), start it."""
         control = self.ctx.control
         host = control.host(node).name
         self.ctx.state.put("process", node, {"state": "killed", "host": host})  # a killed run leaves it to heal
@@ -247,9 +259,73 @@ class MembershipFault:
             quorum.new_disk(node)
             control.start(node)
         except HostError as exc:
-            raise PartialFault({"change": "replace", "nodes": [node]}, f"{node}: new disk: {exc}") from exc
+            raise PartialFault({"change": change, "nodes": [node]}, f"{node}: new disk: {exc}") from exc
         self.ctx.state.drop("process", node)
-        return self._remove(quorum, node, old_directory, value)
+
+    def _replace_then_elect(self, quorum: VoterControl, view: QuorumView, value: dict[str, Any],
+                            rng: random.Random) -> dict[str, Any]:
+        """A voter's disk replaced but its old (id, directory id) left in the voter set, then an election
+        forced (the active controller paused past a failover) before the window's end removes the old
+        voter and adds the new disk: the new disk has no vote to give (KIP-853's directory ids), and a
+        node that gives the old one's is caught (ReplacedDiskNeverVotes)."""
+        if len(view.voters) < 3:
+            raise FaultError(f"a disk is replaced only with 3 or more voters ({len(view.voters)} now)")
+        others = [n for n in self._sorted(view.voters) if n != view.leader]
+        listed = list(value.get("nodes", ()))
+        node = listed[0] if listed else rng.choice(others)
+        if node not in others:
+            raise FaultError(f"{node} is not a voter other than the active controller")
+        old = view.voters[node]
+        self._swap_disk(quorum, node, "replace-split")
+        done: dict[str, Any] = {"nodes": [node], "old_directory_id": old, "directory_id": quorum.directory_id(node)}
+        if view.leader is not None:
+            done["election"] = self._pause_leader(view.leader, float(value.get("elect_s", ELECT_S)))
+            after = self._settled(quorum, self._election(value))
+            done["election"]["leader_after"] = after.leader if after is not None else None
+        return done
+
+    def _pause_leader(self, leader: str, pause_s: float) -> dict[str, Any]:
+        """SIGSTOP the active controller for `pause_s` (its followers' fetch timeout passes: they
+        campaign), then SIGCONT; recorded in the ledger while in force (a killed run resumes it)."""
+        control = self.ctx.control
+        self.ctx.state.put("process", leader, {"state": "paused", "host": control.host(leader).name,
+                                               "pid": control.pid(leader)})
+        try:
+            control.pause(leader)
+            time.sleep(pause_s)
+        except HostError as exc:
+            raise FaultError(f"{leader}: pause: {exc}") from exc
+        finally:
+            if control.running(leader):
+                control.resume(leader)
+            self.ctx.state.drop("process", leader)
+        return {"paused": leader, "paused_s": pause_s}
+
+    def _together(self, quorum: VoterControl, view: QuorumView, value: dict[str, Any],
+                  rng: random.Random) -> tuple[list[dict[str, Any]], list[Change]]:
+        """Two voter changes sent at the same moment (two adds, an add and a removal, or two removals;
+        never of the active controller), each then carried on alone: (the first answers, the changes)."""
+        control = self.ctx.control
+        spares = [n for n in control.controllers() if n not in view.voters and control.running(n)]
+        removable = [n for n in self._sorted(view.voters) if n != view.leader]
+        allowed = [pair for pair in voter_races.PAIRS if
+                   len(view.voters) + pair.count(ADD) <= MAX_VOTERS and pair.count(ADD) <= len(spares)
+                   and pair.count(REMOVE) <= len(removable)]
+        if value.get("pair"):
+            allowed = [p for p in allowed if "+".join(p) == value["pair"]]
+        if not allowed:
+            raise FaultError(f"no two voter changes to send together (voters {self._sorted(view.voters)}, "
+                             f"spares {spares}, pair {value.get('pair', 'any')})")
+        pair = rng.choice(allowed)
+        added = rng.sample(spares, pair.count(ADD))
+        removed = rng.sample(removable, pair.count(REMOVE))
+        requests = [VoterRequest(ADD, n, quorum.directory_id(n)) for n in added] + \
+                   [VoterRequest(REMOVE, n, view.voters[n]) for n in removed]
+        first, changes = voter_races.carry_out_together(
+            quorum, requests, deadline_s=2 * float(value.get("deadline_s", DEADLINE_S)),
+            catch_up_s=float(value.get("catch_up_s", CATCH_UP_S)))
+        sent = [{"change": r.kind, "node": r.node, "answer": a.error} for r, a in zip(requests, first, strict=True)]
+        return sent, changes
 
     def stop(self, value: dict[str, Any]) -> dict[str, Any]:
         """Back to the voter set in force before the first change, one change at a time."""
@@ -376,7 +452,10 @@ def _membership_modes(cluster: Cluster) -> list[tuple[str, float]]:
     if cluster.spares and base < MAX_VOTERS:
         modes.append(("grow", 2.0))
     if base >= 3:
-        modes += [("replace", 1.0), ("replace-leader", 1.0)]
+        modes += [("replace", 1.0), ("replace-leader", 1.0), ("replace-split", 1.0)]
+    spares = len(cluster.spares)
+    if base >= 3 or (spares and base >= 2) or (spares >= 2 and base + 2 <= MAX_VOTERS):
+        modes.append(("concurrent", 2.0))
     return modes
 
 
@@ -395,6 +474,16 @@ def draw_membership(rng: random.Random, cluster: Cluster, timing: Timing, enable
         to = rng.randint(base + 1, min(MAX_VOTERS, base + len(cluster.spares)))
         return Draw("start-membership", {"change": "grow", "to": to, "seed": seed}, held,
                     f"spare controllers added: {base} to {to} voters, then removed", mode)
+    if mode == "concurrent":
+        return Draw("start-membership", {"change": "concurrent", "seed": seed}, held,
+                    "two voter changes sent to the active controller at the same moment (it must take one at a "
+                    "time), then undone", mode)
+    if mode == "replace-split":
+        elect = round(timing.failover_s, 3)
+        return Draw("start-membership", {"change": "replace-split", "elect_s": elect, "seed": seed}, held,
+                    f"a follower's disk replaced with its old voter left in the set, the active controller paused "
+                    f"{elect:g} s (an election the new disk must not vote in), then the old voter removed and the "
+                    "new disk added", mode)
     who = "the active controller's" if target == "controller" else "a voter's"
     return Draw("start-membership", {"change": "replace", "target": target, "seed": seed}, held,
                 f"{who} disk replaced (a new directory id; the old voter removed), then the new disk added", mode)
@@ -407,7 +496,8 @@ PACKAGE = Package(
     modes=_membership_modes, draw=draw_membership, gap_s=lambda t: 2 * t.failover_s,
     doc="voter changes of a dynamic quorum (KIP-853): shrink to as few as 1 voter (the active controller "
         "first, or random voters), grow with spare controllers up to 5, replace a voter's disk (a new "
-        "directory id), each undone when its window closes (only on a dynamic quorum)",
+        "directory id; or split: the old voter left in the set through a forced election), two changes "
+        "sent at the same moment, each undone when its window closes (only on a dynamic quorum)",
     extra_windows={"replace-disk": "stop-membership", "remove-controller": "stop-membership",
                    "add-controller": "stop-membership"},
 )

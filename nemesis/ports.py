@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -177,6 +178,16 @@ class QuorumView:
     voters: dict[str, str]
 
 
+@dataclass(frozen=True, slots=True)
+class VoterRequest:
+    """One voter change to send: `add` the node (its disk's directory id), or `remove` (the node's id,
+    `directory_id`)."""
+
+    kind: str  # add | remove
+    node: str
+    directory_id: str | None = None
+
+
 @runtime_checkable
 class VoterControl(Protocol):
     """A lab's dynamic quorum (KIP-853), seen from the membership nemesis: the voter set, and the
@@ -207,6 +218,11 @@ class VoterControl(Protocol):
 
     def remove_controller(self, node: str, directory_id: str, timeout_s: float) -> VoterAnswer:
         """RemoveRaftVoter for (the node's id, `directory_id`), sent to the quorum's leader."""
+        ...
+
+    def change_voters_together(self, requests: Sequence[VoterRequest], timeout_s: float) -> list[VoterAnswer]:
+        """Every request sent to the leader at the same moment, each over its own connection (as tools run
+        by two operators at once), not one after the other's answer; their answers, in order."""
         ...
 
     def new_disk(self, node: str) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftlab.control.host import HostError
-from kraftlab.nemesis.ports import QuorumView, VoterAnswer, VoterControl
+from kraftlab.nemesis.ports import QuorumView, VoterAnswer, VoterControl, VoterRequest
 
 ADD, REMOVE = "add", "remove"
 RETRIED = frozenset({"REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER", "UNREACHABLE", "NOT_CONTROLLER",
@@ -69,9 +69,10 @@ def look(control: VoterControl) -> QuorumView | None:
 
 def carry_out(control: VoterControl, kind: str, node: str, directory_id: str | None, *, deadline_s: float,
               catch_up_s: float, sleep: Callable[[float], None] = time.sleep,
-              clock: Callable[[], float] = time.monotonic) -> Change:
+              clock: Callable[[], float] = time.monotonic, first: VoterAnswer | None = None) -> Change:
     """Send the change until the quorum shows it (ok), refuses it for good (fail), or `deadline_s`
-    passes (fail; info if an attempt may still commit)."""
+    passes (fail; info if an attempt may still commit). `first`: the answer to an attempt already
+    sent (voter_races sends several together), taken as this change's first."""
     change = Change(kind, node, directory_id)
     start = clock()
     maybe_sent = False
@@ -80,7 +81,20 @@ def carry_out(control: VoterControl, kind: str, node: str, directory_id: str | N
         change.outcome, change.error, change.elapsed_s = outcome, error, clock() - start
         return change
 
+    answer = first
+    change.attempts = int(first is not None)
     while True:
+        if answer is not None:
+            if answer.ok:
+                return done("ok")
+            change.error = f"{answer.error}: {answer.message}".rstrip(": ")
+            maybe_sent = maybe_sent or answer.error in AMBIGUOUS
+            if answer.error not in RETRIED:
+                view = look(control)
+                if view is not None and in_force(kind, node, directory_id, view):
+                    return done("ok")
+                return done("info" if maybe_sent else "fail", change.error)
+            sleep(BACKOFF_S)
         view = look(control)
         if view is not None and in_force(kind, node, directory_id, view):
             return done("ok")
@@ -89,22 +103,13 @@ def carry_out(control: VoterControl, kind: str, node: str, directory_id: str | N
             why = change.error or "no controller answered DescribeQuorum"
             return done("info" if maybe_sent else "fail", f"not in force after {deadline_s:g}s: {why}")
         change.attempts += 1
-        answer = _send(control, kind, node, directory_id, min(catch_up_s, left))
-        if answer.ok:
-            return done("ok")
-        change.error = f"{answer.error}: {answer.message}".rstrip(": ")
-        maybe_sent = maybe_sent or answer.error in AMBIGUOUS
-        if answer.error not in RETRIED:
-            view = look(control)
-            if view is not None and in_force(kind, node, directory_id, view):
-                return done("ok")
-            return done("info" if maybe_sent else "fail", change.error)
-        sleep(BACKOFF_S)
+        answer = send(control, VoterRequest(kind, node, directory_id), min(catch_up_s, left))
 
 
-def _send(control: VoterControl, kind: str, node: str, directory_id: str | None, timeout_s: float) -> VoterAnswer:
-    if kind == ADD:
-        return control.add_controller(node, timeout_s)
-    if directory_id is None:
-        return VoterAnswer("INVALID_REQUEST", f"{node}: no directory id to remove")
-    return control.remove_controller(node, directory_id, timeout_s)
+def send(control: VoterControl, request: VoterRequest, timeout_s: float) -> VoterAnswer:
+    """One attempt: AddRaftVoter or RemoveRaftVoter through the lab's tool, its answer."""
+    if request.kind == ADD:
+        return control.add_controller(request.node, timeout_s)
+    if request.directory_id is None:
+        return VoterAnswer("INVALID_REQUEST", f"{request.node}: no directory id to remove")
+    return control.remove_controller(request.node, request.directory_id, timeout_s)

@@ -1,14 +1,15 @@
 """The node's public admin surface: the one part of the node the suite (deploy, runner, labs) may
 import, besides the Kafka protocol client. Kafka's admin queries (DescribeQuorum, DescribeCluster,
-UnregisterBroker) as JSON-ready data, formatting storage, a new cluster id, and `server.properties`
-rendering — the same functions `kraft-node`'s commands use, so a query in the suite's process and
+UnregisterBroker) as JSON-ready data, voter changes sent together, formatting storage, a new cluster
+id, and `server.properties` rendering — the same functions `kraft-node`'s commands use, so a query in the suite's process and
 `kraft-node describe-quorum` give the same JSON. Failures raise `AdminError` with one clear line.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kraftlab.node.config import ConfigError, load_config, render_properties
@@ -16,8 +17,8 @@ from kraftlab.node.kafka_uuid import uuid_to_kafka
 from kraftlab.node.storage.errors import StorageError
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id, validate_cluster_id
 
-__all__ = ["AdminError", "bug_names", "cluster_json", "describe_cluster", "describe_cluster_now", "describe_quorum",
-           "describe_quorum_now", "format_storage", "quorum_json", "random_cluster_id", "render_properties"]
+__all__ = ["AdminError", "VoterChange", "bug_names", "change_voters_together_now", "cluster_json", "describe_cluster",
+           "describe_cluster_now", "describe_quorum", "describe_quorum_now", "format_storage", "quorum_json", "random_cluster_id", "render_properties"]
 
 METADATA_TOPIC = "__cluster_metadata"
 DESCRIBE_QUORUM_KEY = 55
@@ -181,6 +182,30 @@ def describe_quorum_now(host: str, port: int, timeout: float = 2.0) -> dict[str,
     import asyncio  # here, not at import: `kraft-node --help` answers without loading it
 
     return asyncio.run(describe_quorum((host, port), timeout))
+
+
+@dataclass(frozen=True, slots=True)
+class VoterChange:
+    """One AddRaftVoter (`kind` "add": the controller `node_id`, its disk's `directory_id`, its
+    controller listener `endpoint` as (name, host, port)) or RemoveRaftVoter ("remove": `node_id`,
+    `directory_id`), as Kafka's text for directory ids."""
+
+    kind: str
+    node_id: int
+    directory_id: str
+    endpoint: tuple[str, str, int] = ("", "", 0)
+
+
+def change_voters_together_now(
+    addresses: Sequence[tuple[str, int]], changes: Sequence[VoterChange], cluster_id: str, timeout: float, slack: float
+) -> list[tuple[str, str]]:
+    """Voter changes sent at once (each over its own connections) from synchronous code: the suite's
+    membership nemesis racing two changes. Each answer as (Kafka's error name, message)."""
+    import asyncio
+
+    from kraftlab.node.voter_admin import change_voters_together
+
+    return asyncio.run(change_voters_together(addresses, changes, cluster_id, timeout, slack))
 
 
 def describe_cluster_now(host: str, port: int, timeout: float = 2.0) -> dict[str, Any]:

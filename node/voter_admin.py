@@ -10,11 +10,13 @@ listeners.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from kraftlab.node.admin import AdminError, query
+from kraftlab.node.admin import AdminError, VoterChange, query
 from kraftlab.node.config import ConfigError, load_config
+from kraftlab.node.kafka_uuid import parse_kafka_uuid
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.membership import wire
 from kraftlab.node.raft.voters import Endpoint, Voter
@@ -58,6 +60,36 @@ async def change_voters(
             return response
         tried.append(f"{address[0]}:{address[1]}: not the leader")
     raise AdminError(f"{type(request).__name__}: no controller took it ({'; '.join(tried)})")
+
+
+async def change_voters_together(
+    addresses: Sequence[tuple[str, int]], changes: Sequence[VoterChange], cluster_id: str, timeout: float, slack: float
+) -> list[tuple[str, str]]:
+    """Several voter changes sent at once, each over its own connections (to each of `addresses` in
+    turn until the leader takes it): each answer as (Kafka's error name, message), `UNREACHABLE`
+    when no controller took it (it may still commit). The leader waits up to `timeout` for an added
+    voter to catch up; an answer is awaited `slack` longer."""
+
+    async def one(change: VoterChange) -> tuple[str, str]:
+        try:
+            directory = parse_kafka_uuid(change.directory_id, "directory id")
+        except ValueError as e:
+            return "INVALID_REQUEST", f"controller {change.node_id}: {e}"
+        request: m.Request
+        if change.kind == "add":
+            voter = Voter(change.node_id, directory, (Endpoint(*change.endpoint),))
+            request = m.AddRaftVoterRequest(voter, int(timeout * 1000))
+        else:
+            request = m.RemoveRaftVoterRequest(change.node_id, directory)
+        try:
+            response = await change_voters(
+                addresses, request, cluster_id if change.kind == "add" else None, timeout + slack
+            )
+        except AdminError as e:
+            return "UNREACHABLE", str(e)[-300:]
+        return response.error.name, response.message or ""
+
+    return list(await asyncio.gather(*(one(c) for c in changes)))
 
 
 def describe_change(kind: str, voter_id: int, response: m.VoterChangeResponse) -> str:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kraftlab.nemesis import membership, voter_changes
+from kraftlab.nemesis import membership, voter_changes, voter_races
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl, FakeQuorumControl
 from kraftlab.nemesis.package import Timing
-from kraftlab.nemesis.ports import MemoryLedger, MemoryRecorder, VoterAnswer
+from kraftlab.nemesis.ports import MemoryLedger, MemoryRecorder, VoterAnswer, VoterRequest
 from kraftlab.nemesis.runner import ScheduleRunner
 from kraftlab.nemesis.schedule import Schedule, generate, save
 from kraftlab.nemesis.session import quorum_for
@@ -160,7 +160,7 @@ def test_schedules_draw_membership_windows_only_on_a_dynamic_quorum() -> None:
                 assert 4 <= s.value["to"] <= 5
         static = _schedule(seed, None, ("membership", "kill"))
         assert not any(s.package == "membership" for s in static.steps) and static.quorum == "static"
-    assert changes == {"shrink", "grow", "replace"}
+    assert changes == {"shrink", "grow", "replace", "concurrent", "replace-split"}
 
 
 def test_a_generated_schedule_runs_and_heals_back_to_the_first_voters_and_replays_the_same_choices() -> None:
@@ -243,3 +243,82 @@ def test_a_shrink_waits_for_the_next_leader_after_removing_the_active_controller
     done = nemesis.invoke("start-membership", {"change": "shrink", "to": 1, "seed": 1, "wait_s": 0.05,
                                                "deadline_s": 0.05})
     assert done.type == "info" and "not yet 1" in str(done.error), done
+
+
+def test_two_changes_are_sent_together_then_each_carried_on_and_the_window_end_undoes_both() -> None:
+    control, nemesis, recorded = quorum_nemesis(leader="n1")
+    done = nemesis.invoke("start-membership", {"change": "concurrent", "pair": "add+add", "seed": 1})
+    assert done.type == "ok", done
+    assert sorted(done.value["nodes"]) == ["n4", "n5"] and sorted(control.voters) == ["n1", "n2", "n3", "n4", "n5"]
+    assert sorted((s["change"], s["node"], s["answer"]) for s in done.value["sent_together"]) == [
+        ("add", "n4", "NONE"), ("add", "n5", "NONE")]
+    assert nemesis.invoke("stop-membership", {}).type == "ok"
+    assert sorted(control.voters) == ["n1", "n2", "n3"] and nemesis.status() == {}
+    assert [op["f"] for op in recorded] == ["start-membership"] * 2 + ["stop-membership"] * 2
+
+
+def test_a_change_the_leader_refuses_while_the_other_is_in_flight_is_sent_again() -> None:
+    control, nemesis, _ = quorum_nemesis(leader="n1")
+    for voter in ("n2", "n3"):  # a correct leader: the other change has not committed yet
+        control.answers[voter] = ["REQUEST_TIMED_OUT"]
+    done = nemesis.invoke("start-membership", {"change": "concurrent", "pair": "add+remove", "seed": 2})
+    assert done.type == "ok", done
+    sent = {s["change"]: (s["node"], s["answer"]) for s in done.value["sent_together"]}
+    removed, answer = sent["remove"]
+    assert answer == "REQUEST_TIMED_OUT" and sent["add"][1] == "NONE"
+    attempts = {c["node"]: c["attempts"] for c in done.value["changes"]}
+    assert attempts[removed] == 2 and removed not in control.voters
+    assert nemesis.invoke("stop-membership", {}).type == "ok" and sorted(control.voters) == ["n1", "n2", "n3"]
+
+
+def test_changes_sent_together_never_remove_the_active_controller_nor_pass_five_voters() -> None:
+    for seed in range(8):
+        control, nemesis, _ = quorum_nemesis(leader="n2")
+        done = nemesis.invoke("start-membership", {"change": "concurrent", "seed": seed})
+        assert done.type == "ok", done
+        assert "n2" in control.voters and 1 <= len(control.voters) <= 5
+        assert len(done.value["sent_together"]) == 2
+    control, nemesis, _ = quorum_nemesis(leader="n1", n_voters=5)
+    done = nemesis.invoke("start-membership", {"change": "concurrent", "pair": "add+add", "seed": 1})
+    assert done.type == "fail" and "no two voter changes" in str(done.error)
+
+
+def test_the_requests_sent_together_are_in_flight_at_the_same_time() -> None:
+    control = FakeQuorumControl()
+    both_in = voter_races.threading.Barrier(2, timeout=5)
+    real = control.add_controller
+
+    def add(node: str, timeout_s: float) -> VoterAnswer:
+        both_in.wait()  # sent one after the other, the first would wait here alone and break the barrier
+        return real(node, timeout_s)
+
+    control.add_controller = add  # type: ignore[method-assign]
+    requests = [VoterRequest("add", "n4", control.disks["n4"]), VoterRequest("add", "n5", control.disks["n5"])]
+    assert [a.error for a in voter_races.send_in_threads(control, requests, 1.0)] == ["NONE", "NONE"]
+
+
+def test_a_replaced_disk_is_left_in_the_voters_through_an_election_then_the_window_end_swaps_it() -> None:
+    control, nemesis, _ = quorum_nemesis(leader="n1")
+    old = dict(control.voters)
+    done = nemesis.invoke("start-membership", {"change": "replace-split", "elect_s": 0, "seed": 4})
+    assert done.type == "ok", done
+    node = done.value["nodes"][0]
+    assert node != "n1" and done.value["old_directory_id"] == old[node] != control.disks[node]
+    assert control.voters == old  # the old (id, directory id) still votes in the set
+    assert control.log[-5:] == [f"kill {node}", f"new-disk {node}", f"start {node}", "pause n1", "resume n1"]
+    assert done.value["election"] == {"paused": "n1", "paused_s": 0.0, "leader_after": "n1"}
+    assert control.requests == [] and "process" not in nemesis.status()  # nothing paused or killed left
+    healed = nemesis.invoke("stop-membership", {})
+    assert healed.type == "ok", healed
+    assert [(c["change"], c["node"]) for c in healed.value["changes"]] == [("remove", node), ("add", node)]
+    assert control.voters[node] == control.disks[node]
+
+
+def test_carried_on_from_a_first_answer_sent_elsewhere() -> None:
+    control = FakeQuorumControl()
+    ok = voter_changes.carry_out(control, "add", "n4", control.disks["n4"], deadline_s=1, catch_up_s=1,
+                                 first=VoterAnswer("UNREACHABLE", "no answer"))
+    assert ok.outcome == "ok" and ok.attempts == 2 and "n4" in control.voters
+    refused = voter_changes.carry_out(control, "add", "n5", control.disks["n5"], deadline_s=1, catch_up_s=1,
+                                      first=VoterAnswer("INVALID_REQUEST", "no"))
+    assert refused.outcome == "fail" and refused.attempts == 1 and "n5" not in control.voters
