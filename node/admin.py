@@ -1,8 +1,9 @@
 """The node's public admin surface: the one part of the node the suite (deploy, runner, labs) may
 import, besides the Kafka protocol client. Kafka's admin queries (DescribeQuorum, DescribeCluster,
 UnregisterBroker) as JSON-ready data, voter changes sent together, formatting storage, a new cluster
-id, and `server.properties` rendering — the same functions `kraft-node`'s commands use, so a query in the suite's process and
-`kraft-node describe-quorum` give the same JSON. Failures raise `AdminError` with one clear line.
+id, and `server.properties` rendering — the same functions `kraft-node`'s commands use, so a query in
+the suite's process and `kraft-node describe-quorum` give the same JSON. Failures raise `AdminError`
+with one clear line.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from kraftlab.node.storage.errors import StorageError
 from kraftlab.node.storage.meta_properties import format_dirs, random_cluster_id, validate_cluster_id
 
 __all__ = ["AdminError", "VoterChange", "bug_names", "change_voters_together_now", "cluster_json", "describe_cluster",
-           "describe_cluster_now", "describe_quorum", "describe_quorum_now", "format_storage", "quorum_json", "random_cluster_id", "render_properties"]
+           "describe_cluster_now", "describe_quorum", "describe_quorum_now", "format_storage", "quorum_json",
+           "random_cluster_id", "render_properties"]
 
 METADATA_TOPIC = "__cluster_metadata"
 DESCRIBE_QUORUM_KEY = 55
