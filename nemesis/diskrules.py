@@ -9,7 +9,9 @@ run (the schedule places it: `Package.around`): the delay starts shortly before 
 when the node is restarted; without the kill package in the run it draws a lane of its own.
 
 A failing disk (`disk-errors`) must make the node stop or refuse, never serve or acknowledge what it
-failed to write (as Kafka halts on a failed metadata log directory). Its window's stop hands the
+failed to write (as Kafka halts on a failed metadata log directory). A window that fails reads also
+crashes its node and starts it on the failing disk, since the reads a node surely makes are those of
+its recovery (a running one serves its logs' batches mostly from memory). Its window's stop hands the
 errors the filesystem actually returned to the history (`injected`, with the host's unskewed clock,
 for checker.diskerrors) and starts again the nodes that stopped on them.
 
@@ -121,7 +123,10 @@ class DiskRulesFault:
 
     def errors(self, value: dict[str, Any]) -> dict[str, Any]:
         """Fail the chosen operations (`ops`, default write and fsync) on matching files (`glob`) with
-        `errno` (EIO or ENOSPC), each with `probability`, on the nodes' disks."""
+        `errno` (EIO or ENOSPC), each with `probability`, on the nodes' disks. With `restart`, each
+        node (running, held down by no other fault) is then crashed and started on the failing disk,
+        so the reads of its recovery (segments, snapshots, checkpoints, quorum-state) meet it: a
+        running node reads little (its logs' batches are mostly served from memory)."""
         rule = {"ops": list(value.get("ops", ["write", "fsync"])), "glob": str(value.get("glob", "*")),
                 "errno": str(value.get("errno", "EIO")), "probability": float(value.get("probability", 1.0))}
         self._disks()
@@ -129,7 +134,19 @@ class DiskRulesFault:
         self.ctx.state.merge(STATE, {n: {**self.ctx.state.get(STATE).get(n, {"host": self.ctx.host(n).name}),
                                          "errors": rule} for n in nodes})
         self._each(nodes, {"cmd": "fail", **rule})
-        return {"nodes": nodes, **rule}
+        if not value.get("restart"):
+            return {"nodes": nodes, **rule}
+        control = self.ctx.control
+        held = {**self.ctx.state.get("process"), **self.ctx.state.get("disk")}
+
+        def restart(node: str) -> None:
+            control.kill(node)  # a crash, not a power loss: the disk keeps what it holds
+            control.start(node)
+
+        outcomes = self.ctx.call_each([n for n in nodes if n not in held and control.running(n)], restart)
+        done = {"nodes": nodes, **rule, "restarted": [n for n, o in outcomes.items() if o.ok]}
+        check_outcomes(outcomes, done)
+        return done
 
     def stop_errors(self, value: dict[str, Any]) -> dict[str, Any]:
         """Clear the error rules, collect the errors each disk returned, and start the nodes that
@@ -241,16 +258,17 @@ def draw_errors(rng: random.Random, cluster: Cluster, timing: Timing, enabled: S
         who = {"nodes": [rng.choice(cluster.controllers if mode == "voter" else cluster.observers)],
                "chosen_as": mode}
     errno_name, ops, glob = rng.choice(("EIO", "ENOSPC")), list(rng.choice(ERROR_OPS)), rng.choice(ERROR_GLOBS)
-    if ops == ["read"]:
-        errno_name = "EIO"
+    reads = ops == ["read"]
+    if reads:  # the node is restarted onto the failing disk: its recovery reads every file it starts from
+        errno_name, who = "EIO", {**who, "restart": True}
     probability = rng.choice((0.05, 0.3, 1.0))
     what = "the active controller" if mode == "controller" else f"a {mode}"
     return Draw("start-disk-errors", {**who, "ops": ops, "glob": glob, "errno": errno_name,
                                       "probability": probability},
                 span(rng, 2.0, timing.failover_s + 2),
-                f"{errno_name} on {'/'.join(ops)} of {glob} for {what} (p={probability}): it must stop, never "
-                + ("serve from a log it cannot read" if ops == ["read"] else "serve or acknowledge what it failed "
-                   "to write"), mode)
+                f"{errno_name} on {'/'.join(ops)} of {glob} for {what} (p={probability}"
+                + ("), restarted onto it: it must stop or refuse to start, never serve from a log it cannot read"
+                   if reads else "): it must stop, never serve or acknowledge what it failed to write"), mode)
 
 
 ERRORS = Package(

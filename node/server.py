@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import gc
 import logging
 import os
@@ -123,6 +124,13 @@ class NodeServer:
         except StartupError as e:
             log.error("%s", e)
             print(f"kraft-node: {e}", file=sys.stderr)
+            await self._shutdown(graceful=False)
+            return EXIT_FAILED
+        except OSError as e:  # its disk failed while it recovered from it: refuse, never serve from it
+            self.journal.write("log_dir_failed", error=f"{type(e).__name__}: {e}",
+                               errno=errno.errorcode.get(e.errno or 0), path=e.filename, during="startup")
+            log.error("I/O error while starting: %s", e)
+            print(f"kraft-node: I/O error while recovering its storage, not starting: {e}", file=sys.stderr)
             await self._shutdown(graceful=False)
             return EXIT_FAILED
         except BaseException:

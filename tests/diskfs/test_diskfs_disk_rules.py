@@ -104,6 +104,7 @@ def test_generated_disk_errors_need_the_filesystem_and_name_their_rule() -> None
     assert {v["errno"] for v in starts} == {"EIO", "ENOSPC"}
     assert {tuple(v["ops"]) for v in starts} == {("write",), ("fsync",), ("write", "fsync", "create"), ("read",)}
     assert {v["errno"] for v in starts if v["ops"] == ["read"]} == {"EIO"}  # a full disk fails no read
+    assert all(v.get("restart") is (True if v["ops"] == ["read"] else None) for v in starts)  # recovery reads
     assert any(v.get("target") == "controller" for v in starts) and any("nodes" in v for v in starts)
     assert all(0 < v["probability"] <= 1 for v in starts)
 
@@ -157,3 +158,17 @@ def test_a_node_down_for_disk_damage_is_left_to_the_disk_fault() -> None:
     stop = nemesis.invoke("stop-disk-errors", {})
     assert stop.value["restarted"] == [] and not control.running("n4")
     assert nemesis.invoke("stop-disk", {}).value["restarted"] == ["n4"] and control.running("n4")
+
+
+def test_a_read_rule_restarts_its_node_onto_the_failing_disk() -> None:
+    """The reads a node surely makes are those of its recovery: with `restart` the node is crashed
+    and started while the rule is in force (not one another fault holds down)."""
+    control = FakeDiskControl()
+    nemesis = Nemesis("t", control, ledger=MemoryLedger(), seed=1)
+    nemesis.invoke("kill", {"nodes": ["n5"]})
+    control.log.clear()
+    done = nemesis.invoke("start-disk-errors", {"nodes": ["n1", "n5"], "ops": ["read"], "glob": "*",
+                                                "probability": 1.0, "restart": True})
+    assert done.type == "ok" and done.value["restarted"] == ["n1"]
+    assert control.requests[0][1]["cmd"] == "fail" and control.log == ["kill n1", "start n1"]
+    assert control.nodes_by_name["n1"].starts == 1 and not control.running("n5")
