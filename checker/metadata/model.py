@@ -356,8 +356,9 @@ class ImageModel:
             out.append(Breach("IsrJoinersEligible", f"offset {offset}: {label}'s ISR grew by {joined}, which "
                                                     f"{'is' if len(joined) == 1 else 'are'} "
                                                     f"{self._why_ineligible(joined[0])} (INELIGIBLE_REPLICA)"))
+        moved_dirs = f.get("directories") is not None and list(f["directories"]) != before.directories
         if all(f[k] is None for k in ("isr", "replicas", "removing", "adding", "last_known_elr")) \
-                and f["leader"] in (NO_LEADER_CHANGE, before.leader):
+                and f["leader"] in (NO_LEADER_CHANGE, before.leader) and not moved_dirs:
             out.append(Breach("ChangeChangesSomething", f"offset {offset}: a PartitionChangeRecord for {label} that "
                                                         "changes nothing (it only bumps the partition epoch)"))
         return out

@@ -543,3 +543,16 @@ def test_an_is_fenced_answer_that_disagrees_with_the_state_is_a_violation() -> N
     res = check_metadata(journals_from([*_journals(_base()), _answer(2, 4, fenced=True), _answer(2, 3, fenced=False)]))
     assert [a["type"] for a in res["anomalies"]] == ["FencedAnswerDisagrees"] * 2
     assert "IsFenced=False while the committed records up to offset 3" in res["anomalies"][0]["explanation"]
+
+
+def test_a_change_that_only_places_a_replica_on_another_directory_changes_something() -> None:
+    """A replica placed anew on a broker's new directory (Kafka's AssignReplicasToDirs: a disk lost and
+    formatted with a new directory id) changes the partition; naming the same directories does not."""
+    d1, d2, d3 = uuid.UUID(int=301), uuid.UUID(int=302), uuid.UUID(int=303)
+    base = _base()
+    base[-1] = PartitionRecord(partition_id=0, topic_id=T, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=0,
+                               partition_epoch=0, directories=(d1, d2))
+    moved = PartitionChangeRecord(partition_id=0, topic_id=T, directories=(d3, d2))
+    assert [b.rule for b in replay([*base, moved])[1]] == []
+    same = PartitionChangeRecord(partition_id=0, topic_id=T, directories=(d1, d2))
+    assert [b.rule for b in replay([*base, same])[1]] == ["ChangeChangesSomething"]
