@@ -231,11 +231,12 @@ class Worker:
         failed = next((ln for ln in lines if ln.startswith(("FAILED", "ERROR"))), "") or (lines or [""])[-1]
         return "killed", failed[:300]
 
-    def end_to_end(self, m: Mutant, seed: int, wrapper: list[str]) -> tuple[str, str]:
+    def end_to_end(self, m: Mutant, seed: int, wrapper: list[str], extra: Iterable[str] = ()) -> tuple[str, str]:
+        """The mutant judged by one generic run (`extra`: more `kraftlab test` arguments)."""
         if self._mutate(m) is None:
             return "identical", ""
         kraftlab = str(Path(sys.executable).parent / "kraftlab")
-        cmd = [*wrapper, kraftlab, *E2E_COMMAND[1:], "--seed", str(seed)]
+        cmd = [*wrapper, kraftlab, *E2E_COMMAND[1:], *extra, "--seed", str(seed)]
         try:
             code, out = self._run(cmd, ROOT, _env(self.dir), 1800.0)
         finally:
