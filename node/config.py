@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftlab.node.bugs import NO_BUGS, BugSet, UnknownBug
+from kraftlab.node.raft import retention
 
 ROLES = ("broker", "controller")
 UNSAFE_TEST_MODE = "kraftlab.unsafe.test.mode"
@@ -199,6 +200,11 @@ class NodeConfig:
     metadata_log_segment_bytes: int = 1024 * 1024 * 1024
     metadata_snapshot_max_new_record_bytes: int = 20 * 1024 * 1024
     metadata_max_idle_interval_ms: int = 500
+    metadata_max_retention_bytes: int = retention.DEFAULT_MAX_BYTES
+    """`metadata.max.retention.bytes`: the log and snapshots kept before the log behind the latest
+    snapshot is deleted (-1: no limit)."""
+    metadata_max_retention_ms: int = retention.DEFAULT_MAX_MS
+    """`metadata.max.retention.ms`: how long log segments behind the latest snapshot are kept (-1: no limit)."""
     journal_file: Path | None = None
     clock_file: Path | None = None
     metrics_port: int | None = None
@@ -478,6 +484,8 @@ def config_from_properties(props: dict[str, str]) -> NodeConfig:
         metadata_log_segment_bytes=r.int("metadata.log.segment.bytes", 1024 * 1024 * 1024, 1),
         metadata_snapshot_max_new_record_bytes=r.int("metadata.snapshot.max.new.record.bytes", 20 * 1024 * 1024, 1),
         metadata_max_idle_interval_ms=r.int("metadata.max.idle.interval.ms", 500),
+        metadata_max_retention_bytes=r.int(retention.MAX_BYTES_KEY, retention.DEFAULT_MAX_BYTES, retention.UNLIMITED),
+        metadata_max_retention_ms=r.int(retention.MAX_MS_KEY, retention.DEFAULT_MAX_MS, retention.UNLIMITED),
         journal_file=Path(journal) if journal else metadata_dir / "journal.jsonl",
         clock_file=Path(clock) if clock else None,
         metrics_port=metrics_port,

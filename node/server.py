@@ -69,6 +69,7 @@ from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import NotLeader, RaftCore, RaftSafetyError
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.raft.ports import LogCorruption, OffsetAndEpoch, Record
+from kraftlab.node.raft.retention import RetentionPolicy
 from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.security.listeners import NodeSecurity
 from kraftlab.node.security.session import register_sasl_apis
@@ -180,6 +181,7 @@ class NodeServer:
             request_timeout_ms=config.request_timeout_ms,
             retry_backoff_ms=config.retry_backoff_ms,
             append_linger_ms=config.append_linger_ms,
+            retention=RetentionPolicy(config.metadata_max_retention_bytes, config.metadata_max_retention_ms),
         )
         dynamic = config.is_dynamic_quorum
         if dynamic and storage.meta.directory_id is None:

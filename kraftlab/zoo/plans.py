@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from kraftlab.node.admin import bug_names
 from kraftlab.zoo.recipes import RECIPES
 
-SNAPSHOT_OFTEN = {"metadata.snapshot.max.new.record.bytes": "4096"}
+# Snapshots often, and no log kept behind them: a node that falls behind or restarts loads one.
+SNAPSHOT_OFTEN = {"metadata.snapshot.max.new.record.bytes": "4096", "metadata.max.retention.bytes": "0"}
 LAG_SHORT = {"replica.lag.time.max.ms": "3000"}  # a follower cut for 3 s leaves the ISR
 SHORT_SESSION = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}  # self-fence at 8 s
 

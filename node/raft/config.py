@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from kraftlab.node.raft.retention import RetentionPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,19 +26,21 @@ class RaftConfig:
     fetch_snapshot_max_bytes: int = 1 << 20
     # Records per leader batch before the linger is cut short.
     max_batch_records: int = 1000
+    # metadata.max.retention.bytes / .ms: how much log the node keeps behind its latest snapshot.
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
 
     @property
     def check_quorum_timeout_ms(self) -> int:
         """A leader that has not heard a Fetch from a majority within this resigns (1.5 × fetch timeout)."""
         return self.fetch_timeout_ms * 3 // 2
 
-    def with_(self, **changes: int) -> RaftConfig:
+    def with_(self, **changes: Any) -> RaftConfig:
         return replace(self, **changes)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> RaftConfig:
         """Read the `controller.quorum.*.ms` keys of a server.properties mapping; others keep defaults."""
-        values: dict[str, int] = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             if not f.name.endswith("_ms"):
                 continue

@@ -253,19 +253,22 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
 
     def _load_voters(self, latest: OffsetAndEpoch | None) -> None:
         """The voter set and kraft.version in force at start: the latest snapshot's (or the bootstrap
-        checkpoint's) control records, then every KRaftVersion/KRaftVoters record the log holds."""
+        checkpoint's) control records, then every KRaftVersion/KRaftVoters record the log holds
+        after it (segments retention kept behind the snapshot are read past, as Kafka does)."""
         if latest is not None:
             self.control.reset_to_snapshot(self.snapshots.read_control_records(latest))
         if not self._dynamic and self.control.kraft_version == KRAFT_VERSION_0:
             return  # a static quorum's log holds no membership records: nothing to read
         log = self.log
         pos, end = log.start_offset(), log.end_offset()
+        covered = 0 if latest is None else latest.offset  # retained log the snapshot already holds
         while pos < end:
             chunk = log.read(pos, self.config.fetch_max_bytes)
             if not chunk:
                 break
             for batch in chunk:
-                self.control.apply_batch(batch)
+                if batch.next_offset > covered:
+                    self.control.apply_batch(batch)
                 pos = batch.next_offset
 
     def handle(self, envelope: m.Envelope, now: int) -> Output:

@@ -68,6 +68,17 @@ class Batch:
         return self.base_offset + len(self.records)
 
 
+@dataclass(frozen=True, slots=True)
+class LogSegment:
+    """One segment of the log as retention sees it: offsets `[base_offset, end_offset)`, its bytes,
+    and the append time of its newest batch (the leader's clock, as `Batch.append_time_ms`)."""
+
+    base_offset: int
+    end_offset: int
+    size_bytes: int
+    last_append_ms: int
+
+
 class LogCorruption(Exception):
     """Raised when storage finds damage it must not serve (for example below the high-water mark)."""
 
@@ -119,8 +130,13 @@ class ReplicatedLog(Protocol):
         fetched a snapshot it could not reach by log)."""
         ...
 
+    def segments(self) -> list[LogSegment]:
+        """The log's segments (batches, for a log held in memory), oldest first."""
+        ...
+
     def delete_before(self, offset: int) -> None:
-        """Delete whole segments/batches that end before `offset` (after a snapshot at `offset`)."""
+        """Delete whole segments/batches that end at or before `offset` (which a snapshot covers):
+        the log then starts at the first segment kept."""
         ...
 
 

@@ -231,13 +231,20 @@ class Replication(CoreContext):
             return None, None
         found = log.end_offset_for_epoch(last_epoch)
         if found.epoch != last_epoch or found.offset < offset:
-            if found.offset < start or found.epoch > last_epoch:
+            if found.offset < start or found.epoch > last_epoch or self._unanchored_start(found.offset):
                 # No epoch <= last_epoch left in the log (the answer is the log start and the epoch
                 # before it): the replica's records before our log start differ from ours, and only
                 # the snapshot covers them.
                 return None, self.snapshots.latest()
             return found, None
         return None, None
+
+    def _unanchored_start(self, offset: int) -> bool:
+        """Whether `offset` is a log start no snapshot ends at: retention kept segments behind the
+        latest snapshot, and the epoch before such a start is not known after a restart (storage
+        knows it only for a start at a snapshot), so no divergence can be told from it."""
+        latest = self.snapshots.latest()
+        return 0 < offset == self.log.start_offset() and (latest is None or latest.offset != offset)
 
     def _answer_fetch(self, state: Leader, dst: int, ref: Any, offset: int, last_epoch: int) -> None:
         diverging, snapshot_id = self._validate_fetch(offset, last_epoch)

@@ -1,7 +1,8 @@
 """Snapshots (KIP-630): the FetchSnapshot handlers of both sides, creating a snapshot of the state
 machine at a committed offset, and installing one fetched from the leader.
 
-A follower whose Fetch position the leader's log no longer covers is told the leader's snapshot
+The log behind a new snapshot is kept as the retention policy says (node.raft.retention). A
+follower whose Fetch position the leader's log no longer covers is told the leader's snapshot
 id; it fetches the snapshot in chunks (FetchSnapshot), validates and freezes it, replaces its log
 by it and hands it to the state machine. Fetched bytes that fail validation are dropped and the
 fetch starts over.
@@ -16,12 +17,14 @@ from kraftlab.node.raft.context import CoreContext
 from kraftlab.node.raft.membership.records import KRAFT_VERSION_0, kraft_version_record, voters_record
 from kraftlab.node.raft.output import LoadSnapshot, Output, RaftSafetyError
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
+from kraftlab.node.raft.retention import retained_log_start
 from kraftlab.node.raft.states import Follower, Leader
 
 
 class Snapshots(CoreContext):
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record], now: int) -> Output:
-        """Store a snapshot of the state machine at a committed, applied offset and delete the log before it."""
+        """Store a snapshot of the state machine at a committed, applied offset; delete the log
+        behind it as far as the retention policy asks, and the older snapshots."""
         if snapshot_id.offset > self._applied or snapshot_id.offset > self._hw:
             raise ValueError(f"snapshot {snapshot_id} beyond the applied/committed offset {self._applied}/{self._hw}")
         self._begin()
@@ -29,9 +32,20 @@ class Snapshots(CoreContext):
         if latest is None or snapshot_id.offset > latest.offset:
             self.snapshots.write(snapshot_id, records, now, self._membership_records(snapshot_id.offset))
             self._event("snapshot", action="create", offset=snapshot_id.offset, epoch=snapshot_id.epoch)
-            self.log.delete_before(snapshot_id.offset)
+            self._apply_retention(snapshot_id, now)
             self._delete_snapshots_before(snapshot_id)
         return self._end(now)
+
+    def _apply_retention(self, snapshot_id: OffsetAndEpoch, now: int) -> None:
+        """Delete the segments the retention policy lets go behind the snapshot (node.raft.retention)."""
+        log = self.log
+        size = self.snapshots.size(snapshot_id)
+        deletion = retained_log_start(log.segments(), snapshot_id.offset, size, self.config.retention, now)
+        old_start = log.start_offset()
+        if deletion is None or deletion.log_start <= old_start:
+            return
+        log.delete_before(deletion.log_start)
+        self._event("retention", log_start=log.start_offset(), **{"from": old_start}, reason=deletion.reason)
 
     def _membership_records(self, end_offset: int) -> list[Record]:
         """What a snapshot ending at `end_offset` carries after its header (KIP-853): the

@@ -10,7 +10,7 @@ A run is a pure function of its `SimParams`: `SimParams.replay_command()` reprod
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kraftlab.node.raft import messages as m
@@ -18,12 +18,14 @@ from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import NotLeader, Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
+from kraftlab.node.raft.retention import RetentionPolicy
 from kraftlab.node.sim.faults import FaultEvent, schedule
 from kraftlab.node.sim.invariants import Invariants, InvariantViolation
 from kraftlab.node.sim.machine import CounterMachine
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.quorum_view import QuorumWitness
+from kraftlab.node.sim.retention import drawn_retention
 from kraftlab.node.sim.rogue import ROGUE_ID, judge, malformed
 from kraftlab.node.sim.scheduler import EventQueue
 from kraftlab.node.sim.wire import raft_through_the_wire
@@ -60,6 +62,12 @@ class SimParams:
     """A rogue client sends requests every node must refuse (`node.sim.rogue`), every few hundred ms."""
     wire: bool = False
     """Every message goes through Kafka's wire format as the node's transport sends it (`node.sim.wire`)."""
+    retention_bytes: int | None = None
+    """`metadata.max.retention.bytes` of every node; None: drawn from the seed (`node.sim.retention`)."""
+
+    def retention(self) -> RetentionPolicy:
+        drawn = drawn_retention(self.seed)
+        return drawn if self.retention_bytes is None else replace(drawn, max_bytes=self.retention_bytes)
 
     def replay_command(self) -> str:
         return (
@@ -71,6 +79,7 @@ class SimParams:
             f"{f' --first-id {self.first_id}' if self.first_id != 1 else ''}"
             f"{' --observers-first' if self.observers_first else ''}{' --rogue' if self.rogue else ''}"
             f"{' --wire' if self.wire else ''}"
+            f"{f' --retention-bytes {self.retention_bytes}' if self.retention_bytes is not None else ''}"
         )
 
 
@@ -123,7 +132,9 @@ class Simulation:
         """`faults`, when given, replaces the schedule drawn from `params.faults` (scripted scenarios)."""
         self.params = params
         self.core_class = core_class
-        self.config = (config or RaftConfig()).with_(fetch_snapshot_max_bytes=params.snapshot_chunk_bytes)
+        self.config = (config or RaftConfig()).with_(
+            fetch_snapshot_max_bytes=params.snapshot_chunk_bytes, retention=params.retention()
+        )
         self.rng = random.Random(params.seed)
         self.queue = EventQueue()
         self.network = Network(random.Random(self.rng.getrandbits(64)))

@@ -107,15 +107,18 @@ class Invariants:
                             f"leader {nid} (epoch {epoch}) has HW {hw} but only {durable} voters hold it durably",
                         )
         start = node.log.start_offset()
-        if start > 0:
-            latest = node.snapshots.latest()
-            if latest is None or latest.offset != start:
-                self.fail("SnapshotAtLogStart", f"node {nid} log starts at {start}, latest snapshot {latest}")
-        # Snapshots below the log start offset cover nothing the log and the latest snapshot do not:
-        # Kafka deletes them (a node that keeps them fills its disk).
-        stale = [s for s in node.snapshots.ids() if s.offset < start]
+        latest = node.snapshots.latest()
+        if start > 0 and (latest is None or latest.offset < start):
+            # The log may keep segments behind the latest snapshot (retention), never lose records
+            # no snapshot holds.
+            self.fail("SnapshotCoversLogStart", f"node {nid} log starts at {start}, latest snapshot {latest}")
+        # Older snapshots cover nothing the log and the latest snapshot do not: the node deletes them
+        # once it has a newer one (a node that keeps them fills its disk).
+        stale = [s for s in node.snapshots.ids() if s.offset < start or (latest is not None and s < latest)]
         if stale:
-            self.fail("NoSnapshotBelowLogStart", f"node {nid} log starts at {start} but keeps snapshots {stale}")
+            self.fail(
+                "NoSnapshotBelowLogStart", f"node {nid} log starts at {start}, latest snapshot {latest}, keeps {stale}"
+            )
 
     def durable_voters(self, voters: VoterSet, hw: int, nodes: Mapping[int, CheckedNode]) -> int:
         """How many of `voters` hold the log durably up to `hw`."""

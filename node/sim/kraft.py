@@ -66,6 +66,7 @@ from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
+from kraftlab.node.sim.retention import drawn_retention
 from kraftlab.node.sim.scheduler import EventQueue
 from kraftlab.node.sim.wire import WireViolation, through_the_wire
 
@@ -160,7 +161,7 @@ class KraftSim:
         self.voter_ids = list(range(1, controllers + 1))
         self.broker_ids = list(range(101, 101 + brokers))
         self.nodes = {i: KNode(i, True) for i in self.voter_ids} | {i: KNode(i, False) for i in self.broker_ids}
-        self.raft_config = RaftConfig()
+        self.raft_config = RaftConfig(retention=drawn_retention(seed))
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.snapshot_every = snapshot_every

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import crc32c
 
-from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
+from kraftlab.node.raft.ports import Batch, LogSegment, OffsetAndEpoch, QuorumStateData, Record
 
 _APPROX_RECORD_BYTES = 64
 
@@ -107,6 +107,13 @@ class MemoryLog:
         self._start = snapshot_id.offset
         self._start_epoch = snapshot_id.epoch
         self._flushed = self._end = self._start
+
+    def segments(self) -> list[LogSegment]:
+        """One segment per batch, of about `_APPROX_RECORD_BYTES` a record."""
+        return [
+            LogSegment(b.base_offset, b.next_offset, len(b.records) * _APPROX_RECORD_BYTES, b.append_time_ms)
+            for b in self._batches
+        ]
 
     def delete_before(self, offset: int) -> None:
         i = 0

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraftlab.node.raft.ports import Batch, OffsetAndEpoch
+from kraftlab.node.raft.ports import Batch, LogSegment, OffsetAndEpoch
 from kraftlab.node.storage.atomic import fsync_dir, make_dirs_durably
 from kraftlab.node.storage.batches import decode_batch, encode_batch
 from kraftlab.node.storage.checkpoint import HighWatermarkCheckpoint
@@ -165,6 +165,7 @@ class DiskLog:
                 seg.truncate(valid)
             for h in scanned.headers:
                 self._index(seg, h.base_offset, h.position, h.size, h.epoch)
+                seg.last_append_ms = max(seg.last_append_ms, h.append_time_ms)
         if damage is not None:
             fsync_dir(self.directory)
         self._start = start
@@ -218,6 +219,7 @@ class DiskLog:
                 seg = self._roll(batch.base_offset)
             self._index(seg, batch.base_offset, seg.size, len(data), batch.epoch)
             seg.append(data)
+            seg.last_append_ms = max(seg.last_append_ms, batch.append_time_ms)
             self._end = batch.next_offset
             self._remember(batch)
 
@@ -326,6 +328,13 @@ class DiskLog:
         self._start_epoch = snapshot_id.epoch
         self._roll(snapshot_id.offset)
         self._flush_dir()
+
+    def segments(self) -> list[LogSegment]:
+        ends = [s.base_offset for s in self._segments[1:]] + [self._end]
+        return [
+            LogSegment(s.base_offset, end, s.size, s.last_append_ms)
+            for s, end in zip(self._segments, ends, strict=True)
+        ]
 
     def delete_before(self, offset: int) -> None:
         seg_ends = [s.base_offset for s in self._segments[1:]] + [self._end]

@@ -12,7 +12,7 @@ from pathlib import Path
 class Segment:
     """Bytes `[0, written)` of a segment, handed to the OS, of which `[0, durable)` are fsynced."""
 
-    __slots__ = ("base_offset", "durable", "fd", "path", "written")
+    __slots__ = ("base_offset", "durable", "fd", "last_append_ms", "path", "written")
 
     def __init__(self, path: Path, base_offset: int, create: bool = False) -> None:
         self.path = path
@@ -21,6 +21,8 @@ class Segment:
         self.fd = os.open(path, flags, 0o644)
         self.written = os.fstat(self.fd).st_size
         self.durable = 0 if create else self.written
+        self.last_append_ms = -1
+        """The append time of the newest batch written to it (its owner keeps it; retention reads it)."""
 
     @property
     def size(self) -> int:

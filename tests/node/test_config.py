@@ -99,6 +99,8 @@ def test_defaults_and_accessors(tmp_path: Path) -> None:
     assert c.journal_file == Path("/data/a/journal.jsonl")
     assert c.metrics_port is None and c.clock_file is None  # nothing optional binds a port by default
     assert c.security_protocol_map == {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
+    # Kafka's metadata log retention: 100 MiB, 7 days
+    assert (c.metadata_max_retention_bytes, c.metadata_max_retention_ms) == (104857600, 604800000)
 
 
 def test_overrides() -> None:
@@ -109,9 +111,12 @@ def test_overrides() -> None:
                 "controller_quorum_election_timeout_ms": "300",
                 "kraftlab_metrics_port": "0",
                 "kraftlab_clock_file": "/c.json",
+                "metadata_max_retention_bytes": "-1",
+                "metadata_max_retention_ms": "0",
             }
         )
     )
+    assert (c.metadata_max_retention_bytes, c.metadata_max_retention_ms) == (-1, 0)  # -1: no limit
     assert c.metadata_log_dir == Path("/meta")
     assert c.all_log_dirs == (Path("/meta"), Path("/data/a"), Path("/data/b"))
     assert c.election_timeout_ms == 300 and c.metrics_port == 0 and c.clock_file == Path("/c.json")
@@ -137,6 +142,9 @@ def test_overrides() -> None:
         ({"kraftlab_unsafe_lose_unflushed": "true"}, "removed; a power loss is made by the disk-fault filesystem"),
         ({"kraftlab_unsafe_whatever": "1"}, "unknown test-only switch"),
         ({"kraftlab_broker_self_fence_timeout_ms": "5000"}, "must be longer than"),
+        ({"metadata_max_retention_bytes": "-2"}, "metadata.max.retention.bytes: must be >= -1, got -2"),
+        ({"metadata_max_retention_bytes": "100MB"}, "metadata.max.retention.bytes: expected an integer"),
+        ({"metadata_max_retention_ms": "1.5"}, "metadata.max.retention.ms: expected an integer"),
     ],
 )
 def test_validation_errors(changes: dict[str, str | None], message: str) -> None:

@@ -51,6 +51,7 @@ def test_shell_over_a_live_quorum(tmp_path: Path, capsys: pytest.CaptureFixture[
             "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
             "metadata.snapshot.max.new.record.bytes": "200",  # a snapshot every few records
             "metadata.log.segment.bytes": "400",  # small segments: the log start moves past snapshots
+            "metadata.max.retention.bytes": "0",  # as soon as a snapshot covers them
         },
     )
     config_path = tmp_path / "server.properties"

@@ -10,7 +10,11 @@ import pytest
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import Output, RaftCore
+from kraftlab.node.raft.retention import UNLIMITED, RetentionPolicy
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+
+KEEP_NO_LOG = RetentionPolicy(max_bytes=0, max_ms=UNLIMITED)
+"""metadata.max.retention.bytes=0: the log behind each snapshot is deleted at once."""
 
 
 @dataclass

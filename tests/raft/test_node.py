@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+from raft_harness import KEEP_NO_LOG
+
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import RaftCore
 from kraftlab.node.raft.node import RaftNode
@@ -14,7 +16,8 @@ from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySn
 
 def single_voter(snapshot_every: int) -> tuple[RaftNode, CounterMachine, MemoryLog, MemorySnapshotStore]:
     log, snapshots, machine = MemoryLog(), MemorySnapshotStore(), CounterMachine()
-    core = RaftCore(RaftConfig(append_linger_ms=0), 1, (1,), log, MemoryQuorumStateStore(), snapshots, random.Random(0))
+    config = RaftConfig(append_linger_ms=0, retention=KEEP_NO_LOG)
+    core = RaftCore(config, 1, (1,), log, MemoryQuorumStateStore(), snapshots, random.Random(0))
     return RaftNode(core, machine, snapshot_every), machine, log, snapshots
 
 

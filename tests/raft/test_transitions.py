@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from raft_harness import Harness, events, sent
+from raft_harness import KEEP_NO_LOG, Harness, events, sent
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
@@ -251,7 +251,7 @@ def test_a_truncation_journals_a_last_epoch_the_leaders_log_lacks(make_core) -> 
 
 
 def test_lagging_follower_fetches_a_snapshot_in_chunks(make_core) -> None:
-    config = RaftConfig(fetch_snapshot_max_bytes=8, append_linger_ms=0)
+    config = RaftConfig(fetch_snapshot_max_bytes=8, append_linger_ms=0, retention=KEEP_NO_LOG)
     leader = make_core(config=config)
     now = elect(leader)
     leader.core.append([Record(None, b"v%d" % i) for i in range(3)], now)
@@ -284,7 +284,7 @@ def test_lagging_follower_fetches_a_snapshot_in_chunks(make_core) -> None:
 
 
 def test_a_fetched_snapshot_failing_validation_is_dropped_and_fetched_again(make_core) -> None:
-    config = RaftConfig(fetch_snapshot_max_bytes=8, append_linger_ms=0)
+    config = RaftConfig(fetch_snapshot_max_bytes=8, append_linger_ms=0, retention=KEEP_NO_LOG)
     leader = make_core(config=config)
     now = elect(leader)
     leader.core.append([Record(None, b"v%d" % i) for i in range(3)], now)
@@ -325,7 +325,7 @@ def test_fetch_from_an_epoch_older_than_the_log_start_gets_the_snapshot(make_cor
     """The log's answer for an epoch below every epoch it holds is (log start, snapshot epoch): the
     replica's tail before our start differs from ours, so it must take the snapshot (a diverging
     epoch at the log start would have it truncate to the start and fetch the same answer forever)."""
-    leader = make_core(config=RaftConfig(append_linger_ms=0))
+    leader = make_core(config=RaftConfig(append_linger_ms=0, retention=KEEP_NO_LOG))
     now = elect(leader)
     leader.core.append([Record(None, b"v%d" % i) for i in range(3)], now)
     leader.deliver(2, m.FetchRequest(1, 2, 4, 1, 0), now + 1)
