@@ -35,6 +35,11 @@ TABLE: tuple[Row, ...] = (
     Row("controller.quorum.fetch.timeout.ms", ("2000", "1000", "3000"),
         "Kafka's default, shorter (followers give up on a leader sooner: elections while a leader "
         "still serves) and longer (a cut-off leader keeps writing an uncommitted tail for longer)"),
+    Row("metadata.max.retention.bytes", ("104857600", "32768", "0"),
+        "Kafka's default (a run's whole log kept behind its snapshots: a deposed leader or a lagging "
+        "follower is cut back by a diverging epoch), about two of the lab's 16-KiB segments kept (some "
+        "come back within the log, some below its start), and none (every one that falls behind a "
+        "snapshot loads it)"),
 )
 """The keys a seed draws and the values it draws from (strings, as server.properties holds them)."""
 

@@ -66,9 +66,10 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "broker.session.timeout.ms": "9000",
     "broker.heartbeat.interval.ms": "2000",
     # Small on purpose, as Jepsen tunes a system for interesting behaviour: a 60-s run writes about
-    # 50 KB of metadata, so these give several snapshots (and log deletion behind them) and segment
-    # rolls per run, and nodes that restart or fall behind load snapshots instead of replaying a log
-    # that is always whole.
+    # 50 KB of metadata, so these give several snapshots and segment rolls per run. How much log is
+    # kept behind the snapshots (metadata.max.retention.bytes) is Kafka's default unless the seed's
+    # config draw (kraftlab.config_swarm) picks less: then nodes that restart or fall behind load
+    # snapshots instead of replaying a log that is always whole.
     "metadata.snapshot.max.new.record.bytes": "8192",
     "metadata.log.segment.bytes": "16384",
     # Kafka's StandardAuthorizer, so the acl workload's ACLs are enforced and brokers journal their
