@@ -2,7 +2,7 @@
 
 Kafka's brokers serve metadata reads from their own image, which is only eventually consistent,
 so a read a broker served during the run (`"broker_read": true` in its invocation value) is not
-judged for linearizability — the staleness and monotonic checks take it instead. The final reads
+judged for linearizability — `checker.broker_reads` judges it against the committed log instead. The final reads
 (`"final": true`), taken after heal and recovery once every node has caught up, are judged where
 a model can take them: the topic list and describe reads, the ACL list (registry and isr reads from brokers lack
 the broker and partition epochs Kafka's broker APIs never expose). Nemesis ops are never judged.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftlab.checker.authorization import check_authorization
+from kraftlab.checker.broker_reads import check_broker_reads
 from kraftlab.checker.compose import CheckerFn, compose
 from kraftlab.checker.dataplane import EVENTS as DATAPLANE_EVENTS
 from kraftlab.checker.dataplane import check_dataplane
@@ -103,7 +104,8 @@ def linearizable_with_anomalies(history: History | list[Op], model_name: str, in
 
 def journal_checks(journals: Journals, history: History | None, session_timeout_ms: float = 9000.0,
                    slack_ms: float = 3000.0) -> dict[str, CheckerFn]:
-    """The checks of node journals, by result name: Raft, fencing, metadata, forwarding, quorum,
+    """The checks of node journals, by result name: Raft, fencing, metadata, forwarding, quorum, the
+    brokers' answers against the committed log (with the history),
     authorization when brokers journalled authorization decisions (an authorizer was configured), and
     the scram workload's logins (bounded by the brokers' journalled self-fencing timeout)."""
     checks: dict[str, CheckerFn] = {
@@ -116,6 +118,8 @@ def journal_checks(journals: Journals, history: History | None, session_timeout_
         checks["authorization"] = functools.partial(check_authorization, journals)
     if any(e.ev in DATAPLANE_EVENTS for e in journals.all()):
         checks["dataplane"] = functools.partial(check_dataplane, journals)
+    if history is not None:
+        checks["broker_reads"] = functools.partial(check_broker_reads, history, journals)
     if history is not None and any(e.extra.get("workload") == "scram" for e in history.events):
         checks["scram"] = functools.partial(check_scram, history, journals, session_timeout_ms)
     return checks

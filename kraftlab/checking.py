@@ -3,8 +3,8 @@
 The checkers, composed (false > unknown > true; a crash is unknown):
 - `linearizable-<workload>`: each workload's ops (split by their `workload` field) against its
   model — the part `checker.judged` picks: the writes and the final reads taken after heal and
-  recovery, not the eventually consistent reads brokers served during the run (those go to the
-  fencing checker's staleness/monotonic checks).
+  recovery, not the eventually consistent reads brokers served during the run (those go to
+  `broker_reads`).
 - `queue`: the queue workload's sends and polls (lost, duplicated, reordered, skipped records:
   checker.queue), the whole history's.
 - `raft`: the Raft invariants over every node's journal.
@@ -13,6 +13,9 @@ The checkers, composed (false > unknown > true; a crash is unknown):
   within S seconds of each fault that leaves a majority.
 - `metadata`: the committed metadata log decoded with Kafka's schemas and replayed with KIP-631's
   rules, and every node's image compared with that replay (checker.metadata).
+- `broker_reads`: what brokers answered during the run (topic describes and lists, partition reads)
+  shows a committed prefix of the metadata log, never goes back within a broker's life, and shows a
+  write the broker acknowledged (checker.broker_reads).
 - `forwarding`: a broker never re-sends a forwarded write that reached the controller (KIP-590).
 - `quorum`: the replica progress a leader reports (DescribeQuorum) was made by those replicas.
 - `authorization` (when brokers journal authorization decisions: an authorizer is configured): each

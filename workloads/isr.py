@@ -20,7 +20,7 @@ want_fence=false and a caught-up offset (so they unfence: `registry` ops), and t
   registers again.
 - `read` {"topic", "partition", "node", "broker_read": true[, "final": true]} → Metadata on a
   broker → {"exists", "leader", "leader_epoch", "isr", "replicas"}. Kafka's Metadata carries no
-  partition epoch, so these reads steer the agents' beliefs and go to the staleness checks; the
+  partition epoch, so these reads steer the agents' beliefs and go to `checker.broker_reads`; the
   `isr` model checks the alters. Broker reads are eventually consistent in Kafka (a broker's
   image may lag), hence the `broker_read` mark; final reads run after heal and recovery.
 

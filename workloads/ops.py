@@ -4,8 +4,8 @@ Reads served by brokers are eventually consistent in Kafka (a broker's metadata 
 the controller), so every broker read's invocation value names the broker it went to and says
 `"broker_read": true`; reads of the final phase (after heal and recovery, one per broker, when
 every broker has caught up) also say `"final": true`. A runner gives the linearizability
-checker the writes plus the final reads (`checker.judged`), and the broker reads to the
-staleness/monotonic checks.
+checker the writes plus the final reads (`checker.judged`); `checker.broker_reads` judges the
+topics and isr broker reads against the committed metadata log.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ Reads: `read` {"node", "broker_read": true[, "final": true], "api"} → {"unfenc
 via DescribeCluster or Metadata on a broker. Kafka's broker APIs show only unfenced brokers and
 no broker epochs, so these reads are NOT the `registry` model's `read` (which needs every
 registration with its epoch): the linearizability checker gets the registry's writes, and the
-broker reads go to the staleness/monotonic checks (`checker.judged` says which is which).
+broker reads are judged by no checker yet (`checker.judged` says which is which).
 Broker reads are eventually consistent in Kafka (a broker's image may lag), hence the marks.
 """
 

@@ -6,16 +6,18 @@ Ops (checker model `topics`, history field `workload: "topics"`):
   controller), or to the active controller itself with `via` (as a broker's forward does). ok;
   fail TOPIC_ALREADY_EXISTS (an observation: the topic existed) or another definite refusal
   (INVALID_*: no effect); info on NOT_CONTROLLER / REQUEST_TIMED_OUT / a lost connection.
-- `delete` {"topic"}: DeleteTopics likewise; fail UNKNOWN_TOPIC_OR_PARTITION is an observation.
+- `delete` {"topic"}: DeleteTopics likewise (ok → {"topic", "topic_id"}); fail UNKNOWN_TOPIC_OR_PARTITION is an
+  observation.
 - `describe` {"topic", "node", "broker_read": true}: Metadata for one topic on a broker →
   {"exists": bool, "partitions": n}.
-- `list` {"node", "broker_read": true[, "final": true]}: Metadata for all topics → {"topics": [...]}
+- `list` {"node", "broker_read": true[, "final": true], "prefixes"}: Metadata for all topics → {"topics": [...]}
   (only names with this workload's prefixes).
 
 Reads served by brokers are eventually consistent in Kafka (a broker's image may lag), so they
 are marked `broker_read` with the broker's node; the runner gives the linearizability checker
-the writes plus the FINAL reads (taken after heal and recovery, marked `final`), and the
-broker reads to the staleness/monotonic checks.
+the writes plus the FINAL reads (taken after heal and recovery, marked `final`), and every
+broker read to `checker.broker_reads` (a committed prefix, never going back, showing the writes
+made through that broker).
 """
 
 from __future__ import annotations
@@ -64,8 +66,10 @@ async def delete(session: Session, inv: Invocation) -> Any:
                                lambda version: versions.delete_topics_request(version, v["topic"],
                                                                               timeout_ms=ADMIN_TIMEOUT_MS),
                                lambda r: _first_code(r, "responses"), direct=v.get("via") == "controller")
-    check(resp.responses[0].error_code, v)
-    return {"topic": v["topic"]}
+    result = resp.responses[0]
+    check(result.error_code, v)
+    topic_id = getattr(result, "topic_id", None)
+    return {"topic": v["topic"], "topic_id": str(topic_id) if topic_id is not None and topic_id.int else None}
 
 
 async def metadata(session: Session, node: str, topics: Sequence[str] | None) -> Any:
@@ -103,13 +107,17 @@ class TopicsWorkload:
     list_prefixes: Sequence[str] = ()
 
     @property
+    def prefixes(self) -> tuple[str, ...]:
+        """The name prefixes a `list` shows (carried in its invocation, so the read names what it asked)."""
+        return tuple(self.list_prefixes) or (self.prefix,)
+
+    @property
     def names(self) -> list[str]:
         return [f"{self.prefix}{i}" for i in range(self.pool)]
 
     def handlers(self) -> Handlers:
-        prefixes = tuple(self.list_prefixes) or (self.prefix,)
         return {(WORKLOAD, "create"): create, (WORKLOAD, "delete"): delete, (WORKLOAD, "describe"): describe,
-                (WORKLOAD, "list"): list_handler(prefixes)}
+                (WORKLOAD, "list"): list_handler(self.prefixes)}
 
     def next_op(self, ctx: Context) -> Invocation:
         r = ctx.rng.random()
@@ -128,10 +136,11 @@ class TopicsWorkload:
             return op(WORKLOAD, "delete", {"topic": topic})
         if r < 0.8:
             return broker_read(WORKLOAD, "describe", read_node(ctx, self.brokers), topic=topic)
-        return broker_read(WORKLOAD, "list", read_node(ctx, self.brokers))
+        return broker_read(WORKLOAD, "list", read_node(ctx, self.brokers), prefixes=list(self.prefixes))
 
     def generator(self) -> FnGen:
         return FnGen(self.next_op)
 
     def final_reads(self) -> OncePer:
-        return OncePer(list(self.brokers), lambda node: broker_read(WORKLOAD, "list", node, final=True))
+        return OncePer(list(self.brokers), lambda node: broker_read(WORKLOAD, "list", node, final=True,
+                                                                    prefixes=list(self.prefixes)))

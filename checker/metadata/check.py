@@ -39,7 +39,7 @@ from typing import Any
 
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals
-from kraftlab.checker.metadata.decode import LEGACY_FRAME_VERSION, DecodeError, decode
+from kraftlab.checker.metadata.decode import LEGACY_FRAME_VERSION, Decoded, DecodeError, decode
 from kraftlab.checker.metadata.model import RULES as RECORD_RULES
 from kraftlab.checker.metadata.model import ImageModel, digest_of
 from kraftlab.checker.metadata.producer_ids import RULES as PRODUCER_ID_RULES
@@ -83,6 +83,45 @@ def committed_log(journals: Journals, notes: list[str]) -> tuple[dict[int, tuple
         elif seen[0] != value and (conflict is None or off < conflict):
             conflict = off
     return out, conflict
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """The committed metadata log in offset order, decoded, as far as it can be replayed: `stop` is
+    the first offset that cannot be (with why, and — for a record that does not decode — the
+    RecordDecodes violation), None when the whole log can."""
+
+    records: dict[int, tuple[Decoded, Entry]]
+    end: int
+    """The highest offset any node applied (-1 when none did)."""
+    stop: tuple[int, str] | None = None
+    undecodable: Violation | None = None
+
+
+def committed_records(journals: Journals, notes: list[str]) -> Committed:
+    """Every node's `apply` events → the committed records, decoded, up to the first offset where
+    nodes disagree, a record does not decode, or a gap that is no control batch."""
+    committed, conflict = committed_log(journals, notes)
+    controls = _controls(journals)
+    records: dict[int, tuple[Decoded, Entry]] = {}
+    top = max(committed, default=-1)
+    for off in range(0, top + 1):
+        if off == conflict:
+            return Committed(records, top, (off, f"nodes applied different records at offset {off} "
+                                                 "(see CommittedPrefixAgreement)"))
+        if off in committed:
+            value, entry = committed[off]
+            try:
+                records[off] = (decode(value), entry)
+            except DecodeError as exc:
+                return Committed(records, top, (off, f"the record at offset {off} does not decode"), Violation(
+                    "RecordDecodes", f"offset {off}: {entry.get('type', 'a record')} that {_name(entry)} applied "
+                                     f"does not decode with Kafka's schemas: {exc}", [entry]))
+        elif off not in controls:
+            nxt = min(o for o in committed if o > off)
+            return Committed(records, top, (off, f"offsets {off}–{nxt - 1} were applied by no node and are no "
+                                                 "control record"))
+    return Committed(records, top)
 
 
 def _controls(journals: Journals) -> set[int]:
@@ -178,19 +217,18 @@ def _name(e: Entry) -> str:
 def check_metadata(journals: Journals) -> dict[str, Any]:
     """Replay the committed metadata log with the rules; compare every node's image with it."""
     notes: list[str] = []
-    committed, conflict = committed_log(journals, notes)
+    log = committed_records(journals, notes)
     images = _images(journals)
-    if not committed:
+    if log.end < 0:
         return result([], [], {name: "no apply event carries its record's bytes (nodes from before the metadata "
                                      "checker)" for name in INVARIANTS})
-    controls = _controls(journals)
     vs: list[Violation] = []
     model = ImageModel()
     reported_lives: set[tuple[int, int]] = set()
     later_mismatches: dict[tuple[int, int], int] = defaultdict(int)
     compared = agreed = replayed = legacy = 0
-    end = max(max(committed), max(images, default=0))
-    stop: tuple[int, str] | None = None
+    end = max(log.end, max(images, default=0))
+    stop = log.stop
     cache: tuple[str, dict[str, str]] | None = None
     answers = _heartbeat_answers(journals)
     judged_answers = 0
@@ -215,27 +253,16 @@ def check_metadata(journals: Journals) -> dict[str, Any]:
             vs.append(Violation("ImageAgreement", (
                 f"{_name(img.entry)}'s metadata image at offset {off} ({how}) is not what the committed records "
                 f"below {off} make: it differs in {', '.join(differ) or 'its digest'}{detail}"), [img.entry]))
-        if off == conflict:
-            stop = (off, f"nodes applied different records at offset {off} (see CommittedPrefixAgreement)")
+        if stop is not None and off == stop[0]:
+            if log.undecodable is not None:
+                vs.append(log.undecodable)
             break
-        if off in committed:
-            value, entry = committed[off]
-            try:
-                rec = decode(value)
-            except DecodeError as exc:
-                vs.append(Violation("RecordDecodes", f"offset {off}: {entry.get('type', 'a record')} that "
-                                                      f"{_name(entry)} applied does not decode with Kafka's schemas: "
-                                                      f"{exc}", [entry]))
-                stop = (off, f"the record at offset {off} does not decode")
-                break
+        if off in log.records:
+            rec, entry = log.records[off]
             legacy += rec.frame_version == LEGACY_FRAME_VERSION
             vs.extend(Violation(b.rule, b.explanation, [entry]) for b in model.apply(rec, off))
             replayed += 1
             cache = None
-        elif off not in controls and off <= max(committed):
-            nxt = min(o for o in committed if o > off)
-            stop = (off, f"offsets {off}–{nxt - 1} were applied by no node and are no control record")
-            break
     if stop is None and end in answers:
         judged_answers += len(answers[end])
         vs.extend(_judge_answers(model, answers[end], end))

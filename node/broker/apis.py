@@ -82,14 +82,22 @@ class Forward:
     request: Any
 
 
+def _topic_id(result: Any) -> uuid.UUID | None:
+    """A CreateTopics/DeleteTopics result's topic id; None where the version has none (or the zero id)."""
+    tid = getattr(result, "topic_id", None)
+    return tid if isinstance(tid, uuid.UUID) and tid.int else None
+
+
 @dataclass
 class _Settling:
     """A controller answer held until this broker's image shows its effect."""
 
     client_token: Any
     response: Any
-    created: tuple[str, ...]
-    deleted: tuple[str, ...]
+    created: tuple[tuple[str, uuid.UUID | None], ...]
+    """(topic, the id the controller gave it — None from a CreateTopics version without ids)."""
+    deleted: tuple[tuple[str, uuid.UUID | None], ...]
+    """(topic, the id it had — None from a DeleteTopics version without ids)."""
     deadline_ms: int | None = None
     grown: tuple[tuple[str, int], ...] = ()
     """(topic, partition count) that CreatePartitions reached."""
@@ -331,9 +339,10 @@ class BrokerApis:
         for s in self._settling:
             if now_ms is not None and s.deadline_ms is None:
                 s.deadline_ms = now_ms + self.visibility_wait_ms
-            visible = (
-                all(image.topic(n) is not None for n in s.created)
-                and all(image.topic(n) is None for n in s.deleted)
+            visible = (  # this write's topic, by its id: not an older or newer one of the same name
+                all(n in image.topic_ids if tid is None else image.topic_ids.get(n) == tid for n, tid in s.created)
+                and all(n not in image.topic_ids if tid is None else image.topic_ids.get(n) != tid
+                        for n, tid in s.deleted)
                 and all(len(getattr(image.topic(n), "partitions", ())) >= count for n, count in s.grown)
             )
             expired = now_ms is not None and s.deadline_ms is not None and now_ms >= s.deadline_ms
@@ -411,12 +420,13 @@ class BrokerApis:
         if p is None:
             return
         relayed = respond(p.client_request, as_values(response))
-        created: tuple[str, ...] = ()
-        deleted: tuple[str, ...] = ()
+        created: tuple[tuple[str, uuid.UUID | None], ...] = ()
+        deleted: tuple[tuple[str, uuid.UUID | None], ...] = ()
         if api_name(response) == "CreateTopics" and not getattr(p.controller_request, "validate_only", False):
-            created = tuple(t.name for t in response.topics if t.error_code == ErrorCode.none)
+            created = tuple((t.name, _topic_id(t)) for t in response.topics if t.error_code == ErrorCode.none)
         elif api_name(response) == "DeleteTopics":
-            deleted = tuple(t.name for t in response.responses if t.error_code == ErrorCode.none and t.name)
+            deleted = tuple((t.name, _topic_id(t)) for t in response.responses
+                            if t.error_code == ErrorCode.none and t.name)
         grown: tuple[tuple[str, int], ...] = ()
         if api_name(response) == "CreatePartitions" and not p.controller_request.validate_only:
             counts = {t.name: int(t.count) for t in p.controller_request.topics}

@@ -10,6 +10,8 @@ from broker_harness import CLUSTER_ID, MiniCluster
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.create_topics.v4.request import CreatableTopic as CT4
 from kio.schema.create_topics.v4.request import CreateTopicsRequest as CreateTopics4
+from kio.schema.create_topics.v7.request import CreatableTopic as CT7
+from kio.schema.create_topics.v7.request import CreateTopicsRequest as CreateTopics7
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as DeleteTopics1
 from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
 from kio.schema.describe_cluster.v2.request import DescribeClusterRequest as DescribeCluster2
@@ -216,6 +218,39 @@ def test_reply_released_after_visibility_wait_when_the_broker_lags(mc: MiniClust
     b.apis.tick(mc.now + 2_000)
     (out,) = b.apis.take_outputs()
     assert out.response.topics[0].error_code == ErrorCode.none
+
+
+def test_reply_held_while_the_broker_shows_an_older_topic_of_the_same_name(mc: MiniCluster) -> None:
+    """Read-your-writes by topic id: a broker whose image still shows the deleted `same` has not
+    shown the new `same` its client created, nor the delete before it."""
+    _up(mc)
+    assert _create(mc, "same", via=102).error_code == ErrorCode.none
+    mc.run(200)
+    b, c = mc.brokers[101], mc.active()
+    old = b.metadata.image.topic_ids["same"]
+
+    def through_controller_only(token: str, request: object) -> object:
+        b.apis.handle(token, request, mc.now)
+        (fwd,) = b.apis.take_outputs()
+        c.handle_request(("x", 0, 0), fwd.request, mc.now)
+        mc.q.committed_end = mc.q.end_offset  # committed, but delivered to the controllers only
+        for i in mc.ctrls:
+            mc.q.deliver(f"c{i}")
+        (reply,) = [o for o in c.take_outputs() if type(o).__name__ == "Reply"]
+        b.apis.on_forward_response(fwd.token, reply.response, mc.now)
+        return reply.response
+
+    deleted = through_controller_only("d", DeleteTopics1(topic_names=("same",), timeout=datetime.timedelta(seconds=5)))
+    assert deleted.responses[0].error_code == ErrorCode.none
+    created = through_controller_only("c", CreateTopics7(
+        topics=(CT7(name="same", num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=5), validate_only=False))
+    assert created.topics[0].error_code == ErrorCode.none and created.topics[0].topic_id != old
+    assert b.metadata.image.topic_ids["same"] == old
+    assert b.apis.take_outputs() == []  # held: the name shows, but not this write's topic
+    mc.run(200)  # the broker replays the delete and the create: both released
+    assert b.metadata.image.topic_ids["same"] == created.topics[0].topic_id
+    assert {"d", "c"} <= set(mc.client_replies)
 
 
 def test_config_changes_forwarded_and_described(mc: MiniCluster) -> None:

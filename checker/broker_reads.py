@@ -1,0 +1,328 @@
+"""What brokers answered during the run, judged against the committed metadata log: the reads the
+linearizability checkers leave out (`checker.judged`: a broker serves metadata from its own image,
+which in Kafka is only eventually consistent) are still bound by what Kafka does promise.
+
+- BrokerReadCommitted: every topics `describe`/`list` and isr `read` a broker answered shows the
+  state of some committed prefix of the metadata log — a topic's existence and partition count, a
+  partition's leader, leader epoch, ISR and replicas. A broker's image is the committed records
+  applied in order, so an answer no prefix ever had (an uncommitted record served, a record applied
+  wrongly, an answer built wrongly from the image) is made up.
+- MonotonicBrokerReads: within one broker process life, a read that began after another read of the
+  same broker had been answered shows a prefix no shorter (a broker's image only moves forward; it is
+  the broker's, not the client's, so two clients reading one broker must agree on its order).
+- ReadYourWrites: a topic created (or deleted) through a broker is visible in that broker's image
+  when the broker acknowledges it — the node waits for its own image before relaying the
+  controller's answer (`node.broker.apis`, bounded by its visibility wait) — so a later read of the
+  same broker in the same life shows it, as long as nothing else changed it meanwhile. Judged only
+  for writes acknowledged well within the wait (`RYW_JUDGED_MS`), where the bound cannot have run
+  out even on a node whose clock the nemesis runs fast.
+
+How: the committed log (every node's `apply` events, as `checker.metadata` rebuilds it) is replayed
+into `checker.metadata.model.ImageModel`; each key a read can name keeps the offsets at which its
+state changed. A read's answer gives the set of offsets whose prefix shows it (a union of
+intervals); per broker, reads are taken in invocation order and each is given the smallest offset
+it allows at or above every offset already given to a read of that broker that was answered before
+it began (a greedy choice that is optimal for constraints of this shape). A read with no offset
+left breaks MonotonicBrokerReads (BrokerReadCommitted when it had none at all). A broker's life
+ends at any nemesis operation that could restart it (the history names the node, or names none);
+the final reads, taken after recovery (which may restart nodes unrecorded), start a life of their
+own. Where the replay stops early (a gap or disagreement `checker.metadata` reports), every offset
+past the stop is allowed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraftlab.checker.history import History, Op, pair_ops
+from kraftlab.checker.invariant import Violation, result
+from kraftlab.checker.journal import Journals
+from kraftlab.checker.metadata.check import committed_records
+from kraftlab.checker.metadata.model import ImageModel
+
+INVARIANTS = ["BrokerReadCommitted", "MonotonicBrokerReads", "ReadYourWrites"]
+RYW_JUDGED_MS = 500.0
+"""A forwarded write answered this fast was answered because the broker's image showed it: the node's
+visibility wait is 2 s of its own clock, and the clock nemesis runs a node's clock at most a few
+times fast."""
+STEADY_NEMESIS = frozenset({"start-partition", "stop-partition", "clock-bump", "clock-rate", "clock-strobe",
+                            "clock-reset", "start-packet", "stop-packet", "pause", "resume", "start-pause",
+                            "stop-pause"})
+"""Nemesis operations that never restart a node: a broker's life goes on through them."""
+INF = 1 << 62
+
+Interval = tuple[int, int]  # [a, b): the images whose last applied record is at an offset in a..b-1
+
+
+@dataclass
+class Timeline:
+    """One key's states over the committed log: state i holds from starts[i] (the offset of the
+    record that made it; -1 for the empty log) until the next start."""
+
+    starts: list[int] = field(default_factory=lambda: [-1])
+    states: list[Any] = field(default_factory=lambda: [None])
+
+    def note(self, offset: int, state: Any) -> None:
+        if state != self.states[-1]:
+            self.starts.append(offset)
+            self.states.append(state)
+
+    def where(self, match: Any, end: int) -> list[Interval]:
+        """The offsets whose prefix shows a state `match` accepts; past `end` (a replay that stopped
+        early) anything goes."""
+        out: list[Interval] = []
+        for i, state in enumerate(self.states):
+            if match(state):
+                hi = self.starts[i + 1] if i + 1 < len(self.starts) else INF
+                out.append((self.starts[i], hi))
+        return _union(out + ([(end, INF)] if end < INF else []))
+
+
+def _union(xs: list[Interval]) -> list[Interval]:
+    out: list[Interval] = []
+    for a, b in sorted(xs):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _intersect(xs: list[Interval], ys: list[Interval]) -> list[Interval]:
+    out, i, j = [], 0, 0
+    while i < len(xs) and j < len(ys):
+        a, b = max(xs[i][0], ys[j][0]), min(xs[i][1], ys[j][1])
+        if a < b:
+            out.append((a, b))
+        if xs[i][1] < ys[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _first_at_or_above(xs: list[Interval], lb: int) -> int | None:
+    for a, b in xs:
+        if b > lb:
+            return max(a, lb)
+    return None
+
+
+@dataclass
+class CommittedStates:
+    """Per topic name: (exists, partition count); per (topic name, partition): what Metadata shows
+    of it — from the committed log, replayed."""
+
+    topics: dict[str, Timeline] = field(default_factory=lambda: defaultdict(Timeline))
+    partitions: dict[tuple[str, int], Timeline] = field(default_factory=lambda: defaultdict(Timeline))
+    end: int = INF
+    """The offset past which the replay could not go (INF: the whole log was replayed)."""
+    written: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(TopicRecord | RemoveTopicRecord, topic id) → the offset of that record."""
+
+    @classmethod
+    def replay(cls, journals: Journals, notes: list[str]) -> CommittedStates:
+        out = cls()
+        model = ImageModel()
+        log = committed_records(journals, notes)
+        for off in sorted(log.records):
+            rec = log.records[off][0]
+            tid = rec.fields.get("topic_id")
+            touched = rec.fields["name"] if rec.type == "TopicRecord" else model.topic_names.get(tid) if tid else None
+            model.apply(rec, off)
+            if rec.type in ("TopicRecord", "RemoveTopicRecord"):
+                out.written.setdefault((rec.type, str(tid)), off)
+            if touched is not None:
+                out._note(model, touched, off)
+        if log.stop is not None:
+            out.end = log.stop[0]
+        return out
+
+    def _note(self, model: ImageModel, name: str, off: int) -> None:
+        tid = model.topics.get(name)
+        count = model.partition_count.get(tid, 0) if tid is not None else 0
+        self.topics[name].note(off, None if tid is None else count)
+        for pid in range(max(count, 1)):
+            p = model.partitions.get((tid, pid)) if tid is not None else None
+            self.partitions[(name, pid)].note(off, None if p is None else (
+                p.leader, p.leader_epoch, tuple(sorted(p.isr)), tuple(p.replicas)))
+
+
+@dataclass
+class Read:
+    """One broker answer the rules judge: which broker, when, and the offsets whose prefix shows it."""
+
+    op: Op
+    broker: str
+    allowed: list[Interval]
+    what: str
+    write: bool = False
+    """A write's acknowledgement (ReadYourWrites), not a read."""
+    given: int | None = None
+    raised_by: Read | None = None
+    """The earlier answer of the same broker whose offset `given` had to reach."""
+
+    def chain(self) -> list[Read]:
+        """This answer and those that raised it, newest first."""
+        out: list[Read] = [self]
+        while out[-1].raised_by is not None and len(out) < 50:
+            out.append(out[-1].raised_by)
+        return out
+
+
+def _describe(states: CommittedStates, op: Op) -> tuple[list[Interval], str]:
+    name, out = op.value["topic"], op.output
+    want = None if not out.get("exists") else out.get("partitions")
+    return states.topics[name].where(lambda s: s == want, states.end), (
+        f"topic {name} {'absent' if want is None else f'with {want} partition(s)'}")
+
+
+def _list(states: CommittedStates, op: Op, pool: set[str]) -> tuple[list[Interval], str]:
+    shown = set(op.output.get("topics") or ())
+    prefixes = tuple(op.value.get("prefixes") or ())
+    names = shown | pool | {n for n in states.topics if prefixes and n.startswith(prefixes)}
+    allowed = [(-1, INF)]
+    for n in sorted(names):
+        allowed = _intersect(allowed, states.topics[n].where(
+            lambda s, listed=n in shown: (s is not None) == listed, states.end))
+    return allowed, f"topics {sorted(shown)}"
+
+
+def _isr_read(states: CommittedStates, op: Op) -> tuple[list[Interval], str]:
+    name, pid, out = op.value["topic"], int(op.value.get("partition", 0)), op.output
+    if not out.get("exists"):
+        return states.topics[name].where(lambda s: s is None, states.end), f"topic {name} absent"
+    if "leader" not in out:
+        return states.topics[name].where(lambda s: s is not None and s <= pid, states.end), (
+            f"topic {name} without partition {pid}")
+    shown = (int(out["leader"]), int(out["leader_epoch"]), tuple(sorted(out["isr"])), tuple(out["replicas"]))
+    return states.partitions[(name, pid)].where(lambda s: s == shown, states.end), (
+        f"{name}-{pid} with leader {shown[0]}, leader epoch {shown[1]}, ISR {list(shown[2])}, "
+        f"replicas {list(shown[3])}")
+
+
+def broker_reads(ops: Sequence[tuple[str | None, Op]], states: CommittedStates) -> list[Read]:
+    """The answers the rules judge (each op with its workload), with the offsets each allows."""
+    pool = {str(o.value["topic"]) for w, o in ops
+            if w == "topics" and isinstance(o.value, dict) and o.value.get("topic")}
+    out: list[Read] = []
+    for w, o in ops:
+        if o.status != "ok" or not isinstance(o.value, dict) or not isinstance(o.output, dict) or o.end is None:
+            continue
+        node = o.value.get("node") or o.node
+        if o.value.get("broker_read"):
+            if (w, o.f) == ("topics", "describe"):
+                allowed, what = _describe(states, o)
+            elif (w, o.f) == ("topics", "list"):
+                allowed, what = _list(states, o, pool)
+            elif (w, o.f) == ("isr", "read"):
+                allowed, what = _isr_read(states, o)
+            else:
+                continue
+            out.append(Read(o, str(node), allowed, what))
+        elif w == "topics" and o.f in ("create", "delete") and o.value.get("via") != "controller" \
+                and o.output.get("topic_id") and (o.latency_ms or INF) < RYW_JUDGED_MS:
+            record = "TopicRecord" if o.f == "create" else "RemoveTopicRecord"
+            at = states.written.get((record, str(o.output["topic_id"])))
+            allowed = [(at, INF)] if at is not None else [(states.end, INF)] if states.end < INF else []
+            out.append(Read(o, str(node), allowed, f"topic {o.value['topic']} {o.f}d (its {record} at offset {at})",
+                            write=True))
+    return out
+
+
+def _restarts(history: History, nodes: Iterable[str]) -> dict[str, list[int]]:
+    """Per node, the times of nemesis events that could have restarted it."""
+    names = sorted(set(nodes), key=len, reverse=True)
+    out: dict[str, list[int]] = defaultdict(list)
+    for e in history.events:
+        if e.process != "nemesis" or e.f in STEADY_NEMESIS or e.time is None:
+            continue
+        text = json.dumps(e.value, default=str)
+        named = [n for n in names if f'"{n}"' in text]
+        for n in named or names:
+            out[n].append(e.time)
+    for times in out.values():
+        times.sort()
+    return out
+
+
+def judge(reads: list[Read], restarts: dict[str, list[int]]) -> list[Violation]:
+    vs: list[Violation] = []
+    by_broker: dict[str, list[Read]] = defaultdict(list)
+    for r in reads:
+        by_broker[r.broker].append(r)
+    for broker, rs in by_broker.items():
+        rs.sort(key=lambda r: (bool(r.op.value.get("final")), r.op.start))
+        points = restarts.get(broker, [])
+        done: list[Read] = []
+        for r in rs:
+            if not r.allowed:
+                if not r.write:
+                    vs.append(_violation("BrokerReadCommitted", r, (
+                        f"broker {broker} answered {r.op.label()} showing {r.what}, a state no committed prefix "
+                        "of the metadata log ever had")))
+                continue
+            end = r.op.end or INF
+            k = bisect.bisect_right(points, end)
+            life_start = points[k - 1] if k else -1
+            final = bool(r.op.value.get("final"))
+            lb, why = -1, None
+            for d in reversed(done):
+                if d.op.start <= life_start or bool(d.op.value.get("final")) != final:
+                    break
+                if (d.op.end or INF) < r.op.start and d.given is not None and d.given > lb:
+                    lb, why = d.given, d
+            r.given, r.raised_by = _first_at_or_above(r.allowed, lb), why
+            if r.given is None:
+                assert why is not None
+                vs.append(_out_of_order(broker, r, why))
+            done.append(r)
+    return vs
+
+
+def _out_of_order(broker: str, r: Read, why: Read) -> Violation:
+    chain = why.chain()
+    write = next((c for c in chain if c.write), None)
+    steps = "; ".join(f"{c.op.label()} showing {c.what} (offset {c.given} at the earliest)"
+                      for c in reversed(chain[:6]))
+    if write is not None:
+        return _violation("ReadYourWrites", r, (
+            f"broker {broker} acknowledged {write.op.label()} in {write.op.latency_ms:.0f} ms — well within its "
+            f"visibility wait, so its own image showed {write.what} — yet it then answered {r.op.label()} showing "
+            f"{r.what}, which only offsets {_fmt(r.allowed)} of the committed log show; the broker's answers in "
+            f"order, with no restart of it between: {steps}; then this one. A client that reads from the broker "
+            "it wrote through does not see its own write"), before=write)
+    return _violation("MonotonicBrokerReads", r, (
+        f"broker {broker} answered {r.op.label()} showing {r.what} (only offsets {_fmt(r.allowed)} of the committed "
+        f"log show that) after answers that need a longer prefix, with no restart of it between: {steps}. "
+        "The broker's image went back"), before=why)
+
+
+def _fmt(xs: list[Interval]) -> str:
+    return ", ".join(f"{a}–{'end' if b >= INF else b - 1}" for a, b in xs[:4]) + (" …" if len(xs) > 4 else "")
+
+
+def _violation(rule: str, r: Read, text: str, before: Read | None = None) -> Violation:
+    return Violation(rule, text, [], before=None if before is None else before.op.label(), after=r.op.label())
+
+
+def check_broker_reads(history: History, journals: Journals) -> dict[str, Any]:
+    notes: list[str] = []
+    states = CommittedStates.replay(journals, notes)
+    ops = [(history.events[o.call].extra.get("workload"), o) for o in pair_ops(history)]
+    reads = broker_reads(ops, states)
+    if not reads:
+        return result([], [], {name: "no broker read or forwarded write to judge" for name in INVARIANTS})
+    nodes = {r.broker for r in reads}
+    vs = judge(reads, _restarts(history, nodes))
+    out = result(vs, INVARIANTS, stats={"reads": sum(not r.write for r in reads),
+                                        "writes": sum(r.write for r in reads),
+                                        "replayed_to": None if states.end >= INF else states.end})
+    if notes:
+        out["notes"] = notes
+    return out

@@ -1,0 +1,152 @@
+"""The broker-read rules: every answer a broker gave shows a committed prefix of the metadata log;
+one broker's answers never go back within a process life; a write acknowledged through a broker is
+in that broker's later answers. Each rule fires on a history that breaks it and stays quiet on its
+near miss (concurrent reads, a restart between, a slow acknowledgement, another broker)."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+from kraftlab.checker.broker_reads import INVARIANTS, check_broker_reads
+from kraftlab.checker.history import Event, History
+from kraftlab.checker.journal import journals_from
+from kraftlab.node.metadata.records import (
+    FeatureLevelRecord,
+    MetadataRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    encode,
+)
+
+A, B = uuid.UUID(int=1), uuid.UUID(int=2)
+LOG: list[MetadataRecord] = [
+    FeatureLevelRecord(name="metadata.version", feature_level=7),  # 0
+    TopicRecord(name="t0", topic_id=A),  # 1
+    PartitionRecord(partition_id=0, topic_id=A, replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=0,
+                    partition_epoch=0),  # 2
+    RemoveTopicRecord(topic_id=A),  # 3
+    TopicRecord(name="t0", topic_id=B),  # 4
+    PartitionRecord(partition_id=0, topic_id=B, replicas=(2, 3), isr=(2,), leader=2, leader_epoch=3,
+                    partition_epoch=1),  # 5
+    PartitionRecord(partition_id=1, topic_id=B, replicas=(3, 1), isr=(3, 1), leader=3, leader_epoch=0,
+                    partition_epoch=0),  # 6
+]
+
+
+def journals(records: list[MetadataRecord] = LOG, skip: tuple[int, ...] = ()) -> Any:
+    return journals_from({"ts": 1000 + o, "mono": o, "node": 1, "ev": "apply", "offset": o, "type": type(r).__name__,
+                          "value": base64.b64encode(encode(r)).decode()}
+                         for o, r in enumerate(records) if o not in skip)
+
+
+class Ops:
+    """A history built op by op: each op is (process, workload, f, value, output, start ms, end ms)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, Event]] = []
+
+    def op(self, process: int, workload: str, f: str, value: dict[str, Any], output: Any, start: int,
+           end: int) -> Ops:
+        node = value.get("node", "n1")
+        self.events.append((start * 2, Event(0, process, "invoke", f, value, start * 1_000_000, node,
+                                             extra={"workload": workload})))
+        self.events.append((end * 2 + 1, Event(0, process, "ok", f, output, end * 1_000_000, node,
+                                               extra={"workload": workload})))
+        return self
+
+    def describe(self, p: int, out: dict[str, Any], start: int, end: int, node: str = "n1") -> Ops:
+        return self.op(p, "topics", "describe", {"topic": "t0", "node": node, "broker_read": True}, out, start, end)
+
+    def nemesis(self, f: str, value: dict[str, Any], at: int) -> Ops:
+        self.events.append((at * 2, Event(0, "nemesis", "invoke", f, value, at * 1_000_000)))
+        return self
+
+    def history(self) -> History:
+        evs = [e for _, e in sorted(self.events, key=lambda x: x[0])]
+        for i, e in enumerate(evs):
+            e.index = i
+        return History(evs)
+
+
+ABSENT, ONE, TWO = {"exists": False}, {"exists": True, "partitions": 1}, {"exists": True, "partitions": 2}
+
+
+def verdict(ops: Ops, js: Any = None) -> dict[str, Any]:
+    return check_broker_reads(ops.history(), journals() if js is None else js)
+
+
+def rules(res: dict[str, Any]) -> set[str]:
+    return {a["type"] for a in res["anomalies"]}
+
+
+def test_answers_that_move_forward_are_valid() -> None:
+    ops = (Ops().describe(0, ABSENT, 0, 1).describe(1, ONE, 2, 3).describe(0, ABSENT, 4, 5)
+           .describe(1, TWO, 6, 7)
+           .op(2, "topics", "list", {"node": "n1", "broker_read": True}, {"topics": ["t0"]}, 8, 9)
+           .op(3, "isr", "read", {"topic": "t0", "partition": 0, "node": "n1", "broker_read": True},
+               {"exists": True, "leader": 2, "leader_epoch": 3, "isr": [2], "replicas": [2, 3]}, 10, 11))
+    res = verdict(ops)
+    assert res["valid"] is True, res
+    assert res["checked"] == INVARIANTS and res["stats"]["reads"] == 6
+
+
+def test_a_state_no_prefix_had_is_made_up() -> None:
+    res = verdict(Ops().describe(0, {"exists": True, "partitions": 3}, 0, 1))
+    assert rules(res) == {"BrokerReadCommitted"}
+    partition = Ops().op(0, "isr", "read", {"topic": "t0", "partition": 0, "node": "n1", "broker_read": True},
+                         {"exists": True, "leader": 2, "leader_epoch": 0, "isr": [2], "replicas": [2, 3]}, 0, 1)
+    assert rules(verdict(partition)) == {"BrokerReadCommitted"}  # the epoch the leader change never had
+
+
+def test_an_image_that_goes_back_is_caught_and_a_restart_or_overlap_excuses_it() -> None:
+    back = Ops().describe(0, TWO, 0, 1).describe(1, ONE, 2, 3)
+    res = verdict(back)
+    assert rules(res) == {"MonotonicBrokerReads"}
+    assert "went back" in res["anomalies"][0]["explanation"]
+    assert verdict(Ops().describe(0, TWO, 0, 1).nemesis("kill", {"nodes": ["n1"]}, 2).describe(1, ONE, 3, 4))["valid"]
+    assert verdict(Ops().describe(0, TWO, 0, 1).nemesis("start-partition", {"nodes": ["n1"]}, 2)
+                   .describe(1, ONE, 3, 4))["valid"] is False  # a partition restarts nothing
+    assert verdict(Ops().describe(0, TWO, 0, 3).describe(1, ONE, 2, 4))["valid"] is True  # concurrent
+    assert verdict(Ops().describe(0, TWO, 0, 1).describe(1, ONE, 2, 3, node="n2"))["valid"] is True
+
+
+def test_a_write_acknowledged_before_the_broker_shows_it() -> None:
+    create = {"topic": "t0", "partitions": 1, "replication_factor": 1}
+    second = {"topic": "t0", "topic_id": str(B)}  # the second t0, created at offset 4
+    ryw = (Ops().describe(0, ABSENT, 0, 1).op(1, "topics", "create", create, second, 2, 12)
+           .describe(1, ABSENT, 13, 14))
+    res = verdict(ryw)
+    assert rules(res) == {"ReadYourWrites"}
+    assert "does not see its own write" in res["anomalies"][0]["explanation"]
+    # the broker still showing the first t0 (offsets 1-2) has not shown this write either
+    first_t0 = ({"topic": "t0", "partition": 0, "node": "n1", "broker_read": True},
+                {"exists": True, "leader": 1, "leader_epoch": 0, "isr": [1, 2], "replicas": [1, 2]})
+    assert rules(verdict(Ops().op(1, "topics", "create", create, second, 2, 12)
+                         .op(2, "isr", "read", *first_t0, 15, 16))) == {"ReadYourWrites"}
+    deleted = Ops().op(1, "topics", "delete", {"topic": "t0"}, {"topic": "t0", "topic_id": str(A)}, 2, 12)
+    assert rules(verdict(deleted.op(2, "isr", "read", *first_t0, 15, 16))) == {"ReadYourWrites"}
+    for near_miss in (
+        Ops().describe(0, ABSENT, 0, 1).op(1, "topics", "create", create, second, 2, 900)  # the wait may have run out
+        .describe(1, ABSENT, 901, 902),
+        Ops().op(1, "topics", "create", {**create, "via": "controller"}, second, 2, 12)  # no broker promised it
+        .describe(1, ABSENT, 13, 14),
+        Ops().op(1, "topics", "create", create, second, 2, 12).describe(1, ABSENT, 13, 14, node="n2"),
+        Ops().op(1, "topics", "create", create, second, 2, 12).describe(1, TWO, 13, 14),
+    ):
+        assert verdict(near_miss)["valid"] is True
+
+
+def test_past_the_replay_s_stop_anything_goes() -> None:
+    # offset 3 was applied by no node and is no control batch: the replay stops there
+    res = verdict(Ops().describe(0, ONE, 0, 1).describe(1, {"exists": True, "partitions": 7}, 2, 3),
+                  journals(skip=(3,)))
+    assert res["valid"] is True and res["stats"]["replayed_to"] == 3
+    assert rules(verdict(Ops().describe(1, {"exists": True, "partitions": 7}, 2, 3))) == {"BrokerReadCommitted"}
+
+
+def test_no_reads_means_nothing_judged() -> None:
+    res = check_broker_reads(History([]), journals())
+    assert res["valid"] is True and set(res["not_checked"]) == set(INVARIANTS)
