@@ -173,8 +173,12 @@ def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePath
                       overrides: dict[str, str] | None = None, *, diskfs: bool = False, quorum: str = "static") -> str:
     """The node's server.properties. On the disk-fault filesystem (`diskfs`) `log.dirs` is the
     metadata directory too — Kafka's default layout, partitions beside `__cluster_metadata-0` — so
-    partition data is on the mount as well; the journal stays in `data/`, off it. A dynamic `quorum`
-    names every controller in `controller.quorum.bootstrap.servers` instead of fixed voters."""
+    partition data is on the mount as well; the journal stays in `data/`, off it — and brokers fsync
+    each append (`log.flush.interval.messages=1`), the setting under which Kafka promises that an
+    acknowledged record survives a power loss of its replicas (by default it promises no such thing:
+    replication is the durability, and balanced recovery elects a last known leader whose unflushed
+    tail the power loss took). An override may set Kafka's default back. A dynamic `quorum` names
+    every controller in `controller.quorum.bootstrap.servers` instead of fixed voters."""
     if quorum == "dynamic":
         where = ("controller.quorum.bootstrap.servers",
                  ",".join(f"{s.address}:{CONTROLLER_PORT}" for s in specs if s.controller))
@@ -202,6 +206,8 @@ def render_properties(spec: NodeSpec, specs: Sequence[NodeSpec], paths: NodePath
         "kraftlab.clock.file": paths.clock_file,
         "kraftlab.metrics.port": str(METRICS_PORT),
     }
+    if diskfs:
+        props["log.flush.interval.messages"] = "1"
     if spec.broker:
         props["advertised.listeners"] = (f"PLAINTEXT://{spec.address}:{BROKER_PORT},"
                                          f"SASL_PLAINTEXT://{spec.address}:{SASL_PORT}")

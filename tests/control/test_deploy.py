@@ -87,6 +87,8 @@ def test_on_the_disk_fault_filesystem_partitions_share_the_metadata_mount() -> N
         assert [str(d) for d in cfg.log_dirs] == [f"/w/n1/{log_dir}"]
         assert str(cfg.metadata_log_dir) == "/w/n1/metadata" and str(cfg.journal_file) == "/w/n1/data/journal.jsonl"
         assert len(cfg.all_log_dirs) == (1 if diskfs else 2)
+        # on the filesystem that loses un-fsynced writes, brokers fsync what they acknowledge
+        assert cfg.raw.get("log.flush.interval.messages") == ("1" if diskfs else None)
 
 
 def test_cluster_id_is_a_kafka_uuid() -> None:
