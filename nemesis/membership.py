@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kraftlab.control.host import HostError
@@ -53,6 +53,8 @@ HEAL_WAIT_S = 30.0  # the final heal's deadline and wait: every other fault is u
 ELECT_S = 5.5  # replace-split: how long the active controller is paused (the draw sizes it: Timing.failover_s)
 MAX_HEAL_STEPS = 12
 VIEW_RETRY_S = 0.5
+hold: Callable[[float], None] = time.sleep
+"""How a paused leader is held paused (tests replace it: the pause then takes no time)."""
 # A schedule's steps fire one after another: an op waiting here holds every other lane's next step (a
 # restart, a partition's end) that the quorum may need to elect a leader. Ops in a run wait briefly and
 # fail (the window's end or the final heal comes back to it); the final heal, after every other fault
@@ -292,7 +294,7 @@ class MembershipFault:
                                                "pid": control.pid(leader)})
         try:
             control.pause(leader)
-            time.sleep(pause_s)
+            hold(pause_s)
         except HostError as exc:
             raise FaultError(f"{leader}: pause: {exc}") from exc
         finally:

@@ -81,13 +81,11 @@ BUGS: tuple[Bug, ...] = (
     Bug("voters-at-commit", "Raft dissertation §4.1", "raft",
         "a replica acts on a new voter set only once its VotersRecord has committed, not once appended"),
     Bug("concurrent-voter-changes", "Raft dissertation §4.1 (one change at a time)", "raft",
-        "the leader accepts a second voter change while the first one's VotersRecord is uncommitted",
-        end_to_end=False),
+        "the leader accepts a second voter change while the first one's VotersRecord is uncommitted"),
     Bug("removed-leader-keeps-leading", "Raft dissertation §4.2.2", "raft",
         "a leader that removed itself keeps leading after the VotersRecord without it committed"),
     Bug("replaced-disk-keeps-vote", "KIP-853 (voter directory ids)", "raft",
-        "a replica with a new directory id is taken for the voter of the old one: it grants votes",
-        end_to_end=False),
+        "a replica with a new directory id is taken for the voter of the old one: it grants votes"),
 )
 
 BY_NAME: dict[str, Bug] = {b.name: b for b in BUGS}

@@ -80,6 +80,10 @@ PLANS: dict[str, Plan] = {
     "voters-at-commit": Plan("mixed", "membership", attempt_s=30),
     # two cycles: the active controller removed at 2 s and 14 s, added back 8 s later
     "removed-leader-keeps-leading": Plan("mixed", "membership", recipe="remove-active-controller", attempt_s=25),
+    # three cycles: two voter changes sent at the same moment at 2, 12 and 22 s, undone 6 s later
+    "concurrent-voter-changes": Plan("mixed", "membership", recipe="voter-changes-together", attempt_s=25),
+    # two cycles: a follower's disk replaced with its old voter kept through a 5.5 s pause of the leader
+    "replaced-disk-keeps-vote": Plan("mixed", "membership", recipe="replace-disk-then-elect", attempt_s=30),
 }
 CONTROL = Plan("mixed", "all")
 

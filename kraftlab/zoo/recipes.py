@@ -191,6 +191,29 @@ def remove_active_controller(rng: random.Random, r: Roles) -> Steps:
             (8.0, "membership", "stop-membership", {})]
 
 
+def voter_changes_together(rng: random.Random, r: Roles) -> Steps:
+    """concurrent-voter-changes: two voter changes (two spares added, a spare added and a follower
+    removed, or two followers removed) sent to the active controller at the same moment, each over
+    its own connection; undone when the window closes. KIP-853's leader takes one and answers the
+    other REQUEST_TIMED_OUT until the first one's VotersRecord commits; one that appends both
+    changes the set twice with the first uncommitted (OneChangeAtATime)."""
+    del r
+    return [(0.0, "membership", "start-membership", {"change": "concurrent", "seed": rng.randrange(2**31)}),
+            (6.0, "membership", "stop-membership", {})]
+
+
+def replace_disk_then_elect(rng: random.Random, r: Roles) -> Steps:
+    """replaced-disk-keeps-vote: a follower's disk replaced (killed, formatted anew: a new directory id,
+    started) while its old (id, directory id) stays a voter, then the active controller paused for
+    5.5 s (past the followers' fetch timeout: they campaign and ask the new disk for the old one's
+    vote); the window's end removes the old voter and adds the new disk. The new disk must refuse;
+    one that grants is caught (ReplacedDiskNeverVotes)."""
+    del r
+    return [(0.0, "membership", "start-membership",
+             {"change": "replace-split", "elect_s": 5.5, "seed": rng.randrange(2**31)}),
+            (12.0, "membership", "stop-membership", {})]
+
+
 Recipe = Callable[[random.Random, Roles], Steps]
 RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds)
     "stale-epoch": (stale_epoch, 13.0),
@@ -204,6 +227,8 @@ RECIPES: dict[str, tuple[Recipe, float]] = {  # recipe → cycle length (seconds
     "registration-retry": (registration_retry, 9.0),
     "dead-broker-failover": (dead_broker_failover, 16.0),
     "remove-active-controller": (remove_active_controller, 12.0),
+    "voter-changes-together": (voter_changes_together, 10.0),
+    "replace-disk-then-elect": (replace_disk_then_elect, 16.0),
 }
 
 

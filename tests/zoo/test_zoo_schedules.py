@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kraftlab.nemesis import membership
 from kraftlab.nemesis.core import Nemesis
 from kraftlab.nemesis.fakes import FakeNodeControl, FakeQuorumControl
 from kraftlab.nemesis.ports import MemoryLedger
@@ -27,6 +28,11 @@ class FailoverControl(FakeNodeControl):
 
 
 DRAWS_NOTHING = {"leader-alone-with-brokers"}  # its grudge names every controller: nothing to draw
+
+
+@pytest.fixture(autouse=True)
+def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(membership, "hold", lambda seconds: None)  # a paused leader resumes at once
 
 
 def _apply(recipe: str, seed: int) -> tuple[list[str], FakeNodeControl]:
@@ -201,5 +207,45 @@ def test_remove_active_controller_removes_the_leader_and_adds_it_back_on_a_dynam
         assert "n2" not in control.voters
         nemesis.invoke(schedule.steps[1].f, schedule.steps[1].value)
         assert sorted(control.voters) == ["n1", "n2", "n3"]
+    finally:
+        nemesis.close()
+
+
+def test_voter_changes_together_sends_two_changes_at_once_each_cycle_and_undoes_them() -> None:
+    schedule = targeted("voter-changes-together", seed=2, duration=25, nodes=5)
+    assert schedule.quorum == "dynamic" and schedule.packages == ["kill", "membership", "partition", "pause"]
+    assert [(s.at, s.f) for s in schedule.steps] == [(2.0, "start-membership"), (8.0, "stop-membership"),
+                                                     (12.0, "start-membership"), (18.0, "stop-membership"),
+                                                     (22.0, "start-membership")]
+    assert all(s.value["change"] == "concurrent" for s in schedule.steps if s.f == "start-membership")
+    control = FakeQuorumControl(leader="n2")
+    nemesis = Nemesis("z", control, ledger=MemoryLedger(), seed=2, local_boot_id="local")
+    try:
+        for step in schedule.steps[:2]:
+            done = nemesis.invoke(step.f, step.value)
+            assert done.type == "ok", done
+            if step.f == "start-membership":
+                assert len(done.value["sent_together"]) == 2 and "n2" in control.voters
+        assert sorted(control.voters) == ["n1", "n2", "n3"]
+    finally:
+        nemesis.close()
+
+
+def test_replace_disk_then_elect_pauses_the_leader_with_the_old_voter_still_in_the_set() -> None:
+    schedule = targeted("replace-disk-then-elect", seed=4, duration=30, nodes=5)
+    assert schedule.quorum == "dynamic"
+    assert [(s.at, s.f) for s in schedule.steps] == [(2.0, "start-membership"), (14.0, "stop-membership"),
+                                                     (18.0, "start-membership")]
+    control = FakeQuorumControl(leader="n2")
+    nemesis = Nemesis("z", control, ledger=MemoryLedger(), seed=4, local_boot_id="local")
+    try:
+        before = dict(control.voters)
+        done = nemesis.invoke(schedule.steps[0].f, schedule.steps[0].value)
+        assert done.type == "ok", done
+        replaced = done.value["nodes"][0]
+        assert replaced != "n2" and control.voters == before != {**before, replaced: control.disks[replaced]}
+        assert done.value["election"]["paused"] == "n2" and done.value["election"]["paused_s"] == 5.5
+        assert nemesis.invoke(schedule.steps[1].f, schedule.steps[1].value).type == "ok"
+        assert control.voters[replaced] == control.disks[replaced]
     finally:
         nemesis.close()
