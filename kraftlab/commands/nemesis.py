@@ -113,6 +113,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     replace.add_argument("nodes", nargs="?")
     for verb in (remove, replace):
         verb.add_argument("--target", choices=("controller",), help="the active controller")
+    replace.add_argument("--split", action="store_true",
+                         help="leave the old voter in the set and pause the active controller --elect seconds (an "
+                              "election the new disk must not vote in); `heal` then removes the old, adds the new")
+    replace.add_argument("--elect", type=float, default=5.5, help="with --split: seconds the leader stays paused")
+    together = verbs.add_parser("together", help="two voter changes sent to the leader at the same moment (it must "
+                                                 "take one at a time); `heal` undoes them")
+    together.add_argument("--pair", choices=("add+add", "add+remove", "remove+remove"))
+    together.add_argument("--seed", type=int)
     for name, text in (("shrink", "remove voters until TO remain"), ("grow", "add spare controllers until TO")):
         change = verbs.add_parser(name, help=text)
         change.add_argument("--to", type=int, required=True)
@@ -181,6 +189,16 @@ def _membership_op(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | Non
 
 def _membership_verb(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | None:
     verb = args.membership
+    value: dict[str, Any]
+    if verb == "replace" and args.split:
+        if args.target is not None:
+            raise ValueError("membership replace --split replaces a follower's disk: name a NODE or none")
+        split: dict[str, Any] = {"change": "replace-split", "elect_s": args.elect}
+        return "start-membership", {**split, "nodes": [args.nodes]} if args.nodes else split
+    if verb == "together":
+        value = {"change": "concurrent", **({"pair": args.pair} if args.pair else {}),
+                 **({"seed": args.seed} if args.seed is not None else {})}
+        return "start-membership", value
     if verb in ("add", "remove", "replace"):
         nodes = [args.nodes] if isinstance(args.nodes, str) else list(args.nodes or ())
         if not nodes and getattr(args, "target", None) is None:
@@ -188,7 +206,7 @@ def _membership_verb(args: argparse.Namespace) -> tuple[str, dict[str, Any]] | N
         f = {"add": "add-controller", "remove": "remove-controller", "replace": "replace-disk"}[verb]
         return f, {"nodes": nodes} if nodes else {"target": args.target}
     if verb in ("shrink", "grow"):
-        value: dict[str, Any] = {"change": verb, "to": args.to}
+        value = {"change": verb, "to": args.to}
         if verb == "shrink":
             value["target"] = args.target
         return "start-membership", value if args.seed is None else {**value, "seed": args.seed}

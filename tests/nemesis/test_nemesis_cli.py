@@ -65,6 +65,12 @@ def test_durations() -> None:
      ("start-membership", {"change": "shrink", "to": 1, "target": "controller", "seed": 2, **WAIT})),
     (["membership", "grow", "--to", "5"], ("start-membership", {"change": "grow", "to": 5, **WAIT})),
     (["membership", "heal"], ("stop-membership", WAIT)),
+    (["membership", "together", "--pair", "add+add", "--seed", "3"],
+     ("start-membership", {"change": "concurrent", "pair": "add+add", "seed": 3, **WAIT})),
+    (["membership", "replace", "n2", "--split"],
+     ("start-membership", {"change": "replace-split", "elect_s": 5.5, "nodes": ["n2"], **WAIT})),
+    (["membership", "replace", "--split", "--elect", "7"], ("start-membership", {"change": "replace-split",
+                                                                                "elect_s": 7.0, **WAIT})),
     (["membership", "describe"], None),
 ])
 def test_actions_map_to_ops(argv: list[str], expected: tuple[str, dict] | None) -> None:
@@ -81,6 +87,8 @@ def test_bad_arguments_exit_254() -> None:
         op("disk", "copy-chunk", "n1")
     with pytest.raises(ValueError, match="needs a NODE"):
         op("membership", "replace")
+    with pytest.raises(ValueError, match="replaces a follower"):
+        op("membership", "replace", "--split", "--target", "controller")
 
 
 def test_membership_describe_names_the_leader_voters_and_spares() -> None:
