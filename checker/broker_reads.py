@@ -2,7 +2,8 @@
 linearizability checkers leave out (`checker.judged`: a broker serves metadata from its own image,
 which in Kafka is only eventually consistent) are still bound by what Kafka does promise.
 
-- BrokerReadCommitted: every topics `describe`/`list` and isr `read` a broker answered shows the
+- BrokerReadCommitted: every topics `describe`/`list`, isr `read`, acl `describe`/`list` and registry
+  `read` a broker answered shows the
   state of some committed prefix of the metadata log — a topic's existence and partition count, a
   partition's leader, leader epoch, ISR and replicas. A broker's image is the committed records
   applied in order, so an answer no prefix ever had (an uncommitted record served, a record applied
@@ -39,6 +40,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraftlab.checker.acl_model import BINDING, PATTERN
+from kraftlab.checker.acl_names import binding_of_record
 from kraftlab.checker.history import History, Op, pair_ops
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Journals
@@ -57,6 +60,9 @@ STEADY_NEMESIS = frozenset({"start-partition", "stop-partition", "clock-bump", "
 INF = 1 << 62
 
 Interval = tuple[int, int]  # [a, b): the images whose last applied record is at an offset in a..b-1
+Pattern = tuple[str, str, str]  # an ACL resource pattern: resource type, name, pattern type
+BROKER_RECORDS = frozenset({"RegisterBrokerRecord", "UnregisterBrokerRecord", "FenceBrokerRecord",
+                            "UnfenceBrokerRecord", "BrokerRegistrationChangeRecord"})
 
 
 @dataclass
@@ -116,7 +122,8 @@ def _first_at_or_above(xs: list[Interval], lb: int) -> int | None:
 @dataclass
 class CommittedStates:
     """Per topic name: (exists, partition count); per (topic name, partition): what Metadata shows
-    of it — from the committed log, replayed."""
+    of it; per ACL resource pattern: its bindings, in Kafka's names; the unfenced brokers — from the
+    committed log, replayed."""
 
     topics: dict[str, Timeline] = field(default_factory=lambda: defaultdict(Timeline))
     partitions: dict[tuple[str, int], Timeline] = field(default_factory=lambda: defaultdict(Timeline))
@@ -124,6 +131,8 @@ class CommittedStates:
     """The offset past which the replay could not go (INF: the whole log was replayed)."""
     written: dict[tuple[str, str], int] = field(default_factory=dict)
     """(TopicRecord | RemoveTopicRecord, topic id) → the offset of that record."""
+    acls: dict[Pattern, Timeline] = field(default_factory=lambda: defaultdict(Timeline))
+    unfenced: Timeline = field(default_factory=Timeline)
 
     @classmethod
     def replay(cls, journals: Journals, notes: list[str]) -> CommittedStates:
@@ -134,7 +143,16 @@ class CommittedStates:
             rec = log.records[off][0]
             tid = rec.fields.get("topic_id")
             touched = rec.fields["name"] if rec.type == "TopicRecord" else model.topic_names.get(tid) if tid else None
+            acl = rec.fields.get("id") if rec.type == "RemoveAccessControlEntryRecord" else None
+            pattern = _pattern(model.acls[acl]) if acl in model.acls else None
             model.apply(rec, off)
+            if rec.type == "AccessControlEntryRecord":
+                pattern = _pattern(model.acls[rec.fields["id"]])
+            if pattern is not None:
+                out.acls[pattern].note(off, frozenset(b for b in map(binding_of_record, model.acls.values())
+                                                      if b[:3] == pattern))
+            if rec.type in BROKER_RECORDS:
+                out.unfenced.note(off, frozenset(b for b, x in model.brokers.items() if not x.fenced))
             if rec.type in ("TopicRecord", "RemoveTopicRecord"):
                 out.written.setdefault((rec.type, str(tid)), off)
             if touched is not None:
@@ -151,6 +169,11 @@ class CommittedStates:
             p = model.partitions.get((tid, pid)) if tid is not None else None
             self.partitions[(name, pid)].note(off, None if p is None else (
                 p.leader, p.leader_epoch, tuple(sorted(p.isr)), tuple(p.replicas)))
+
+
+def _pattern(stored: list[Any]) -> Pattern:
+    rtype, name, ptype = binding_of_record(stored)[:3]
+    return rtype, name, ptype
 
 
 @dataclass
@@ -206,10 +229,36 @@ def _isr_read(states: CommittedStates, op: Op) -> tuple[list[Interval], str]:
         f"replicas {list(shown[3])}")
 
 
+def _acl_read(states: CommittedStates, op: Op, named: set[Pattern]) -> tuple[list[Interval], str]:
+    shown = {tuple(str(b[f]) for f in BINDING) for b in op.output.get("acls") or ()}
+    if op.f == "describe":
+        patterns = {(str(op.value[PATTERN[0]]), str(op.value[PATTERN[1]]), str(op.value[PATTERN[2]]))}
+        what = f"ACLs of {'/'.join(next(iter(patterns)))}"
+    else:
+        patterns = named | {(b[0], b[1], b[2]) for b in shown}
+        what = "every ACL of the workload"
+    allowed = [(-1, INF)]
+    for pat in sorted(patterns):
+        want = frozenset(b for b in shown if b[:3] == pat)
+        allowed = _intersect(allowed, states.acls[pat].where(
+            lambda s, w=want: (s or frozenset()) == w, states.end))
+    return allowed, f"{what}: {len(shown)} binding(s)"
+
+
+def _registry_read(states: CommittedStates, op: Op) -> tuple[list[Interval], str]:
+    shown = frozenset(int(b) for b in op.output.get("unfenced") or ())
+    # the workload lists only its live agents: what it shows must be unfenced, not all that is
+    return states.unfenced.where(lambda s: shown <= (s or frozenset()), states.end), (
+        f"brokers {sorted(shown)} unfenced")
+
+
 def broker_reads(ops: Sequence[tuple[str | None, Op]], states: CommittedStates) -> list[Read]:
     """The answers the rules judge (each op with its workload), with the offsets each allows."""
     pool = {str(o.value["topic"]) for w, o in ops
             if w == "topics" and isinstance(o.value, dict) and o.value.get("topic")}
+    patterns: set[Pattern] = {(str(o.value[PATTERN[0]]), str(o.value[PATTERN[1]]), str(o.value[PATTERN[2]]))
+                              for w, o in ops if w == "acl" and isinstance(o.value, dict)
+                              and all(f in o.value for f in PATTERN)}
     out: list[Read] = []
     for w, o in ops:
         if o.status != "ok" or not isinstance(o.value, dict) or not isinstance(o.output, dict) or o.end is None:
@@ -222,16 +271,27 @@ def broker_reads(ops: Sequence[tuple[str | None, Op]], states: CommittedStates) 
                 allowed, what = _list(states, o, pool)
             elif (w, o.f) == ("isr", "read"):
                 allowed, what = _isr_read(states, o)
+            elif w == "acl" and o.f in ("describe", "list"):
+                allowed, what = _acl_read(states, o, patterns)
+            elif (w, o.f) == ("registry", "read"):
+                allowed, what = _registry_read(states, o)
             else:
                 continue
             out.append(Read(o, str(node), allowed, what))
         elif w == "topics" and o.f in ("create", "delete") and o.value.get("via") != "controller" \
                 and o.output.get("topic_id") and (o.latency_ms or INF) < RYW_JUDGED_MS:
-            record = "TopicRecord" if o.f == "create" else "RemoveTopicRecord"
-            at = states.written.get((record, str(o.output["topic_id"])))
-            allowed = [(at, INF)] if at is not None else [(states.end, INF)] if states.end < INF else []
-            out.append(Read(o, str(node), allowed, f"topic {o.value['topic']} {o.f}d (its {record} at offset {at})",
-                            write=True))
+            tid = str(o.output["topic_id"])
+            created, removed = states.written.get(("TopicRecord", tid)), states.written.get(("RemoveTopicRecord", tid))
+            if created is None:
+                continue  # its topic's creation is not in the replayed log: nothing to hold the broker to
+            after = removed if removed is not None else states.end
+            if o.f == "create":  # the broker's image had this topic id
+                allowed, what = [(created, INF)], f"its TopicRecord at offset {created}"
+            else:  # no longer had it — or, lagging, had not had it yet
+                allowed, what = [(-1, created)] + ([(after, INF)] if after < INF else []), (
+                    f"its TopicRecord at offset {created}, its RemoveTopicRecord at "
+                    f"{'offset ' + str(removed) if removed is not None else 'none replayed'}")
+            out.append(Read(o, str(node), allowed, f"topic {o.value['topic']} {o.f}d ({what})", write=True))
     return out
 
 

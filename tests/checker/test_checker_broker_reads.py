@@ -13,11 +13,16 @@ from kraftlab.checker.broker_reads import INVARIANTS, check_broker_reads
 from kraftlab.checker.history import Event, History
 from kraftlab.checker.journal import journals_from
 from kraftlab.node.metadata.records import (
+    AccessControlEntryRecord,
     FeatureLevelRecord,
+    FenceBrokerRecord,
     MetadataRecord,
     PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnfenceBrokerRecord,
     encode,
 )
 
@@ -126,8 +131,11 @@ def test_a_write_acknowledged_before_the_broker_shows_it() -> None:
                 {"exists": True, "leader": 1, "leader_epoch": 0, "isr": [1, 2], "replicas": [1, 2]})
     assert rules(verdict(Ops().op(1, "topics", "create", create, second, 2, 12)
                          .op(2, "isr", "read", *first_t0, 15, 16))) == {"ReadYourWrites"}
-    deleted = Ops().op(1, "topics", "delete", {"topic": "t0"}, {"topic": "t0", "topic_id": str(A)}, 2, 12)
-    assert rules(verdict(deleted.op(2, "isr", "read", *first_t0, 15, 16))) == {"ReadYourWrites"}
+    delete = ("topics", "delete", {"topic": "t0"}, {"topic": "t0", "topic_id": str(A)})
+    seen_then_deleted = Ops().op(2, "isr", "read", *first_t0, 0, 1).op(1, *delete, 2, 12)
+    assert rules(verdict(seen_then_deleted.op(2, "isr", "read", *first_t0, 15, 16))) == {"ReadYourWrites"}
+    # a broker that had not seen the topic yet may acknowledge its deletion, and see it afterwards
+    assert verdict(Ops().op(1, *delete, 2, 12).op(2, "isr", "read", *first_t0, 15, 16))["valid"] is True
     for near_miss in (
         Ops().describe(0, ABSENT, 0, 1).op(1, "topics", "create", create, second, 2, 900)  # the wait may have run out
         .describe(1, ABSENT, 901, 902),
@@ -150,3 +158,35 @@ def test_past_the_replay_s_stop_anything_goes() -> None:
 def test_no_reads_means_nothing_judged() -> None:
     res = check_broker_reads(History([]), journals())
     assert res["valid"] is True and set(res["not_checked"]) == set(INVARIANTS)
+
+
+def test_acl_and_registry_reads_against_the_committed_bindings_and_fencing() -> None:
+    log: list[MetadataRecord] = [
+        FeatureLevelRecord(name="metadata.version", feature_level=7),  # 0
+        AccessControlEntryRecord(id=uuid.UUID(int=7), resource_type=2, resource_name="acl-0", pattern_type=3,
+                                 principal="User:a", host="*", operation=3, permission_type=2),  # 1
+        RemoveAccessControlEntryRecord(id=uuid.UUID(int=7)),  # 2
+        RegisterBrokerRecord(broker_id=1000, incarnation_id=uuid.UUID(int=9), broker_epoch=3),  # 3
+        UnfenceBrokerRecord(id=1000, epoch=3),  # 4
+        FenceBrokerRecord(id=1000, epoch=3),  # 5
+    ]
+    js = journals(log)
+    pattern = {"resource_type": "TOPIC", "resource_name": "acl-0", "pattern_type": "LITERAL"}
+    binding = {**pattern, "principal": "User:a", "host": "*", "operation": "READ", "permission": "DENY"}
+
+    def acl(f: str, shown: list[dict[str, Any]], start: int, value: dict[str, Any] | None = None) -> Ops:
+        return Ops().op(0, "acl", f, {**(value or {}), "node": "n1", "broker_read": True}, {"acls": shown},
+                        start, start + 1)
+
+    assert verdict(acl("describe", [binding], 0, pattern), js)["valid"] is True
+    wrong = {**binding, "operation": "WRITE"}  # a code the record never stored
+    assert rules(verdict(acl("list", [wrong], 0), js)) == {"BrokerReadCommitted"}
+    back = acl("list", [], 0)  # nothing listed: before offset 1 or from 2 on
+    back.op(1, "acl", "describe", {**pattern, "node": "n1", "broker_read": True}, {"acls": []}, 2, 3)
+    back.op(2, "registry", "read", {"node": "n1", "broker_read": True, "api": "Metadata"}, {"unfenced": [1000]}, 4, 5)
+    assert verdict(back, js)["valid"] is True
+    back.op(1, "acl", "list", {"node": "n1", "broker_read": True}, {"acls": [binding]}, 6, 7)
+    assert rules(verdict(back, js)) == {"MonotonicBrokerReads"}  # past offset 4, the binding was gone
+    fenced_shown = Ops().op(2, "registry", "read", {"node": "n1", "broker_read": True}, {"unfenced": [1000, 1001]},
+                            0, 1)
+    assert rules(verdict(fenced_shown, js)) == {"BrokerReadCommitted"}  # 1001 never registered
