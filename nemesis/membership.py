@@ -1,7 +1,8 @@
 """Membership faults on a dynamic quorum (KIP-853): controllers added and removed (the active one
 included), a controller's disk replaced, the quorum grown and shrunk between 1 and 5 voters — one
-voter change at a time, each as Kafka's tools make it (AddRaftVoter / RemoveRaftVoter sent to the
-quorum's leader), each journalled with its outcome in the op's completion (`changes`).
+voter change at a time (or two at once, to test the leader's one-at-a-time rule), each as Kafka's
+tools make it (AddRaftVoter / RemoveRaftVoter sent to the quorum's leader), each journalled with its
+outcome in the op's completion (`changes`).
 
 A window (`start-membership`) makes one change of the voter set:
 
@@ -15,6 +16,14 @@ A window (`start-membership`) makes one change of the voter set:
   directory wiped and formatted anew (`--no-initial-controllers`: a new directory id), started (an
   observer now), and the old (id, directory id) removed. Only with three or more voters (with two,
   the other cannot be elected alone to remove the old one).
+- `concurrent`: two changes (two spares added, a spare added and a follower removed, or two
+  followers removed) sent to the leader at the same moment, each over its own connection
+  (nemesis.voter_races), then each carried on alone. KIP-853's leader takes one at a time: the other
+  is answered REQUEST_TIMED_OUT until the first commits (`sent_together` keeps the first answers);
+- `replace-split`: a follower's disk replaced (as `replace`) but its old (id, directory id) left in
+  the set, then the active controller paused for `elect_s` (a failover's length): the others
+  campaign and ask the new disk, which has no vote to give. The window's end removes the old voter
+  and adds the new disk.
 
 `stop-membership` (the window's end, and the final heal) brings the voter set back to the one in
 force before the first change — the same nodes, each with the directory id its disk holds now (a
