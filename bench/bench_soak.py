@@ -103,6 +103,9 @@ def report(run: Path, runner: list[tuple[float, float]], code: int) -> int:
     results = json.loads((run / "results.json").read_text())
     opened, open_at_end = healed(run)
     print(f"run: {run}")
+    from kraftlab.report import run_shape
+
+    print(f"cluster: {run_shape(json.loads((run / 'test.json').read_text())) or 'as the options fixed it'}")
     print(f"verdict: {results.get('valid')} (exit {code}); checkers: "
           + ", ".join(f"{k}={v.get('valid')}" for k, v in sorted(results.get("checkers", {}).items())))
     print(f"fault windows: {opened} opened, {open_at_end} left open at the end")

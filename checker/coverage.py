@@ -7,7 +7,10 @@ quiet pass from a searching one (docs/contracts.md, "Coverage").
 
 - raft: leader epochs (distinct epochs with a leader), failovers (a new leader on another node),
   elections started (candidate or prospective), contested elections (epochs in which two or more
-  nodes stood as candidate), diverging-log truncations, and truncations by kind (`truncation_kinds`:
+  nodes stood as candidate), double-vote chances (a voter asked for its vote in an epoch by a second
+  candidate — after another candidate's request or its own candidacy —, the request not refused for
+  its epoch or voter set: each is where SingleVote could be broken), diverging-log truncations,
+  and truncations by kind (`truncation_kinds`:
   a diverging epoch the leader's log holds or lacks, a restart that lost an un-fsynced tail, a
   snapshot replacing the log — and, among those, `snapshot_over_divergent_tail`: one that removed
   entries differing from the committed ones, a divergence below the leader's log start answered
@@ -81,9 +84,14 @@ def _snapshots_over_divergent_tails(replay: Replay) -> int:
     return count
 
 
+VOTE_NOT_WEIGHED = ("stale epoch", "not a voter", "another directory id")
+"""Vote refusals taken before the voter looks at its vote (the node's `vote` event reasons)."""
+
+
 def _raft(journals: Journals) -> dict[str, Any]:
     leaders: dict[int, int] = {}
     candidates: defaultdict[int, set[int]] = defaultdict(set)
+    asked: defaultdict[tuple[int, int], set[int]] = defaultdict(set)  # (voter, epoch) → candidates
     elections = truncations = restarts = voter_changes = 0
     snapshots: Counter[str] = Counter()
     kinds: Counter[str] = Counter({"diverging_epoch_present": 0, "diverging_epoch_absent": 0,
@@ -99,6 +107,8 @@ def _raft(journals: Journals) -> dict[str, Any]:
                     elections += 1
                     if e.get("role") == "candidate":
                         candidates[int(e["epoch"])].add(node)
+            elif e.ev == "vote" and not e.get("pre_vote") and e.get("reason") not in VOTE_NOT_WEIGHED:
+                asked[(node, int(e["epoch"]))].add(int(e["candidate"]))
             elif e.ev == "append":
                 end = int(e["base"]) + len(e.get("crcs") or ())
             elif e.ev == "truncate":
@@ -126,8 +136,11 @@ def _raft(journals: Journals) -> dict[str, Any]:
     by_epoch = [leaders[ep] for ep in sorted(leaders)]
     failovers = sum(1 for a, b in itertools.pairwise(by_epoch) if a != b)
     contested = sum(1 for nodes in candidates.values() if len(nodes) >= 2)
+    double_vote_chances = sum(1 for (voter, epoch), by in asked.items()
+                              if len(by | ({voter} & candidates[epoch])) >= 2)
     return {"leader_epochs": len(leaders), "failovers": failovers, "elections_started": elections,
-            "contested_elections": contested, "truncations": truncations, "truncation_kinds": dict(kinds),
+            "contested_elections": contested, "double_vote_chances": double_vote_chances,
+            "truncations": truncations, "truncation_kinds": dict(kinds),
             "snapshots_created": snapshots["create"], "snapshots_loaded": snapshots["load"],
             "snapshots_fetched": snapshots["fetch"], "restarts": restarts, "voter_changes": voter_changes}
 
@@ -269,6 +282,7 @@ HEADLINE = (("leader epochs", ("raft", "leader_epochs")), ("failovers", ("raft",
             ("self-fences", ("brokers", "nodes", "self_fences")),
             ("ISR shrinks", ("partitions", "isr_shrinks")), ("ISR expands", ("partitions", "isr_expands")),
             ("contested elections", ("raft", "contested_elections")),
+            ("double-vote chances", ("raft", "double_vote_chances")),
             ("truncations", ("raft", "truncations")),
             ("truncations, epoch absent", ("raft", "truncation_kinds", "diverging_epoch_absent")),
             ("lost un-fsynced tails", ("raft", "truncation_kinds", "lost_unflushed_tail")),

@@ -93,7 +93,7 @@ def _history() -> History:
 def test_coverage_counts_what_the_run_exercised() -> None:
     cov = coverage(journals_from(_journals()), _history(), {"start-partition": "stop-partition"}, [1, 2, 3, 4, 5])
     assert cov["raft"] == {"leader_epochs": 4, "failovers": 2, "elections_started": 1, "contested_elections": 0,
-                           "truncations": 1,
+                           "double_vote_chances": 0, "truncations": 1,
                            "truncation_kinds": {"diverging_epoch_present": 0, "diverging_epoch_absent": 0,
                                                 "lost_unflushed_tail": 0, "snapshot": 1, "corrupt_tail": 0,
                                                 "diverging": 1, "snapshot_over_divergent_tail": 0},
@@ -112,8 +112,8 @@ def test_coverage_counts_what_the_run_exercised() -> None:
 
 def test_truncations_are_split_by_kind_and_contested_elections_counted() -> None:
     """A follower whose last epoch the leader's log holds (ending earlier), one whose last epoch the
-    leader's log lacks, a restart that recovered a shorter log than it had appended, and an epoch in
-    which two nodes stood as candidate."""
+    leader's log lacks, a restart that recovered a shorter log than it had appended, an epoch in
+    which two nodes stood as candidate, and the voters asked by a second candidate in one epoch."""
     lines: list[dict[str, Any]] = []
 
     def add(node: int, ev: str, **f: Any) -> None:
@@ -124,6 +124,18 @@ def test_truncations_are_split_by_kind_and_contested_elections_counted() -> None
     add(1, "role", role="candidate", epoch=5)
     add(2, "role", role="candidate", epoch=5)
     add(3, "role", role="candidate", epoch=6)
+    # double-vote chances: node 3 asked by both candidates of epoch 5; node 1 (a candidate of epoch 5
+    # itself) asked by node 2. Not: node 2 asked twice by the same candidate, pre-votes, a request
+    # refused for its stale epoch
+    add(3, "vote", epoch=5, candidate=1, granted=True, pre_vote=False, reason="ok")
+    add(3, "vote", epoch=5, candidate=2, granted=False, pre_vote=False, reason="voted for 1")
+    add(1, "vote", epoch=5, candidate=2, granted=False, pre_vote=False, reason="voted for 1")
+    add(2, "vote", epoch=6, candidate=3, granted=True, pre_vote=False, reason="ok")
+    add(2, "vote", epoch=6, candidate=3, granted=True, pre_vote=False, reason="ok")
+    add(1, "vote", epoch=7, candidate=2, granted=True, pre_vote=True, reason="ok")
+    add(1, "vote", epoch=7, candidate=3, granted=True, pre_vote=True, reason="ok")
+    add(2, "vote", epoch=4, candidate=1, granted=False, pre_vote=False, reason="stale epoch")
+    add(2, "vote", epoch=4, candidate=3, granted=True, pre_vote=False, reason="ok")
     add(2, "append", base=0, epoch=5, crcs=[1, 2, 3])
     add(2, "truncate", to=1, reason="diverging", diverging_epoch=5, diverging_end_offset=1, last_fetched_epoch=5)
     add(3, "append", base=0, epoch=4, crcs=[1, 2])
@@ -147,7 +159,7 @@ def test_truncations_are_split_by_kind_and_contested_elections_counted() -> None
     add(1, "hw", hw=3, epoch=7)
     add(2, "snapshot", action="load", offset=3, epoch=7)
     raft = coverage(journals_from(lines), None, {})["raft"]
-    assert raft["truncations"] == 2 and raft["contested_elections"] == 1
+    assert raft["truncations"] == 2 and raft["contested_elections"] == 1 and raft["double_vote_chances"] == 2
     assert raft["truncation_kinds"] == {"diverging_epoch_present": 1, "diverging_epoch_absent": 1,
                                         "lost_unflushed_tail": 1, "snapshot": 2, "corrupt_tail": 0,
                                         "snapshot_over_divergent_tail": 2}
