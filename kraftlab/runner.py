@@ -282,8 +282,12 @@ def resolve_topology(opts: TestOptions, hosts: int) -> tuple[str, bool]:
 def _config_seed(opts: TestOptions, seed: int) -> int:
     """The seed the configuration is drawn from: a replayed schedule's own, so the replay runs on the
     timeouts its windows were sized to; else the run's."""
-    replayed = _replayed(opts)
-    return nemesis_schedule.load(replayed).seed if replayed is not None else seed
+    if (replayed := _replayed(opts)) is None:
+        return seed
+    try:
+        return nemesis_schedule.load(replayed).seed
+    except nemesis_schedule.ScheduleError as exc:
+        raise BadArguments(f"--replay-nemesis: {exc}") from None
 
 
 def _replayed(opts: TestOptions) -> Path | None:

@@ -23,8 +23,8 @@ from kraftlab.nemesis.fakes import FakeNodeControl
 from kraftlab.nemesis.schedule import Schedule, save
 from kraftlab.recovery import recovery_bound
 from kraftlab.report import run_shape
+from kraftlab.runner import BadArguments, node_timing, resolve_topology, run_test
 from kraftlab.runner import TestOptions as Options
-from kraftlab.runner import node_timing, resolve_topology, run_test
 from kraftlab.testargs import add_test_arguments, options_from
 from kraftlab.topology_swarm import WEIGHTS, draw_topology, fits, topology_of
 
@@ -174,3 +174,20 @@ def test_the_runner_deploys_and_records_the_drawn_config(tmp_path: Path, monkeyp
     assert test["drawn"] == {"config": drawn} and test["config"] == {**drawn, BACKOFF: "777"}
     assert f"{ELECTION}={drawn[ELECTION]} (drawn)" in run_shape(test)
     assert BACKOFF not in run_shape(test)
+
+
+def test_a_replay_runs_on_the_shape_and_timeouts_its_schedule_was_drawn_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    planned = _plan_only(tmp_path, monkeypatch)
+    nodes = [f"n{i}" for i in range(1, 6)]
+    replayed = tmp_path / "replayed"
+    save(Schedule(seed=9, interval=None, duration=60.0, packages=["kill"], nodes=nodes, controllers=nodes[:3],
+                  brokers=nodes[3:]), replayed)
+    code, run = run_test(Options(workload="registry", seed=1, topology=None, config_swarm=True,
+                                 replay_nemesis=str(replayed), store=tmp_path / "store", time_limit=1.0))
+    assert code == 255 and planned[0].state.topology == "dedicated"
+    test = json.loads(run.test_json.read_text())
+    assert test["drawn"] == {"config": draw_config(9, {})} and test["topology"] == "dedicated"
+    (replayed / "nemesis-schedule.json").write_text("{not json")
+    with pytest.raises(BadArguments, match="--replay-nemesis"):
+        run_test(Options(seed=1, config_swarm=True, replay_nemesis=str(replayed), store=tmp_path / "store"))
