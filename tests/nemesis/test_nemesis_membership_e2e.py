@@ -1,8 +1,9 @@
 """The membership nemesis against real kraft-node processes: a dynamic quorum (KIP-853) on five
 namespaces — n1…n3 its first voters, n4 and n5 spare controllers — shrunk to one voter (the active
-controller removed first), grown to five, a voter's disk replaced (a new directory id), each change
-made with `kraft-node add-controller` / `remove-controller`, and the voter set and the cluster's
-health back after each heal."""
+controller removed first), grown to five, a voter's disk replaced (a new directory id), two changes
+sent at once, a disk replaced with its old voter kept through a paused leader, each change made with
+`kraft-node add-controller` / `remove-controller` (or AddRaftVoter / RemoveRaftVoter sent from here),
+and the voter set and the cluster's health back after each heal."""
 
 from __future__ import annotations
 
@@ -73,3 +74,29 @@ def test_the_active_controllers_disk_is_replaced_by_a_new_voter(deployment: Depl
     assert done.value["nodes"] == [leader] and done.value["old_directory_id"] == view.voters[leader]
     after = deployment.describe_voters()
     assert after.voters[leader] == deployment.directory_id(leader) != view.voters[leader]
+
+
+def test_two_changes_sent_together_are_taken_one_at_a_time(deployment: Deployment, nemesis: Nemesis) -> None:
+    done = nemesis.invoke("start-membership", {"change": "concurrent", "pair": "add+add", "seed": 3})
+    assert done.type == "ok", done
+    answers = sorted(s["answer"] for s in done.value["sent_together"])
+    # the second arrives before the first committed (refused for now), or just after it (taken)
+    assert answers in (["NONE", "REQUEST_TIMED_OUT"], ["NONE", "NONE"]), done.value
+    assert all(c["outcome"] == "ok" for c in done.value["changes"])
+    assert sorted(deployment.describe_voters().voters) == ["n1", "n2", "n3", "n4", "n5"]
+
+
+def test_a_replaced_disk_kept_as_its_old_voter_through_a_paused_leader_has_no_vote(
+        deployment: Deployment, nemesis: Nemesis) -> None:
+    view = deployment.describe_voters()
+    done = nemesis.invoke("start-membership", {"change": "replace-split", "elect_s": 5.5, "seed": 4})
+    assert done.type == "ok", done
+    node = done.value["nodes"][0]
+    assert node != view.leader and done.value["election"]["paused"] == view.leader
+    assert done.value["old_directory_id"] == view.voters[node] != deployment.directory_id(node)
+    after = deployment.describe_voters()
+    assert after.voters[node] == view.voters[node]  # the old (id, directory id) still a voter
+    assert after.leader is not None and after.leader != node  # a disk the set does not name never leads
+    healed = nemesis.invoke("stop-membership", {})
+    assert healed.type == "ok", healed
+    assert [(c["change"], c["node"]) for c in healed.value["changes"]] == [("remove", node), ("add", node)]
