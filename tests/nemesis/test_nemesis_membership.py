@@ -322,3 +322,21 @@ def test_carried_on_from_a_first_answer_sent_elsewhere() -> None:
     refused = voter_changes.carry_out(control, "add", "n5", control.disks["n5"], deadline_s=1, catch_up_s=1,
                                       first=VoterAnswer("INVALID_REQUEST", "no"))
     assert refused.outcome == "fail" and refused.attempts == 1 and "n5" not in control.voters
+
+
+def test_the_paused_leader_is_in_the_ledger_while_held_and_the_pause_is_sized_by_the_node_timeouts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    control, nemesis, _ = quorum_nemesis(leader="n1")
+    seen: list[dict[str, object]] = []
+    monkeypatch.setattr(membership, "hold", lambda seconds: seen.append(nemesis.status()))
+    assert nemesis.invoke("start-membership", {"change": "replace-split", "elect_s": 4.0, "seed": 1}).type == "ok"
+    paused = seen[0]["process"]["n1"]  # type: ignore[index]
+    assert paused["state"] == "paused" and paused["pid"] == control.nodes_by_name["n1"].pid  # a killed run resumes it
+    assert "process" not in nemesis.status()
+    timing = Timing(fetch_s=3.0, election_s=0.5)
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+    drawn = [s.value["elect_s"] for seed in range(30)
+             for s in generate(["membership"], seed=seed, duration=120.0, nodes=nodes, controllers=nodes,
+                               brokers=nodes, timing=timing, spares=["n4", "n5"]).steps
+             if s.value.get("change") == "replace-split"]
+    assert drawn and set(drawn) == {timing.failover_s}
