@@ -190,12 +190,27 @@ class Read:
     raised_by: Read | None = None
     """The earlier answer of the same broker whose offset `given` had to reach."""
 
-    def chain(self) -> list[Read]:
-        """This answer and those that raised it, newest first."""
-        out: list[Read] = [self]
-        while out[-1].raised_by is not None and len(out) < 50:
-            out.append(out[-1].raised_by)
-        return out
+    def origin(self) -> Read:
+        """The answer whose own state set the offset this one was given (following `raised_by` while
+        the offset was inherited unchanged)."""
+        at = self
+        while at.raised_by is not None and at.raised_by.given == at.given:
+            at = at.raised_by
+        return at
+
+    def label(self) -> str:
+        """The op in Kafka's words and the fields that matter: who, what it asked, when it ended."""
+        v = self.op.value
+        if self.write:
+            asked = f"{self.op.f} of topic {v.get('topic')}"
+        elif v.get("topic") is not None:
+            asked = f"{self.op.f} of topic {v['topic']}" + (f" partition {v['partition']}" if "partition" in v else "")
+        elif "resource_name" in v:
+            asked = f"DescribeAcls of {v.get('resource_type')}/{v['resource_name']}/{v.get('pattern_type')}"
+        else:
+            asked = f"{self.op.f}" + (f" ({v['api']})" if v.get("api") else "")
+        end = (self.op.end or 0) / 1e9
+        return f"p{self.op.process}'s {asked} (answered at {end:.3f} s)"
 
 
 def _describe(states: CommittedStates, op: Op) -> tuple[list[Interval], str]:
@@ -324,7 +339,7 @@ def judge(reads: list[Read], restarts: dict[str, list[int]]) -> list[Violation]:
             if not r.allowed:
                 if not r.write:
                     vs.append(_violation("BrokerReadCommitted", r, (
-                        f"broker {broker} answered {r.op.label()} showing {r.what}, a state no committed prefix "
+                        f"broker {broker} answered {r.label()}, showing {r.what}: a state no committed prefix "
                         "of the metadata log ever had")))
                 continue
             end = r.op.end or INF
@@ -346,21 +361,23 @@ def judge(reads: list[Read], restarts: dict[str, list[int]]) -> list[Violation]:
 
 
 def _out_of_order(broker: str, r: Read, why: Read) -> Violation:
-    chain = why.chain()
-    write = next((c for c in chain if c.write), None)
-    steps = "; ".join(f"{c.op.label()} showing {c.what} (offset {c.given} at the earliest)"
-                      for c in reversed(chain[:6]))
+    shown = f"{r.label()}, showing {r.what} — a state only offsets {_fmt(r.allowed)} of the committed log have"
+    write: Read | None = None
+    at: Read | None = why
+    while at is not None and write is None:  # the acknowledged write, if one holds up the offsets
+        write, at = (at if at.write else None), at.raised_by
+    origin = why.origin()
+    since = "" if origin is why else (
+        f"; its later answers needed offset {why.given} or later (last: {why.label()}, showing {why.what})")
     if write is not None:
         return _violation("ReadYourWrites", r, (
-            f"broker {broker} acknowledged {write.op.label()} in {write.op.latency_ms:.0f} ms — well within its "
-            f"visibility wait, so its own image showed {write.what} — yet it then answered {r.op.label()} showing "
-            f"{r.what}, which only offsets {_fmt(r.allowed)} of the committed log show; the broker's answers in "
-            f"order, with no restart of it between: {steps}; then this one. A client that reads from the broker "
-            "it wrote through does not see its own write"), before=write)
+            f"broker {broker} acknowledged {write.label()} {write.op.latency_ms:.0f} ms after it was asked — "
+            f"within its visibility wait, so its own image held that write ({write.what})"
+            f"{since}; then, with no restart between, it answered {shown}. A client reading from the "
+            "broker it wrote through does not see its own write"), before=write)
     return _violation("MonotonicBrokerReads", r, (
-        f"broker {broker} answered {r.op.label()} showing {r.what} (only offsets {_fmt(r.allowed)} of the committed "
-        f"log show that) after answers that need a longer prefix, with no restart of it between: {steps}. "
-        "The broker's image went back"), before=why)
+        f"broker {broker} answered {origin.label()}, showing {origin.what} (offset {origin.given} or later)"
+        f"{since}; then, with no restart between, {shown}. The broker's image went back"), before=origin)
 
 
 def _fmt(xs: list[Interval]) -> str:
@@ -368,7 +385,8 @@ def _fmt(xs: list[Interval]) -> str:
 
 
 def _violation(rule: str, r: Read, text: str, before: Read | None = None) -> Violation:
-    return Violation(rule, text, [], before=None if before is None else before.op.label(), after=r.op.label())
+    return Violation(rule, text, [], before=None if before is None else f"{before.label()}: {before.what}",
+                     after=f"{r.label()}: {r.what}")
 
 
 def check_broker_reads(history: History, journals: Journals) -> dict[str, Any]:
