@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from sim_journal import run_recording
 
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.raft.retention import UNLIMITED, RetentionPolicy
-from kraftlab.node.sim.cluster import SimParams, Simulation
+from kraftlab.node.sim.cluster import InvariantViolation, SimParams, Simulation, run
 from kraftlab.node.sim.retention import SMALL_BYTES, drawn_retention
 
 
@@ -36,3 +38,22 @@ def test_a_log_kept_behind_snapshots_keeps_every_invariant() -> None:
                 assert event["from"] < event["log_start"] <= created[node]
                 kept += event["log_start"] < created[node]
     assert kept  # segments behind the latest snapshot were kept, not deleted with it
+
+
+class NoDivergingEpoch(RaftCore):
+    """The leader's Fetch validation never answers a DivergingEpoch (below its log start it still
+    sends the snapshot): a follower keeps its divergent tail."""
+
+    def _validate_fetch(self, offset: int, last_epoch: int) -> tuple[OffsetAndEpoch | None, OffsetAndEpoch | None]:
+        return None, super()._validate_fetch(offset, last_epoch)[1]
+
+
+def test_a_leader_that_never_answers_a_diverging_epoch_is_caught_with_the_log_kept() -> None:
+    for seed in range(20):
+        params = SimParams(seed=seed, voters=3, observers=1, faults=("crash", "partition"), retention_bytes=SMALL_BYTES)
+        try:
+            run(params, core_class=NoDivergingEpoch)
+        except InvariantViolation as exc:
+            assert exc.name == "ConsistentCommittedData"  # the kept divergent tail applied as committed
+            return
+    raise AssertionError("no seed of 0..19 caught a leader that never answers a diverging epoch")
