@@ -14,7 +14,9 @@ which in Kafka is only eventually consistent) are still bound by what Kafka does
 - ReadYourWrites: a topic created (or deleted) through a broker is visible in that broker's image
   when the broker acknowledges it — the node waits for its own image before relaying the
   controller's answer (`node.broker.apis`, bounded by its visibility wait) — so a later read of the
-  same broker in the same life shows it, as long as nothing else changed it meanwhile. Judged only
+  same broker in the same life shows it, as does the read-back the topics workload sends at once
+  after half of its writes (Metadata for the topic on that broker, as Kafka's tools do after a
+  create: it must show the created topic id, or no longer the deleted one). Judged only
   for writes acknowledged well within the wait (`RYW_JUDGED_MS`), where the bound cannot have run
   out even on a node whose clock the nemesis runs fast.
 
@@ -131,6 +133,8 @@ class CommittedStates:
     """The offset past which the replay could not go (INF: the whole log was replayed)."""
     written: dict[tuple[str, str], int] = field(default_factory=dict)
     """(TopicRecord | RemoveTopicRecord, topic id) → the offset of that record."""
+    ids: dict[str, Timeline] = field(default_factory=lambda: defaultdict(Timeline))
+    """Per topic name: its topic id (None while no topic has the name)."""
     acls: dict[Pattern, Timeline] = field(default_factory=lambda: defaultdict(Timeline))
     unfenced: Timeline = field(default_factory=Timeline)
 
@@ -165,6 +169,7 @@ class CommittedStates:
         tid = model.topics.get(name)
         count = model.partition_count.get(tid, 0) if tid is not None else 0
         self.topics[name].note(off, None if tid is None else count)
+        self.ids[name].note(off, tid)
         for pid in range(max(count, 1)):
             p = model.partitions.get((tid, pid)) if tid is not None else None
             self.partitions[(name, pid)].note(off, None if p is None else (
@@ -189,6 +194,8 @@ class Read:
     given: int | None = None
     raised_by: Read | None = None
     """The earlier answer of the same broker whose offset `given` had to reach."""
+    broken: str | None = None
+    """Set when the answer alone breaks ReadYourWrites (a read-back that does not show its write)."""
 
     def origin(self) -> Read:
         """The answer whose own state set the offset this one was given (following `raised_by` while
@@ -294,19 +301,46 @@ def broker_reads(ops: Sequence[tuple[str | None, Op]], states: CommittedStates) 
                 continue
             out.append(Read(o, str(node), allowed, what))
         elif w == "topics" and o.f in ("create", "delete") and o.value.get("via") != "controller" \
-                and o.output.get("topic_id") and (o.latency_ms or INF) < RYW_JUDGED_MS:
-            tid = str(o.output["topic_id"])
-            created, removed = states.written.get(("TopicRecord", tid)), states.written.get(("RemoveTopicRecord", tid))
-            if created is None:
-                continue  # its topic's creation is not in the replayed log: nothing to hold the broker to
-            after = removed if removed is not None else states.end
-            if o.f == "create":  # the broker's image had this topic id
-                allowed, what = [(created, INF)], f"its TopicRecord at offset {created}"
-            else:  # no longer had it — or, lagging, had not had it yet
-                allowed, what = [(-1, created)] + ([(after, INF)] if after < INF else []), (
-                    f"its TopicRecord at offset {created}, its RemoveTopicRecord at "
-                    f"{'offset ' + str(removed) if removed is not None else 'none replayed'}")
-            out.append(Read(o, str(node), allowed, f"topic {o.value['topic']} {o.f}d ({what})", write=True))
+                and o.output.get("topic_id"):
+            out.extend(_write_reads(states, o, str(node)))
+    return out
+
+
+def _write_reads(states: CommittedStates, o: Op, node: str) -> list[Read]:
+    """A create or delete acknowledged through broker `node`: what its acknowledgement says of the
+    broker's image (when it came well within the visibility wait), and its read-back if it has one."""
+    name, tid = str(o.value["topic"]), str(o.output["topic_id"])
+    created, removed = states.written.get(("TopicRecord", tid)), states.written.get(("RemoveTopicRecord", tid))
+    acked_ms = float(o.output.get("acked_ms", o.latency_ms or INF))
+    if created is None or acked_ms >= RYW_JUDGED_MS:
+        return []  # its topic's creation is not in the replayed log, or the wait may have run out
+    after = removed if removed is not None else states.end
+    if o.f == "create":  # the broker's image had this topic id
+        held, what = [(created, INF)], f"its TopicRecord at offset {created}"
+    else:  # no longer had it — or, lagging, had not had it yet
+        held, what = [(-1, created)] + ([(after, INF)] if after < INF else []), (
+            f"its TopicRecord at offset {created}, its RemoveTopicRecord at "
+            f"{'offset ' + str(removed) if removed is not None else 'none replayed'}")
+    write = Read(o, node, held, f"topic {name} {o.f}d ({what})", write=True)
+    out = [write]
+    back = o.output.get("read_back")
+    if isinstance(back, dict):
+        if back.get("exists"):
+            shown, showing = states.ids[name].where(
+                lambda s: s is not None and back.get("topic_id") in (None, s), states.end), (
+                f"topic {name} with id {back.get('topic_id')} and {back.get('partitions')} partition(s)")
+            shown = _intersect(shown, states.topics[name].where(lambda s: s == back.get("partitions"), states.end))
+        else:
+            shown, showing = states.ids[name].where(lambda s: s is None, states.end), f"topic {name} absent"
+        both = _intersect(shown, held)
+        read = Read(o, node, both or shown, f"{showing} (read back at once)")
+        if shown and not both:
+            read.broken = (
+                f"broker {node} acknowledged {write.label()} {acked_ms:.0f} ms after it was asked — within its "
+                f"visibility wait, so its own image held that write ({write.what}) — and, asked for the topic "
+                f"at once, showed {showing}: a state only offsets {_fmt(shown)} of the committed log have. A "
+                "client reading from the broker it wrote through does not see its own write")
+        out.append(read)
     return out
 
 
@@ -336,6 +370,8 @@ def judge(reads: list[Read], restarts: dict[str, list[int]]) -> list[Violation]:
         points = restarts.get(broker, [])
         done: list[Read] = []
         for r in rs:
+            if r.broken is not None:
+                vs.append(_violation("ReadYourWrites", r, r.broken))
             if not r.allowed:
                 if not r.write:
                     vs.append(_violation("BrokerReadCommitted", r, (

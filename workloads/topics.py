@@ -8,6 +8,10 @@ Ops (checker model `topics`, history field `workload: "topics"`):
   (INVALID_*: no effect); info on NOT_CONTROLLER / REQUEST_TIMED_OUT / a lost connection.
 - `delete` {"topic"}: DeleteTopics likewise (ok → {"topic", "topic_id"}); fail UNKNOWN_TOPIC_OR_PARTITION is an
   observation.
+- a create or delete with `"read_back": true` (half of them) is followed at once by Metadata for its topic
+  on the broker it went through, as Kafka's tools do after a create: its output adds `acked_ms` and
+  `read_back` ({"exists", "topic_id", "partitions"}, or None when the broker did not answer), which
+  `checker.broker_reads` judges (read-your-writes on the forwarding broker).
 - `describe` {"topic", "node", "broker_read": true}: Metadata for one topic on a broker →
   {"exists": bool, "partitions": n}.
 - `list` {"node", "broker_read": true[, "final": true], "prefixes"}: Metadata for all topics → {"topics": [...]}
@@ -22,6 +26,7 @@ made through that broker).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +40,9 @@ from kraftlab.workloads.session import Handlers, Session
 
 WORKLOAD = "topics"
 ADMIN_TIMEOUT_MS = 3000
+READ_BACK = 0.5
+"""The share of creates and deletes followed at once by a read of their topic on the broker they
+went through (`read_back`)."""
 
 
 def _first_code(resp: Any, attr: str) -> int:
@@ -44,6 +52,7 @@ def _first_code(resp: Any, attr: str) -> int:
 
 async def create(session: Session, inv: Invocation) -> Any:
     v = inv.value
+    started = time.monotonic()
     assignment = v.get("assignment") or ()
 
     def make(version: int) -> Any:
@@ -57,11 +66,13 @@ async def create(session: Session, inv: Invocation) -> Any:
     result = resp.topics[0]
     check(result.error_code, v)
     topic_id = getattr(result, "topic_id", None)
-    return {"topic": v["topic"], "topic_id": None if topic_id is None else str(topic_id)}
+    return await _read_back(session, inv, started, {"topic": v["topic"],
+                                                     "topic_id": None if topic_id is None else str(topic_id)})
 
 
 async def delete(session: Session, inv: Invocation) -> Any:
     v = inv.value
+    started = time.monotonic()
     resp = await session.admin(versions.DELETE_TOPICS,
                                lambda version: versions.delete_topics_request(version, v["topic"],
                                                                               timeout_ms=ADMIN_TIMEOUT_MS),
@@ -69,7 +80,31 @@ async def delete(session: Session, inv: Invocation) -> Any:
     result = resp.responses[0]
     check(result.error_code, v)
     topic_id = getattr(result, "topic_id", None)
-    return {"topic": v["topic"], "topic_id": str(topic_id) if topic_id is not None and topic_id.int else None}
+    return await _read_back(session, inv, started, {
+        "topic": v["topic"], "topic_id": str(topic_id) if topic_id is not None and topic_id.int else None})
+
+
+async def _read_back(session: Session, inv: Invocation, started: float, out: dict[str, Any]) -> dict[str, Any]:
+    """With `read_back` in the invocation, a write acknowledged through this process's broker is
+    followed at once by Metadata for its topic on that broker, as Kafka's tools do after a create:
+    `acked_ms` (how long the acknowledgement took) and `read_back` (what the broker then showed, or
+    None when it did not answer) go into the write's output. The write's outcome is the
+    acknowledgement's: a read-back that fails changes nothing."""
+    if not inv.value.get("read_back") or inv.value.get("via") == "controller" \
+            or not session.cluster.nodes[session.node].broker:
+        return out
+    out["acked_ms"] = round((time.monotonic() - started) * 1000, 1)
+    try:
+        resp = await metadata(session, session.node, [inv.value["topic"]])
+        t = resp.topics[0]
+        code = int(t.error_code)
+    except Exception:  # the write stands; what the broker showed is unknown
+        out["read_back"] = None
+        return out
+    tid = getattr(t, "topic_id", None)
+    out["read_back"] = {"exists": False} if code == 3 else None if code else {
+        "exists": True, "topic_id": str(tid) if tid is not None and tid.int else None, "partitions": len(t.partitions)}
+    return out
 
 
 async def metadata(session: Session, node: str, topics: Sequence[str] | None) -> Any:
@@ -131,12 +166,16 @@ class TopicsWorkload:
             else:
                 value["partitions"] = ctx.rng.randint(1, 3)
                 value["replication_factor"] = 1
-            return op(WORKLOAD, "create", value)
+            return op(WORKLOAD, "create", self._maybe_read_back(ctx, value))
         if r < 0.6:
-            return op(WORKLOAD, "delete", {"topic": topic})
+            return op(WORKLOAD, "delete", self._maybe_read_back(ctx, {"topic": topic}))
         if r < 0.8:
             return broker_read(WORKLOAD, "describe", read_node(ctx, self.brokers), topic=topic)
         return broker_read(WORKLOAD, "list", read_node(ctx, self.brokers), prefixes=list(self.prefixes))
+
+    @staticmethod
+    def _maybe_read_back(ctx: Context, value: dict[str, Any]) -> dict[str, Any]:
+        return {**value, "read_back": True} if ctx.rng.random() < READ_BACK else value
 
     def generator(self) -> FnGen:
         return FnGen(self.next_op)

@@ -190,3 +190,19 @@ def test_acl_and_registry_reads_against_the_committed_bindings_and_fencing() -> 
     fenced_shown = Ops().op(2, "registry", "read", {"node": "n1", "broker_read": True}, {"unfenced": [1000, 1001]},
                             0, 1)
     assert rules(verdict(fenced_shown, js)) == {"BrokerReadCommitted"}  # 1001 never registered
+
+
+def test_a_write_read_back_at_once_must_show_itself() -> None:
+    create = {"topic": "t0", "partitions": 1, "replication_factor": 1, "read_back": True}
+
+    def made(back: dict[str, Any] | None, acked_ms: float = 20.0) -> Ops:
+        out = {"topic": "t0", "topic_id": str(B), "acked_ms": acked_ms, "read_back": back}
+        return Ops().op(1, "topics", "create", create, out, 2, 40)
+
+    res = verdict(made({"exists": False}))
+    assert rules(res) == {"ReadYourWrites"} and "asked for the topic at once" in res["anomalies"][0]["explanation"]
+    assert rules(verdict(made({"exists": True, "topic_id": str(A), "partitions": 1}))) == {"ReadYourWrites"}
+    assert verdict(made({"exists": True, "topic_id": str(B), "partitions": 2}))["valid"] is True
+    assert verdict(made({"exists": False}, acked_ms=1500.0))["valid"] is True  # the wait may have run out
+    assert verdict(made(None))["valid"] is True  # the broker did not answer the read-back
+    assert rules(verdict(made({"exists": True, "topic_id": str(B), "partitions": 5}))) == {"BrokerReadCommitted"}

@@ -35,6 +35,22 @@ def test_op_semantics() -> None:
     assert invoke(c, op("topics", "delete", {"topic": "t0"})).error == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
+def test_a_write_read_back_on_its_broker() -> None:
+    fake = FakeKafka()
+    w = TopicsWorkload(["n1", "n2", "n3"], [1, 2, 3], prefix="t")
+    c = open_client(fake, w.handlers(), node="n2")
+    done = invoke(c, op("topics", "create", {"topic": "t0", "partitions": 2, "replication_factor": 1,
+                                            "read_back": True}))
+    assert done.type == "ok" and done.value["acked_ms"] >= 0
+    assert done.value["read_back"] == {"exists": True, "topic_id": done.value["topic_id"], "partitions": 2}
+    gone = invoke(c, op("topics", "delete", {"topic": "t0", "read_back": True}))
+    assert gone.type == "ok" and gone.value["read_back"] == {"exists": False}
+    plain = invoke(c, op("topics", "create", {"topic": "t1"}))
+    assert "read_back" not in plain.value
+    direct = invoke(c, op("topics", "create", {"topic": "t2", "via": "controller", "read_back": True}))
+    assert direct.type == "ok" and "read_back" not in direct.value  # no broker promised anything
+
+
 def test_writes_go_through_the_process_broker() -> None:
     fake = FakeKafka()
     sent: list[str] = []
