@@ -84,24 +84,30 @@ def _has_default(f: Field[Any]) -> bool:
     return f.default is not MISSING or f.default_factory is not MISSING
 
 
+@cache
+def _plan(cls: type) -> tuple[tuple[str, str, type | None, bool, bool, bool], ...]:
+    """(name, kafka_type, nested entity class, is_array, optional, has a default) of each field of
+    `cls`, worked out once per class: `build` runs for every request and response of the node."""
+    return tuple((f.name, *_field_shape(cls, f.name), _has_default(f)) for f in fields(cls))
+
+
 def build(cls: type, values: dict[str, Any]) -> Any:
     """An instance of the kio entity `cls` from the `values` it has fields for."""
     kwargs: dict[str, Any] = {}
-    for f in fields(cls):
-        kafka_type, entity, is_array, optional = _field_shape(cls, f.name)
-        if f.name in values:
-            v = values[f.name]
+    for name, kafka_type, entity, is_array, optional, has_default in _plan(cls):
+        if name in values:
+            v = values[name]
             if is_array and v is not None:
-                kwargs[f.name] = tuple(_convert(kafka_type, entity, x) for x in v)
+                kwargs[name] = tuple(_convert(kafka_type, entity, x) for x in v)
             else:
-                kwargs[f.name] = _convert(kafka_type, entity, v)
-        elif not _has_default(f):
+                kwargs[name] = _convert(kafka_type, entity, v)
+        elif not has_default:
             if is_array:
-                kwargs[f.name] = None if optional else ()
+                kwargs[name] = None if optional else ()
             elif entity is not None and not optional:
-                kwargs[f.name] = build(entity, {})
+                kwargs[name] = build(entity, {})
             else:
-                kwargs[f.name] = _zero(kafka_type, optional)
+                kwargs[name] = _zero(kafka_type, optional)
     return cls(**kwargs)
 
 
