@@ -63,11 +63,11 @@ elif action=="delete-quorum-state":
     f=os.path.join(part,"quorum-state");existed=os.path.exists(f)
     if existed: os.remove(f)
     out.update(file=f,existed=existed)
-elif action in ("wipe","wipe-metadata"):
+elif action in ("wipe","wipe-metadata","wipe-metadata-log"):
     removed=[]
-    only=None  # wipe-metadata in Kafka's shared layout (partitions beside the metadata log): its files only
-    if action=="wipe-metadata" and os.path.realpath(meta)==os.path.realpath(data):
-        only=("__cluster_metadata-0","meta.properties","bootstrap.checkpoint")
+    only=None  # in Kafka's shared layout (partitions beside the metadata log): the metadata's files only,
+    if action!="wipe" and os.path.realpath(meta)==os.path.realpath(data):  # meta.properties (the id) kept by -log
+        only=("__cluster_metadata-0","bootstrap.checkpoint")+(("meta.properties",) if action=="wipe-metadata" else ())
     for d in dict.fromkeys([data,meta] if action=="wipe" else [meta]):
         if os.path.isdir(d):
             for name in sorted(os.listdir(d)):
@@ -189,7 +189,8 @@ class DiskFault:
         # during the window may have started one moments ago, still reading the damage
         watch = [n for n in sorted(in_force) if n not in formatted]
         default_watch = getattr(control, "startup_watch_s", STARTUP_WATCH_S)
-        rebuilt, refused = self._rebuild_refusals(watch, float(value.get("watch_s", default_watch)))
+        rebuilt, refused = self._rebuild_refusals(watch, float(value.get("watch_s", default_watch)),
+                                                  {n: in_force[n].get("zone") for n in watch})
         outcomes = {node: {"damage": in_force[node]["damage"], "zone": in_force[node].get("zone"),
                            "outcome": "refused" if node in refused else "rebuilt" if node in rebuilt
                            else "formatted" if node in formatted else "served"} for node in sorted(in_force)}
@@ -198,9 +199,11 @@ class DiskFault:
         return {"restarted": restarted, "formatted": formatted + rebuilt, "rebuilt": rebuilt, "refused": refused,
                 "outcomes": outcomes}
 
-    def _rebuild_refusals(self, nodes: list[str], watch_s: float) -> tuple[list[str], list[str]]:
+    def _rebuild_refusals(self, nodes: list[str], watch_s: float,
+                          zones: dict[str, str | None]) -> tuple[list[str], list[str]]:
         """Nodes that exited within `watch_s` of their restart refused their damaged storage: observers
-        are wiped, formatted and started again; voters are left down and named."""
+        get their metadata wiped (`zones`: what was damaged), are formatted and started again; voters
+        are left down and named."""
         control = self.ctx.control
         deadline = time.monotonic() + watch_s
         down: set[str] = set()
@@ -216,8 +219,10 @@ class DiskFault:
                 refused.append(node)
                 continue
             # the metadata log only, as an operator rebuilds a broker's metadata: its partition logs
-            # stay, with their directory id, so the controller knows the replicas came back
-            result = control.host(node).run(damage_command("wipe-metadata", control.metadata_log_dir(node),
+            # stay, with their directory id (meta.properties too, unless that was the damage), so the
+            # controller knows the replicas came back (KIP-858)
+            action = "wipe-metadata" if zones.get(node) == "meta.properties" else "wipe-metadata-log"
+            result = control.host(node).run(damage_command(action, control.metadata_log_dir(node),
                                                            control.data_dir(node), 0, 0), timeout=60)
             if not result.ok:
                 raise FaultError(f"{node}: could not wipe its refused storage: {result.stderr.strip()[-300:]}")

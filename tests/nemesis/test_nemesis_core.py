@@ -242,10 +242,31 @@ def test_disk_heal_rebuilds_an_observer_that_refuses_its_damaged_log_and_leaves_
     assert healed.value["rebuilt"] == ["n4"] and healed.value["refused"] == ["n2"]
     assert control.nodes_by_name["n4"].formats == 1 and control.nodes_by_name["n4"].state == "running"
     assert control.nodes_by_name["n2"].formats == 0 and control.nodes_by_name["n2"].state == "killed"
-    wiped = {n for n in ("n2", "n4") if any("' wipe-metadata " in c for c in cmds(control, n))}  # the action arg
-    assert wiped == {"n4"}  # its metadata directory only: its partition logs and their directory id stay
+    wiped = {n for n in ("n2", "n4") if any("' wipe-metadata-log " in c for c in cmds(control, n))}  # the action
+    assert wiped == {"n4"}  # its metadata log only: its partition logs and their directory id stay
     assert healed.value["outcomes"] == {"n2": {"damage": "flip-bits", "zone": None, "outcome": "refused"},
                                         "n4": {"damage": "flip-bits", "zone": None, "outcome": "rebuilt"}}
+
+
+def test_a_broker_refusing_its_damaged_meta_properties_is_rebuilt_with_a_new_one(
+        nemesis: Nemesis, control: FakeNodeControl, monkeypatch: pytest.MonkeyPatch) -> None:
+    """meta.properties was the damage: the rebuild cannot keep it, so the broker gets a new directory id."""
+    real_start = control.start
+    refusing = {"n4"}
+
+    def start(node: str) -> None:
+        real_start(node)
+        if node in refusing:
+            refusing.discard(node)
+            control.nodes_by_name[node].state = "killed"
+
+    monkeypatch.setattr(control, "start", start)
+    control.host("n4").on("flip-bits", CommandResult("n4", "", 0, '{"action": "flip-bits"}\n', ""))
+    nemesis.invoke("start-disk", {"nodes": ["n4"], "damage": "flip-bits", "zone": "meta.properties", "seed": 1})
+    healed = nemesis.invoke("stop-disk", {"watch_s": 2.0})
+    assert healed.value["rebuilt"] == ["n4"]
+    assert any("' wipe-metadata " in c for c in cmds(control, "n4"))
+    assert not any("' wipe-metadata-log " in c for c in cmds(control, "n4"))  # the action arg
 
 
 def test_disk_heal_watches_a_damaged_node_another_package_restarted_during_the_window(

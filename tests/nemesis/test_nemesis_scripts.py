@@ -102,8 +102,13 @@ def test_wipe_metadata_keeps_the_partition_logs(meta: Path, tmp_path: Path) -> N
     (shared / PARTITION_DIR).mkdir(parents=True)
     (shared / "queue-0").mkdir()
     (shared / "meta.properties").write_text("node.id=1\n")
+    (shared / "bootstrap.checkpoint").write_text("x")
+    result = sh(damage_command("wipe-metadata-log", str(shared), str(shared), 1, 0))
+    assert result.returncode == 0, result.stderr  # the metadata log goes, the directory id stays (KIP-858)
+    assert sorted(os.listdir(shared)) == ["meta.properties", "queue-0"]
+    (shared / PARTITION_DIR).mkdir()
     result = sh(damage_command("wipe-metadata", str(shared), str(shared), 1, 0))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stderr  # meta.properties was the damage: it goes too
     assert os.listdir(shared) == ["queue-0"]
 
 
