@@ -156,3 +156,25 @@ def test_a_followers_newer_fetch_answers_its_parked_one(tmp_path: Path) -> None:
     m.handle("f2", fetch(0, replica=2, epoch=0, min_bytes=1, max_wait_ms=500), 10)
     answered = replies(m)
     assert list(answered) == ["f1"] and one_partition(answered["f1"]).records == b""
+
+
+def test_a_partition_its_leader_does_not_know_yet_holds_back_only_itself(tmp_path: Path) -> None:
+    net = Net(tmp_path, min_isr=2)
+    old = PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=3)
+    net.image({0: old})
+    net.step(0)
+    new = PartitionInfo((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=3)
+    grown = with_brokers(image_with(partitions={0: old, 1: new}))
+    for follower in (2, 3):  # the followers learn of partition 1 before its leader does
+        net.m[follower].apply_image(grown, 10)
+    net.step(10)  # the leader answers UNKNOWN_TOPIC_OR_PARTITION for it
+    net.m[1].handle("q", produce(batch("b"), acks=-1, partition=0), 20)
+    net.step(20)  # partition 0 goes on being replicated: no backoff of the whole leader
+    assert one_partition(net.replies["q"]).error_code == ErrorCode.none
+    net.m[1].apply_image(grown, 30)
+    net.m[1].handle("p", produce(batch("a"), acks=-1, partition=1), 30)
+    net.step(30)
+    assert "p" not in net.replies  # partition 1 waits out its own backoff (retry.backoff.ms)
+    net.step(10 + net.m[2].fetcher.retry_backoff_ms)
+    assert one_partition(net.replies["p"]).error_code == ErrorCode.none
+    assert [net.m[i].partitions[("t", 1)].log.log_end_offset for i in (1, 2, 3)] == [1, 1, 1]

@@ -3,8 +3,12 @@ carrying every partition this broker follows from it, at the follower's log end 
 fetched epoch (Fetch v12). The answer's records are appended as they are; the follower's HW is the
 leader's, capped at its own log end; a diverging epoch in the answer truncates the log to where it
 and the leader's agree (Kafka's truncation by leader epoch, KIP-320's truncate-on-fetch); a log
-wholly below the leader's log start starts over at it. Errors (the leader moved, a fenced epoch,
-a lost connection) wait `retry_backoff_ms` and retry with whatever the image says then.
+wholly below the leader's log start starts over at it. Errors wait `retry_backoff_ms` and retry
+with whatever the image says then: a lost connection or an error of the whole answer holds back the
+fetches to that leader, an error of one partition (the leader moved, a fenced epoch, a partition the
+leader has not learnt of yet) only that partition, as Kafka's fetcher delays the partitions in error
+— a new topic's partition that reaches a follower's image before its leader's does not stop the
+replication, and so the acks=all produces, of the partitions it already follows from that leader.
 
 A partition this broker starts following from a leader it already has a Fetch parked at (up to
 replica.fetch.wait.max.ms) does not wait for that Fetch: a new one naming every partition goes out
@@ -71,6 +75,7 @@ class FollowerFetcher:
         self._in_flight: dict[int, _InFlight] = {}  # token -> the fetch
         self._current: dict[int, int] = {}  # leader -> the token of the newest fetch in flight to it
         self._resume_at: dict[int, int] = {}  # leader -> when to try again
+        self._delayed: dict[TopicPartition, int] = {}  # a partition in error -> when to fetch it again
         self._outbox: list[FetchFromLeader | JournalEvent] = []
 
     def take_outputs(self) -> list[FetchFromLeader | JournalEvent]:
@@ -81,8 +86,10 @@ class FollowerFetcher:
         """Start a fetch to every leader this broker follows a partition of and is not fetching from,
         or whose fetch in flight does not name every partition this broker now follows from it."""
         by_leader: dict[int, list[Partition]] = {}
-        for p in self.partitions.values():
-            if p.role is Role.FOLLOWER and p.leader >= 0 and p.leader != self.node_id:
+        for key in [k for k, until in self._delayed.items() if until <= now_ms or k not in self.partitions]:
+            del self._delayed[key]
+        for key, p in self.partitions.items():
+            if p.role is Role.FOLLOWER and p.leader >= 0 and p.leader != self.node_id and key not in self._delayed:
                 by_leader.setdefault(p.leader, []).append(p)
         for leader, parts in sorted(by_leader.items()):
             if now_ms < self._resume_at.get(leader, 0):
@@ -137,7 +144,8 @@ class FollowerFetcher:
                     continue  # the image moved on while the fetch was out
                 if fetch.positions.get(key) != _position(p):
                     continue  # moved on meanwhile (the other fetch's answer, a new epoch): fetched again from there
-                failed |= not self._apply(p, part)
+                if not self._apply(p, part):
+                    self._delayed[key] = now_ms + self.retry_backoff_ms
         if failed:
             self._resume_at[leader] = now_ms + self.retry_backoff_ms
 
