@@ -191,19 +191,13 @@ class Read:
     what: str
     write: bool = False
     """A write's acknowledgement (ReadYourWrites), not a read."""
+    read_back: bool = False
+    """The read-back of a write acknowledged within the visibility wait (held to that write)."""
     given: int | None = None
     raised_by: Read | None = None
     """The earlier answer of the same broker whose offset `given` had to reach."""
     broken: str | None = None
     """Set when the answer alone breaks ReadYourWrites (a read-back that does not show its write)."""
-
-    def origin(self) -> Read:
-        """The answer whose own state set the offset this one was given (following `raised_by` while
-        the offset was inherited unchanged)."""
-        at = self
-        while at.raised_by is not None and at.raised_by.given == at.given:
-            at = at.raised_by
-        return at
 
     def label(self) -> str:
         """The op in Kafka's words and the fields that matter: who, what it asked, when it ended."""
@@ -333,7 +327,7 @@ def _write_reads(states: CommittedStates, o: Op, node: str) -> list[Read]:
         else:
             shown, showing = states.ids[name].where(lambda s: s is None, states.end), f"topic {name} absent"
         both = _intersect(shown, held)
-        read = Read(o, node, both or shown, f"{showing} (read back at once)")
+        read = Read(o, node, both or shown, f"{showing} (read back at once)", read_back=True)
         if shown and not both:
             read.broken = (
                 f"broker {node} acknowledged {write.label()} {acked_ms:.0f} ms after it was asked — within its "
@@ -397,23 +391,24 @@ def judge(reads: list[Read], restarts: dict[str, list[int]]) -> list[Violation]:
 
 
 def _out_of_order(broker: str, r: Read, why: Read) -> Violation:
+    """`r` allows no offset at or above those earlier answers of its broker put it at: name the first
+    answer, going back along what raised the offsets, that alone already puts the broker past `r`."""
+    culprit = why
+    while culprit.raised_by is not None and _first_at_or_above(r.allowed, culprit.raised_by.given or -1) is None:
+        culprit = culprit.raised_by
     shown = f"{r.label()}, showing {r.what} — a state only offsets {_fmt(r.allowed)} of the committed log have"
-    write: Read | None = None
-    at: Read | None = why
-    while at is not None and write is None:  # the acknowledged write, if one holds up the offsets
-        write, at = (at if at.write else None), at.raised_by
-    origin = why.origin()
-    since = "" if origin is why else (
-        f"; its later answers needed offset {why.given} or later (last: {why.label()}, showing {why.what})")
-    if write is not None:
+    before = "" if culprit is why else (
+        f"; its answers after that needed offset {why.given} or later (last: {why.label()}, showing {why.what})")
+    if culprit.write or culprit.read_back:
+        seen = f", and asked for the topic at once showed {culprit.what}" if culprit.read_back else ""
         return _violation("ReadYourWrites", r, (
-            f"broker {broker} acknowledged {write.label()} {write.op.latency_ms:.0f} ms after it was asked — "
-            f"within its visibility wait, so its own image held that write ({write.what})"
-            f"{since}; then, with no restart between, it answered {shown}. A client reading from the "
-            "broker it wrote through does not see its own write"), before=write)
+            f"broker {broker} acknowledged {culprit.label()} within its visibility wait, so its own image held "
+            f"that write{seen} (offset {culprit.given} or later){before}; then, with no restart between, it "
+            f"answered {shown}. It acknowledged a write its image did not show yet (or its image went back): a "
+            "client reading from the broker it wrote through does not see its own write"), before=culprit)
     return _violation("MonotonicBrokerReads", r, (
-        f"broker {broker} answered {origin.label()}, showing {origin.what} (offset {origin.given} or later)"
-        f"{since}; then, with no restart between, {shown}. The broker's image went back"), before=origin)
+        f"broker {broker} answered {culprit.label()}, showing {culprit.what} (offset {culprit.given} or later)"
+        f"{before}; then, with no restart between, {shown}. The broker's image went back"), before=culprit)
 
 
 def _fmt(xs: list[Interval]) -> str:
