@@ -65,8 +65,8 @@ elif action=="delete-quorum-state":
     out.update(file=f,existed=existed)
 elif action in ("wipe","wipe-metadata","wipe-metadata-log"):
     removed=[]
-    only=None  # in Kafka's shared layout (partitions beside the metadata log): the metadata's files only,
-    if action!="wipe" and os.path.realpath(meta)==os.path.realpath(data):  # meta.properties (the id) kept by -log
+    only=None  # a rebuild: the metadata's own files only, whatever else log.dirs keeps beside them (Kafka's
+    if action!="wipe":  # shared layout, as on --diskfs); meta.properties (the directory id) kept by -log
         only=("__cluster_metadata-0","bootstrap.checkpoint")+(("meta.properties",) if action=="wipe-metadata" else ())
     for d in dict.fromkeys([data,meta] if action=="wipe" else [meta]):
         if os.path.isdir(d):

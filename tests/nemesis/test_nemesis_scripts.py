@@ -110,6 +110,14 @@ def test_wipe_metadata_keeps_the_partition_logs(meta: Path, tmp_path: Path) -> N
     result = sh(damage_command("wipe-metadata", str(shared), str(shared), 1, 0))
     assert result.returncode == 0, result.stderr  # meta.properties was the damage: it goes too
     assert os.listdir(shared) == ["queue-0"]
+    # the layout on --diskfs: log.dirs is the metadata directory, the data directory (the journal's) apart
+    (shared / PARTITION_DIR).mkdir()
+    (shared / "meta.properties").write_text("node.id=1\n")
+    journal_dir = tmp_path / "journal"
+    journal_dir.mkdir()
+    result = sh(damage_command("wipe-metadata-log", str(shared), str(journal_dir), 1, 0))
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(shared)) == ["meta.properties", "queue-0"]
 
 
 def test_damage_without_segments_fails_loudly(tmp_path: Path) -> None:
