@@ -222,10 +222,9 @@ def test_disk_fault_kills_damages_and_restarts(nemesis: Nemesis, control: FakeNo
     assert control.nodes_by_name["n2"].state == "running" == control.nodes_by_name["n4"].state
 
 
-def test_disk_heal_rebuilds_an_observer_that_refuses_its_damaged_log_and_leaves_a_voter_down(
-        nemesis: Nemesis, control: FakeNodeControl, monkeypatch: pytest.MonkeyPatch) -> None:
-    refusing = {"n2", "n4"}  # n2 is a voter, n4 a broker-only node: both exit at start on the damage
-    real_start = control.start
+def _refuse_first_start(control: FakeNodeControl, monkeypatch: pytest.MonkeyPatch, nodes: set[str]) -> None:
+    """Each of `nodes` exits at its next start (as a node refusing its damaged storage does)."""
+    real_start, refusing = control.start, set(nodes)
 
     def start(node: str) -> None:
         real_start(node)
@@ -234,6 +233,11 @@ def test_disk_heal_rebuilds_an_observer_that_refuses_its_damaged_log_and_leaves_
             control.nodes_by_name[node].state = "killed"
 
     monkeypatch.setattr(control, "start", start)
+
+
+def test_disk_heal_rebuilds_an_observer_that_refuses_its_damaged_log_and_leaves_a_voter_down(
+        nemesis: Nemesis, control: FakeNodeControl, monkeypatch: pytest.MonkeyPatch) -> None:
+    _refuse_first_start(control, monkeypatch, {"n2", "n4"})  # a voter and a broker-only node: both exit on the damage
     for node in ("n2", "n4"):
         control.host(node).on("flip-bits", CommandResult(node, "", 0, '{"action": "flip-bits"}\n', ""))
         nemesis.invoke("start-disk", {"nodes": [node], "damage": "flip-bits", "seed": 1})
@@ -251,16 +255,7 @@ def test_disk_heal_rebuilds_an_observer_that_refuses_its_damaged_log_and_leaves_
 def test_a_broker_refusing_its_damaged_meta_properties_is_rebuilt_with_a_new_one(
         nemesis: Nemesis, control: FakeNodeControl, monkeypatch: pytest.MonkeyPatch) -> None:
     """meta.properties was the damage: the rebuild cannot keep it, so the broker gets a new directory id."""
-    real_start = control.start
-    refusing = {"n4"}
-
-    def start(node: str) -> None:
-        real_start(node)
-        if node in refusing:
-            refusing.discard(node)
-            control.nodes_by_name[node].state = "killed"
-
-    monkeypatch.setattr(control, "start", start)
+    _refuse_first_start(control, monkeypatch, {"n4"})
     control.host("n4").on("flip-bits", CommandResult("n4", "", 0, '{"action": "flip-bits"}\n', ""))
     nemesis.invoke("start-disk", {"nodes": ["n4"], "damage": "flip-bits", "zone": "meta.properties", "seed": 1})
     healed = nemesis.invoke("stop-disk", {"watch_s": 2.0})
