@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import os
 import secrets
-import select
+import selectors
 import shlex
 import socket
 import tarfile
@@ -39,7 +39,9 @@ class _Session:
     def __init__(self, transport: paramiko.Transport, sudo: bool) -> None:
         self.channel = transport.open_session()
         self.channel.exec_command("exec sudo -n sh" if sudo else "exec sh")
-        self.channel.fileno()  # makes select() work on stdout and stderr
+        self.channel.fileno()  # makes the channel selectable on stdout and stderr
+        self._ready = selectors.DefaultSelector()  # poll/epoll: any fd number (select() stops at 1024)
+        self._ready.register(self.channel, selectors.EVENT_READ)
 
     def run(self, host: str, command: str, timeout: float) -> CommandResult | None:
         """The result, or None when the command timed out (the session is then unusable)."""
@@ -60,7 +62,7 @@ class _Session:
             if left <= 0:
                 return None
             if not (self.channel.recv_ready() or self.channel.recv_stderr_ready()):
-                select.select([self.channel], [], [], left)
+                self._ready.select(left)
             if self.channel.recv_ready():
                 out += self.channel.recv(65536)
             if self.channel.recv_stderr_ready():
@@ -71,6 +73,7 @@ class _Session:
                                 f"{err.decode(errors='replace').strip()[-500:]}")
 
     def close(self) -> None:
+        self._ready.close()
         self.channel.close()
 
 

@@ -18,6 +18,7 @@ from replication_helpers import batch, decoded, image_with, manager, one_partiti
 
 from kraftlab.node.broker.replication import ClientReply, FetchFromLeader, ReplicaManager
 from kraftlab.node.metadata.image import MetadataImage, PartitionInfo
+from kraftlab.node.storage.partition.manager import LogManager
 
 BROKERS = (1, 2, 3)
 MAX_PARTITIONS = 4
@@ -114,34 +115,39 @@ ACTIONS = st.one_of(
 def test_followers_never_apply_twice_and_every_ack_arrives(tmp_path_factory: Any, steps: list[tuple[str, int]],
                                                             seed: int) -> None:  # fmt: skip
     mesh = Mesh(tmp_path_factory.mktemp("mesh"), random.Random(seed))
-    mesh.grow()
-    for b in BROKERS:
-        mesh.learn(b)
-    sent = []
-    for n, (action, arg) in enumerate(steps):
-        if action == "grow" and len(mesh.parts) < MAX_PARTITIONS:
-            mesh.grow()
-        elif action == "learn":
-            mesh.learn(arg)
-        elif action == "produce" and arg in mesh.parts and ("t", arg) in mesh.m[mesh.parts[arg].leader].partitions:
-            mesh.produce(arg, f"v{n}")
-            sent.append((f"v{n}", arg))
-        elif action == "deliver":
-            mesh.deliver(arg)
-        elif action == "tick":
-            mesh.tick(arg)
-        assert_prefixes(mesh)
-    for b in BROKERS:  # the image reaches everyone; then time and deliveries until all is answered
-        mesh.learn(b)
-    for _ in range(400):
-        while any(mesh.queues.values()):
-            mesh.deliver(mesh.rng.randrange(9))
+    try:
+        mesh.grow()
+        for b in BROKERS:
+            mesh.learn(b)
+        sent = []
+        for n, (action, arg) in enumerate(steps):
+            if action == "grow" and len(mesh.parts) < MAX_PARTITIONS:
+                mesh.grow()
+            elif action == "learn":
+                mesh.learn(arg)
+            elif action == "produce" and arg in mesh.parts and ("t", arg) in mesh.m[mesh.parts[arg].leader].partitions:
+                mesh.produce(arg, f"v{n}")
+                sent.append((f"v{n}", arg))
+            elif action == "deliver":
+                mesh.deliver(arg)
+            elif action == "tick":
+                mesh.tick(arg)
             assert_prefixes(mesh)
-        if len(mesh.replies) == len(sent):
-            break
-        mesh.tick(50)
-    assert sorted(mesh.replies) == sorted(v for v, _ in sent)
-    assert all(one_partition(r).error_code == ErrorCode.none for r in mesh.replies.values())
-    for pid in mesh.parts:
-        logs = {b: log_values(mesh.m[b], pid) for b in BROKERS}
-        assert logs[1] == logs[2] == logs[3] == [v for v, p in sent if p == pid]
+        for b in BROKERS:  # the image reaches everyone; then time and deliveries until all is answered
+            mesh.learn(b)
+        for _ in range(400):
+            while any(mesh.queues.values()):
+                mesh.deliver(mesh.rng.randrange(9))
+                assert_prefixes(mesh)
+            if len(mesh.replies) == len(sent):
+                break
+            mesh.tick(50)
+        assert sorted(mesh.replies) == sorted(v for v, _ in sent)
+        assert all(one_partition(r).error_code == ErrorCode.none for r in mesh.replies.values())
+        for pid in mesh.parts:
+            logs = {b: log_values(mesh.m[b], pid) for b in BROKERS}
+            assert logs[1] == logs[2] == logs[3] == [v for v, p in sent if p == pid]
+    finally:  # each example opens every broker's partition logs: close them, or a run leaks ~800 fds
+        for m in mesh.m.values():
+            assert isinstance(m.store, LogManager)
+            m.store.close()
