@@ -249,6 +249,11 @@ class IsrWorkload:
             return stall(agent, ctx.time, silence(self.session_timeout, rng), rng)  # fenced for its silence
         if r < 0.99:
             return heartbeat_op(agent, agent.epoch, want_fence=True)
+        if r < 0.995:  # an operator decommissions it now, live, while it may lead or sit in ISRs
+            self.lifetimes[agent.id] = 0
+            if (farewell := retirement(self.book, self.lifetimes, ctx, self.session_timeout)) is not None:
+                self._retire_topics_of(farewell.value["broker"])
+                return farewell
         return register_op(agent, rng)  # a new incarnation (refused while the old one's lease lives)
 
     def _read_op(self, ctx: Context, topic: str, final: bool = False) -> Invocation:

@@ -221,3 +221,22 @@ def test_leaders_shut_down_and_stall_too() -> None:
         if inv.f == "heartbeat" and inv.value["want_shut_down"]:
             seen["leader shuts down" if inv.value["broker"] == 2001 else "follower shuts down"] += 1
     assert seen["leader shuts down"] > seen["follower shuts down"] >= 1, seen
+
+
+def test_live_replicas_are_decommissioned_leaders_and_followers() -> None:
+    """Now and then an operator unregisters a live replica (its topics then retire), the believed leader
+    half the time, so the controller must take a leader and an ISR member out at once
+    (NoIneligibleLeader and FencedLeavesIsr reached by unregistration) — leaders and followers both."""
+    seen: Counter[str] = Counter()
+    for seed in range(3000):
+        w = IsrWorkload(["n1"], agents=3, topics=1)
+        b = w.beliefs["isr-0"]
+        b.topic_id, b.leader, b.isr = "00000000-0000-0000-0000-000000000001", 2001, (2000, 2001, 2002)
+        for x in w.book.ids:
+            w.book[x].registered(f"i{x}", x)
+            w.book[x].last_heartbeat = 0.0
+        inv = w.next_op(_ctx(seed, time=0.1))
+        if inv.f == "unregister":
+            seen["leader" if inv.value["broker"] == 2001 else "follower"] += 1
+            assert "isr-0" not in w.beliefs and inv.value["broker"] not in w.book.ids  # retired, replaced
+    assert seen["leader"] >= 1 and seen["follower"] >= 1 and sum(seen.values()) >= 10, seen
