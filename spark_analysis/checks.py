@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kraftlab.checker.broker_reads import check_broker_reads
 from kraftlab.checker.dataplane import check_dataplane
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.forwarding import check_forwarding
@@ -69,6 +70,10 @@ def journalled(journal_paths: list[Path], events: tuple[str, ...]) -> bool:
 
 def metadata(journal_paths: list[Path]) -> dict[str, Any]:
     return check_metadata(load_journals(journal_paths))
+
+
+def broker_reads(journal_paths: list[Path], history: Path) -> dict[str, Any]:
+    return check_broker_reads(load_history_tolerant(history), load_journals(journal_paths))
 
 
 def fencing(journal_paths: list[Path], history: Path, session_timeout_ms: float) -> dict[str, Any]:

@@ -307,6 +307,7 @@ def analyze_run(run_dir: Any, models: Sequence[str] | None = None, master: str |
         checkers["metadata"] = functools.partial(checks.metadata, journal_paths)
         checkers["forwarding"] = functools.partial(checks.forwarding, journal_paths)
         checkers["quorum"] = functools.partial(checks.quorum, journal_paths)
+        checkers["broker_reads"] = functools.partial(checks.broker_reads, journal_paths, history)
         if checks.journalled(journal_paths, DATAPLANE_EVENTS):  # as the single process: only where brokers logged them
             checkers["dataplane"] = functools.partial(checks.dataplane, journal_paths)
     results = compose(checkers, timeout=600.0)
