@@ -206,17 +206,23 @@ def test_generated_history_refuses_ineligible_joiners_and_stays_valid() -> None:
     assert verdicts(lines, ("isr", "registry")) == {"isr": True, "registry": True}
 
 
+def _led_by_2001() -> IsrWorkload:
+    """One topic on three registered, heartbeating agents, believed led by 2001 with all three in its ISR."""
+    w = IsrWorkload(["n1"], agents=3, topics=1)
+    b = w.beliefs["isr-0"]
+    b.topic_id, b.leader, b.isr = "00000000-0000-0000-0000-000000000001", 2001, (2000, 2001, 2002)
+    for x in w.book.ids:
+        w.book[x].registered(f"i{x}", x)
+        w.book[x].last_heartbeat = 0.0
+    return w
+
+
 def test_leaders_shut_down_and_stall_too() -> None:
     """Half the lifecycle ops of a topic's replicas are its believed leader's: a controlled shutdown
     of a partition leader is what ShutDownWhileLeading judges."""
     seen: Counter[str] = Counter()
     for seed in range(3000):
-        w = IsrWorkload(["n1"], agents=3, topics=1)
-        b = w.beliefs["isr-0"]
-        b.topic_id, b.leader, b.isr = "00000000-0000-0000-0000-000000000001", 2001, (2000, 2001, 2002)
-        for x in w.book.ids:
-            w.book[x].registered(f"i{x}", x)
-            w.book[x].last_heartbeat = 0.0
+        w = _led_by_2001()
         inv = w.next_op(_ctx(seed, time=0.1))
         if inv.f == "heartbeat" and inv.value["want_shut_down"]:
             seen["leader shuts down" if inv.value["broker"] == 2001 else "follower shuts down"] += 1
@@ -229,12 +235,7 @@ def test_live_replicas_are_decommissioned_leaders_and_followers() -> None:
     (NoIneligibleLeader and FencedLeavesIsr reached by unregistration) — leaders and followers both."""
     seen: Counter[str] = Counter()
     for seed in range(3000):
-        w = IsrWorkload(["n1"], agents=3, topics=1)
-        b = w.beliefs["isr-0"]
-        b.topic_id, b.leader, b.isr = "00000000-0000-0000-0000-000000000001", 2001, (2000, 2001, 2002)
-        for x in w.book.ids:
-            w.book[x].registered(f"i{x}", x)
-            w.book[x].last_heartbeat = 0.0
+        w = _led_by_2001()
         inv = w.next_op(_ctx(seed, time=0.1))
         if inv.f == "unregister":
             seen["leader" if inv.value["broker"] == 2001 else "follower"] += 1
