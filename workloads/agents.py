@@ -66,6 +66,7 @@ class Agent:
     last_heartbeat: float = -1e9
     down_until: float | None = None  # shut down: silent until then, then registers anew
     quiet_until: float | None = None  # stalled: no heartbeat until then, then heartbeats on as the same registration
+    offline_until: float | None = None  # asked to be fenced: keeps asking (WantFence) until then
     incarnations: list[str] = field(default_factory=list)
     """The incarnations it registered since its last acknowledged unregistration, oldest first (an
     unregistration frees the id: an older incarnation may then register again as a new one)."""
@@ -98,7 +99,7 @@ class Agent:
 
     def registered(self, incarnation: str, epoch: int) -> None:
         self.incarnation, self.epoch, self.fenced, self.down_until = incarnation, epoch, True, None
-        self.quiet_until = self.replace_at = None  # a registration answered: its process is live
+        self.quiet_until = self.replace_at = self.offline_until = None  # a registration answered: its process is live
         if epoch not in self.epochs:
             self.epochs.append(epoch)
         if incarnation not in self.incarnations:

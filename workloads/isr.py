@@ -14,10 +14,10 @@ want_fence=false and a caught-up offset (so they unfence: `registry` ops), and t
   stalled or unregistered: a leader's view lags and the controller must refuse (INELIGIBLE_REPLICA);
   a member that re-registered is sometimes named with an older broker epoch, and now and then the
   ISR names a broker holding no replica (INVALID_REQUEST).
-- controlled shutdowns, fencing requests, stalls (an agent silent past its session, fenced by the
-  controller, then heartbeating on) and re-registrations of agents move leadership and ISR
-  membership under the leaders; a replaced incarnation's zombie heartbeats with its old epoch or
-  registers again.
+- controlled shutdowns, offline spells (an agent asks to be fenced for a while), stalls (an agent
+  silent past its session, fenced by the controller, then heartbeating on), live decommissions and
+  re-registrations of agents move leadership and ISR membership under the leaders (P_LIFECYCLE);
+  a replaced incarnation's zombie heartbeats with its old epoch or registers again.
 - `read` {"topic", "partition", "node", "broker_read": true[, "final": true]} → Metadata on a
   broker → {"exists", "leader", "leader_epoch", "isr", "replicas"}. Kafka's Metadata carries no
   partition epoch, so these reads steer the agents' beliefs and go to `checker.broker_reads`; the
@@ -40,12 +40,21 @@ from typing import Any
 
 from kio.schema.alter_partition.v3.request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
 
-from kraftlab.workloads.agents import AgentBook, agent_handlers, heartbeat_op, register_op
+from kraftlab.workloads.agents import AgentBook, agent_handlers, register_op
 from kraftlab.workloads.client import DefiniteFailure, Invocation
 from kraftlab.workloads.generator import Context, FnGen
 from kraftlab.workloads.kafka import check, error_name
 from kraftlab.workloads.ops import OncePer, broker_read, op, read_node
-from kraftlab.workloads.registry import lifecycle_op, retirement, shut_down, silence, stall, stalled, zombie_op
+from kraftlab.workloads.registry import (
+    go_offline,
+    lifecycle_op,
+    retirement,
+    shut_down,
+    silence,
+    stall,
+    stalled,
+    zombie_op,
+)
 from kraftlab.workloads.session import Handlers, Session
 from kraftlab.workloads.topics import create as create_topic
 from kraftlab.workloads.topics import delete as delete_topic
@@ -56,6 +65,22 @@ P_NON_REPLICA = 0.03
 """How often an AlterPartition's ISR also names a broker that holds no replica of the partition."""
 P_OLD_MEMBER_EPOCH = 0.15
 """How often an ISR member that re-registered is named with the broker epoch of an older registration."""
+P_LIFECYCLE = 0.08
+"""How many of the ops on a topic with a believed leader are a replica's lifecycle event rather
+than an AlterPartition: enough that in a 60-s mixed run the leaders' alters keep meeting replicas
+that are fenced, shutting down, offline or unregistered under them (each rule of the ISR changes
+— IsrJoinersEligible, NoIneligibleLeader, FencedLeavesIsr — is reached several times a run)."""
+LIFECYCLE: tuple[tuple[str, float], ...] = (
+    ("zombie", 1.0), ("shut-down", 2.0), ("stall", 1.0), ("offline", 2.0), ("decommission", 1.5), ("register", 0.5))
+"""A lifecycle event's kind, weighted: a replaced incarnation's zombie speaks; a controlled
+shutdown; a stall past the session; a broker that goes offline and asks to be fenced for a while;
+an operator's live decommission (unregistration); a new incarnation (refused while the old lease
+lives)."""
+
+
+def pick_lifecycle(rng: Any) -> str:
+    """One lifecycle event kind, drawn by LIFECYCLE's weights."""
+    return str(rng.choices([k for k, _ in LIFECYCLE], weights=[w for _, w in LIFECYCLE])[0])
 
 
 @dataclass
@@ -233,23 +258,24 @@ class IsrWorkload:
         r = rng.random()
         if r < 0.3 or (belief.leader not in belief.replicas and r < 0.6):  # leaderless: wait and see
             return self._read_op(ctx, topic)
-        if r < 0.96:
+        if r < 1 - P_LIFECYCLE:
             return self._alter_op(ctx, topic, belief)
-        # A replica's lifecycle, about 1% of the ops each; half the time the believed leader's (a
-        # broker that shuts down or stalls usually leads something: ShutDownWhileLeading's reach).
+        # A replica's lifecycle; half the time the believed leader's (a broker that shuts down,
+        # stalls or goes offline usually leads something: ShutDownWhileLeading's reach).
         leads = belief.leader in belief.replicas and rng.random() < 0.5
         agent = self.book[belief.leader if leads else rng.choice(belief.replicas)]
-        if r < 0.967 and (zombie := zombie_op(agent, rng)) is not None:
+        event = pick_lifecycle(rng)
+        if event == "zombie" and (zombie := zombie_op(agent, rng)) is not None:
             return zombie  # a replaced incarnation of a replica speaks
         if agent.epoch is None or agent.silent(ctx.time):
             return self._read_op(ctx, topic)
-        if r < 0.977:
+        if event == "shut-down":
             return shut_down(agent, ctx.time, silence(self.session_timeout, ctx.rng))  # leadership and ISR move away
-        if r < 0.985 and not stalled(self.book, ctx.time):
+        if event == "stall" and not stalled(self.book, ctx.time):
             return stall(agent, ctx.time, silence(self.session_timeout, rng), rng)  # fenced for its silence
-        if r < 0.99:
-            return heartbeat_op(agent, agent.epoch, want_fence=True)
-        if r < 0.995:  # an operator decommissions it now, live, while it may lead or sit in ISRs
+        if event == "offline":
+            return go_offline(agent, ctx.time, self.session_timeout, rng)  # fenced while it stays offline
+        if event == "decommission":  # an operator decommissions it now, live, while it may lead or sit in ISRs
             self.lifetimes[agent.id] = 0
             if (farewell := retirement(self.book, self.lifetimes, ctx, self.session_timeout)) is not None:
                 self._retire_topics_of(farewell.value["broker"])

@@ -76,12 +76,30 @@ def due_for_heartbeat(book: AgentBook, now: float, interval: float) -> Agent | N
     return min(live, key=lambda a: a.last_heartbeat) if live else None
 
 
-def keepalive(a: Agent, now: float, rng: Any) -> Invocation:
+def keepalive(a: Agent, now: float, session_timeout: float, rng: Any) -> Invocation:
     assert a.epoch is not None
     a.last_heartbeat, a.quiet_until = now, None
-    if rng.random() < 0.02:  # asks to be fenced (a broker going offline on purpose), not replaying
-        return heartbeat_op(a, a.epoch, want_fence=True)
+    if a.offline_until is not None and now < a.offline_until:
+        return heartbeat_op(a, a.epoch, want_fence=True)  # still offline: keeps asking to be fenced
+    a.offline_until = None
+    if rng.random() < 0.02:
+        return go_offline(a, now, session_timeout, rng)
     return heartbeat_op(a, a.epoch, offset=reported_offset(a, rng))
+
+
+OFFLINE = (0.3, 1.0)
+"""How long a broker that asks to be fenced stays offline, in session timeouts (drawn each time)."""
+
+
+def go_offline(a: Agent, now: float, session_timeout: float, rng: Any) -> Invocation:
+    """The agent asks to be fenced (a broker going offline on purpose, as one whose log directories
+    all failed does) and keeps asking in its keepalives for a drawn while before it asks to be
+    unfenced again: a fenced window that spans several of its peers' ISR changes, as a real one
+    does, rather than one heartbeat interval (IsrJoinersEligible, LeaderEligible, FencedLeavesIsr)."""
+    assert a.epoch is not None
+    a.last_heartbeat, a.quiet_until = now, None
+    a.offline_until = now + session_timeout * rng.uniform(*OFFLINE)
+    return heartbeat_op(a, a.epoch, want_fence=True)
 
 
 SILENCE = (1.2, 2.5)
@@ -233,7 +251,7 @@ def lifecycle_op(book: AgentBook, ctx: Context, session_timeout: float) -> Invoc
     if (a := due_for_heartbeat(book, ctx.time, session_timeout / 6)) is not None and ctx.rng.random() < 0.8:
         if ctx.rng.random() < P_STALL_KEEPALIVE and not stalled(book, ctx.time):
             return stall(a, ctx.time, silence(session_timeout, ctx.rng), ctx.rng)
-        return keepalive(a, ctx.time, ctx.rng)
+        return keepalive(a, ctx.time, session_timeout, ctx.rng)
     return None
 
 
