@@ -18,7 +18,10 @@ which in Kafka is only eventually consistent) are still bound by what Kafka does
   after half of its writes (Metadata for the topic on that broker, as Kafka's tools do after a
   create: it must show the created topic id, or no longer the deleted one). Judged only
   for writes acknowledged well within the wait (`RYW_JUDGED_MS`), where the bound cannot have run
-  out even on a node whose clock the nemesis runs fast.
+  out even on a node whose clock the nemesis runs fast — and not for a write during which the
+  nemesis stepped that broker's clock (`clock-bump`, `clock-reset`, or a `clock-strobe` under way):
+  a clock stepped forward ends the broker's wait at once, and the broker then relays the answer
+  without its image, as it is meant to.
 
 How: the committed log (every node's `apply` events, as `checker.metadata` rebuilds it) is replayed
 into `checker.metadata.model.ImageModel`; each key a read can name keeps the offsets at which its
@@ -268,8 +271,45 @@ def _registry_read(states: CommittedStates, op: Op) -> tuple[list[Interval], str
         f"brokers {sorted(shown)} unfenced")
 
 
-def broker_reads(ops: Sequence[tuple[str | None, Op]], states: CommittedStates) -> list[Read]:
-    """The answers the rules judge (each op with its workload), with the offsets each allows."""
+def clock_steps(history: History) -> dict[str, list[Interval]]:
+    """Per node, the times (ns) over which the nemesis may have stepped its clock: each `clock-bump`
+    and `clock-reset` from invocation to completion, and each `clock-strobe` from its invocation
+    until a `clock-reset` of that node completes (or the history ends)."""
+    out: dict[str, list[Interval]] = defaultdict(list)
+    strobing: dict[str, int] = {}
+    invoked: dict[str, int] = {}
+    last = 0
+    for e in history.events:
+        last = max(last, e.time or 0)
+        if e.process != "nemesis" or not str(e.f).startswith("clock-"):
+            continue
+        t = e.time or 0
+        if e.type == "invoke":
+            invoked[str(e.f)] = t
+            continue
+        nodes = [str(n) for n in (e.value.get("nodes") or ())] if isinstance(e.value, dict) else []
+        start = invoked.pop(str(e.f), t)
+        for n in nodes:
+            if e.f in ("clock-bump", "clock-reset"):
+                out[n].append((start, t))
+            if e.f == "clock-strobe":
+                strobing.setdefault(n, start)
+            elif e.f == "clock-reset" and n in strobing:
+                out[n].append((strobing.pop(n), t))
+    for n, t0 in strobing.items():
+        out[n].append((t0, last))
+    return out
+
+
+def _stepped(steps: Sequence[Interval], o: Op) -> bool:
+    end = o.end if o.end is not None else INF
+    return any(a <= end and o.start <= b for a, b in steps)
+
+
+def broker_reads(ops: Sequence[tuple[str | None, Op]], states: CommittedStates,
+                 steps: dict[str, list[Interval]] | None = None) -> list[Read]:
+    """The answers the rules judge (each op with its workload), with the offsets each allows. A
+    forwarded write during which its broker's clock was stepped (`steps`, per node) is not judged."""
     pool = {str(o.value["topic"]) for w, o in ops
             if w == "topics" and isinstance(o.value, dict) and o.value.get("topic")}
     patterns: set[Pattern] = {(str(o.value[PATTERN[0]]), str(o.value[PATTERN[1]]), str(o.value[PATTERN[2]]))
@@ -295,7 +335,7 @@ def broker_reads(ops: Sequence[tuple[str | None, Op]], states: CommittedStates) 
                 continue
             out.append(Read(o, str(node), allowed, what))
         elif w == "topics" and o.f in ("create", "delete") and o.value.get("via") != "controller" \
-                and o.output.get("topic_id"):
+                and o.output.get("topic_id") and not _stepped((steps or {}).get(str(node), ()), o):
             out.extend(_write_reads(states, o, str(node)))
     return out
 
@@ -424,7 +464,7 @@ def check_broker_reads(history: History, journals: Journals) -> dict[str, Any]:
     notes: list[str] = []
     states = CommittedStates.replay(journals, notes)
     ops = [(history.events[o.call].extra.get("workload"), o) for o in pair_ops(history)]
-    reads = broker_reads(ops, states)
+    reads = broker_reads(ops, states, clock_steps(history))
     if not reads:
         return result([], [], {name: "no broker read or forwarded write to judge" for name in INVARIANTS})
     nodes = {r.broker for r in reads}

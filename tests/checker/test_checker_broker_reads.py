@@ -206,3 +206,31 @@ def test_a_write_read_back_at_once_must_show_itself() -> None:
     assert verdict(made({"exists": False}, acked_ms=1500.0))["valid"] is True  # the wait may have run out
     assert verdict(made(None))["valid"] is True  # the broker did not answer the read-back
     assert rules(verdict(made({"exists": True, "topic_id": str(B), "partitions": 5}))) == {"BrokerReadCommitted"}
+
+
+def test_a_write_during_which_its_brokers_clock_was_stepped_is_not_held_to_its_wait() -> None:
+    """The broker's visibility wait runs on its own clock: a clock stepped forward (a bump, the reset
+    that ends a bump or a rate change, a strobe under way) ends it at once, and the broker rightly
+    relays the answer before its image shows the write. Such a write is not judged; the same write on
+    another broker, or with the step outside it, still is."""
+    create = {"topic": "t0", "partitions": 1, "replication_factor": 1, "read_back": True}
+    out = {"topic": "t0", "topic_id": str(B), "acked_ms": 20.0, "read_back": {"exists": False}}
+
+    def made(f: str, nodes: list[str], at: int, reset_at: int | None = None) -> Ops:
+        ops = Ops().op(1, "topics", "create", create, out, 20, 60)
+        ops.events.append((at * 2, Event(0, "nemesis", "invoke", f, {}, at * 1_000_000)))
+        ops.events.append((at * 2 + 1, Event(0, "nemesis", "ok", f, {"nodes": nodes}, (at + 1) * 1_000_000)))
+        if reset_at is not None:
+            ops.events.append((reset_at * 2, Event(0, "nemesis", "invoke", "clock-reset", {}, reset_at * 1_000_000)))
+            ops.events.append((reset_at * 2 + 1, Event(0, "nemesis", "ok", "clock-reset", {"nodes": nodes},
+                                                       (reset_at + 1) * 1_000_000)))
+        return ops
+
+    assert verdict(made("clock-bump", ["n1"], 30))["valid"] is True  # stepped during the write
+    assert verdict(made("clock-reset", ["n1"], 50))["valid"] is True
+    assert verdict(made("clock-strobe", ["n1"], 5, reset_at=100))["valid"] is True  # strobing throughout
+    assert verdict(made("clock-strobe", ["n1"], 5))["valid"] is True  # never reset: strobing to the end
+    assert rules(verdict(made("clock-bump", ["n2"], 30))) == {"ReadYourWrites"}  # another broker's clock
+    assert rules(verdict(made("clock-bump", ["n1"], 5))) == {"ReadYourWrites"}  # stepped before it began
+    assert rules(verdict(made("clock-strobe", ["n1"], 5, reset_at=10))) == {"ReadYourWrites"}  # over by then
+    assert rules(verdict(made("clock-rate", ["n1"], 30))) == {"ReadYourWrites"}  # a rate is no step

@@ -241,3 +241,27 @@ def test_live_replicas_are_decommissioned_leaders_and_followers() -> None:
             seen["leader" if inv.value["broker"] == 2001 else "follower"] += 1
             assert "isr-0" not in w.beliefs and inv.value["broker"] not in w.book.ids  # retired, replaced
     assert seen["leader"] >= 1 and seen["follower"] >= 1 and sum(seen.values()) >= 10, seen
+
+
+def test_a_led_topics_ops_are_alters_and_now_and_then_every_kind_of_replica_lifecycle() -> None:
+    """Of the ops on a topic with a believed leader, most are AlterPartitions and about P_LIFECYCLE
+    are a replica's lifecycle event — a shutdown, a stall, an offline spell (WantFence, held), a
+    live decommission, a new incarnation — so that alters keep meeting ineligible replicas."""
+    from kraftlab.workloads.isr import P_LIFECYCLE
+
+    seen: Counter[str] = Counter()
+    runs = 4000
+    for seed in range(runs):
+        w = _led_by_2001()
+        inv = w.next_op(_ctx(seed, time=0.1))
+        v = inv.value
+        kind = ("alter" if inv.f == "alter" else "read" if inv.f == "read" else
+                "shut-down" if inv.f == "heartbeat" and v["want_shut_down"] else
+                "offline" if inv.f == "heartbeat" and v["want_fence"] else
+                "stall" if inv.f == "heartbeat" else inv.f)
+        seen[kind] += 1
+        if kind == "offline":
+            assert w.book[v["broker"]].offline_until is not None and w.book[v["broker"]].offline_until > 0.1
+    lifecycle = runs - seen["alter"] - seen["read"]
+    assert 0.5 * P_LIFECYCLE * runs < lifecycle < 1.5 * P_LIFECYCLE * runs, seen
+    assert all(seen[k] >= 10 for k in ("shut-down", "offline", "stall", "unregister", "register")), seen

@@ -303,3 +303,36 @@ def test_a_refused_replacement_is_tried_again_while_the_stall_lasts() -> None:
     assert a.revenant == (5, "old", 20.0) and a.silent(10.0 + REPLACE_RETRY)
     a.registered(again.value["incarnation"], 30)  # accepted: the new process is live, the stall over for it
     assert not a.silent(10.0 + REPLACE_RETRY) and a.revenant == (5, "old", 20.0)
+
+
+def test_an_agent_gone_offline_keeps_asking_to_be_fenced_until_its_spell_ends() -> None:
+    """A broker that asks to be fenced stays offline for a drawn 0.3-1 session timeouts: each of its
+    keepalives in that spell asks again (WantFence), the first one after it asks to be unfenced, so
+    its fenced window spans its peers' ISR changes rather than one heartbeat interval."""
+    from kraftlab.workloads.agents import AgentBook
+    from kraftlab.workloads.registry import OFFLINE, go_offline, keepalive
+
+    spells = []
+    for seed in range(30):
+        rng = random.Random(seed)
+        a = AgentBook.pool(1000, 1)[1000]
+        a.registered("i", 7)
+        first = go_offline(a, 100.0, 9.0, rng)
+        assert first.value["want_fence"] and a.offline_until is not None
+        spell = a.offline_until - 100.0
+        assert 9.0 * OFFLINE[0] <= spell <= 9.0 * OFFLINE[1]
+        spells.append(spell)
+        t = 100.0
+        while t + 1.5 < a.offline_until:
+            t += 1.5
+            assert keepalive(a, t, 9.0, rng).value["want_fence"], (seed, t)
+        back = keepalive(a, 100.0 + spell + 0.01, 9.0, rng)
+        assert a.offline_until is None or a.offline_until > 100.0 + spell  # over (or, rarely, a new spell)
+        if a.offline_until is None:
+            assert not back.value["want_fence"]
+    assert max(spells) - min(spells) > 2.0  # drawn, not fixed
+    a = AgentBook.pool(1000, 1)[1000]
+    a.registered("i", 7)
+    go_offline(a, 0.0, 9.0, random.Random(1))
+    a.registered("j", 9)  # a new registration: the process is live again
+    assert a.offline_until is None
