@@ -11,6 +11,8 @@ same workdir volume (data, logs, config), in the same network namespace: that be
 container (`…-nI-net`, a `sleep`), so the address and any nemesis iptables rules outlive the node.
 Other daemons are started with `docker exec` through the shared shell scripts, each in its own session.
 Every object carries the label `kraftlab.lab=NAME`; `remove_lab_objects` finds them by it.
+A lab brought up for the disk-fault filesystem (`diskfs=True`) has its workdirs on this machine and
+its holders serve the filesystem: control/containerfs.py says how and why.
 """
 
 from __future__ import annotations
@@ -30,23 +32,25 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from kraftlab.control import subnet
+from kraftlab.control import containerfs, subnet
 from kraftlab.control.host import CommandResult, HostError
 from kraftlab.control.identity import HostIdentity
 from kraftlab.control.netns import lab_prefix
 from kraftlab.control.preflight import SetupError, require_commands, require_root
 from kraftlab.control.shell import ShellDaemons, pid_file
 from kraftlab.control.state import HostRecord, LabState, remove_state, save_state
-from kraftlab.control.wheels import build_wheelhouse, source_digest
+from kraftlab.control.wheels import FUSE_REQUIREMENTS, build_wheelhouse, source_digest
 
-BASE_IMAGE = "kraftlab-base:bookworm"
 NODE_REPO = "kraftlab-node"
-BASE_PACKAGES = "python3,python3-venv,iproute2,iptables,procps"
+# fuse3: libfuse3 for pyfuse3 and fusermount3, for the disk-fault filesystem (used only by --diskfs labs)
+BASE_PACKAGES = "python3,python3-venv,iproute2,iptables,procps,fuse3"
+BASE_IMAGE = f"kraftlab-base:bookworm-{hashlib.sha256(BASE_PACKAGES.encode()).hexdigest()[:8]}"
 WORKDIR = "/var/lib/kraftlab"
 LABEL = "kraftlab.lab"
 PID1_DAEMON = "kraft-node"  # the daemon that runs as the container's PID 1
 PRUNE_AFTER_S = 24 * 3600.0  # node images older than this (and unused) are removed after a build
 HOLDER_SUFFIX = "-net"  # the container holding node NAME's network namespace is NAME-net
+HOLDER_PID1 = "sleep"  # what runs as the holder's PID 1 (no daemon of that name is started)
 LAUNCH_FILE = "pid1.sh"  # <workdir>/run/pid1.sh: the command the launcher execs
 LAUNCHER_MARK = "# kraftlab-launcher"
 # PID 1 until the node starts: removes the node's pid file left by an earlier run of the container, reaps
@@ -171,13 +175,13 @@ def ensure_node_image(c: Any, wheelhouse: Path | None = None) -> str:
     import docker
 
     base = ensure_base_image(c)
-    tag = f"{NODE_REPO}:{wheels_digest(wheelhouse) if wheelhouse else source_digest()}"
+    tag = node_image_tag(wheels_digest(wheelhouse) if wheelhouse else source_digest())
     try:
         c.images.get(tag)
         return tag
     except docker.errors.ImageNotFound:
         pass
-    wheels = wheelhouse or build_wheelhouse()
+    wheels = wheelhouse or build_wheelhouse(extra=FUSE_REQUIREMENTS)
     with tempfile.TemporaryDirectory(prefix="kraftlab-image-") as ctx:
         shutil.copytree(wheels, Path(ctx) / "wheels")
         (Path(ctx) / "Dockerfile").write_text(
@@ -191,6 +195,12 @@ def ensure_node_image(c: Any, wheelhouse: Path | None = None) -> str:
             raise SetupError(f"building {tag} failed: {exc}: {log[-1500:]}") from None
     prune_node_images(c, keep=tag)
     return tag
+
+
+def node_image_tag(wheels: str) -> str:
+    """The node image's tag: its wheels' digest, the base image and the filesystem's requirements."""
+    digest = hashlib.sha256(f"{wheels}|{BASE_IMAGE}|{','.join(FUSE_REQUIREMENTS)}".encode()).hexdigest()[:12]
+    return f"{NODE_REPO}:{digest}"
 
 
 def prune_node_images(c: Any, keep: str, older_than_s: float = PRUNE_AFTER_S, now: float | None = None) -> list[str]:
@@ -242,11 +252,24 @@ class DockerHost(HostIdentity, ShellDaemons):
     stopped container start it again first (the launcher idles: the host is there, the node is not)."""
 
     def __init__(self, name: str, address: str, container: str, workdir: str = WORKDIR,
-                 pid1: str = PID1_DAEMON) -> None:
+                 pid1: str = PID1_DAEMON, disk_dir: str | None = None) -> None:
         super().__init__(name, address, workdir)
         self.container_name = container
         self.pid1 = pid1
+        self.disk_dir = disk_dir
+        """This machine's directory that is the workdir, when the holder serves the disk-fault filesystem."""
         self._container: Any = None
+        self._disk_host: DockerHost | None = None
+
+    def disk_host(self) -> DockerHost:
+        """The holder container, where the disk-fault filesystem's daemon runs (control/containerfs.py)."""
+        if self.disk_dir is None:
+            raise HostError(f"{self._name}: this Docker lab was brought up without the disk-fault filesystem "
+                            "(`kraftlab lab up --backend docker --diskfs`, or `kraftlab test --diskfs`)")
+        if self._disk_host is None:
+            self._disk_host = DockerHost(self._name, self.address, f"{self.container_name}{HOLDER_SUFFIX}",
+                                         self._workdir, pid1=HOLDER_PID1)
+        return self._disk_host
 
     def container(self) -> Any:
         import docker
@@ -373,6 +396,8 @@ class DockerHost(HostIdentity, ShellDaemons):
 
     def close(self) -> None:
         self._container = None
+        if self._disk_host is not None:
+            self._disk_host.close()
 
 
 def pid1_script(command: str, log_path: str, env: dict[str, str] | None, pid_path: str) -> str:
@@ -384,13 +409,17 @@ def pid1_script(command: str, log_path: str, env: dict[str, str] | None, pid_pat
 
 
 def open_hosts(state: LabState) -> list[DockerHost]:
-    return [DockerHost(h.name, h.address, str(h.extra["container"]), h.workdir, str(h.extra.get("pid1", PID1_DAEMON)))
+    return [DockerHost(h.name, h.address, str(h.extra["container"]), h.workdir, str(h.extra.get("pid1", PID1_DAEMON)),
+                       None if h.extra.get("disk_dir") is None else str(h.extra["disk_dir"]))
             for h in state.hosts]
 
 
-def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None, pid1: str = PID1_DAEMON) -> LabState:
+def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None, pid1: str = PID1_DAEMON,
+       diskfs: bool = False) -> LabState:
     """Containers n1…nN idling under the launcher, each with its workdir on a named volume (kept when the
-    container stops and starts again); `pid1` names the daemon that will run as PID 1."""
+    container stops and starts again); `pid1` names the daemon that will run as PID 1. With `diskfs`,
+    the workdirs are this machine's directories shared with the holders, which serve the disk-fault
+    filesystem (control/containerfs.py)."""
     c = client()
     prefix = lab_prefix(name)
     if c.containers.list(all=True, filters={"label": f"{LABEL}={name}"}):
@@ -410,24 +439,36 @@ def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None, pid1: str =
             save_state(state)
         names = [f"n{i}" for i in range(1, nodes + 1)]
         addresses = {n: str(net[10 + i]) for i, n in enumerate(names, start=1)}
+        if diskfs:
+            containerfs.prepare(name, names)
+            state.info["diskfs"] = True
         for n in names:
             cname = f"{prefix}-{n}"
             # the network namespace lives in a holder container, so the node's container can stop and start
             # again (kill, restart) without losing its address or the nemesis's iptables rules in force
             netcfg = c.api.create_networking_config(
                 {network.name: c.api.create_endpoint_config(ipv4_address=addresses[n])})
-            holder = c.api.create_container(image, command=["sleep", "infinity"], name=f"{cname}{HOLDER_SUFFIX}",
+            disk_dir = str(containerfs.node_dir(name, n)) if diskfs else None
+            holder_disk = containerfs.holder_options(disk_dir, WORKDIR) if disk_dir else {}
+            holder = c.api.create_container(image, command=[HOLDER_PID1, "infinity"], name=f"{cname}{HOLDER_SUFFIX}",
                                             hostname=n, labels={LABEL: name}, networking_config=netcfg,
-                                            host_config=c.api.create_host_config(extra_hosts=addresses))
+                                            host_config=c.api.create_host_config(extra_hosts=addresses, **holder_disk))
             c.api.start(holder["Id"])
-            volume = c.volumes.create(f"{cname}-work", labels={LABEL: name})
+            if disk_dir:
+                binds: Any = containerfs.node_binds(disk_dir, WORKDIR)
+            else:
+                volume = c.volumes.create(f"{cname}-work", labels={LABEL: name})
+                binds = {volume.name: {"bind": WORKDIR, "mode": "rw"}}
             host_config = c.api.create_host_config(cap_add=["NET_ADMIN"], network_mode=f"container:{holder['Id']}",
-                                                   binds={volume.name: {"bind": WORKDIR, "mode": "rw"}})
+                                                   binds=binds)
             launcher = ["python3", "-c", LAUNCHER, f"{WORKDIR}/run/{LAUNCH_FILE}", pid_file(WORKDIR, pid1)]
             created = c.api.create_container(image, command=launcher, name=cname, labels={LABEL: name},
                                              host_config=host_config, working_dir="/")
             c.api.start(created["Id"])
-            state.hosts.append(HostRecord(n, addresses[n], WORKDIR, {"container": cname, "pid1": pid1}))
+            extra: dict[str, object] = {"container": cname, "pid1": pid1}
+            if disk_dir:
+                extra["disk_dir"] = disk_dir
+            state.hosts.append(HostRecord(n, addresses[n], WORKDIR, extra))
         state.info["status"] = "up"
         save_state(state)
         return state
@@ -438,7 +479,8 @@ def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None, pid1: str =
 
 
 def remove_lab_objects(name: str | None) -> int:
-    """Remove the containers and networks labelled for the lab (every lab when None); how many."""
+    """Remove the containers and networks labelled for the lab (every lab when None), then its
+    disk-fault filesystem's mounts and directories on this machine; how many objects."""
     c = client()
     flt = {"label": LABEL if name is None else f"{LABEL}={name}"}
     count = 0
@@ -452,7 +494,7 @@ def remove_lab_objects(name: str | None) -> int:
     for volume in c.volumes.list(filters=flt):
         volume.remove(force=True)
         count += 1
-    return count
+    return count + len(containerfs.release(name))
 
 
 def down(name: str) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from kraftlab.control import leftovers, mounts
+from kraftlab.control import containerfs, leftovers, mounts
 from kraftlab.control.host import Host
 from kraftlab.control.lab import Lab
 from kraftlab.control.preflight import SetupError
@@ -73,6 +73,7 @@ def clean(name: str | None = None, everything: bool = False) -> CleanReport:
         report.labs.append(s.name)
     with contextlib.suppress(SetupError):  # containers, when a Docker engine answers
         backend_module("docker").remove_lab_objects(None if everything else name)
+    containerfs.release(None if everything else name)  # a Docker lab's diskfs mounts, engine or not
     if everything:
         leftovers.remove(leftovers.ALL)
         mounts.unmount_under(netns.WORK_ROOT)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_REQUIREMENTS = ("kio==0.6.5", "crc32c>=2.4")
+FUSE_REQUIREMENTS = ("pyfuse3>=3.3",)  # the disk-fault filesystem (kraftlab.nemesis.diskfs), where it is served
 INSTALLER = "pip"  # its wheel runs as `python pip-*.whl/pip`: a venv needs no ensurepip
 
 
@@ -35,10 +36,12 @@ class WheelError(Exception):
     """Building the wheelhouse failed; says which pip command and why."""
 
 
-def build_wheelhouse(dest: Path | None = None) -> Path:
+def build_wheelhouse(dest: Path | None = None, extra: tuple[str, ...] = ()) -> Path:
+    """The project's wheel, the node's dependencies, pip's wheel and the `extra` requirements (with
+    their dependencies, e.g. FUSE_REQUIREMENTS), built for this machine's Python."""
     dest = dest or Path(tempfile.mkdtemp(prefix="kraftlab-wheels-"))
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "-w", str(dest)]
-    for args in ([*pip, "--no-deps", str(ROOT)], [*pip, *NODE_REQUIREMENTS, INSTALLER]):
+    for args in ([*pip, "--no-deps", str(ROOT)], [*pip, *NODE_REQUIREMENTS, *extra, INSTALLER]):
         r = subprocess.run(args, capture_output=True, text=True)
         if r.returncode != 0:
             raise WheelError(f"building wheels failed: {' '.join(args)}: {r.stderr.strip()[-1000:]}")

@@ -371,6 +371,9 @@ class Deployment(DaemonNodeControl):
         Every step runs on all hosts at once; `timings` says how long each took."""
         self.timings = {}
         t = time.monotonic()
+        if self.disks is not None and (unable := [n for n in self.nodes() if not self._mounts.supported(n)]):
+            raise DeployError(f"--diskfs: the hosts {', '.join(unable)} cannot serve the disk-fault filesystem "
+                              "(a Docker lab needs `kraftlab lab up --backend docker --diskfs`; docs/diskfs.md)")
         self.install()
         self.stop_all(graceful=False)
         self.lab.on(None, lambda h: self._wipe(h.name))

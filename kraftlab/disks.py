@@ -7,8 +7,10 @@ directory, `<workdir>/diskfs.sock` its control socket, `<workdir>/kraftlab-diskf
 The filesystem serves from a daemon beside the node's. On network namespaces it runs in the
 machine's root mount namespace: `ip netns exec` gives each command a mount namespace of its own
 that receives the root's mounts but sends none back, so a mount made there would be seen by no node.
-On SSH hosts it runs on the host like the node (pyfuse3 and fuse3 must be installed there); the
-Docker backend does not mount it (its containers have no /dev/fuse).
+On SSH hosts it runs on the host like the node (pyfuse3 and fuse3 must be installed there). On
+Docker it runs in the node's holder container, which outlives the node (the node is its own
+container's PID 1: its death kills everything beside it), and reaches the node's container by mount
+propagation; the lab must have been brought up for it (control/containerfs.py).
 
 The node's journal (`data/journal.jsonl`) stays off the filesystem: it is the run's evidence, and
 a crash must not take back what the node said it did.
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kraftlab.control.containers import DockerHost
 from kraftlab.control.host import CommandResult, Host, HostError
 from kraftlab.control.mounts import FUSE_TYPE, unmount_command
 from kraftlab.control.netns import NetnsHost
@@ -71,16 +74,35 @@ class DiskMounts:
         return f"{self._host(node).workdir}/{DAEMON}.log"
 
     def supported(self, node: str) -> bool:
-        return isinstance(self._host(node), NetnsHost | SshHost)
+        h = self._host(node)
+        return isinstance(h, NetnsHost | SshHost) or (isinstance(h, DockerHost) and h.disk_dir is not None)
+
+    def _daemon_host(self, node: str) -> Host:
+        """Where the filesystem's daemon runs and is mounted (not for network namespaces: this machine)."""
+        h = self._host(node)
+        if isinstance(h, SshHost):
+            return h
+        if isinstance(h, DockerHost):
+            try:
+                return h.disk_host()
+            except HostError as exc:
+                raise DiskFsError(str(exc)) from None
+        raise DiskFsError(f"{node}: the disk-fault filesystem runs on network-namespace, SSH and Docker hosts, "
+                          f"not on {type(h).__name__}")
 
     def _run(self, node: str, command: str, timeout: float = 60.0) -> CommandResult:
+        if isinstance(self._host(node), NetnsHost):
+            return _local(command, timeout)
+        return self._daemon_host(node).run(command, timeout=timeout)
+
+    def _local_socket(self, node: str) -> str | None:
+        """The control socket's path on this machine, when it is reachable from here."""
         h = self._host(node)
         if isinstance(h, NetnsHost):
-            return _local(command, timeout)
-        if not isinstance(h, SshHost):
-            raise DiskFsError(f"{node}: the disk-fault filesystem runs on network-namespace and SSH hosts, "
-                              f"not on {type(h).__name__} (no /dev/fuse in its containers)")
-        return h.run(command, timeout=timeout)
+            return self.socket(node)
+        if isinstance(h, DockerHost) and h.disk_dir is not None:  # the workdir is this machine's directory
+            return f"{h.disk_dir}/{Path(self.socket(node)).name}"
+        return None
 
     # -- mount / unmount ----------------------------------------------------------------------------------
 
@@ -90,14 +112,14 @@ class DiskMounts:
 
     def mount(self, node: str, seed: int = 0) -> None:
         """Mount the node's metadata directory (empty backing directory first: call after a wipe)."""
-        h, q = self._host(node), shlex.quote
+        q = shlex.quote
         if self.mounted(node):
             return
         mnt, backing, sock = self.mountpoint(node), self.backing(node), self.socket(node)
         command = (f"{q(self._python(node))} -m kraftlab.nemesis.diskfs mount {q(backing)} {q(mnt)} "
                    f"--control {q(sock)} --seed {int(seed)}")
         r = self._run(node, f"mkdir -p {q(mnt)} {q(backing)} && rm -f {q(sock)} && "
-                            + start_script(h.workdir, DAEMON, command, self.log(node), None))
+                            + start_script(self._host(node).workdir, DAEMON, command, self.log(node), None))
         if not r.ok:
             raise DiskFsError(f"{node}: could not start the disk-fault filesystem: {r.stderr.strip()[-500:]}")
         deadline = time.monotonic() + MOUNT_WAIT_S
@@ -111,7 +133,7 @@ class DiskMounts:
         h = self._host(node)
         if isinstance(h, NetnsHost):
             return local_daemon_pid(h.workdir, DAEMON) is not None
-        return h.daemon_running(DAEMON)
+        return self._daemon_host(node).daemon_running(DAEMON)
 
     def unmount(self, node: str) -> None:
         """Stop the filesystem and unmount it (lazily, so a dead mount goes too); nothing if not mounted."""
@@ -133,12 +155,12 @@ class DiskMounts:
 
     def request(self, node: str, req: dict[str, Any]) -> dict[str, Any]:
         """One control request to the node's filesystem; its answer (DiskFsError if refused)."""
-        h = self._host(node)
-        if isinstance(h, NetnsHost):  # the socket is on this machine
+        local = self._local_socket(node)
+        if local is not None:  # the socket is on this machine
             from kraftlab.nemesis.diskfs.control import ControlError, request
 
             try:
-                return request(self.socket(node), req)
+                return request(local, req)
             except ControlError as exc:
                 raise DiskFsError(f"{node}: {exc}") from None
         q = shlex.quote

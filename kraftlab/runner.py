@@ -140,6 +140,8 @@ def _open_lab(opts: TestOptions) -> tuple[Lab, bool]:
         options = {"nodes_file": opts.nodes_file, "accept_new_host_keys": opts.accept_new_host_keys}
     elif opts.backend == "vagrant":
         options = {"accept_new_host_keys": opts.accept_new_host_keys}
+    elif opts.backend == "docker" and opts.diskfs:  # holders that serve the disk-fault filesystem
+        options = {"diskfs": True}
     return lab_up(name, opts.backend, opts.nodes, **options), True
 
 

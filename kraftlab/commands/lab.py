@@ -34,6 +34,9 @@ def register(subparsers: Any) -> None:
     up.add_argument("--accept-new-host-keys", action="store_true",
                     help="ssh/vagrant: trust and record host keys not yet in known_hosts (never silent otherwise)")
     up.add_argument("--vagrant-dir", help="vagrant backend: the folder with the Vagrantfile (default vagrant/)")
+    up.add_argument("--diskfs", action="store_true",
+                    help="docker backend: containers able to serve the disk-fault filesystem (`deploy --diskfs`; "
+                         "their holders get /dev/fuse and CAP_SYS_ADMIN; docs/diskfs.md)")
     up.set_defaults(func=_up)
     down = sub.add_parser("down", help="remove a lab and everything it created")
     down.add_argument("--name", default="default")
@@ -84,6 +87,12 @@ def _up(args: argparse.Namespace) -> int:
         options = {"accept_new_host_keys": args.accept_new_host_keys}
         if args.vagrant_dir:
             options["vagrant_dir"] = args.vagrant_dir
+    if args.diskfs:
+        if args.backend != "docker":
+            print("kraftlab lab up: --diskfs is for the docker backend (other backends need nothing at `up`)",
+                  file=sys.stderr)
+            return EXIT_BAD_ARGS
+        options["diskfs"] = True
     start = time.monotonic()
     try:
         lab = lab_up(args.name, args.backend, args.nodes, **options)

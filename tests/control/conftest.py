@@ -1,11 +1,12 @@
 """Fixtures for control tests: a private lab state directory, unique lab names, a namespace lab,
-and real sshd servers in five namespaces with an SSH lab over them."""
+real sshd servers in five namespaces with an SSH lab over them, and a Docker engine."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from kraftlab.control import sshd_lab
 from kraftlab.control.lab import Lab
 from kraftlab.control.labs import clean, lab_down, lab_up
+from kraftlab.control.preflight import SetupError
 
 
 @pytest.fixture
@@ -70,3 +72,23 @@ def ssh_lab(sshd: tuple[Lab, Path]) -> Iterator[Lab]:
     finally:
         lab.close()
         lab_down(name)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[None]:
+    """A Docker engine: the one running, or one started (and stopped afterwards) for the module."""
+    from kraftlab.control import containers
+
+    if not shutil.which("dockerd"):
+        r = subprocess.run("apt-get install -y -qq --no-install-recommends docker.io", shell=True,
+                           capture_output=True, text=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        if r.returncode != 0:
+            pytest.skip(f"docker.io could not be installed: {r.stderr.strip()[-300:]}")
+    try:
+        proc = containers.start_engine()
+    except SetupError as exc:
+        pytest.skip(f"the Docker engine cannot start here: {exc}")
+    try:
+        yield
+    finally:
+        containers.stop_engine(proc)

@@ -6,10 +6,8 @@ signals, controlled shutdown, restart of the same container keeping its volume a
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,29 +17,9 @@ from control_probes import CONNECT, SERVE, WAIT_LISTENING
 
 from kraftlab.control.lab import Lab
 from kraftlab.control.labs import clean, lab_down, lab_up
-from kraftlab.control.preflight import SetupError
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(os.geteuid() != 0, reason="starting dockerd needs root")]
 
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[None]:
-    from kraftlab.control import containers
-
-    if not shutil.which("dockerd"):
-        r = subprocess.run("apt-get install -y -qq --no-install-recommends docker.io", shell=True,
-                           capture_output=True, text=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-        if r.returncode != 0:
-            pytest.skip(f"docker.io could not be installed: {r.stderr.strip()[-300:]}")
-    try:
-        proc = containers.start_engine()
-    except SetupError as exc:
-        pytest.skip(f"the Docker engine cannot start here: {exc}")
-    try:
-        yield
-    finally:
-        containers.stop_engine(proc)
 
 
 @pytest.fixture
