@@ -48,8 +48,9 @@ def node_dir(lab: str, node: str) -> Path:
 
 def holder_options(host_dir: str, workdir: str) -> dict[str, Any]:
     """create_host_config arguments (besides the network) of a node's holder that serves its diskfs."""
+    # init: Docker's init as PID 1 reaps each daemon that exits (at every unmount); `sleep` would not
     return {"binds": [f"{host_dir}:{workdir}:rw,rshared"], "devices": [f"{FUSE_DEVICE}:{FUSE_DEVICE}:rwm"],
-            "cap_add": [CAPABILITY]}
+            "cap_add": [CAPABILITY], "init": True}
 
 
 def node_binds(host_dir: str, workdir: str) -> list[str]:

@@ -50,7 +50,7 @@ LABEL = "kraftlab.lab"
 PID1_DAEMON = "kraft-node"  # the daemon that runs as the container's PID 1
 PRUNE_AFTER_S = 24 * 3600.0  # node images older than this (and unused) are removed after a build
 HOLDER_SUFFIX = "-net"  # the container holding node NAME's network namespace is NAME-net
-HOLDER_PID1 = "sleep"  # what runs as the holder's PID 1 (no daemon of that name is started)
+HOLDER_PID1 = "sleep"  # the holder's command (no daemon of that name is started)
 LAUNCH_FILE = "pid1.sh"  # <workdir>/run/pid1.sh: the command the launcher execs
 LAUNCHER_MARK = "# kraftlab-launcher"
 # PID 1 until the node starts: removes the node's pid file left by an earlier run of the container, reaps
@@ -267,8 +267,9 @@ class DockerHost(HostIdentity, ShellDaemons):
             raise HostError(f"{self._name}: this Docker lab was brought up without the disk-fault filesystem "
                             "(`kraftlab lab up --backend docker --diskfs`, or `kraftlab test --diskfs`)")
         if self._disk_host is None:
+            # its daemons' pid files apart from the node's (the workdir is shared; their pids are the holder's)
             self._disk_host = DockerHost(self._name, self.address, f"{self.container_name}{HOLDER_SUFFIX}",
-                                         self._workdir, pid1=HOLDER_PID1)
+                                         f"{self._workdir}/holder", pid1=HOLDER_PID1)
         return self._disk_host
 
     def container(self) -> Any:

@@ -90,6 +90,11 @@ class DiskMounts:
         raise DiskFsError(f"{node}: the disk-fault filesystem runs on network-namespace, SSH and Docker hosts, "
                           f"not on {type(h).__name__}")
 
+    def _daemon_workdir(self, node: str) -> str:
+        """Where the daemon's pid file goes (`<dir>/run/kraftlab-diskfs.pid`)."""
+        h = self._host(node)
+        return h.workdir if isinstance(h, NetnsHost) else self._daemon_host(node).workdir
+
     def _run(self, node: str, command: str, timeout: float = 60.0) -> CommandResult:
         if isinstance(self._host(node), NetnsHost):
             return _local(command, timeout)
@@ -119,7 +124,7 @@ class DiskMounts:
         command = (f"{q(self._python(node))} -m kraftlab.nemesis.diskfs mount {q(backing)} {q(mnt)} "
                    f"--control {q(sock)} --seed {int(seed)}")
         r = self._run(node, f"mkdir -p {q(mnt)} {q(backing)} && rm -f {q(sock)} && "
-                            + start_script(self._host(node).workdir, DAEMON, command, self.log(node), None))
+                            + start_script(self._daemon_workdir(node), DAEMON, command, self.log(node), None))
         if not r.ok:
             raise DiskFsError(f"{node}: could not start the disk-fault filesystem: {r.stderr.strip()[-500:]}")
         deadline = time.monotonic() + MOUNT_WAIT_S
@@ -139,13 +144,13 @@ class DiskMounts:
         """Stop the filesystem and unmount it (lazily, so a dead mount goes too); nothing if not mounted."""
         import signal
 
-        h = self._host(node)
-        self._run(node, signal_script(h.workdir, DAEMON, signal.SIGTERM), timeout=10)
+        pids = self._daemon_workdir(node)
+        self._run(node, signal_script(pids, DAEMON, signal.SIGTERM), timeout=10)
         deadline = time.monotonic() + 10
         while self._daemon_alive(node) and time.monotonic() < deadline:
             time.sleep(0.05)
         if self._daemon_alive(node):
-            self._run(node, signal_script(h.workdir, DAEMON, signal.SIGKILL), timeout=10)
+            self._run(node, signal_script(pids, DAEMON, signal.SIGKILL), timeout=10)
         if self.mounted(node):
             r = self._run(node, unmount_command(self.mountpoint(node)))
             if not r.ok:

@@ -4,7 +4,8 @@ paused nodes); then, when a test deployed the node there and was killed before i
 node logs and journals, they are collected into its run directory (so `kraftlab analyze` can
 still judge Raft, fencing and metadata); then the lab is removed: namespaces, links, bridge, iptables rules, processes,
 hosts files and state file for namespace labs (found by prefix even without a state file);
-daemons and state file for SSH/Vagrant labs; containers and network for Docker labs."""
+daemons and state file for SSH/Vagrant labs; containers, network and (for a `--diskfs` lab) the disk-fault
+filesystem's mounts and directories on this machine for Docker labs."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from kraftlab.exits import EXIT_BAD_ARGS
 def test_holder_gets_fuse_and_the_shared_workdir_the_node_only_receives_mounts() -> None:
     opts = containerfs.holder_options("/h/lab/n1", WORKDIR)
     assert opts == {"binds": [f"/h/lab/n1:{WORKDIR}:rw,rshared"], "devices": ["/dev/fuse:/dev/fuse:rwm"],
-                    "cap_add": ["SYS_ADMIN"]}
+                    "cap_add": ["SYS_ADMIN"], "init": True}
     assert containerfs.node_binds("/h/lab/n1", WORKDIR) == [f"/h/lab/n1:{WORKDIR}:rw,rslave"]
     assert containerfs.node_dir("lab", "n1") == containerfs.DISK_ROOT / "lab" / "n1"
 
@@ -44,7 +44,8 @@ def test_mounts_route_to_the_holder_and_the_socket_is_reached_here() -> None:
     mounts = DiskMounts(hosts.__getitem__, lambda n: "/opt/kraftlab/venv/bin/python")
     assert mounts.supported("n1") and not mounts.supported("n2")
     holder = hosts["n1"].disk_host()
-    assert holder.container_name == "klx-n1-net" and holder.workdir == WORKDIR
+    assert holder.container_name == "klx-n1-net"
+    assert holder.workdir == f"{WORKDIR}/holder"  # its pid files (holder pids) apart from the node's
     assert holder.pid1 != hosts["n1"].pid1  # its revival never removes the node's pid file
     assert mounts.socket("n1") == f"{WORKDIR}/diskfs.sock"
     assert mounts._local_socket("n1") == "/h/lab/n1/diskfs.sock"

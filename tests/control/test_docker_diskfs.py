@@ -65,6 +65,13 @@ def test_diskfs_lab_power_loss_and_clean(engine: None, state_dir: Path, lab_name
         assert any(f.endswith("probe.synced") for f in lost["files_rolled_back"]), lost
         assert lost["bytes_dropped"] == len("+lost"), lost  # the removed file is not counted in bytes
         assert not d.running(node)
+        assert d.disks is not None
+        d.disks.unmount(node)  # the filesystem stopped and served again: what was durable stays
+        d.disks.mount(node)
+        node_host = lab.host(node)
+        assert isinstance(node_host, DockerHost)
+        zombies = node_host.disk_host().run("ps -eo stat= | grep -c '^Z'").stdout.strip()
+        assert zombies == "0"  # the holder's init reaped the daemon that stopped
 
         d.start(node)  # its container again: the holder's mount is received anew
         d.wait_healthy(90)
