@@ -108,7 +108,8 @@ def build(name: str, cluster: Mapping[str, Mapping[str, Any]] | Cluster, *, rate
     elif name == "scram":
         impl = ScramWorkload(brokers)
     elif name == "mixed":
-        impl = MixedWorkload(brokers, broker_ids, session_timeout=session_timeout, queue=queue)
+        impl = MixedWorkload(brokers, broker_ids, session_timeout=session_timeout, queue=queue,
+                             concurrency=concurrency)
     else:
         raise ValueError(f"unknown workload {name!r}; one of {', '.join(WORKLOADS)}")
     factory: ClientFactory = KafkaClientFactory(c, kio, impl.handlers())

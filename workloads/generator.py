@@ -2,9 +2,10 @@
 
 A generator is asked for the next invocation of a process at a time; it answers with an
 `Invocation`, `None` when it is exhausted, or `Sleep(seconds)` to be asked again later.
-Combinators: `mix` (weighted random choice), `stagger` (a rate: random pauses averaging `dt`),
-`limit` (at most n ops), `time_limit`, `repeat` (a fixed op), `each_node_once` (final reads:
-one op per node). All randomness comes from the seeded `random.Random` in the context.
+Combinators: `mix` (weighted random choice), `reserve` (some workers for one generator, the
+rest for another), `stagger` (a rate: random pauses averaging `dt`), `limit` (at most n ops),
+`time_limit`, `repeat` (a fixed op), `each_node_once` (final reads: one op per node). All
+randomness comes from the seeded `random.Random` in the context.
 """
 
 from __future__ import annotations
@@ -80,6 +81,21 @@ class Mix:
                 del self.weights[idx]
             del gens[i], weights[i]
         return None
+
+
+@dataclass
+class Reserve:
+    """Jepsen's `reserve`: workers below `count` run `reserved`, the others `rest`. A generator whose
+    ops can each hold a worker for seconds (a consumer waiting out its poll under a partition) would,
+    mixed in, come to occupy nearly every worker — each worker ends up parked in one of its ops —
+    and starve the quick ones; reserved, it keeps its own workers and the rest keep theirs."""
+
+    count: int
+    reserved: Generator
+    rest: Generator
+
+    def next_op(self, ctx: Context) -> Answer:
+        return (self.reserved if ctx.worker < self.count else self.rest).next_op(ctx)
 
 
 @dataclass

@@ -10,8 +10,8 @@ shows both prefixes, because the isr workload's topic creates are `topics` ops t
 reads are eventually consistent in Kafka and marked `broker_read` (see `workloads.ops`); the
 linearizability checker gets the writes plus the final reads (`checker.judged`). With `queue` (a
 `QueueWorkload`, topic `queue`, judged by the queue checker), its sends, polls and final reads join
-the mix; its clients are not kio sessions, so a runner routes its ops to its own factory
-(`workloads.routed`).
+the run on workers of their own (QUEUE_SHARE of them: its ops can each hold a worker for seconds);
+its clients are not kio sessions, so a runner routes its ops to its own factory (`workloads.routed`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from kraftlab.workloads.acl import AclWorkload
 from kraftlab.workloads.agents import agent_handlers
-from kraftlab.workloads.generator import Generator, Mix
+from kraftlab.workloads.generator import Generator, Mix, Reserve
 from kraftlab.workloads.isr import IsrWorkload
 from kraftlab.workloads.queue import QueueWorkload
 from kraftlab.workloads.registry import RegistryWorkload
@@ -29,17 +29,22 @@ from kraftlab.workloads.scram import ScramWorkload
 from kraftlab.workloads.session import Handlers
 from kraftlab.workloads.topics import TopicsWorkload
 
+QUEUE_SHARE = 0.2
+"""The share of the client workers that run the queue's ops (Jepsen's `reserve`), at least one."""
+
 
 @dataclass
 class MixedWorkload:
     brokers: Sequence[str]
     broker_ids: Sequence[int]
     weights: tuple[float, float, float, float, float] = (1.0, 2.0, 2.0, 0.5, 0.5)
-    """Shares of topics, registry, isr, acl, scram (queue: 1). The agent workloads get twice a share:
-    ten agents' keepalives alone would take most of the ops, and their rarer acts (stalls, zombies,
-    stale ISR proposals) reach the controller's refusals only with ops to spare (docs/power.md, "Rule reach")."""
+    """Shares of topics, registry, isr, acl, scram (the queue has workers of its own). The agent
+    workloads get twice a share: ten agents' keepalives alone would take most of the ops, and their
+    rarer acts (stalls, zombies, stale ISR proposals) reach the controller's refusals only with ops
+    to spare (docs/power.md, "Rule reach")."""
     session_timeout: float = 9.0
     queue: QueueWorkload | None = None
+    concurrency: int = 10  # the run's client workers: QUEUE_SHARE of them run the queue's ops
     topics: TopicsWorkload = field(init=False)
     registry: RegistryWorkload = field(init=False)
     isr: IsrWorkload = field(init=False)
@@ -59,14 +64,18 @@ class MixedWorkload:
                 **self.acl.handlers(), **self.scram.handlers(),
                 **agent_handlers([self.registry.book, self.isr.book])}
 
-    def generator(self) -> Mix:
-        gens: list[Generator] = [self.topics.generator(), self.registry.generator(), self.isr.generator(),
-                                 self.acl.generator(), self.scram.generator()]
-        weights = list(self.weights)
-        if self.queue is not None:
-            gens.append(self.queue.generator())
-            weights.append(1.0)
-        return Mix(gens, weights)
+    def generator(self) -> Generator:
+        """The metadata workloads mixed by `weights`; the queue's ops (which can each hold a worker
+        for the whole op timeout while a partition's leader is unreachable) on workers of their own,
+        QUEUE_SHARE of them (mixed in, they took over 60% of the workers' time in a faulty 60-s run,
+        and the metadata workloads made a tenth of the ops their rate asks for)."""
+        mixed = Mix([self.topics.generator(), self.registry.generator(), self.isr.generator(),
+                     self.acl.generator(), self.scram.generator()], list(self.weights))
+        if self.queue is None:
+            return mixed
+        if self.concurrency < 3:  # too few workers to set any apart: mixed in, by weight
+            return Mix([*mixed.gens, self.queue.generator()], [*self.weights, 1.0])
+        return Reserve(max(1, round(self.concurrency * QUEUE_SHARE)), self.queue.generator(), mixed)
 
     def final_reads(self) -> Mix:
         parts: list[Generator] = [self.topics.final_reads(), self.registry.final_reads(), self.isr.final_reads(),

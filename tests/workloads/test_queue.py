@@ -18,6 +18,7 @@ from kraftlab.checker.history import History, parse_jsonl_line
 from kraftlab.checker.queue import check_queue
 from kraftlab.checker.queue.partitioned import check_partitioned
 from kraftlab.workloads.catalog import build
+from kraftlab.workloads.client import Invocation
 from kraftlab.workloads.fake_kafka import SERVED, FakeKafka
 from kraftlab.workloads.fake_queue import FakeLogs, FakeQueueClient
 from kraftlab.workloads.history import HistoryWriter
@@ -188,6 +189,34 @@ def test_mixed_includes_queue_where_brokers_serve_produce() -> None:
     from wl_harness import verdicts
 
     assert set(verdicts(lines, w.models).values()) == {True}
+
+
+def test_mixed_runs_the_queue_on_workers_of_its_own() -> None:
+    """Jepsen's `reserve`: a fifth of the workers (at least one) run the queue's ops and only those,
+    the others the metadata workloads — a consumer parked for a whole op timeout holds one of the
+    queue's workers, never one of theirs. With too few workers to set any apart it is mixed in."""
+    from kraftlab.workloads.generator import Context
+
+    fake = FakeKafka(session_timeout_s=0.4, rng=random.Random(3), served=DATA_PLANE)
+
+    def workloads_by_worker(concurrency: int) -> dict[int, set[str]]:
+        w = build("mixed", fake.spec(), rate=400.0, concurrency=concurrency, connector=fake.connector,
+                  queue_connector=FakeLogs().connector, session_timeout=fake.session_timeout_s)
+        seen: dict[int, set[str]] = {k: set() for k in range(concurrency)}
+        rng = random.Random(5)
+        for i in range(200 * concurrency):
+            worker = i % concurrency
+            ctx = Context(time=float(i), process=i, worker=worker, node="n1", nodes=["n1"], rng=rng)
+            ans = w.main.next_op(ctx)
+            if isinstance(ans, Invocation):
+                seen[worker].add(str((ans.extra or {}).get("workload")))
+        return seen
+
+    ten = workloads_by_worker(10)
+    assert ten[0] == ten[1] == {"queue"}
+    assert all("queue" not in ten[k] and {"topics", "registry", "isr"} <= ten[k] for k in range(2, 10)), ten
+    two = workloads_by_worker(2)
+    assert all("queue" in two[k] and "isr" in two[k] for k in range(2)), two
 
 
 class LeaderlessForAWhile(FakeLogs):
