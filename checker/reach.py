@@ -15,8 +15,11 @@ replay before its own first record.
 Opportunities, per rule (`RULES`), with a breakdown (`how`) by kind:
 - IsrJoinersEligible: an AlterPartition from the partition's leader at its current leader and
   partition epochs whose ISR adds a broker that is unregistered, fenced, in controlled shutdown
-  or named with another broker epoch than its registration's (one at stale epochs or from a
-  non-leader is refused before its members are looked at, and is not counted).
+  or named with another broker epoch than its registration's — counted, by that kind, only where
+  exactly one joiner is ineligible for exactly one of these reasons: a controller that skipped that
+  one check would admit it, while a joiner both fenced and named with an old epoch is refused by
+  either check (one at stale epochs or from a non-leader is refused before its members are looked
+  at, and is not counted).
 - EpochsGoBack: an AlterPartition at a stale partition epoch or leader epoch.
 - LeaderOutsideIsr: an AlterPartition from a broker that is not the leader, or whose ISR leaves
   the leader out.
@@ -254,16 +257,18 @@ class Replay:
         return bool(tl.before(before)) if tl is not None else False
 
 
-def _why_ineligible(b: BrokerView | None, asked_epoch: int) -> str | None:
+def _why_ineligible(b: BrokerView | None, asked_epoch: int) -> set[str]:
+    """Every reason the controller must refuse `b` as an ISR joiner named with `asked_epoch`."""
     if b is None:
-        return "unregistered"
+        return {"unregistered"}
+    why = set()
     if b.fenced:
-        return "fenced"
+        why.add("fenced")
     if b.shutting_down:
-        return "controlled_shutdown"
+        why.add("controlled_shutdown")
     if asked_epoch not in (-1, b.epoch):
-        return "other_broker_epoch"
-    return None
+        why.add("other_broker_epoch")
+    return why
 
 
 def _alter(e: Entry, replay: Replay, counts: dict[str, Counter[str]], unknown: set[str]) -> None:
@@ -291,11 +296,10 @@ def _alter(e: Entry, replay: Replay, counts: dict[str, Counter[str]], unknown: s
     epochs = [int(x) for x in e.get("requested_broker_epochs") or [-1] * len(asked)]
     if sender != p.leader or le != p.leader_epoch or pe != p.partition_epoch:
         return  # refused before any member is looked at: no chance to admit an ineligible one
-    for b, ep in zip(asked, epochs, strict=False):
-        why = None if b in p.isr else _why_ineligible(replay.broker(b, before), ep)
-        if why is not None:
-            counts["IsrJoinersEligible"][why] += 1
-            break
+    refusals = [why for b, ep in zip(asked, epochs, strict=False) if b not in p.isr
+                for why in [_why_ineligible(replay.broker(b, before), ep)] if why]
+    if len(refusals) == 1 and len(refusals[0]) == 1:  # one check alone stands between it and the ISR
+        counts["IsrJoinersEligible"][next(iter(refusals[0]))] += 1
 
 
 def _heartbeat(e: Entry, replay: Replay, counts: dict[str, Counter[str]], unknown: set[str]) -> None:
