@@ -5,7 +5,9 @@ so a read a broker served during the run (`"broker_read": true` in its invocatio
 judged for linearizability — `checker.broker_reads` judges it against the committed log instead. The final reads
 (`"final": true`), taken after heal and recovery once every node has caught up, are judged where
 a model can take them: the topic list and describe reads, the ACL list (registry and isr reads from brokers lack
-the broker and partition epochs Kafka's broker APIs never expose). Nemesis ops are never judged.
+the broker and partition epochs Kafka's broker APIs never expose) — one broker's (the others say
+`"judged": false`: an op that ended in doubt may land while the final reads run, and brokers apply it
+apart, see `workloads.ops.judged_final_broker`). Nemesis ops are never judged.
 
 A final topic `list` is projected onto one `describe` per topic the history names, so the topics
 check stays per key (P-compositionality) instead of folding every topic into one search; the
@@ -27,7 +29,8 @@ def judged(invocation: Event) -> bool:
     v = invocation.value
     if not isinstance(v, dict) or not v.get("broker_read"):
         return True
-    return bool(v.get("final")) and (invocation.extra.get("workload"), invocation.f) in JUDGED_FINAL_READS
+    return bool(v.get("final")) and v.get("judged", True) is not False and \
+        (invocation.extra.get("workload"), invocation.f) in JUDGED_FINAL_READS
 
 
 def client_events(events: Iterable[Event], nemesis: list[Event] | None = None) -> Iterator[Event]:

@@ -40,7 +40,7 @@ from kraftlab.workloads import versions
 from kraftlab.workloads.client import DefiniteFailure, Invocation
 from kraftlab.workloads.generator import Context, FnGen
 from kraftlab.workloads.kafka import check, error_name
-from kraftlab.workloads.ops import OncePer, broker_read, op, read_node
+from kraftlab.workloads.ops import OncePer, broker_read, judged_final_broker, op, read_node
 from kraftlab.workloads.session import Handlers, Session
 
 WORKLOAD = "acl"
@@ -219,4 +219,6 @@ class AclWorkload:
         return FnGen(self.next_op)
 
     def final_reads(self) -> OncePer:
-        return OncePer(list(self.brokers), lambda node: broker_read(WORKLOAD, "list", node, final=True))
+        judged = judged_final_broker(self.brokers)
+        return OncePer(list(self.brokers), lambda node: broker_read(WORKLOAD, "list", node, final=True,
+                                                                    judged=node == judged))

@@ -35,7 +35,7 @@ from kraftlab.workloads import versions
 from kraftlab.workloads.client import Invocation
 from kraftlab.workloads.generator import Context, FnGen
 from kraftlab.workloads.kafka import check
-from kraftlab.workloads.ops import OncePer, broker_read, op, read_node
+from kraftlab.workloads.ops import OncePer, broker_read, judged_final_broker, op, read_node
 from kraftlab.workloads.session import Handlers, Session
 
 WORKLOAD = "topics"
@@ -184,5 +184,7 @@ class TopicsWorkload:
         return FnGen(self.next_op)
 
     def final_reads(self) -> OncePer:
+        judged = judged_final_broker(self.brokers)
         return OncePer(list(self.brokers), lambda node: broker_read(WORKLOAD, "list", node, final=True,
+                                                                    judged=node == judged,
                                                                     prefixes=list(self.prefixes)))

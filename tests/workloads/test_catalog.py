@@ -45,11 +45,40 @@ def test_which_ops_are_linearizable() -> None:
 
     assert linearizable(write) and linearizable(final)
     assert not linearizable(read) and not linearizable(reg_final)
+    assert not linearizable({**final, "value": {**final["value"], "judged": False}})  # another broker's
     lines = [{**write, "process": 0}, {**read, "process": 1}, {"process": 1, "type": "ok", "f": "list"},
              {"process": "nemesis", "type": "info", "f": "start-partition"},
              {"process": 0, "type": "ok", "f": "create"}, {**final, "process": 2},
              {"process": 2, "type": "ok", "f": "list"}]
     assert [(x["process"], x["type"]) for x in select(lines)] == [(0, "invoke"), (0, "ok"), (2, "invoke"), (2, "ok")]
+
+
+def test_a_write_in_doubt_landing_between_final_reads_of_two_brokers_is_no_anomaly() -> None:
+    """A delete that ended in doubt (its request held in a TCP retransmission) lands while the final
+    reads run; n2 applies it before n1 and n3 do. Judged together, the three final lists admit no
+    linear order (t0 present, then absent, then present again with one delete pending); one broker's
+    final list, with the others' left to broker_reads, is ordered against the late delete."""
+    from kraftlab.workloads.ops import broker_read
+
+    def final(node: str, listed: list[str]) -> list[dict]:
+        inv = broker_read("topics", "list", node, final=True, judged=node == "n1", prefixes=["t"])
+        return [{"process": 10 + int(node[1]), "type": "invoke", "f": "list", "value": inv.value,
+                 "workload": "topics"},
+                {"process": 10 + int(node[1]), "type": "ok", "f": "list", "value": {"topics": listed},
+                 "workload": "topics"}]
+
+    lines = [{"process": 0, "type": "invoke", "f": "create", "value": {"topic": "t0"}, "workload": "topics"},
+             {"process": 0, "type": "ok", "f": "create", "value": {"topic": "t0", "topic_id": "a"},
+              "workload": "topics"},
+             {"process": 1, "type": "invoke", "f": "delete", "value": {"topic": "t0"}, "workload": "topics"},
+             {"process": 1, "type": "info", "f": "delete", "error": "REQUEST_TIMED_OUT", "workload": "topics"},
+             *final("n1", ["t0"]), *final("n2", []), *final("n3", ["t0"])]
+    for i, x in enumerate(lines):
+        x["index"], x["time"] = i, i * 1_000_000
+    assert verdicts(lines, ("topics",)) == {"topics": True}
+    every = [{**x, "value": {k: v for k, v in x["value"].items() if k != "judged"}}
+             if isinstance(x.get("value"), dict) else x for x in lines]
+    assert verdicts(every, ("topics",)) == {"topics": False}  # what judging all three would say
 
 
 def test_rate_bounds_the_op_count() -> None:

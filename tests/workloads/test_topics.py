@@ -82,7 +82,9 @@ def test_history_marks_and_selection() -> None:
     assert all(x["workload"] == "topics" for x in lines)
     chosen = select(lines)
     assert {x["f"] for x in chosen} == {"create", "delete", "list"}
-    assert sum(1 for x in chosen if x["f"] == "list") == 6  # the three final lists, invoke + ok
+    # one broker's final list is judged (invoke + ok); the others' say so, and broker_reads judges them
+    assert [x["value"]["node"] for x in chosen if x["f"] == "list" and x["type"] == "invoke"] == ["n1"]
+    assert sorted(x["value"]["node"] for x in finals if x["value"].get("judged") is False) == ["n2", "n3"]
 
 
 def test_valid_on_a_correct_cluster_with_faults() -> None:
