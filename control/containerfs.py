@@ -10,7 +10,9 @@ keeps the node's network namespace), and the mount reaches the node through moun
   shared (`mount --make-rshared`), with one subdirectory per node: the node's workdir;
 - the holder binds the node's subdirectory at the workdir `rshared`, with `/dev/fuse` and
   `CAP_SYS_ADMIN` (mount(2) needs it; Docker's default seccomp profile allows mount with that
-  capability), and mounts the filesystem at `<workdir>/metadata`;
+  capability), and mounts the filesystem at `<workdir>/metadata`; where the engine confines
+  containers with AppArmor, its `docker-default` profile denies every mount, so there the holder
+  runs unconfined by AppArmor (`apparmor=unconfined`);
 - the node's container binds the same subdirectory at the workdir `rslave`, so it receives the mount
   (also when it starts again after a kill) and gets no privilege of its own.
 
@@ -46,11 +48,19 @@ def node_dir(lab: str, node: str) -> Path:
     return lab_root(lab) / node
 
 
-def holder_options(host_dir: str, workdir: str) -> dict[str, Any]:
+def uses_apparmor(security_options: list[str]) -> bool:
+    """Whether the engine confines containers with AppArmor (`docker info`'s SecurityOptions)."""
+    return any(o == "apparmor" or o.startswith("name=apparmor") for o in security_options)
+
+
+def holder_options(host_dir: str, workdir: str, *, apparmor: bool = False) -> dict[str, Any]:
     """create_host_config arguments (besides the network) of a node's holder that serves its diskfs."""
     # init: Docker's init as PID 1 reaps each daemon that exits (at every unmount); `sleep` would not
-    return {"binds": [f"{host_dir}:{workdir}:rw,rshared"], "devices": [f"{FUSE_DEVICE}:{FUSE_DEVICE}:rwm"],
-            "cap_add": [CAPABILITY], "init": True}
+    opts: dict[str, Any] = {"binds": [f"{host_dir}:{workdir}:rw,rshared"],
+                            "devices": [f"{FUSE_DEVICE}:{FUSE_DEVICE}:rwm"], "cap_add": [CAPABILITY], "init": True}
+    if apparmor:  # docker-default has `deny mount`
+        opts["security_opt"] = ["apparmor=unconfined"]
+    return opts
 
 
 def node_binds(host_dir: str, workdir: str) -> list[str]:

@@ -440,9 +440,11 @@ def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None, pid1: str =
             save_state(state)
         names = [f"n{i}" for i in range(1, nodes + 1)]
         addresses = {n: str(net[10 + i]) for i, n in enumerate(names, start=1)}
+        apparmor = False
         if diskfs:
             containerfs.prepare(name, names)
             state.info["diskfs"] = True
+            apparmor = containerfs.uses_apparmor(list(c.info().get("SecurityOptions") or []))
         for n in names:
             cname = f"{prefix}-{n}"
             # the network namespace lives in a holder container, so the node's container can stop and start
@@ -450,7 +452,7 @@ def up(name: str, nodes: int = 5, *, wheelhouse: Path | None = None, pid1: str =
             netcfg = c.api.create_networking_config(
                 {network.name: c.api.create_endpoint_config(ipv4_address=addresses[n])})
             disk_dir = str(containerfs.node_dir(name, n)) if diskfs else None
-            holder_disk = containerfs.holder_options(disk_dir, WORKDIR) if disk_dir else {}
+            holder_disk = containerfs.holder_options(disk_dir, WORKDIR, apparmor=apparmor) if disk_dir else {}
             holder = c.api.create_container(image, command=[HOLDER_PID1, "infinity"], name=f"{cname}{HOLDER_SUFFIX}",
                                             hostname=n, labels={LABEL: name}, networking_config=netcfg,
                                             host_config=c.api.create_host_config(extra_hosts=addresses, **holder_disk))

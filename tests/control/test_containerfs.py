@@ -24,6 +24,11 @@ def test_holder_gets_fuse_and_the_shared_workdir_the_node_only_receives_mounts()
     assert opts == {"binds": [f"/h/lab/n1:{WORKDIR}:rw,rshared"], "devices": ["/dev/fuse:/dev/fuse:rwm"],
                     "cap_add": ["SYS_ADMIN"], "init": True}
     assert containerfs.node_binds("/h/lab/n1", WORKDIR) == [f"/h/lab/n1:{WORKDIR}:rw,rslave"]
+    # an engine confining with AppArmor: docker-default denies mount, so the holder (only) goes unconfined
+    assert not containerfs.uses_apparmor(["name=seccomp,profile=default"])  # this machine's engine
+    assert containerfs.uses_apparmor(["name=apparmor", "name=seccomp,profile=builtin"])
+    confined = containerfs.holder_options("/h/lab/n1", WORKDIR, apparmor=True)
+    assert confined == {**opts, "security_opt": ["apparmor=unconfined"]}
     assert containerfs.node_dir("lab", "n1") == containerfs.DISK_ROOT / "lab" / "n1"
 
 
