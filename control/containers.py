@@ -42,9 +42,10 @@ from kraftlab.control.state import HostRecord, LabState, remove_state, save_stat
 from kraftlab.control.wheels import FUSE_REQUIREMENTS, build_wheelhouse, source_digest
 
 NODE_REPO = "kraftlab-node"
+BASE_REPO = "kraftlab-base"
 # fuse3: libfuse3 for pyfuse3 and fusermount3, for the disk-fault filesystem (used only by --diskfs labs)
 BASE_PACKAGES = "python3,python3-venv,iproute2,iptables,procps,fuse3"
-BASE_IMAGE = f"kraftlab-base:bookworm-{hashlib.sha256(BASE_PACKAGES.encode()).hexdigest()[:8]}"
+BASE_IMAGE = f"{BASE_REPO}:bookworm-{hashlib.sha256(BASE_PACKAGES.encode()).hexdigest()[:8]}"
 WORKDIR = "/var/lib/kraftlab"
 LABEL = "kraftlab.lab"
 PID1_DAEMON = "kraft-node"  # the daemon that runs as the container's PID 1
@@ -194,6 +195,8 @@ def ensure_node_image(c: Any, wheelhouse: Path | None = None) -> str:
             log = "".join(str(x.get("stream", "")) for x in exc.build_log)
             raise SetupError(f"building {tag} failed: {exc}: {log[-1500:]}") from None
     prune_node_images(c, keep=tag)
+    # a base of other packages: Docker refuses while a node image is built on it (pruned after a day)
+    prune_node_images(c, keep=base, older_than_s=0.0, repo=BASE_REPO)
     return tag
 
 
@@ -203,17 +206,18 @@ def node_image_tag(wheels: str) -> str:
     return f"{NODE_REPO}:{digest}"
 
 
-def prune_node_images(c: Any, keep: str, older_than_s: float = PRUNE_AFTER_S, now: float | None = None) -> list[str]:
-    """Remove node images other than `keep` built more than `older_than_s` ago: one is built per source
-    change (~300 MB), so without this a CI machine's disk fills. A younger image may belong to a run of
-    another checkout starting right now; an image a container still uses is refused by Docker and kept.
-    Returns the tags removed."""
+def prune_node_images(c: Any, keep: str, older_than_s: float = PRUNE_AFTER_S, now: float | None = None,
+                      repo: str = NODE_REPO) -> list[str]:
+    """Remove node images (`repo`'s images) other than `keep` built more than `older_than_s` ago: one
+    is built per source change (~300 MB), so without this a CI machine's disk fills. A younger image
+    may belong to a run of another checkout starting right now; an image a container still uses (or a
+    base image a node image is built on) is refused by Docker and kept. Returns the tags removed."""
     import docker
 
     cutoff = (time.time() if now is None else now) - older_than_s
     removed: list[str] = []
-    for image in c.images.list(name=NODE_REPO):
-        tags = [t for t in image.tags if t.startswith(f"{NODE_REPO}:")]
+    for image in c.images.list(name=repo):
+        tags = [t for t in image.tags if t.startswith(f"{repo}:")]
         if not tags or keep in image.tags or _created_at(image.attrs.get("Created", "")) > cutoff:
             continue
         try:

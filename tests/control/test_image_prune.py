@@ -7,7 +7,7 @@ from typing import Any
 
 import docker  # a dependency of the project
 
-from kraftlab.control.containers import NODE_REPO, _created_at, prune_node_images
+from kraftlab.control.containers import BASE_IMAGE, BASE_REPO, NODE_REPO, _created_at, prune_node_images
 
 NOW = _created_at("2026-11-22T12:00:00Z")
 
@@ -57,6 +57,21 @@ def test_removes_old_unused_node_images_only() -> None:
     assert removed == [f"{NODE_REPO}:old"]
     assert sorted(i.id for i in store.images) == sorted(
         f"sha256:{d}" for d in ("current", "busy", "young", "other", "odd"))
+
+
+def test_removes_base_images_of_other_packages_once_no_node_image_needs_them() -> None:
+    store = Images([
+        image("bookworm-new", "2026-11-22T11:59:00Z", repo=BASE_REPO),  # the current base: kept
+        image("bookworm-old", "2026-11-22T11:00:00Z", repo=BASE_REPO),  # unused: removed at once
+        image("bookworm-parent", "2026-11-01T00:00:00Z", repo=BASE_REPO),  # a node image's parent: refused
+        image("n1", "2026-11-22T11:00:00Z"),  # a node image: not a base
+    ], in_use={"sha256:bookworm-parent"})
+    removed = prune_node_images(Client(store), keep=f"{BASE_REPO}:bookworm-new", older_than_s=0.0, now=NOW,
+                                repo=BASE_REPO)
+    assert removed == [f"{BASE_REPO}:bookworm-old"]
+    assert sorted(i.id for i in store.images) == sorted(
+        f"sha256:{d}" for d in ("bookworm-new", "bookworm-parent", "n1"))
+    assert BASE_IMAGE.startswith(f"{BASE_REPO}:bookworm-")
 
 
 def test_created_at_reads_docker_timestamps() -> None:
