@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from kraftlab.cli import main
 from kraftlab.control import containerfs, containers
 from kraftlab.control.containers import WORKDIR, DockerHost
 from kraftlab.control.lab import Lab
+from kraftlab.control.wheels import FUSE_REQUIREMENTS
 from kraftlab.deploy import DeployError, Deployment
 from kraftlab.disks import DiskFsError, DiskMounts
 from kraftlab.exits import EXIT_BAD_ARGS
@@ -38,6 +40,12 @@ def test_image_has_fuse3_and_its_tag_follows_the_base() -> None:
     tag = containers.node_image_tag("abc")
     assert tag.startswith(f"{containers.NODE_REPO}:") and tag == containers.node_image_tag("abc")
     assert tag != containers.node_image_tag("abd")
+
+
+def test_image_wheels_are_the_fuse_extra() -> None:
+    """The node image's filesystem requirements are the project's `fuse` extra (one list, two places)."""
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
+    assert list(FUSE_REQUIREMENTS) == project["optional-dependencies"]["fuse"]
 
 
 def docker_host(name: str, disk_dir: str | None) -> DockerHost:
