@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from kraftlab.control.containers import DockerHost
 from kraftlab.control.host import HostError
 from kraftlab.control.labs import BACKENDS, lab_down, lab_up, load_lab
 from kraftlab.control.preflight import SetupError
@@ -134,14 +135,18 @@ def _status(args: argparse.Namespace) -> int:
                   's=$(sed "s/.*) //" /proc/$p/stat 2>/dev/null | cut -d" " -f1); echo "$n $p ${s:-gone}"; done')
 
         def daemons(h: Any) -> str:
-            r = h.run(f"sh -c '{script}' {h.workdir}", timeout=10)
-            if not r.ok:
-                return f"unreachable: {r.stderr.strip()[-200:]}"
+            places = [h]
+            if isinstance(h, DockerHost) and h.disk_dir is not None:  # the disk-fault filesystem's daemon
+                places.append(h.disk_host())
             parts = []
-            for line in r.stdout.splitlines():
-                name, pid, st = line.split()
-                word = {"gone": "exited", "T": "paused", "t": "paused", "Z": "exited"}.get(st, "running")
-                parts.append(f"{name}[{pid}] {word}")
+            for place in places:
+                r = place.run(f"sh -c '{script}' {place.workdir}", timeout=10)
+                if not r.ok:
+                    return f"unreachable: {r.stderr.strip()[-200:]}"
+                for line in r.stdout.splitlines():
+                    name, pid, st = line.split()
+                    word = {"gone": "exited", "T": "paused", "t": "paused", "Z": "exited"}.get(st, "running")
+                    parts.append(f"{name}[{pid}] {word}")
             return ", ".join(parts) or "no daemons"
 
         try:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kraftlab.cli import main
 from kraftlab.control import containerfs
 from kraftlab.control.labs import clean, lab_up
 from kraftlab.control.mounts import FUSE_TYPE
@@ -40,7 +41,8 @@ def host_mounts_under(root: Path) -> list[str]:
     return [f[1] for f in (line.split() for line in lines) if f[1] == str(root) or f[1].startswith(f"{root}/")]
 
 
-def test_diskfs_lab_power_loss_and_clean(engine: None, state_dir: Path, lab_name: str) -> None:
+def test_diskfs_lab_power_loss_and_clean(engine: None, state_dir: Path, lab_name: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     from kraftlab.control.containers import LABEL, DockerHost, client
     from kraftlab.deploy import Deployment
 
@@ -55,6 +57,9 @@ def test_diskfs_lab_power_loss_and_clean(engine: None, state_dir: Path, lab_name
             assert mounted.ok, h.run("cat /proc/mounts").stdout
             assert not h.run("test -c /dev/fuse").ok  # the node's container has no FUSE of its own
             assert h.disk_host().run("test -c /dev/fuse").ok
+        assert main(["lab", "status", "--name", lab_name]) == 0  # the holders' daemons are listed with the node's
+        rows = [line for line in capsys.readouterr().out.splitlines() if len(line.split("\t")) == 3]  # host rows
+        assert len(rows) == 3 and all("kraft-node[1] running" in r and "kraftlab-diskfs[" in r for r in rows), rows
         node = next(n for n in lab.names if n != d.active_controller())
         mnt = d.paths(node).metadata_dir
         lab.host(node).run(WRITE.format(d=mnt), check=True)
