@@ -296,8 +296,8 @@ def _alter(e: Entry, replay: Replay, counts: dict[str, Counter[str]], unknown: s
     epochs = [int(x) for x in e.get("requested_broker_epochs") or [-1] * len(asked)]
     if sender != p.leader or le != p.leader_epoch or pe != p.partition_epoch:
         return  # refused before any member is looked at: no chance to admit an ineligible one
-    refusals = [why for b, ep in zip(asked, epochs, strict=False) if b not in p.isr
-                for why in [_why_ineligible(replay.broker(b, before), ep)] if why]
+    joining = [(b, ep) for b, ep in zip(asked, epochs, strict=False) if b not in p.isr]
+    refusals = [why for b, ep in joining if (why := _why_ineligible(replay.broker(b, before), ep))]
     if len(refusals) == 1 and len(refusals[0]) == 1:  # one check alone stands between it and the ISR
         counts["IsrJoinersEligible"][next(iter(refusals[0]))] += 1
 

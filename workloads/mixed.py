@@ -69,13 +69,14 @@ class MixedWorkload:
         for the whole op timeout while a partition's leader is unreachable) on workers of their own,
         QUEUE_SHARE of them (mixed in, they took over 60% of the workers' time in a faulty 60-s run,
         and the metadata workloads made a tenth of the ops their rate asks for)."""
-        mixed = Mix([self.topics.generator(), self.registry.generator(), self.isr.generator(),
-                     self.acl.generator(), self.scram.generator()], list(self.weights))
+        gens: list[Generator] = [self.topics.generator(), self.registry.generator(), self.isr.generator(),
+                                 self.acl.generator(), self.scram.generator()]
         if self.queue is None:
-            return mixed
+            return Mix(gens, list(self.weights))
         if self.concurrency < 3:  # too few workers to set any apart: mixed in, by weight
-            return Mix([*mixed.gens, self.queue.generator()], [*self.weights, 1.0])
-        return Reserve(max(1, round(self.concurrency * QUEUE_SHARE)), self.queue.generator(), mixed)
+            return Mix([*gens, self.queue.generator()], [*self.weights, 1.0])
+        return Reserve(max(1, round(self.concurrency * QUEUE_SHARE)), self.queue.generator(),
+                       Mix(gens, list(self.weights)))
 
     def final_reads(self) -> Mix:
         parts: list[Generator] = [self.topics.final_reads(), self.registry.final_reads(), self.isr.final_reads(),

@@ -40,6 +40,7 @@ from kraftlab.workloads.session import Handlers, Session
 
 WORKLOAD = "topics"
 ADMIN_TIMEOUT_MS = 3000
+UNKNOWN_TOPIC = 3  # UNKNOWN_TOPIC_OR_PARTITION: the broker says the topic does not exist
 READ_BACK = 0.9
 """The share of creates and deletes followed at once by a read of their topic on the broker they
 went through (`read_back`), as an operator's tool or an application does after a create before it
@@ -82,9 +83,7 @@ async def delete(session: Session, inv: Invocation) -> Any:
                                lambda r: _first_code(r, "responses"), direct=v.get("via") == "controller")
     result = resp.responses[0]
     check(result.error_code, v)
-    topic_id = getattr(result, "topic_id", None)
-    return await _read_back(session, inv, started, {
-        "topic": v["topic"], "topic_id": str(topic_id) if topic_id is not None and topic_id.int else None})
+    return await _read_back(session, inv, started, {"topic": v["topic"], "topic_id": _topic_id(result)})
 
 
 async def _read_back(session: Session, inv: Invocation, started: float, out: dict[str, Any]) -> dict[str, Any]:
@@ -98,16 +97,21 @@ async def _read_back(session: Session, inv: Invocation, started: float, out: dic
         return out
     out["acked_ms"] = round((time.monotonic() - started) * 1000, 1)
     try:
-        resp = await metadata(session, session.node, [inv.value["topic"]])
-        t = resp.topics[0]
-        code = int(t.error_code)
+        t = (await metadata(session, session.node, [inv.value["topic"]])).topics[0]
     except Exception:  # the write stands; what the broker showed is unknown
+        t = None
+    if t is None or int(t.error_code) not in (0, UNKNOWN_TOPIC):
         out["read_back"] = None
-        return out
-    tid = getattr(t, "topic_id", None)
-    out["read_back"] = {"exists": False} if code == 3 else None if code else {
-        "exists": True, "topic_id": str(tid) if tid is not None and tid.int else None, "partitions": len(t.partitions)}
+    else:
+        shown = _shown(t)
+        out["read_back"] = shown | {"topic_id": _topic_id(t)} if shown["exists"] else shown
     return out
+
+
+def _topic_id(answer: Any) -> str | None:
+    """The topic id an answer names (Kafka's zero UUID, or none at all, is no id)."""
+    tid = getattr(answer, "topic_id", None)
+    return str(tid) if tid is not None and tid.int else None
 
 
 async def metadata(session: Session, node: str, topics: Sequence[str] | None) -> Any:
@@ -119,9 +123,16 @@ async def describe(session: Session, inv: Invocation) -> Any:
     v = inv.value
     resp = await metadata(session, v["node"], [v["topic"]])
     t = resp.topics[0]
-    if int(t.error_code) == 3:  # UNKNOWN_TOPIC_OR_PARTITION: the broker says it does not exist
+    if int(t.error_code) != UNKNOWN_TOPIC:
+        check(t.error_code, v)
+    return _shown(t)
+
+
+def _shown(t: Any) -> dict[str, Any]:
+    """What a Metadata answer without another error says of one topic: absent (the broker answered
+    UNKNOWN_TOPIC_OR_PARTITION), or present with its partition count."""
+    if int(t.error_code) == UNKNOWN_TOPIC:
         return {"exists": False}
-    check(t.error_code, v)
     return {"exists": True, "partitions": len(t.partitions)}
 
 
