@@ -2,7 +2,8 @@
 seeded scheduler and a simulated network, with faults, a client appending records, optionally a
 rogue client sending requests every node must refuse (`node.sim.rogue`), and the safety
 invariants checked after every event — the leader's DescribeQuorum answer judged against the
-deliveries the simulator made (`node.sim.quorum_view`); liveness is checked once the faults are healed.
+deliveries the simulator made (`node.sim.quorum_view`), and KIP-595's check-quorum bounds judged after
+every step of a leader (`node.sim.timing_rules`); liveness is checked once the faults are healed.
 
 A run is a pure function of its `SimParams`: `SimParams.replay_command()` reproduces it.
 """
@@ -28,6 +29,7 @@ from kraftlab.node.sim.quorum_view import QuorumWitness
 from kraftlab.node.sim.retention import drawn_retention
 from kraftlab.node.sim.rogue import ROGUE_ID, judge, malformed
 from kraftlab.node.sim.scheduler import EventQueue
+from kraftlab.node.sim.timing_rules import CheckQuorumBounds
 from kraftlab.node.sim.wire import raft_through_the_wire
 
 DELIVER, TICK, CLIENT, FAULT, FLUSH, ROGUE = 0, 1, 2, 3, 4, 5
@@ -148,6 +150,7 @@ class Simulation:
         }
         self.invariants = Invariants(self.voter_ids)
         self.witness = QuorumWitness(self.voter_ids, self.invariants.fail)
+        self.check_quorum = CheckQuorumBounds(self.witness, self.config.fetch_timeout_ms, self._fail)
         self.result = SimResult(params)
         self._client_seq = 0
         self._same_time = 0
@@ -295,11 +298,16 @@ class Simulation:
                     self.witness.check(touched, now)
                 else:
                     self.witness.leadership(touched, now)
+                self.check_quorum.judge(touched, now)
                 if self._healed_at is not None and self.result.commit_after_heal_ms is None:
                     self._note_recovery(now)
         self.result.end_ms = end
         self._check_liveness()
         return self.result
+
+    def _fail(self, name: str, detail: str) -> None:
+        """A rule's violation, raised by the invariants in force (a subclass may replace them)."""
+        self.invariants.fail(name, detail)
 
     def other_event(self, kind: int, payload: Any, now: int) -> SimNode | None:
         """An event of a kind a subclass queued (above ROGUE); returns the node it stepped, if any."""

@@ -113,6 +113,7 @@ class MembershipSimulation(Simulation):
         self.directories: dict[int, uuid.UUID] = {i: self._new_directory() for i in self.nodes}
         self.invariants = MembershipInvariants(self.voter_ids, self.directories)
         self.witness.judging = False
+        self.check_quorum.judging = False
         self.witness.fail = self.invariants.fail
         initial = VoterSet(self._voter(i) for i in sorted(self.nodes)[: params.initial])
         for i in initial:

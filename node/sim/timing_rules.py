@@ -1,0 +1,97 @@
+"""KIP-595's check-quorum bounds, judged by the Raft simulator on every step of a leader.
+
+KIP-595 (and Kafka's `LeaderState`): a leader that has not received a Fetch from a majority of
+the voters (itself counted) within the check-quorum timeout — `quorum.fetch.timeout.ms` × 1.5,
+Kafka's `CHECK_QUORUM_TIMEOUT_FACTOR` — resigns. The simulator delivers every Fetch and
+FetchSnapshot itself (`QuorumWitness` records, per leadership, when each replica last fetched in
+the leader's epoch; a new leader counts every voter as heard from when it was elected), so it
+knows the moment that timeout expires and judges both directions:
+
+- CheckQuorumResigns: a leader still leading more than `TICK_MS` after the timeout expired;
+- CheckQuorumEarly: a leader that resigned its epoch (went Resigned in it) while a majority's
+  fetches were still within the timeout.
+
+Expiry is the majority's oldest recent fetch plus the timeout: the voters' latest fetch times
+(the leader's own is "now") sorted newest first, the majority-th of them, plus the timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kraftlab.node.raft.states import Resigned
+from kraftlab.node.sim.invariants import CheckedNode
+from kraftlab.node.sim.quorum_view import QuorumWitness
+
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
+"""Kafka's `LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR`: the check-quorum timeout per fetch timeout."""
+
+TICK_MS = 1
+"""The slack of a timing bound: the simulator's clock runs in whole milliseconds."""
+
+
+def check_quorum_timeout_ms(fetch_timeout_ms: int) -> int:
+    return int(fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
+
+
+class CheckQuorumBounds:
+    """Judges each leader of a static voter set after each of its steps (`judge`)."""
+
+    def __init__(self, witness: QuorumWitness, fetch_timeout_ms: int, fail: Callable[[str, str], None]) -> None:
+        self.witness = witness
+        self.timeout = check_quorum_timeout_ms(fetch_timeout_ms)
+        self.fail = fail
+        self.judging = True
+        """False: judge nothing (a run whose voter set changes: the witness's fixed voters do not hold)."""
+        self._leading: dict[int, tuple[object, int]] = {}
+        """node id -> (the core, the epoch) it led after its last step."""
+
+    def expiry(self, node_id: int, epoch: int, now: int) -> int | None:
+        """When the leadership (node_id, epoch) must end unless more voters fetch; None: unknown."""
+        lead = self.witness.leaderships.get((node_id, epoch))
+        if lead is None:
+            return None
+        times = []
+        for v in self.witness.voters:
+            if v == node_id:
+                times.append(now)
+                continue
+            seen = lead.replicas.get(v)
+            times.append(seen.last_fetch if seen is not None and seen.last_fetch >= 0 else lead.began)
+        times.sort(reverse=True)
+        return times[self.witness.majority - 1] + self.timeout
+
+    def judge(self, node: CheckedNode, now: int) -> None:
+        """After a step of `node` at `now` (the witness has seen the step's deliveries)."""
+        if not self.judging:
+            return
+        core = node.core
+        nid = node.node_id
+        before = self._leading.pop(nid, None)
+        if core is None or nid not in self.witness.voters:
+            return
+        if core.is_leader:
+            self._leading[nid] = (core, core.epoch)
+            if len(self.witness.voters) == 1:
+                return  # a lone voter never resigns for check-quorum
+            expiry = self.expiry(nid, core.epoch, now)
+            if expiry is not None and now > expiry + TICK_MS:
+                self.fail(
+                    "CheckQuorumResigns",
+                    f"node {nid} still leads epoch {core.epoch} at t={now}: a majority of the voters "
+                    f"last fetched by t={expiry - self.timeout}, so check-quorum ({self.timeout} ms) "
+                    f"expired at t={expiry}",
+                )
+            return
+        if before is None or before[0] is not core:
+            return
+        state = core.state
+        if isinstance(state, Resigned) and state.epoch == before[1]:
+            expiry = self.expiry(nid, before[1], now)
+            if expiry is not None and now < expiry:
+                self.fail(
+                    "CheckQuorumEarly",
+                    f"node {nid} resigned epoch {before[1]} at t={now} though a majority of the "
+                    f"voters fetched within the check-quorum timeout ({self.timeout} ms): it "
+                    f"expires at t={expiry}",
+                )
