@@ -11,7 +11,9 @@ Every rule that counts a majority (MajorityReachedHighWatermark, StaleLeader, El
 counts it of the voter set in force (KIP-853: from the node's journalled `voters` events, a set in
 force once appended; the static `start` voters otherwise); the rules across voter sets
 (ElectedByMajority, OneChangeAtATime, MajoritiesIntersect, RemovedLeaderResigns,
-ReplacedDiskNeverVotes) are stated in checker.raft.membership_rules.
+ReplacedDiskNeverVotes) are stated in checker.raft.membership_rules; the journal held to its contract
+(JournalFields, VotersAtStart, VoterChangeSequence: what these rules read is there, in order, and
+agrees with itself) in checker.raft.journal_contract.
 - MonotonicEpoch: a node's epoch never goes down (for a voter it is durable across restarts — an
   observer learns it again from the leader; a restart with
   an empty log — new or wiped storage — starts the node's history over).
@@ -77,6 +79,7 @@ from collections.abc import Collection
 from typing import Any
 
 from kraftlab.checker.journal import Journals
+from kraftlab.checker.raft.journal_contract import JournalFields, VoterChangeSequence, VotersAtStart
 from kraftlab.checker.raft.membership_rules import (
     ElectedByMajority,
     MajoritiesIntersect,
@@ -111,7 +114,8 @@ def raft_rules(stale_leader_slack_ms: float = STALE_LEADER_SLACK_MS) -> list[Rul
             MonotonicHighWatermark(), MajorityReachedHighWatermark(), CommittedPrefixAgreement(),
             LogMatching(), LeaderCompleteness(), NoUncommittedApply(), StaleLeader(stale_leader_slack_ms),
             AnsweredBeforeCommit(), NodeStoppedOnSafetyError(), ElectedByMajority(), OneChangeAtATime(),
-            MajoritiesIntersect(), RemovedLeaderResigns(), ReplacedDiskNeverVotes()]
+            MajoritiesIntersect(), RemovedLeaderResigns(), ReplacedDiskNeverVotes(), JournalFields(), VotersAtStart(),
+            VoterChangeSequence()]
 
 
 INVARIANTS = [r.name for r in raft_rules()]

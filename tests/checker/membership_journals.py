@@ -30,6 +30,15 @@ def _replicate(j: JB, leader: int, followers: list[int], base: int, epoch: int, 
             j.add(n, "hw", hw=base + 1, epoch=epoch)
 
 
+def _change(j: JB, leader: int, kind: str, voter: int, offset: int, voters: list[int],
+            replicate: Callable[[], None]) -> None:
+    """The leader's journal of one voter change around its replication (docs/contracts.md)."""
+    j.add(leader, "voter_change", action="requested", kind=kind, voter=voter)
+    j.add(leader, "voter_change", action="appended", kind=kind, voter=voter, offset=offset, voters=voters)
+    replicate()
+    j.add(leader, "voter_change", action="committed", kind=kind, voter=voter, offset=offset)
+
+
 def healthy_dynamic(after_removal: Callable[[JB], None] | None = None) -> JB:
     """Voters 1-3 from the bootstrap checkpoint and node 4 formatted without one: node 1 leads epoch
     1, writes the set into the log, adds 4, removes itself and resigns once that commits; node 2
@@ -48,9 +57,10 @@ def healthy_dynamic(after_removal: Callable[[JB], None] | None = None) -> JB:
     j.add(4, "role", role="observer", epoch=1, leader=1, voted_for=None)
     _replicate(j, 1, [2, 3, 4], 0, 1, 11)  # LeaderChange
     _replicate(j, 1, [2, 3, 4], 1, 1, 12, voters=[1, 2, 3])  # the checkpoint's set, written into the log
-    _replicate(j, 1, [2, 3, 4], 2, 1, 13, voters=[1, 2, 3, 4])  # add 4
+    _change(j, 1, "add", 4, 2, [1, 2, 3, 4], lambda: _replicate(j, 1, [2, 3, 4], 2, 1, 13, voters=[1, 2, 3, 4]))
     j.add(4, "role", role="follower", epoch=1, leader=1, voted_for=None)
-    _replicate(j, 1, [2, 3, 4], 3, 1, 14, voters=[2, 3, 4])  # remove the leader itself
+    # remove the leader itself
+    _change(j, 1, "remove", 1, 3, [2, 3, 4], lambda: _replicate(j, 1, [2, 3, 4], 3, 1, 14, voters=[2, 3, 4]))
     if after_removal is not None:
         after_removal(j)
     j.add(1, "role", role="resigned", epoch=1, leader=1, voted_for=1)
@@ -108,7 +118,26 @@ def _replaced_disk_votes(j: JB) -> None:
     j.add(3, "vote", epoch=3, candidate=4, granted=True, pre_vote=False, reason="ok")
 
 
+def _restarts_without_its_set(j: JB) -> None:
+    """Node 4 restarts and follows leader 2 before it journals the voter set it starts with."""
+    j.add(4, "start", roles=["controller"], voters=[2, 3, 4], log_start=0, log_end=5, hw=5, stored_epoch=2,
+          stored_vote=None, directory_id=DIRS[4])
+    j.add(4, "role", role="follower", epoch=2, leader=2, voted_for=None)
+
+
+def _commits_unasked(j: JB) -> None:
+    """Leader 2 journals a committed addition of 1 it never journalled taking or appending."""
+    j.add(2, "voter_change", action="committed", kind="add", voter=1, offset=4)
+
+
+def _vote_without_reason(j: JB) -> None:
+    j.add(3, "vote", epoch=2, candidate=1, granted=False, pre_vote=False)
+
+
 MEMBERSHIP_BREAKERS: dict[str, Callable[[], JB]] = {
+    "JournalFields": _plus(_vote_without_reason),
+    "VotersAtStart": _plus(_restarts_without_its_set),
+    "VoterChangeSequence": _plus(_commits_unasked),
     "ElectedByMajority": _plus(_elected_alone),
     "OneChangeAtATime": _plus(_two_changes),
     "MajoritiesIntersect": _plus(_two_added_at_once),

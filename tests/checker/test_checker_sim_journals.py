@@ -1,6 +1,8 @@
 """Integration: journals the real Raft core writes in the deterministic simulator (partitions,
-crashes, wiped disks) satisfy every Raft invariant, and a journal tampered to commit a different
-record on one node is caught. Guards the journal format shared with node/ (docs/contracts.md)."""
+crashes, wiped disks; a dynamic quorum's voter changes) satisfy every Raft invariant and the
+journal contract, a journal tampered to commit a different record on one node is caught, and so
+is a core that journals less or other than the contract says. Guards the journal format shared
+with node/ (docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import pytest
 import kraftlab.node.sim.cluster as sim
 from kraftlab.checker.journal import journals_from
 from kraftlab.checker.raft import check_raft
+from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.sim.cluster import SimParams
+from kraftlab.node.sim.membership import MembershipParams, MembershipSimulation
 
 
 class JournalingSimulation(sim.Simulation):  # type: ignore[misc,name-defined]
@@ -53,3 +58,83 @@ def test_a_tampered_append_is_caught(entries: list[dict[str, Any]]) -> None:
     res = check_raft(journals_from(bad, "sim"))
     assert res["valid"] is False
     assert "CommittedPrefixAgreement" in {a["type"] for a in res["anomalies"]}
+
+
+# ------------------------------------------------------------------ the journal contract (dynamic quorums)
+
+CONTRACT = ("JournalFields", "VotersAtStart", "VoterChangeSequence")
+
+
+class JournalingMembershipSimulation(MembershipSimulation):
+    """The membership simulator, collecting every core's journal events."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.entries: list[dict[str, Any]] = []
+
+    def _dispatch(self, node: Any, out: Any, now: int) -> None:
+        self.entries += [{"ts": now, "mono": now * 1_000_000, "node": node.node_id, **ev} for ev in out.events]
+        super()._dispatch(node, out, now)
+
+
+def _membership_journals(core_class: type[RaftCore] = RaftCore) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    params = MembershipParams(SimParams(seed=2, voters=5, faults=("crash", "partition"), journal=True), initial=2,
+                              change_every_ms=300)
+    s = JournalingMembershipSimulation(params, core_class=core_class)
+    s.run()
+    return s.entries, check_raft(journals_from(s.entries, "sim"))
+
+
+def test_a_dynamic_quorums_journals_keep_the_journal_contract() -> None:
+    entries, res = _membership_journals()
+    kinds = {(e["ev"], e.get("action")) for e in entries}
+    assert {("voters", None), ("voter_change", "requested"), ("voter_change", "committed")} <= kinds
+    assert res["valid"] is True, res["anomalies"][:3]
+    assert all(res["rules"][r]["valid"] is True for r in CONTRACT)
+
+
+class ForgetsTheSetItStartsWith(RaftCore):
+    """A node that journals the voter set in force only when it changes, not at start."""
+
+    def _journal_voters(self, reason: str) -> None:
+        if reason == "start":
+            self._journalled_voters = (self.voter_history.last_offset, self.voter_history.latest)
+            return
+        super()._journal_voters(reason)
+
+
+class SilentOnRequests(RaftCore):
+    """A leader that journals a voter change only once it appends it, not when it takes the request."""
+
+    def _event(self, ev: str, **fields: Any) -> None:
+        if ev != "voter_change" or fields.get("action") != "requested":
+            super()._event(ev, **fields)
+
+
+class SaysNotWhichVoteItGrants(RaftCore):
+    """A node whose vote lines leave out whether the vote was a pre-vote (SingleVote counts only real ones)."""
+
+    def _event(self, ev: str, **fields: Any) -> None:
+        if ev == "vote":
+            fields.pop("pre_vote", None)
+        super()._event(ev, **fields)
+
+
+class AppendsTheSetItHad(RaftCore):
+    """A leader whose voter change journals the set it had, not the set it appends."""
+
+    def _event(self, ev: str, **fields: Any) -> None:
+        if ev == "voter_change" and fields.get("action") == "appended":
+            fields["voters"] = list(self.voter_set.ids)
+        super()._event(ev, **fields)
+
+
+@pytest.mark.parametrize(
+    ("core_class", "rule"),
+    [(ForgetsTheSetItStartsWith, "VotersAtStart"), (SilentOnRequests, "VoterChangeSequence"),
+     (SaysNotWhichVoteItGrants, "JournalFields"), (AppendsTheSetItHad, "VoterChangeSequence")],
+)
+def test_a_journal_that_breaks_its_contract_is_a_finding(core_class: type[RaftCore], rule: str) -> None:
+    _, res = _membership_journals(core_class)
+    assert res["valid"] is False
+    assert rule in {a["type"] for a in res["anomalies"]}

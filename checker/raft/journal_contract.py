@@ -1,0 +1,235 @@
+"""The Raft journal held to its contract (docs/contracts.md, "Node journal"): what the other rules
+read must be there, in order, with the fields the contract names and the values the node's own
+journalled state implies. A journal that breaks it is a finding — "the checker cannot judge X
+because Y is missing or wrong" —, never silently accepted: a rule that finds no `voters` line, or a
+voter change with no `requested`, would otherwise judge nothing and pass.
+
+- JournalFields: every Raft event (`start`, `role`, `vote`, `append`, `flush`, `truncate`, `hw`,
+  `snapshot`, `voters`, `voter_change`) carries the fields the contract names, of the right type and
+  from the contract's set of values (a `voter_change` the fields of its action).
+- VotersAtStart: a node of a dynamic quorum (KIP-853: its journal has `voters` lines) journals, in
+  every process life, the voter set in force at start (`voters`, reason `start`) right after its
+  `start` line — before any role, vote, append, high-water mark, snapshot or voter change of that
+  life — naming the same ids as the `start` line's `voters`; a static quorum's node names itself
+  or the quorum's voters on `start` and journals no `voters` at all.
+- VoterChangeSequence: the leader's AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter, as it journals
+  them: a change is `requested` (only while leader, one at a time within a leadership), then either
+  `timed_out` (an add whose voter never caught up) or `appended` (the same kind and voter; at the
+  log's end — the leader's next `append` starts there and its next `voters` names that offset and
+  set —, the set being the one in force with the voter added, removed, or the same ids for an
+  update), then `committed` (the same kind, voter and offset, once the leader's high-water mark
+  passed that offset). An added voter was no voter when requested; a removed or updated one was.
+  A `refused` change says why in Kafka's words: NOT_LEADER_OR_FOLLOWER exactly when the node was not
+  the leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kraftlab.checker.invariant import Violation
+from kraftlab.checker.journal import Entry
+from kraftlab.checker.raft import voters as vs
+from kraftlab.checker.raft.replay import Moment, Replay
+from kraftlab.checker.rules import NamedRule
+
+ROLES = ("unattached", "prospective", "candidate", "leader", "follower", "resigned", "observer")
+CHANGE_ACTIONS = ("requested", "appended", "committed", "timed_out", "refused")
+CHANGE_KINDS = ("add", "remove", "update")
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _opt_int(v: Any) -> bool:
+    return v is None or _int(v)
+
+
+def _ints(v: Any) -> bool:
+    return isinstance(v, list) and all(_int(x) for x in v)
+
+
+def _one_of(*values: str) -> Any:
+    return lambda v: v in values
+
+
+def _bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+FIELDS: dict[str, dict[str, Any]] = {
+    "start": {"roles": lambda v: isinstance(v, list) and all(_str(x) for x in v), "voters": _ints,
+              "log_start": _int, "log_end": _int, "hw": _int},
+    "role": {"role": _one_of(*ROLES), "epoch": _int, "leader": _opt_int, "voted_for": _opt_int},
+    "vote": {"epoch": _int, "candidate": _int, "granted": _bool, "pre_vote": _bool, "reason": _str},
+    "append": {"base": _int, "epoch": _int, "crcs": lambda v: _ints(v) and len(v) > 0, "control": _bool,
+               "leader": _bool},
+    "flush": {"end": _int},
+    "truncate": {"to": _int, "from": _int, "reason": _one_of("diverging", "snapshot", "corrupt-tail")},
+    "hw": {"hw": _int, "epoch": _int},
+    "snapshot": {"action": _one_of("create", "load", "fetch", "delete"), "offset": _int, "epoch": _int},
+    "voters": {"offset": _int, "voters": _ints, "directory_ids": lambda v: isinstance(v, list),
+               "kraft_version": _int, "reason": _one_of("start", "append", "truncate", "snapshot")},
+    "voter_change": {"action": _one_of(*CHANGE_ACTIONS)},
+}
+"""Event kind → field → the test its value must pass (docs/contracts.md, the Raft events)."""
+
+CHANGE_FIELDS: dict[str, dict[str, Any]] = {
+    "requested": {"kind": _one_of(*CHANGE_KINDS), "voter": _int},
+    "appended": {"kind": _one_of(*CHANGE_KINDS), "voter": _int, "offset": _int, "voters": _ints},
+    "committed": {"kind": _one_of(*CHANGE_KINDS), "voter": _int, "offset": _int},
+    "timed_out": {"kind": _one_of(*CHANGE_KINDS), "voter": _int},
+    "refused": {"error": _str, "reason": _str},
+}
+"""A `voter_change` action → the fields that action carries."""
+
+AFTER_START = ("role", "vote", "append", "hw", "truncate", "snapshot", "voter_change", "quorum")
+"""Raft events of a process life that come after the voter set it starts with."""
+
+
+def _problems(e: Entry) -> list[str]:
+    wanted = dict(FIELDS.get(e.ev, {}))
+    if e.ev == "voter_change":
+        wanted.update(CHANGE_FIELDS.get(str(e.get("action")), {}))
+    out = [f"`{k}` is {'missing' if k not in e.fields else f'{e.fields[k]!r}'}"
+           for k, ok in wanted.items() if k not in e.fields or not ok(e.fields[k])]
+    if e.ev == "voters" and not out and len(e["directory_ids"]) != len(e["voters"]):
+        out.append(f"{len(e['directory_ids'])} directory ids for {len(e['voters'])} voters")
+    return out
+
+
+class JournalFields(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for entries in replay.journals.by_node.values():
+            reported: set[tuple[str, str]] = set()
+            for e in entries:
+                problems = _problems(e)
+                key = (e.ev, str(e.get("action", "")))
+                if problems and key not in reported:  # once per kind and node: one cause, one finding
+                    reported.add(key)
+                    yield Violation(self.name, (
+                        f"node {e.node}'s `{e.ev}` line breaks the journal contract ({'; '.join(problems)}): the "
+                        "checker cannot judge what the rules read from it"), [e])
+
+
+def _lives(entries: list[Entry]) -> Iterator[list[Entry]]:
+    """One node's journal from each `start` line on (a life's lines before it are its recovery)."""
+    life: list[Entry] | None = None
+    for e in entries:
+        if e.ev == "start":
+            if life is not None:
+                yield life
+            life = []
+        if life is not None:
+            life.append(e)
+    if life is not None:
+        yield life
+
+
+class VotersAtStart(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for entries in replay.journals.by_node.values():
+            dynamic = any(e.ev == "voters" for e in entries)
+            if not dynamic:
+                continue
+            for life in _lives(entries):
+                start = life[0]
+                first = next((e for e in life[1:] if e.ev == "voters" or e.ev in AFTER_START), None)
+                if first is None:
+                    continue  # the life journalled nothing more (its journal ends here)
+                if first.ev != "voters" or first.get("reason") != "start":
+                    yield Violation(self.name, (
+                        f"node {start.node} (a dynamic quorum's) started without journalling the voter set in force "
+                        f"(`voters`, reason `start`) before its first `{first.ev}`: the checker cannot tell which "
+                        "majority its elections and commits counted"), [start, first])
+                elif sorted(first.get("voters") or []) != sorted(start.get("voters") or []):
+                    yield Violation(self.name, (
+                        f"node {start.node}'s `start` line names voters {start.get('voters')} but the set it journals "
+                        f"in force at start is {first.get('voters')}"), [start, first])
+
+
+class VoterChangeSequence(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        moments: dict[int, Moment] = {id(e): m for kind in ("voter_change", "start", "role", "append", "voters")
+                                      for e, m in replay.events(kind)}
+        for entries in replay.journals.by_node.values():
+            yield from self._node(replay, entries, moments)
+
+    def _node(self, replay: Replay, entries: list[Entry], moments: dict[int, Moment]) -> Iterator[Violation]:
+        pending: Entry | None = None  # the change requested (or appended) and not yet over, in this term
+        appended: Entry | None = None  # its `appended` line, until the leader's `append` and `voters` show it
+        append_seen = voters_seen = False
+        for e in entries:
+            if e.ev in ("start", "role"):
+                pending, appended = None, None
+                continue
+            if appended is not None and e.ev == "append" and not append_seen:
+                append_seen = True
+                if int(e["base"]) != int(appended["offset"]):
+                    yield self._bad(appended, e, f"its record was appended at {e['base']}, not at the offset it names")
+            if appended is not None and e.ev == "voters" and not voters_seen:
+                voters_seen = True
+                if int(e["offset"]) != int(appended["offset"]) or sorted(e["voters"]) != sorted(appended["voters"]):
+                    yield self._bad(appended, e, f"the set then in force is {e['voters']} from offset {e['offset']}")
+            if e.ev != "voter_change" or _problems(e):
+                continue
+            m = moments[id(e)]
+            action = e["action"]
+            if action == "refused":
+                leading = m.role == "leader"
+                if (e["error"] == "NOT_LEADER_OR_FOLLOWER") == leading:
+                    why = "while it led" if leading else "while it was no leader (only the leader changes the set)"
+                    yield Violation(self.name, (
+                        f"node {e.node} refused a voter change with {e['error']} {why}"), [e])
+                continue
+            if action == "requested":
+                ids = vs.ids(replay.set_in_force(m))
+                if m.role != "leader":
+                    yield self._bad(e, e, f"node {e.node} was {m.role}: only the leader takes a change")
+                elif pending is not None:
+                    yield self._bad(e, e, f"the {pending['kind']} of voter {pending['voter']} was not over yet",
+                                    pending)
+                elif (e["voter"] in ids) == (e["kind"] == "add"):
+                    yield self._bad(e, e, f"voter {e['voter']} {'already is' if e['kind'] == 'add' else 'is not'} "
+                                    f"in the set in force {ids}")
+                pending, appended = e, None
+                continue
+            if pending is None or (pending["kind"], pending["voter"]) != (e["kind"], e["voter"]):
+                yield Violation(self.name, (
+                    f"node {e.node} journalled a voter change `{action}` ({e['kind']} of {e['voter']}) that it never "
+                    "journalled `requested` in this leadership: the checker cannot tell which request it answers"),
+                    [x for x in (pending, e) if x is not None])
+                pending = appended = None
+                continue
+            if action == "appended":
+                if pending["action"] != "requested":
+                    yield self._bad(e, e, "it was appended twice", pending)
+                had = set(vs.ids(replay.set_in_force(m)))
+                expected = (had | {e["voter"]} if e["kind"] == "add" else had - {e["voter"]} if e["kind"] == "remove"
+                            else had)
+                if sorted(expected) != sorted(e["voters"]):
+                    yield self._bad(e, e, f"the set in force was {sorted(had)}, so the {e['kind']} of {e['voter']} "
+                                    f"makes {sorted(expected)}, not {sorted(e['voters'])}")
+                pending, appended, append_seen, voters_seen = e, e, False, False
+            elif action == "committed":
+                if pending["action"] != "appended" or int(pending["offset"]) != int(e["offset"]):
+                    yield self._bad(e, e, "it commits a record the leader did not journal appending there", pending)
+                elif m.hw <= int(e["offset"]):
+                    yield self._bad(e, e, f"the leader's high-water mark was {m.hw}, not past offset {e['offset']}")
+                pending = appended = None
+            else:  # timed_out
+                if pending["action"] != "requested":
+                    yield self._bad(e, e, "its record was already appended", pending)
+                pending = appended = None
+
+    def _bad(self, change: Entry, shown: Entry, why: str, before: Entry | None = None) -> Violation:
+        what = f"{change.get('kind')} of voter {change.get('voter')}"
+        entries = [x for x in (before, change, shown) if x is not None]
+        return Violation(self.name, f"node {change.node}'s voter change `{change['action']}` ({what}): {why}",
+                         [x for i, x in enumerate(entries) if all(x is not y for y in entries[:i])])
