@@ -14,7 +14,9 @@ Checked while running, after every step that moved a node's committed offset: im
 at equal offsets on every node, no fenced or unregistered broker in any ISR or leading; no broker
 back from a crash in the ISR, the remembered last ISR members or the leadership of a partition it
 replicated before (its log may have lost acknowledged records; with no data plane here nothing
-can bring it back in); the active controller keeps leases only of brokers it knows.
+can bring it back in); the active controller keeps leases only of brokers it knows; every
+committed partition record's leader is the one Kafka's PartitionChangeBuilder chooses
+(`node.sim.leader_choice`).
 Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
 is never created. An admin client (`node.sim.kraft_admin`) asks the active controller for
 preferred leader elections, to unregister brokers that are down and fenced (or unknown) and to
@@ -64,6 +66,7 @@ from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
+from kraftlab.node.sim.leader_choice import LeaderChoice
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.retention import drawn_retention
@@ -196,6 +199,7 @@ class KraftSim:
         self.read_answers = 0
         self._reading: dict[int, Any] = {}
         self._client_sent: dict[int, tuple[int, int, int]] = {}
+        self.leader_choice = LeaderChoice()
 
     # ---- nodes --------------------------------------------------------------------------
 
@@ -206,6 +210,7 @@ class KraftSim:
             self.raft_config, node.node_id, self.voter_ids, node.log, node.quorum, node.snapshots, random.Random(seed)
         )
         if node.voter:
+            self.leader_choice.restart(node.node_id)
             node.ctrl = QuorumController(
                 ControllerConfig(
                     node_id=node.node_id, cluster_id=CLUSTER_ID, session_timeout_ms=self.session_timeout_ms, seed=seed
@@ -279,6 +284,9 @@ class KraftSim:
                     self.journal.append((now, node.node_id, out))
                     if out.ev == "fence":
                         self.fence_events.append((now, out.fields))
+                    wrong = self.leader_choice.observe(node.node_id, out, node.image)
+                    if wrong is not None:
+                        raise SimViolation(f"seed {self.seed}: controller {node.node_id}: {wrong}")
         if node.lifecycle is not None:
             lifecycle, metadata, apis = node.broker()
             for broker_out in lifecycle.take_outputs() + apis.take_outputs():
