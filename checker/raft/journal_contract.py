@@ -19,8 +19,9 @@ voter change with no `requested`, would otherwise judge nothing and pass.
   set —, the set being the one in force with the voter added, removed, or the same ids for an
   update), then `committed` (the same kind, voter and offset, once the leader's high-water mark
   passed that offset). An added voter was no voter when requested; a removed or updated one was.
-  A `refused` change says why in Kafka's words: NOT_LEADER_OR_FOLLOWER exactly when the node was not
-  the leader.
+  A `refused` change says why in Kafka's words: a leader never answers NOT_LEADER_OR_FOLLOWER, a
+  node that is not the leader answers only that (or, to an UpdateRaftVoter of another epoch,
+  FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ CHANGE_FIELDS: dict[str, dict[str, Any]] = {
     "refused": {"error": _str, "reason": _str},
 }
 """A `voter_change` action → the fields that action carries."""
+
+NOT_LEADER_ERRORS = ("NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH")
+"""How a node that is not the leader refuses a voter change (an UpdateRaftVoter names its epoch)."""
 
 AFTER_START = ("role", "vote", "append", "hw", "truncate", "snapshot", "voter_change", "quorum")
 """Raft events of a process life that come after the voter set it starts with."""
@@ -183,10 +187,13 @@ class VoterChangeSequence(NamedRule):
             action = e["action"]
             if action == "refused":
                 leading = m.role == "leader"
-                if (e["error"] == "NOT_LEADER_OR_FOLLOWER") == leading:
-                    why = "while it led" if leading else "while it was no leader (only the leader changes the set)"
+                if leading and e["error"] == "NOT_LEADER_OR_FOLLOWER":
+                    yield Violation(self.name, f"node {e.node} refused a voter change as not the leader while it led",
+                                    [e])
+                elif not leading and e["error"] not in NOT_LEADER_ERRORS:
                     yield Violation(self.name, (
-                        f"node {e.node} refused a voter change with {e['error']} {why}"), [e])
+                        f"node {e.node} refused a voter change with {e['error']} while it was no leader: only the "
+                        f"leader looks at a change (Kafka answers {' or '.join(NOT_LEADER_ERRORS)})"), [e])
                 continue
             if action == "requested":
                 ids = vs.ids(replay.set_in_force(m))

@@ -19,7 +19,10 @@ everywhere):
 - ReplacedDiskNeverVotes: a node whose directory id the voter set does not name never campaigns,
   nor grants a candidate the vote of the directory it ran on before (judged with the simulator's
   own record of each node's disk);
-- RemovedLeaderResigns: a leader no longer in the voter set resigns as soon as that set commits.
+- RemovedLeaderResigns: a leader no longer in the voter set resigns as soon as that set commits;
+- VoterChangeAnswered: a client's AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter, drawn from the
+  whole space KIP-853 allows, gets Kafka's answer for the state the node took it in, once
+  (node.sim.voter_requests).
 """
 
 from __future__ import annotations
@@ -39,11 +42,14 @@ from kraftlab.node.raft.states import Candidate, Leader, Prospective
 from kraftlab.node.raft.voters import Endpoint, Voter, VoterSet
 from kraftlab.node.sim.cluster import SimNode, SimParams, SimResult, Simulation
 from kraftlab.node.sim.invariants import CheckedNode, Invariants
+from kraftlab.node.sim.voter_requests import CLIENT_ID, Asked, VoterRequestJudge, draw, kafkas_answer
 
 ADMIN_ID = -1000
 """The administrator's id in envelopes (no node's)."""
 MEMBER = 100
 """The simulator's event kind for the administrator's next action."""
+REQUEST = 101
+"""The simulator's event kind for the voter change client's next request (node.sim.voter_requests)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +63,17 @@ class MembershipParams:
     replace_disks: bool = True
     replace_chance: float = 0.15
     """How often an action of the administrator in a settled quorum of 3+ voters replaces a disk."""
+    requests: bool = True
+    """A client sends voter change requests drawn from KIP-853's whole space, every few hundred ms,
+    each answer judged against Kafka's (node.sim.voter_requests)."""
 
     def replay_command(self) -> str:
         command = self.sim.replay_command().replace("kraftlab.node.sim.replay", "kraftlab.node.sim.membership_replay")
         disks = "" if self.replace_disks else " --no-disks"
+        requests = "" if self.requests else " --no-requests"
         return (
             f"{command} --initial {self.initial} --max-voters {self.max_voters} --change-every-ms "
-            f"{self.change_every_ms} --replace-chance {self.replace_chance}{disks}"
+            f"{self.change_every_ms} --replace-chance {self.replace_chance}{disks}{requests}"
         )
 
 
@@ -77,6 +87,8 @@ class MembershipResult:
     """RemoveRaftVoter requests the leader got for itself."""
     disks_replaced: int = 0
     final_voters: tuple[int, ...] = ()
+    requests: dict[str, int] = field(default_factory=dict)
+    """The voter change client's answers by `request kind:ERROR`."""
 
 
 class MembershipInvariants(Invariants):
@@ -128,6 +140,12 @@ class MembershipSimulation(Simulation):
         self._sets_seen: dict[tuple[int, int], tuple[int, VoterSet]] = {}
         """(leader, epoch) -> the offset and set of the last voter set that leader had in force."""
         self.queue.push(params.change_every_ms, MEMBER, None)
+        # The client's own generator: the administrator and the faults draw what they did without it.
+        self._requests_rng = random.Random(params.sim.seed ^ 0x853C)
+        self.voter_requests = VoterRequestJudge(lambda name, detail: self.invariants.fail(name, detail))
+        self.report.requests = self.voter_requests.outcomes
+        if params.requests:
+            self.queue.push(self._requests_rng.randint(1, 500), REQUEST, None)
 
     def _new_directory(self) -> uuid.UUID:
         return uuid.UUID(int=self._admin_rng.getrandbits(128) | (1 << 64))
@@ -168,18 +186,24 @@ class MembershipSimulation(Simulation):
         return result
 
     def other_event(self, kind: int, payload: Any, now: int) -> SimNode | None:
+        if kind == REQUEST:
+            return self._request(now)
         if kind != MEMBER:
             return super().other_event(kind, payload, now)
         return self._admin(now)
 
     def _dispatch(self, node: SimNode, out: Output, now: int) -> None:
         self._judge_votes(node, out)
-        admin = [e for e in out.messages if e.dst == ADMIN_ID]
+        admin = [e for e in out.messages if e.dst in (ADMIN_ID, CLIENT_ID)]
         if admin:
             for env in admin:
-                self._answered(env)
+                if env.dst == CLIENT_ID:
+                    self.voter_requests.answered(env)
+                else:
+                    self._answered(env)
             out = Output(
-                [e for e in out.messages if e.dst != ADMIN_ID], out.events, out.updates, out.deadline, out.flush_to
+                [e for e in out.messages if e.dst not in (ADMIN_ID, CLIENT_ID)], out.events, out.updates,
+                out.deadline, out.flush_to,
             )
         super()._dispatch(node, out, now)
         self._judge(node)
@@ -243,6 +267,28 @@ class MembershipSimulation(Simulation):
         env = m.Envelope(ADMIN_ID, leader.node_id, request, (kind, self._ref))
         self._dispatch(leader, leader.raft.handle(env, now), now)
         return leader
+
+    def _request(self, now: int) -> SimNode | None:
+        """The voter change client's next request, to the leader or any live node, judged against
+        Kafka's answer in the state the node takes it in (node.sim.voter_requests)."""
+        rng = self._requests_rng
+        self.queue.push(now + rng.randint(100, 600), REQUEST, None)
+        live = [n for n in self.nodes.values() if n.raft is not None and n.core is not None]
+        leader = self._leader()
+        node = leader if leader is not None and rng.random() < 0.7 else (rng.choice(live) if live else None)
+        if node is None or node.raft is None or node.core is None:
+            return None
+        request = draw(rng, node.core, sorted(self.nodes), self.directories)
+        expected, why = kafkas_answer(node.core, request)
+        self._ref += 1
+        ref = self._ref
+        self.voter_requests.sent(ref, Asked(request, expected, why, node.node_id))
+        out = node.raft.handle(m.Envelope(CLIENT_ID, node.node_id, request, ref), now)
+        if expected is not None and not any(e.dst == CLIENT_ID and e.ref == ref for e in out.messages):
+            self.invariants.fail("VoterChangeAnswered", f"node {node.node_id} took {request!r}, which Kafka refuses "
+                                 f"at once with {expected.name} ({why})")
+        self._dispatch(node, out, now)
+        return node
 
     def _settled(self, leader: SimNode) -> bool:
         core = leader.core

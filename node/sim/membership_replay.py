@@ -3,7 +3,8 @@
 .venv/bin/python -m kraftlab.node.sim.membership_replay --seed 7 --voters 5 --faults partition,crash --initial 3
 
 Every option of `python -m kraftlab.node.sim.replay` applies (`--voters` is the number of nodes),
-plus the administrator's: --initial, --max-voters, --change-every-ms, --replace-chance, --no-disks.
+plus the administrator's: --initial, --max-voters, --change-every-ms, --replace-chance, --no-disks;
+and --no-requests (no voter change client, node.sim.voter_requests).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def parse(argv: list[str] | None = None) -> MembershipParams:
     parser.add_argument("--change-every-ms", type=int, default=_DEFAULTS.change_every_ms)
     parser.add_argument("--replace-chance", type=float, default=_DEFAULTS.replace_chance)
     parser.add_argument("--no-disks", action="store_true", help="never replace a disk")
+    parser.add_argument("--no-requests", action="store_true", help="no voter change client")
     args, rest = parser.parse_known_args(argv)
     return MembershipParams(
         replay.parse(rest),
@@ -32,6 +34,7 @@ def parse(argv: list[str] | None = None) -> MembershipParams:
         change_every_ms=args.change_every_ms,
         replace_disks=not args.no_disks,
         replace_chance=args.replace_chance,
+        requests=not args.no_requests,
     )
 
 

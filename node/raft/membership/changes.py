@@ -4,8 +4,12 @@ A change is one VotersRecord the leader appends; like every voter set it is in f
 is appended, on the leader and on each replica that appends it. The rules are Kafka's
 (AddVoterHandler, RemoveVoterHandler, UpdateVoterHandler):
 
-- only the leader of a dynamic quorum (kraft.version 1) changes the set (NOT_LEADER_OR_FOLLOWER,
-  UNSUPPORTED_VERSION);
+- only the leader changes the set (NOT_LEADER_OR_FOLLOWER; an UpdateRaftVoter of another epoch:
+  FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), and only of a dynamic quorum (kraft.version 1,
+  else UNSUPPORTED_VERSION);
+- a request is valid, checked by the leader before its state (INVALID_REQUEST): it names a
+  directory id (not Kafka's zero UUID), a voter to add or update has an endpoint, an update's
+  kraft.version range is not negative nor empty and holds the finalized kraft.version;
 - one change at a time: none while another is being carried out or while the last VotersRecord
   has not committed, and none before the leader has committed in its epoch (its high-water mark
   covers its LeaderChange) — REQUEST_TIMED_OUT, the client retries;
@@ -20,12 +24,14 @@ is appended, on the leader and on each replica that appends it. The rules are Ka
 
 from __future__ import annotations
 
+import uuid
+
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.context import CoreContext
 from kraftlab.node.raft.membership.records import KRAFT_VERSION_0, voters_record
 from kraftlab.node.raft.ports import Batch
 from kraftlab.node.raft.states import Leader, VoterChange
-from kraftlab.node.raft.voters import Voter, VoterSet
+from kraftlab.node.raft.voters import Endpoint, Voter, VoterSet
 
 ADD, REMOVE, UPDATE = "add", "remove", "update"
 
@@ -33,19 +39,38 @@ ADD, REMOVE, UPDATE = "add", "remove", "update"
 class VoterChanges(CoreContext):
     # ----------------------------------------------------------------- requests
 
-    def _change_refusal(self) -> tuple[m.Errors, str] | None:
-        """Why no voter change can start now (None: one can)."""
-        state = self.state
-        if not isinstance(state, Leader):
+    def _refusal(
+        self,
+        directory_id: uuid.UUID | None,
+        endpoints: tuple[Endpoint, ...] | None = None,
+        kraft_versions: tuple[int, int] | None = None,
+        request_epoch: int | None = None,
+    ) -> tuple[m.Errors, str] | None:
+        """Why a voter change request is refused before its voter is looked at (None: it is not),
+        in Kafka's order: the leader check (validateLeaderOnlyRequest: an UpdateRaftVoter names the
+        epoch it was sent in), the request's own validity, then the leader's state."""
+        if request_epoch is not None and request_epoch != self.epoch:
+            error = m.Errors.FENCED_LEADER_EPOCH if request_epoch < self.epoch else m.Errors.UNKNOWN_LEADER_EPOCH
+            return error, f"epoch {request_epoch}, this node's is {self.epoch}"
+        if not isinstance(self.state, Leader):
             return m.Errors.NOT_LEADER_OR_FOLLOWER, "not the leader"
-        if self.control.kraft_version == KRAFT_VERSION_0:
-            return m.Errors.UNSUPPORTED_VERSION, "kraft.version 0: the voter set is controller.quorum.voters"
+        invalid = _invalid_request(directory_id, endpoints, kraft_versions)
+        if invalid is not None:
+            return m.Errors.INVALID_REQUEST, invalid
+        return self._change_refusal()
+
+    def _change_refusal(self) -> tuple[m.Errors, str] | None:
+        """Why the leader can start no voter change now (None: it can), in the handlers' order."""
+        state = self.state
+        assert isinstance(state, Leader)
         concurrent = self.bugs.on("concurrent-voter-changes")  # BUG ZOO: concurrent-voter-changes
         if state.voter_change is not None and not concurrent:
             change = state.voter_change
             return m.Errors.REQUEST_TIMED_OUT, f"a {change.kind} of voter {change.subject} is in progress"
         if self._hw <= state.epoch_start_offset:
             return m.Errors.REQUEST_TIMED_OUT, "the leader has not committed in its epoch yet"
+        if self.control.kraft_version == KRAFT_VERSION_0:
+            return m.Errors.UNSUPPORTED_VERSION, "kraft.version 0: the voter set is controller.quorum.voters"
         last = self.control.last_change_offset()
         if last >= self._hw and not concurrent:
             return m.Errors.REQUEST_TIMED_OUT, f"the voter change at offset {last} has not committed yet"
@@ -56,12 +81,10 @@ class VoterChanges(CoreContext):
         self._reply(env, m.VoterChangeResponse(error, message, self.leader_id, self.epoch))
 
     def _on_add_voter_request(self, env: m.Envelope, req: m.AddRaftVoterRequest, now: int) -> None:
-        refusal = self._change_refusal()
+        voter = req.voter
+        refusal = self._refusal(voter.directory_id, voter.endpoints)
         if refusal is not None:
             return self._refuse_change(env, *refusal)
-        voter = req.voter
-        if voter.directory_id is None or voter.directory_id.int == 0:
-            return self._refuse_change(env, m.Errors.INVALID_REQUEST, f"voter {voter.node_id} has no directory id")
         if voter.node_id in self.voter_set:
             return self._refuse_change(env, m.Errors.DUPLICATE_VOTER, f"{voter.node_id} is already a voter")
         state = self.state
@@ -73,11 +96,11 @@ class VoterChanges(CoreContext):
         self._poll_voter_change(state, now)
 
     def _on_remove_voter_request(self, env: m.Envelope, req: m.RemoveRaftVoterRequest, now: int) -> None:
-        refusal = self._change_refusal()
+        refusal = self._refusal(req.directory_id)
         if refusal is not None:
             return self._refuse_change(env, *refusal)
         voters = self.voter_set
-        if req.voter_id not in voters or not voters.holds(req.voter_id, req.directory_id):
+        if not voters.holds(req.voter_id, req.directory_id):
             return self._refuse_change(
                 env, m.Errors.VOTER_NOT_FOUND, f"({req.voter_id}, {req.directory_id}) is not a voter"
             )
@@ -86,21 +109,20 @@ class VoterChanges(CoreContext):
         self._start_change(REMOVE, env, voters.without(req.voter_id), req.voter_id, now)
 
     def _on_update_voter_request(self, env: m.Envelope, req: m.UpdateRaftVoterRequest, now: int) -> None:
-        if isinstance(self.state, Leader) and req.epoch != self.epoch:
-            error = m.Errors.FENCED_LEADER_EPOCH if req.epoch < self.epoch else m.Errors.UNKNOWN_LEADER_EPOCH
-            return self._refuse_change(env, error, f"epoch {req.epoch}, the leader's is {self.epoch}")
-        refusal = self._change_refusal()
+        refusal = self._refusal(req.directory_id, req.endpoints, req.kraft_versions, req.epoch)
         if refusal is not None:
             return self._refuse_change(env, *refusal)
+        low, high = req.kraft_versions
+        if not low <= self.control.kraft_version <= high:
+            return self._refuse_change(
+                env, m.Errors.INVALID_REQUEST, f"kraft.version {self.control.kraft_version} is not in [{low}, {high}]"
+            )
         voters = self.voter_set
         old = voters.voter(req.voter_id)
         if old is None or not voters.holds(req.voter_id, req.directory_id):
             return self._refuse_change(
                 env, m.Errors.VOTER_NOT_FOUND, f"({req.voter_id}, {req.directory_id}) is not a voter"
             )
-        low, high = req.kraft_versions
-        if not 0 <= low <= high:
-            return self._refuse_change(env, m.Errors.INVALID_REQUEST, f"empty kraft.version range [{low}, {high}]")
         updated = Voter(old.node_id, old.directory_id, req.endpoints, (low, high))
         if updated == old:
             self._reply(env, m.VoterChangeResponse(m.Errors.NONE, None, self.node_id, self.epoch))
@@ -177,3 +199,22 @@ class VoterChanges(CoreContext):
         state.voter_change = None
         response = m.VoterChangeResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, "the leader lost its leadership")
         self._out.messages.append(m.Envelope(self.node_id, change.src, response, change.ref))
+
+
+def _invalid_request(
+    directory_id: uuid.UUID | None,
+    endpoints: tuple[Endpoint, ...] | None,
+    kraft_versions: tuple[int, int] | None,
+) -> str | None:
+    """What makes a voter change request invalid whatever the quorum's state (INVALID_REQUEST, as
+    KafkaRaftClient checks before the handlers): no directory id (absent, or Kafka's zero UUID), a
+    voter to add or update without an endpoint, a kraft.version range that is negative or empty."""
+    if directory_id is None or directory_id.int == 0:
+        return "the request names no directory id"
+    if endpoints is not None and not endpoints:
+        return "the voter has no endpoint"
+    if kraft_versions is not None:
+        low, high = kraft_versions
+        if low < 0 or high < low:
+            return f"kraft.version range [{low}, {high}]"
+    return None
