@@ -232,7 +232,8 @@ class CoreContext:
             self._abandon_voter_change(old)
         if old.parked and old is not new:
             for p in old.parked.values():
-                response = m.FetchResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, new.epoch, None, self._hw)
+                # KIP-595: a response carries its sender's leader and epoch, the state it is leaving for.
+                response = m.FetchResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, new.epoch, new.leader_id, self._hw)
                 self._out.messages.append(m.Envelope(self.node_id, p.src, response, p.ref))
             old.parked.clear()
 

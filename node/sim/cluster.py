@@ -3,7 +3,8 @@ seeded scheduler and a simulated network, with faults, a client appending record
 rogue client sending requests every node must refuse (`node.sim.rogue`), and the safety
 invariants checked after every event — the leader's DescribeQuorum answer judged against the
 deliveries the simulator made (`node.sim.quorum_view`), and KIP-595's check-quorum bounds judged after
-every step of a leader (`node.sim.timing_rules`); liveness is checked once the faults are healed.
+every step of a leader (`node.sim.timing_rules`), every request answered in its bound and every
+response true to its sender (`node.sim.response_rules`); liveness is checked once the faults are healed.
 
 A run is a pure function of its `SimParams`: `SimParams.replay_command()` reproduces it.
 """
@@ -26,6 +27,7 @@ from kraftlab.node.sim.machine import CounterMachine
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.quorum_view import QuorumWitness
+from kraftlab.node.sim.response_rules import ResponseRules
 from kraftlab.node.sim.retention import drawn_retention
 from kraftlab.node.sim.rogue import ROGUE_ID, judge, malformed
 from kraftlab.node.sim.scheduler import EventQueue
@@ -151,6 +153,7 @@ class Simulation:
         self.invariants = Invariants(self.voter_ids)
         self.witness = QuorumWitness(self.voter_ids, self.invariants.fail)
         self.check_quorum = CheckQuorumBounds(self.witness, self.config.fetch_timeout_ms, self._fail)
+        self.responses = ResponseRules(self._fail, ignore=(ROGUE_ID,))
         self.result = SimResult(params)
         self._client_seq = 0
         self._same_time = 0
@@ -237,6 +240,7 @@ class Simulation:
                 break
             now, kind, payload = queue.pop()
             invariants.now = now
+            self.responses.overdue(nodes, now)
             if now == last:
                 self._same_time += 1
                 if self._same_time > _MAX_EVENTS_AT_ONE_TIME:
@@ -257,10 +261,12 @@ class Simulation:
                 if node.incarnation != dst_inc:
                     continue
                 fetch = self.witness.before(node, env, now)
+                self.responses.delivered(node, env, dst_inc, now)
                 out = node.raft.handle(env, now)
                 if fetch is not None:
                     self.witness.after(node, env, out, fetch, now)
                 self._dispatch(node, out, now)
+                self.responses.settled(node, env, now)
                 touched = node
             elif kind == TICK:
                 node = nodes[payload]
@@ -302,6 +308,7 @@ class Simulation:
                 if self._healed_at is not None and self.result.commit_after_heal_ms is None:
                     self._note_recovery(now)
         self.result.end_ms = end
+        self.responses.overdue(nodes, end)
         self._check_liveness()
         return self.result
 
@@ -320,6 +327,7 @@ class Simulation:
             self.witness.check(node, now)
 
     def _dispatch(self, node: SimNode, out: Output, now: int) -> None:
+        self.responses.sent(node, out, node.incarnation, now)
         network = self.network
         queue = self.queue
         inc = node.incarnation

@@ -1,0 +1,229 @@
+"""Every Raft request answered in its bound, and every answer true to its sender (KIP-595).
+
+The simulator records each Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot it
+delivers to a node, and judges each response when it takes it off the node's output, against
+the responder's state at that moment (what the node holds once its step is over):
+
+- Unanswered: a Vote, BeginQuorumEpoch, EndQuorumEpoch or FetchSnapshot is answered in the step
+  that delivered it; a Fetch at once or, held by the leader (long poll), by its `max_wait_ms` plus
+  a tick, and at once when the leader stops leading that epoch. Only a crash of the receiver
+  (its requests are lost with the process) or a later Fetch of the same replica (the leader holds
+  one per replica; the replica no longer waits for the earlier one) excuse a missing answer.
+- Unsolicited: a response answers a request this node received from its destination (same
+  `ref`) and has not answered yet, with the response type of that request.
+- ErrorCode: its error is one Kafka's handler of that API returns.
+- LeaderAndEpoch: its (leaderId, leaderEpoch) are the responder's current leader and epoch, and
+  a Fetch answer's high-water mark is no higher than the responder's (KIP-595: responses carry the
+  sender's view; the high-water mark may move on within the step after the answer was made).
+- ErrorMeaning: FENCED_LEADER_EPOCH carries an epoch above the request's, UNKNOWN_LEADER_EPOCH one
+  below it, NOT_LEADER_OR_FOLLOWER comes from a node not leading; a Fetch or FetchSnapshot served
+  without error comes from the leader of the request's epoch; a vote granted (not a pre-vote) is
+  the responder's vote in the candidate's epoch; an answer with an error grants nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.core import Output
+from kraftlab.node.sim.invariants import CheckedNode
+from kraftlab.node.sim.timing_rules import TICK_MS
+
+E = m.Errors
+
+ANSWER_TYPES: dict[type, type] = {
+    m.VoteRequest: m.VoteResponse,
+    m.BeginQuorumEpochRequest: m.BeginQuorumEpochResponse,
+    m.EndQuorumEpochRequest: m.EndQuorumEpochResponse,
+    m.FetchRequest: m.FetchResponse,
+    m.FetchSnapshotRequest: m.FetchSnapshotResponse,
+}
+"""The requests judged, and the response type that answers each."""
+
+_ANY = frozenset({E.NONE, E.INVALID_REQUEST, E.INCONSISTENT_CLUSTER_ID})
+_VOTERS_ONLY = _ANY | {E.FENCED_LEADER_EPOCH, E.INCONSISTENT_VOTER_SET, E.INVALID_VOTER_KEY}
+_LEADER_ONLY = _ANY | {E.FENCED_LEADER_EPOCH, E.UNKNOWN_LEADER_EPOCH, E.NOT_LEADER_OR_FOLLOWER}
+
+KAFKA_ERRORS: dict[type, frozenset[m.Errors]] = {
+    m.VoteResponse: _VOTERS_ONLY,
+    m.BeginQuorumEpochResponse: _VOTERS_ONLY,
+    m.EndQuorumEpochResponse: _VOTERS_ONLY,
+    m.FetchResponse: _LEADER_ONLY,
+    m.FetchSnapshotResponse: _LEADER_ONLY | {E.SNAPSHOT_NOT_FOUND, E.POSITION_OUT_OF_RANGE},
+}
+"""The errors Kafka's KafkaRaftClient answers each API with (its voter-only and leader-only request
+validation, KIP-853's voter key, KIP-630's snapshot errors); the topic-partition check is the wire
+layer's (`node.raft.wire`), not the core's."""
+
+
+class RunningNode(CheckedNode, Protocol):
+    incarnation: int
+    """Which process life of the node runs (a crash loses what the last one received)."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    request: Any
+    incarnation: int
+    delivered: int
+    deadline: int
+    """When it must be answered by (a held Fetch); the delivery time until it is held."""
+    led_epoch: int
+    """The epoch the receiver led when it held a Fetch (-1: not held)."""
+
+
+class ResponseRules:
+    def __init__(self, fail: Callable[[str, str], None], ignore: Iterable[int] = ()) -> None:
+        self.fail = fail
+        self.ignore = frozenset(ignore)
+        """Peers that are no node of the cluster (a rogue client is judged on its own)."""
+        self.judging = True
+        self.pending: dict[int, dict[tuple[int, Any], _Pending]] = {}
+        """node id -> (requester, ref) -> a request delivered to it and not answered yet."""
+        self.superseded: dict[int, dict[tuple[int, Any], _Pending]] = {}
+        """node id -> (requester, ref) -> a held Fetch a later Fetch of the same replica replaced."""
+        self._held: list[tuple[int, int, int, Any]] = []
+        """(deadline, node, requester, ref) of every Fetch held, earliest first."""
+
+    # ------------------------------------------------------------------ the simulator's hooks
+
+    def delivered(self, node: CheckedNode, env: m.Envelope, incarnation: int, now: int) -> None:
+        """Before `node` handles `env` (delivered by the simulator)."""
+        if not self.judging or type(env.message) not in ANSWER_TYPES or env.src in self.ignore:
+            return
+        pending = self.pending.setdefault(node.node_id, {})
+        if isinstance(env.message, m.FetchRequest):
+            # Superseded: the leader holds one Fetch per replica. The earlier one may still be
+            # answered (a refused later Fetch leaves it held), but need not be.
+            superseded = self.superseded.setdefault(node.node_id, {})
+            for key in [k for k, p in pending.items() if k[0] == env.src and isinstance(p.request, m.FetchRequest)]:
+                superseded[key] = pending.pop(key)
+        pending[(env.src, env.ref)] = _Pending(env.message, incarnation, now, now, -1)
+
+    def sent(self, node: CheckedNode, out: Output, incarnation: int, now: int) -> None:
+        """The simulator takes `out` off `node` (after any step): judge every response in it."""
+        if not self.judging:
+            return
+        pending = self.pending.get(node.node_id)
+        for held in (pending, self.superseded.get(node.node_id)):
+            if held:
+                for key in [k for k, p in held.items() if p.incarnation != incarnation]:
+                    del held[key]  # lost with the process that received them
+        for env in out.messages:
+            if env.dst in self.ignore or type(env.message) not in KAFKA_ERRORS:
+                continue  # a request, or an answer to a request this module does not judge
+            self._judge(node, env, pending)
+        if pending:
+            self._check_held(node, pending, now)
+
+    def settled(self, node: CheckedNode, env: m.Envelope, now: int) -> None:
+        """After the step that delivered `env` to `node`: its answer was due in that step, or it is held."""
+        pending = self.pending.get(node.node_id, {})
+        p = pending.get((env.src, env.ref))
+        if p is None or p.delivered != now or p.led_epoch >= 0:
+            return
+        req = p.request
+        core = node.core
+        if isinstance(req, m.FetchRequest) and core is not None and core.is_leader and req.epoch == core.epoch:
+            p.deadline = now + max(req.max_wait_ms, 0)
+            p.led_epoch = core.epoch
+            heapq.heappush(self._held, (p.deadline, node.node_id, env.src, env.ref))
+            return
+        del pending[(env.src, env.ref)]
+        self.fail(
+            "Unanswered",
+            f"node {node.node_id} got {type(req).__name__} {req} from node {env.src} at t={now} and did "
+            f"not answer it{' (it leads no epoch the Fetch could wait in)' if isinstance(req, m.FetchRequest) else ''}",
+        )
+
+    def overdue(self, nodes: Mapping[int, RunningNode], now: int) -> None:
+        """Held Fetches past their bound, whichever node holds them (`nodes`: id -> node)."""
+        held = self._held
+        while held and held[0][0] + TICK_MS < now:
+            deadline, nid, src, ref = heapq.heappop(held)
+            p = self.pending.get(nid, {}).get((src, ref))
+            node = nodes[nid]
+            if p is None or p.deadline != deadline or node.core is None or node.incarnation != p.incarnation:
+                continue
+            self.fail(
+                "Unanswered",
+                f"node {nid} held {p.request} from node {src} (delivered at t={p.delivered}) past its "
+                f"max wait: unanswered at t={now}, due by t={deadline}",
+            )
+
+    # ------------------------------------------------------------------ judging one response
+
+    def _check_held(self, node: CheckedNode, pending: dict[tuple[int, Any], _Pending], now: int) -> None:
+        core = node.core
+        for (src, _), p in pending.items():
+            if p.led_epoch < 0:
+                continue
+            if core is None or not core.is_leader or core.epoch != p.led_epoch:
+                self.fail(
+                    "Unanswered",
+                    f"node {node.node_id} stopped leading epoch {p.led_epoch} at t={now} without answering "
+                    f"the Fetch {p.request} from node {src} it held since t={p.delivered}",
+                )
+
+    def _judge(self, node: CheckedNode, env: m.Envelope, pending: dict[tuple[int, Any], _Pending] | None) -> None:
+        resp: Any = env.message
+        nid = node.node_id
+        name = type(resp).__name__
+        key = (env.dst, env.ref)
+        p = None if pending is None else pending.pop(key, None)
+        if p is None:
+            p = self.superseded.get(nid, {}).pop(key, None)
+        if p is None:
+            self.fail("Unsolicited", f"node {nid} sent {resp} to node {env.dst} answering no request it holds from it")
+            return
+        req = p.request
+        answers_it = type(resp) is ANSWER_TYPES[type(req)]
+        if not answers_it:
+            self.fail("Unsolicited", f"node {nid} answered {req} from node {env.dst} with {resp}")
+            return
+        core = node.core
+        assert core is not None  # a response comes out of a running core
+        what = f"node {nid}'s {name} {resp} to {req} from node {env.dst}"
+        error = resp.error
+        if error not in KAFKA_ERRORS[type(resp)]:
+            self.fail("ErrorCode", f"{what}: error {error!r} is none Kafka answers {type(req).__name__} with")
+            return
+        if (resp.leader_id, resp.epoch) != (core.leader_id, core.epoch):
+            self.fail(
+                "LeaderAndEpoch",
+                f"{what}: it names leader {resp.leader_id} in epoch {resp.epoch}, but the responder's "
+                f"leader is {core.leader_id} in epoch {core.epoch}",
+            )
+        if isinstance(resp, m.FetchResponse) and resp.high_watermark > core.high_watermark:
+            self.fail(
+                "LeaderAndEpoch",
+                f"{what}: it carries high-water mark {resp.high_watermark}, "
+                f"above the responder's {core.high_watermark}",
+            )
+        wrong = self._meaning(nid, req, resp, core)
+        if wrong is not None:
+            self.fail("ErrorMeaning", f"{what}: {wrong}")
+
+    @staticmethod
+    def _meaning(nid: int, req: Any, resp: Any, core: Any) -> str | None:
+        """What the answer's error (or success) claims that the request and responder contradict."""
+        error = resp.error
+        if error == E.FENCED_LEADER_EPOCH and resp.epoch <= req.epoch:
+            return f"FENCED_LEADER_EPOCH with epoch {resp.epoch}, not above the request's {req.epoch}"
+        if error == E.UNKNOWN_LEADER_EPOCH and resp.epoch >= req.epoch:
+            return f"UNKNOWN_LEADER_EPOCH with epoch {resp.epoch}, not below the request's {req.epoch}"
+        if error == E.NOT_LEADER_OR_FOLLOWER and core.is_leader:
+            return "NOT_LEADER_OR_FOLLOWER from a leader"
+        served = isinstance(resp, m.FetchResponse | m.FetchSnapshotResponse) and error == E.NONE
+        if served and (resp.leader_id, resp.epoch) != (nid, req.epoch):
+            return f"served without error by a node that does not lead the request's epoch {req.epoch}"
+        if isinstance(resp, m.VoteResponse):
+            if error != E.NONE and resp.granted:
+                return "an error that grants the vote"
+            if resp.granted and not req.pre_vote and (resp.epoch != req.epoch or core.voted_id != req.candidate_id):
+                return f"granted, but the responder's vote in epoch {resp.epoch} is {core.voted_id}"
+        return None
