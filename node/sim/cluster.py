@@ -2,8 +2,8 @@
 seeded scheduler and a simulated network, with faults, a client appending records, optionally a
 rogue client sending requests every node must refuse (`node.sim.rogue`), and the safety
 invariants checked after every event — the leader's DescribeQuorum answer judged against the
-deliveries the simulator made (`node.sim.quorum_view`), and KIP-595's check-quorum bounds judged after
-every step of a leader (`node.sim.timing_rules`), every request answered in its bound and every
+deliveries the simulator made (`node.sim.quorum_view`), and KIP-595's check-quorum and election
+backoff bounds judged after every step (`node.sim.timing_rules`), every request answered in its bound and every
 response true to its sender (`node.sim.response_rules`); liveness is checked once the faults are healed.
 
 A run is a pure function of its `SimParams`: `SimParams.replay_command()` reproduces it.
@@ -31,7 +31,7 @@ from kraftlab.node.sim.response_rules import ResponseRules
 from kraftlab.node.sim.retention import drawn_retention
 from kraftlab.node.sim.rogue import ROGUE_ID, judge, malformed
 from kraftlab.node.sim.scheduler import EventQueue
-from kraftlab.node.sim.timing_rules import CheckQuorumBounds
+from kraftlab.node.sim.timing_rules import CheckQuorumBounds, ElectionBackoff
 from kraftlab.node.sim.wire import raft_through_the_wire
 
 DELIVER, TICK, CLIENT, FAULT, FLUSH, ROGUE = 0, 1, 2, 3, 4, 5
@@ -154,6 +154,7 @@ class Simulation:
         self.witness = QuorumWitness(self.voter_ids, self.invariants.fail)
         self.check_quorum = CheckQuorumBounds(self.witness, self.config.fetch_timeout_ms, self._fail)
         self.responses = ResponseRules(self._fail, ignore=(ROGUE_ID,))
+        self.backoff = ElectionBackoff(self.config.election_backoff_max_ms, self._fail)
         self.result = SimResult(params)
         self._client_seq = 0
         self._same_time = 0
@@ -241,6 +242,7 @@ class Simulation:
             now, kind, payload = queue.pop()
             invariants.now = now
             self.responses.overdue(nodes, now)
+            self.backoff.overdue(nodes, now)
             if now == last:
                 self._same_time += 1
                 if self._same_time > _MAX_EVENTS_AT_ONE_TIME:
@@ -328,6 +330,7 @@ class Simulation:
 
     def _dispatch(self, node: SimNode, out: Output, now: int) -> None:
         self.responses.sent(node, out, node.incarnation, now)
+        self.backoff.judge(node, out, now)
         network = self.network
         queue = self.queue
         inc = node.incarnation

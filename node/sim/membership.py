@@ -126,6 +126,7 @@ class MembershipSimulation(Simulation):
         self.invariants = MembershipInvariants(self.voter_ids, self.directories)
         self.witness.judging = False
         self.check_quorum.judging = False
+        self.backoff.judging = False
         self.witness.fail = self.invariants.fail
         initial = VoterSet(self._voter(i) for i in sorted(self.nodes)[: params.initial])
         for i in initial:

@@ -13,13 +13,22 @@ knows the moment that timeout expires and judges both directions:
 
 Expiry is the majority's oldest recent fetch plus the timeout: the voters' latest fetch times
 (the leader's own is "now") sorted newest first, the majority-th of them, plus the timeout.
+
+And `quorum.election.backoff.max.ms` (KIP-595, KIP-996): a voter whose (pre-)vote round failed
+(it starts a new pre-vote round from a Prospective or Candidate state) waits a random backoff
+before it asks again, never more than that maximum — ElectionBackoff: no pre-vote request sent
+within the maximum plus a tick of the failed round's end, while the node stays in the new round.
+(How the backoff grows with consecutive failures is a random draw from a range whose base Kafka
+and this node choose differently: not judged.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from kraftlab.node.raft.states import Resigned
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.output import Output
+from kraftlab.node.raft.states import Candidate, Prospective, Resigned
 from kraftlab.node.sim.invariants import CheckedNode
 from kraftlab.node.sim.quorum_view import QuorumWitness
 
@@ -95,3 +104,61 @@ class CheckQuorumBounds:
                     f"voters fetched within the check-quorum timeout ({self.timeout} ms): it "
                     f"expires at t={expiry}",
                 )
+
+
+class ElectionBackoff:
+    """Judges every voter's output (`judge`, on each step): a failed round is retried within the
+    maximum backoff."""
+
+    def __init__(self, backoff_max_ms: int, fail: Callable[[str, str], None]) -> None:
+        self.backoff_max_ms = backoff_max_ms
+        self.fail = fail
+        self.judging = True
+        self._rounds: dict[int, object] = {}
+        """node id -> the (pre-)vote round state it is in after its last step."""
+        self._failed: dict[int, tuple[object, int]] = {}
+        """node id -> (the round that began after a failed one, when it began), until it asks."""
+
+    def overdue(self, nodes: Mapping[int, CheckedNode], now: int) -> None:
+        """Rounds past their backoff whose node has not stepped since (`nodes`: id -> node)."""
+        if not self._failed:
+            return
+        for nid, (state, began) in list(self._failed.items()):
+            core = nodes[nid].core
+            if core is None or core.state is not state:
+                del self._failed[nid]
+            elif now > began + self.backoff_max_ms + TICK_MS:
+                del self._failed[nid]
+                self._late(nid, began, now)
+
+    def _late(self, nid: int, began: int, now: int) -> None:
+        self.fail(
+            "ElectionBackoff",
+            f"node {nid}'s round failed at t={began} and it has not asked for votes again at t={now}, "
+            f"past quorum.election.backoff.max.ms ({self.backoff_max_ms} ms)",
+        )
+
+    def judge(self, node: CheckedNode, out: Output, now: int) -> None:
+        if not self.judging:
+            return
+        nid = node.node_id
+        core = node.core
+        state = None if core is None else core.state
+        before = self._rounds.get(nid)
+        if isinstance(state, Prospective | Candidate):
+            self._rounds[nid] = state
+        else:
+            self._rounds.pop(nid, None)
+        if isinstance(state, Prospective) and state is not before and isinstance(before, Prospective | Candidate):
+            self._failed[nid] = (state, now)
+        failed = self._failed.get(nid)
+        if failed is None:
+            return
+        if failed[0] is not state or any(
+            isinstance(e.message, m.VoteRequest) and e.message.pre_vote for e in out.messages
+        ):
+            del self._failed[nid]  # it asked again, or left the round
+            return
+        if now > failed[1] + self.backoff_max_ms + TICK_MS:
+            del self._failed[nid]
+            self._late(nid, failed[1], now)

@@ -73,3 +73,15 @@ def test_the_real_core_keeps_both_bounds() -> None:
 def test_a_leader_counting_the_wrong_voters_is_caught(pick: Pick, rule: str) -> None:
     found = first_violation(core_whose_leader_picks(pick), range(10))
     assert found is not None and found.name == rule, found
+
+
+class BacksOffTooLong(RaftCore):
+    """Draws its election backoff from three times `quorum.election.backoff.max.ms`."""
+
+    def _backoff(self) -> int:
+        return self.rng.randrange(0, 3 * self.config.election_backoff_max_ms + 1)
+
+
+def test_a_backoff_past_its_maximum_is_caught() -> None:
+    found = first_violation(BacksOffTooLong, range(10))
+    assert found is not None and found.name == "ElectionBackoff", found
