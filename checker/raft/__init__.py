@@ -12,7 +12,7 @@ counts it of the voter set in force (KIP-853: from the node's journalled `voters
 force once appended; the static `start` voters otherwise); the rules across voter sets
 (ElectedByMajority, OneChangeAtATime, MajoritiesIntersect, RemovedLeaderResigns,
 ReplacedDiskNeverVotes) are stated in checker.raft.membership_rules; the journal held to its contract
-(JournalFields, VotersAtStart, VoterChangeSequence: what these rules read is there, in order, and
+(JournalFields, VotersAtStart, VoterChangeSequence, RoleLines: what these rules read is there, in order, and
 agrees with itself) in checker.raft.journal_contract.
 - MonotonicEpoch: a node's epoch never goes down (for a voter it is durable across restarts — an
   observer learns it again from the leader; a restart with
@@ -79,7 +79,12 @@ from collections.abc import Collection
 from typing import Any
 
 from kraftlab.checker.journal import Journals
-from kraftlab.checker.raft.journal_contract import JournalFields, VoterChangeSequence, VotersAtStart
+from kraftlab.checker.raft.journal_contract import (
+    JournalFields,
+    RoleLines,
+    VoterChangeSequence,
+    VotersAtStart,
+)
 from kraftlab.checker.raft.membership_rules import (
     ElectedByMajority,
     MajoritiesIntersect,
@@ -115,7 +120,7 @@ def raft_rules(stale_leader_slack_ms: float = STALE_LEADER_SLACK_MS) -> list[Rul
             LogMatching(), LeaderCompleteness(), NoUncommittedApply(), StaleLeader(stale_leader_slack_ms),
             AnsweredBeforeCommit(), NodeStoppedOnSafetyError(), ElectedByMajority(), OneChangeAtATime(),
             MajoritiesIntersect(), RemovedLeaderResigns(), ReplacedDiskNeverVotes(), JournalFields(), VotersAtStart(),
-            VoterChangeSequence()]
+            VoterChangeSequence(), RoleLines()]
 
 
 INVARIANTS = [r.name for r in raft_rules()]

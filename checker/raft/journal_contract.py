@@ -22,6 +22,15 @@ voter change with no `requested`, would otherwise judge nothing and pass.
   A `refused` change says why in Kafka's words: a leader never answers NOT_LEADER_OR_FOLLOWER, a
   node that is not the leader answers only that (or, to an UpdateRaftVoter of another epoch,
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+- RoleLines: each `role` line agrees with itself and with the one before it in that process life,
+  as KIP-595 and KIP-996 define the states: a leader and a resigned leader name themselves as
+  leader, a candidate has voted for itself and knows no leader, a follower names another node, an
+  unattached node knows no leader; a candidate comes from a prospective state, one epoch later
+  (pre-vote first, then the epoch bump), a leader from its candidacy in the same epoch, a resigned
+  leader from its leadership in the same epoch (or at start: a restarted leader); and a node never
+  learns two leaders for one epoch. (`observer` is the role of a node outside the voter set,
+  whatever its state: only the one-leader-per-epoch part applies to it. The order of states is
+  judged on journals that show the pre-vote states at all: one without is not every transition.)
 """
 
 from __future__ import annotations
@@ -240,3 +249,57 @@ class VoterChangeSequence(NamedRule):
         entries = [x for x in (before, change, shown) if x is not None]
         return Violation(self.name, f"node {change.node}'s voter change `{change['action']}` ({what}): {why}",
                          [x for i, x in enumerate(entries) if all(x is not y for y in entries[:i])])
+
+
+def _role_problem(e: Entry, before: Entry | None) -> str | None:
+    """What is wrong with voter role line `e` after `before` (the life's previous role line, None at start)."""
+    role, node, leader, voted = e["role"], e.node, e["leader"], e["voted_for"]
+    if role in ("leader", "resigned") and leader != node:
+        return f"a {role} naming {leader} as leader"
+    if role == "candidate" and (voted != node or leader is not None):
+        return f"a candidate that voted for {voted} and knows leader {leader}"
+    if role == "follower" and (leader is None or leader == node):
+        return f"a follower of {leader}"
+    if role == "unattached" and leader is not None:
+        return f"unattached, knowing leader {leader}"
+    if before is None or before["role"] == "observer":
+        return None
+    was, epoch, was_epoch = before["role"], e["epoch"], before["epoch"]
+    if role == "candidate" and (was != "prospective" or epoch != was_epoch + 1):
+        return (f"a candidate of epoch {epoch} right after {was} of epoch {was_epoch} (a prospective one of epoch "
+                f"{epoch - 1})")
+    if role == "leader" and (was != "candidate" or epoch != was_epoch):
+        return f"a leader of epoch {epoch} right after {was} of epoch {was_epoch} (its candidacy in that epoch)"
+    if role == "resigned" and (was != "leader" or epoch != was_epoch):
+        return f"resigned in epoch {epoch} right after {was} of epoch {was_epoch} (its leadership in that epoch)"
+    return None
+
+
+class RoleLines(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for entries in replay.journals.by_node.values():
+            leaders: dict[int, Entry] = {}  # epoch → the first line naming its leader
+            before: Entry | None = None
+            # The order of states is judged on a node that journals its pre-vote states (KIP-996): a
+            # journal without them is not every transition (hand-built, or older nodes').
+            ordered = any(e.ev == "role" and e.get("role") == "prospective" for e in entries)
+            for e in entries:
+                if e.ev == "start":
+                    before = None
+                    continue
+                if e.ev != "role" or _problems(e):
+                    continue
+                leader = e["leader"]
+                # (what it learnt from others: its own leadership of an epoch is SingleLeader's to judge)
+                learnt = leader is not None and leader != e.node
+                known = leaders.setdefault(e["epoch"], e) if learnt else None
+                if known is not None and known["leader"] != leader:
+                    yield Violation(self.name, (
+                        f"node {e.node} learnt two leaders of epoch {e['epoch']}: {known['leader']}, then {leader}"),
+                        [known, e])
+                problem = None if e["role"] == "observer" else _role_problem(e, before if ordered else None)
+                if problem is not None:
+                    yield Violation(self.name, (
+                        f"node {e.node}'s role line is {problem}: not a state KIP-595/KIP-996 allow"),
+                        [x for x in (before, e) if x is not None])
+                before = e

@@ -186,7 +186,7 @@ def test_an_observer_that_restarts_may_learn_an_older_epoch_again_but_a_voter_ma
         j.add(node, "start", roles=["broker"], voters=[1, 2, 3], log_start=0, log_end=5, hw=0)
         j.add(node, "role", role="observer" if node > 3 else "follower", epoch=5, leader=3, voted_for=None)
         j.add(node, "start", roles=["broker"], voters=[1, 2, 3], log_start=0, log_end=5, hw=0)
-        j.add(node, "role", role="observer" if node > 3 else "follower", epoch=2, leader=None, voted_for=None)
+        j.add(node, "role", role="observer" if node > 3 else "follower", epoch=2, leader=3, voted_for=None)
         return j
 
     assert check_raft(journals_from(run(5).entries), voters=[1, 2, 3])["valid"] is True

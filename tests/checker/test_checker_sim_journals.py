@@ -138,3 +138,30 @@ def test_a_journal_that_breaks_its_contract_is_a_finding(core_class: type[RaftCo
     _, res = _membership_journals(core_class)
     assert res["valid"] is False
     assert rule in {a["type"] for a in res["anomalies"]}
+
+
+class SkipsThePreVote(RaftCore):
+    """A voter whose election timeout makes it a candidate at once, without KIP-996's pre-vote."""
+
+    def _poll_unattached(self, state: Any, now: int) -> None:
+        if now >= state.deadline and self.is_voter:
+            self._become_candidate(now)
+            return
+        super()._poll_unattached(state, now)
+
+
+class SkipsAnEpoch(RaftCore):
+    """A candidate that bumps its epoch by two."""
+
+    def _become_candidate(self, now: int) -> None:
+        self.quorum_state.state.epoch += 1
+        super()._become_candidate(now)
+
+
+@pytest.mark.parametrize("core_class", [SkipsThePreVote, SkipsAnEpoch])
+def test_role_lines_outside_kip_595_and_996_are_a_finding(core_class: type[RaftCore]) -> None:
+    s = JournalingSimulation(sim.SimParams(seed=3, voters=3, faults=("partition", "crash"), journal=True),
+                             core_class=core_class)
+    s.run()
+    res = check_raft(journals_from(s.entries, "sim"), only=["RoleLines"])
+    assert res["valid"] is False and {a["type"] for a in res["anomalies"]} == {"RoleLines"}

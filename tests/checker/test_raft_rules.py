@@ -77,6 +77,9 @@ BREAKERS: dict[str, Callable[[], JB]] = {
     "AnsweredBeforeCommit": _healthy_plus((2, "decision", {"api": "CreateTopics", "error": "NONE", "offset": 9})),
     "NodeStoppedOnSafetyError": _healthy_plus((2, "fatal", {"error": "ValueError: x", "stopped": True, "epoch": 2,
                                                             "hw": 4, "applied": 3, "log_end": 4})),
+    # node 3 stands as a candidate two epochs past its pre-vote (KIP-996: one epoch later)
+    "RoleLines": _healthy_plus((3, "role", {"role": "prospective", "epoch": 2, "leader": 2, "voted_for": None}),
+                               (3, "role", {"role": "candidate", "epoch": 4, "leader": None, "voted_for": 3})),
     **MEMBERSHIP_BREAKERS,
 }
 

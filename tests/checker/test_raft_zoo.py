@@ -182,7 +182,7 @@ def test_a_leader_hearing_a_majority_is_clean() -> None:
 def test_one_stale_sample_then_resigning_is_clean() -> None:
     j = _flushing_cluster()
     _quorum(j, 1, 1, {2: 4500, 3: 4600})
-    j.add(1, "role", role="resigned", epoch=1, leader=None, voted_for=None)
+    j.add(1, "role", role="resigned", epoch=1, leader=1, voted_for=None)
     assert _check(j)["valid"] is True
 
 
