@@ -31,6 +31,12 @@ voter change with no `requested`, would otherwise judge nothing and pass.
   learns two leaders for one epoch. (`observer` is the role of a node outside the voter set,
   whatever its state: only the one-leader-per-epoch part applies to it. The order of states is
   judged on journals that show the pre-vote states at all: one without is not every transition.)
+- LogContinuity: within a process life the node's log, as its own journal tells it, has no gap and
+  no overlap: every `append` starts at the log's end — the `start` line's `log_end`, moved by each
+  append (`base` + its records), truncation (`to`) and snapshot load or fetch (at least its
+  `offset`) —; a `diverging` truncation cuts from that end (`from`) to no further than it; and a
+  `flush`, an `hw` and a created snapshot never pass it. A line missing or misstated (an append
+  unjournalled, a truncation at another offset) breaks the replay every other rule reads.
 """
 
 from __future__ import annotations
@@ -303,3 +309,40 @@ class RoleLines(NamedRule):
                         f"node {e.node}'s role line is {problem}: not a state KIP-595/KIP-996 allow"),
                         [x for x in (before, e) if x is not None])
                 before = e
+
+
+class LogContinuity(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        for entries in replay.journals.by_node.values():
+            yield from self._node(entries)
+
+    def _node(self, entries: list[Entry]) -> Iterator[Violation]:
+        end: int | None = None  # the log's end offset as the journal tells it (None: before `start`)
+        moved: Entry | None = None  # the line that put it there
+        for e in entries:
+            if e.ev == "start" and not _problems(e):
+                end, moved = int(e["log_end"]), e
+                continue
+            if end is None or e.ev not in ("append", "truncate", "snapshot", "flush", "hw") or _problems(e):
+                continue
+            problem = None
+            if e.ev == "append":
+                if e["base"] != end:
+                    problem = f"an append at offset {e['base']}"
+                end, moved = e["base"] + len(e["crcs"]), e
+            elif e.ev == "truncate":
+                if e["reason"] == "diverging" and (e["from"] != end or e["to"] > end):
+                    problem = f"a truncation from {e['from']} to {e['to']}"
+                end, moved = int(e["to"]), e
+            elif e.ev == "snapshot":
+                if e["action"] in ("load", "fetch"):
+                    end, moved = max(end, int(e["offset"])), e
+                elif e["action"] == "create" and e["offset"] > end:
+                    problem = f"a snapshot up to {e['offset']}"
+            elif (e["end"] if e.ev == "flush" else e["hw"]) > end:
+                problem = f"a {e.ev} to {e['end'] if e.ev == 'flush' else e['hw']}"
+            if problem is not None:
+                yield Violation(self.name, (
+                    f"node {e.node}'s journal shows {problem} where its log ended at {end}: a line is missing or "
+                    "misstated, so the log every rule replays is not the node's"),
+                    [x for x in (moved, e) if x is not None])

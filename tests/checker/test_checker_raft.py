@@ -147,6 +147,7 @@ def test_shared_clock_catches_a_high_water_mark_taken_before_a_majority_flushed(
     assert journals_from(one_kernel(healthy_raft()).entries).shared_clock
     assert _check(one_kernel(healthy_raft()))["valid"] is True
     j = healthy_raft()
+    j.add(1, "append", base=3, epoch=2, crcs=[21], control=True, leader=False)  # node 1 catches up to 4
     j.add(2, "append", base=4, epoch=2, crcs=[22], control=False, leader=True)
     j.add(2, "hw", hw=5, epoch=2)  # counted before any follower had the entry...
     for n in (1, 3):  # ...which they flush later: without a shared clock nobody can tell

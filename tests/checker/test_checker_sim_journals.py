@@ -165,3 +165,33 @@ def test_role_lines_outside_kip_595_and_996_are_a_finding(core_class: type[RaftC
     s.run()
     res = check_raft(journals_from(s.entries, "sim"), only=["RoleLines"])
     assert res["valid"] is False and {a["type"] for a in res["anomalies"]} == {"RoleLines"}
+
+
+class SilentTruncations(RaftCore):
+    """A node that cuts its diverging tail without journalling it."""
+
+    def _event(self, ev: str, **fields: Any) -> None:
+        if ev != "truncate":
+            super()._event(ev, **fields)
+
+
+class SilentCatchUp(RaftCore):
+    """A follower that journals only every other batch it appends."""
+
+    skipped = False
+
+    def _event(self, ev: str, **fields: Any) -> None:
+        if ev == "append" and not fields.get("leader"):
+            self.skipped = not self.skipped
+            if self.skipped:
+                return
+        super()._event(ev, **fields)
+
+
+@pytest.mark.parametrize("core_class", [SilentTruncations, SilentCatchUp])
+def test_a_log_the_journal_misstates_is_a_finding(core_class: type[RaftCore]) -> None:
+    s = JournalingSimulation(sim.SimParams(seed=3, voters=3, faults=("partition", "crash"), journal=True),
+                             core_class=core_class)
+    s.run()
+    res = check_raft(journals_from(s.entries, "sim"), only=["LogContinuity"])
+    assert res["valid"] is False and {a["type"] for a in res["anomalies"]} == {"LogContinuity"}

@@ -64,6 +64,7 @@ def test_a_new_disk_named_by_the_set_votes() -> None:
     j.add(3, "start", roles=["controller"], voters=[], log_start=0, log_end=0, hw=0, stored_epoch=None,
           stored_vote=None, directory_id="dir-3-new")
     _voters(j, 3, -1, [], "start")
+    j.add(3, "snapshot", action="fetch", offset=5, epoch=2)  # the new disk catches up from a snapshot
     new = {**{n: f"dir-{n}" for n in (1, 2, 4)}, 3: "dir-3-new"}
     for base, voters in ((5, [2, 4]), (6, [2, 3, 4])):  # remove the old disk, then add the new one
         for n in (2, 4, 3):

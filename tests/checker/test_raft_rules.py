@@ -80,6 +80,9 @@ BREAKERS: dict[str, Callable[[], JB]] = {
     # node 3 stands as a candidate two epochs past its pre-vote (KIP-996: one epoch later)
     "RoleLines": _healthy_plus((3, "role", {"role": "prospective", "epoch": 2, "leader": 2, "voted_for": None}),
                                (3, "role", {"role": "candidate", "epoch": 4, "leader": None, "voted_for": 3})),
+    # node 3 journals an append past its log's end: the entry at 4 never journalled
+    "LogContinuity": _healthy_plus((3, "append", {"base": 5, "epoch": 2, "crcs": [23], "control": False,
+                                                  "leader": False})),
     **MEMBERSHIP_BREAKERS,
 }
 
