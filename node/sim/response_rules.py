@@ -15,6 +15,10 @@ the responder's state at that moment (what the node holds once its step is over)
 - LeaderAndEpoch: its (leaderId, leaderEpoch) are the responder's current leader and epoch, and
   a Fetch answer's high-water mark is no higher than the responder's (KIP-595: responses carry the
   sender's view; the high-water mark may move on within the step after the answer was made).
+- FetchContent: a Fetch served without error either names the responder's latest snapshot, or
+  a DivergingEpoch that is the responder's log end for the Fetch's last epoch (and does diverge
+  from the Fetch's position), or batches that are the responder's own, back to back from the
+  Fetch's offset; never two of these (KIP-595's FetchResponse; KIP-630's SnapshotId).
 - ErrorMeaning: FENCED_LEADER_EPOCH carries an epoch above the request's, UNKNOWN_LEADER_EPOCH one
   below it, NOT_LEADER_OR_FOLLOWER comes from a node not leading; a Fetch or FetchSnapshot served
   without error comes from the leader of the request's epoch; a vote granted (not a pre-vote) is
@@ -207,6 +211,10 @@ class ResponseRules:
         wrong = self._meaning(nid, req, resp, core)
         if wrong is not None:
             self.fail("ErrorMeaning", f"{what}: {wrong}")
+        if isinstance(resp, m.FetchResponse) and error == E.NONE:
+            wrong = fetch_content(node, req, resp)
+            if wrong is not None:
+                self.fail("FetchContent", f"{what}: {wrong}")
 
     @staticmethod
     def _meaning(nid: int, req: Any, resp: Any, core: Any) -> str | None:
@@ -227,3 +235,36 @@ class ResponseRules:
             if resp.granted and not req.pre_vote and (resp.epoch != req.epoch or core.voted_id != req.candidate_id):
                 return f"granted, but the responder's vote in epoch {resp.epoch} is {core.voted_id}"
         return None
+
+
+def fetch_content(node: CheckedNode, req: m.FetchRequest, resp: m.FetchResponse) -> str | None:
+    """What a Fetch served without error claims about the responder's log that its log contradicts
+    (the log as the step left it: a leader only appends, so what it answered still holds)."""
+    log = node.log
+    if resp.snapshot_id is not None:
+        latest = node.snapshots.latest()
+        if resp.snapshot_id != latest:
+            return f"names snapshot {resp.snapshot_id}, the responder's latest is {latest}"
+        if resp.diverging_epoch is not None or resp.batches:
+            return "names a snapshot and also a diverging epoch or batches"
+        return None
+    diverging = resp.diverging_epoch
+    if diverging is not None:
+        end = log.end_offset_for_epoch(req.last_fetched_epoch)
+        if diverging != end:
+            return f"diverging epoch {diverging}, but the responder's log ends epoch {req.last_fetched_epoch} at {end}"
+        if end.epoch == req.last_fetched_epoch and end.offset >= req.fetch_offset:
+            return f"diverging epoch {diverging}, but the Fetch's position continues the responder's log"
+        if resp.batches:
+            return "a diverging epoch and batches"
+        return None
+    offset = req.fetch_offset
+    for batch in resp.batches:
+        if batch.base_offset != offset:
+            return f"a batch at {batch.base_offset} where the answer's batches should continue at {offset}"
+        if offset >= log.start_offset():
+            held = log.read(offset, 1) if offset < log.end_offset() else []
+            if not held or held[0] != batch:
+                return f"the batch at {offset} is not the responder's"
+        offset = batch.next_offset
+    return None

@@ -11,6 +11,7 @@ import pytest
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import Output, RaftCore
+from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.raft.states import EpochState, Leader
 from kraftlab.node.sim.cluster import SimParams, run
 from kraftlab.node.sim.invariants import InvariantViolation
@@ -147,3 +148,35 @@ def test_a_crash_excuses_the_requests_it_lost() -> None:
     node.incarnation = 2  # crashed before answering, restarted
     rules.sent(node, Output(), 2, 9)  # type: ignore[arg-type]
     assert failures == [] and rules.pending[1] == {}
+
+
+def core_serving(rewrite: Callable[[m.FetchResponse], m.FetchResponse]) -> type[RaftCore]:
+    """A core whose leader's Fetch answers (direct or held) go through `rewrite`."""
+
+    class Core(RaftCore):
+        def _answer_fetch(self, state: Leader, dst: int, ref: Any, offset: int, last_epoch: int) -> None:
+            super()._answer_fetch(state, dst, ref, offset, last_epoch)
+            env = self._out.messages[-1]
+            assert isinstance(env.message, m.FetchResponse)
+            self._out.messages[-1] = dataclasses.replace(env, message=rewrite(env.message))
+
+    return Core
+
+
+def skips_a_batch(resp: m.FetchResponse) -> m.FetchResponse:
+    return dataclasses.replace(resp, batches=resp.batches[1:]) if len(resp.batches) > 1 else resp
+
+
+def diverges_one_earlier(resp: m.FetchResponse) -> m.FetchResponse:
+    d = resp.diverging_epoch
+    if d is None or d.offset == 0:
+        return resp
+    return dataclasses.replace(resp, diverging_epoch=OffsetAndEpoch(d.offset - 1, d.epoch))
+
+
+@pytest.mark.parametrize("rewrite", [skips_a_batch, diverges_one_earlier], ids=["skips-a-batch", "diverges-earlier"])
+def test_a_leader_serving_what_its_log_does_not_hold_is_caught(
+    rewrite: Callable[[m.FetchResponse], m.FetchResponse],
+) -> None:
+    found = first_violation(core_serving(rewrite), range(10), CUT_OFF_LEADERS)
+    assert found is not None and found.name == "FetchContent", found
