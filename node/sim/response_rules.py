@@ -18,7 +18,9 @@ the responder's state at that moment (what the node holds once its step is over)
 - FetchContent: a Fetch served without error either names the responder's latest snapshot, or
   a DivergingEpoch that is the responder's log end for the Fetch's last epoch (and does diverge
   from the Fetch's position), or batches that are the responder's own, back to back from the
-  Fetch's offset; never two of these (KIP-595's FetchResponse; KIP-630's SnapshotId).
+  Fetch's offset; never two of these (KIP-595's FetchResponse; KIP-630's SnapshotId). A
+  FetchSnapshot served carries the snapshot and position asked for, the snapshot's size, and at
+  most the bytes asked for, which are the responder's from that position, none only at the end.
 - ErrorMeaning: FENCED_LEADER_EPOCH carries an epoch above the request's, UNKNOWN_LEADER_EPOCH one
   below it, NOT_LEADER_OR_FOLLOWER comes from a node not leading; a Fetch or FetchSnapshot served
   without error comes from the leader of the request's epoch; a vote granted (not a pre-vote) is
@@ -211,8 +213,11 @@ class ResponseRules:
         wrong = self._meaning(nid, req, resp, core)
         if wrong is not None:
             self.fail("ErrorMeaning", f"{what}: {wrong}")
-        if isinstance(resp, m.FetchResponse) and error == E.NONE:
-            wrong = fetch_content(node, req, resp)
+        if error == E.NONE and isinstance(resp, m.FetchResponse | m.FetchSnapshotResponse):
+            if isinstance(resp, m.FetchResponse):
+                wrong = fetch_content(node, req, resp)
+            else:
+                wrong = chunk_content(node, req, resp)
             if wrong is not None:
                 self.fail("FetchContent", f"{what}: {wrong}")
 
@@ -267,4 +272,24 @@ def fetch_content(node: CheckedNode, req: m.FetchRequest, resp: m.FetchResponse)
             if not held or held[0] != batch:
                 return f"the batch at {offset} is not the responder's"
         offset = batch.next_offset
+    return None
+
+
+def chunk_content(node: CheckedNode, req: m.FetchSnapshotRequest, resp: m.FetchSnapshotResponse) -> str | None:
+    """What a FetchSnapshot served without error claims about the responder's snapshot that it contradicts."""
+    sid = req.snapshot_id
+    if (resp.snapshot_id, resp.position) != (sid, req.position):
+        return f"snapshot {resp.snapshot_id} at {resp.position} where {sid} at {req.position} was asked for"
+    if len(resp.data) > req.max_bytes:
+        return f"{len(resp.data)} bytes where at most {req.max_bytes} were asked for"
+    snapshots = node.snapshots
+    if sid not in snapshots.ids():
+        return None  # deleted after the answer, in the same step (a newer snapshot was taken)
+    size = snapshots.size(sid)
+    if resp.size != size:
+        return f"size {resp.size}, the snapshot's is {size}"
+    if resp.data != snapshots.read_bytes(sid, req.position, len(resp.data)):
+        return f"bytes at {req.position} that are not the snapshot's"
+    if not resp.data and req.position < size:
+        return f"no bytes at {req.position} of a snapshot of {size}"
     return None

@@ -180,3 +180,14 @@ def test_a_leader_serving_what_its_log_does_not_hold_is_caught(
 ) -> None:
     found = first_violation(core_serving(rewrite), range(10), CUT_OFF_LEADERS)
     assert found is not None and found.name == "FetchContent", found
+
+
+def corrupts_snapshot_chunks(request: m.Envelope, answer: Any) -> Any:
+    if isinstance(answer, m.FetchSnapshotResponse) and answer.data:
+        return dataclasses.replace(answer, data=bytes([answer.data[0] ^ 1]) + answer.data[1:])
+    return answer
+
+
+def test_a_leader_serving_bytes_its_snapshot_does_not_hold_is_caught() -> None:
+    found = first_violation(core_answering(corrupts_snapshot_chunks), range(10), CUT_OFF_LEADERS)
+    assert found is not None and found.name == "FetchContent", found
