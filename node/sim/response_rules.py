@@ -82,6 +82,20 @@ class _Pending:
     """The epoch the receiver led when it held a Fetch (-1: not held)."""
 
 
+@dataclass(slots=True)
+class _Described:
+    """An answer named in a violation (formatted only then: answers carry whole batches)."""
+
+    responder: int
+    answer: Any
+    request: Any
+    requester: int
+
+    def __str__(self) -> str:
+        name = type(self.answer).__name__
+        return f"node {self.responder}'s {name} {self.answer} to {self.request} from node {self.requester}"
+
+
 class ResponseRules:
     def __init__(self, fail: Callable[[str, str], None], ignore: Iterable[int] = ()) -> None:
         self.fail = fail
@@ -92,6 +106,8 @@ class ResponseRules:
         """node id -> (requester, ref) -> a request delivered to it and not answered yet."""
         self.superseded: dict[int, dict[tuple[int, Any], _Pending]] = {}
         """node id -> (requester, ref) -> a held Fetch a later Fetch of the same replica replaced."""
+        self._incarnations: dict[int, int] = {}
+        """node id -> the process life whose requests `pending` holds."""
         self._held: list[tuple[int, int, int, Any]] = []
         """(deadline, node, requester, ref) of every Fetch held, earliest first."""
 
@@ -101,6 +117,10 @@ class ResponseRules:
         """Before `node` handles `env` (delivered by the simulator)."""
         if not self.judging or type(env.message) not in ANSWER_TYPES or env.src in self.ignore:
             return
+        if self._incarnations.get(node.node_id) != incarnation:
+            self._incarnations[node.node_id] = incarnation
+            self.superseded.pop(node.node_id, None)
+            self.pending.pop(node.node_id, None)
         pending = self.pending.setdefault(node.node_id, {})
         if isinstance(env.message, m.FetchRequest):
             # Superseded: the leader holds one Fetch per replica. The earlier one may still be
@@ -114,11 +134,13 @@ class ResponseRules:
         """The simulator takes `out` off `node` (after any step): judge every response in it."""
         if not self.judging:
             return
-        pending = self.pending.get(node.node_id)
-        for held in (pending, self.superseded.get(node.node_id)):
-            if held:
-                for key in [k for k, p in held.items() if p.incarnation != incarnation]:
-                    del held[key]  # lost with the process that received them
+        nid = node.node_id
+        if self._incarnations.get(nid) != incarnation:
+            # A new process life: what the last one received is lost with it.
+            self._incarnations[nid] = incarnation
+            self.pending.pop(nid, None)
+            self.superseded.pop(nid, None)
+        pending = self.pending.get(nid)
         for env in out.messages:
             if env.dst in self.ignore or type(env.message) not in KAFKA_ERRORS:
                 continue  # a request, or an answer to a request this module does not judge
@@ -178,7 +200,6 @@ class ResponseRules:
     def _judge(self, node: CheckedNode, env: m.Envelope, pending: dict[tuple[int, Any], _Pending] | None) -> None:
         resp: Any = env.message
         nid = node.node_id
-        name = type(resp).__name__
         key = (env.dst, env.ref)
         p = None if pending is None else pending.pop(key, None)
         if p is None:
@@ -193,7 +214,7 @@ class ResponseRules:
             return
         core = node.core
         assert core is not None  # a response comes out of a running core
-        what = f"node {nid}'s {name} {resp} to {req} from node {env.dst}"
+        what = _Described(nid, resp, req, env.dst)
         error = resp.error
         if error not in KAFKA_ERRORS[type(resp)]:
             self.fail("ErrorCode", f"{what}: error {error!r} is none Kafka answers {type(req).__name__} with")
