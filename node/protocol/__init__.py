@@ -8,6 +8,8 @@ Modules (each with one job):
 - ``codec``     ``decode_entity``/``decode_exact``/``encode_entity``: safe single-entity codec.
 - ``headers``   request header v1/v2, response header v0/v1 (ApiVersions always v0), whole messages.
 - ``api_versions`` ApiVersions answers (incl. UNSUPPORTED_VERSION → v0 body) and ``pick_version``.
+- ``served``    the version ranges a controller and a broker advertise, by API (the process registers
+                its handlers with them; the simulators' clients draw versions from them).
 - ``registry``  ``ApiRegistry``: handlers by api key and version range; ``Handler``, ``RequestContext``.
 - ``server``    ``ProtocolServer``: dispatch, in-order responses, close-with-logged-reason on bad frames.
 - ``client``    ``ProtocolClient``: correlation ids, pipelining, per-request timeout, reconnect.

@@ -7,7 +7,9 @@ active; a client creates topics through random brokers (forwarded to the control
 them valid, some with a default, zero or too large partition count or replication factor, half
 of them with topic configs (Kafka's keys, random values). Faults:
 isolating a node, crashing and restarting a controller or a broker (a broker restarts as a new
-incarnation), a broker's controlled shutdown followed by its restart; optionally a lossy network.
+incarnation), a broker's controlled shutdown followed by its restart, the active controller's
+resignation now and then (leadership goes back and forth: a controller that resigned wins again in
+the same process life); optionally a lossy network.
 A broker restarted after a controlled shutdown registers with the epoch it stopped at (the
 clean-shutdown marker, KIP-966's PreviousBrokerEpoch); after a crash with -1.
 Checked while running, after every step that moved a node's committed offset: images identical
@@ -22,10 +24,14 @@ is never created. An admin client (`node.sim.kraft_admin`) asks the active contr
 preferred leader elections, to unregister brokers that are down and fenced (or unknown) and to
 alter client quotas (a third of them through a broker, which forwards them), now and then at a
 standby (every item answered NOT_CONTROLLER), each answer
-judged against the controller's image when it decided. A reader (`node.sim.kraft_reader`) asks
+judged against the controller's image when it decided. A token client (`node.sim.kraft_tokens`)
+creates, renews and expires delegation tokens with edge values at the active controller, judged
+against Kafka's token semantics and the image the decision left. A reader (`node.sim.kraft_reader`) asks
 brokers for Metadata, DescribeCluster and DescribeClientQuotas, each answer judged against the
 answering broker's image; a creation a broker acknowledges before its visibility wait ran out must
-be in that broker's image (read-your-writes). Every Kafka request and
+be in that broker's image (read-your-writes). The client's CreateTopics and the token client's
+requests go at a version drawn from the range the node advertises (`node.sim.versions`), and every
+answer must come at the version asked. Every Kafka request and
 response goes through Kafka's wire format (`node.sim.wire`). At the end (after healing): no
 acknowledged topic lost, each with the partition count and replication factor asked for (or the
 defaults) and exactly the configs asked for, every node converged.
@@ -36,6 +42,7 @@ from __future__ import annotations
 import datetime
 import random
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +64,7 @@ from kraftlab.node.broker import (
     SendToController,
 )
 from kraftlab.node.controller import ControllerConfig, NotLeader, QuorumController, Reply
+from kraftlab.node.controller.messages import api_name
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.records import RESOURCE_TOPIC
@@ -66,15 +74,17 @@ from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
+from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, is_token_request
 from kraftlab.node.sim.leader_choice import LeaderChoice
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.retention import drawn_retention
 from kraftlab.node.sim.scheduler import EventQueue
+from kraftlab.node.sim.versions import BROKER, CONTROLLER, drawn
 from kraftlab.node.sim.wire import WireViolation, through_the_wire
 
 CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
-DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ = range(11)
+DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN = range(12)
 APP_TICK_MS = 50
 RPC_TIMEOUT_MS = 2_000
 # Topic configs a client may create a topic with (Kafka's keys), each with values to draw from.
@@ -199,7 +209,12 @@ class KraftSim:
         self.read_answers = 0
         self._reading: dict[int, Any] = {}
         self._client_sent: dict[int, tuple[int, int, int]] = {}
+        self._client_versions: dict[int, int] = {}
         self.leader_choice = LeaderChoice()
+        self.failover_rng = random.Random(seed ^ 0xF11F)  # when the active controller resigns
+        self.tokens = TokenClient(random.Random(seed ^ 0x70CE))
+        self.version_rng = random.Random(seed ^ 0x7E25)  # the version each client request is sent at
+        self.sent_versions: Counter[tuple[str, int]] = Counter()  # (API, version) of what the clients sent
 
     # ---- nodes --------------------------------------------------------------------------
 
@@ -213,7 +228,8 @@ class KraftSim:
             self.leader_choice.restart(node.node_id)
             node.ctrl = QuorumController(
                 ControllerConfig(
-                    node_id=node.node_id, cluster_id=CLUSTER_ID, session_timeout_ms=self.session_timeout_ms, seed=seed
+                    node_id=node.node_id, cluster_id=CLUSTER_ID, session_timeout_ms=self.session_timeout_ms, seed=seed,
+                    tokens=TOKENS,
                 ),
                 _Writer(self, node),
             )
@@ -337,6 +353,7 @@ class KraftSim:
             self._admin_answer(number, self._wire(out.response, f"broker {node.node_id}'s answer to the admin"))
             return
         sent_by, incarnation, sent_at = self._client_sent.pop(number, (0, 0, 0))
+        self._same_version(self._client_versions.pop(number, None), out.response, f"broker {node.node_id}")
         # Relayed before the visibility wait could have run out: the broker waited for its own image.
         waited = node.node_id == sent_by and node.incarnation == incarnation and (
             now - sent_at < node.broker()[2].visibility_wait_ms)
@@ -424,8 +441,10 @@ class KraftSim:
         self.queue.push(2_000, CLIENT, None)
         self.queue.push(2_500, ADMIN, None)
         self.queue.push(2_200, READ, None)
+        self.queue.push(2_300, TOKEN, None)
         if faults:
             self._schedule_faults(fault_ms)
+            self._schedule_resignations(fault_ms)
         if self.lossy:
             self.network.faults.drop = 0.05
             self.network.faults.duplicate = 0.05
@@ -467,10 +486,15 @@ class KraftSim:
             node = nodes[target]
             if node.ctrl is None:
                 return
+            decided: Any = None
             if bid == ADMIN_ID:
-                facts = self.admin.facts(request, node.ctrl.future_image)
-                self._admin_facts.setdefault(token, []).append((request, facts))
+                image = node.ctrl.future_image
+                decided = self.tokens.facts(request, image, now) if is_token_request(request) \
+                    else self.admin.facts(request, image)
+                self._admin_facts.setdefault(token, []).append((request, decided))
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
+            if isinstance(decided, TokenFacts):
+                decided.after = node.ctrl.future_image.copy()  # what the decision left
             self.drain(node, now)
         elif kind == REPLY:
             bid, binc, rkind, token, response = payload
@@ -507,8 +531,11 @@ class KraftSim:
                     configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in sorted(configs.items())),
                 )
                 timeout = i32Timedelta.parse(datetime.timedelta(milliseconds=5_000))
-                request = self._wire(CreateTopicsRequest(topics=(topic,), timeout=timeout), "the client's request")
+                newest = CreateTopicsRequest(topics=(topic,), timeout=timeout)
+                request = self._wire(drawn(self.version_rng, newest, BROKER), "the client's request")
                 self._client_sent[self.created] = (node.node_id, node.incarnation, now)
+                self._client_versions[self.created] = request.__version__
+                self.sent_versions[("CreateTopics", request.__version__)] += 1
                 node.broker()[2].handle(("client", self.created), request, now)
                 self.drain(node, now)
         elif kind == FAULT:
@@ -519,6 +546,8 @@ class KraftSim:
             self._admin_answer(payload[3], payload[4])
         elif kind == READ:
             self._read(now)
+        elif kind == TOKEN:
+            self._token_request(now)
 
     def _draw_configs(self) -> dict[str, str]:
         """No configs for half the topics, one to three of TOPIC_CONFIGS for the others."""
@@ -555,9 +584,32 @@ class KraftSim:
         payload = (target.node_id, ADMIN_ID, 0, "admin", self.admin_asked, request)
         self._send(ADMIN_ID, target.node_id, RPC, payload, now)
 
+    def _token_request(self, now: int) -> None:
+        """The token client's next request, to the controller that believes it is active."""
+        if now < self.client_until - TOKENS.max_lifetime_ms:  # every token gone before the end
+            self.queue.push(now + 100 + self.tokens.rng.randrange(200), TOKEN, None)
+        active = [(n.raft.core.epoch, n.node_id) for n in self.nodes.values()
+                  if n.ctrl is not None and n.ctrl.active and n.raft is not None]
+        if not active:
+            return
+        target = max(active)[1]
+        self.admin_asked += 1
+        request = self._wire(drawn(self.version_rng, self.tokens.request(), CONTROLLER), "the token client's request")
+        self.sent_versions[(api_name(request), request.__version__)] += 1
+        self._send(ADMIN_ID, target, RPC, (target, ADMIN_ID, 0, "admin", self.admin_asked, request), now)
+
+    def _same_version(self, asked: int | None, response: Any, who: str) -> None:
+        """Kafka answers a request at the request's version (its client parses nothing else)."""
+        if asked is not None and response.__version__ != asked:
+            raise SimViolation(f"seed {self.seed}: {who} answered a v{asked} request with "
+                               f"{type(response).__name__} v{response.__version__}")
+
     def _admin_answer(self, token: int, response: Any) -> None:
         decided = self._admin_facts.get(token, [])
-        verdicts = [self.admin.judge(request, facts, response) for request, facts in decided]
+        if decided:
+            self._same_version(decided[0][0].__version__, response, "the admin's answer")
+        verdicts = [self.tokens.judge(request, facts, response) if isinstance(facts, TokenFacts)
+                    else self.admin.judge(request, facts, response) for request, facts in decided]
         if decided and None not in verdicts:
             raise SimViolation(f"seed {self.seed}: {verdicts[0]}")
         self.admin_answered += 1
@@ -573,8 +625,22 @@ class KraftSim:
             self.queue.push(min(t + length, fault_ms), FAULT, ("undo-" + action, fault_id))
             t += length + self.rng.randint(200, 2_000)
 
+    def _schedule_resignations(self, fault_ms: int) -> None:
+        """The active controller resigns now and then (as Kafka's does on a controlled shutdown or an
+        error), from a generator of its own: leadership goes back and forth between live controllers,
+        so one that resigned wins again while brokers heartbeat (its leases rebuilt on each activation)."""
+        t = 2_500 + self.failover_rng.randrange(1_000)
+        while t < fault_ms - 1_000:
+            self.queue.push(t, FAULT, ("resign",))
+            t += self.failover_rng.randint(1_000, 3_000)
+
     def _fault(self, payload: tuple[Any, ...], now: int) -> None:
         action = payload[0]
+        if action == "resign":
+            for node in self.nodes.values():
+                if node.raft is not None and node.raft.core.is_leader:
+                    self.dispatch(node, node.raft.resign(now), now)
+            return
         if action == "heal":
             self.network.heal()
             for node in self.nodes.values():

@@ -12,7 +12,10 @@ client to back off (a throttle time above zero) — the simulators configure no 
 throttles only a client over its quota — and a response refusing the whole request (a top-level
 error code) says nothing else: Kafka answers such a request with the response's defaults and the
 error (`new XResponseData().setErrorCode(code)`), so a field set beside the error is a claim the
-node made about a request it did not carry out.
+node made about a request it did not carry out — save the few Kafka itself fills in first
+(`_ECHOED`: a refused CreateDelegationToken names its owner and requester, as Kafka's
+`CreateDelegationTokenResponse.prepareResponse` and its controller do). A timestamp of 0 ms (the
+epoch) is a default.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ def through_the_wire(entity: Any, what: str) -> Any:
 
 
 _FREE = ("error_code", "error_message", "throttle_time")  # what a refusal may set
+_ECHOED = {"CreateDelegationTokenResponse": ("principal_type", "principal_name", "token_requester_principal_type",
+                                             "token_requester_principal_name")}
+"""Fields Kafka sets in a refusal too, by response."""
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def _kafka_default(f: dataclasses.Field[Any]) -> Any:
@@ -65,6 +72,8 @@ _ZERO = object()
 def _is_zero(value: Any) -> bool:
     if isinstance(value, uuid.UUID):
         return value.int == 0
+    if isinstance(value, datetime.datetime):
+        return value == _EPOCH
     return value is None or (not value and not isinstance(value, datetime.timedelta)) or value == datetime.timedelta(0)
 
 
@@ -80,7 +89,7 @@ def response_rules(entity: Any, what: str) -> None:
     if not isinstance(code, int) or code == 0:
         return
     for f in dataclasses.fields(entity):
-        if f.name in _FREE:
+        if f.name in _FREE or f.name in _ECHOED.get(name, ()):
             continue
         value, default = getattr(entity, f.name), _kafka_default(f)
         if (default is _ZERO and not _is_zero(value)) or (default is not _ZERO and value != default):

@@ -18,7 +18,7 @@ from broker_harness import MiniCluster
 from kafka.protocol.metadata import MetadataResponse as KafkaPythonMetadataResponse
 from test_apis import _create, _up
 
-from kraftlab.node.process.application import BROKER_API_VERSIONS
+from kraftlab.node.protocol.served import BROKER_API_VERSIONS
 from kraftlab.node.protocol.codec import encode_entity
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python reads its schemas the old way

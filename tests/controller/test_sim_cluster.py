@@ -1,12 +1,44 @@
 """The whole cluster in the deterministic simulator: 3 controllers + 3 brokers on the real Raft
-core, with isolations and crashes of controllers and brokers (see node/sim/kraft.py for the checks)."""
+core, with isolations and crashes of controllers and brokers and resignations of the active
+controller (see node/sim/kraft.py for the checks); each faulty run's journals also judged by the
+checkers of real runs (`metadata`: every committed record against KIP-631's rules, every node's
+image against the replay; `fencing`: sessions, leases, epochs, ISRs)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+import kraftlab.node.controller.cluster as cluster
+from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.journal import journals_from
+from kraftlab.checker.metadata.check import check_metadata
 from kraftlab.node.broker import BrokerState
 from kraftlab.node.sim.kraft import FAULT, KraftSim
+
+
+def _judged(sim: KraftSim) -> dict[str, dict[str, Any]]:
+    """The run's journals through the real runs' metadata and fencing checkers."""
+    entries = sim.journal_dicts()
+    return {"metadata": check_metadata(journals_from(entries, "sim")),
+            "fencing": check_fencing(journals_from(entries, "sim"), session_timeout_ms=sim.session_timeout_ms)}
+
+
+def _assert_journals_valid(sim: KraftSim) -> None:
+    for name, res in _judged(sim).items():
+        assert res["valid"] is True, (name, res["anomalies"][:3])
+
+
+def _led_again(sim: KraftSim) -> bool:
+    """Whether some controller led two epochs within one process life (it resigned and won again)."""
+    led: dict[int, set[int]] = {}
+    for e in sim.journal_dicts():
+        if e["ev"] == "start":
+            led[e["node"]] = set()
+        elif e["ev"] == "role" and e.get("role") == "leader":
+            led.setdefault(e["node"], set()).add(e["epoch"])
+    return any(len(epochs) >= 2 for epochs in led.values())
 
 
 def test_quiet_cluster_all_brokers_unfenced_quickly() -> None:
@@ -22,13 +54,16 @@ def test_faults_lose_no_acknowledged_metadata_and_converge(seed: int) -> None:
     sim.run(fault_ms=15_000, settle_ms=15_000)
     sim.check_converged()
     assert sim.acked, "no topic was ever acknowledged"
+    _assert_journals_valid(sim)
 
 
-def test_lossy_network_with_duplicates() -> None:
+def test_lossy_network_with_duplicates_and_leadership_back_and_forth() -> None:
     sim = KraftSim(seed=4, lossy=True)
     sim.run(fault_ms=15_000, settle_ms=15_000)
     sim.check_converged()
     assert sim.acked
+    assert _led_again(sim), "no controller resigned and won again in the same process life"
+    _assert_journals_valid(sim)
 
 
 @pytest.mark.slow
@@ -37,6 +72,21 @@ def test_faults_many_seeds(seed: int) -> None:
     sim = KraftSim(seed=seed, brokers=5, lossy=seed % 2 == 0)
     sim.run(fault_ms=20_000, settle_ms=20_000)
     sim.check_converged()
+    _assert_journals_valid(sim)
+
+
+class _SwappedLeases(cluster.Leases):
+    """Leases built with the session timeout and the journal interval swapped (1 s sessions)."""
+
+    def __init__(self, session_timeout_ms: int, journal_interval_ms: int) -> None:
+        super().__init__(journal_interval_ms, session_timeout_ms)
+
+
+def test_a_controller_whose_leases_run_out_too_soon_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "Leases", _SwappedLeases)
+    sim = KraftSim(seed=4, lossy=True)  # heartbeats lost and late: some arrive more than 1 s apart
+    sim.run(fault_ms=15_000, settle_ms=15_000)
+    assert "FencedWithLiveSession" in {a["type"] for a in _judged(sim)["fencing"]["anomalies"]}
 
 
 def test_dead_broker_fenced_within_session_timeout_plus_slack() -> None:
@@ -52,4 +102,5 @@ def test_dead_broker_fenced_within_session_timeout_plus_slack() -> None:
     image = sim.nodes[1].image()[1]
     assert image.brokers[102].fenced
     assert all(p.leader != 102 and 102 not in p.isr for _, _, p in image.partitions())
-    assert sim.nodes[101].lifecycle.state == BrokerState.RUNNING
+    lifecycle = sim.nodes[101].lifecycle
+    assert lifecycle is not None and lifecycle.state == BrokerState.RUNNING
