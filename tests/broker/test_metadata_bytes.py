@@ -18,8 +18,8 @@ from broker_harness import MiniCluster
 from kafka.protocol.metadata import MetadataResponse as KafkaPythonMetadataResponse
 from test_apis import _create, _up
 
-from kraftlab.node.protocol.served import BROKER_API_VERSIONS
 from kraftlab.node.protocol.codec import encode_entity
+from kraftlab.node.protocol.served import BROKER_API_VERSIONS
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python reads its schemas the old way
 _, LOWEST, HIGHEST = BROKER_API_VERSIONS["Metadata"]
