@@ -13,7 +13,10 @@ voter change with no `requested`, would otherwise judge nothing and pass.
   life — naming the same ids as the `start` line's `voters`; a static quorum's node names itself
   or the quorum's voters on `start` and journals no `voters` at all.
 - VoterChangeSequence: the leader's AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter, as it journals
-  them: a change is `requested` (only while leader, one at a time within a leadership), then either
+  them: a change is `requested` only while leader and only when KIP-853 lets it take one — no
+  other change of its leadership in progress, its high-water mark past its epoch's first offset
+  (its LeaderChange) and past the offset of the voter set in force — and a leader refuses with
+  REQUEST_TIMED_OUT only when one of these does not hold; then either
   `timed_out` (an add whose voter never caught up) or `appended` (the same kind and voter; at the
   log's end — the leader's next `append` starts there and its next `voters` names that offset and
   set —, the set being the one in force with the voter added, removed, or the same ids for an
@@ -173,6 +176,17 @@ class VotersAtStart(NamedRule):
                         f"in force at start is {first.get('voters')}"), [start, first])
 
 
+def _busy(replay: Replay, m: Moment, pending: Entry | None, epoch_start: int | None) -> str | None:
+    """Why a leader in state `m` may take no voter change now (KIP-853; None: it may)."""
+    if pending is not None:
+        return f"the {pending['kind']} of voter {pending['voter']} was not over yet"
+    if epoch_start is None or m.hw <= epoch_start:
+        return f"the leader had not committed in its epoch (high-water mark {m.hw}, epoch start {epoch_start})"
+    if m.voters and m.voters[-1][0] >= m.hw:
+        return f"the voter set at offset {m.voters[-1][0]} had not committed (high-water mark {m.hw})"
+    return None
+
+
 class VoterChangeSequence(NamedRule):
     def check(self, replay: Replay) -> Iterator[Violation]:
         moments: dict[int, Moment] = {id(e): m for kind in ("voter_change", "start", "role", "append", "voters")
@@ -184,10 +198,13 @@ class VoterChangeSequence(NamedRule):
         pending: Entry | None = None  # the change requested (or appended) and not yet over, in this term
         appended: Entry | None = None  # its `appended` line, until the leader's `append` and `voters` show it
         append_seen = voters_seen = False
+        epoch_start: int | None = None  # the offset of the leader's first append of its term (its LeaderChange)
         for e in entries:
             if e.ev in ("start", "role"):
-                pending, appended = None, None
+                pending, appended, epoch_start = None, None, None
                 continue
+            if e.ev == "append" and e.get("leader") and epoch_start is None and not _problems(e):
+                epoch_start = int(e["base"])
             if appended is not None and e.ev == "append" and not append_seen:
                 append_seen = True
                 if int(e["base"]) != int(appended["offset"]):
@@ -200,9 +217,15 @@ class VoterChangeSequence(NamedRule):
                 continue
             m = moments[id(e)]
             action = e["action"]
+            busy = _busy(replay, m, pending, epoch_start)
             if action == "refused":
                 leading = m.role == "leader"
-                if leading and e["error"] == "NOT_LEADER_OR_FOLLOWER":
+                if leading and e["error"] == "REQUEST_TIMED_OUT" and busy is None and m.voters:
+                    yield Violation(self.name, (
+                        f"leader {e.node} refused a voter change with REQUEST_TIMED_OUT though no change was in "
+                        f"progress, its last voter set had committed and it had committed in its epoch (high-water "
+                        f"mark {m.hw})"), [e])
+                elif leading and e["error"] == "NOT_LEADER_OR_FOLLOWER":
                     yield Violation(self.name, f"node {e.node} refused a voter change as not the leader while it led",
                                     [e])
                 elif not leading and e["error"] not in NOT_LEADER_ERRORS:
@@ -214,9 +237,8 @@ class VoterChangeSequence(NamedRule):
                 ids = vs.ids(replay.set_in_force(m))
                 if m.role != "leader":
                     yield self._bad(e, e, f"node {e.node} was {m.role}: only the leader takes a change")
-                elif pending is not None:
-                    yield self._bad(e, e, f"the {pending['kind']} of voter {pending['voter']} was not over yet",
-                                    pending)
+                elif busy is not None:
+                    yield self._bad(e, e, busy, pending)
                 elif (e["voter"] in ids) == (e["kind"] == "add"):
                     yield self._bad(e, e, f"voter {e['voter']} {'already is' if e['kind'] == 'add' else 'is not'} "
                                     f"in the set in force {ids}")

@@ -14,6 +14,7 @@ import pytest
 import kraftlab.node.sim.cluster as sim
 from kraftlab.checker.journal import journals_from
 from kraftlab.checker.raft import check_raft
+from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import RaftCore
 from kraftlab.node.sim.cluster import SimParams
 from kraftlab.node.sim.membership import MembershipParams, MembershipSimulation
@@ -66,11 +67,14 @@ CONTRACT = ("JournalFields", "VotersAtStart", "VoterChangeSequence")
 
 
 class JournalingMembershipSimulation(MembershipSimulation):
-    """The membership simulator, collecting every core's journal events."""
+    """The membership simulator, collecting every core's journal events (and what its own rules
+    find, instead of stopping there: the journals are judged whole)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.entries: list[dict[str, Any]] = []
+        self.found: set[str] = set()
+        self.invariants.fail = lambda name, detail: self.found.add(name)  # type: ignore[method-assign]
 
     def _dispatch(self, node: Any, out: Any, now: int) -> None:
         self.entries += [{"ts": now, "mono": now * 1_000_000, "node": node.node_id, **ev} for ev in out.events]
@@ -82,6 +86,7 @@ def _membership_journals(core_class: type[RaftCore] = RaftCore) -> tuple[list[di
                               change_every_ms=300)
     s = JournalingMembershipSimulation(params, core_class=core_class)
     s.run()
+    assert core_class is not RaftCore or not s.found, s.found
     return s.entries, check_raft(journals_from(s.entries, "sim"))
 
 
@@ -129,9 +134,20 @@ class AppendsTheSetItHad(RaftCore):
         super()._event(ev, **fields)
 
 
+class RefusesForNothing(RaftCore):
+    """A leader that answers every other voter change REQUEST_TIMED_OUT whatever its state."""
+
+    busy = False
+
+    def _change_refusal(self) -> tuple[m.Errors, str] | None:
+        self.busy = not self.busy
+        return (m.Errors.REQUEST_TIMED_OUT, "busy") if self.busy else super()._change_refusal()
+
+
 @pytest.mark.parametrize(
     ("core_class", "rule"),
-    [(ForgetsTheSetItStartsWith, "VotersAtStart"), (SilentOnRequests, "VoterChangeSequence"),
+    [(RefusesForNothing, "VoterChangeSequence"),
+     (ForgetsTheSetItStartsWith, "VotersAtStart"), (SilentOnRequests, "VoterChangeSequence"),
      (SaysNotWhichVoteItGrants, "JournalFields"), (AppendsTheSetItHad, "VoterChangeSequence")],
 )
 def test_a_journal_that_breaks_its_contract_is_a_finding(core_class: type[RaftCore], rule: str) -> None:
