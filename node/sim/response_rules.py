@@ -24,7 +24,10 @@ the responder's state at that moment (what the node holds once its step is over)
 - ErrorMeaning: FENCED_LEADER_EPOCH carries an epoch above the request's, UNKNOWN_LEADER_EPOCH one
   below it, NOT_LEADER_OR_FOLLOWER comes from a node not leading; a Fetch or FetchSnapshot served
   without error comes from the leader of the request's epoch; a vote granted (not a pre-vote) is
-  the responder's vote in the candidate's epoch; an answer with an error grants nothing.
+  the responder's vote in the candidate's epoch, and any vote (or pre-vote) granted goes to a log at
+  least as up to date as the responder's; an answer with an error grants nothing; an accepted
+  BeginQuorumEpoch leaves the responder following its sender in its epoch, an accepted
+  EndQuorumEpoch in its epoch or a later one.
 """
 
 from __future__ import annotations
@@ -231,7 +234,7 @@ class ResponseRules:
                 f"{what}: it carries high-water mark {resp.high_watermark}, "
                 f"above the responder's {core.high_watermark}",
             )
-        wrong = self._meaning(nid, req, resp, core)
+        wrong = self._meaning(node, req, resp, core)
         if wrong is not None:
             self.fail("ErrorMeaning", f"{what}: {wrong}")
         if error == E.NONE and isinstance(resp, m.FetchResponse | m.FetchSnapshotResponse):
@@ -243,8 +246,9 @@ class ResponseRules:
                 self.fail("FetchContent", f"{what}: {wrong}")
 
     @staticmethod
-    def _meaning(nid: int, req: Any, resp: Any, core: Any) -> str | None:
+    def _meaning(node: CheckedNode, req: Any, resp: Any, core: Any) -> str | None:
         """What the answer's error (or success) claims that the request and responder contradict."""
+        nid = node.node_id
         error = resp.error
         if error == E.FENCED_LEADER_EPOCH and resp.epoch <= req.epoch:
             return f"FENCED_LEADER_EPOCH with epoch {resp.epoch}, not above the request's {req.epoch}"
@@ -255,11 +259,19 @@ class ResponseRules:
         served = isinstance(resp, m.FetchResponse | m.FetchSnapshotResponse) and error == E.NONE
         if served and (resp.leader_id, resp.epoch) != (nid, req.epoch):
             return f"served without error by a node that does not lead the request's epoch {req.epoch}"
+        accepted = isinstance(resp, m.BeginQuorumEpochResponse) and error == E.NONE
+        if accepted and (resp.leader_id, resp.epoch) != (req.leader_id, req.epoch):
+            return f"accepted, but the responder does not follow node {req.leader_id} in epoch {req.epoch}"
+        if isinstance(resp, m.EndQuorumEpochResponse) and error == E.NONE and resp.epoch < req.epoch:
+            return f"accepted, but the responder stays in epoch {resp.epoch}, below the request's {req.epoch}"
         if isinstance(resp, m.VoteResponse):
             if error != E.NONE and resp.granted:
                 return "an error that grants the vote"
             if resp.granted and not req.pre_vote and (resp.epoch != req.epoch or core.voted_id != req.candidate_id):
                 return f"granted, but the responder's vote in epoch {resp.epoch} is {core.voted_id}"
+            log = (node.log.last_epoch(), node.log.end_offset())
+            if resp.granted and (req.last_epoch, req.end_offset) < log:
+                return f"granted to a log ending at {req.end_offset} in epoch {req.last_epoch}, behind {log}"
         return None
 
 

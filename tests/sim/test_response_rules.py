@@ -191,3 +191,22 @@ def corrupts_snapshot_chunks(request: m.Envelope, answer: Any) -> Any:
 def test_a_leader_serving_bytes_its_snapshot_does_not_hold_is_caught() -> None:
     found = first_violation(core_answering(corrupts_snapshot_chunks), range(10), CUT_OFF_LEADERS)
     assert found is not None and found.name == "FetchContent", found
+
+
+def grants_every_vote(request: m.Envelope, answer: Any) -> Any:
+    return dataclasses.replace(answer, granted=True) if isinstance(answer, m.VoteResponse) else answer
+
+
+class AcceptsBeginWithoutFollowing(RaftCore):
+    """Answers every BeginQuorumEpoch with success and changes nothing."""
+
+    def _on_begin_request(self, env: m.Envelope, req: m.BeginQuorumEpochRequest, now: int) -> None:
+        self._reply(env, m.BeginQuorumEpochResponse(E.NONE, self.epoch, self.leader_id))
+
+
+@pytest.mark.parametrize(
+    "core_class", [core_answering(grants_every_vote), AcceptsBeginWithoutFollowing], ids=["grants-all", "begin-ignored"]
+)
+def test_an_answer_claiming_what_the_responder_did_not_do_is_caught(core_class: type[RaftCore]) -> None:
+    found = first_violation(core_class, range(10), CUT_OFF_LEADERS)
+    assert found is not None and found.name == "ErrorMeaning", found
