@@ -48,8 +48,9 @@ outputs = st.builds(
         st.fixed_dictionaries({"ev": st.sampled_from(["role", "hw", "append"]), "n": st.integers(0, 9)}), max_size=3
     ),
     st.lists(updates, max_size=2),
-    st.none() | st.integers(0, 10**6),
-    st.none() | st.integers(0, 10**6),
+    # small offsets and times: steps that ask for the same flush, or for offset 0, are common
+    st.none() | st.integers(0, 3),
+    st.none() | st.integers(0, 3),
 )
 
 
@@ -88,3 +89,14 @@ def test_merging_is_associative(a: Output, b: Output, c: Output) -> None:
         right.deadline,
         right.flush_to,
     )
+
+
+def test_a_merged_flush_is_the_furthest_asked_for_every_pair_of_small_offsets() -> None:
+    # Exhaustive over small values (None: the step asked for no flush; 0 is an offset like any other).
+    values = [None, 0, 1, 2]
+    for first in values:
+        for later in values:
+            merged = Output(flush_to=first)
+            merged.merge(Output(flush_to=later))
+            asked = [v for v in (first, later) if v is not None]
+            assert merged.flush_to == (max(asked) if asked else None), (first, later)
