@@ -35,10 +35,11 @@ voter change with no `requested`, would otherwise judge nothing and pass.
   whatever its state: only the one-leader-per-epoch part applies to it. The order of states is
   judged on journals that show the pre-vote states at all: one without is not every transition.)
 - LogContinuity: within a process life the node's log, as its own journal tells it, has no gap and
-  no overlap: every `append` starts at the log's end — the `start` line's `log_end`, moved by each
-  append (`base` + its records), truncation (`to`) and snapshot load or fetch (at least its
-  `offset`) —; a `diverging` truncation cuts from that end (`from`) to no further than it; and a
-  `flush`, an `hw` and a created snapshot never pass it. A line missing or misstated (an append
+  no overlap: a `start` line's `log_start` and `hw` are no later than its `log_end`; every
+  `append` starts at the log's end — the `start` line's `log_end`, moved by each append (`base` +
+  its records), truncation (`to`) and snapshot load or fetch (at least its `offset`) —; a
+  `diverging` truncation cuts from that end (`from`) to no further than it; and a `flush`, an `hw`
+  and a created snapshot never pass it. A line missing or misstated (an append
   unjournalled, a truncation at another offset) breaks the replay every other rule reads.
 """
 
@@ -344,6 +345,10 @@ class LogContinuity(NamedRule):
         for e in entries:
             if e.ev == "start" and not _problems(e):
                 end, moved = int(e["log_end"]), e
+                if not e["log_start"] <= end or not e["hw"] <= end:
+                    yield Violation(self.name, (
+                        f"node {e.node} started with log [{e['log_start']}, {end}) and high-water mark {e['hw']}: "
+                        "a log starts no later than it ends, and its high-water mark is no later than its end"), [e])
                 continue
             if end is None or e.ev not in ("append", "truncate", "snapshot", "flush", "hw") or _problems(e):
                 continue

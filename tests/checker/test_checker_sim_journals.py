@@ -204,7 +204,16 @@ class SilentCatchUp(RaftCore):
         super()._event(ev, **fields)
 
 
-@pytest.mark.parametrize("core_class", [SilentTruncations, SilentCatchUp])
+class StartsBackwards(RaftCore):
+    """A node whose start line gives its log's start and end the wrong way round."""
+
+    def _event(self, ev: str, **fields: Any) -> None:
+        if ev == "start":
+            fields["log_start"], fields["log_end"] = fields["log_end"], fields["log_start"]
+        super()._event(ev, **fields)
+
+
+@pytest.mark.parametrize("core_class", [SilentTruncations, SilentCatchUp, StartsBackwards])
 def test_a_log_the_journal_misstates_is_a_finding(core_class: type[RaftCore]) -> None:
     s = JournalingSimulation(sim.SimParams(seed=3, voters=3, faults=("partition", "crash"), journal=True),
                              core_class=core_class)
