@@ -179,10 +179,6 @@ class VoterRequestJudge:
         elif asked.expected is None and error not in _TAKEN_OUTCOMES[type(asked.request)]:
             self.fail("VoterChangeAnswered", f"{what} was taken, then answered {_name(error)}")
 
-    def unanswered_refusals(self) -> list[Asked]:
-        """Requests Kafka refuses at once that got no answer (checked right after each is sent)."""
-        return [a for a in self.asked.values() if a.expected is not None and not a.answers]
-
 
 _TAKEN_OUTCOMES: dict[type, tuple[m.Errors, ...]] = {
     m.AddRaftVoterRequest: (m.Errors.NONE, m.Errors.REQUEST_TIMED_OUT, m.Errors.NOT_LEADER_OR_FOLLOWER),
