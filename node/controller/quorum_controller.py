@@ -385,6 +385,12 @@ def error_response(request: Any, code: ErrorCode) -> Any:
         else:
             items = [{"name": n, "error_code": code} for n in request.topic_names]
         return respond(request, {"responses": items})
+    if api == "ElectLeaders":  # as Kafka's ElectLeadersRequest.getErrorResponse: on every partition asked too (v0
+        # has no top-level code: without them its client would read "nothing to elect")
+        results = [{"topic": tp.topic, "partition_result": [{"partition_id": pid, "error_code": code}
+                                                            for pid in tp.partitions]}
+                   for tp in request.topic_partitions or ()]
+        return respond(request, {"error_code": code, "replica_election_results": results})
     if api == "AlterClientQuotas":
         return respond(request, {"entries": [{"error_code": code, "entity": [
             {"entity_type": c.entity_type, "entity_name": c.entity_name} for c in e.entity]} for e in request.entries]})

@@ -568,7 +568,8 @@ class KraftSim:
         _, target, ctrl = max(active, key=lambda a: a[0])
         down = [b for b in self.broker_ids if self.nodes[b].raft is None]
         request = self.admin.request(ctrl.future_image, down)
-        request = self._wire(request, "the admin client's request")
+        request = self._wire(drawn(self.version_rng, request, CONTROLLER), "the admin client's request")
+        self.sent_versions[(api_name(request), request.__version__)] += 1
         standby = self.admin.standby([n.node_id for n in self.nodes.values() if n.ctrl is not None and n is not target])
         if standby is not None:
             target = self.nodes[standby]

@@ -14,7 +14,10 @@ fences or unregisters it: the broker a change removes is the one being removed).
 - with no eligible ISR member the partition has no leader — unless its ISR is empty and a member of
   its last known ELR is eligible: then the first such one (in replica order) leads, alone in the ISR;
   a leader from outside the ISR and ELR (an unclean election, which the configuration or an operator's
-  ElectLeaders UNCLEAN allows) is the first eligible replica, alone in the ISR.
+  ElectLeaders UNCLEAN allows) is the first eligible replica, alone in the ISR;
+- the last known ELR (the ISR members remembered when it emptied) is kept only while the ISR is
+  empty: a record leaving ISR members and remembered ones is wrong (this node's KIP-966 subset:
+  node.controller.partitions).
 
 Judged from what the records did alone (nothing of the controller's intent), so that a wrong choice
 is caught wherever the controller makes it: fencing, controlled shutdown, unfencing, reassignment,
@@ -40,6 +43,9 @@ def _first(candidates: list[int]) -> int:
 def leader_verdict(image: MetadataImage, before: PartitionInfo | None, after: PartitionInfo) -> str | None:
     """Why `after`'s leader is not the one Kafka chooses for a partition that was `before` (None: a
     new partition), brokers as in `image`; None when it is."""
+    if after.isr and after.last_known_elr:
+        return (f"ISR {list(after.isr)} with a last known ELR {list(after.last_known_elr)}: the last ISR members are "
+                "remembered only while the ISR is empty (and forgotten once it has members again)")
     removed = set(before.isr) - set(after.isr) if before is not None else set()
 
     def eligible(b: int) -> bool:

@@ -56,6 +56,7 @@ WRONG = [
     ("unclean, not the first eligible replica", _image(fenced=(1,)),
      _p((1, 2, 3), (), NO_LEADER, elr=(1,)), _p((1, 2, 3), (3,), 3)),
     ("an ELR leader with company in the ISR", _image(), _p((2, 1), (), NO_LEADER, elr=(1,)), _p((2, 1), (1, 2), 1)),
+    ("an ELR kept beside a non-empty ISR", _image(), _p((1, 2), (1,), 1), _p((1, 2), (1, 2), 1, elr=(1,))),
 ]
 
 
@@ -70,7 +71,7 @@ def test_wrong_choices_are_named(case: str, image: MetadataImage, before: Partit
                                  after: PartitionInfo) -> None:
     verdict = leader_verdict(image, before, after)
     assert verdict is not None
-    assert verdict.startswith("no leader" if after.leader == NO_LEADER else f"leader {after.leader}")
+    assert verdict.startswith(("ISR", "no leader" if after.leader == NO_LEADER else f"leader {after.leader}"))
 
 
 def _last_eligible(original: Callable[..., PartitionChangeRecord | None]) -> Callable[..., Any]:

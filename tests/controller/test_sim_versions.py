@@ -16,7 +16,8 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
 import kraftlab.node.broker.apis as broker_apis
-from kraftlab.node.controller.messages import api_name, build
+import kraftlab.node.controller.quorum_controller as quorum_controller
+from kraftlab.node.controller.messages import api_name, build, respond
 from kraftlab.node.sim.kraft import KraftSim, SimViolation
 from kraftlab.node.sim.kraft_tokens import TokenClient
 from kraftlab.node.sim.versions import BROKER, CONTROLLER, at_version, versions
@@ -54,7 +55,8 @@ def test_a_run_sends_several_versions_of_each_api() -> None:
     sim = KraftSim(seed=1)
     sim.run(fault_ms=15_000, settle_ms=15_000)
     sim.check_converged()
-    for api in ("CreateTopics", "CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken"):
+    for api in ("CreateTopics", "CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken",
+                "ElectLeaders", "AlterClientQuotas"):
         assert len({v for a, v in sim.sent_versions if a == api}) >= 2, (api, sim.sent_versions)
 
 
@@ -69,4 +71,20 @@ def test_a_broker_relaying_at_the_wrong_version_is_caught(monkeypatch: pytest.Mo
     monkeypatch.setattr(broker_apis, "respond", newest)
     sim = KraftSim(seed=1)
     with pytest.raises(SimViolation, match=r"answered a v\d request with CreateTopicsResponse v7"):
+        sim.run(fault_ms=15_000, settle_ms=15_000)
+
+
+def test_an_elect_leaders_refusal_without_its_partitions_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ElectLeaders v0 has no top-level error code: a NOT_CONTROLLER answered only there reads as
+    "nothing to elect" (Kafka puts it on every partition asked)."""
+    right = quorum_controller.error_response
+
+    def top_level_only(request: Any, code: Any) -> Any:
+        if api_name(request) == "ElectLeaders":
+            return respond(request, {"error_code": code})
+        return right(request, code)
+
+    monkeypatch.setattr(quorum_controller, "error_response", top_level_only)
+    sim = KraftSim(seed=1)
+    with pytest.raises(SimViolation, match="ElectLeaders answered"):
         sim.run(fault_ms=15_000, settle_ms=15_000)
