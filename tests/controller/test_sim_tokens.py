@@ -130,12 +130,36 @@ def _expire_keeps_token(original: Callable[[Write, Any], Outcome]) -> Callable[[
     return wrong
 
 
+class _CreateThenExpireNow(TokenClient):
+    """Creates a token with the server's maximum lifetime (asked as -1 or 0), then expires it at once
+    (period -1), again and again: the edge values, every time."""
+
+    def request(self) -> Any:
+        if len(self.hmacs) <= self.expiries:
+            lifetime = i64Timedelta.parse(datetime.timedelta(milliseconds=self.rng.choice([-1, 0])))
+            return CreateDelegationTokenRequest(owner_principal_type=None, owner_principal_name=None, renewers=(),
+                                                max_lifetime=lifetime)
+        self.expiries += 1
+        period = i64Timedelta.parse(datetime.timedelta(milliseconds=-1))
+        return ExpireDelegationTokenRequest(hmac=self.hmacs[-1], expiry_time_period=period)
+
+    expiries = 0
+
+
+def test_the_edge_values_are_answered_right_every_time() -> None:
+    sim = KraftSim(seed=1)
+    sim.tokens = _CreateThenExpireNow(random.Random(1))
+    sim.run(fault_ms=15_000, settle_ms=15_000)
+    assert sim.tokens.answered[("ExpireDelegationToken", "none")] >= 3
+
+
 @pytest.mark.parametrize(("handler", "wrong"), [("create_delegation_token", _literal_lifetime),
                                                 ("expire_delegation_token", _expire_keeps_token)])
 def test_a_controller_handling_an_edge_value_wrong_is_caught(handler: str, wrong: Any,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(quorum_controller, handler, wrong(getattr(quorum_controller, handler)))
     sim = KraftSim(seed=1)
+    sim.tokens = _CreateThenExpireNow(random.Random(1))
     with pytest.raises(SimViolation, match="DelegationToken"):
         sim.run(fault_ms=15_000, settle_ms=15_000)
 

@@ -85,6 +85,11 @@ def test_an_elect_leaders_refusal_without_its_partitions_is_caught(monkeypatch: 
         return right(request, code)
 
     monkeypatch.setattr(quorum_controller, "error_response", top_level_only)
-    sim = KraftSim(seed=1)
-    with pytest.raises(SimViolation, match="ElectLeaders answered"):
-        sim.run(fault_ms=15_000, settle_ms=15_000)
+    caught = []
+    for seed in (1, 2, 3):  # a v0 ElectLeaders must meet a standby or a failover: the first run nearly always
+        try:
+            KraftSim(seed=seed).run(fault_ms=15_000, settle_ms=15_000)
+        except SimViolation as exc:
+            caught.append(str(exc))
+            break
+    assert caught and "ElectLeaders answered" in caught[0]
