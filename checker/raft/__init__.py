@@ -12,8 +12,8 @@ counts it of the voter set in force (KIP-853: from the node's journalled `voters
 force once appended; the static `start` voters otherwise); the rules across voter sets
 (ElectedByMajority, OneChangeAtATime, MajoritiesIntersect, RemovedLeaderResigns,
 ReplacedDiskNeverVotes) are stated in checker.raft.membership_rules; the journal held to its
-contract (JournalFields, VotersAtStart, VoterChangeSequence, RoleLines, LogContinuity: what these
-rules read is there, in order, and agrees with itself) in checker.raft.journal_contract.
+contract (JournalFields, VotersAtStart, VoterChangeSequence, RoleLines, LogContinuity,
+LinesInTheirState: what these rules read is there, in order, and agrees with itself) in checker.raft.journal_contract.
 - MonotonicEpoch: a node's epoch never goes down (for a voter it is durable across restarts — an
   observer learns it again from the leader; a restart with
   an empty log — new or wiped storage — starts the node's history over).
@@ -81,6 +81,7 @@ from typing import Any
 from kraftlab.checker.journal import Journals
 from kraftlab.checker.raft.journal_contract import (
     JournalFields,
+    LinesInTheirState,
     LogContinuity,
     RoleLines,
     VoterChangeSequence,
@@ -121,7 +122,7 @@ def raft_rules(stale_leader_slack_ms: float = STALE_LEADER_SLACK_MS) -> list[Rul
             LogMatching(), LeaderCompleteness(), NoUncommittedApply(), StaleLeader(stale_leader_slack_ms),
             AnsweredBeforeCommit(), NodeStoppedOnSafetyError(), ElectedByMajority(), OneChangeAtATime(),
             MajoritiesIntersect(), RemovedLeaderResigns(), ReplacedDiskNeverVotes(), JournalFields(), VotersAtStart(),
-            VoterChangeSequence(), RoleLines(), LogContinuity()]
+            VoterChangeSequence(), RoleLines(), LogContinuity(), LinesInTheirState()]
 
 
 INVARIANTS = [r.name for r in raft_rules()]

@@ -41,6 +41,11 @@ voter change with no `requested`, would otherwise judge nothing and pass.
   `diverging` truncation cuts from that end (`from`) to no further than it; and a `flush`, an `hw`
   and a created snapshot never pass it. A line missing or misstated (an append
   unjournalled, a truncation at another offset) breaks the replay every other rule reads.
+- LinesInTheirState: each line agrees with the node's state when it was written (the replay's, from
+  its own journal): an append as leader comes from the leader, in its epoch; a follower's append
+  carries no epoch above the node's; a voter's `hw` names its epoch; a `quorum` sample comes from
+  the leader of its epoch; a created snapshot covers only what the node had committed (KIP-630).
+  Judged, as RoleLines' order, on journals that show the pre-vote states.
 """
 
 from __future__ import annotations
@@ -280,6 +285,13 @@ class VoterChangeSequence(NamedRule):
                          [x for i, x in enumerate(entries) if all(x is not y for y in entries[:i])])
 
 
+def _journals_pre_votes(entries: list[Entry]) -> bool:
+    """Whether a node journals its pre-vote states (KIP-996): only then are its role lines every
+    transition it made (a hand-built or older node's journal may skip some), so that the order of its
+    states, and its other lines against them, can be judged."""
+    return any(e.ev == "role" and e.get("role") == "prospective" for e in entries)
+
+
 def _role_problem(e: Entry, before: Entry | None) -> str | None:
     """What is wrong with voter role line `e` after `before` (the life's previous role line, None at start)."""
     role, node, leader, voted = e["role"], e.node, e["leader"], e["voted_for"]
@@ -309,9 +321,7 @@ class RoleLines(NamedRule):
         for entries in replay.journals.by_node.values():
             leaders: dict[int, Entry] = {}  # epoch → the first line naming its leader
             before: Entry | None = None
-            # The order of states is judged on a node that journals its pre-vote states (KIP-996): a
-            # journal without them is not every transition (hand-built, or older nodes').
-            ordered = any(e.ev == "role" and e.get("role") == "prospective" for e in entries)
+            ordered = _journals_pre_votes(entries)
             for e in entries:
                 if e.ev == "start":
                     before = None
@@ -373,3 +383,31 @@ class LogContinuity(NamedRule):
                     f"node {e.node}'s journal shows {problem} where its log ended at {end}: a line is missing or "
                     "misstated, so the log every rule replays is not the node's"),
                     [x for x in (moved, e) if x is not None])
+
+
+class LinesInTheirState(NamedRule):
+    def check(self, replay: Replay) -> Iterator[Violation]:
+        complete = {n for n, entries in replay.journals.by_node.items() if _journals_pre_votes(entries)}
+        for kind in ("append", "hw", "quorum", "snapshot"):
+            for e, m in replay.events(kind):
+                if _problems(e) or m.life == 0 or e.node not in complete:
+                    continue
+                problem = _out_of_state(e, m)
+                if problem is not None:
+                    yield Violation(self.name, (
+                        f"node {e.node} journalled {problem} while it was {m.role} in epoch {m.epoch} with high-water "
+                        f"mark {m.hw}"), [x for x in (m.epoch_entry, e) if x is not None])
+
+
+def _out_of_state(e: Entry, m: Moment) -> str | None:
+    if e.ev == "append" and e["leader"] and (m.role != "leader" or e["epoch"] != m.epoch):
+        return f"an append as leader in epoch {e['epoch']}"
+    if e.ev == "append" and not e["leader"] and e["epoch"] > m.epoch:
+        return f"a replicated append of epoch {e['epoch']}"
+    if e.ev == "hw" and m.role not in ("observer", "unattached") and e["epoch"] != m.epoch:
+        return f"a high-water mark of epoch {e['epoch']}"
+    if e.ev == "quorum" and (m.role != "leader" or e.get("epoch") != m.epoch):
+        return f"a quorum sample of epoch {e.get('epoch')}"
+    if e.ev == "snapshot" and e["action"] == "create" and e["offset"] > m.hw:
+        return f"a snapshot up to {e['offset']}"
+    return None

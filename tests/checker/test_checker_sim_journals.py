@@ -213,10 +213,23 @@ class StartsBackwards(RaftCore):
         super()._event(ev, **fields)
 
 
-@pytest.mark.parametrize("core_class", [SilentTruncations, SilentCatchUp, StartsBackwards])
-def test_a_log_the_journal_misstates_is_a_finding(core_class: type[RaftCore]) -> None:
+class HighWatermarkOfThePastEpoch(RaftCore):
+    """A node whose high-water mark lines name the epoch before its own."""
+
+    def _event(self, ev: str, **fields: Any) -> None:
+        if ev == "hw":
+            fields["epoch"] -= 1
+        super()._event(ev, **fields)
+
+
+@pytest.mark.parametrize(
+    ("core_class", "rule"),
+    [(SilentTruncations, "LogContinuity"), (SilentCatchUp, "LogContinuity"), (StartsBackwards, "LogContinuity"),
+     (HighWatermarkOfThePastEpoch, "LinesInTheirState")],
+)
+def test_a_log_the_journal_misstates_is_a_finding(core_class: type[RaftCore], rule: str) -> None:
     s = JournalingSimulation(sim.SimParams(seed=3, voters=3, faults=("partition", "crash"), journal=True),
                              core_class=core_class)
     s.run()
-    res = check_raft(journals_from(s.entries, "sim"), only=["LogContinuity"])
-    assert res["valid"] is False and {a["type"] for a in res["anomalies"]} == {"LogContinuity"}
+    res = check_raft(journals_from(s.entries, "sim"), only=[rule])
+    assert res["valid"] is False and {a["type"] for a in res["anomalies"]} == {rule}

@@ -83,6 +83,9 @@ BREAKERS: dict[str, Callable[[], JB]] = {
     # node 3 journals an append past its log's end: the entry at 4 never journalled
     "LogContinuity": _healthy_plus((3, "append", {"base": 5, "epoch": 2, "crcs": [23], "control": False,
                                                   "leader": False})),
+    # node 3 (which journals its pre-votes) snapshots offset 3, which it never saw committed (its HW is 3)
+    "LinesInTheirState": _healthy_plus((3, "role", {"role": "prospective", "epoch": 2, "leader": 2, "voted_for": None}),
+                                       (3, "snapshot", {"action": "create", "offset": 4, "epoch": 2})),
     **MEMBERSHIP_BREAKERS,
 }
 
