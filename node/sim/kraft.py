@@ -16,7 +16,8 @@ Checked while running, after every step that moved a node's committed offset: im
 at equal offsets on every node, no fenced or unregistered broker in any ISR or leading; no broker
 back from a crash in the ISR, the remembered last ISR members or the leadership of a partition it
 replicated before (its log may have lost acknowledged records; with no data plane here nothing
-can bring it back in); the active controller keeps leases only of brokers it knows; every
+can bring it back in); the active controller keeps leases only of brokers it knows, and after
+each tick holds one for every unfenced broker it knows (else a dead one is never fenced); every
 committed partition record's leader is the one Kafka's PartitionChangeBuilder chooses
 (`node.sim.leader_choice`).
 Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
@@ -432,6 +433,19 @@ class KraftSim:
                         f"leader {p.leader})"
                     )
 
+    def _check_leases(self, node: KNode) -> None:
+        """After its tick, an active controller holds a lease for every unfenced broker it knows (Kafka's
+        heartbeat manager tracks every registered broker from activation on): a broker without one is
+        never fenced when it dies."""
+        ctrl = node.ctrl
+        if ctrl is None or not ctrl.active:
+            return
+        image = ctrl.future_image
+        missing = sorted(b for b, reg in image.brokers.items() if not reg.fenced and b not in ctrl.leases.last_contact)
+        if missing:
+            raise SimViolation(f"seed {self.seed}: active controller {node.node_id} holds no lease for unfenced "
+                               f"brokers {missing}: they would never be fenced if they died")
+
     # ---- the loop ---------------------------------------------------------------------------
 
     def run(self, fault_ms: int = 15_000, settle_ms: int = 15_000, faults: bool = True) -> None:
@@ -476,6 +490,7 @@ class KraftSim:
             for node in nodes.values():
                 if node.ctrl is not None:
                     node.ctrl.tick(now)
+                    self._check_leases(node)
                 elif node.lifecycle is not None:
                     lifecycle, metadata, apis = node.broker()
                     lifecycle.tick(now, metadata.highest_offset)

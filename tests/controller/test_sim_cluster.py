@@ -6,16 +6,19 @@ image against the replay; `fencing`: sessions, leases, epochs, ISRs)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
 
 import kraftlab.node.controller.cluster as cluster
+import kraftlab.node.sim.kraft as kraft
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.journal import journals_from
 from kraftlab.checker.metadata.check import check_metadata
 from kraftlab.node.broker import BrokerState
-from kraftlab.node.sim.kraft import FAULT, KraftSim
+from kraftlab.node.bugs import BugSet
+from kraftlab.node.sim.kraft import FAULT, KraftSim, SimViolation
 
 
 def _judged(sim: KraftSim) -> dict[str, dict[str, Any]]:
@@ -87,6 +90,13 @@ def test_a_controller_whose_leases_run_out_too_soon_is_caught(monkeypatch: pytes
     sim = KraftSim(seed=3)
     sim.run(fault_ms=15_000, settle_ms=15_000)
     assert "FencedWithLiveSession" in {a["type"] for a in _judged(sim)["fencing"]["anomalies"]}
+
+
+def test_a_controller_that_forgets_the_leases_of_brokers_it_inherits_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    planted = functools.partial(kraft.ControllerConfig, bugs=BugSet.of("forget-leases-on-failover"))
+    monkeypatch.setattr(kraft, "ControllerConfig", planted)
+    with pytest.raises(SimViolation, match="holds no lease for unfenced brokers"):
+        KraftSim(seed=1).run(fault_ms=15_000, settle_ms=15_000)
 
 
 def test_dead_broker_fenced_within_session_timeout_plus_slack() -> None:
