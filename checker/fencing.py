@@ -48,6 +48,8 @@
   clock in one process life, with no unregistration or controlled shutdown of that registration in
   between (KIP-631: a new incarnation is refused, DUPLICATE_BROKER_REGISTRATION, while the old one's
   session is live — else two processes act as one broker).
+- ControllerJournalFields, BrokerStateOrder: the controller's and brokers' lines these rules read
+  keep their contract (checker.controller_journal).
 - AckedLost: an acknowledged create (or registration) is missing from the last successful read
   of the topic list (or of the registry) though no delete (unregister) of it was attempted.
 Also measured (reported, not judged): how far behind each node's last applied offset is at the
@@ -62,14 +64,15 @@ import statistics
 from collections.abc import Iterator
 from typing import Any
 
-from kraftlab.checker import op_words
+from kraftlab.checker import controller_journal, op_words
 from kraftlab.checker.history import History, pair_ops
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals, cut_at
 
 INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced", "FencedInIsr",
               "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "EpochBumpedForSameIncarnation", "SelfFencing",
-              "UnfencedBeforeCaughtUp", "FencedWithLiveSession", "RegisteredOverLiveSession", "AckedLost"]
+              "UnfencedBeforeCaughtUp", "FencedWithLiveSession", "RegisteredOverLiveSession",
+              *controller_journal.INVARIANTS, "AckedLost"]
 SERVING = ("RUNNING", "PENDING_CONTROLLED_SHUTDOWN")
 CONFIRM_MS = 1000.0
 SLACK_MS = 3000.0
@@ -692,6 +695,8 @@ def check_fencing(journals: Journals, history: History | None = None, session_ti
     _check_caught_up(journals, vs)
     _check_live_session_fences(journals, vs, session_timeout_ms)
     _check_live_session_registrations(journals, vs, session_timeout_ms)
+    controller_journal.check_fields(journals, vs)
+    controller_journal.check_broker_states(journals, vs)
     stats = _check_metadata(journals, vs)
     if history is not None:
         _check_acked(history, vs)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+HB: dict[str, Any] = {"fenced": False, "shut_down": False, "metadata_offset": 9}
+"""The answer fields of an accepted heartbeat decision (unfenced, caught up past epoch 5's registration)."""
+
 
 class JB:
     """Appends journal entries with increasing clocks; `entries` is the journal (all nodes)."""
@@ -54,15 +57,16 @@ def healthy_raft() -> JB:
     return j
 
 
-def healthy_fencing() -> JB:
-    """Controller 1 leads; broker 4 registers (epoch 5), is unfenced, heartbeats, ISR changes."""
+def healthy_fencing(beats: int = 3) -> JB:
+    """Controller 1 leads; broker 4 registers (epoch 5), is unfenced, heartbeats (`beats` accepted
+    heartbeats, caught up), ISR changes."""
     j = JB()
     j.add(1, "start", roles=["controller"], voters=[1], log_start=0, log_end=0, hw=0)
     j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
     j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=5, incarnation="inc-a", error="NONE")
     j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
-    for _ in range(3):
-        j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
+    for _ in range(beats):
+        j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, **HB, error="NONE")
     j.add(1, "decision", api="AlterPartition", broker=4, broker_epoch=5, incarnation=None, error="NONE",
           topic="t", partition=0, leader=4, leader_epoch=1, partition_epoch=1, isr=[4])
     j.add(1, "decision", api="AlterPartition", broker=4, broker_epoch=5, incarnation=None, error="NONE",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checker_journals import JB, healthy_fencing, line_of, only_anomaly
+from checker_journals import HB, JB, healthy_fencing, line_of, only_anomaly
 
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.history import Event, History
@@ -30,7 +30,7 @@ def test_healthy_run_passes() -> None:
 def test_stale_epoch_heartbeat_accepted() -> None:
     j = healthy_fencing()
     j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE")
-    bad = j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
+    bad = j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, **HB, error="NONE")
     a = only_anomaly(_check(j), "StaleEpochAccepted")
     assert a["entries"][-1]["where"] == _line(j, bad)
     # the state before and after, in the rule's terms, for the report
@@ -43,12 +43,12 @@ def test_a_heartbeat_decided_before_a_registration_it_is_journalled_after_is_fin
     # their `offset`: a heartbeat decided at offset 8 is answered after registration 9 was applied
     j = healthy_fencing()
     j.add(1, "apply", offset=9, type="RegisterBrokerRecord", broker=4, batch_end=10)
-    j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE", offset=8)
+    j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, **HB, error="NONE", offset=8)
     j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE",
           offset=9)
     assert _check(j)["valid"] is True
     # decided on a state holding the new registration, it is stale
-    bad = j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE",
+    bad = j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, **HB, error="NONE",
                 offset=10)
     a = only_anomaly(_check(j), "StaleEpochAccepted")
     assert a["entries"][-1]["where"] == _line(j, bad)
@@ -57,7 +57,7 @@ def test_a_heartbeat_decided_before_a_registration_it_is_journalled_after_is_fin
 def test_stale_epoch_rejected_is_fine() -> None:
     j = healthy_fencing()
     j.add(1, "decision", api="BrokerRegistration", broker=4, broker_epoch=9, incarnation="inc-b", error="NONE")
-    j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None,
+    j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, **HB,
           error="STALE_BROKER_EPOCH")
     assert _check(j)["valid"] is True
 
@@ -269,13 +269,13 @@ def _beat(j: JB, node: int, offset: int, fenced: bool, broker: int = 4, epoch: i
 
 
 def test_unfenced_before_caught_up_is_found_and_a_caught_up_unfence_is_not() -> None:
-    j = healthy_fencing()
+    j = healthy_fencing(beats=0)  # no heartbeat has shown it caught up yet
     _beat(j, 1, 3, True)  # behind its registration (offset 5): stays fenced
     _beat(j, 1, 5, False)  # caught up: unfenced
     _beat(j, 1, 7, False)
     assert check_fencing(journals_from(j.entries))["valid"] is True
 
-    j = healthy_fencing()
+    j = healthy_fencing(beats=0)  # no heartbeat has shown it caught up yet
     bad = _beat(j, 1, 2, False)  # unfenced at offset 2, registered at 5
     _beat(j, 1, 6, False)
     a = only_anomaly(check_fencing(journals_from(j.entries, file="journal.jsonl")), "UnfencedBeforeCaughtUp")
@@ -284,7 +284,7 @@ def test_unfenced_before_caught_up_is_found_and_a_caught_up_unfence_is_not() -> 
 
 
 def test_a_caught_up_heartbeat_on_one_controller_does_not_excuse_another_without_a_shared_clock() -> None:
-    j = healthy_fencing()
+    j = healthy_fencing(beats=0)  # no heartbeat has shown it caught up yet
     _beat(j, 1, 9, False)
     _beat(j, 2, 1, False)  # controller 2 never saw it caught up (no shared clock to order the two)
     assert only_anomaly(check_fencing(journals_from(j.entries)), "UnfencedBeforeCaughtUp")
@@ -295,12 +295,12 @@ def test_an_unfence_whose_answer_was_never_sent_shows_the_broker_caught_up() -> 
     answering (no decision journalled); controller 2, inheriting the unfenced broker, answers a
     lagging heartbeat "unfenced": the unfence's own offset is the evidence. An unfence at an offset
     short of the registration is a violation by itself."""
-    j = healthy_fencing()
+    j = healthy_fencing(beats=0)  # no heartbeat has shown it caught up yet
     j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5, metadata_offset=6)
     _beat(j, 1, 1, False)
     assert check_fencing(journals_from(j.entries))["valid"] is True
 
-    j = healthy_fencing()
+    j = healthy_fencing(beats=0)  # no heartbeat has shown it caught up yet
     bad = j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5, metadata_offset=2)
     a = only_anomaly(check_fencing(journals_from(j.entries, file="journal.jsonl")), "UnfencedBeforeCaughtUp")
     assert "unfenced broker 4 (broker epoch 5)" in a["explanation"] and a["entries"][0]["where"] == line_of(j, bad)

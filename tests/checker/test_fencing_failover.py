@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from checker_journals import JB, line_of
+from checker_journals import HB, JB, line_of
 
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.journal import journals_from
@@ -77,13 +77,13 @@ def test_inherited_dead_broker_fenced_after_the_session_is_clean() -> None:
 def test_inherited_broker_heartbeating_to_the_new_controller_is_clean() -> None:
     j, _ = _failover()
     for t in range(4, 30, 2):
-        j.at(2, t, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
+        j.at(2, t, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, **HB, error="NONE")
     assert _session_alarms(_check(j)) == []
 
 
 def test_heartbeats_that_stop_after_activation_are_judged_from_the_last_one() -> None:
     j, _ = _failover()
-    last = j.at(2, 5, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
+    last = j.at(2, 5, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, **HB, error="NONE")
     _steps(j, 2, 6, 16)
     assert _session_alarms(_check(j)) == []  # 11 s after the heartbeat: within 9 + 3 s
     _steps(j, 2, 17, 19)
@@ -152,7 +152,7 @@ def test_a_restarted_node_forgets_its_old_image() -> None:
 
 def test_a_restart_that_finds_damaged_storage_ends_the_term() -> None:
     j, _ = _failover()
-    j.at(2, 4, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, incarnation=None, error="NONE")
+    j.at(2, 4, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, **HB, error="NONE")
     # killed at 5 s; restarts refuse to start on damaged records (no `start` line, only `corruption`)
     j.at(2, 20, "corruption", path="x.log", offset=2, reason="CRC mismatch", below_hw=True)
     j.at(2, 25, "corruption", path="x.log", offset=2, reason="CRC mismatch", below_hw=True)

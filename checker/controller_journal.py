@@ -1,0 +1,149 @@
+"""The controller's and the broker's journal events held to their contract (docs/contracts.md,
+"Controller and broker events"): what the fencing and metadata rules read must be there, with the
+fields the contract names and in an order the node's lifecycle allows. A journal that breaks it is a
+finding, never silently accepted: a `heartbeat` line without `ok`, or a broker that journals RUNNING
+before it ever started, would otherwise be read as something else and pass.
+
+- ControllerJournalFields: every `broker_state`, `heartbeat`, `fence`, `lease` and `decision` line
+  carries the fields the contract names, of the right type and from the contract's set of values
+  (a decision on a broker's request — registration, heartbeat, unregistration, AlterPartition,
+  AllocateProducerIds — also names the broker and its epoch; a heartbeat decision its answer).
+- BrokerStateOrder: within one process life a broker's `broker_state` lines follow the lifecycle
+  of the heartbeat proposal (KIP-631): STARTING first, then only forward through RECOVERY →
+  RUNNING → PENDING_CONTROLLED_SHUTDOWN → SHUTTING_DOWN (a state may be skipped, none repeated or
+  left for an earlier one); RECOVERY and RUNNING only on an accepted heartbeat (the broker's last
+  `heartbeat` line before it is `ok`); FENCED_SELF and UNFENCED_SELF alternate, FENCED_SELF first,
+  and UNFENCED_SELF only on an accepted heartbeat too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kraftlab.checker.invariant import Violation
+from kraftlab.checker.journal import Entry, Journals
+
+LIFECYCLE = ("STARTING", "RECOVERY", "RUNNING", "PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN")
+"""A broker's states in the order it may pass them (BrokerState, without NOT_RUNNING, which is never
+journalled: a process life begins at STARTING)."""
+SELF_FENCING = ("FENCED_SELF", "UNFENCED_SELF")
+FENCE_ACTIONS = ("fence", "unfence", "shutdown")
+BROKER_APIS = ("BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "AlterPartition", "AllocateProducerIds")
+"""Decisions on a request a broker sends about itself: they name the broker and its epoch."""
+INVARIANTS = ["ControllerJournalFields", "BrokerStateOrder"]
+
+Test = Callable[[Any], bool]
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _opt_int(v: Any) -> bool:
+    return v is None or _int(v)
+
+
+def _bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _str(v: Any) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def _one_of(*values: str) -> Test:
+    return lambda v: v in values
+
+
+FIELDS: dict[str, dict[str, Test]] = {
+    "broker_state": {"broker": _int, "state": _one_of(*LIFECYCLE, *SELF_FENCING)},
+    "heartbeat": {"broker": _int, "ok": _bool, "self_fence_ms": _int},
+    "fence": {"broker": _int, "action": _one_of(*FENCE_ACTIONS), "reason": _str, "epoch": _int},
+    "lease": {"broker": _int, "expires_ms": _int},
+    "decision": {"api": _str, "error": _str},
+}
+"""Event kind → field → the test its value must pass."""
+
+OPTIONAL: dict[str, dict[str, Test]] = {
+    "fence": {"offset": _opt_int, "at_ms": _int, "metadata_offset": _int},
+    "decision": {"offset": _int, "at_ms": _int},
+}
+"""Fields that some lines carry (a fence's offset once written, the clock on newer nodes): typed when there."""
+
+API_FIELDS: dict[str, dict[str, Test]] = {
+    **{api: {"broker": _int, "broker_epoch": _int} for api in BROKER_APIS},
+    "BrokerRegistration": {"broker": _int, "broker_epoch": _int, "incarnation": _str},
+    "BrokerHeartbeat": {"broker": _int, "broker_epoch": _int, "fenced": _bool, "shut_down": _bool,
+                        "metadata_offset": _int},
+}
+"""A decision's api → the further fields it carries."""
+
+
+def _problems(e: Entry) -> list[str]:
+    wanted = dict(FIELDS.get(e.ev, {}))
+    if e.ev == "decision":
+        wanted.update(API_FIELDS.get(str(e.get("api")), {}))
+    out = [f"`{k}` is {'missing' if k not in e.fields else repr(e.fields[k])}"
+           for k, ok in wanted.items() if k not in e.fields or not ok(e.fields[k])]
+    out += [f"`{k}` is {e.fields[k]!r}" for k, ok in OPTIONAL.get(e.ev, {}).items()
+            if k in e.fields and not ok(e.fields[k])]
+    return out
+
+
+def check_fields(journals: Journals, vs: list[Violation]) -> None:
+    """ControllerJournalFields (once per node and kind of line: one cause, one finding)."""
+    for entries in journals.by_node.values():
+        reported: set[tuple[str, str]] = set()
+        for e in entries:
+            problems = _problems(e)
+            key = (e.ev, str(e.get("api", e.get("action", ""))))
+            if problems and key not in reported:
+                reported.add(key)
+                vs.append(Violation("ControllerJournalFields", (
+                    f"node {e.node}'s `{e.ev}` line breaks the journal contract ({'; '.join(problems)}): the "
+                    "checker cannot judge what the fencing and metadata rules read from it"), [e]))
+
+
+def _state_problem(state: str, prev: Entry | None, self_fenced: bool, last_heartbeat: Entry | None) -> str | None:
+    """Why `state` may not follow the life's last lifecycle line `prev` (None: it may)."""
+    accepted = last_heartbeat is not None and last_heartbeat.get("ok") is True
+    if state in SELF_FENCING:
+        if (state == "FENCED_SELF") == self_fenced:
+            return "FENCED_SELF and UNFENCED_SELF must alternate, FENCED_SELF first"
+        if state == "UNFENCED_SELF" and not accepted:
+            return "a broker unfences itself only on an accepted heartbeat (its last `heartbeat` is not ok)"
+        return None
+    if prev is None:
+        return None if state == "STARTING" else "a process life begins at STARTING"
+    if LIFECYCLE.index(state) <= LIFECYCLE.index(prev["state"]):
+        return f"after {prev['state']} (the lifecycle only goes forward: {' → '.join(LIFECYCLE)})"
+    if state in ("RECOVERY", "RUNNING") and not accepted:
+        return "RECOVERY and RUNNING follow an accepted heartbeat (its last `heartbeat` is not ok)"
+    return None
+
+
+def check_broker_states(journals: Journals, vs: list[Violation]) -> None:
+    """BrokerStateOrder: each broker's state lines, per process life (a `start` line, or a STARTING
+    on a node whose journal has no `start` lines, begins one)."""
+    for entries in journals.by_node.values():
+        lives_by_start = any(e.ev == "start" for e in entries)
+        prev: Entry | None = None
+        self_fenced = False
+        last_heartbeat: Entry | None = None
+        for e in entries:
+            if e.ev == "start" or (not lives_by_start and e.ev == "broker_state" and e.get("state") == "STARTING"):
+                prev, self_fenced, last_heartbeat = None, False, None
+            if e.ev == "heartbeat":
+                last_heartbeat = e
+            if e.ev != "broker_state" or e.get("state") not in (*LIFECYCLE, *SELF_FENCING):
+                continue
+            why = _state_problem(e["state"], prev, self_fenced, last_heartbeat)
+            if why is not None:
+                vs.append(Violation("BrokerStateOrder", (
+                    f"broker {e.node} journals {e['state']} out of its lifecycle: {why}"),
+                    [x for x in (prev, last_heartbeat, e) if x is not None]))
+            if e["state"] in SELF_FENCING:
+                self_fenced = e["state"] == "FENCED_SELF"
+            else:
+                prev = e

@@ -1,0 +1,156 @@
+"""The controller's and brokers' journal contract (checker.controller_journal, run by check_fencing):
+the cluster simulator's journals keep it, and deliberately wrong cores — a broker that does not
+journal its heartbeats, one that journals its own states in the wrong order or self-fencing twice,
+a controller that journals a lease's expiry in seconds — are caught; hand-built journals show each
+part of each rule on its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from checker_journals import JB, only_anomaly
+
+import kraftlab.node.controller.cluster as cluster
+import kraftlab.node.sim.kraft as kraft
+from kraftlab.checker.fencing import check_fencing
+from kraftlab.checker.journal import journals_from
+from kraftlab.node.broker import BrokerLifecycle, BrokerState
+from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.sim.kraft import KraftSim
+
+RULES = ("ControllerJournalFields", "BrokerStateOrder")
+
+
+def _sim_anomalies(seed: int = 1) -> set[str]:
+    sim = KraftSim(seed=seed)
+    sim.run(fault_ms=10_000, settle_ms=8_000)
+    res = check_fencing(journals_from(sim.journal_dicts(), "sim"), session_timeout_ms=sim.session_timeout_ms)
+    return {a["type"] for a in res["anomalies"]}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_simulators_controllers_and_brokers_keep_the_contract(seed: int) -> None:
+    sim = KraftSim(seed=seed)
+    sim.run(fault_ms=10_000, settle_ms=8_000)
+    entries = sim.journal_dicts()
+    res = check_fencing(journals_from(entries, "sim"), session_timeout_ms=sim.session_timeout_ms)
+    assert res["valid"] is True, res["anomalies"][:3]
+    assert set(RULES) <= set(res["checked"])
+    kinds = {e["ev"] for e in entries}
+    assert {"broker_state", "heartbeat", "lease", "decision", "fence"} <= kinds, kinds
+    assert {e["state"] for e in entries if e["ev"] == "broker_state"} >= {"STARTING", "RECOVERY", "RUNNING"}
+
+
+class _SilentHeartbeats(BrokerLifecycle):
+    """Journals no `heartbeat` lines: its RECOVERY and RUNNING follow no accepted heartbeat."""
+
+    def _journal_heartbeat(self, ok: bool, now_ms: int) -> None:
+        return None
+
+
+class _RecoversTwice(BrokerLifecycle):
+    """Journals RECOVERY again in place of RUNNING (the state it left, not the one it entered)."""
+
+    def _journal(self, state: str) -> None:
+        super()._journal("RECOVERY" if state == BrokerState.RUNNING.name else state)
+
+
+class _SelfFencesEveryCheck(BrokerLifecycle):
+    """Journals FENCED_SELF on every self-fence check past the bound, not only when it fences itself."""
+
+    def _check_self_fence(self, now_ms: int) -> None:
+        was = self.self_fenced
+        super()._check_self_fence(now_ms)
+        if was and self.self_fenced:
+            self._journal("FENCED_SELF")
+
+
+class _LeasesInSeconds(cluster.Leases):
+    """Journals a lease's expiry in seconds (a float), not the controller's milliseconds."""
+
+    def touch(self, broker: int, now_ms: int, events: list[JournalEvent]) -> None:
+        mine: list[JournalEvent] = []
+        super().touch(broker, now_ms, mine)
+        events += [JournalEvent(e.ev, {**e.fields, "expires_ms": e.fields["expires_ms"] / 1000}) for e in mine]
+
+
+@pytest.mark.parametrize(("lifecycle", "rule"), [
+    (_SilentHeartbeats, "BrokerStateOrder"), (_RecoversTwice, "BrokerStateOrder"),
+    (_SelfFencesEveryCheck, "BrokerStateOrder")])
+def test_a_broker_journalling_its_lifecycle_wrong_is_caught(
+        monkeypatch: pytest.MonkeyPatch, lifecycle: type[BrokerLifecycle], rule: str) -> None:
+    monkeypatch.setattr(kraft, "BrokerLifecycle", lifecycle)
+    assert rule in _sim_anomalies()
+
+
+def test_a_controller_journalling_leases_off_contract_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "Leases", _LeasesInSeconds)
+    assert "ControllerJournalFields" in _sim_anomalies()
+
+
+# ---- hand-built journals: each part of each rule -------------------------------------------
+
+
+def _check(j: JB) -> dict[str, Any]:
+    return check_fencing(journals_from(j.entries, "journal.jsonl"), None, session_timeout_ms=9000, slack_ms=2000)
+
+
+def _broker(*states: str, ok: bool = True) -> JB:
+    """Broker 4's life: each state after an answered heartbeat (`ok`)."""
+    j = JB()
+    j.add(4, "start", roles=["broker"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
+    for s in states:
+        j.add(4, "heartbeat", broker=4, ok=ok, self_fence_ms=4000)
+        j.add(4, "broker_state", broker=4, state=s)
+    return j
+
+
+def test_a_lifecycle_in_order_holds_and_may_skip_states() -> None:
+    assert _check(_broker("STARTING", "RECOVERY", "RUNNING", "PENDING_CONTROLLED_SHUTDOWN",
+                          "SHUTTING_DOWN"))["valid"] is True
+    assert _check(_broker("STARTING", "RUNNING", "FENCED_SELF", "SHUTTING_DOWN"))["valid"] is True
+    restarted = _broker("STARTING", "RUNNING")
+    restarted.entries += _broker("STARTING", "RECOVERY").entries
+    assert _check(restarted)["valid"] is True
+
+
+@pytest.mark.parametrize(("states", "why"), [
+    (("RECOVERY",), "begins at STARTING"),
+    (("STARTING", "RUNNING", "RECOVERY"), "only goes forward"),
+    (("STARTING", "RUNNING", "RUNNING"), "only goes forward"),
+    (("STARTING", "UNFENCED_SELF"), "alternate"),
+    (("STARTING", "FENCED_SELF", "FENCED_SELF"), "alternate")])
+def test_a_lifecycle_out_of_order_is_caught(states: tuple[str, ...], why: str) -> None:
+    assert why in only_anomaly(_check(_broker(*states)), "BrokerStateOrder")["explanation"]
+
+
+def test_running_without_an_accepted_heartbeat_is_caught() -> None:
+    j = _broker("STARTING")
+    j.add(4, "heartbeat", broker=4, ok=False, self_fence_ms=4000)
+    j.add(4, "broker_state", broker=4, state="RUNNING")
+    assert "accepted heartbeat" in only_anomaly(_check(j), "BrokerStateOrder")["explanation"]
+
+
+@pytest.mark.parametrize(("ev", "fields", "bad"), [
+    ("lease", {"broker": 4}, "`expires_ms` is missing"),
+    ("lease", {"broker": "4", "expires_ms": 9000}, "`broker` is '4'"),
+    ("heartbeat", {"broker": 4, "ok": "true", "self_fence_ms": 4000}, "`ok` is 'true'"),
+    ("broker_state", {"broker": 4, "state": "ONLINE"}, "`state` is 'ONLINE'"),
+    ("fence", {"broker": 4, "action": "kill", "reason": "session timeout", "epoch": 3}, "`action` is 'kill'"),
+    ("fence", {"broker": 4, "action": "fence", "reason": "x", "epoch": 3, "at_ms": 1.5}, "`at_ms` is 1.5"),
+    ("decision", {"api": "BrokerHeartbeat", "error": "NONE", "broker": 4, "broker_epoch": 3, "fenced": False,
+                  "shut_down": False}, "`metadata_offset` is missing"),
+    ("decision", {"api": "BrokerRegistration", "error": "NONE", "broker": 4, "broker_epoch": 3}, "`incarnation`"),
+    ("decision", {"api": "CreateTopics", "topic": "t"}, "`error` is missing")])
+def test_a_line_without_its_fields_is_caught(ev: str, fields: dict[str, Any], bad: str) -> None:
+    j = JB()
+    j.add(1, ev, **fields)
+    assert bad in only_anomaly(_check(j), "ControllerJournalFields")["explanation"]
+
+
+def test_one_finding_per_node_and_kind_of_line() -> None:
+    j = JB()
+    for _ in range(3):
+        j.add(1, "lease", broker=4)
+    assert len(_check(j)["anomalies"]) == 1
