@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import Output
+from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.sim.invariants import CheckedNode
 from kraftlab.node.sim.timing_rules import TICK_MS
 
@@ -83,6 +84,18 @@ class _Pending:
     """When it must be answered by (a held Fetch); the delivery time until it is held."""
     led_epoch: int
     """The epoch the receiver led when it held a Fetch (-1: not held)."""
+    log_view: _LogView | None = None
+    """A Fetch's: the receiver's storage as the Fetch found it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _LogView:
+    """What a Fetch's answer is judged against, taken when it is delivered: the node takes a
+    snapshot and lets retention cut its log after its step, so after the answer was made."""
+
+    latest_snapshot: OffsetAndEpoch | None
+    epoch_end: OffsetAndEpoch
+    """The log's end for the Fetch's last fetched epoch."""
 
 
 @dataclass(slots=True)
@@ -131,7 +144,10 @@ class ResponseRules:
             superseded = self.superseded.setdefault(node.node_id, {})
             for key in [k for k, p in pending.items() if k[0] == env.src and isinstance(p.request, m.FetchRequest)]:
                 superseded[key] = pending.pop(key)
-        pending[(env.src, env.ref)] = _Pending(env.message, incarnation, now, now, -1)
+        view = None
+        if isinstance(env.message, m.FetchRequest):
+            view = _LogView(node.snapshots.latest(), node.log.end_offset_for_epoch(env.message.last_fetched_epoch))
+        pending[(env.src, env.ref)] = _Pending(env.message, incarnation, now, now, -1, view)
 
     def sent(self, node: CheckedNode, out: Output, incarnation: int, now: int) -> None:
         """The simulator takes `out` off `node` (after any step): judge every response in it."""
@@ -239,7 +255,8 @@ class ResponseRules:
             self.fail("ErrorMeaning", f"{what}: {wrong}")
         if error == E.NONE and isinstance(resp, m.FetchResponse | m.FetchSnapshotResponse):
             if isinstance(resp, m.FetchResponse):
-                wrong = fetch_content(node, req, resp)
+                assert p.log_view is not None  # taken for every Fetch
+                wrong = fetch_content(node, p.log_view, req, resp)
             else:
                 wrong = chunk_content(node, req, resp)
             if wrong is not None:
@@ -275,12 +292,13 @@ class ResponseRules:
         return None
 
 
-def fetch_content(node: CheckedNode, req: m.FetchRequest, resp: m.FetchResponse) -> str | None:
-    """What a Fetch served without error claims about the responder's log that its log contradicts
-    (the log as the step left it: a leader only appends, so what it answered still holds)."""
+def fetch_content(node: CheckedNode, view: _LogView, req: m.FetchRequest, resp: m.FetchResponse) -> str | None:
+    """What a Fetch served without error claims about the responder's log that its log contradicts:
+    the snapshot and diverging epoch as `view` (the Fetch's delivery) saw them, the batches as the
+    log holds them after the step (a leader only appends; retention may cut below, not judged)."""
     log = node.log
     if resp.snapshot_id is not None:
-        latest = node.snapshots.latest()
+        latest = view.latest_snapshot
         if resp.snapshot_id != latest:
             return f"names snapshot {resp.snapshot_id}, the responder's latest is {latest}"
         if resp.diverging_epoch is not None or resp.batches:
@@ -288,7 +306,7 @@ def fetch_content(node: CheckedNode, req: m.FetchRequest, resp: m.FetchResponse)
         return None
     diverging = resp.diverging_epoch
     if diverging is not None:
-        end = log.end_offset_for_epoch(req.last_fetched_epoch)
+        end = view.epoch_end
         if diverging != end:
             return f"diverging epoch {diverging}, but the responder's log ends epoch {req.last_fetched_epoch} at {end}"
         if end.epoch == req.last_fetched_epoch and end.offset >= req.fetch_offset:
