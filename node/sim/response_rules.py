@@ -86,6 +86,8 @@ class _Pending:
     """The epoch the receiver led when it held a Fetch (-1: not held)."""
     log_view: _LogView | None = None
     """A Fetch's: the receiver's storage as the Fetch found it."""
+    found: tuple[int | None, int, bool] | None = None
+    """The receiver's (leader, epoch, leading) as the request found it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,9 @@ class ResponseRules:
         view = None
         if isinstance(env.message, m.FetchRequest):
             view = _LogView(node.snapshots.latest(), node.log.end_offset_for_epoch(env.message.last_fetched_epoch))
-        pending[(env.src, env.ref)] = _Pending(env.message, incarnation, now, now, -1, view)
+        core = node.core
+        found = None if core is None else (core.leader_id, core.epoch, core.is_leader)
+        pending[(env.src, env.ref)] = _Pending(env.message, incarnation, now, now, -1, view, found)
 
     def sent(self, node: CheckedNode, out: Output, incarnation: int, now: int) -> None:
         """The simulator takes `out` off `node` (after any step): judge every response in it."""
@@ -163,7 +167,7 @@ class ResponseRules:
         for env in out.messages:
             if env.dst in self.ignore or type(env.message) not in KAFKA_ERRORS:
                 continue  # a request, or an answer to a request this module does not judge
-            self._judge(node, env, pending)
+            self._judge(node, env, pending, now)
         if pending:
             self._check_held(node, pending, now)
 
@@ -216,7 +220,9 @@ class ResponseRules:
                     f"the Fetch {p.request} from node {src} it held since t={p.delivered}",
                 )
 
-    def _judge(self, node: CheckedNode, env: m.Envelope, pending: dict[tuple[int, Any], _Pending] | None) -> None:
+    def _judge(
+        self, node: CheckedNode, env: m.Envelope, pending: dict[tuple[int, Any], _Pending] | None, now: int
+    ) -> None:
         resp: Any = env.message
         nid = node.node_id
         key = (env.dst, env.ref)
@@ -238,7 +244,13 @@ class ResponseRules:
         if error not in KAFKA_ERRORS[type(resp)]:
             self.fail("ErrorCode", f"{what}: error {error!r} is none Kafka answers {type(req).__name__} with")
             return
-        if (resp.leader_id, resp.epoch) != (core.leader_id, core.epoch):
+        # The responder's state when it answered: as the step left it, or (an answer made in the
+        # step that delivered the request, before the step's own timers moved the node on, e.g. a
+        # resigned leader starting its pre-vote) as the request found it.
+        states = [(core.leader_id, core.epoch, core.is_leader)]
+        if p.delivered == now and p.found is not None:
+            states.append(p.found)
+        if all((resp.leader_id, resp.epoch) != (leader, epoch) for leader, epoch, _ in states):
             self.fail(
                 "LeaderAndEpoch",
                 f"{what}: it names leader {resp.leader_id} in epoch {resp.epoch}, but the responder's "
@@ -250,7 +262,7 @@ class ResponseRules:
                 f"{what}: it carries high-water mark {resp.high_watermark}, "
                 f"above the responder's {core.high_watermark}",
             )
-        wrong = self._meaning(node, req, resp, core)
+        wrong = self._meaning(node, req, resp, core, all(leading for _, _, leading in states))
         if wrong is not None:
             self.fail("ErrorMeaning", f"{what}: {wrong}")
         if error == E.NONE and isinstance(resp, m.FetchResponse | m.FetchSnapshotResponse):
@@ -263,7 +275,7 @@ class ResponseRules:
                 self.fail("FetchContent", f"{what}: {wrong}")
 
     @staticmethod
-    def _meaning(node: CheckedNode, req: Any, resp: Any, core: Any) -> str | None:
+    def _meaning(node: CheckedNode, req: Any, resp: Any, core: Any, leading: bool) -> str | None:
         """What the answer's error (or success) claims that the request and responder contradict."""
         nid = node.node_id
         error = resp.error
@@ -271,7 +283,7 @@ class ResponseRules:
             return f"FENCED_LEADER_EPOCH with epoch {resp.epoch}, not above the request's {req.epoch}"
         if error == E.UNKNOWN_LEADER_EPOCH and resp.epoch >= req.epoch:
             return f"UNKNOWN_LEADER_EPOCH with epoch {resp.epoch}, not below the request's {req.epoch}"
-        if error == E.NOT_LEADER_OR_FOLLOWER and core.is_leader:
+        if error == E.NOT_LEADER_OR_FOLLOWER and leading:
             return "NOT_LEADER_OR_FOLLOWER from a leader"
         served = isinstance(resp, m.FetchResponse | m.FetchSnapshotResponse) and error == E.NONE
         if served and (resp.leader_id, resp.epoch) != (nid, req.epoch):
