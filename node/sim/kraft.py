@@ -166,8 +166,11 @@ class KraftSim:
         heartbeat_interval_ms: int = 500,
         snapshot_every: int = 40,
         lossy: bool = False,
+        fence_changes_per_tick: int | None = None,
     ) -> None:
-        """`lossy`: while faults run, 5% of messages (Raft and broker RPCs) are dropped and 5% duplicated."""
+        """`lossy`: while faults run, 5% of messages (Raft and broker RPCs) are dropped and 5% duplicated.
+        `fence_changes_per_tick`: the controllers' budget of partition changes per fencing tick; None: drawn
+        per seed (mostly small, so fencing a broker takes several ticks, the FenceBrokerRecord after the last)."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.queue = EventQueue()
@@ -195,6 +198,8 @@ class KraftSim:
         self.unclean_returns: dict[uuid.UUID, set[tuple[uuid.UUID, int]]] = {}  # incarnation → partitions it had
         self.client_until = 0
         self.lossy = lossy
+        self.fence_changes_per_tick = fence_changes_per_tick if fence_changes_per_tick is not None \
+            else random.Random(seed ^ 0xFE2CE).choice([1, 3, 10, 500])
         self._hit: dict[int, int] = {}
         # The admin client's own generator (the fault schedule stays the seed's); the facts each
         # decision of an admin request saw (a duplicated request is decided more than once).
@@ -230,7 +235,7 @@ class KraftSim:
             node.ctrl = QuorumController(
                 ControllerConfig(
                     node_id=node.node_id, cluster_id=CLUSTER_ID, session_timeout_ms=self.session_timeout_ms, seed=seed,
-                    tokens=TOKENS,
+                    tokens=TOKENS, fence_changes_per_tick=self.fence_changes_per_tick,
                 ),
                 _Writer(self, node),
             )

@@ -100,7 +100,7 @@ def test_a_controller_that_forgets_the_leases_of_brokers_it_inherits_is_caught(m
 
 
 def test_dead_broker_fenced_within_session_timeout_plus_slack() -> None:
-    sim = KraftSim(seed=5)
+    sim = KraftSim(seed=5, fence_changes_per_tick=500)  # fenced in one tick
     sim.queue.push(6_000, FAULT, ("crash", 1, 102))
     sim.run(fault_ms=0, settle_ms=12_000, faults=False)
     crashed_at = sim.crashed_brokers[102]
