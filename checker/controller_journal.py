@@ -14,6 +14,15 @@ before it ever started, would otherwise be read as something else and pass.
   left for an earlier one); RECOVERY and RUNNING only on an accepted heartbeat (the broker's last
   `heartbeat` line before it is `ok`); FENCED_SELF and UNFENCED_SELF alternate, FENCED_SELF first,
   and UNFENCED_SELF only on an accepted heartbeat too.
+- LeaseBound: a `lease` line's `expires_ms` is the session timeout after the controller heard from
+  the broker (KIP-631: a heartbeat or registration renews the lease for `broker.session.timeout.ms`):
+  `expires_ms` − session timeout is the `at_ms` of a heartbeat or registration decision of that
+  broker on that controller in that term of leadership — or the moment it became active, when it grants
+  every broker of its image a fresh lease at once (the leases that open a term of leadership, all
+  with one expiry), or when no later decision of that broker is journalled in that term (that
+  request's answer may never have been written: a crash or a lost leadership before it committed);
+  and each renewal of a broker's lease in a term expires later than the one
+  before. Judged on journals whose heartbeat and registration decisions all carry `at_ms`.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ SELF_FENCING = ("FENCED_SELF", "UNFENCED_SELF")
 FENCE_ACTIONS = ("fence", "unfence", "shutdown")
 BROKER_APIS = ("BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "AlterPartition", "AllocateProducerIds")
 """Decisions on a request a broker sends about itself: they name the broker and its epoch."""
-INVARIANTS = ["ControllerJournalFields", "BrokerStateOrder"]
+INVARIANTS = ["ControllerJournalFields", "BrokerStateOrder", "LeaseBound"]
 
 Test = Callable[[Any], bool]
 
@@ -147,3 +156,59 @@ def check_broker_states(journals: Journals, vs: list[Violation]) -> None:
                 self_fenced = e["state"] == "FENCED_SELF"
             else:
                 prev = e
+
+
+def _lease_terms(entries: list[Entry]) -> list[list[Entry]]:
+    """One controller's journal cut into terms of activity (at each `start` and each `role` line that
+    makes it leader): the `lease` and renewing decisions of each."""
+    terms: list[list[Entry]] = [[]]
+    for e in entries:
+        if e.ev == "start" or (e.ev == "role" and e.get("role") == "leader"):
+            terms.append([])
+        if e.ev == "lease" or (e.ev == "decision" and e.get("api") in RENEWING):
+            terms[-1].append(e)
+    return terms
+
+
+RENEWING = ("BrokerHeartbeat", "BrokerRegistration")
+"""Decisions whose acceptance renews a broker's lease (at the decision's `at_ms`)."""
+
+
+def check_leases(journals: Journals, vs: list[Violation], session_timeout_ms: float) -> None:
+    """LeaseBound (a decision is journalled when answered, after the lease it granted: the whole
+    term's decisions are its evidence)."""
+    for entries in journals.by_node.values():
+        renewing = [e for e in entries if e.ev == "decision" and e.get("api") in RENEWING]
+        if not renewing or not all(_int(e.get("at_ms")) for e in renewing):
+            continue  # a node that does not journal when it heard from a broker (older nodes)
+        reported: set[int] = set()
+        for term in _lease_terms(entries):
+            heard = {(e.get("broker"), e.get("at_ms")) for e in term if e.ev == "decision"}
+            last_heard: dict[Any, int] = {}
+            for e in term:
+                if e.ev == "decision":
+                    last_heard[e.get("broker")] = max(last_heard.get(e.get("broker"), e["at_ms"]), e["at_ms"])
+            leases = [e for e in term if e.ev == "lease"]
+            opening = leases[0].get("expires_ms") if leases else None
+            expiry: dict[Any, Entry] = {}
+            for e in leases:
+                since = e.get("expires_ms", 0) - session_timeout_ms
+                before, expiry[e.get("broker")] = expiry.get(e.get("broker")), e
+                if before is not None and e.get("expires_ms", 0) <= before.get("expires_ms", 0):
+                    if e.get("broker") not in reported:
+                        reported.add(e.get("broker"))
+                        vs.append(Violation("LeaseBound", (
+                            f"controller {e.node} renews broker {e.get('broker')}'s lease to expire at "
+                            f"{e.get('expires_ms')} ms, no later than the lease it journalled before "
+                            f"({before.get('expires_ms')} ms): a renewal is a session timeout after a later "
+                            "heartbeat"), [before, e]))
+                    continue
+                if (e.get("expires_ms") == opening or (e.get("broker"), since) in heard or e.get("broker") in reported
+                        or last_heard.get(e.get("broker"), since) <= since):
+                    continue  # (no later answer to that broker in the term: the one at `since` may be unanswered)
+                reported.add(e.get("broker"))
+                vs.append(Violation("LeaseBound", (
+                    f"controller {e.node} journals broker {e.get('broker')}'s lease expiring at {e.get('expires_ms')} "
+                    f"ms, but no heartbeat or registration of it was decided {session_timeout_ms:g} ms (the session "
+                    f"timeout) before, at {since:g} ms: a lease bound off the session lets a silent broker lead "
+                    "too long or fences a live one"), [e]))

@@ -154,3 +154,71 @@ def test_one_finding_per_node_and_kind_of_line() -> None:
     for _ in range(3):
         j.add(1, "lease", broker=4)
     assert len(_check(j)["anomalies"]) == 1
+
+
+class _ShortLeases(cluster.Leases):
+    """Leases running out after a tenth of the session timeout."""
+
+    def __init__(self, session_timeout_ms: int, journal_interval_ms: int) -> None:
+        super().__init__(session_timeout_ms // 10, journal_interval_ms)
+
+
+class _LeasesFromTheLastJournalling(cluster.Leases):
+    """Journals the expiry of the lease it journalled last (not the one it just renewed)."""
+
+    def touch(self, broker: int, now_ms: int, events: list[JournalEvent]) -> None:
+        last = self._journaled.get(broker)
+        mine: list[JournalEvent] = []
+        super().touch(broker, now_ms, mine)
+        events += [JournalEvent(e.ev, {**e.fields, "expires_ms": (last or now_ms) + self.session_timeout_ms})
+                   for e in mine]
+
+
+@pytest.mark.parametrize("leases", [_ShortLeases, _LeasesFromTheLastJournalling])
+def test_a_controller_journalling_leases_off_the_session_is_caught(
+        monkeypatch: pytest.MonkeyPatch, leases: type[cluster.Leases]) -> None:
+    monkeypatch.setattr(cluster, "Leases", leases)
+    assert "LeaseBound" in _sim_anomalies()
+
+
+def _term(j: JB) -> None:
+    j.add(1, "start", roles=["controller"], voters=[1], log_start=0, log_end=0, hw=0)
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    j.add(1, "lease", broker=4, expires_ms=9_500)  # activation: every broker of the image at once
+    j.add(1, "lease", broker=5, expires_ms=9_500)
+
+
+def _renewed(j: JB, at_ms: int, expires_ms: int) -> dict[str, Any]:
+    lease = j.add(1, "lease", broker=4, expires_ms=expires_ms)
+    j.add(1, "decision", api="BrokerHeartbeat", broker=4, broker_epoch=5, error="NONE", fenced=False,
+          shut_down=False, metadata_offset=9, at_ms=at_ms)
+    return lease
+
+
+def test_leases_a_session_after_the_heartbeat_or_the_activation_hold() -> None:
+    j = JB()
+    _term(j)
+    _renewed(j, 2_000, 11_000)
+    _renewed(j, 4_000, 13_000)
+    j.add(1, "lease", broker=4, expires_ms=16_000)  # its heartbeat not answered when the journal ends
+    assert _check(j)["valid"] is True
+
+
+def test_a_lease_off_the_session_is_caught() -> None:
+    j = JB()
+    _term(j)
+    _renewed(j, 2_000, 11_000)
+    bad = _renewed(j, 4_000, 12_100)  # a tenth of the session short
+    _renewed(j, 6_000, 15_000)
+    a = only_anomaly(_check(j), "LeaseBound")
+    assert a["entries"][0]["where"] == f"journal.jsonl:{j.entries.index(bad) + 1}"
+    assert "at 3100 ms" in a["explanation"]
+
+
+def test_a_renewal_that_does_not_move_the_expiry_on_is_caught() -> None:
+    j = JB()
+    _term(j)
+    first = _renewed(j, 2_000, 11_000)
+    again = _renewed(j, 4_000, 11_000)
+    a = only_anomaly(_check(j), "LeaseBound")
+    assert [x["where"] for x in a["entries"]] == [f"journal.jsonl:{j.entries.index(x) + 1}" for x in (first, again)]
