@@ -23,6 +23,11 @@ before it ever started, would otherwise be read as something else and pass.
   request's answer may never have been written: a crash or a lost leadership before it committed);
   and each renewal of a broker's lease in a term expires later than the one
   before. Judged on journals whose heartbeat and registration decisions all carry `at_ms`.
+- FenceAlternates: within one term of a controller's leadership, its `fence` and `unfence` lines for
+  one registration (broker and epoch) alternate: a controller fences only an unfenced broker and
+  unfences only a fenced one (KIP-631; Kafka writes a FenceBrokerRecord / UnfenceBrokerRecord only
+  on a change). The `fence` an unregistration journals (reason `unregistered`) removes the
+  registration whatever its state, and a `shutdown` changes no fencing.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ SELF_FENCING = ("FENCED_SELF", "UNFENCED_SELF")
 FENCE_ACTIONS = ("fence", "unfence", "shutdown")
 BROKER_APIS = ("BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "AlterPartition", "AllocateProducerIds")
 """Decisions on a request a broker sends about itself: they name the broker and its epoch."""
-INVARIANTS = ["ControllerJournalFields", "BrokerStateOrder", "LeaseBound"]
+INVARIANTS = ["ControllerJournalFields", "BrokerStateOrder", "LeaseBound", "FenceAlternates"]
 
 Test = Callable[[Any], bool]
 
@@ -212,3 +217,23 @@ def check_leases(journals: Journals, vs: list[Violation], session_timeout_ms: fl
                     f"ms, but no heartbeat or registration of it was decided {session_timeout_ms:g} ms (the session "
                     f"timeout) before, at {since:g} ms: a lease bound off the session lets a silent broker lead "
                     "too long or fences a live one"), [e]))
+
+
+def check_fence_alternation(journals: Journals, vs: list[Violation]) -> None:
+    """FenceAlternates (the state a term inherits is not journalled: each registration's first line
+    in a term is judged by nothing)."""
+    for entries in journals.by_node.values():
+        last: dict[tuple[Any, Any], Entry] = {}
+        for e in entries:
+            if e.ev == "start" or (e.ev == "role" and e.get("role") == "leader"):
+                last = {}
+            if e.ev != "fence" or e.get("action") not in ("fence", "unfence") or e.get("reason") == "unregistered":
+                continue
+            key = (e.get("broker"), e.get("epoch"))
+            before, last[key] = last.get(key), e
+            if before is not None and before.get("action") == e.get("action"):
+                state = "fenced" if e.get("action") == "fence" else "unfenced"
+                vs.append(Violation("FenceAlternates", (
+                    f"controller {e.node} {e.get('action')}s broker {key[0]} (broker epoch {key[1]}, reason "
+                    f"{e.get('reason')!r}) that it had already {state} in this term of leadership ({before.where()}): "
+                    "a fencing decision on a broker already in that state"), [before, e]))

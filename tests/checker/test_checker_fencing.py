@@ -312,6 +312,8 @@ def _timed_beat(j: JB, at_ms: int, node: int = 1) -> dict[str, Any]:
 
 
 def _session_fence(j: JB, at_ms: int, node: int = 1) -> dict[str, Any]:
+    """Broker 4 unfenced again (a caught-up heartbeat), then fenced for its session."""
+    j.add(node, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
     return j.add(node, "fence", broker=4, action="fence", reason="session timeout", epoch=5, at_ms=at_ms)
 
 
@@ -330,6 +332,7 @@ def test_a_fence_after_the_session_or_in_another_life_or_by_request_is_not() -> 
     j = healthy_fencing()
     _timed_beat(j, 1_000)
     _session_fence(j, 10_000)  # 9 s of silence: due
+    j.add(1, "fence", broker=4, action="unfence", reason="heartbeat", epoch=5)
     j.add(1, "fence", broker=4, action="fence", reason="requested", epoch=5, at_ms=10_500)  # want_fence
     _timed_beat(j, 20_000, node=2)  # another controller's clock
     _session_fence(j, 21_000)

@@ -222,3 +222,49 @@ def test_a_renewal_that_does_not_move_the_expiry_on_is_caught() -> None:
     again = _renewed(j, 4_000, 11_000)
     a = only_anomaly(_check(j), "LeaseBound")
     assert [x["where"] for x in a["entries"]] == [f"journal.jsonl:{j.entries.index(x) + 1}" for x in (first, again)]
+
+
+_heartbeat = cluster.heartbeat
+
+
+def _unfences_every_heartbeat(w: Any, req: Any, leases: cluster.Leases) -> Any:
+    """A heartbeat handler that unfences a caught-up broker whether or not it was fenced."""
+    b = w.image.brokers.get(req.broker_id)
+    was_unfenced = b is not None and not b.fenced and b.epoch == req.broker_epoch
+    out = _heartbeat(w, req, leases)
+    if was_unfenced and not req.want_fence and not req.want_shut_down:
+        w.fence_event(req.broker_id, "unfence", "heartbeat", req.broker_epoch,
+                      metadata_offset=int(req.current_metadata_offset))
+    return out
+
+
+def test_a_controller_unfencing_an_unfenced_broker_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "heartbeat", _unfences_every_heartbeat)
+    assert "FenceAlternates" in _sim_anomalies()
+
+
+def _fence(j: JB, action: str, reason: str = "heartbeat", epoch: int = 5) -> dict[str, Any]:
+    return j.add(1, "fence", broker=4, action=action, reason=reason, epoch=epoch, at_ms=1)
+
+
+def test_fencing_lines_that_alternate_hold() -> None:
+    j = JB()
+    _term(j)
+    _fence(j, "unfence")
+    _fence(j, "shutdown", "controlled shutdown")
+    _fence(j, "fence", "session timeout")
+    _fence(j, "fence", "unregistered")  # an unregistration removes it, fenced or not
+    _fence(j, "fence", "session timeout", epoch=9)  # another registration
+    _term(j)  # a new term: what it inherited is not journalled
+    _fence(j, "fence", "session timeout", epoch=9)
+    assert _check(j)["valid"] is True
+
+
+@pytest.mark.parametrize("action", ["fence", "unfence"])
+def test_fencing_a_fenced_or_unfencing_an_unfenced_broker_is_caught(action: str) -> None:
+    j = JB()
+    _term(j)
+    first = _fence(j, action, "session timeout")
+    again = _fence(j, action, "requested")
+    a = only_anomaly(_check(j), "FenceAlternates")
+    assert [x["where"] for x in a["entries"]] == [f"journal.jsonl:{j.entries.index(x) + 1}" for x in (first, again)]
