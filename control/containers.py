@@ -332,7 +332,16 @@ class DockerHost(HostIdentity, ShellDaemons):
         # 1: not the launcher. A node that exited meanwhile leaves its container stopped (exit code kept)
         # rather than started again by this question
         code, _, _ = self._exec(["grep", "-qF", LAUNCHER_MARK, "/proc/1/cmdline"], revive=False)
+        if code == -1:  # the node has exited, but Docker refuses an exec a moment before it reports the
+            self._wait_stopped(c)  # container stopped: gone means stopped, so a start or wipe never races it
         return code == 1
+
+    @staticmethod
+    def _wait_stopped(c: Any, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while c.status == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            c.reload()
 
     def start_daemon(self, name: str, command: str, *, log_path: str, env: dict[str, str] | None = None) -> int:
         if name != self.pid1:
