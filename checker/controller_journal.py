@@ -10,8 +10,9 @@ before it ever started, would otherwise be read as something else and pass.
   AllocateProducerIds — also names the broker and its epoch; a heartbeat decision its answer).
 - BrokerStateOrder: within one process life a broker's `broker_state` lines follow the lifecycle
   of the heartbeat proposal (KIP-631): STARTING first, then only forward through RECOVERY →
-  RUNNING → PENDING_CONTROLLED_SHUTDOWN → SHUTTING_DOWN (a state may be skipped, none repeated or
-  left for an earlier one); RECOVERY and RUNNING only on an accepted heartbeat (the broker's last
+  RUNNING → PENDING_CONTROLLED_SHUTDOWN → SHUTTING_DOWN (none repeated or left for an earlier one;
+  only the shutdown states may be reached early: RECOVERY comes right after STARTING, RUNNING right
+  after RECOVERY); RECOVERY and RUNNING only on an accepted heartbeat (the broker's last
   `heartbeat` line before it is `ok`); FENCED_SELF and UNFENCED_SELF alternate, FENCED_SELF first,
   and UNFENCED_SELF only on an accepted heartbeat too.
 - LeaseBound: a `lease` line's `expires_ms` is the session timeout after the controller heard from
@@ -132,6 +133,8 @@ def _state_problem(state: str, prev: Entry | None, self_fenced: bool, last_heart
         return None if state == "STARTING" else "a process life begins at STARTING"
     if LIFECYCLE.index(state) <= LIFECYCLE.index(prev["state"]):
         return f"after {prev['state']} (the lifecycle only goes forward: {' → '.join(LIFECYCLE)})"
+    if state in ("RECOVERY", "RUNNING") and LIFECYCLE.index(state) != LIFECYCLE.index(prev["state"]) + 1:
+        return f"after {prev['state']} ({state} comes only right after {LIFECYCLE[LIFECYCLE.index(state) - 1]})"
     if state in ("RECOVERY", "RUNNING") and not accepted:
         return "RECOVERY and RUNNING follow an accepted heartbeat (its last `heartbeat` is not ok)"
     return None

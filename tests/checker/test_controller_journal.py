@@ -56,6 +56,13 @@ class _RecoversTwice(BrokerLifecycle):
         super()._journal("RECOVERY" if state == BrokerState.RUNNING.name else state)
 
 
+class _SkipsRecovery(BrokerLifecycle):
+    """Goes from STARTING straight to RUNNING once caught up (no RECOVERY until it is unfenced)."""
+
+    def _set_state(self, state: BrokerState) -> None:
+        super()._set_state(BrokerState.RUNNING if state == BrokerState.RECOVERY else state)
+
+
 class _SelfFencesEveryCheck(BrokerLifecycle):
     """Journals FENCED_SELF on every self-fence check past the bound, not only when it fences itself."""
 
@@ -76,7 +83,7 @@ class _LeasesInSeconds(cluster.Leases):
 
 
 @pytest.mark.parametrize(("lifecycle", "rule"), [
-    (_SilentHeartbeats, "BrokerStateOrder"), (_RecoversTwice, "BrokerStateOrder"),
+    (_SilentHeartbeats, "BrokerStateOrder"), (_RecoversTwice, "BrokerStateOrder"), (_SkipsRecovery, "BrokerStateOrder"),
     (_SelfFencesEveryCheck, "BrokerStateOrder")])
 def test_a_broker_journalling_its_lifecycle_wrong_is_caught(
         monkeypatch: pytest.MonkeyPatch, lifecycle: type[BrokerLifecycle], rule: str) -> None:
@@ -106,19 +113,22 @@ def _broker(*states: str, ok: bool = True) -> JB:
     return j
 
 
-def test_a_lifecycle_in_order_holds_and_may_skip_states() -> None:
+def test_a_lifecycle_in_order_holds_and_may_shut_down_early() -> None:
     assert _check(_broker("STARTING", "RECOVERY", "RUNNING", "PENDING_CONTROLLED_SHUTDOWN",
                           "SHUTTING_DOWN"))["valid"] is True
-    assert _check(_broker("STARTING", "RUNNING", "FENCED_SELF", "SHUTTING_DOWN"))["valid"] is True
-    restarted = _broker("STARTING", "RUNNING")
+    assert _check(_broker("STARTING", "RECOVERY", "FENCED_SELF", "SHUTTING_DOWN"))["valid"] is True
+    assert _check(_broker("STARTING", "PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN"))["valid"] is True
+    restarted = _broker("STARTING", "RECOVERY", "RUNNING")
     restarted.entries += _broker("STARTING", "RECOVERY").entries
     assert _check(restarted)["valid"] is True
 
 
 @pytest.mark.parametrize(("states", "why"), [
     (("RECOVERY",), "begins at STARTING"),
-    (("STARTING", "RUNNING", "RECOVERY"), "only goes forward"),
-    (("STARTING", "RUNNING", "RUNNING"), "only goes forward"),
+    (("STARTING", "RECOVERY", "RUNNING", "RECOVERY"), "only goes forward"),
+    (("STARTING", "RECOVERY", "RUNNING", "RUNNING"), "only goes forward"),
+    (("STARTING", "RUNNING"), "RUNNING comes only right after RECOVERY"),
+    (("STARTING", "PENDING_CONTROLLED_SHUTDOWN", "RUNNING"), "only goes forward"),
     (("STARTING", "UNFENCED_SELF"), "alternate"),
     (("STARTING", "FENCED_SELF", "FENCED_SELF"), "alternate")])
 def test_a_lifecycle_out_of_order_is_caught(states: tuple[str, ...], why: str) -> None:
@@ -128,7 +138,7 @@ def test_a_lifecycle_out_of_order_is_caught(states: tuple[str, ...], why: str) -
 def test_running_without_an_accepted_heartbeat_is_caught() -> None:
     j = _broker("STARTING")
     j.add(4, "heartbeat", broker=4, ok=False, self_fence_ms=4000)
-    j.add(4, "broker_state", broker=4, state="RUNNING")
+    j.add(4, "broker_state", broker=4, state="RECOVERY")
     assert "accepted heartbeat" in only_anomaly(_check(j), "BrokerStateOrder")["explanation"]
 
 

@@ -34,6 +34,8 @@ def _running_broker() -> tuple[JB, dict[str, Any]]:
     j.add(4, "start", roles=["broker"], voters=[1, 2, 3], log_start=0, log_end=0, hw=0)
     j.add(4, "broker_state", broker=4, state="STARTING")
     j.add(4, "heartbeat", broker=4, ok=True, self_fence_ms=4000)
+    j.add(4, "broker_state", broker=4, state="RECOVERY")
+    j.add(4, "heartbeat", broker=4, ok=True, self_fence_ms=4000)
     j.add(4, "broker_state", broker=4, state="RUNNING")
     ok = _at(j.add(4, "heartbeat", broker=4, ok=True, self_fence_ms=4000), 10 * S)
     return j, ok
