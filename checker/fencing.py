@@ -469,14 +469,19 @@ def _check_applied_fences(journals: Journals, vs: list[Violation]) -> None:
 
 
 def _check_reregistration(journals: Journals, vs: list[Violation]) -> None:
-    """EpochBumpedForSameIncarnation: registrations and unregistrations in log order."""
+    """EpochBumpedForSameIncarnation: registrations and unregistrations in log order. An
+    unregistration ends the live registration when it was answered, and also when its record
+    committed (an `apply` of UnregisterBrokerRecord on any node): a request answered NOT_CONTROLLER
+    by a controller that resigned may still commit under the next leader, a write in doubt."""
     events = [e for e in journals.all() if _ok(e, "BrokerRegistration") or _ok(e, "UnregisterBroker")]
     if all(e.get("offset") is not None for e in events):
-        events.sort(key=lambda e: int(e["offset"]))
+        committed = {int(e["offset"]): e for e in journals.all()
+                     if e.ev == "apply" and e.get("type") == "UnregisterBrokerRecord" and e.get("offset") is not None}
+        events = sorted([*events, *committed.values()], key=lambda e: int(e["offset"]))
     live: dict[int, Entry] = {}  # broker → its live registration
     for e in events:
         b = int(e["broker"])
-        if e.get("api") == "UnregisterBroker":
+        if e.get("api") == "UnregisterBroker" or e.ev == "apply":
             live.pop(b, None)
             continue
         held = live.get(b)

@@ -168,6 +168,23 @@ def test_a_retried_registration_keeps_its_epoch_across_controllers() -> None:
     assert _check(j)["valid"] is True
 
 
+def test_an_unregistration_answered_not_controller_that_committed_ends_the_registration() -> None:
+    """The controller resigned before answering the UnregisterBroker (NOT_CONTROLLER), but the record
+    committed under the next leader: the same incarnation registering again gets a new epoch."""
+    j = JB()
+    _registration(j, 2, 1000, 129, "inc-a", 129)
+    j.add(2, "decision", api="UnregisterBroker", broker=1000, broker_epoch=129, error="NOT_CONTROLLER")
+    for node in (1, 2, 3):
+        j.add(node, "apply", offset=229, type="UnregisterBrokerRecord", broker=1000)
+    _registration(j, 2, 1000, 256, "inc-a", 256)
+    assert _check(j)["valid"] is True
+    j2 = JB()  # without the committed record the same answers are a bumped retry
+    _registration(j2, 2, 1000, 129, "inc-a", 129)
+    j2.add(2, "decision", api="UnregisterBroker", broker=1000, broker_epoch=129, error="NOT_CONTROLLER")
+    _registration(j2, 2, 1000, 256, "inc-a", 256)
+    only_anomaly(_check(j2), "EpochBumpedForSameIncarnation")
+
+
 def test_a_retried_registration_with_a_new_epoch_is_reported() -> None:
     j = JB()
     _registration(j, 1, 4, 10, "inc-a", 10)
