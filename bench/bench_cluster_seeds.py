@@ -12,22 +12,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.journal import journals_from
 from kraftlab.checker.metadata.check import check_metadata
 from kraftlab.node.sim.kraft import KraftSim, SimViolation
-
-
-def _led_again(entries: list[dict[str, Any]]) -> bool:
-    led: dict[int, set[int]] = {}
-    for e in entries:
-        if e["ev"] == "start":
-            led[e["node"]] = set()
-        elif e["ev"] == "role" and e.get("role") == "leader":
-            led.setdefault(e["node"], set()).add(e["epoch"])
-    return any(len(epochs) >= 2 for epochs in led.values())
 
 
 def main() -> None:
@@ -48,7 +37,7 @@ def main() -> None:
             continue
         judged += len(sim.leader_choice.judged)
         entries = sim.journal_dicts()
-        led_again += _led_again(entries)
+        led_again += sim.led_again()
         for name, res in (("metadata", check_metadata(journals_from(entries, "sim"))),
                           ("fencing", check_fencing(journals_from(entries, "sim"),
                                                     session_timeout_ms=sim.session_timeout_ms))):

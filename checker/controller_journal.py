@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kraftlab.checker.invariant import Violation
-from kraftlab.checker.journal import Entry, Journals
+from kraftlab.checker.journal import Entry, Journals, field_problems
 
 LIFECYCLE = ("STARTING", "RECOVERY", "RUNNING", "PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN")
 """A broker's states in the order it may pass them (BrokerState, without NOT_RUNNING, which is never
@@ -99,10 +99,8 @@ def _problems(e: Entry) -> list[str]:
     wanted = dict(FIELDS.get(e.ev, {}))
     if e.ev == "decision":
         wanted.update(API_FIELDS.get(str(e.get("api")), {}))
-    out = [f"`{k}` is {'missing' if k not in e.fields else repr(e.fields[k])}"
-           for k, ok in wanted.items() if k not in e.fields or not ok(e.fields[k])]
-    out += [f"`{k}` is {e.fields[k]!r}" for k, ok in OPTIONAL.get(e.ev, {}).items()
-            if k in e.fields and not ok(e.fields[k])]
+    out = field_problems(e, wanted)
+    out += field_problems(e, {k: ok for k, ok in OPTIONAL.get(e.ev, {}).items() if k in e.fields})
     return out
 
 

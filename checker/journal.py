@@ -11,7 +11,7 @@ flush before it sends the Fetch that acknowledges it, the leader its HW after it
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,3 +121,10 @@ def cut_at(entries: list[Entry], events: tuple[str, ...]) -> list[list[Entry]]:
             parts.append([])
         parts[-1].append(e)
     return parts
+
+
+def field_problems(e: Entry, wanted: Mapping[str, Callable[[Any], bool]]) -> list[str]:
+    """What is wrong with `e`'s fields against `wanted` (field → test of its value), in a violation's
+    words: each field missing, or present with a value its test refuses."""
+    return [f"`{k}` is {'missing' if k not in e.fields else repr(e.fields[k])}"
+            for k, ok in wanted.items() if k not in e.fields or not ok(e.fields[k])]

@@ -54,7 +54,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kraftlab.checker.invariant import Violation
-from kraftlab.checker.journal import Entry
+from kraftlab.checker.journal import Entry, field_problems
 from kraftlab.checker.raft import voters as vs
 from kraftlab.checker.raft.replay import Moment, Replay
 from kraftlab.checker.rules import NamedRule
@@ -125,8 +125,7 @@ def _problems(e: Entry) -> list[str]:
     wanted = dict(FIELDS.get(e.ev, {}))
     if e.ev == "voter_change":
         wanted.update(CHANGE_FIELDS.get(str(e.get("action")), {}))
-    out = [f"`{k}` is {'missing' if k not in e.fields else f'{e.fields[k]!r}'}"
-           for k, ok in wanted.items() if k not in e.fields or not ok(e.fields[k])]
+    out = field_problems(e, wanted)
     if e.ev == "voters" and not out and len(e["directory_ids"]) != len(e["voters"]):
         out.append(f"{len(e['directory_ids'])} directory ids for {len(e['voters'])} voters")
     return out

@@ -708,6 +708,16 @@ class KraftSim:
         simulated clock), for the same checkers that judge real runs."""
         return [{"ts": t, "mono": t * 1_000_000, "node": nid, **e.to_json()} for t, nid, e in self.journal]
 
+    def led_again(self) -> bool:
+        """Whether some controller led two epochs within one process life (it resigned and won again)."""
+        led: dict[int, set[int]] = {}
+        for e in self.journal_dicts():
+            if e["ev"] == "start":
+                led[e["node"]] = set()
+            elif e["ev"] == "role" and e.get("role") == "leader":
+                led.setdefault(e["node"], set()).add(e["epoch"])
+        return any(len(epochs) >= 2 for epochs in led.values())
+
     # ---- final checks -----------------------------------------------------------------------
 
     def check_converged(self) -> None:

@@ -33,17 +33,6 @@ def _assert_journals_valid(sim: KraftSim) -> None:
         assert res["valid"] is True, (name, res["anomalies"][:3])
 
 
-def _led_again(sim: KraftSim) -> bool:
-    """Whether some controller led two epochs within one process life (it resigned and won again)."""
-    led: dict[int, set[int]] = {}
-    for e in sim.journal_dicts():
-        if e["ev"] == "start":
-            led[e["node"]] = set()
-        elif e["ev"] == "role" and e.get("role") == "leader":
-            led.setdefault(e["node"], set()).add(e["epoch"])
-    return any(len(epochs) >= 2 for epochs in led.values())
-
-
 def test_quiet_cluster_all_brokers_unfenced_quickly() -> None:
     sim = KraftSim(seed=1)
     sim.run(fault_ms=0, settle_ms=12_000, faults=False)
@@ -65,7 +54,7 @@ def test_lossy_network_with_duplicates_and_leadership_back_and_forth() -> None:
     sim.run(fault_ms=15_000, settle_ms=15_000)
     sim.check_converged()
     assert sim.acked
-    assert _led_again(sim), "no controller resigned and won again in the same process life"
+    assert sim.led_again(), "no controller resigned and won again in the same process life"
     _assert_journals_valid(sim)
 
 
