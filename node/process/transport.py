@@ -198,22 +198,24 @@ def register_raft_apis(
         """The response entity at once when the core answered within its step (most requests: no
         task, no timer), else an awaitable of it (a parked Fetch)."""
         message = wire.request_from_wire(request)
+        version = int(request.__version__)
         if security is not None and not security.allows_on_cluster(
             context.principal, context.peer, describe=isinstance(message, m.DescribeQuorumRequest)
         ):
             log.warning("refusing %s from %s: %s lacks the cluster permission", type(message).__name__,
                         context.peer, context.principal)
-            return wire.response_to_wire(refusal(message, m.Errors.CLUSTER_AUTHORIZATION_FAILED, driver.core.epoch))
+            return wire.response_to_wire(
+                refusal(message, m.Errors.CLUSTER_AUTHORIZATION_FAILED, driver.core.epoch), version
+            )
         sender_cluster = getattr(request, "cluster_id", None)
         if sender_cluster is not None and sender_cluster != cluster_id:
             log.warning("refusing %s from %s: cluster id %s", type(message).__name__, context.peer, sender_cluster)
-            return wire.response_to_wire(refusal(message, m.Errors.INCONSISTENT_CLUSTER_ID, driver.core.epoch))
+            return wire.response_to_wire(refusal(message, m.Errors.INCONSISTENT_CLUSTER_ID, driver.core.epoch), version)
         future = driver.submit(request_source(message), message, timeout_s)
-        version = int(request.__version__)
         if future.done():
             return wire.response_to_wire(future.result(), version)  # type: ignore[arg-type]  # the request's response
         return _later(future, version)
 
     for entity in wire.REQUEST_ENTITIES.values():
         key, version = int(entity.__api_key__), int(entity.__version__)
-        registry.register(key, version, wire.MAX_VERSIONS.get(key, version), handle)
+        registry.register(key, wire.MIN_VERSIONS.get(key, version), wire.MAX_VERSIONS.get(key, version), handle)

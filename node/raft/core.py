@@ -330,20 +330,23 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
 
         voter_set = self.voter_set
 
-        def replica(rid: int, p: Any) -> m.ReplicaState:
-            voter = voter_set.voter(rid)
-            directory = None if voter is None else voter.directory_id
+        def replica(rid: int, p: Any, directory: uuid.UUID | None) -> m.ReplicaState:
             if rid == self.node_id:
                 return m.ReplicaState(rid, durable, now, now, directory)
             return m.ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms, directory)
 
+        def named(rid: int) -> uuid.UUID | None:
+            voter = voter_set.voter(rid)
+            return None if voter is None else voter.directory_id
+
+        observers = sorted(state.observers.items(), key=lambda kv: (kv[0][0], str(kv[0][1] or "")))
         return m.DescribeQuorumResponse(
             m.Errors.NONE,
             self.node_id,
             state.epoch,
             self._hw,
-            tuple(replica(r, p) for r, p in sorted(state.voters.items())),
-            tuple(replica(r, p) for r, p in sorted(state.observers.items())),
+            tuple(replica(r, p, named(r)) for r, p in sorted(state.voters.items())),
+            tuple(replica(rid, p, directory) for (rid, directory), p in observers),
             tuple((v, voter.endpoints) for v in voter_set if (voter := voter_set.voter(v)) is not None),
         )
 

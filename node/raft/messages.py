@@ -108,6 +108,10 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     max_wait_ms: int = 0
+    replica_directory_id: uuid.UUID | None = None
+    """KIP-853 (Fetch v17): the fetching replica's directory id (None: not sent, as before v17, or
+    the static mode). The leader tracks each replica by (id, directory id): a fetch with another
+    directory than the voter set names for that id is an observer's, not the voter's."""
 
 
 @dataclass(slots=True)
@@ -132,6 +136,8 @@ class FetchSnapshotRequest:
     snapshot_id: OffsetAndEpoch
     position: int
     max_bytes: int
+    replica_directory_id: uuid.UUID | None = None
+    """KIP-853 (FetchSnapshot v1): the fetching replica's directory id, as on Fetch."""
 
 
 @dataclass(slots=True)

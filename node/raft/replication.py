@@ -11,6 +11,7 @@ and takes the leader's high-water mark. Committed batches go to the state machin
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,7 +41,7 @@ class Replication(CoreContext):
         if state.parked:
             for rid in [r for r, p in state.parked.items() if p.deadline <= now]:
                 p = state.parked.pop(rid)
-                self._answer_fetch(state, p.src, p.ref, p.fetch_offset, p.last_fetched_epoch)
+                self._answer_fetch(state, p.src, p.ref, p.fetch_offset, p.last_fetched_epoch, p.directory_id)
         if not state.alone:
             state.check_quorum_at = state.check_quorum_deadline(now, self.config.check_quorum_timeout_ms)
             if now >= state.check_quorum_at and self.bugs.on("no-check-quorum"):
@@ -194,10 +195,11 @@ class Replication(CoreContext):
             return
         state = self.state
         assert isinstance(state, Leader)
-        progress = state.progress_of(req.replica_id)
+        directory = req.replica_directory_id
+        progress = state.progress_of(req.replica_id, directory)
         diverging, snapshot_id = self._validate_fetch(req.fetch_offset, req.last_fetched_epoch)
         hw_moved = False
-        is_voter = req.replica_id in state.voters
+        is_voter = progress is not None and state.voters.get(req.replica_id) is progress
         if progress is not None:
             progress.last_fetch_ms = now
             if diverging is None and snapshot_id is None:
@@ -216,10 +218,12 @@ class Replication(CoreContext):
             and (progress is None or is_voter or progress.hw_sent >= self._hw)
         ):
             deadline = now + min(req.max_wait_ms, self.config.fetch_max_wait_ms)
-            state.parked[env.src] = ParkedFetch(env.src, req.fetch_offset, req.last_fetched_epoch, env.ref, deadline)
+            state.parked[env.src] = ParkedFetch(
+                env.src, req.fetch_offset, req.last_fetched_epoch, env.ref, deadline, directory
+            )
             return
         state.parked.pop(env.src, None)
-        self._answer_fetch(state, env.src, env.ref, req.fetch_offset, req.last_fetched_epoch)
+        self._answer_fetch(state, env.src, env.ref, req.fetch_offset, req.last_fetched_epoch, directory)
 
     def _validate_fetch(self, offset: int, last_epoch: int) -> tuple[OffsetAndEpoch | None, OffsetAndEpoch | None]:
         """(diverging epoch, snapshot id) for a fetch position; both None when it continues our log."""
@@ -246,7 +250,9 @@ class Replication(CoreContext):
         latest = self.snapshots.latest()
         return 0 < offset == self.log.start_offset() and (latest is None or latest.offset != offset)
 
-    def _answer_fetch(self, state: Leader, dst: int, ref: Any, offset: int, last_epoch: int) -> None:
+    def _answer_fetch(
+        self, state: Leader, dst: int, ref: Any, offset: int, last_epoch: int, directory: uuid.UUID | None = None
+    ) -> None:
         diverging, snapshot_id = self._validate_fetch(offset, last_epoch)
         log = self.log
         batches: tuple[Batch, ...] = ()
@@ -259,7 +265,7 @@ class Replication(CoreContext):
         response = m.FetchResponse(
             error, state.epoch, self.node_id, self._hw, log.start_offset(), batches, diverging, snapshot_id
         )
-        progress = state.voters.get(dst) or state.observers.get(dst)
+        progress = state.known(dst, directory)
         if progress is not None:
             progress.hw_sent = self._hw
         self._out.messages.append(m.Envelope(self.node_id, dst, response, ref))
@@ -268,7 +274,7 @@ class Replication(CoreContext):
         parked = list(state.parked.values())
         state.parked.clear()
         for p in parked:
-            self._answer_fetch(state, p.src, p.ref, p.fetch_offset, p.last_fetched_epoch)
+            self._answer_fetch(state, p.src, p.ref, p.fetch_offset, p.last_fetched_epoch, p.directory_id)
 
     # ----------------------------------------------------------------- follower: Fetch
 
@@ -286,11 +292,20 @@ class Replication(CoreContext):
             fetch = state.snapshot
             size = self.config.fetch_snapshot_max_bytes
             self._send(
-                leader, m.FetchSnapshotRequest(state.epoch, self.node_id, fetch.snapshot_id, fetch.position, size), now
+                leader,
+                m.FetchSnapshotRequest(
+                    state.epoch, self.node_id, fetch.snapshot_id, fetch.position, size, self.directory_id
+                ),
+                now,
             )
         else:
             request = m.FetchRequest(
-                state.epoch, self.node_id, self.log.end_offset(), self.log.last_epoch(), self.config.fetch_max_wait_ms
+                state.epoch,
+                self.node_id,
+                self.log.end_offset(),
+                self.log.last_epoch(),
+                self.config.fetch_max_wait_ms,
+                self.directory_id,
             )
             self._send(leader, request, now)
 
@@ -304,7 +319,11 @@ class Replication(CoreContext):
         if idle and not any(ref != 0 for ref, _ in inflight.values()):  # ref 0: a peer backing off
             target = idle[self.rng.randrange(len(idle))]
             self._send(
-                target, m.FetchRequest(state.epoch, self.node_id, self.log.end_offset(), self.log.last_epoch()), now
+                target,
+                m.FetchRequest(
+                    state.epoch, self.node_id, self.log.end_offset(), self.log.last_epoch(), 0, self.directory_id
+                ),
+                now,
             )
         state.deadline = now + self.config.retry_backoff_ms
 

@@ -71,7 +71,7 @@ class Snapshots(CoreContext):
             return
         state = self.state
         assert isinstance(state, Leader)
-        progress = state.progress_of(req.replica_id)
+        progress = state.progress_of(req.replica_id, req.replica_directory_id)
         if progress is not None:
             progress.last_fetch_ms = now
         chunk = self.snapshots.read_bytes(sid, req.position, min(req.max_bytes, self.config.fetch_snapshot_max_bytes))

@@ -9,12 +9,16 @@ end offset and check-quorum deadline. A state never changes the node's state its
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.raft.voters import majority as majority  # re-exported: the simulator counts majorities with it
+
+ReplicaKey = tuple[int, uuid.UUID | None]
+"""KIP-853: a replica is its node id and its directory id (None: not sent, the static mode)."""
 
 
 class Role(StrEnum):
@@ -155,6 +159,7 @@ class ParkedFetch:
     last_fetched_epoch: int
     ref: object
     deadline: int
+    directory_id: uuid.UUID | None = None
 
 
 @dataclass(slots=True)
@@ -185,7 +190,9 @@ class Leader:
     """Progress of exactly the voters of `voter_set` (the leader's own entry is unused: it counts
     its durable end)."""
     voter_set: VoterSet
-    observers: dict[int, Progress] = field(default_factory=dict)
+    observers: dict[ReplicaKey, Progress] = field(default_factory=dict)
+    """Progress of every other replica that fetched, by replica key: a replaced disk (the voter's
+    id, another directory id) is an observer, as in Kafka's LeaderState (KIP-853)."""
     # Voters that have not fetched in this epoch yet: they are sent BeginQuorumEpoch.
     unacknowledged: set[int] = field(default_factory=set)
     parked: dict[int, ParkedFetch] = field(default_factory=dict)
@@ -227,30 +234,44 @@ class Leader:
 
     def update_voters(self, voter_set: VoterSet, now: int) -> None:
         """The leader appended a voter set (KIP-853: in force at once): a new voter keeps the
-        progress it made as an observer (one never seen counts as heard from now, as a new leader
-        counts every voter, so check-quorum does not fire at once); a removed one is tracked as an
-        observer from now on."""
-        old = self.voters
+        progress it made as an observer with the voter's key (one never seen counts as heard from
+        now, as a new leader counts every voter, so check-quorum does not fire at once); a removed
+        one, or one the new set names with another directory, is tracked as an observer by the key
+        it had."""
+        old, old_set = self.voters, self.voter_set
         progress: dict[int, Progress] = {}
         for v in voter_set:
-            known = old.pop(v) if v in old else self.observers.pop(v, None)
+            directory = _directory(voter_set, v)
+            if v in old and old_set.holds(v, directory):
+                known: Progress | None = old.pop(v)
+            else:
+                known = self.observers.pop((v, directory), None)
             progress[v] = known if known is not None else Progress(0, now, -1)
         for rid, p in old.items():
             if rid != self.local_id:
-                self.observers[rid] = p
+                self.observers.setdefault((rid, _directory(old_set, rid)), p)
         self.unacknowledged &= set(voter_set)
         self.voters = progress
         self.voter_set = voter_set
 
-    def progress_of(self, replica_id: int) -> Progress | None:
+    def progress_of(self, replica_id: int, directory_id: uuid.UUID | None = None) -> Progress | None:
         """The progress of a replica that fetched (a voter has now acknowledged the epoch; an
-        observer is tracked from its first fetch); None for a replica id below 0 (a consumer)."""
-        if replica_id in self.voters:
-            self.unacknowledged.discard(replica_id)
-            return self.voters[replica_id]
+        observer is tracked from its first fetch); None for a replica id below 0 (a consumer). A
+        fetch is the voter's only with the voter's key: the id, and the directory id the set names."""
+        known = self.known(replica_id, directory_id)
+        if known is not None:
+            if replica_id in self.voters:
+                self.unacknowledged.discard(replica_id)
+            return known
         if replica_id < 0:
             return None
-        return self.observers.setdefault(replica_id, Progress())
+        return self.observers.setdefault((replica_id, directory_id), Progress())
+
+    def known(self, replica_id: int, directory_id: uuid.UUID | None) -> Progress | None:
+        """The progress tracked for replica (replica_id, directory_id), voter or observer (None: none)."""
+        if replica_id in self.voters and self.voter_set.holds(replica_id, directory_id):
+            return self.voters[replica_id]
+        return self.observers.get((replica_id, directory_id))
 
     def quorum_end_offset(self, local_end: int) -> int:
         """The largest offset a majority of voters (counting the leader's durable end) hold."""
@@ -350,3 +371,8 @@ class Resigned:
 
 
 EpochState = Unattached | Prospective | Candidate | Leader | Follower | Resigned
+
+
+def _directory(voter_set: VoterSet, node_id: int) -> uuid.UUID | None:
+    voter = voter_set.voter(node_id)
+    return None if voter is None else voter.directory_id

@@ -8,18 +8,23 @@ One version of each API, all for the `__cluster_metadata` topic, partition 0:
 | BeginQuorumEpoch | 53 | 0 | static voters: no KIP-853 endpoints needed |
 | EndQuorumEpoch | 54 | 0 | carries PreferredSuccessors |
 | DescribeQuorum | 55 | 1, 2 | v1: last-fetch / caught-up times; v2 (KIP-853): directory ids, voters' listeners |
-| Fetch | 1 | 12 | the last version naming topics (not ids) with LastFetchedEpoch, DivergingEpoch, SnapshotId |
-| FetchSnapshot | 59 | 0 | the only one before KIP-853 |
+| Fetch | 1 | 12–17 | sent at 17 (KIP-853: ReplicaDirectoryId); topic by id from 13, ReplicaState from 15 |
+| FetchSnapshot | 59 | 0, 1 | sent at 1 (KIP-853: ReplicaDirectoryId) |
 
 Fetch record sets are Kafka record batches encoded by `node.storage.batches` (this is the only
 raft module that imports it). Snapshot chunks travel as raw bytes (`UnalignedRecords`).
-The replica/destination ids a wire message does not carry are passed by the caller.
+The replica/destination ids a wire message does not carry are passed by the caller. Fetch and
+FetchSnapshot are served in every version of the table (a request below KIP-853's carries no
+directory id: the leader tracks that replica as (id, none), as Kafka's does) and sent at the newest.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
+import importlib
+import uuid
+from types import ModuleType
 from typing import Any
 
 from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
@@ -31,10 +36,10 @@ from kio.schema.describe_quorum.v2 import response as dq2_resp
 from kio.schema.end_quorum_epoch.v0 import request as eqe_req
 from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as f_req
-from kio.schema.fetch.v12 import response as f_resp
-from kio.schema.fetch_snapshot.v0 import request as fs_req
-from kio.schema.fetch_snapshot.v0 import response as fs_resp
+from kio.schema.fetch.v17 import request as f_req
+from kio.schema.fetch.v17 import response as f_resp
+from kio.schema.fetch_snapshot.v1 import request as fs_req
+from kio.schema.fetch_snapshot.v1 import response as fs_resp
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as v_req
 from kio.schema.vote.v2 import response as v_resp
@@ -47,6 +52,8 @@ from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.storage.batches import decode_batches, encode_batches
 
 METADATA_TOPIC = TopicName("__cluster_metadata")
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+"""Kafka's `Uuid.METADATA_TOPIC_ID`: the metadata topic's id in Fetch v13+."""
 PARTITION = i32(0)
 # Constant fields, validated once (a kio phantom value is checked at each construction).
 _NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
@@ -78,8 +85,31 @@ RESPONSE_ENTITIES: dict[type, type[Payload]] = {
 }
 
 
+FETCH_VERSIONS = range(12, 18)
+FETCH_SNAPSHOT_VERSIONS = range(0, 2)
+FIRST_FETCH_WITH_DIRECTORY, FIRST_FETCH_SNAPSHOT_WITH_DIRECTORY = 17, 1
+MIN_VERSIONS: dict[int, int] = {
+    int(f_req.FetchRequest.__api_key__): FETCH_VERSIONS[0],
+    int(fs_req.FetchSnapshotRequest.__api_key__): FETCH_SNAPSHOT_VERSIONS[0],
+}
+"""APIs served from an older version than the one above (the one sent)."""
 MAX_VERSIONS: dict[int, int] = {int(dq_req.DescribeQuorumRequest.__api_key__): 2}
-"""APIs served in more than the version above: DescribeQuorum v2 (KIP-853, node.raft.membership.describe)."""
+"""APIs served in a newer version than the one above: DescribeQuorum v2 (KIP-853, node.raft.membership.describe)."""
+
+
+def _schemas(api: str, versions: range) -> dict[int, tuple[ModuleType, ModuleType]]:
+    return {
+        v: tuple(importlib.import_module(f"kio.schema.{api}.v{v}.{side}") for side in ("request", "response"))
+        for v in versions
+    }
+
+
+_FETCH = _schemas("fetch", FETCH_VERSIONS)
+_FETCH_SNAPSHOT = _schemas("fetch_snapshot", FETCH_SNAPSHOT_VERSIONS)
+_FETCH_REQUESTS = tuple(req.FetchRequest for req, _ in _FETCH.values())
+_FETCH_RESPONSES = tuple(resp.FetchResponse for _, resp in _FETCH.values())
+_FETCH_SNAPSHOT_REQUESTS = tuple(req.FetchSnapshotRequest for req, _ in _FETCH_SNAPSHOT.values())
+_FETCH_SNAPSHOT_RESPONSES = tuple(resp.FetchSnapshotResponse for _, resp in _FETCH_SNAPSHOT.values())
 
 
 class WireError(ValueError):
@@ -106,17 +136,31 @@ def _error(code: ErrorCode) -> m.Errors:
 
 
 def _one(topics: tuple[Any, ...], name_of: str = "topic_name") -> Any:
-    """The single partition of the metadata topic in a request/response."""
-    if len(topics) != 1 or getattr(topics[0], name_of) != METADATA_TOPIC or len(topics[0].partitions) != 1:
+    """The single partition of the metadata topic in a request/response (named, or by id from Fetch v13)."""
+    if len(topics) != 1 or len(topics[0].partitions) != 1:
         raise WireError("expected exactly one partition of __cluster_metadata")
-    return topics[0].partitions[0]
+    topic = topics[0]
+    named = getattr(topic, "topic_id", None) == METADATA_TOPIC_ID if not hasattr(topic, name_of) else (
+        getattr(topic, name_of) == METADATA_TOPIC
+    )
+    if not named:
+        raise WireError("expected exactly one partition of __cluster_metadata")
+    return topic.partitions[0]
+
+
+def _directory(value: uuid.UUID | None) -> uuid.UUID | None:
+    """A directory id from the wire: Kafka's zero UUID (the field's default) is none."""
+    return None if value is None or value.int == 0 else value
 
 
 # ---------------------------------------------------------------------------- to the wire
 
 
-def request_to_wire(message: m.Request, cluster_id: str | None = None, destination: int = -1) -> Any:
-    """A kio request entity for `message` (`destination`: the voter addressed, for Vote v2)."""
+def request_to_wire(
+    message: m.Request, cluster_id: str | None = None, destination: int = -1, version: int | None = None
+) -> Any:
+    """A kio request entity for `message` (`destination`: the voter addressed, for Vote v2;
+    `version`: for Fetch and FetchSnapshot, one of those served — the newest by default)."""
     if isinstance(message, m.VoteRequest):
         part = v_req.PartitionData(
             partition_index=PARTITION,
@@ -156,38 +200,60 @@ def request_to_wire(message: m.Request, cluster_id: str | None = None, destinati
             topics=(dq_req.TopicData(topic_name=METADATA_TOPIC, partitions=(describe_part,)),)
         )
     if isinstance(message, m.FetchRequest):
-        fetch_part = f_req.FetchPartition(
-            partition=PARTITION,
-            current_leader_epoch=i32(message.epoch),
-            fetch_offset=i64(message.fetch_offset),
-            last_fetched_epoch=i32(message.last_fetched_epoch),
-            log_start_offset=_NO_LOG_START,
-            partition_max_bytes=_ANY_BYTES,
-        )
-        return f_req.FetchRequest(
-            cluster_id=cluster_id,
-            replica_id=BrokerId(message.replica_id),
-            max_wait=_max_wait(message.max_wait_ms),
-            min_bytes=_MIN_BYTES,
-            topics=(f_req.FetchTopic(topic=METADATA_TOPIC, partitions=(fetch_part,)),),
-            forgotten_topics_data=(),
-        )
+        return _fetch_request(message, cluster_id, FETCH_VERSIONS[-1] if version is None else version)
     if isinstance(message, m.FetchSnapshotRequest):
-        snapshot_part = fs_req.PartitionSnapshot(
-            partition=PARTITION,
-            current_leader_epoch=i32(message.epoch),
-            snapshot_id=fs_req.SnapshotId(
-                end_offset=i64(message.snapshot_id.offset), epoch=i32(message.snapshot_id.epoch)
-            ),
-            position=i64(message.position),
-        )
-        return fs_req.FetchSnapshotRequest(
-            cluster_id=cluster_id,
-            replica_id=BrokerId(message.replica_id),
-            max_bytes=i32(message.max_bytes),
-            topics=(fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=(snapshot_part,)),),
-        )
+        return _fetch_snapshot_request(message, cluster_id, FETCH_SNAPSHOT_VERSIONS[-1] if version is None else version)
     raise TypeError(f"not a Raft request: {type(message).__name__}")
+
+
+def _fetch_request(message: m.FetchRequest, cluster_id: str | None, version: int) -> Any:
+    req = _FETCH[version][0]
+    directory = {"replica_directory_id": message.replica_directory_id} if version >= FIRST_FETCH_WITH_DIRECTORY else {}
+    fetch_part = req.FetchPartition(
+        partition=PARTITION,
+        current_leader_epoch=i32(message.epoch),
+        fetch_offset=i64(message.fetch_offset),
+        last_fetched_epoch=i32(message.last_fetched_epoch),
+        log_start_offset=_NO_LOG_START,
+        partition_max_bytes=_ANY_BYTES,
+        **directory,
+    )
+    if version < 13:
+        topic = req.FetchTopic(topic=METADATA_TOPIC, partitions=(fetch_part,))
+    else:
+        topic = req.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=(fetch_part,))
+    replica_id = BrokerId(message.replica_id)
+    replica = {"replica_id": replica_id} if version < 15 else {"replica_state": req.ReplicaState(replica_id=replica_id)}
+    return req.FetchRequest(
+        cluster_id=cluster_id,
+        max_wait=_max_wait(message.max_wait_ms),
+        min_bytes=_MIN_BYTES,
+        topics=(topic,),
+        forgotten_topics_data=(),
+        **replica,
+    )
+
+
+def _fetch_snapshot_request(message: m.FetchSnapshotRequest, cluster_id: str | None, version: int) -> Any:
+    req = _FETCH_SNAPSHOT[version][0]
+    directory = (
+        {"replica_directory_id": message.replica_directory_id}
+        if version >= FIRST_FETCH_SNAPSHOT_WITH_DIRECTORY
+        else {}
+    )
+    snapshot_part = req.PartitionSnapshot(
+        partition=PARTITION,
+        current_leader_epoch=i32(message.epoch),
+        snapshot_id=req.SnapshotId(end_offset=i64(message.snapshot_id.offset), epoch=i32(message.snapshot_id.epoch)),
+        position=i64(message.position),
+        **directory,
+    )
+    return req.FetchSnapshotRequest(
+        cluster_id=cluster_id,
+        replica_id=BrokerId(message.replica_id),
+        max_bytes=i32(message.max_bytes),
+        topics=(req.TopicSnapshot(name=METADATA_TOPIC, partitions=(snapshot_part,)),),
+    )
 
 
 def _replica(r: m.ReplicaState) -> dq_resp.ReplicaState:
@@ -239,8 +305,9 @@ def response_to_wire(message: m.Response, version: int | None = None) -> Any:
             topics=(dq_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(describe_part,)),),
         )
     if isinstance(message, m.FetchResponse):
-        return _fetch_response_to_wire(message)
+        return _fetch_response_to_wire(message, FETCH_VERSIONS[-1] if version is None else version)
     if isinstance(message, m.FetchSnapshotResponse):
+        fs_resp = _FETCH_SNAPSHOT[FETCH_SNAPSHOT_VERSIONS[-1] if version is None else version][1]
         sid = message.snapshot_id or OffsetAndEpoch(-1, -1)
         snapshot_part = fs_resp.PartitionSnapshot(
             index=PARTITION,
@@ -278,12 +345,13 @@ def _fetch_key(message: m.FetchResponse) -> tuple[Any, ...]:
     )
 
 
-def _fetch_response_to_wire(message: m.FetchResponse) -> Any:
+def _fetch_response_to_wire(message: m.FetchResponse, version: int) -> Any:
     global _last_fetch
-    key = _fetch_key(message)
+    key = (version, *_fetch_key(message))
     cached = _last_fetch
     if cached is not None and cached[0] == key:
         return cached[1]
+    f_resp = _FETCH[version][1]
     div = message.diverging_epoch
     snap = message.snapshot_id
     part = f_resp.PartitionData(
@@ -304,7 +372,11 @@ def _fetch_response_to_wire(message: m.FetchResponse) -> Any:
     entity = f_resp.FetchResponse(
         throttle_time=_NO_THROTTLE,
         error_code=ErrorCode.none,
-        responses=(f_resp.FetchableTopicResponse(topic=METADATA_TOPIC, partitions=(part,)),),
+        responses=(
+            f_resp.FetchableTopicResponse(topic=METADATA_TOPIC, partitions=(part,))
+            if version < 13
+            else f_resp.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(part,)),
+        ),
     )
     _last_fetch = (key, entity, message.batches)  # the batches stay referenced: their ids stay theirs
     return entity
@@ -335,14 +407,29 @@ def request_from_wire(entity: Any) -> m.Request:
     if isinstance(entity, dq_req.DescribeQuorumRequest | dq2_req.DescribeQuorumRequest):
         _one(entity.topics)
         return m.DescribeQuorumRequest()
-    if isinstance(entity, f_req.FetchRequest):
+    if isinstance(entity, _FETCH_REQUESTS):
         p = _one(entity.topics, "topic")
         wait_ms = int(entity.max_wait.total_seconds() * 1000)
-        return m.FetchRequest(p.current_leader_epoch, entity.replica_id, p.fetch_offset, p.last_fetched_epoch, wait_ms)
-    if isinstance(entity, fs_req.FetchSnapshotRequest):
+        replica = entity.replica_state.replica_id if hasattr(entity, "replica_state") else entity.replica_id
+        return m.FetchRequest(
+            p.current_leader_epoch,
+            replica,
+            p.fetch_offset,
+            p.last_fetched_epoch,
+            wait_ms,
+            _directory(getattr(p, "replica_directory_id", None)),
+        )
+    if isinstance(entity, _FETCH_SNAPSHOT_REQUESTS):
         p = _one(entity.topics, "name")
         sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
-        return m.FetchSnapshotRequest(p.current_leader_epoch, entity.replica_id, sid, p.position, entity.max_bytes)
+        return m.FetchSnapshotRequest(
+            p.current_leader_epoch,
+            entity.replica_id,
+            sid,
+            p.position,
+            entity.max_bytes,
+            _directory(getattr(p, "replica_directory_id", None)),
+        )
     raise WireError(f"not a Raft request entity: {type(entity).__name__}")
 
 
@@ -384,7 +471,7 @@ def response_from_wire(entity: Any) -> m.Response:
             tuple(_replica_state(r) for r in p.current_voters),
             tuple(_replica_state(r) for r in p.observers),
         )
-    if isinstance(entity, f_resp.FetchResponse):
+    if isinstance(entity, _FETCH_RESPONSES):
         if top != m.Errors.NONE:
             return m.FetchResponse(top, -1, None)
         p = _one(entity.responses, "topic")
@@ -400,7 +487,7 @@ def response_from_wire(entity: Any) -> m.Response:
             OffsetAndEpoch(div.end_offset, div.epoch) if div.end_offset >= 0 and div.epoch >= 0 else None,
             OffsetAndEpoch(snap.end_offset, snap.epoch) if snap.end_offset >= 0 and snap.epoch >= 0 else None,
         )
-    if isinstance(entity, fs_resp.FetchSnapshotResponse):
+    if isinstance(entity, _FETCH_SNAPSHOT_RESPONSES):
         if top != m.Errors.NONE:
             return m.FetchSnapshotResponse(top, -1, None)
         p = _one(entity.topics, "name")

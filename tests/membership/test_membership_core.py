@@ -68,8 +68,10 @@ def answers(out: Output) -> list[m.VoterChangeResponse]:
     return [e.message for e in out.messages if e.dst == ADMIN and isinstance(e.message, m.VoterChangeResponse)]
 
 
-def fetch(core: RaftCore, replica: int, offset: int, now: int) -> Output:
-    request = m.FetchRequest(core.epoch, replica, offset, core.log.last_epoch() if offset else 0)
+def fetch(core: RaftCore, replica: int, offset: int, now: int, directory: uuid.UUID | None = None) -> Output:
+    """A Fetch from replica `replica` running on `directory` (its own disk, D[replica], by default)."""
+    last_epoch = core.log.last_epoch() if offset else 0
+    request = m.FetchRequest(core.epoch, replica, offset, last_epoch, 0, directory or D[replica])
     return ask(core, request, now, src=replica, ref=f"f{replica}")
 
 
@@ -184,6 +186,47 @@ def test_add_voter_times_out_when_the_replica_never_catches_up() -> None:
     assert core.voter_set == voters(1)
     # Nothing pending any more: the next request is taken.
     assert answers(ask(core, m.AddRaftVoterRequest(voter(2), 500), 700)) == []
+
+
+def test_add_voter_naming_a_directory_no_fetching_replica_runs_on_times_out() -> None:
+    """Kafka's leader tracks replicas by (id, directory id) from the Fetch's ReplicaDirectoryId: an
+    AddRaftVoter naming node 2 with a directory it does not run on waits for a replica that never
+    fetches, and times out — node 2 fetching caught up from its own disk is another replica."""
+    core = standalone_leader()
+    elsewhere = uuid.UUID(int=42 << 64)
+    ask(core, m.AddRaftVoterRequest(voter(2, elsewhere), 500), 100)
+    fetch(core, 2, core.log.end_offset(), 200)
+    assert core.voter_set == voters(1) and answers(core.tick(300)) == []
+    assert [r.error for r in answers(core.tick(600))] == [m.Errors.REQUEST_TIMED_OUT]
+    assert core.voter_set == voters(1)
+    # The same request naming the disk node 2 runs on: added at once, node 2 being caught up.
+    ask(core, m.AddRaftVoterRequest(voter(2), 500), 700)
+    assert core.voter_set == voters(1, 2)
+
+
+def test_a_voters_id_fetching_from_another_directory_is_an_observer() -> None:
+    """A fetch is the voter's only with the voter's key: from a replaced disk (same id, another
+    directory id) it neither acknowledges the epoch nor counts toward the high-water mark, and
+    DescribeQuorum lists it as an observer with its directory id."""
+    core = standalone_leader()
+    now = 100
+    for rid in (2, 3):  # voters 2 and 3 added, each once caught up, each change committed
+        fetch(core, rid, core.log.end_offset(), now)
+        ask(core, m.AddRaftVoterRequest(voter(rid), 1_000), now + 1)
+        fetch(core, rid, core.log.end_offset(), now + 2)
+        now += 100
+    assert core.voter_set == voters(1, 2, 3) and core.high_watermark == core.log.end_offset()
+    core.append([Record(b"k", b"v")], now)
+    end, replaced = core.log.end_offset(), uuid.UUID(int=99 << 64)
+    ends = [(r.replica_id, r.log_end_offset) for r in core.describe_quorum(now).voters]
+    fetch(core, 2, end, now + 1, directory=replaced)
+    fetch(core, 3, end, now + 1, directory=replaced)
+    assert core.high_watermark < end
+    described = core.describe_quorum(now + 2)
+    assert [(r.replica_id, r.directory_id) for r in described.observers] == [(2, replaced), (3, replaced)]
+    assert [(r.replica_id, r.log_end_offset) for r in described.voters] == ends
+    fetch(core, 3, end, now + 3)  # voter (3, D[3]) itself
+    assert core.high_watermark == end
 
 
 def test_leader_refusals_in_kafkas_error_codes() -> None:

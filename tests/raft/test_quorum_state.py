@@ -67,7 +67,7 @@ def test_the_leader_owns_replica_progress_and_its_quorum_figures() -> None:
     p2 = leader.progress_of(2)
     assert p2 is not None and leader.unacknowledged == {3} and leader.majority_acknowledged()
     assert leader.progress_of(-1) is None
-    assert leader.progress_of(9) is leader.observers[9]
+    assert leader.progress_of(9) is leader.observers[(9, None)]
     p2.end_offset = 12
     assert leader.quorum_end_offset(15) == 12  # the leader's 15, voter 2's 12, voter 3's 0
     p2.last_fetch_ms = 400

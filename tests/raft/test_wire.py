@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import uuid
 
 import pytest
 from kio.serial import entity_reader, entity_writer
@@ -25,6 +26,8 @@ def through_bytes(entity: object) -> object:
     return decoded
 
 
+DIRECTORY = uuid.UUID(int=(7 << 64) | 3)
+
 REQUESTS = [
     m.VoteRequest(7, 2, 6, 120, True),
     m.VoteRequest(7, 2, 6, 120, False),
@@ -33,7 +36,9 @@ REQUESTS = [
     m.DescribeQuorumRequest(),
     m.FetchRequest(4, 2, 1000, 3, 500),
     m.FetchRequest(4, 8, 0, 0, 0),
+    m.FetchRequest(4, 8, 0, 0, 0, DIRECTORY),
     m.FetchSnapshotRequest(4, 2, OffsetAndEpoch(300, 3), 4096, 1 << 20),
+    m.FetchSnapshotRequest(4, 2, OffsetAndEpoch(300, 3), 4096, 1 << 20, DIRECTORY),
 ]
 
 BATCHES = (
@@ -79,9 +84,45 @@ def test_versions_are_the_documented_ones() -> None:
         "BeginQuorumEpochRequest": 0,
         "EndQuorumEpochRequest": 0,
         "DescribeQuorumRequest": 1,
-        "FetchRequest": 12,
-        "FetchSnapshotRequest": 0,
+        "FetchRequest": 17,
+        "FetchSnapshotRequest": 1,
     }
+    assert wire.MIN_VERSIONS == {1: 12, 59: 0}
+
+
+@pytest.mark.parametrize("version", wire.FETCH_VERSIONS)
+def test_fetch_at_every_served_version_carries_what_it_can(version: int) -> None:
+    """Every Fetch version the node serves goes through and back; the replica's directory id only
+    from v17 (KIP-853) — before it, the leader sees the replica as (id, none), as Kafka's does."""
+    message = m.FetchRequest(4, 2, 1000, 3, 500, DIRECTORY)
+    entity = wire.request_to_wire(message, "c1", version=version)
+    assert int(entity.__version__) == version
+    expected = message if version >= 17 else dataclasses.replace(message, replica_directory_id=None)
+    assert wire.request_from_wire(through_bytes(entity)) == expected
+    response = m.FetchResponse(E.NONE, 4, 1, 12, 0, BATCHES)
+    answer = wire.response_to_wire(response, version)
+    assert int(answer.__version__) == version
+    assert wire.response_from_wire(through_bytes(answer)) == response
+
+
+@pytest.mark.parametrize("version", wire.FETCH_SNAPSHOT_VERSIONS)
+def test_fetch_snapshot_at_every_served_version(version: int) -> None:
+    message = m.FetchSnapshotRequest(4, 2, OffsetAndEpoch(300, 3), 4096, 1 << 20, DIRECTORY)
+    entity = wire.request_to_wire(message, "c1", version=version)
+    expected = message if version >= 1 else dataclasses.replace(message, replica_directory_id=None)
+    assert wire.request_from_wire(through_bytes(entity)) == expected
+    response = m.FetchSnapshotResponse(E.NONE, 4, 1, OffsetAndEpoch(100, 3), 9000, 4096, b"chunk")
+    answer = wire.response_to_wire(response, version)
+    assert int(answer.__version__) == version
+    assert wire.response_from_wire(through_bytes(answer)) == response
+
+
+def test_a_fetch_naming_another_topic_id_is_refused() -> None:
+    entity = wire.request_to_wire(m.FetchRequest(4, 2, 0, 0, 0))
+    topic = entity.topics[0]
+    other = dataclasses.replace(entity, topics=(dataclasses.replace(topic, topic_id=uuid.UUID(int=2)),))
+    with pytest.raises(wire.WireError):
+        wire.request_from_wire(other)
 
 
 def test_a_request_for_another_topic_is_refused() -> None:
@@ -135,11 +176,13 @@ def _named(entity: object, names: tuple[str, ...]) -> list[object]:
 
 @pytest.mark.parametrize("message", REQUESTS + RESPONSES, ids=lambda r: type(r).__name__)
 def test_every_message_names_kafkas_metadata_partition(message: m.Message) -> None:
-    """Kafka's voters read and write the metadata log as topic __cluster_metadata, partition 0: a
+    """Kafka's voters read and write the metadata log as topic __cluster_metadata (id 1), partition 0: a
     message naming anything else is one a Kafka peer refuses (or misreads)."""
     entity = wire.request_to_wire(message) if m.is_request(message) else wire.response_to_wire(message)
     decoded = through_bytes(entity)
-    topics = _named(decoded, ("topic_name", "topic", "name"))
+    topics = _named(decoded, ("topic_name", "topic", "name")) + [
+        "__cluster_metadata" if i == uuid.UUID(int=1) else i for i in _named(decoded, ("topic_id",))
+    ]  # Fetch from v13 names it by Kafka's METADATA_TOPIC_ID
     partitions = _named(decoded, ("partition_index", "partition", "index"))
     assert topics and set(topics) == {"__cluster_metadata"}
     assert partitions and set(partitions) == {0}

@@ -160,7 +160,10 @@ class VoterChanges(CoreContext):
         if change is None:
             return
         if change.offset < 0:
-            progress = state.observers.get(change.subject)
+            added = change.voters.voter(change.subject)
+            # Kafka's isReplicaCaughtUp: the replica key added (id and directory id) must have
+            # fetched — a replica of that id on another disk is another observer.
+            progress = state.observers.get((change.subject, None if added is None else added.directory_id))
             caught_up = progress is not None and progress.last_caught_up_ms >= now - self.config.fetch_timeout_ms
             if caught_up:
                 self._append_voters(state, change, now)
