@@ -98,8 +98,9 @@ MAX_VERSIONS: dict[int, int] = {int(dq_req.DescribeQuorumRequest.__api_key__): 2
 
 
 def _schemas(api: str, versions: range) -> dict[int, tuple[ModuleType, ModuleType]]:
+    module = importlib.import_module
     return {
-        v: tuple(importlib.import_module(f"kio.schema.{api}.v{v}.{side}") for side in ("request", "response"))
+        v: (module(f"kio.schema.{api}.v{v}.request"), module(f"kio.schema.{api}.v{v}.response"))
         for v in versions
     }
 
