@@ -8,10 +8,10 @@ UNASSIGNED until the broker's AssignReplicasToDirs; here the controller places t
 creates the replica's log there); replicas a reassignment adds are placed the same way. A broker
 without registered directories gets UNASSIGNED replicas.
 
-When a heartbeat names OfflineLogDirs (a directory the broker can no longer use), the controller
-writes the broker's remaining directories (BrokerRegistrationChangeRecord's LogDirs) and, for each
-partition whose replica on that broker lived there, takes the broker out of the ISR and elects
-another leader (Kafka's handleDirectoriesOffline): a replica on a failed directory is not
+When a heartbeat names OfflineLogDirs (a directory the broker can no longer use), the controller,
+for each partition whose replica on that broker lived there, takes the broker out of the ISR and
+elects another leader, then writes the broker's remaining directories (BrokerRegistrationChangeRecord's
+LogDirs), in that order (Kafka's handleDirectoriesOffline): a replica on a failed directory is not
 eligible to lead or to be in the ISR (MetadataImage.replica_online) until the broker registers
 again with the directory back online. A broker that registers again without a directory one of
 its replicas was placed on (a disk lost and formatted anew has a new directory id) gets that
@@ -75,8 +75,6 @@ def handle_offline_dirs(w: Write, broker_id: int, epoch: int, offline: Iterable[
     failed = {d for d in offline if d in b.log_dirs}
     if not failed:
         return []
-    online = tuple(d for d in b.log_dirs if d not in failed)
-    w.emit(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, log_dirs=online))
     moved = []
     for topic, pid, p in list(w.image.partitions()):
         if broker_id in p.replicas and p.directory(broker_id) in failed and (
@@ -87,4 +85,8 @@ def handle_offline_dirs(w: Write, broker_id: int, epoch: int, offline: Iterable[
             if rec is not None:
                 w.emit(rec)
                 moved.append(f"{topic.name}-{pid}")
+    # Last, as Kafka's handleDirectoriesOffline writes it: a heartbeat's records may span batches,
+    # and no committed offset may show the directory offline while a replica on it leads or is in an ISR.
+    online = tuple(d for d in b.log_dirs if d not in failed)
+    w.emit(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, log_dirs=online))
     return moved
