@@ -271,7 +271,20 @@ class ImageModel:
                 b.in_controlled_shutdown = True
             if f.get("log_dirs") is not None:
                 b.log_dirs = list(f["log_dirs"])
+                out += self._left_failed_dirs(f["broker_id"], offset)
         return out
+
+    def _left_failed_dirs(self, bid: int, offset: int) -> list[Breach]:
+        """Once a broker's registration no longer names a directory, none of its replicas there
+        leads or is in an ISR, whatever its role was (Kafka's handleDirectoriesOffline moves them
+        all before it writes the BrokerRegistrationChangeRecord)."""
+        still = sorted(f"{self.topic_names.get(t, t)}-{n}" for (t, n), x in self.partitions.items()
+                       if (bid == x.leader or bid in x.isr) and self._on_failed_dir(x, bid))
+        if not still:
+            return []
+        return [Breach("FailedDirectoryLeavesIsr", f"offset {offset}: broker {bid}'s directories shrank while its "
+                                                   f"replicas there still lead or are in the ISR of "
+                                                   f"{', '.join(still[:5])}{' …' if len(still) > 5 else ''}")]
 
     def _TopicRecord(self, f: dict[str, Any], offset: int, snapshot: bool) -> list[Breach]:
         out = []

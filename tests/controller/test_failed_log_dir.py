@@ -7,14 +7,28 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterable
 
+import pytest
 from controller_harness import Harness
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.errors import ErrorCode
 
-from kraftlab.node.controller.log_dirs import place_replicas
+import kraftlab.node.controller.cluster as cluster
+from kraftlab.checker.metadata.decode import decode as checker_decode
+from kraftlab.checker.metadata.model import Breach, ImageModel
+from kraftlab.node.controller.log_dirs import handle_offline_dirs, place_replicas
+from kraftlab.node.controller.write import Write
 from kraftlab.node.metadata.image import UNASSIGNED_DIR, MetadataImage
-from kraftlab.node.metadata.records import PartitionRecord, RegisterBrokerRecord, TopicRecord, decode, encode
+from kraftlab.node.metadata.records import (
+    BrokerRegistrationChangeRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    decode,
+    encode,
+)
 
 DIRS = {b: (uuid.UUID(int=1000 + 10 * b), uuid.UUID(int=1001 + 10 * b)) for b in (1, 2, 3)}
 
@@ -103,20 +117,23 @@ def test_records_and_snapshot_keep_directories() -> None:
     assert rebuilt.brokers[1].log_dirs == DIRS[1]
 
 
-def test_the_metadata_checker_finds_the_controllers_log_valid(h: Harness) -> None:
-    from kraftlab.checker.metadata.decode import decode as checker_decode
-    from kraftlab.checker.metadata.model import ImageModel
-
-    e = start(h)
-    h.create("t", assignments={0: [1, 2], 1: [1, 3], 2: [2, 1]})
-    offline(h, 1, e[1], DIRS[1][0])
-    h.run(BrokerHeartbeatRequest(broker_id=2, broker_epoch=e[2], current_metadata_offset=h.active().committed_offset,
-                                 want_fence=True, want_shut_down=False))
+def judged(h: Harness) -> tuple[ImageModel, list[Breach]]:
+    """The harness's committed log through the metadata checker's model, record by record."""
     model, breaches = ImageModel(), []
     for batch in h.q.batches:
         for i, record in enumerate(batch.records):
             if record.value is not None and not batch.control:
                 breaches += model.apply(checker_decode(record.value), batch.base_offset + i)
+    return model, breaches
+
+
+def test_the_metadata_checker_finds_the_controllers_log_valid(h: Harness) -> None:
+    e = start(h)
+    h.create("t", assignments={0: [1, 2], 1: [1, 3], 2: [2, 1]})
+    offline(h, 1, e[1], DIRS[1][0])
+    h.run(BrokerHeartbeatRequest(broker_id=2, broker_epoch=e[2], current_metadata_offset=h.active().committed_offset,
+                                 want_fence=True, want_shut_down=False))
+    model, breaches = judged(h)
     assert breaches == []
     assert model.brokers[1].log_dirs == [str(DIRS[1][1])]
     assert model.partitions[(str(h.image().topic("t").topic_id), 0)].directories[0] == str(DIRS[1][0])
@@ -139,3 +156,31 @@ def test_a_replica_a_reassignment_adds_is_placed_and_moved_off_a_failed_director
     h.alter_isr(2, e[2], "t", 0, [2, 3])
     offline(h, 3, e[3], DIRS[3][0])
     assert 3 not in h.image().topic("t").partitions[0].isr
+
+
+def test_the_directory_is_recorded_offline_after_its_replicas_left_isrs_and_leaderships(h: Harness) -> None:
+    """Kafka's order: a heartbeat's records may span batches, so the BrokerRegistrationChangeRecord
+    comes after every partition change, never showing the directory offline while a replica leads there."""
+    e = start(h)
+    h.create("t", assignments={0: [1, 2], 1: [3, 1], 2: [2, 1]})
+    before = sum(len(b.records) for b in h.q.batches)
+    offline(h, 1, e[1], DIRS[1][0])
+    written = [decode(r.value) for b in h.q.batches for r in b.records if r.value is not None and not b.control]
+    kinds = [type(r) for r in written[before:]]
+    assert kinds[-1] == BrokerRegistrationChangeRecord and len(kinds) >= 2
+    assert set(kinds[:-1]) == {PartitionChangeRecord}
+
+
+def test_the_metadata_checker_catches_a_directory_recorded_offline_before_its_replicas_moved(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    def registration_first(w: Write, broker_id: int, epoch: int, offline: Iterable[uuid.UUID]) -> list[str]:
+        n = len(w.records)
+        moved = handle_offline_dirs(w, broker_id, epoch, offline)
+        w.records[n:] = [*w.records[-1:], *w.records[n:-1]]
+        return moved
+
+    monkeypatch.setattr(cluster, "handle_offline_dirs", registration_first)
+    e = start(h)
+    h.create("t", assignments={0: [1, 2], 1: [3, 1]})
+    offline(h, 1, e[1], DIRS[1][0])
+    assert {b.rule for b in judged(h)[1]} == {"FailedDirectoryLeavesIsr"}
