@@ -20,6 +20,9 @@ everywhere):
   nor grants a candidate the vote of the directory it ran on before (judged with the simulator's
   own record of each node's disk);
 - RemovedLeaderResigns: a leader no longer in the voter set resigns as soon as that set commits;
+- AddedVoterIsAReplica: a voter set a leader appends names each voter it adds by a replica key
+  (id, directory id) some disk of the simulation runs or ran on — Kafka's leader adds only a key
+  it saw fetch (the Fetch's ReplicaDirectoryId), never a directory no disk is;
 - VoterChangeAnswered: a client's AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter, drawn from the
   whole space KIP-853 allows, gets Kafka's answer for the state the node took it in, once
   (node.sim.voter_requests).
@@ -42,7 +45,14 @@ from kraftlab.node.raft.states import Candidate, Leader, Prospective
 from kraftlab.node.raft.voters import Endpoint, Voter, VoterSet
 from kraftlab.node.sim.cluster import SimNode, SimParams, SimResult, Simulation
 from kraftlab.node.sim.invariants import CheckedNode, Invariants
-from kraftlab.node.sim.voter_requests import CLIENT_ID, Asked, VoterRequestJudge, draw, kafkas_answer
+from kraftlab.node.sim.voter_requests import (
+    CLIENT_ID,
+    Asked,
+    VoterRequestJudge,
+    draw,
+    kafkas_answer,
+    taken_outcomes,
+)
 
 ADMIN_ID = -1000
 """The administrator's id in envelopes (no node's)."""
@@ -123,6 +133,8 @@ class MembershipSimulation(Simulation):
         self.report = MembershipResult(self.result)
         self._admin_rng = random.Random(params.sim.seed ^ 0x853)
         self.directories: dict[int, uuid.UUID] = {i: self._new_directory() for i in self.nodes}
+        self.disks: set[tuple[int, uuid.UUID]] = set(self.directories.items())
+        """Every replica key (node id, directory id) a disk of the simulation ran on."""
         self.invariants = MembershipInvariants(self.voter_ids, self.directories)
         self.witness.judging = False
         self.check_quorum.judging = False
@@ -175,6 +187,7 @@ class MembershipSimulation(Simulation):
             assert isinstance(invariants, MembershipInvariants)
             invariants.lost[(node.node_id, self.directories[node.node_id])] = durable
             self.directories[node.node_id] = self._new_directory()
+            self.disks.add((node.node_id, self.directories[node.node_id]))
             self.report.disks_replaced += 1
 
     # ------------------------------------------------------------------ the loop
@@ -283,7 +296,8 @@ class MembershipSimulation(Simulation):
         expected, why = kafkas_answer(node.core, request)
         self._ref += 1
         ref = self._ref
-        self.voter_requests.sent(ref, Asked(request, expected, why, node.node_id))
+        taken = taken_outcomes(request, self.directories)
+        self.voter_requests.sent(ref, Asked(request, expected, why, node.node_id, taken=taken))
         out = node.raft.handle(m.Envelope(CLIENT_ID, node.node_id, request, ref), now)
         if expected is not None and not any(e.dst == CLIENT_ID and e.ref == ref for e in out.messages):
             self.invariants.fail("VoterChangeAnswered", f"node {node.node_id} took {request!r}, which Kafka refuses "
@@ -346,6 +360,12 @@ class MembershipSimulation(Simulation):
         if before is None or before[0] == now_set[0]:
             return
         previous_offset, previous = before
+        for v in now_set[1]:
+            directory = _directory(now_set[1], v)
+            added = v not in previous or _directory(previous, v) != directory
+            if added and directory is not None and (v, directory) not in self.disks:
+                fail("AddedVoterIsAReplica", f"leader {nid} added voter ({v}, {directory}) at {now_set[0]}: no disk "
+                     f"of node {v} has that directory id (it runs on {self.directories.get(v)})")
         if previous_offset >= core.high_watermark and previous_offset >= 0:
             fail(
                 "OneChangeAtATime",
