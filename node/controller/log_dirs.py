@@ -21,6 +21,7 @@ is not trusted to hold any committed record of it (cluster.register).
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable
 
@@ -65,7 +66,11 @@ def rehome(w: Write, broker_id: int, lost: Iterable[tuple[uuid.UUID, int]]) -> N
         p = w.image.topics[topic_id].partitions[pid]
         home = place_replicas(w.image, (broker_id,), pid)[0]
         dirs = tuple(home if r == broker_id else p.directory(r) for r in p.replicas)
-        w.emit(PartitionChangeRecord(partition_id=pid, topic_id=topic_id, directories=dirs))
+        # Built as any other change (Kafka's PartitionChangeBuilder): a leaderless partition elects
+        # whom it would elect now, as the same change of anything else would.
+        rec = change(w.image, topic_id, pid, unclean=w.config.unclean_leader_election) or \
+            PartitionChangeRecord(partition_id=pid, topic_id=topic_id)
+        w.emit(dataclasses.replace(rec, directories=dirs))
 
 
 def handle_offline_dirs(w: Write, broker_id: int, epoch: int, offline: Iterable[uuid.UUID]) -> list[str]:

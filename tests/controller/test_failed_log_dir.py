@@ -6,6 +6,7 @@ and only there; they stay ineligible until the broker registers with the directo
 from __future__ import annotations
 
 import dataclasses
+import random
 import uuid
 from collections.abc import Iterable
 
@@ -17,7 +18,8 @@ from kio.schema.errors import ErrorCode
 import kraftlab.node.controller.cluster as cluster
 from kraftlab.checker.metadata.decode import decode as checker_decode
 from kraftlab.checker.metadata.model import Breach, ImageModel
-from kraftlab.node.controller.log_dirs import handle_offline_dirs, place_replicas
+from kraftlab.node.controller import ControllerConfig
+from kraftlab.node.controller.log_dirs import handle_offline_dirs, lost_replicas, place_replicas, rehome
 from kraftlab.node.controller.write import Write
 from kraftlab.node.metadata.image import UNASSIGNED_DIR, MetadataImage
 from kraftlab.node.metadata.records import (
@@ -26,6 +28,7 @@ from kraftlab.node.metadata.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UnfenceBrokerRecord,
     decode,
     encode,
 )
@@ -184,3 +187,20 @@ def test_the_metadata_checker_catches_a_directory_recorded_offline_before_its_re
     h.create("t", assignments={0: [1, 2], 1: [3, 1]})
     offline(h, 1, e[1], DIRS[1][0])
     assert {b.rule for b in judged(h)[1]} == {"FailedDirectoryLeavesIsr"}
+
+
+def test_a_replica_placed_anew_is_a_partition_change_like_any_other() -> None:
+    """The record placing a broker's replica on a new directory (its disk formatted anew) elects as
+    PartitionChangeBuilder does: here the remembered last ISR member, eligible again, leads."""
+    tid, new_dir = uuid.uuid4(), uuid.UUID(int=99)
+    image = MetadataImage()
+    for b, dirs in ((1, DIRS[1]), (2, (new_dir,))):
+        image.apply(RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.uuid4(), broker_epoch=b, log_dirs=dirs))
+        image.apply(UnfenceBrokerRecord(id=b, epoch=b))
+    image.apply(TopicRecord(name="t", topic_id=tid))
+    image.apply(PartitionRecord(partition_id=0, topic_id=tid, replicas=(2, 1), isr=(), leader=-1, leader_epoch=3,
+                                partition_epoch=5, last_known_elr=(1,), directories=(DIRS[2][0], DIRS[1][0])))
+    w = Write(image, ControllerConfig(node_id=9, cluster_id="c"), 0, 10, random.Random(0))
+    rehome(w, 2, lost_replicas(image, 2))
+    assert w.records == [PartitionChangeRecord(partition_id=0, topic_id=tid, isr=(1,), leader=1, last_known_elr=(),
+                                               directories=(new_dir, DIRS[1][0]))]
