@@ -73,6 +73,7 @@ from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import NotLeader as RaftNotLeader
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.sim.controller_answers import ControllerAnswers
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
 from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, is_token_request
@@ -149,7 +150,11 @@ class _Writer:
             base, out = self.node.raft.append(records, now_ms)
         except RaftNotLeader as exc:
             raise NotLeader() from exc
-        self.sim.dispatch(self.node, out, now_ms)
+        self.sim.appending += 1  # the controller's step goes on after the append: not over yet
+        try:
+            self.sim.dispatch(self.node, out, now_ms)
+        finally:
+            self.sim.appending -= 1
         return base
 
     def next_offset(self) -> int:
@@ -221,6 +226,8 @@ class KraftSim:
         self.tokens = TokenClient(random.Random(seed ^ 0x70CE))
         self.version_rng = random.Random(seed ^ 0x7E25)  # the version each client request is sent at
         self.sent_versions: Counter[tuple[str, int]] = Counter()  # (API, version) of what the clients sent
+        self.answers = ControllerAnswers()  # the controllers' answers judged against the requests delivered
+        self.appending = 0  # > 0 while a controller's append is dispatched (its step is not over)
 
     # ---- nodes --------------------------------------------------------------------------
 
@@ -232,6 +239,7 @@ class KraftSim:
         )
         if node.voter:
             self.leader_choice.restart(node.node_id)
+            self.answers.restarted(node.node_id)
             node.ctrl = QuorumController(
                 ControllerConfig(
                     node_id=node.node_id, cluster_id=CLUSTER_ID, session_timeout_ms=self.session_timeout_ms, seed=seed,
@@ -296,7 +304,9 @@ class KraftSim:
     def drain(self, node: KNode, now: int) -> None:
         """Route the application outputs of `node` and check its committed image."""
         if node.ctrl is not None:
-            for out in node.ctrl.take_outputs():
+            outputs = node.ctrl.take_outputs()
+            self._judged(self.answers.observe(node.node_id, outputs, node.ctrl.committed_offset))
+            for out in outputs:
                 if isinstance(out, Reply):
                     bid, binc, kind, token = out.token
                     response = self._wire(out.response, f"controller {node.node_id}'s answer to {bid}")
@@ -309,6 +319,8 @@ class KraftSim:
                     wrong = self.leader_choice.observe(node.node_id, out, node.image)
                     if wrong is not None:
                         raise SimViolation(f"seed {self.seed}: controller {node.node_id}: {wrong}")
+            if not self.appending:
+                self._judged(self.answers.settle(node.node_id, node.ctrl.committed_offset, node.ctrl.active))
         if node.lifecycle is not None:
             lifecycle, metadata, apis = node.broker()
             for broker_out in lifecycle.take_outputs() + apis.take_outputs():
@@ -323,6 +335,10 @@ class KraftSim:
                     self.journal.append((now, node.node_id, broker_out))
             self.journal += [(now, node.node_id, e) for e in metadata.take_outputs()]
         self.check(node)
+
+    def _judged(self, problems: list[str]) -> None:
+        if problems:
+            raise SimViolation(f"seed {self.seed}: {problems[0]}")
 
     def _send(self, src: int, dst: int, kind: int, payload: Any, now: int) -> None:
         for delay in self.network.delays(src, dst):
@@ -512,6 +528,7 @@ class KraftSim:
                 decided = self.tokens.facts(request, image, now) if is_token_request(request) \
                     else self.admin.facts(request, image)
                 self._admin_facts.setdefault(token, []).append((request, decided))
+            self.answers.delivered(target, (bid, binc, rkind, token), request, node.ctrl.active)
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
             if isinstance(decided, TokenFacts):
                 decided.after = node.ctrl.future_image.copy()  # what the decision left
