@@ -29,6 +29,11 @@ before it ever started, would otherwise be read as something else and pass.
   unfences only a fenced one (KIP-631; Kafka writes a FenceBrokerRecord / UnfenceBrokerRecord only
   on a change). The `fence` an unregistration journals (reason `unregistered`) removes the
   registration whatever its state, and a `shutdown` changes no fencing.
+- DecisionsFromLeader: only the active controller decides (Kafka's QuorumController answers
+  NOT_CONTROLLER at once when it is not active, and journals nothing of it): a `decision` line with
+  any error but NOT_CONTROLLER comes from a node whose last `role` line in its process life makes it
+  leader; a NOT_CONTROLLER decision (a held request failed when its controller renounced) from one
+  whose last `role` line no longer does. Judged on nodes that journal `role` lines.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ SELF_FENCING = ("FENCED_SELF", "UNFENCED_SELF")
 FENCE_ACTIONS = ("fence", "unfence", "shutdown")
 BROKER_APIS = ("BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "AlterPartition", "AllocateProducerIds")
 """Decisions on a request a broker sends about itself: they name the broker and its epoch."""
-INVARIANTS = ["ControllerJournalFields", "BrokerStateOrder", "LeaseBound", "FenceAlternates"]
+INVARIANTS = ["ControllerJournalFields", "BrokerStateOrder", "LeaseBound", "FenceAlternates", "DecisionsFromLeader"]
 
 Test = Callable[[Any], bool]
 
@@ -238,3 +243,32 @@ def check_fence_alternation(journals: Journals, vs: list[Violation]) -> None:
                     f"controller {e.node} {e.get('action')}s broker {key[0]} (broker epoch {key[1]}, reason "
                     f"{e.get('reason')!r}) that it had already {state} in this term of leadership ({before.where()}): "
                     "a fencing decision on a broker already in that state"), [before, e]))
+
+
+def check_decisions_from_leader(journals: Journals, vs: list[Violation]) -> None:
+    """DecisionsFromLeader (once per node and kind: one cause, one finding; judged on nodes that
+    journal their `role` lines)."""
+    for entries in journals.by_node.values():
+        if not any(e.ev == "role" for e in entries):
+            continue
+        role: Entry | None = None
+        reported: set[bool] = set()
+        for e in entries:
+            if e.ev == "start":
+                role = None
+            elif e.ev == "role":
+                role = e
+            elif e.ev == "decision":
+                leading = role is not None and role.get("role") == "leader"
+                failed = e.get("error") == "NOT_CONTROLLER"
+                if leading == failed and failed not in reported:
+                    reported.add(failed)
+                    now = "no role yet in this process life" if role is None else \
+                        f"role {role.get('role')} in epoch {role.get('epoch')}"
+                    why = ("a request failed NOT_CONTROLLER by a controller still leading (a held request fails "
+                           "only when its controller renounces)") if failed else \
+                        ("a decision by a controller that is not the leader (only the active controller decides; "
+                         "any other answers NOT_CONTROLLER and journals nothing)")
+                    vs.append(Violation("DecisionsFromLeader", (
+                        f"node {e.node} journals a {e.get('api')} decision ({e.get('error')}) with {now}: {why}"),
+                        [x for x in (role, e) if x is not None]))

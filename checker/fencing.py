@@ -48,7 +48,7 @@
   clock in one process life, with no unregistration or controlled shutdown of that registration in
   between (KIP-631: a new incarnation is refused, DUPLICATE_BROKER_REGISTRATION, while the old one's
   session is live — else two processes act as one broker).
-- ControllerJournalFields, BrokerStateOrder, LeaseBound, FenceAlternates: the controller's and
+- ControllerJournalFields, BrokerStateOrder, LeaseBound, FenceAlternates, DecisionsFromLeader: the controller's and
   brokers' lines these rules read keep their contract (checker.controller_journal).
 - AckedLost: an acknowledged create (or registration) is missing from the last successful read
   of the topic list (or of the registry) though no delete (unregister) of it was attempted.
@@ -704,6 +704,7 @@ def check_fencing(journals: Journals, history: History | None = None, session_ti
     controller_journal.check_broker_states(journals, vs)
     controller_journal.check_leases(journals, vs, session_timeout_ms)
     controller_journal.check_fence_alternation(journals, vs)
+    controller_journal.check_decisions_from_leader(journals, vs)
     stats = _check_metadata(journals, vs)
     if history is not None:
         _check_acked(history, vs)

@@ -170,8 +170,7 @@ class ControllerAnswers:
         what = f"controller {node}'s answer to {api} ({reply.token})"
         if not asked.active:
             self.judged["refused by a standby"] += 1
-            nothing = not errors and answered_items(reply.response) == 0  # (ElectLeaders v0 of all partitions)
-            if (errors != {NOT_CONTROLLER} and not nothing) or decisions or not asked.fresh:
+            if not _not_controller(errors, reply) or decisions or not asked.fresh:
                 return [f"{what}, asked while not active, must come at once, every error NOT_CONTROLLER, with no "
                         f"decision: errors {sorted(errors)}, {len(decisions)} decisions"
                         + ("" if asked.fresh else ", answered in a later step")]
@@ -180,9 +179,9 @@ class ControllerAnswers:
                     for d in decisions if d.fields.get("api") != api][:1]
         if api in READ_ONLY_APIS:
             return problems + ([f"{what} journals decisions of a request that changes nothing"] if decisions else [])
-        self.judged["accepted" if errors <= {"NONE"} else "refused" if NOT_CONTROLLER not in errors
-                    else "failed on renouncing"] += 1
-        if said <= {NOT_CONTROLLER} and errors == {NOT_CONTROLLER}:
+        failed = said <= {NOT_CONTROLLER} and _not_controller(errors, reply) and bool(said or errors)
+        self.judged["failed on renouncing" if failed else "accepted" if errors <= {"NONE"} else "refused"] += 1
+        if failed:
             return problems  # failed on renouncing (whenever that happened), each decision so journalled
         items = answered_items(reply.response)
         if len(decisions) != items:
@@ -209,6 +208,12 @@ class ControllerAnswers:
             return [f"{what} is held past the step that committed it: offset {last} was committed already "
                     f"(committed offset {before}) before this step"]
         return []
+
+
+def _not_controller(errors: set[str], reply: Reply) -> bool:
+    """Whether an answer is Kafka's NOT_CONTROLLER answer: the code on everything it names (an
+    ElectLeaders v0 of all partitions names nothing and has no top-level code: it is empty)."""
+    return errors == {NOT_CONTROLLER} or (not errors and answered_items(reply.response) == 0)
 
 
 def _offsets(decisions: Iterable[JournalEvent]) -> list[int]:

@@ -6,20 +6,24 @@ part of each rule on its own."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from checker_journals import JB, only_anomaly
+from checker_journals import JB, line_of, only_anomaly
+from kio.schema.errors import ErrorCode
 
 import kraftlab.node.controller.cluster as cluster
 import kraftlab.node.sim.kraft as kraft
 from kraftlab.checker.fencing import check_fencing
 from kraftlab.checker.journal import journals_from
 from kraftlab.node.broker import BrokerLifecycle, BrokerState
+from kraftlab.node.controller import QuorumController
 from kraftlab.node.metadata.journal import JournalEvent
+from kraftlab.node.sim.controller_answers import ControllerAnswers
 from kraftlab.node.sim.kraft import KraftSim
 
-RULES = ("ControllerJournalFields", "BrokerStateOrder")
+RULES = ("ControllerJournalFields", "BrokerStateOrder", "DecisionsFromLeader")
 
 
 def _sim_anomalies(seed: int = 1) -> set[str]:
@@ -155,6 +159,7 @@ def test_running_without_an_accepted_heartbeat_is_caught() -> None:
     ("decision", {"api": "CreateTopics", "topic": "t"}, "`error` is missing")])
 def test_a_line_without_its_fields_is_caught(ev: str, fields: dict[str, Any], bad: str) -> None:
     j = JB()
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)  # (decisions come from a leader)
     j.add(1, ev, **fields)
     assert bad in only_anomaly(_check(j), "ControllerJournalFields")["explanation"]
 
@@ -278,3 +283,62 @@ def test_fencing_a_fenced_or_unfencing_an_unfenced_broker_is_caught(action: str)
     again = _fence(j, action, "requested")
     a = only_anomaly(_check(j), "FenceAlternates")
     assert [x["where"] for x in a["entries"]] == [f"journal.jsonl:{j.entries.index(x) + 1}" for x in (first, again)]
+
+
+def _decide(j: JB, error: str = "NONE") -> dict[str, Any]:
+    return j.add(1, "decision", api="CreateTopics", topic="t1", error=error, offset=3)
+
+
+def test_decisions_of_the_leader_and_failures_after_it_resigned_hold() -> None:
+    j = JB()
+    _term(j)
+    _decide(j)
+    _decide(j, "TOPIC_ALREADY_EXISTS")  # a refusal is a decision of the leader too
+    j.add(1, "role", role="resigned", epoch=1, leader=1)
+    _decide(j, "NOT_CONTROLLER")  # what it held, failed as it renounced
+    _term(j)
+    _decide(j)
+    assert _check(j)["valid"] is True
+
+
+@pytest.mark.parametrize(("role", "error"), [
+    ("unattached", "NONE"), ("follower", "NONE"), ("resigned", "INVALID_REPLICATION_FACTOR"), ("leader", "NOT_CONTROLLER"),
+])
+def test_a_decision_off_the_leader_or_a_failure_while_leading_is_caught(role: str, error: str) -> None:
+    j = JB()
+    j.add(1, "role", role="leader", epoch=1, leader=1, voted_for=1)
+    j.add(1, "start", roles=["controller"], voters=[1], log_start=0, log_end=0, hw=0)  # a new life: not leading
+    if role != "unattached":
+        j.add(1, "role", role=role, epoch=2, leader=1 if role in ("leader", "resigned") else 2)
+    bad = _decide(j, error)
+    _decide(j, error)  # one finding per node and kind
+    a = only_anomaly(_check(j), "DecisionsFromLeader")
+    assert a["entries"][-1]["where"] == line_of(j, bad), a
+
+
+class _JournalsHeldAsDecided(QuorumController):
+    """Fails its held requests NOT_CONTROLLER when it renounces but journals them as it decided them."""
+
+    def _fail(self, token: Any, request: Any, decisions: Sequence[dict[str, Any]]) -> None:
+        self._reply_error(token, request, ErrorCode.not_controller)
+        self._outbox.extend(JournalEvent("decision", dict(d)) for d in decisions)
+
+
+class _FailsHeldOnTick(QuorumController):
+    """Gives up on what it holds at every tick, NOT_CONTROLLER, while still leading."""
+
+    def tick(self, now_ms: int, wall_ms: int | None = None) -> None:
+        while self._held:
+            held = self._held.popleft()
+            self._fail(held.token, held.request, held.decisions)
+        super().tick(now_ms, wall_ms)
+
+
+@pytest.mark.parametrize("controller", [_JournalsHeldAsDecided, _FailsHeldOnTick])
+def test_a_controller_deciding_off_its_leadership_is_caught_from_its_journal(
+        monkeypatch: pytest.MonkeyPatch, controller: type[QuorumController]) -> None:
+    # the journal alone (as on a real run): the simulator's own judge of answers is silenced
+    monkeypatch.setattr(kraft, "QuorumController", controller)
+    monkeypatch.setattr(ControllerAnswers, "observe", lambda *a: [])
+    monkeypatch.setattr(ControllerAnswers, "settle", lambda *a: [])
+    assert "DecisionsFromLeader" in _sim_anomalies()
