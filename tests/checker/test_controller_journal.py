@@ -302,7 +302,8 @@ def test_decisions_of_the_leader_and_failures_after_it_resigned_hold() -> None:
 
 
 @pytest.mark.parametrize(("role", "error"), [
-    ("unattached", "NONE"), ("follower", "NONE"), ("resigned", "INVALID_REPLICATION_FACTOR"), ("leader", "NOT_CONTROLLER"),
+    ("unattached", "NONE"), ("follower", "NONE"), ("resigned", "INVALID_REPLICATION_FACTOR"),
+    ("leader", "NOT_CONTROLLER"),
 ])
 def test_a_decision_off_the_leader_or_a_failure_while_leading_is_caught(role: str, error: str) -> None:
     j = JB()
