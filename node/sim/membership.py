@@ -103,9 +103,11 @@ class MembershipResult:
 
 class MembershipInvariants(Invariants):
     """The simulator's invariants where a voter's disk may be replaced: until the voter set stops
-    naming the old directory, that voter counts as holding what its old disk held durably. A
-    replaced disk is not the voter (it never votes nor campaigns, ReplacedDiskNeverVotes), so for
-    every majority that could elect a leader it is as a crashed voter that kept its log."""
+    naming the old directory, that voter counts as holding what its old disk held durably, and only
+    that — the new disk is another replica (KIP-853's replica key), whose fetches Kafka's leader
+    counts as an observer's. A replaced disk is not the voter (it never votes nor campaigns,
+    ReplacedDiskNeverVotes), so for every majority that could elect a leader it is as a crashed
+    voter that kept its log."""
 
     def __init__(self, voters: list[int], directories: dict[int, uuid.UUID]) -> None:
         super().__init__(voters)
@@ -116,10 +118,11 @@ class MembershipInvariants(Invariants):
     def durable_voters(self, voters: VoterSet, hw: int, nodes: Mapping[int, CheckedNode]) -> int:
         count = 0
         for v in voters:
-            end = nodes[v].log.flushed_end_offset()
             directory = _directory(voters, v)
             if directory is not None and directory != self.directories[v]:
-                end = max(end, self.lost.get((v, directory), -1))
+                end = self.lost.get((v, directory), -1)
+            else:
+                end = nodes[v].log.flushed_end_offset()
             count += end >= hw
         return count
 

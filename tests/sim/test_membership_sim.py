@@ -129,12 +129,26 @@ class KeepsLeadingAfterRemoval(RaftCore):
         super()._poll_voter_change(state, now)
 
 
+class CountsAReplacedDiskAsTheVoter(RaftCore):
+    """A leader that takes every Fetch of a voter's id for the voter's, whatever directory it names
+    (KIP-853's replica key unread): a replaced disk's fetches move the voter's progress."""
+
+    def _on_fetch_request(self, env: m.Envelope, req: m.FetchRequest, now: int) -> None:
+        state = self.state
+        named = state.voter_set.voter(req.replica_id) if isinstance(state, Leader) else None
+        if named is not None:
+            req.replica_directory_id = named.directory_id
+        super()._on_fetch_request(env, req, now)
+
+
 @pytest.mark.parametrize(
     ("core_class", "caught_by", "faults", "change_every_ms", "replace"),
     [
         # A replaced disk stays in the set until the next change: slow changes, partitions to end its fetches.
         (ForgetsItsDirectory, "ReplacedDiskNeverVotes", ("partition",), 1_500, 0.7),
         (KeepsLeadingAfterRemoval, "RemovedLeaderResigns", ("crash",), 300, 0.15),
+        # Only a replica key's fetches count toward the HW: a new disk's count nothing for the old voter.
+        (CountsAReplacedDiskAsTheVoter, "MajorityReachedHighWatermark", ("crash", "partition"), 700, 0.5),
     ],
 )
 def test_the_simulator_catches_planted_membership_bugs(
