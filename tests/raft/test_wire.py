@@ -10,6 +10,8 @@ import pytest
 from kio.serial import entity_reader, entity_writer
 
 from kraftlab.node.controller.messages import build
+from kraftlab.node.process.transport import register_raft_apis
+from kraftlab.node.protocol.registry import ApiRegistry
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
@@ -186,3 +188,12 @@ def test_every_message_names_kafkas_metadata_partition(message: m.Message) -> No
     partitions = _named(decoded, ("partition_index", "partition", "index"))
     assert topics and set(topics) == {"__cluster_metadata"}
     assert partitions and set(partitions) == {0}
+
+
+def test_a_controller_advertises_every_fetch_version_it_maps() -> None:
+    """The Raft listener's ApiVersions ranges are the versions `wire` reads: Fetch 12..17 and
+    FetchSnapshot 0..1 (what a peer negotiates from), DescribeQuorum 1..2, the others one each."""
+    registry = ApiRegistry()
+    register_raft_apis(registry, None, "c1", 1.0)  # type: ignore[arg-type]  # the driver serves requests only
+    served = {key: [v for v in range(0, 20) if registry.supports(key, v)] for key in (1, 59, 55, 52)}
+    assert served == {1: list(wire.FETCH_VERSIONS), 59: [0, 1], 55: [1, 2], 52: [2]}
