@@ -225,6 +225,16 @@ def test_a_voters_id_fetching_from_another_directory_is_an_observer() -> None:
     described = core.describe_quorum(now + 2)
     assert [(r.replica_id, r.directory_id) for r in described.observers] == [(2, replaced), (3, replaced)]
     assert [(r.replica_id, r.log_end_offset) for r in described.voters] == ends
+    # Nor does a replaced disk's FetchSnapshot (KIP-853's v1 carries the directory id) count as
+    # the voter's fetch for check-quorum.
+    def last_fetches(view: m.DescribeQuorumResponse) -> list[tuple[int, int]]:
+        return [(r.replica_id, r.last_fetch_ms) for r in view.voters if r.replica_id != 1]
+
+    fetched = last_fetches(described)
+    chunk = m.FetchSnapshotRequest(core.epoch, 2, OffsetAndEpoch(0, 0), 0, 1 << 20, replaced)
+    (served,) = [e.message for e in ask(core, chunk, now + 3, src=2).messages if e.dst == 2]
+    assert isinstance(served, m.FetchSnapshotResponse) and served.error == m.Errors.NONE
+    assert last_fetches(core.describe_quorum(now + 3)) == fetched
     fetch(core, 3, end, now + 3)  # voter (3, D[3]) itself
     assert core.high_watermark == end
 
