@@ -24,11 +24,15 @@ before it ever started, would otherwise be read as something else and pass.
   request's answer may never have been written: a crash or a lost leadership before it committed);
   and each renewal of a broker's lease in a term expires later than the one
   before. Judged on journals whose heartbeat and registration decisions all carry `at_ms`.
-- FenceAlternates: within one term of a controller's leadership, its `fence` and `unfence` lines for
-  one registration (broker and epoch) alternate: a controller fences only an unfenced broker and
-  unfences only a fenced one (KIP-631; Kafka writes a FenceBrokerRecord / UnfenceBrokerRecord only
-  on a change). The `fence` an unregistration journals (reason `unregistered`) removes the
-  registration whatever its state, and a `shutdown` changes no fencing.
+- FenceAlternates: a controller fences only an unfenced broker and unfences only a fenced one
+  (KIP-631; Kafka writes a FenceBrokerRecord / UnfenceBrokerRecord only on a change). Within one
+  term of its leadership its `fence` and `unfence` lines for one registration (broker and epoch)
+  alternate; and the first of a term must change the state the controller inherited: the committed
+  state its own `apply` lines of that life show so far (a RegisterBrokerRecord at offset N is the
+  registration of epoch N, with its `fenced`; fence, unfence, registration change and unregistration
+  records after it; nothing is known after a snapshot load until a record says so). The `fence` an
+  unregistration journals (reason `unregistered`) removes the registration whatever its state, and a
+  `shutdown` changes no fencing.
 - DecisionsFromLeader: only the active controller decides (Kafka's QuorumController answers
   NOT_CONTROLLER at once when it is not active, and journals nothing of it): a `decision` line with
   any error but NOT_CONTROLLER comes from a node whose last `role` line in its process life makes it
@@ -225,24 +229,51 @@ def check_leases(journals: Journals, vs: list[Violation], session_timeout_ms: fl
                     "too long or fences a live one"), [e]))
 
 
+def _applied(committed: dict[Any, tuple[Any, bool]], e: Entry) -> None:
+    """Fold one `apply` line into a controller's committed fencing state (broker → (epoch, fenced))."""
+    kind, broker = e.get("type"), e.get("broker")
+    if kind == "RegisterBrokerRecord" and _bool(e.get("fenced")):
+        committed[broker] = (e.get("offset"), e["fenced"])
+    elif kind in ("FenceBrokerRecord", "UnfenceBrokerRecord") and broker in committed:
+        committed[broker] = (committed[broker][0], kind == "FenceBrokerRecord")
+    elif kind == "BrokerRegistrationChangeRecord" and broker in committed and _bool(e.get("fenced")):
+        committed[broker] = (committed[broker][0], e["fenced"])
+    elif kind == "UnregisterBrokerRecord":
+        committed.pop(broker, None)
+
+
 def check_fence_alternation(journals: Journals, vs: list[Violation]) -> None:
-    """FenceAlternates (the state a term inherits is not journalled: each registration's first line
-    in a term is judged by nothing)."""
+    """FenceAlternates (a registration's first line in a term is judged against the committed state
+    the controller's `apply` lines show; a registration they do not show is judged by nothing)."""
     for entries in journals.by_node.values():
         last: dict[tuple[Any, Any], Entry] = {}
+        committed: dict[Any, tuple[Any, bool]] = {}
+        applied: dict[Any, Entry] = {}
         for e in entries:
             if e.ev == "start" or (e.ev == "role" and e.get("role") == "leader"):
                 last = {}
+            if e.ev == "start" or (e.ev == "image" and e.get("reason") == "snapshot-load"):
+                committed, applied = {}, {}
+            if e.ev == "apply":
+                _applied(committed, e)
+                applied[e.get("broker")] = e
             if e.ev != "fence" or e.get("action") not in ("fence", "unfence") or e.get("reason") == "unregistered":
                 continue
             key = (e.get("broker"), e.get("epoch"))
             before, last[key] = last.get(key), e
+            fencing = e.get("action") == "fence"
+            state = "fenced" if fencing else "unfenced"
             if before is not None and before.get("action") == e.get("action"):
-                state = "fenced" if e.get("action") == "fence" else "unfenced"
                 vs.append(Violation("FenceAlternates", (
                     f"controller {e.node} {e.get('action')}s broker {key[0]} (broker epoch {key[1]}, reason "
                     f"{e.get('reason')!r}) that it had already {state} in this term of leadership ({before.where()}): "
                     "a fencing decision on a broker already in that state"), [before, e]))
+            elif before is None and committed.get(key[0]) == (key[1], fencing):
+                vs.append(Violation("FenceAlternates", (
+                    f"controller {e.node} {e.get('action')}s broker {key[0]} (broker epoch {key[1]}, reason "
+                    f"{e.get('reason')!r}) first in this term of leadership, but the committed state it took over "
+                    f"has it {state} already ({applied[key[0]].where()}): a fencing decision on a broker already in "
+                    "that state"), [applied[key[0]], e]))
 
 
 def check_decisions_from_leader(journals: Journals, vs: list[Violation]) -> None:

@@ -6,6 +6,7 @@ part of each rule on its own."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -343,3 +344,57 @@ def test_a_controller_deciding_off_its_leadership_is_caught_from_its_journal(
     monkeypatch.setattr(ControllerAnswers, "observe", lambda *a: [])
     monkeypatch.setattr(ControllerAnswers, "settle", lambda *a: [])
     assert "DecisionsFromLeader" in _sim_anomalies()
+
+
+def _inherit(j: JB, fenced_last: bool) -> None:
+    """Node 1's committed replay: broker 4 registered (epoch 5, fenced), unfenced, then maybe fenced again."""
+    j.add(1, "apply", offset=5, type="RegisterBrokerRecord", broker=4, fenced=True, batch_end=6)
+    j.add(1, "apply", offset=6, type="UnfenceBrokerRecord", broker=4, batch_end=7)
+    if fenced_last:
+        j.add(1, "apply", offset=7, type="FenceBrokerRecord", broker=4, batch_end=8)
+
+
+@pytest.mark.parametrize(("fenced_last", "action"), [(True, "unfence"), (False, "fence")])
+def test_a_terms_first_fencing_line_that_changes_the_committed_state_holds(fenced_last: bool, action: str) -> None:
+    j = JB()
+    _term(j)
+    _inherit(j, fenced_last)
+    _fence(j, action, "session timeout")
+    _fence(j, action, "session timeout", epoch=9)  # a registration the replay never showed: judged by nothing
+    assert _check(j)["valid"] is True
+
+
+@pytest.mark.parametrize(("fenced_last", "action"), [(True, "fence"), (False, "unfence")])
+def test_a_terms_first_fencing_line_on_a_broker_already_in_that_state_is_caught(fenced_last: bool, action: str) -> None:
+    j = JB()
+    _term(j)
+    _inherit(j, fenced_last)
+    bad = _fence(j, action, "session timeout")
+    a = only_anomaly(_check(j), "FenceAlternates")
+    assert "committed state it took over" in a["explanation"]
+    assert a["entries"][-1]["where"] == line_of(j, bad)
+
+
+def test_after_a_snapshot_load_the_committed_state_is_unknown() -> None:
+    j = JB()
+    _term(j)
+    _inherit(j, True)
+    j.add(1, "image", offset=8, digest="d", sections={}, entries={}, reason="snapshot-load")
+    _fence(j, "fence", "session timeout")
+    assert _check(j)["valid"] is True
+
+
+class _ForgetsFencingOnActivation(QuorumController):
+    """Takes over every broker as fenced (its uncommitted image says so, no record does): it then
+    unfences brokers the committed log has unfenced already."""
+
+    def _activate(self) -> None:
+        super()._activate()
+        assert self._future is not None
+        for b, reg in list(self._future.brokers.items()):
+            self._future.brokers[b] = dataclasses.replace(reg, fenced=True)
+
+
+def test_a_controller_unfencing_what_it_inherited_unfenced_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kraft, "QuorumController", _ForgetsFencingOnActivation)
+    assert "FenceAlternates" in _sim_anomalies()
