@@ -4,6 +4,7 @@ many seeds, and cores that leave a request unanswered or answer untruthfully are
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -154,8 +155,10 @@ def core_serving(rewrite: Callable[[m.FetchResponse], m.FetchResponse]) -> type[
     """A core whose leader's Fetch answers (direct or held) go through `rewrite`."""
 
     class Core(RaftCore):
-        def _answer_fetch(self, state: Leader, dst: int, ref: Any, offset: int, last_epoch: int) -> None:
-            super()._answer_fetch(state, dst, ref, offset, last_epoch)
+        def _answer_fetch(
+            self, state: Leader, dst: int, ref: Any, offset: int, last_epoch: int, directory: uuid.UUID | None = None
+        ) -> None:
+            super()._answer_fetch(state, dst, ref, offset, last_epoch, directory)
             env = self._out.messages[-1]
             assert isinstance(env.message, m.FetchResponse)
             self._out.messages[-1] = dataclasses.replace(env, message=rewrite(env.message))
