@@ -11,10 +11,11 @@ controller renounces. A controller that is not active answers NOT_CONTROLLER at 
 
 - DecisionPerAnswer: every answer an active controller gives to a request that changes or could
   change metadata (every controller API but ListPartitionReassignments) is followed by its
-  `decision` lines, at least one, each naming the request's API; the errors the decisions name are
-  the errors the response carries (beyond NONE), so a refusal is journalled as the refusal it was
-  (KIP-631: the controller's decisions are what the fencing rules read). No decision line without
-  an answer before it.
+  `decision` lines: one per item it answers (one when it refuses the request as a whole), each of
+  the request's API and naming what the request asked about (its broker and broker epoch, topic,
+  resource or user); the errors the decisions name are the errors the response carries (beyond
+  NONE), so a refusal is journalled as the refusal it was (the controller's decisions are what the
+  fencing rules read). No decision line without an answer before it.
 - AnsweredAtCommit: an accepted write is answered only once the controller's committed offset has
   passed the decision's `offset` (never before commit: a client would see a write a new leader may
   truncate), and in the very step that moved the committed offset past it, or in the step that
@@ -29,13 +30,47 @@ controller renounces. A controller that is not active answers NOT_CONTROLLER at 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from kraftlab.node.controller import Reply
 from kraftlab.node.controller.messages import api_name, error_name
 from kraftlab.node.metadata.journal import JournalEvent
+
+
+def _broker(request: Any) -> set[str]:
+    return {str(request.broker_id)}
+
+
+def _broker_epoch(request: Any) -> set[str]:
+    return {str(request.broker_epoch)}
+
+
+def _named(*lists: str, attr: str = "name") -> Callable[[Any], set[str]]:
+    return lambda request: {str(getattr(x, attr)) for name in lists for x in getattr(request, name) or ()}
+
+
+def _elected(request: Any) -> set[str] | None:
+    return None if request.topic_partitions is None else {str(tp.topic) for tp in request.topic_partitions}
+
+
+REQUEST_KEYS: dict[str, tuple[tuple[str, Callable[[Any], set[str] | None]], ...]] = {
+    "BrokerRegistration": (("broker", _broker),),
+    "BrokerHeartbeat": (("broker", _broker), ("broker_epoch", _broker_epoch)),
+    "UnregisterBroker": (("broker", _broker),),
+    "AlterPartition": (("broker", _broker), ("broker_epoch", _broker_epoch)),
+    "AllocateProducerIds": (("broker", _broker), ("broker_epoch", _broker_epoch)),
+    "CreateTopics": (("topic", _named("topics")),),
+    "CreatePartitions": (("topic", _named("topics")),),
+    "AlterPartitionReassignments": (("topic", _named("topics")),),
+    "ElectLeaders": (("topic", _elected),),
+    "IncrementalAlterConfigs": (("resource", _named("resources", attr="resource_name")),),
+    "AlterConfigs": (("resource", _named("resources", attr="resource_name")),),
+    "AlterUserScramCredentials": (("user", _named("deletions", "upsertions")),),
+}
+"""API → the decision fields that name what the request asked about, each with what the request
+names (None: the request names none, as an ElectLeaders of all partitions)."""
 
 READ_ONLY_APIS = frozenset({"ListPartitionReassignments"})
 """Controller APIs that never change metadata: no decision is journalled for them."""
@@ -177,6 +212,7 @@ class ControllerAnswers:
             return []
         problems = [f"{what} journals a decision of another API ({d.fields.get('api')})"
                     for d in decisions if d.fields.get("api") != api][:1]
+        problems += self._keys(what, api, asked.request, decisions)
         if api in READ_ONLY_APIS:
             return problems + ([f"{what} journals decisions of a request that changes nothing"] if decisions else [])
         failed = said <= {NOT_CONTROLLER} and _not_controller(errors, reply) and bool(said or errors)
@@ -195,6 +231,19 @@ class ControllerAnswers:
             return problems  # nothing asked, nothing decided (an election of all partitions, none to elect)
         problems += self._timing(what, asked, _offsets(decisions), life.committed, committed)
         return problems
+
+    @staticmethod
+    def _keys(what: str, api: str, request: Any, decisions: list[JournalEvent]) -> list[str]:
+        """Each decision names what the request asked about (its broker, epoch, topic, resource, user)."""
+        for key, asked_for in REQUEST_KEYS.get(api, ()):
+            names = asked_for(request)
+            if names is None:
+                continue
+            for d in decisions:
+                if str(d.fields.get(key)) not in names:
+                    return [f"{what} journals a decision on {key} {d.fields.get(key)!r}, which the request does not "
+                            f"name (it names {sorted(names)}): a reader cannot tell what was decided"]
+        return []
 
     @staticmethod
     def _timing(what: str, asked: _Asked, offsets: Iterable[int], before: int, committed: int) -> list[str]:

@@ -2,8 +2,8 @@
 (node.sim.controller_answers): the correct controllers keep the contract on seeds with failovers
 and a lossy network, and deliberately wrong controllers — one that answers before its write
 commits, one that holds answers for a later event, one that journals only what it accepted, one
-that journals a refusal as accepted, a standby that journals decisions, one that forgets its held
-requests when it resigns — are caught."""
+that journals a refusal as accepted, one that journals a heartbeat's epoch as its broker, a standby
+that journals decisions, one that forgets its held requests when it resigns — are caught."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+import kraftlab.node.controller.cluster as cluster
 import kraftlab.node.controller.topics as topics
 import kraftlab.node.sim.kraft as kraft
 from kraftlab.node.controller import QuorumController
@@ -66,9 +67,10 @@ class _AnswersOnTheNextRequest(QuorumController):
 class _StandbyJournals(QuorumController):
     """A standby journals a decision for the NOT_CONTROLLER it answers."""
 
-    def _reply_error(self, token: Any, request: Any, code: ErrorCode) -> None:
-        super()._reply_error(token, request, code)
-        if not self.active:
+    def handle_request(self, token: Any, request: Any, now_ms: int, **kw: Any) -> None:
+        active = self.active
+        super().handle_request(token, request, now_ms, **kw)
+        if not active:
             self._outbox.append(JournalEvent("decision", {"api": kraft.api_name(request), "error": "NOT_CONTROLLER"}))
 
 
@@ -114,4 +116,17 @@ def test_a_controller_journalling_refusals_wrongly_is_caught(
         monkeypatch: pytest.MonkeyPatch, handler: Any, finding: str) -> None:
     monkeypatch.setattr(topics, "create_topics", handler)
     with pytest.raises(SimViolation, match=finding):
+        _run(1)
+
+
+_DECISION = cluster._decision
+
+
+def _epoch_for_broker(api: str, broker: int, epoch: int, code: ErrorCode, **extra: Any) -> dict[str, Any]:
+    return _DECISION(api, epoch, broker, code, **extra)
+
+
+def test_a_decision_naming_what_the_request_did_not_ask_about_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "_decision", _epoch_for_broker)
+    with pytest.raises(SimViolation, match="which the request does not name"):
         _run(1)
