@@ -9,16 +9,21 @@ of them with topic configs (Kafka's keys, random values). Faults:
 isolating a node, crashing and restarting a controller or a broker (a broker restarts as a new
 incarnation), a broker's controlled shutdown followed by its restart, the active controller's
 resignation now and then (leadership goes back and forth: a controller that resigned wins again in
-the same process life); optionally a lossy network.
+the same process life), a broker's log directory failing and repaired later (`node.sim.log_dirs`:
+its heartbeats name it offline; it restarts to register it again, the same disk or one formatted
+anew); a broker's heartbeats stopping for a while (shorter or longer than the session timeout)
+while it keeps serving, and an earlier life's heartbeat reaching the controller after the broker
+registered again (a stale broker epoch); optionally a lossy network.
 A broker restarted after a controlled shutdown registers with the epoch it stopped at (the
 clean-shutdown marker, KIP-966's PreviousBrokerEpoch); after a crash with -1.
 Checked while running, after every step that moved a node's committed offset: images identical
 at equal offsets on every node, no fenced or unregistered broker in any ISR or leading; no broker
 back from a crash in the ISR, the remembered last ISR members or the leadership of a partition it
-replicated before (its log may have lost acknowledged records; with no data plane here nothing
-can bring it back in); the active controller keeps leases only of brokers it knows, and after
-each tick holds one for every unfenced broker it knows (else a dead one is never fenced); every
-committed partition record's leader is the one Kafka's PartitionChangeBuilder chooses
+replicated before on a directory it no longer registers, or at all when it registers none (its
+log may have lost acknowledged records; with no data plane here nothing can bring it back in); no
+replica on a failed log directory leading or in an ISR; the active controller keeps leases only of
+brokers it knows, and after each tick holds one for every unfenced broker it knows (else a dead
+one is never fenced); every committed partition record's leader is the one Kafka's PartitionChangeBuilder chooses
 (`node.sim.leader_choice`).
 Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
 is never created. An admin client (`node.sim.kraft_admin`) asks the active controller for
@@ -66,7 +71,7 @@ from kraftlab.node.broker import (
 )
 from kraftlab.node.controller import ControllerConfig, NotLeader, QuorumController, Reply
 from kraftlab.node.controller.messages import api_name
-from kraftlab.node.metadata.image import MetadataImage
+from kraftlab.node.metadata.image import UNASSIGNED_DIR, MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.records import RESOURCE_TOPIC
 from kraftlab.node.raft.config import RaftConfig
@@ -78,6 +83,7 @@ from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
 from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, is_token_request
 from kraftlab.node.sim.leader_choice import LeaderChoice
+from kraftlab.node.sim.log_dirs import LogDirs
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.retention import drawn_retention
@@ -228,6 +234,17 @@ class KraftSim:
         self.sent_versions: Counter[tuple[str, int]] = Counter()  # (API, version) of what the clients sent
         self.answers = ControllerAnswers()  # the controllers' answers judged against the requests delivered
         self.appending = 0  # > 0 while a controller's append is dispatched (its step is not over)
+        # Each broker's log directories, and when one fails and is repaired (generators of their own).
+        self.log_dirs = LogDirs.drawn(random.Random(seed ^ 0xD125), self.broker_ids)
+        self.dir_rng = random.Random(seed ^ 0xD1FA)
+        # Broker life shapes beyond crashes (a generator of their own): heartbeats that stop while the
+        # process and its connections live (until when, per broker), and an old incarnation's
+        # heartbeat arriving late (the last heartbeat each incarnation sent).
+        self.life_rng = random.Random(seed ^ 0x11FE)
+        self.paused: dict[int, int] = {}
+        self.pauses: list[tuple[int, int, int]] = []  # (broker, from, until)
+        self.stale_sent = 0
+        self._last_heartbeat: dict[tuple[int, int, int], Any] = {}  # (broker, incarnation, epoch) → request
 
     # ---- nodes --------------------------------------------------------------------------
 
@@ -257,10 +274,13 @@ class KraftSim:
                 heartbeat_interval_ms=self.heartbeat_interval_ms,
                 session_timeout_ms=self.session_timeout_ms,
                 previous_broker_epoch=node.clean_epoch,
+                log_dirs=self.log_dirs.registered(node.node_id),
             )
             if node.clean_epoch < 0 and node.incarnation > 1:
-                self.unclean_returns[cfg.incarnation_id] = self._replicated_by(node.node_id)
+                self.unclean_returns[cfg.incarnation_id] = self._replicated_by(node.node_id, cfg.log_dirs)
             node.clean_epoch = -1  # the marker is taken: a crash of this life is unclean
+            if node.incarnation > 1 and self.life_rng.random() < 0.5:  # the old life's heartbeat, late
+                self.queue.push(now + self.life_rng.randint(300, 3_000), FAULT, ("stale-heartbeat", node.node_id))
             node.lifecycle = BrokerLifecycle(cfg)
             node.metadata = BrokerMetadata()
             node.apis = BrokerApis(CLUSTER_ID, node.metadata, node.lifecycle)
@@ -271,10 +291,14 @@ class KraftSim:
         node.checked_offset = -1
         self.dispatch(node, node.raft.start(now), now)
 
-    def _replicated_by(self, broker: int) -> set[tuple[uuid.UUID, int]]:
-        """The partitions `broker` replicates in the newest image an active controller holds."""
+    def _replicated_by(self, broker: int, dirs: tuple[uuid.UUID, ...]) -> set[tuple[uuid.UUID, int]]:
+        """The partitions `broker` replicates in the newest image an active controller holds whose
+        log it cannot vouch for after a crash: every one when it registers no directory; else those
+        on a directory it does not register (lost, or formatted anew with a new id). Back on the
+        directory it left, a replica may lead again (KIP-966's balanced recovery)."""
         images = [n.ctrl.future_image for n in self.nodes.values() if n.ctrl is not None and n.ctrl.active]
-        return {(t.topic_id, pid) for img in images for t, pid, p in img.partitions() if broker in p.replicas}
+        return {(t.topic_id, pid) for img in images for t, pid, p in img.partitions()
+                if broker in p.replicas and (not dirs or p.directory(broker) not in (*dirs, UNASSIGNED_DIR))}
 
     def crash(self, node: KNode, now: int) -> None:
         node.raft = node.ctrl = node.lifecycle = node.metadata = node.apis = None
@@ -352,6 +376,8 @@ class KraftSim:
 
     def _rpc(self, node: KNode, kind: str, token: int, request: Any, now: int) -> None:
         request = self._wire(request, f"broker {node.node_id}'s request")
+        if kind == "hb" and hasattr(request, "current_metadata_offset"):
+            self._last_heartbeat[(node.node_id, node.incarnation, request.broker_epoch)] = request
         target = node.leader_id()
         if target is None or target not in self.voter_ids:
             self._failed(node, kind, token, now, sent=False)
@@ -445,6 +471,13 @@ class KraftSim:
                         f"seed {self.seed}: node {node.node_id} offset {offset}: broker {b} fenced/unregistered "
                         f"but in {topic.name}-{pid} (isr {p.isr}, leader {p.leader})"
                     )
+            offline = [b for b in (*p.isr, *([p.leader] if p.leader >= 0 else [])) if not image.replica_online(p, b)]
+            if offline:
+                raise SimViolation(
+                    f"seed {self.seed}: node {node.node_id} offset {offset}: the replicas of {topic.name}-{pid} on "
+                    f"brokers {offline} are on a failed log directory but lead or are in the ISR (isr {p.isr}, "
+                    f"leader {p.leader})"
+                )
             for b in {*p.isr, *p.last_known_elr, p.leader}:
                 reg = image.brokers.get(b)
                 if reg is not None and (topic.topic_id, pid) in self.unclean_returns.get(reg.incarnation_id, ()):
@@ -480,6 +513,8 @@ class KraftSim:
         if faults:
             self._schedule_faults(fault_ms)
             self._schedule_resignations(fault_ms)
+            self._schedule_dir_failures(fault_ms)
+            self._schedule_broker_lives(fault_ms)
         if self.lossy:
             self.network.faults.drop = 0.05
             self.network.faults.duplicate = 0.05
@@ -514,7 +549,8 @@ class KraftSim:
                     self._check_leases(node)
                 elif node.lifecycle is not None:
                     lifecycle, metadata, apis = node.broker()
-                    lifecycle.tick(now, metadata.highest_offset)
+                    if now >= self.paused.get(node.node_id, 0):  # its heartbeats are not stuck
+                        lifecycle.tick(now, metadata.highest_offset)
                     apis.tick(now)
                 self.drain(node, now)
         elif kind == RPC:
@@ -672,8 +708,67 @@ class KraftSim:
             self.queue.push(t, FAULT, ("resign",))
             t += self.failover_rng.randint(1_000, 3_000)
 
+    def _schedule_dir_failures(self, fault_ms: int) -> None:
+        """Now and then a broker's log directory fails, and is repaired later (the broker restarts to
+        register it again), from a generator of its own."""
+        t = 2_000 + self.dir_rng.randrange(3_000)
+        while t < fault_ms - 1_000:
+            broker = self.dir_rng.choice(self.broker_ids)
+            self.queue.push(t, FAULT, ("fail-dir", broker))
+            self.queue.push(min(t + self.dir_rng.randint(1_000, 6_000), fault_ms), FAULT, ("repair-dir", broker))
+            t += self.dir_rng.randint(1_500, 5_000)
+
+    def _schedule_broker_lives(self, fault_ms: int) -> None:
+        """Now and then a broker's heartbeats stop for a while (shorter or longer than the session
+        timeout) while it keeps serving, or an old heartbeat of one of its earlier incarnations (or
+        epochs) reaches the controller late."""
+        t = 2_500 + self.life_rng.randrange(2_000)
+        while t < fault_ms - 1_000:
+            broker = self.life_rng.choice(self.broker_ids)
+            if self.life_rng.random() < 0.5:
+                length = self.life_rng.randint(self.session_timeout_ms // 3, 2 * self.session_timeout_ms)
+                self.queue.push(t, FAULT, ("pause", broker, length))
+            else:
+                self.queue.push(t, FAULT, ("stale-heartbeat", broker))
+            t += self.life_rng.randint(1_000, 4_000)
+
+    def _life_fault(self, action: str, broker: int, now: int, length: int = 0) -> None:
+        node = self.nodes[broker]
+        if action == "pause":
+            if node.lifecycle is not None and now >= self.paused.get(broker, 0):
+                self.paused[broker] = now + length
+                self.pauses.append((broker, now, now + length))
+            return
+        active = [n for n in self.nodes.values() if n.ctrl is not None and n.ctrl.active]
+        reg = active[0].ctrl.future_image.brokers.get(broker) if active and active[0].ctrl is not None else None
+        old = [(inc, req) for (b, inc, _), req in self._last_heartbeat.items()
+               if b == broker and reg is not None and req.broker_epoch < reg.epoch]  # a registration since
+        target = active[0].node_id if active else None
+        if not old or target is None:
+            return
+        inc, request = self.life_rng.choice(old)
+        self.stale_sent += 1
+        self._send(broker, target, RPC, (target, broker, inc, "hb", -1, request), now)
+
+    def _dir_fault(self, action: str, broker: int, now: int) -> None:
+        node = self.nodes[broker]
+        if action == "fail-dir":
+            failed = self.log_dirs.fail(broker)
+            if failed is not None and node.lifecycle is not None:
+                node.lifecycle.report_offline_log_dirs([failed])
+                self.drain(node, now)
+        elif self.log_dirs.repair(broker) and node.raft is not None:
+            self.crash(node, now)  # the process stops for the disk change
+            self.start(node, now)
+
     def _fault(self, payload: tuple[Any, ...], now: int) -> None:
         action = payload[0]
+        if action in ("fail-dir", "repair-dir"):
+            self._dir_fault(action, payload[1], now)
+            return
+        if action in ("pause", "stale-heartbeat"):
+            self._life_fault(action, payload[1], now, *payload[2:])
+            return
         if action == "resign":
             for node in self.nodes.values():
                 if node.raft is not None and node.raft.core.is_leader:
@@ -724,6 +819,13 @@ class KraftSim:
         """Every node's journal as the real nodes write it (one line per event, `ts`/`mono` from the
         simulated clock), for the same checkers that judge real runs."""
         return [{"ts": t, "mono": t * 1_000_000, "node": nid, **e.to_json()} for t, nid, e in self.journal]
+
+    def pause_outcomes(self) -> tuple[int, int]:
+        """How many heartbeat pauses ended with the broker fenced for its session, and how many
+        without (lease expiry run both when something expired and when nothing did)."""
+        fenced = sum(any(f["broker"] == b and f["action"] == "fence" and f["reason"] == "session timeout"
+                         and start <= t <= until for t, f in self.fence_events) for b, start, until in self.pauses)
+        return fenced, len(self.pauses) - fenced
 
     def led_again(self) -> bool:
         """Whether some controller led two epochs within one process life (it resigned and won again)."""

@@ -7,6 +7,8 @@ image against the replay; `fencing`: sessions, leases, epochs, ISRs)."""
 from __future__ import annotations
 
 import functools
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -18,6 +20,8 @@ from kraftlab.checker.journal import journals_from
 from kraftlab.checker.metadata.check import check_metadata
 from kraftlab.node.broker import BrokerState
 from kraftlab.node.bugs import BugSet
+from kraftlab.node.controller.write import Write
+from kraftlab.node.metadata.records import BrokerRegistrationChangeRecord
 from kraftlab.node.sim.kraft import FAULT, KraftSim, SimViolation
 
 
@@ -46,6 +50,8 @@ def test_faults_lose_no_acknowledged_metadata_and_converge(seed: int) -> None:
     sim.run(fault_ms=15_000, settle_ms=15_000)
     sim.check_converged()
     assert sim.acked, "no topic was ever acknowledged"
+    assert sim.log_dirs.failures and sim.log_dirs.repairs, "no log directory failed and came back"
+    assert sim.pauses, "no broker's heartbeats stopped while it served"
     _assert_journals_valid(sim)
 
 
@@ -103,3 +109,30 @@ def test_dead_broker_fenced_within_session_timeout_plus_slack() -> None:
     assert all(p.leader != 102 and 102 not in p.isr for _, _, p in image.partitions())
     lifecycle = sim.nodes[101].lifecycle
     assert lifecycle is not None and lifecycle.state == BrokerState.RUNNING
+
+
+def _forgets_the_replicas(w: Write, broker_id: int, epoch: int, offline: Iterable[uuid.UUID]) -> list[str]:
+    """A controller that records a broker's failed directories but leaves its replicas there leading
+    and in their ISRs."""
+    b = w.image.brokers[broker_id]
+    online = tuple(d for d in b.log_dirs if d not in set(offline))
+    if online != b.log_dirs:
+        w.emit(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, log_dirs=online))
+    return []
+
+
+def test_a_controller_that_leaves_replicas_on_a_failed_directory_in_place_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "handle_offline_dirs", _forgets_the_replicas)
+    with pytest.raises(SimViolation, match="on a failed log directory but lead or are in the ISR"):
+        KraftSim(seed=2).run(fault_ms=15_000, settle_ms=15_000)
+
+
+def test_a_controller_that_accepts_a_stale_broker_epoch_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An old life's heartbeat arrives after the broker registered again (seed 3 sends one)."""
+    planted = functools.partial(kraft.ControllerConfig, bugs=BugSet.of("accept-stale-broker-epoch"))
+    monkeypatch.setattr(kraft, "ControllerConfig", planted)
+    sim = KraftSim(seed=3)
+    sim.run(fault_ms=15_000, settle_ms=15_000)
+    assert sim.stale_sent
+    assert "StaleEpochAccepted" in {a["type"] for a in _judged(sim)["fencing"]["anomalies"]}
