@@ -47,6 +47,7 @@ from typing import Any
 
 from kraftlab.checker.invariant import Violation
 from kraftlab.checker.journal import Entry, Journals, field_problems
+from kraftlab.checker.registrations import Registrations
 
 LIFECYCLE = ("STARTING", "RECOVERY", "RUNNING", "PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN")
 """A broker's states in the order it may pass them (BrokerState, without NOT_RUNNING, which is never
@@ -229,34 +230,19 @@ def check_leases(journals: Journals, vs: list[Violation], session_timeout_ms: fl
                     "too long or fences a live one"), [e]))
 
 
-def _applied(committed: dict[Any, tuple[Any, bool]], e: Entry) -> None:
-    """Fold one `apply` line into a controller's committed fencing state (broker → (epoch, fenced))."""
-    kind, broker = e.get("type"), e.get("broker")
-    if kind == "RegisterBrokerRecord" and _bool(e.get("fenced")):
-        committed[broker] = (e.get("offset"), e["fenced"])
-    elif kind in ("FenceBrokerRecord", "UnfenceBrokerRecord") and broker in committed:
-        committed[broker] = (committed[broker][0], kind == "FenceBrokerRecord")
-    elif kind == "BrokerRegistrationChangeRecord" and broker in committed and _bool(e.get("fenced")):
-        committed[broker] = (committed[broker][0], e["fenced"])
-    elif kind == "UnregisterBrokerRecord":
-        committed.pop(broker, None)
-
-
 def check_fence_alternation(journals: Journals, vs: list[Violation]) -> None:
     """FenceAlternates (a registration's first line in a term is judged against the committed state
     the controller's `apply` lines show; a registration they do not show is judged by nothing)."""
     for entries in journals.by_node.values():
         last: dict[tuple[Any, Any], Entry] = {}
-        committed: dict[Any, tuple[Any, bool]] = {}
-        applied: dict[Any, Entry] = {}
+        committed = Registrations()
         for e in entries:
             if e.ev == "start" or (e.ev == "role" and e.get("role") == "leader"):
                 last = {}
             if e.ev == "start" or (e.ev == "image" and e.get("reason") == "snapshot-load"):
-                committed, applied = {}, {}
+                committed.forget()
             if e.ev == "apply":
-                _applied(committed, e)
-                applied[e.get("broker")] = e
+                committed.apply(e)
             if e.ev != "fence" or e.get("action") not in ("fence", "unfence") or e.get("reason") == "unregistered":
                 continue
             key = (e.get("broker"), e.get("epoch"))
@@ -268,12 +254,12 @@ def check_fence_alternation(journals: Journals, vs: list[Violation]) -> None:
                     f"controller {e.node} {e.get('action')}s broker {key[0]} (broker epoch {key[1]}, reason "
                     f"{e.get('reason')!r}) that it had already {state} in this term of leadership ({before.where()}): "
                     "a fencing decision on a broker already in that state"), [before, e]))
-            elif before is None and committed.get(key[0]) == (key[1], fencing):
+            elif before is None and committed.state.get(key[0]) == (key[1], fencing):
                 vs.append(Violation("FenceAlternates", (
                     f"controller {e.node} {e.get('action')}s broker {key[0]} (broker epoch {key[1]}, reason "
                     f"{e.get('reason')!r}) first in this term of leadership, but the committed state it took over "
-                    f"has it {state} already ({applied[key[0]].where()}): a fencing decision on a broker already in "
-                    "that state"), [applied[key[0]], e]))
+                    f"has it {state} already ({committed.evidence[key[0]].where()}): a fencing decision on a broker "
+                    "already in that state"), [committed.evidence[key[0]], e]))
 
 
 def check_decisions_from_leader(journals: Journals, vs: list[Violation]) -> None:

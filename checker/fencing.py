@@ -68,6 +68,7 @@ from kraftlab.checker import controller_journal, op_words
 from kraftlab.checker.history import History, pair_ops
 from kraftlab.checker.invariant import Violation, result
 from kraftlab.checker.journal import Entry, Journals, cut_at
+from kraftlab.checker.registrations import committed_broker_records
 
 INVARIANTS = ["StaleEpochAccepted", "OldIncarnationAccepted", "SessionNotFenced", "FencedInIsr",
               "LeaderOutsideIsr", "EpochsGoBack", "MetadataGoesBack", "EpochBumpedForSameIncarnation", "SelfFencing",
@@ -475,9 +476,8 @@ def _check_reregistration(journals: Journals, vs: list[Violation]) -> None:
     by a controller that resigned may still commit under the next leader, a write in doubt."""
     events = [e for e in journals.all() if _ok(e, "BrokerRegistration") or _ok(e, "UnregisterBroker")]
     if all(e.get("offset") is not None for e in events):
-        committed = {int(e["offset"]): e for e in journals.all()
-                     if e.ev == "apply" and e.get("type") == "UnregisterBrokerRecord" and e.get("offset") is not None}
-        events = sorted([*events, *committed.values()], key=lambda e: int(e["offset"]))
+        committed = committed_broker_records(journals, ("UnregisterBrokerRecord",))
+        events = sorted([*events, *committed], key=lambda e: int(e["offset"]))
     live: dict[int, Entry] = {}  # broker → its live registration
     for e in events:
         b = int(e["broker"])
