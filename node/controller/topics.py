@@ -3,8 +3,10 @@
 CreateTopics, per topic: a legal name (INVALID_TOPIC_EXCEPTION), not already existing nor named
 twice in the request (TOPIC_ALREADY_EXISTS / INVALID_REQUEST); either explicit assignments
 (with num_partitions and replication_factor -1; partitions 0..n-1, replicas registered and
-distinct, at least one usable: else INVALID_REPLICA_ASSIGNMENT) or a count and factor (defaults
-for -1; INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR when more than the usable brokers), placed
+distinct, at least one usable, every list as long: else INVALID_REPLICA_ASSIGNMENT) or a count and
+factor (defaults for -1; a factor below 1 INVALID_REPLICATION_FACTOR, then a count below 1
+INVALID_PARTITIONS, as Kafka's ReplicationControlManager judges them; INVALID_REPLICATION_FACTOR
+when more than the usable brokers), placed
 round-robin over usable brokers from a seeded start. A topic is one TopicRecord, its
 PartitionRecords and ConfigRecords, all in the request's single batch. `validate_only` writes
 nothing. DeleteTopics (by name or by id): a RemoveTopicRecord per existing topic.
@@ -81,18 +83,21 @@ def _assignments(w: Write, topic: Any) -> list[tuple[int, ...]]:
             raise Invalid(ErrorCode.invalid_request, "assignments given with num_partitions or replication_factor")
         if [a.partition_index for a in assignments] != list(range(len(assignments))):
             raise Invalid(ErrorCode.invalid_replica_assignment, "partitions must be numbered 0..n-1")
-        out = []
+        out: list[tuple[int, ...]] = []
         for a in assignments:
             replicas = tuple(a.broker_ids)
             check_replicas(w, replicas, a.partition_index)
+            if out and len(replicas) != len(out[0]):
+                raise Invalid(ErrorCode.invalid_replica_assignment,
+                              f"partition {a.partition_index} has {len(replicas)} replicas, the others {len(out[0])}")
             out.append(replicas)
         return out
     partitions = w.config.default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
     factor = w.config.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    if factor <= 0:  # Kafka judges the factor before the count
+        raise Invalid(ErrorCode.invalid_replication_factor, "replication factor must be larger than 0")
     if partitions <= 0:
         raise Invalid(ErrorCode.invalid_partitions, "number of partitions must be larger than 0")
-    if factor <= 0:
-        raise Invalid(ErrorCode.invalid_replication_factor, "replication factor must be larger than 0")
     check_size(w, partitions)
     usable = w.image.usable_brokers()
     if factor > len(usable):

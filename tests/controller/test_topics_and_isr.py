@@ -46,10 +46,22 @@ def test_create_topic_validation(h: Harness) -> None:
     assert h.create("asg", assignments={0: [1, 1]}).error_code == ErrorCode.invalid_replica_assignment
     assert h.create("asg", assignments={0: [1, 9]}).error_code == ErrorCode.invalid_replica_assignment
     assert h.create("asg", assignments={1: [1]}).error_code == ErrorCode.invalid_replica_assignment
-    r = h.create("asg", assignments={0: [2, 1], 1: [1]})
+    # Kafka's validateManualPartitionAssignment: every partition as many replicas as the first
+    assert h.create("asg", assignments={0: [2, 1], 1: [1]}).error_code == ErrorCode.invalid_replica_assignment
+    assert h.image().topic("asg") is None
+    r = h.create("asg", assignments={0: [2, 1], 1: [1, 2]})
     assert r.error_code == ErrorCode.none
     t = h.image().topic("asg")
-    assert t.partitions[0].replicas == (2, 1) and t.partitions[0].leader == 2 and t.partitions[1].replicas == (1,)
+    assert t.partitions[0].replicas == (2, 1) and t.partitions[0].leader == 2 and t.partitions[1].replicas == (1, 2)
+
+
+def test_the_factor_is_judged_before_the_count(h: Harness) -> None:
+    """ReplicationControlManager.createTopic refuses a factor of 0 or below -1 before looking at the count."""
+    h.start_brokers(1, 2)
+    for partitions, rf in ((0, 0), (-2, -3), (0, -2)):
+        assert h.create("t", partitions=partitions, rf=rf).error_code == ErrorCode.invalid_replication_factor
+    for partitions in (0, -2):
+        assert h.create("t", partitions=partitions, rf=-1).error_code == ErrorCode.invalid_partitions
 
 
 def test_duplicate_names_in_one_request_and_validate_only(h: Harness) -> None:
