@@ -9,13 +9,14 @@ INVALID_PARTITIONS, as Kafka's ReplicationControlManager judges them; INVALID_RE
 when more than the usable brokers), placed
 round-robin over usable brokers from a seeded start. A topic is one TopicRecord, its
 PartitionRecords and ConfigRecords, all in the request's single batch. `validate_only` writes
-nothing. DeleteTopics (by name or by id): a RemoveTopicRecord per existing topic.
+nothing. DeleteTopics (by name or by id): a RemoveTopicRecord per existing topic asked once.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -161,22 +162,28 @@ def create_topics(w: Write, req: Any) -> Outcome:
 
 
 def delete_topics(w: Write, req: Any) -> Outcome:
+    """As Kafka's ControllerApis.deleteTopics: a name or an id asked twice is refused (INVALID_REQUEST,
+    not deleted), as is an entry naming both or neither; an unknown name UNKNOWN_TOPIC_OR_PARTITION, an
+    unknown id UNKNOWN_TOPIC_ID; every other topic gets its RemoveTopicRecord."""
     wanted: list[tuple[str | None, uuid.UUID | None]]
     if hasattr(req, "topics"):
-        wanted = [(t.name, t.topic_id) for t in req.topics]
+        wanted = [(t.name, t.topic_id if t.topic_id is not None and t.topic_id.int != 0 else None) for t in req.topics]
     else:
         wanted = [(n, None) for n in req.topic_names]
+    asked = Counter(wanted)
     results, decisions = [], []
     for name, tid in wanted:
-        if tid is not None and tid.int != 0:
+        topic = None
+        if (name is None) == (tid is None) or asked[(name, tid)] > 1:
+            code = ErrorCode.invalid_request
+        elif tid is not None:
             topic = w.image.topics.get(tid)
-            missing = ErrorCode.unknown_topic_id
+            code = ErrorCode.unknown_topic_id
         else:
             topic = w.image.topic(name or "")
-            missing = ErrorCode.unknown_topic_or_partition
+            code = ErrorCode.unknown_topic_or_partition
         if topic is None:
-            code = missing
-            results.append({"name": name, "topic_id": tid or uuid.UUID(int=0), "error_code": code})
+            results.append({"name": name, "topic_id": tid, "error_code": code})
         else:
             code = ErrorCode.none
             results.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": code})

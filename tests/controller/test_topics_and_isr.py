@@ -6,6 +6,7 @@ import uuid
 
 from controller_harness import Harness
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.errors import ErrorCode
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 
@@ -94,6 +95,22 @@ def test_delete_topic(h: Harness) -> None:
     assert _records_of_last_batch(h) == ["RemoveTopicRecord"]
     assert h.delete("t").error_code == ErrorCode.unknown_topic_or_partition
     assert h.create("t").error_code == ErrorCode.none
+
+
+def test_delete_refuses_a_topic_asked_twice_and_entries_naming_both_or_neither(h: Harness) -> None:
+    """ControllerApis.deleteTopics: duplicates are INVALID_REQUEST and not deleted (one record per
+    topic at most), as are entries with both a name and an id, or neither."""
+    h.start_brokers(1)
+    h.create("t")
+    h.create("u")
+    tid = h.image().topic("t").topic_id
+    asks = (DeleteTopicState(name="t", topic_id=None), DeleteTopicState(name="t", topic_id=None),
+            DeleteTopicState(name=None, topic_id=tid), DeleteTopicState(name=None, topic_id=tid),
+            DeleteTopicState(name="u", topic_id=h.image().topic("u").topic_id),
+            DeleteTopicState(name=None, topic_id=None))
+    resp = h.run(DeleteTopicsRequest(topics=asks, timeout=0))
+    assert [r.error_code for r in resp.responses] == [ErrorCode.invalid_request] * 6
+    assert h.image().topic("t") is not None and h.image().topic("u") is not None
 
 
 def test_fencing_removes_from_every_isr_and_elects_from_remaining(h: Harness) -> None:
