@@ -121,7 +121,7 @@ def _create_one(w: Write, topic: Any, validate_only: bool) -> dict[str, Any]:
         "name": name,
         "num_partitions": len(assignment),
         "replication_factor": len(assignment[0]),
-        "topic_id": uuid.UUID(int=0),
+        "topic_id": None,  # validate_only: no id (zero, which the wire carries as null)
     }
     if validate_only:
         return result
