@@ -32,7 +32,11 @@ alter client quotas (a third of them through a broker, which forwards them), now
 standby (every item answered NOT_CONTROLLER), each answer
 judged against the controller's image when it decided. A token client (`node.sim.kraft_tokens`)
 creates, renews and expires delegation tokens with edge values at the active controller, judged
-against Kafka's token semantics and the image the decision left. A reader (`node.sim.kraft_reader`) asks
+against Kafka's token semantics and the image the decision left. A topic administrator
+(`node.sim.kraft_topics`) sends CreateTopics and DeleteTopics straight to a controller with every
+field drawn on its own (defaults, zero, negative, too many replicas, manual assignments, illegal and
+repeated names, validate_only, deletes by name and by id, unknown and repeated ones), each per-topic
+answer and the image the decision left judged against Kafka's ReplicationControlManager. A reader (`node.sim.kraft_reader`) asks
 brokers for Metadata, DescribeCluster and DescribeClientQuotas, each answer judged against the
 answering broker's image; a creation a broker acknowledges before its visibility wait ran out must
 be in that broker's image (read-your-writes). The client's CreateTopics and the token client's
@@ -82,6 +86,7 @@ from kraftlab.node.sim.controller_answers import ControllerAnswers
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
 from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, is_token_request
+from kraftlab.node.sim.kraft_topics import TopicAdmin, TopicFacts, is_topic_request
 from kraftlab.node.sim.leader_choice import LeaderChoice
 from kraftlab.node.sim.log_dirs import LogDirs
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
@@ -92,7 +97,7 @@ from kraftlab.node.sim.versions import BROKER, CONTROLLER, drawn
 from kraftlab.node.sim.wire import WireViolation, through_the_wire
 
 CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
-DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN = range(12)
+DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN, TOPICS = range(13)
 APP_TICK_MS = 50
 RPC_TIMEOUT_MS = 2_000
 # Topic configs a client may create a topic with (Kafka's keys), each with values to draw from.
@@ -230,6 +235,9 @@ class KraftSim:
         self.leader_choice = LeaderChoice()
         self.failover_rng = random.Random(seed ^ 0xF11F)  # when the active controller resigns
         self.tokens = TokenClient(random.Random(seed ^ 0x70CE))
+        defaults = ControllerConfig(node_id=0, cluster_id=CLUSTER_ID)
+        self.topic_admin = TopicAdmin(random.Random(seed ^ 0x70B1C), self.broker_ids, TOPIC_CONFIGS,
+                                      defaults.default_num_partitions, defaults.default_replication_factor, CONTROLLER)
         self.version_rng = random.Random(seed ^ 0x7E25)  # the version each client request is sent at
         self.sent_versions: Counter[tuple[str, int]] = Counter()  # (API, version) of what the clients sent
         self.answers = ControllerAnswers()  # the controllers' answers judged against the requests delivered
@@ -510,6 +518,7 @@ class KraftSim:
         self.queue.push(2_500, ADMIN, None)
         self.queue.push(2_200, READ, None)
         self.queue.push(2_300, TOKEN, None)
+        self.queue.push(2_400, TOPICS, None)
         if faults:
             self._schedule_faults(fault_ms)
             self._schedule_resignations(fault_ms)
@@ -561,12 +570,16 @@ class KraftSim:
             decided: Any = None
             if bid == ADMIN_ID:
                 image = node.ctrl.future_image
-                decided = self.tokens.facts(request, image, now) if is_token_request(request) \
-                    else self.admin.facts(request, image)
+                if is_token_request(request):
+                    decided = self.tokens.facts(request, image, now)
+                elif is_topic_request(request):
+                    decided = self.topic_admin.facts(image)
+                else:
+                    decided = self.admin.facts(request, image)
                 self._admin_facts.setdefault(token, []).append((request, decided))
             self.answers.delivered(target, (bid, binc, rkind, token), request, node.ctrl.active)
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
-            if isinstance(decided, TokenFacts):
+            if isinstance(decided, TokenFacts | TopicFacts):
                 decided.after = node.ctrl.future_image.copy()  # what the decision left
             self.drain(node, now)
         elif kind == REPLY:
@@ -621,6 +634,8 @@ class KraftSim:
             self._read(now)
         elif kind == TOKEN:
             self._token_request(now)
+        elif kind == TOPICS:
+            self._topics_request(now)
 
     def _draw_configs(self) -> dict[str, str]:
         """No configs for half the topics, one to three of TOPIC_CONFIGS for the others."""
@@ -672,6 +687,26 @@ class KraftSim:
         self.sent_versions[(api_name(request), request.__version__)] += 1
         self._send(ADMIN_ID, target, RPC, (target, ADMIN_ID, 0, "admin", self.admin_asked, request), now)
 
+    def _topics_request(self, now: int) -> None:
+        """The topic administrator's next request, to the controller that believes it is active (or
+        now and then to a standby)."""
+        if now < self.client_until:
+            self.queue.push(now + 200 + self.topic_admin.rng.randrange(400), TOPICS, None)
+        active = [(n.raft.core.epoch, n.node_id) for n in self.nodes.values()
+                  if n.ctrl is not None and n.ctrl.active and n.raft is not None]
+        if not active:
+            return
+        target = max(active)[1]
+        ctrl = self.nodes[target].ctrl
+        assert ctrl is not None
+        request = self._wire(self.topic_admin.request(ctrl.future_image), "the topic administrator's request")
+        self.sent_versions[(api_name(request), request.__version__)] += 1
+        standbys = [n.node_id for n in self.nodes.values() if n.ctrl is not None and n.node_id != target]
+        if standbys and self.topic_admin.rng.random() < 0.2:
+            target = self.topic_admin.rng.choice(standbys)
+        self.admin_asked += 1
+        self._send(ADMIN_ID, target, RPC, (target, ADMIN_ID, 0, "admin", self.admin_asked, request), now)
+
     def _same_version(self, asked: int | None, response: Any, who: str) -> None:
         """Kafka answers a request at the request's version (its client parses nothing else)."""
         if asked is not None and response.__version__ != asked:
@@ -682,11 +717,18 @@ class KraftSim:
         decided = self._admin_facts.get(token, [])
         if decided:
             self._same_version(decided[0][0].__version__, response, "the admin's answer")
-        verdicts = [self.tokens.judge(request, facts, response) if isinstance(facts, TokenFacts)
-                    else self.admin.judge(request, facts, response) for request, facts in decided]
+        verdicts = [self._judge(request, facts, response) for request, facts in decided]
         if decided and None not in verdicts:
             raise SimViolation(f"seed {self.seed}: {verdicts[0]}")
         self.admin_answered += 1
+
+    def _judge(self, request: Any, facts: Any, response: Any) -> str | None:
+        """The verdict of the client that sent `request` on `response`, given what its decision saw."""
+        if isinstance(facts, TokenFacts):
+            return self.tokens.judge(request, facts, response)
+        if isinstance(facts, TopicFacts):
+            return self.topic_admin.judge(request, facts, response)
+        return self.admin.judge(request, facts, response)
 
     def _schedule_faults(self, fault_ms: int) -> None:
         t, fault_id = 3_000, 0
