@@ -36,13 +36,16 @@ against Kafka's token semantics and the image the decision left. A topic adminis
 (`node.sim.kraft_topics`) sends CreateTopics and DeleteTopics straight to a controller with every
 field drawn on its own (defaults, zero, negative, too many replicas, manual assignments, illegal and
 repeated names, validate_only, deletes by name and by id, unknown and repeated ones), each per-topic
-answer and the image the decision left judged against Kafka's ReplicationControlManager. A reader (`node.sim.kraft_reader`) asks
-brokers for Metadata, DescribeCluster and DescribeClientQuotas, each answer judged against the
-answering broker's image; a creation a broker acknowledges before its visibility wait ran out must
-be in that broker's image (read-your-writes). The client's CreateTopics and the token client's
-requests go at a version drawn from the range the node advertises (`node.sim.versions`), and every
-answer must come at the version asked. Every Kafka request and
-response goes through Kafka's wire format (`node.sim.wire`). At the end (after healing): no
+answer and the image the decision left judged against Kafka's ReplicationControlManager. An ACL
+administrator (`node.sim.kraft_acls`) creates and deletes ACLs at a controller, bindings and filters
+drawn over the space (ANY/MATCH/LITERAL/PREFIXED patterns, the wildcard, unknown principals, bindings
+Kafka cannot store), judged against Kafka's AclControlManager and its filters' matching. A reader
+(`node.sim.kraft_reader`) asks brokers for Metadata, DescribeCluster and DescribeClientQuotas, each
+answer judged against the answering broker's image; a creation a broker acknowledges before its
+visibility wait ran out must be in that broker's image (read-your-writes). The client's
+CreateTopics and the controller clients' requests go at a version drawn from the range the node
+advertises (`node.sim.versions`), and every answer must come at the version asked. Every Kafka
+request and response goes through Kafka's wire format (`node.sim.wire`). At the end (after healing): no
 acknowledged topic lost, each with the partition count and replication factor asked for (or the
 defaults) and exactly the configs asked for, every node converged.
 """
@@ -53,6 +56,7 @@ import datetime
 import random
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +87,7 @@ from kraftlab.node.raft.core import NotLeader as RaftNotLeader
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.sim.controller_answers import ControllerAnswers
+from kraftlab.node.sim.kraft_acls import AclAdmin, AclFacts, is_acl_request
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
 from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, is_token_request
@@ -97,7 +102,7 @@ from kraftlab.node.sim.versions import BROKER, CONTROLLER, drawn
 from kraftlab.node.sim.wire import WireViolation, through_the_wire
 
 CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
-DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN, TOPICS = range(13)
+DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN, TOPICS, ACLS = range(14)
 APP_TICK_MS = 50
 RPC_TIMEOUT_MS = 2_000
 # Topic configs a client may create a topic with (Kafka's keys), each with values to draw from.
@@ -238,6 +243,7 @@ class KraftSim:
         defaults = ControllerConfig(node_id=0, cluster_id=CLUSTER_ID)
         self.topic_admin = TopicAdmin(random.Random(seed ^ 0x70B1C), self.broker_ids, TOPIC_CONFIGS,
                                       defaults.default_num_partitions, defaults.default_replication_factor, CONTROLLER)
+        self.acl_admin = AclAdmin(random.Random(seed ^ 0xAC15))
         self.version_rng = random.Random(seed ^ 0x7E25)  # the version each client request is sent at
         self.sent_versions: Counter[tuple[str, int]] = Counter()  # (API, version) of what the clients sent
         self.answers = ControllerAnswers()  # the controllers' answers judged against the requests delivered
@@ -519,6 +525,7 @@ class KraftSim:
         self.queue.push(2_200, READ, None)
         self.queue.push(2_300, TOKEN, None)
         self.queue.push(2_400, TOPICS, None)
+        self.queue.push(2_600, ACLS, None)
         if faults:
             self._schedule_faults(fault_ms)
             self._schedule_resignations(fault_ms)
@@ -574,12 +581,14 @@ class KraftSim:
                     decided = self.tokens.facts(request, image, now)
                 elif is_topic_request(request):
                     decided = self.topic_admin.facts(image)
+                elif is_acl_request(request):
+                    decided = self.acl_admin.facts(image)
                 else:
                     decided = self.admin.facts(request, image)
                 self._admin_facts.setdefault(token, []).append((request, decided))
             self.answers.delivered(target, (bid, binc, rkind, token), request, node.ctrl.active)
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
-            if isinstance(decided, TokenFacts | TopicFacts):
+            if isinstance(decided, TokenFacts | TopicFacts | AclFacts):
                 decided.after = node.ctrl.future_image.copy()  # what the decision left
             self.drain(node, now)
         elif kind == REPLY:
@@ -635,7 +644,10 @@ class KraftSim:
         elif kind == TOKEN:
             self._token_request(now)
         elif kind == TOPICS:
-            self._topics_request(now)
+            self._to_a_controller(TOPICS, self.topic_admin.rng, lambda image: self.topic_admin.request(image), now)
+        elif kind == ACLS:
+            rng = self.acl_admin.rng
+            self._to_a_controller(ACLS, rng, lambda _: drawn(rng, self.acl_admin.request(), CONTROLLER), now)
 
     def _draw_configs(self) -> dict[str, str]:
         """No configs for half the topics, one to three of TOPIC_CONFIGS for the others."""
@@ -687,11 +699,12 @@ class KraftSim:
         self.sent_versions[(api_name(request), request.__version__)] += 1
         self._send(ADMIN_ID, target, RPC, (target, ADMIN_ID, 0, "admin", self.admin_asked, request), now)
 
-    def _topics_request(self, now: int) -> None:
-        """The topic administrator's next request, to the controller that believes it is active (or
-        now and then to a standby)."""
+    def _to_a_controller(self, event: int, rng: random.Random, request_of: Callable[[MetadataImage], Any],
+                         now: int) -> None:
+        """A controller client's next request (`request_of` the active controller's image), to the
+        controller that believes it is active or, a fifth of the time, to a standby."""
         if now < self.client_until:
-            self.queue.push(now + 200 + self.topic_admin.rng.randrange(400), TOPICS, None)
+            self.queue.push(now + 200 + rng.randrange(400), event, None)
         active = [(n.raft.core.epoch, n.node_id) for n in self.nodes.values()
                   if n.ctrl is not None and n.ctrl.active and n.raft is not None]
         if not active:
@@ -699,11 +712,11 @@ class KraftSim:
         target = max(active)[1]
         ctrl = self.nodes[target].ctrl
         assert ctrl is not None
-        request = self._wire(self.topic_admin.request(ctrl.future_image), "the topic administrator's request")
+        request = self._wire(request_of(ctrl.future_image), "a controller client's request")
         self.sent_versions[(api_name(request), request.__version__)] += 1
         standbys = [n.node_id for n in self.nodes.values() if n.ctrl is not None and n.node_id != target]
-        if standbys and self.topic_admin.rng.random() < 0.2:
-            target = self.topic_admin.rng.choice(standbys)
+        if standbys and rng.random() < 0.2:
+            target = rng.choice(standbys)
         self.admin_asked += 1
         self._send(ADMIN_ID, target, RPC, (target, ADMIN_ID, 0, "admin", self.admin_asked, request), now)
 
@@ -728,6 +741,8 @@ class KraftSim:
             return self.tokens.judge(request, facts, response)
         if isinstance(facts, TopicFacts):
             return self.topic_admin.judge(request, facts, response)
+        if isinstance(facts, AclFacts):
+            return self.acl_admin.judge(request, facts, response)
         return self.admin.judge(request, facts, response)
 
     def _schedule_faults(self, fault_ms: int) -> None:
