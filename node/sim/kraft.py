@@ -32,7 +32,8 @@ alter client quotas (a third of them through a broker, which forwards them), now
 standby (every item answered NOT_CONTROLLER), each answer
 judged against the controller's image when it decided. A token client (`node.sim.kraft_tokens`)
 creates, renews and expires delegation tokens with edge values at the active controller, judged
-against Kafka's token semantics and the image the decision left. A topic administrator
+against Kafka's token semantics and the image the decision left; after each tick the active
+controller holds no token expired more than an expiry check interval ago (Kafka's token remover). A topic administrator
 (`node.sim.kraft_topics`) sends CreateTopics and DeleteTopics straight to a controller with every
 field drawn on its own (defaults, zero, negative, too many replicas, manual assignments, illegal and
 repeated names, validate_only, deletes by name and by id, unknown and repeated ones), each per-topic
@@ -91,6 +92,7 @@ from kraftlab.node.sim.kraft_acls import AclAdmin, AclFacts, is_acl_request
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
 from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, is_token_request
+from kraftlab.node.sim.kraft_tokens import overdue as overdue_tokens
 from kraftlab.node.sim.kraft_topics import TopicAdmin, TopicFacts, is_topic_request
 from kraftlab.node.sim.leader_choice import LeaderChoice
 from kraftlab.node.sim.log_dirs import LogDirs
@@ -244,6 +246,7 @@ class KraftSim:
         self.topic_admin = TopicAdmin(random.Random(seed ^ 0x70B1C), self.broker_ids, TOPIC_CONFIGS,
                                       defaults.default_num_partitions, defaults.default_replication_factor, CONTROLLER)
         self.acl_admin = AclAdmin(random.Random(seed ^ 0xAC15))
+        self._active_since: dict[tuple[int, int, int], int] = {}  # (controller, incarnation, epoch) → first tick active
         self.version_rng = random.Random(seed ^ 0x7E25)  # the version each client request is sent at
         self.sent_versions: Counter[tuple[str, int]] = Counter()  # (API, version) of what the clients sent
         self.answers = ControllerAnswers()  # the controllers' answers judged against the requests delivered
@@ -514,6 +517,18 @@ class KraftSim:
             raise SimViolation(f"seed {self.seed}: active controller {node.node_id} holds no lease for unfenced "
                                f"brokers {missing}: they would never be fenced if they died")
 
+    def _check_token_sweep(self, node: KNode, now: int) -> None:
+        """After its tick, an active controller holds no token that expired more than an expiry check
+        interval ago (Kafka's token remover), counted from when it became active in this term."""
+        ctrl, raft = node.ctrl, node.raft
+        if ctrl is None or raft is None or not ctrl.active:
+            return
+        since = self._active_since.setdefault((node.node_id, node.incarnation, raft.core.epoch), now)
+        late = overdue_tokens(ctrl.future_image, now, since, slack_ms=APP_TICK_MS)
+        if late:
+            raise SimViolation(f"seed {self.seed}: active controller {node.node_id} at {now} still holds tokens "
+                               f"expired more than {TOKENS.expiry_check_interval_ms} ms ago: {late}")
+
     # ---- the loop ---------------------------------------------------------------------------
 
     def run(self, fault_ms: int = 15_000, settle_ms: int = 15_000, faults: bool = True) -> None:
@@ -563,6 +578,7 @@ class KraftSim:
                 if node.ctrl is not None:
                     node.ctrl.tick(now)
                     self._check_leases(node)
+                    self._check_token_sweep(node, now)
                 elif node.lifecycle is not None:
                     lifecycle, metadata, apis = node.broker()
                     if now >= self.paused.get(node.node_id, 0):  # its heartbeats are not stuck

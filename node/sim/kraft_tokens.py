@@ -187,3 +187,16 @@ class TokenClient:
         if held is None or held.expiration_timestamp != expiry or held.max_timestamp != token.max_timestamp:
             return f"{what}: the image after the decision holds {held}, expiring at {expiry} expected"
         return None
+
+
+def overdue(image: MetadataImage, now: int, active_since: int, config: TokenConfig = TOKENS,
+            slack_ms: int = 0) -> list[DelegationTokenRecord]:
+    """The tokens an active controller (active since `active_since`) still holds at `now` although
+    they expired more than an expiry check interval (+ `slack_ms`, the controller's tick) ago: Kafka's
+    token remover runs every `delegation.token.expiry.check.interval.ms` on the active controller and
+    removes each token past its expiry or max timestamp (RemoveDelegationTokenRecord)."""
+    late = now - config.expiry_check_interval_ms - slack_ms
+    if active_since > late:
+        return []
+    return [t for t in image.delegation_tokens.values() if min(t.expiration_timestamp, t.max_timestamp) < late]
+

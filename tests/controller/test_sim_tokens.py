@@ -23,7 +23,7 @@ from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.records import DelegationTokenRecord
 from kraftlab.node.security.tokens import token_hmac
 from kraftlab.node.sim.kraft import KraftSim, SimViolation
-from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts
+from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, overdue
 
 assert TOKENS.secret_key is not None
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -171,3 +171,21 @@ def test_every_token_api_is_answered_both_ways_in_a_run() -> None:
     seen = {(api, code) for api, code in sim.tokens.answered}
     for api in ("CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken"):
         assert (api, "none") in seen and any(a == api and c not in ("none", "not_controller") for a, c in seen)
+
+
+def test_a_controller_whose_token_remover_never_runs_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Expired tokens must leave the active controller's image within an expiry check interval
+    (Kafka's token remover); a remover that removes nothing is caught once a token outlives it."""
+    monkeypatch.setattr(quorum_controller, "expire_tokens", lambda w: [])
+    sim = KraftSim(seed=1)
+    with pytest.raises(SimViolation, match="still holds tokens expired"):
+        sim.run(fault_ms=15_000, settle_ms=15_000)
+
+
+def test_overdue_counts_from_activation_and_the_check_interval() -> None:
+    tok = _token(max_ts=50_000, expiry=10_000)
+    late = 10_000 + TOKENS.expiry_check_interval_ms + 1
+    assert overdue(_image(tok), late, active_since=0) == [tok]
+    assert overdue(_image(tok), late - 2, active_since=0) == []
+    assert overdue(_image(tok), late, active_since=late - 10) == []  # its remover has not had an interval yet
+    assert overdue(_image(_token(max_ts=9_000, expiry=9_000)), late, active_since=0) != []
