@@ -1,11 +1,13 @@
 """SCRAM credentials on the active controller: AlterUserScramCredentials (Kafka's ScramControlManager).
 
-Per user, all of the user's deletions and upsertions in the request are judged together and
-applied only if every one is acceptable: a user name must not be empty (UNACCEPTABLE_CREDENTIAL),
-a (user, mechanism) pair may appear once (DUPLICATE_RESOURCE), the mechanism must be
+Per user, as Kafka's ScramControlManager.alterCredentials: the user's first change (deletions
+before upsertions) is judged — a user name must not be empty (UNACCEPTABLE_CREDENTIAL), the
+mechanism must be
 SCRAM-SHA-256 or -512 (UNSUPPORTED_SASL_MECHANISM), an upsertion needs a salt, a salted password
 and 4096..16384 iterations (UNACCEPTABLE_CREDENTIAL), and a deletion must name a stored
-credential (RESOURCE_NOT_FOUND). An upsertion is stored as Kafka stores it — salt, StoredKey,
+credential (RESOURCE_NOT_FOUND) — and if it is acceptable, any other change of the same user in the
+request, whatever its mechanism, makes the user's answer DUPLICATE_RESOURCE and nothing of it is
+applied (a user is altered at most once per request). An upsertion is stored as Kafka stores it — salt, StoredKey,
 ServerKey, iterations (a UserScramCredentialRecord); a deletion is a
 RemoveUserScramCredentialRecord. The request's records are one batch.
 """
@@ -52,18 +54,17 @@ def alter_user_scram_credentials(w: Write, req: Any) -> Outcome:
         try:
             if not user:
                 raise _Refused(ErrorCode.unacceptable_credential, "Username must not be empty")
-            mechanisms = [int(c.mechanism) for _, c in changes]
-            if len(set(mechanisms)) != len(mechanisms):
+            kind, c = changes[0]  # the user's first change is judged; any other is a second alteration
+            if kind == "upsert":
+                _check_upsertion(c)
+            elif int(c.mechanism) not in BY_CODE:
+                raise _Refused(ErrorCode.unsupported_sasl_mechanism, f"unknown SCRAM mechanism {c.mechanism}")
+            elif (user, int(c.mechanism)) not in w.image.scram:
+                raise _Refused(ErrorCode.resource_not_found,
+                               "Attempt to delete a user credential that does not exist")
+            if len(changes) > 1:
                 raise _Refused(ErrorCode.duplicate_resource,
                                "A user credential cannot be altered twice in the same request")
-            for kind, c in changes:
-                if kind == "upsert":
-                    _check_upsertion(c)
-                elif int(c.mechanism) not in BY_CODE:
-                    raise _Refused(ErrorCode.unsupported_sasl_mechanism, f"unknown SCRAM mechanism {c.mechanism}")
-                elif (user, int(c.mechanism)) not in w.image.scram:
-                    raise _Refused(ErrorCode.resource_not_found,
-                                   "Attempt to delete a user credential that does not exist")
         except _Refused as exc:
             code, message = exc.code, str(exc)
         else:

@@ -80,10 +80,24 @@ def test_scram_refusals_are_per_user_and_change_nothing_for_that_user(h: Harness
         upsertions=(_upsert("bob", "pw"), _upsert("carol", "pw", iterations=100), _upsert("dave", "pw", mech=9),
                     _upsert("", "pw"), _upsert("erin", "pw"))))
     codes = {r.user: r.error_code for r in resp.results}
-    assert codes == {"ghost": ErrorCode.resource_not_found, "bob": ErrorCode.duplicate_resource,
+    # bob's first change (a deletion of nothing) is judged first: RESOURCE_NOT_FOUND, as in Kafka
+    assert codes == {"ghost": ErrorCode.resource_not_found, "bob": ErrorCode.resource_not_found,
                      "carol": ErrorCode.unacceptable_credential, "dave": ErrorCode.unsupported_sasl_mechanism,
                      "": ErrorCode.unacceptable_credential, "erin": ErrorCode.none}
     assert set(h.image().scram) == {("erin", 1)}
+
+
+def test_a_user_is_altered_at_most_once_per_request_whatever_the_mechanisms(h: Harness) -> None:
+    """ScramControlManager.alterCredentials keys a request's changes by user name: a second change of
+    the same user (another mechanism, or a deletion and an upsertion) is DUPLICATE_RESOURCE."""
+    resp = h.run(AlterUserScramCredentialsRequest(deletions=(), upsertions=(
+        _upsert("alice", "pw", mech=1), _upsert("alice", "pw", mech=2), _upsert("bob", "pw"))))
+    assert {r.user: r.error_code for r in resp.results} == {"alice": ErrorCode.duplicate_resource,
+                                                            "bob": ErrorCode.none}
+    resp = h.run(AlterUserScramCredentialsRequest(deletions=(ScramCredentialDeletion(name="bob", mechanism=1),),
+                                                  upsertions=(_upsert("bob", "pw2", mech=2),)))
+    assert {r.user: r.error_code for r in resp.results} == {"bob": ErrorCode.duplicate_resource}
+    assert set(h.image().scram) == {("bob", 1)}
 
 
 def test_acls_and_credentials_survive_a_snapshot_and_a_failover(h3: Harness) -> None:
