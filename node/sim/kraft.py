@@ -40,7 +40,9 @@ repeated names, validate_only, deletes by name and by id, unknown and repeated o
 answer and the image the decision left judged against Kafka's ReplicationControlManager. An ACL
 administrator (`node.sim.kraft_acls`) creates and deletes ACLs at a controller, bindings and filters
 drawn over the space (ANY/MATCH/LITERAL/PREFIXED patterns, the wildcard, unknown principals, bindings
-Kafka cannot store), judged against Kafka's AclControlManager and its filters' matching. A reader
+Kafka cannot store), judged against Kafka's AclControlManager and its filters' matching; a SCRAM
+administrator (`node.sim.kraft_scram`) alters users' credentials (empty names, unknown mechanisms,
+iterations at and beyond Kafka's bounds, a user changed twice), judged against ScramControlManager. A reader
 (`node.sim.kraft_reader`) asks brokers for Metadata, DescribeCluster and DescribeClientQuotas, each
 answer judged against the answering broker's image; a creation a broker acknowledges before its
 visibility wait ran out must be in that broker's image (read-your-writes). The client's
@@ -91,6 +93,7 @@ from kraftlab.node.sim.controller_answers import ControllerAnswers
 from kraftlab.node.sim.kraft_acls import AclAdmin, AclFacts, is_acl_request
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
+from kraftlab.node.sim.kraft_scram import ScramAdmin, ScramFacts, is_scram_request
 from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, is_token_request
 from kraftlab.node.sim.kraft_tokens import overdue as overdue_tokens
 from kraftlab.node.sim.kraft_topics import TopicAdmin, TopicFacts, is_topic_request
@@ -104,7 +107,7 @@ from kraftlab.node.sim.versions import BROKER, CONTROLLER, drawn
 from kraftlab.node.sim.wire import WireViolation, through_the_wire
 
 CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
-DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN, TOPICS, ACLS = range(14)
+DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN, TOPICS, ACLS, SCRAM = range(15)
 APP_TICK_MS = 50
 RPC_TIMEOUT_MS = 2_000
 # Topic configs a client may create a topic with (Kafka's keys), each with values to draw from.
@@ -246,6 +249,7 @@ class KraftSim:
         self.topic_admin = TopicAdmin(random.Random(seed ^ 0x70B1C), self.broker_ids, TOPIC_CONFIGS,
                                       defaults.default_num_partitions, defaults.default_replication_factor, CONTROLLER)
         self.acl_admin = AclAdmin(random.Random(seed ^ 0xAC15))
+        self.scram_admin = ScramAdmin(random.Random(seed ^ 0x5C2A))
         self._active_since: dict[tuple[int, int, int], int] = {}  # (controller, incarnation, epoch) → first tick active
         self.version_rng = random.Random(seed ^ 0x7E25)  # the version each client request is sent at
         self.sent_versions: Counter[tuple[str, int]] = Counter()  # (API, version) of what the clients sent
@@ -541,6 +545,7 @@ class KraftSim:
         self.queue.push(2_300, TOKEN, None)
         self.queue.push(2_400, TOPICS, None)
         self.queue.push(2_600, ACLS, None)
+        self.queue.push(2_700, SCRAM, None)
         if faults:
             self._schedule_faults(fault_ms)
             self._schedule_resignations(fault_ms)
@@ -599,12 +604,14 @@ class KraftSim:
                     decided = self.topic_admin.facts(image)
                 elif is_acl_request(request):
                     decided = self.acl_admin.facts(image)
+                elif is_scram_request(request):
+                    decided = self.scram_admin.facts(image)
                 else:
                     decided = self.admin.facts(request, image)
                 self._admin_facts.setdefault(token, []).append((request, decided))
             self.answers.delivered(target, (bid, binc, rkind, token), request, node.ctrl.active)
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
-            if isinstance(decided, TokenFacts | TopicFacts | AclFacts):
+            if isinstance(decided, TokenFacts | TopicFacts | AclFacts | ScramFacts):
                 decided.after = node.ctrl.future_image.copy()  # what the decision left
             self.drain(node, now)
         elif kind == REPLY:
@@ -664,6 +671,8 @@ class KraftSim:
         elif kind == ACLS:
             rng = self.acl_admin.rng
             self._to_a_controller(ACLS, rng, lambda _: drawn(rng, self.acl_admin.request(), CONTROLLER), now)
+        elif kind == SCRAM:
+            self._to_a_controller(SCRAM, self.scram_admin.rng, lambda _: self.scram_admin.request(), now)
 
     def _draw_configs(self) -> dict[str, str]:
         """No configs for half the topics, one to three of TOPIC_CONFIGS for the others."""
@@ -759,6 +768,8 @@ class KraftSim:
             return self.topic_admin.judge(request, facts, response)
         if isinstance(facts, AclFacts):
             return self.acl_admin.judge(request, facts, response)
+        if isinstance(facts, ScramFacts):
+            return self.scram_admin.judge(request, facts, response)
         return self.admin.judge(request, facts, response)
 
     def _schedule_faults(self, fault_ms: int) -> None:
