@@ -107,7 +107,7 @@ from kraftlab.node.sim.versions import BROKER, CONTROLLER, drawn
 from kraftlab.node.sim.wire import WireViolation, through_the_wire
 
 CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
-DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN, TOPICS, ACLS, SCRAM = range(15)
+DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN, OPERATOR = range(13)
 APP_TICK_MS = 50
 RPC_TIMEOUT_MS = 2_000
 # Topic configs a client may create a topic with (Kafka's keys), each with values to draw from.
@@ -250,6 +250,7 @@ class KraftSim:
                                       defaults.default_num_partitions, defaults.default_replication_factor, CONTROLLER)
         self.acl_admin = AclAdmin(random.Random(seed ^ 0xAC15))
         self.scram_admin = ScramAdmin(random.Random(seed ^ 0x5C2A))
+        self.operator_rng = random.Random(seed ^ 0x0BE2)  # which controller client asks next, when, and where
         self._active_since: dict[tuple[int, int, int], int] = {}  # (controller, incarnation, epoch) → first tick active
         self.version_rng = random.Random(seed ^ 0x7E25)  # the version each client request is sent at
         self.sent_versions: Counter[tuple[str, int]] = Counter()  # (API, version) of what the clients sent
@@ -543,9 +544,7 @@ class KraftSim:
         self.queue.push(2_500, ADMIN, None)
         self.queue.push(2_200, READ, None)
         self.queue.push(2_300, TOKEN, None)
-        self.queue.push(2_400, TOPICS, None)
-        self.queue.push(2_600, ACLS, None)
-        self.queue.push(2_700, SCRAM, None)
+        self.queue.push(2_400, OPERATOR, None)
         if faults:
             self._schedule_faults(fault_ms)
             self._schedule_resignations(fault_ms)
@@ -666,13 +665,8 @@ class KraftSim:
             self._read(now)
         elif kind == TOKEN:
             self._token_request(now)
-        elif kind == TOPICS:
-            self._to_a_controller(TOPICS, self.topic_admin.rng, lambda image: self.topic_admin.request(image), now)
-        elif kind == ACLS:
-            rng = self.acl_admin.rng
-            self._to_a_controller(ACLS, rng, lambda _: drawn(rng, self.acl_admin.request(), CONTROLLER), now)
-        elif kind == SCRAM:
-            self._to_a_controller(SCRAM, self.scram_admin.rng, lambda _: self.scram_admin.request(), now)
+        elif kind == OPERATOR:
+            self._operator_request(now)
 
     def _draw_configs(self) -> dict[str, str]:
         """No configs for half the topics, one to three of TOPIC_CONFIGS for the others."""
@@ -724,12 +718,23 @@ class KraftSim:
         self.sent_versions[(api_name(request), request.__version__)] += 1
         self._send(ADMIN_ID, target, RPC, (target, ADMIN_ID, 0, "admin", self.admin_asked, request), now)
 
-    def _to_a_controller(self, event: int, rng: random.Random, request_of: Callable[[MetadataImage], Any],
-                         now: int) -> None:
-        """A controller client's next request (`request_of` the active controller's image), to the
-        controller that believes it is active or, a fifth of the time, to a standby."""
+    def _operator_request(self, now: int) -> None:
+        """The operator's next request, from one of its controller clients (topics, ACLs, SCRAM
+        credentials; drawn by a generator of its own, each client drawing its request with its own)
+        to the controller that believes it is active or, a fifth of the time, to a standby."""
+        rng = self.operator_rng
         if now < self.client_until:
-            self.queue.push(now + 200 + rng.randrange(400), event, None)
+            self.queue.push(now + 200 + rng.randrange(400), OPERATOR, None)
+        def acls(_: MetadataImage) -> Any:
+            return drawn(self.acl_admin.rng, self.acl_admin.request(), CONTROLLER)
+
+        def scram(_: MetadataImage) -> Any:
+            return self.scram_admin.request()
+        self._to_a_controller(rng, rng.choice((self.topic_admin.request, acls, scram)), now)
+
+    def _to_a_controller(self, rng: random.Random, request_of: Callable[[MetadataImage], Any], now: int) -> None:
+        """A request (`request_of` the active controller's image) to the controller that believes it
+        is active or, a fifth of the time (`rng`), to a standby."""
         active = [(n.raft.core.epoch, n.node_id) for n in self.nodes.values()
                   if n.ctrl is not None and n.ctrl.active and n.raft is not None]
         if not active:
