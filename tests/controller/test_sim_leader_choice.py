@@ -105,5 +105,5 @@ def test_a_controller_choosing_the_wrong_leader_is_caught(wrong: Callable[..., A
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(partitions, "change", wrong(partitions.change))
     sim = KraftSim(seed=1, brokers=4)
-    with pytest.raises(SimViolation, match=r"PartitionChangeRecord of t\d+-\d+: .*leader"):
+    with pytest.raises(SimViolation, match=r"PartitionChangeRecord of \w+-\d+: .*leader"):
         sim.run(fault_ms=15_000, settle_ms=15_000)
