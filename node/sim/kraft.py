@@ -509,6 +509,21 @@ class KraftSim:
                         f"leader {p.leader})"
                     )
 
+    def _offline_dirs_recorded(self, node: KNode, request: Any) -> None:
+        """A heartbeat the active controller accepted (it names the registered broker epoch) that
+        names OfflineLogDirs leaves the broker registered without them (Kafka's
+        handleDirectoriesOffline runs within the heartbeat): a controller that ignores the report
+        keeps electing replicas on a disk the broker cannot use."""
+        offline = set(getattr(request, "offline_log_dirs", ()) or ())
+        ctrl = node.ctrl
+        if not offline or ctrl is None or not ctrl.active:
+            return
+        reg = ctrl.future_image.brokers.get(request.broker_id)
+        if reg is not None and reg.epoch == request.broker_epoch and offline & set(reg.log_dirs):
+            raise SimViolation(f"seed {self.seed}: controller {node.node_id} accepted broker {request.broker_id}'s "
+                               f"heartbeat naming offline log directories {sorted(map(str, offline))} and still "
+                               f"registers {sorted(map(str, offline & set(reg.log_dirs)))} online")
+
     def _check_leases(self, node: KNode) -> None:
         """After its tick, an active controller holds a lease for every unfenced broker it knows (Kafka's
         heartbeat manager tracks every registered broker from activation on): a broker without one is
@@ -612,6 +627,7 @@ class KraftSim:
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
             if isinstance(decided, TokenFacts | TopicFacts | AclFacts | ScramFacts):
                 decided.after = node.ctrl.future_image.copy()  # what the decision left
+            self._offline_dirs_recorded(node, request)
             self.drain(node, now)
         elif kind == REPLY:
             bid, binc, rkind, token, response = payload

@@ -136,3 +136,9 @@ def test_a_controller_that_accepts_a_stale_broker_epoch_is_caught(monkeypatch: p
     sim.run(fault_ms=15_000, settle_ms=15_000)
     assert sim.stale_sent
     assert "StaleEpochAccepted" in {a["type"] for a in _judged(sim)["fencing"]["anomalies"]}
+
+
+def test_a_controller_that_ignores_a_reported_offline_directory_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "handle_offline_dirs", lambda w, broker_id, epoch, offline: [])
+    with pytest.raises(SimViolation, match="naming offline log directories"):
+        KraftSim(seed=2).run(fault_ms=15_000, settle_ms=15_000)
