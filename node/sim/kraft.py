@@ -509,20 +509,45 @@ class KraftSim:
                         f"leader {p.leader})"
                     )
 
-    def _offline_dirs_recorded(self, node: KNode, request: Any) -> None:
+    @staticmethod
+    def _before_offline_dirs(node: KNode, request: Any) -> MetadataImage | None:
+        """The active controller's image before a heartbeat naming OfflineLogDirs (and asking
+        neither to be fenced nor to shut down) that it may accept; None otherwise."""
+        ctrl = node.ctrl
+        if ctrl is None or not ctrl.active or not getattr(request, "offline_log_dirs", ()) \
+                or request.want_fence or request.want_shut_down:
+            return None
+        return ctrl.future_image.copy()
+
+    def _offline_dirs_recorded(self, node: KNode, request: Any, before: MetadataImage | None) -> None:
         """A heartbeat the active controller accepted (it names the registered broker epoch) that
         names OfflineLogDirs leaves the broker registered without them (Kafka's
         handleDirectoriesOffline runs within the heartbeat): a controller that ignores the report
-        keeps electing replicas on a disk the broker cannot use."""
+        keeps electing replicas on a disk the broker cannot use. And it moves only the replicas on
+        those directories: the broker's replicas elsewhere keep their ISR places and leaderships."""
         offline = set(getattr(request, "offline_log_dirs", ()) or ())
         ctrl = node.ctrl
         if not offline or ctrl is None or not ctrl.active:
             return
-        reg = ctrl.future_image.brokers.get(request.broker_id)
-        if reg is not None and reg.epoch == request.broker_epoch and offline & set(reg.log_dirs):
-            raise SimViolation(f"seed {self.seed}: controller {node.node_id} accepted broker {request.broker_id}'s "
+        bid = request.broker_id
+        reg = ctrl.future_image.brokers.get(bid)
+        if reg is None or reg.epoch != request.broker_epoch:
+            return
+        if offline & set(reg.log_dirs):
+            raise SimViolation(f"seed {self.seed}: controller {node.node_id} accepted broker {bid}'s "
                                f"heartbeat naming offline log directories {sorted(map(str, offline))} and still "
                                f"registers {sorted(map(str, offline & set(reg.log_dirs)))} online")
+        if before is None:
+            return
+        for topic, pid, p in before.partitions():
+            q = ctrl.future_image.topics.get(topic.topic_id)
+            now_p = q.partitions.get(pid) if q is not None else None
+            if now_p is None or p.directory(bid) in offline or not before.replica_online(p, bid):
+                continue
+            if (bid in p.isr and bid not in now_p.isr) or (p.leader == bid and now_p.leader != bid):
+                raise SimViolation(f"seed {self.seed}: controller {node.node_id}: broker {bid}'s heartbeat naming "
+                                   f"offline log directories moved its replica of {topic.name}-{pid}, on a healthy "
+                                   f"directory (isr {p.isr} -> {now_p.isr}, leader {p.leader} -> {now_p.leader})")
 
     def _check_leases(self, node: KNode) -> None:
         """After its tick, an active controller holds a lease for every unfenced broker it knows (Kafka's
@@ -624,10 +649,11 @@ class KraftSim:
                     decided = self.admin.facts(request, image)
                 self._admin_facts.setdefault(token, []).append((request, decided))
             self.answers.delivered(target, (bid, binc, rkind, token), request, node.ctrl.active)
+            before = self._before_offline_dirs(node, request)
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
             if isinstance(decided, TokenFacts | TopicFacts | AclFacts | ScramFacts):
                 decided.after = node.ctrl.future_image.copy()  # what the decision left
-            self._offline_dirs_recorded(node, request)
+            self._offline_dirs_recorded(node, request, before)
             self.drain(node, now)
         elif kind == REPLY:
             bid, binc, rkind, token, response = payload

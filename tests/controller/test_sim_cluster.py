@@ -20,6 +20,8 @@ from kraftlab.checker.journal import journals_from
 from kraftlab.checker.metadata.check import check_metadata
 from kraftlab.node.broker import BrokerState
 from kraftlab.node.bugs import BugSet
+from kraftlab.node.controller.log_dirs import handle_offline_dirs
+from kraftlab.node.controller.partitions import remove_broker
 from kraftlab.node.controller.write import Write
 from kraftlab.node.metadata.records import BrokerRegistrationChangeRecord
 from kraftlab.node.sim.kraft import FAULT, KraftSim, SimViolation
@@ -141,4 +143,17 @@ def test_a_controller_that_accepts_a_stale_broker_epoch_is_caught(monkeypatch: p
 def test_a_controller_that_ignores_a_reported_offline_directory_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cluster, "handle_offline_dirs", lambda w, broker_id, epoch, offline: [])
     with pytest.raises(SimViolation, match="naming offline log directories"):
+        KraftSim(seed=2).run(fault_ms=15_000, settle_ms=15_000)
+
+
+def _moves_every_replica(w: Write, broker_id: int, epoch: int, offline: Iterable[uuid.UUID]) -> list[str]:
+    """A controller that takes the broker out of every ISR and leadership, not only where its
+    replica is on the failed directory."""
+    remove_broker(w.image, broker_id, w.emit, unclean=w.config.unclean_leader_election)
+    return handle_offline_dirs(w, broker_id, epoch, offline)
+
+
+def test_a_controller_that_moves_replicas_on_healthy_directories_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "handle_offline_dirs", _moves_every_replica)
+    with pytest.raises(SimViolation, match="on a healthy directory"):
         KraftSim(seed=2).run(fault_ms=15_000, settle_ms=15_000)
