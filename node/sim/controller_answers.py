@@ -21,6 +21,8 @@ controller renounces. A controller that is not active answers NOT_CONTROLLER at 
   truncate), and in the very step that moved the committed offset past it, or in the step that
   delivered the request if it was already past (never held for a later event: a client would wait
   for a tick that may not come).
+  And once a controller has committed everything it wrote, it holds nothing: every request waits
+  at most for an offset it wrote.
 - NotActiveRefuses: a request delivered to a controller that is not active is answered in that
   step, every error NOT_CONTROLLER, with no decision; a controller that stops being active has
   answered (NOT_CONTROLLER) every request it held; decisions other than NOT_CONTROLLER come only
@@ -171,8 +173,9 @@ class ControllerAnswers:
         problems += self._judge(node, life, answer, decisions, committed)
         return problems
 
-    def settle(self, node: int, committed: int, active: bool) -> list[str]:
-        """The end of a step of `node` (its outputs all observed): what it left unanswered."""
+    def settle(self, node: int, committed: int, active: bool, written: int) -> list[str]:
+        """The end of a step of `node` (its outputs all observed): what it left unanswered.
+        `written`: the end of its log (everything it wrote is committed once `committed` reaches it)."""
         life = self._lives.setdefault(node, _Life())
         problems: list[str] = []
         for token, waiting in life.asked.items():
@@ -184,6 +187,10 @@ class ControllerAnswers:
                     problems.append(f"controller {node} stopped being active and still holds "
                                     f"{api_name(asked.request)} ({token}): a renouncing controller fails every "
                                     "held request NOT_CONTROLLER")
+                elif asked.active and committed >= written:
+                    problems.append(f"controller {node} has committed all it wrote (offset {committed}) and still "
+                                    f"holds {api_name(asked.request)} ({token}): a request waits only for the "
+                                    "offset it or the writes before it ended at")
                 asked.fresh = False
         life.asked = {t: w for t, w in life.asked.items() if w}
         life.committed = committed

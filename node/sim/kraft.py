@@ -366,7 +366,8 @@ class KraftSim:
                     if wrong is not None:
                         raise SimViolation(f"seed {self.seed}: controller {node.node_id}: {wrong}")
             if not self.appending:
-                self._judged(self.answers.settle(node.node_id, node.ctrl.committed_offset, node.ctrl.active))
+                self._judged(self.answers.settle(node.node_id, node.ctrl.committed_offset, node.ctrl.active,
+                                                 node.ctrl.log.next_offset()))
         if node.lifecycle is not None:
             lifecycle, metadata, apis = node.broker()
             for broker_out in lifecycle.take_outputs() + apis.take_outputs():

@@ -3,7 +3,8 @@
 and a lossy network, and deliberately wrong controllers — one that answers before its write
 commits, one that holds answers for a later event, one that journals only what it accepted, one
 that journals a refusal as accepted, one that journals a heartbeat's epoch as its broker, a standby
-that journals decisions, one that forgets its held requests when it resigns — are caught."""
+that journals decisions, one that forgets its held requests when it resigns, one that drops a
+request that wrote nothing — are caught."""
 
 from __future__ import annotations
 
@@ -82,9 +83,19 @@ class _ForgetsOnResign(QuorumController):
         super()._renounce()
 
 
+class _LosesWhatWroteNothing(QuorumController):
+    """Drops a held request that wrote no records (a refusal, a no-op) instead of answering it."""
+
+    def _release_committed(self, batch: Batch | None = None) -> None:
+        while self._held and self._held[0].epoch is None and self._held[0].last_offset < self.replay.next_offset:
+            self._held.popleft()
+        super()._release_committed(batch)
+
+
 @pytest.mark.parametrize(("controller", "seed", "finding"), [
+    (_LosesWhatWroteNothing, 1, "committed all it wrote"),
     (_AnswersBeforeCommit, 1, "before its write is committed"),
-    (_AnswersOnTheNextRequest, 1, "held past the step that committed it"),
+    (_AnswersOnTheNextRequest, 1, "held past the step that committed it|committed all it wrote"),
     (_StandbyJournals, 1, "asked while not active"),
     (_ForgetsOnResign, 1, "still holds"),
 ])
