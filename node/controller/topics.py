@@ -1,7 +1,9 @@
 """CreateTopics and DeleteTopics on the active controller.
 
 CreateTopics, per topic: a legal name (INVALID_TOPIC_EXCEPTION), not already existing nor named
-twice in the request (TOPIC_ALREADY_EXISTS / INVALID_REQUEST); either explicit assignments
+twice in the request (TOPIC_ALREADY_EXISTS / INVALID_REQUEST), not colliding with an existing topic
+('.' and '_' are one character: INVALID_TOPIC_EXCEPTION, Kafka's topicsWithCollisionChars, judged
+against the topics before the request); either explicit assignments
 (with num_partitions and replication_factor -1; partitions 0..n-1, replicas registered and
 distinct, at least one usable, every list as long: else INVALID_REPLICA_ASSIGNMENT) or a count and
 factor (defaults for -1; a factor below 1 INVALID_REPLICATION_FACTOR, then a count below 1
@@ -24,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from kraftlab.node.controller.log_dirs import place_replicas
 from kraftlab.node.controller.messages import error_name
 from kraftlab.node.controller.write import Outcome, Write
+from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.records import (
     NO_LEADER,
     RESOURCE_TOPIC,
@@ -109,12 +112,26 @@ def _assignments(w: Write, topic: Any) -> list[tuple[int, ...]]:
     return place(usable, partitions, factor, w.rng.randrange(len(usable)))
 
 
-def _create_one(w: Write, topic: Any, validate_only: bool) -> dict[str, Any]:
+def unified(name: str) -> str:
+    """Kafka's Topic.unifyCollisionChars: '.' and '_' are one character in metric names."""
+    return name.replace(".", "_")
+
+
+def collision_names(image: MetadataImage) -> dict[str, str]:
+    """The existing topics whose names have '.' or '_', by their unified name (Kafka's
+    topicsWithCollisionChars): a new topic whose unified name is one of these collides."""
+    return {unified(t.name): t.name for t in image.topics.values() if "." in t.name or "_" in t.name}
+
+
+def _create_one(w: Write, topic: Any, validate_only: bool, colliding: dict[str, str]) -> dict[str, Any]:
     name = topic.name
     if name in (".", "..") or not _LEGAL.match(name):
         raise Invalid(ErrorCode.invalid_topic_exception, f"illegal topic name {name!r}")
     if w.image.topic(name) is not None:
         raise Invalid(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+    if ("." in name or "_" in name) and unified(name) in colliding:
+        raise Invalid(ErrorCode.invalid_topic_exception,
+                      f"topic {name!r} collides with existing topic {colliding[unified(name)]!r}")
     assignment = _assignments(w, topic)
     configs = [(c.name, c.value) for c in topic.configs if c.value is not None]
     result = {
@@ -148,12 +165,14 @@ def _create_one(w: Write, topic: Any, validate_only: bool) -> dict[str, Any]:
 
 def create_topics(w: Write, req: Any) -> Outcome:
     names = [t.name for t in req.topics]
+    colliding = collision_names(w.image)  # the topics before this request, as Kafka judges collisions
     results, decisions = [], []
     for topic in req.topics:
         try:
             if names.count(topic.name) > 1:
                 raise Invalid(ErrorCode.invalid_request, f"topic {topic.name!r} named more than once")
-            result = {**_create_one(w, topic, bool(getattr(req, "validate_only", False))), "error_code": ErrorCode.none}
+            validate_only = bool(getattr(req, "validate_only", False))
+            result = {**_create_one(w, topic, validate_only, colliding), "error_code": ErrorCode.none}
         except Invalid as exc:
             result = {"name": topic.name, "error_code": exc.code, "error_message": str(exc)}
         results.append(result)

@@ -56,6 +56,20 @@ def test_create_topic_validation(h: Harness) -> None:
     assert t.partitions[0].replicas == (2, 1) and t.partitions[0].leader == 2 and t.partitions[1].replicas == (1, 2)
 
 
+def test_a_name_colliding_with_an_existing_one_is_refused(h: Harness) -> None:
+    """Kafka: '.' and '_' collide (metric names); a new topic colliding with an existing topic that has
+    one of them is INVALID_TOPIC_EXCEPTION — judged against the topics before the request."""
+    h.start_brokers(1)
+    assert h.create("a.b").error_code == ErrorCode.none
+    assert h.create("a_b").error_code == ErrorCode.invalid_topic_exception
+    assert h.create("a.b").error_code == ErrorCode.topic_already_exists
+    assert h.create("ab").error_code == ErrorCode.none
+    both = tuple(CreatableTopic(name=n, num_partitions=1, replication_factor=1, assignments=(), configs=())
+                 for n in ("c.d", "c_d"))
+    resp = h.run(CreateTopicsRequest(topics=both))
+    assert [t.error_code for t in resp.topics] == [ErrorCode.none, ErrorCode.none]
+
+
 def test_the_factor_is_judged_before_the_count(h: Harness) -> None:
     """ReplicationControlManager.createTopic refuses a factor of 0 or below -1 before looking at the count."""
     h.start_brokers(1, 2)
