@@ -4,7 +4,8 @@ the space Kafka allows, each per-topic answer and the image the decision left ju
 model of Kafka's ReplicationControlManager (createTopics / deleteTopics) and ControllerApis.
 
 CreateTopics, 1-3 topics a request, validate_only or not, each topic:
-- its name: one of a small pool (so it often exists already, or was deleted since), an illegal one
+- its name: one of a small pool (so it often exists already, or was deleted since; two of them,
+  adm.5 and adm_5, collide: '.' and '_' are one character to Kafka), an illegal one
   (empty, ".", "..", a space or '/', 250 characters), or the name of another topic of the request;
 - num_partitions and replication_factor each drawn independently: -1 (the controller's
   `num.partitions` / `default.replication.factor`), 1-3, 0, below -1, or more replicas than brokers;
@@ -12,7 +13,8 @@ CreateTopics, 1-3 topics a request, validate_only or not, each topic:
   lists of registered, unknown or repeated brokers, or empty), with the counts -1 or not;
 - configs: none, or some of Kafka's topic keys.
 Kafka's answer for each name, in its order: named twice in the request → INVALID_REQUEST; an
-illegal name → INVALID_TOPIC_EXCEPTION; existing → TOPIC_ALREADY_EXISTS; with assignments and a
+existing → TOPIC_ALREADY_EXISTS; an illegal name, or one colliding with an existing topic's →
+INVALID_TOPIC_EXCEPTION; with assignments and a
 count or factor other than -1 → INVALID_REQUEST; bad assignments (ids not 0..n-1, an empty,
 repeated or unregistered replica list, lists of different lengths, a partition with no usable
 replica) → INVALID_REPLICA_ASSIGNMENT; a factor of 0 or below -1 → INVALID_REPLICATION_FACTOR (checked
@@ -60,7 +62,7 @@ from kraftlab.node.metadata.records import RESOURCE_TOPIC
 from kraftlab.node.sim.versions import at_version, versions
 
 APIS = ("CreateTopics", "DeleteTopics")
-POOL = tuple(f"adm{i}" for i in range(6))
+POOL = (*(f"adm{i}" for i in range(5)), "adm.5", "adm_5")
 """The names the administrator creates and deletes (no other client's topic is ever deleted)."""
 ILLEGAL = ("", ".", "..", "has space", "a/b", "x" * 250)
 UNKNOWN_ID = uuid.UUID(int=0xDEAD)
@@ -220,10 +222,10 @@ class TopicAdmin:
             return _Want(frozenset({code}))
         if twice:
             return no(ErrorCode.invalid_request)
-        if not legal_name(topic.name):
-            return no(ErrorCode.invalid_topic_exception)
         if topic.name in facts.topics:
             return no(ErrorCode.topic_already_exists)
+        if not legal_name(topic.name) or self._collides(topic.name, facts):
+            return no(ErrorCode.invalid_topic_exception)
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 return no(ErrorCode.invalid_request)
@@ -244,6 +246,15 @@ class TopicAdmin:
             return no(ErrorCode.invalid_replication_factor)
         codes = {ErrorCode.none} | ({ErrorCode.invalid_replication_factor} if factor > len(facts.usable) else set())
         return _Want(frozenset(codes), partitions, factor)
+
+    @staticmethod
+    def _collides(name: str, facts: TopicFacts) -> bool:
+        """Kafka's collision rule: '.' and '_' are one character, among names that have one of them
+        (against the topics before the request)."""
+        def unify(n: str) -> str:
+            return n.replace(".", "_")
+        marked = {unify(n) for n in facts.topics if "." in n or "_" in n}
+        return ("." in name or "_" in name) and unify(name) in marked
 
     def _judge_create(self, request: Any, facts: TopicFacts, response: Any) -> str | None:
         named = Counter(t.name for t in request.topics)

@@ -13,7 +13,7 @@ def test_every_kind_of_answer_is_reached_and_judged_in_two_runs() -> None:
     topics: Counter[tuple[str, str]] = Counter()
     acls: Counter[tuple[str, str]] = Counter()
     scram: Counter[str] = Counter()
-    for seed in (4, 6):
+    for seed in (16, 17):
         sim = KraftSim(seed=seed)
         sim.run(fault_ms=15_000, settle_ms=15_000)
         sim.check_converged()

@@ -93,13 +93,19 @@ def _deletes_duplicates(original: Handler) -> Handler:
     return wrong
 
 
+def _no_collisions(original: Callable[[MetadataImage], dict[str, str]]) -> Callable[[MetadataImage], dict[str, str]]:
+    """No name collides: a_b is created beside a.b."""
+    return lambda image: {}
+
+
 class _Edges(TopicAdmin):
     """Every request an edge: a topic created with both counts -1 (the controller's defaults), the
-    same validated only, and a topic that exists deleted by a request naming it twice."""
+    same validated only, and a topic that exists deleted by a request naming it twice; the pool's
+    names in turn from the last (adm_5, then adm.5, which collides with it)."""
 
     def request(self, image: MetadataImage) -> Any:
         self.sent = getattr(self, "sent", 0) + 1
-        name = POOL[self.sent // 3 % len(POOL)]
+        name = POOL[-1 - self.sent // 3 % len(POOL)]
         if self.sent % 3 == 0:
             twice = (DeleteTopicState(name=TopicName(name), topic_id=None),) * 2
             return DeleteTopicsRequest(topics=twice, timeout=request_timeout())
@@ -109,7 +115,8 @@ class _Edges(TopicAdmin):
 
 @pytest.mark.parametrize(("handler", "wrong"), [("create_topics", _literal_defaults),
                                                 ("create_topics", _validates_by_creating),
-                                                ("delete_topics", _deletes_duplicates)])
+                                                ("delete_topics", _deletes_duplicates),
+                                                ("collision_names", _no_collisions)])
 def test_a_controller_handling_part_of_the_space_wrong_is_caught(handler: str, wrong: Any,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(topics, handler, wrong(getattr(topics, handler)))
