@@ -259,8 +259,9 @@ class KraftSim:
         # Each broker's log directories, and when one fails and is repaired (generators of their own).
         self.log_dirs = LogDirs.drawn(random.Random(seed ^ 0xD125), self.broker_ids)
         self.dir_rng = random.Random(seed ^ 0xD1FA)
-        # Broker life shapes beyond crashes (a generator of their own): heartbeats that stop while the
-        # process and its connections live (until when, per broker), and an old incarnation's
+        # Broker life shapes beyond crashes (a generator of their own): heartbeats lost on the way while
+        # the broker runs and serves (until when, per broker; its own clock, and so its self-fence,
+        # keeps running), and an old incarnation's
         # heartbeat arriving late (the last heartbeat each incarnation sent).
         self.life_rng = random.Random(seed ^ 0x11FE)
         self.paused: dict[int, int] = {}
@@ -405,7 +406,8 @@ class KraftSim:
         if target is None or target not in self.voter_ids:
             self._failed(node, kind, token, now, sent=False)
             return
-        self._send(node.node_id, target, RPC, (target, node.node_id, node.incarnation, kind, token, request), now)
+        if kind != "hb" or now >= self.paused.get(node.node_id, 0):  # a paused broker's heartbeats are lost
+            self._send(node.node_id, target, RPC, (target, node.node_id, node.incarnation, kind, token, request), now)
         self.queue.push(now + RPC_TIMEOUT_MS, TIMEOUT, (node.node_id, node.incarnation, kind, token))
 
     def _failed(self, node: KNode, kind: str, token: int, now: int, *, sent: bool) -> None:
@@ -626,8 +628,7 @@ class KraftSim:
                     self._check_token_sweep(node, now)
                 elif node.lifecycle is not None:
                     lifecycle, metadata, apis = node.broker()
-                    if now >= self.paused.get(node.node_id, 0):  # its heartbeats are not stuck
-                        lifecycle.tick(now, metadata.highest_offset)
+                    lifecycle.tick(now, metadata.highest_offset)
                     apis.tick(now)
                 self.drain(node, now)
         elif kind == RPC:
@@ -908,6 +909,7 @@ class KraftSim:
             return
         if action == "heal":
             self.network.heal()
+            self.paused.clear()  # every fault ends at the heal, a heartbeat pause too
             for node in self.nodes.values():
                 if node.raft is None:
                     self.start(node, now)
