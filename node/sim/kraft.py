@@ -89,6 +89,7 @@ from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import NotLeader as RaftNotLeader
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.sim.broker_lives import BrokerLives
 from kraftlab.node.sim.controller_answers import ControllerAnswers
 from kraftlab.node.sim.kraft_acls import AclAdmin, AclFacts, is_acl_request
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
@@ -98,7 +99,7 @@ from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, is_t
 from kraftlab.node.sim.kraft_tokens import overdue as overdue_tokens
 from kraftlab.node.sim.kraft_topics import TopicAdmin, TopicFacts, is_topic_request
 from kraftlab.node.sim.leader_choice import LeaderChoice
-from kraftlab.node.sim.log_dirs import LogDirs
+from kraftlab.node.sim.log_dirs import LogDirs, before_offline_dirs, offline_dirs_problems, schedule_failures
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.retention import drawn_retention
@@ -259,15 +260,8 @@ class KraftSim:
         # Each broker's log directories, and when one fails and is repaired (generators of their own).
         self.log_dirs = LogDirs.drawn(random.Random(seed ^ 0xD125), self.broker_ids)
         self.dir_rng = random.Random(seed ^ 0xD1FA)
-        # Broker life shapes beyond crashes (a generator of their own): heartbeats lost on the way while
-        # the broker runs and serves (until when, per broker; its own clock, and so its self-fence,
-        # keeps running), and an old incarnation's
-        # heartbeat arriving late (the last heartbeat each incarnation sent).
-        self.life_rng = random.Random(seed ^ 0x11FE)
-        self.paused: dict[int, int] = {}
-        self.pauses: list[tuple[int, int, int]] = []  # (broker, from, until)
-        self.stale_sent = 0
-        self._last_heartbeat: dict[tuple[int, int, int], Any] = {}  # (broker, incarnation, epoch) → request
+        # Broker life shapes beyond crashes: heartbeats lost while the broker serves, and late ones.
+        self.lives = BrokerLives(random.Random(seed ^ 0x11FE), self.session_timeout_ms)
 
     # ---- nodes --------------------------------------------------------------------------
 
@@ -302,8 +296,9 @@ class KraftSim:
             if node.clean_epoch < 0 and node.incarnation > 1:
                 self.unclean_returns[cfg.incarnation_id] = self._replicated_by(node.node_id, cfg.log_dirs)
             node.clean_epoch = -1  # the marker is taken: a crash of this life is unclean
-            if node.incarnation > 1 and self.life_rng.random() < 0.5:  # the old life's heartbeat, late
-                self.queue.push(now + self.life_rng.randint(300, 3_000), FAULT, ("stale-heartbeat", node.node_id))
+            late = self.lives.late_after_restart(node.incarnation)  # the old life's heartbeat, late
+            if late is not None:
+                self.queue.push(now + late, FAULT, ("stale-heartbeat", node.node_id))
             node.lifecycle = BrokerLifecycle(cfg)
             node.metadata = BrokerMetadata()
             node.apis = BrokerApis(CLUSTER_ID, node.metadata, node.lifecycle)
@@ -400,13 +395,13 @@ class KraftSim:
 
     def _rpc(self, node: KNode, kind: str, token: int, request: Any, now: int) -> None:
         request = self._wire(request, f"broker {node.node_id}'s request")
-        if kind == "hb" and hasattr(request, "current_metadata_offset"):
-            self._last_heartbeat[(node.node_id, node.incarnation, request.broker_epoch)] = request
+        if kind == "hb":
+            self.lives.sent(node.node_id, node.incarnation, request)
         target = node.leader_id()
         if target is None or target not in self.voter_ids:
             self._failed(node, kind, token, now, sent=False)
             return
-        if kind != "hb" or now >= self.paused.get(node.node_id, 0):  # a paused broker's heartbeats are lost
+        if kind != "hb" or not self.lives.lost(node.node_id, now):
             self._send(node.node_id, target, RPC, (target, node.node_id, node.incarnation, kind, token, request), now)
         self.queue.push(now + RPC_TIMEOUT_MS, TIMEOUT, (node.node_id, node.incarnation, kind, token))
 
@@ -512,46 +507,6 @@ class KraftSim:
                         f"leader {p.leader})"
                     )
 
-    @staticmethod
-    def _before_offline_dirs(node: KNode, request: Any) -> MetadataImage | None:
-        """The active controller's image before a heartbeat naming OfflineLogDirs (and asking
-        neither to be fenced nor to shut down) that it may accept; None otherwise."""
-        ctrl = node.ctrl
-        if ctrl is None or not ctrl.active or not getattr(request, "offline_log_dirs", ()) \
-                or request.want_fence or request.want_shut_down:
-            return None
-        return ctrl.future_image.copy()
-
-    def _offline_dirs_recorded(self, node: KNode, request: Any, before: MetadataImage | None) -> None:
-        """A heartbeat the active controller accepted (it names the registered broker epoch) that
-        names OfflineLogDirs leaves the broker registered without them (Kafka's
-        handleDirectoriesOffline runs within the heartbeat): a controller that ignores the report
-        keeps electing replicas on a disk the broker cannot use. And it moves only the replicas on
-        those directories: the broker's replicas elsewhere keep their ISR places and leaderships."""
-        offline = set(getattr(request, "offline_log_dirs", ()) or ())
-        ctrl = node.ctrl
-        if not offline or ctrl is None or not ctrl.active:
-            return
-        bid = request.broker_id
-        reg = ctrl.future_image.brokers.get(bid)
-        if reg is None or reg.epoch != request.broker_epoch:
-            return
-        if offline & set(reg.log_dirs):
-            raise SimViolation(f"seed {self.seed}: controller {node.node_id} accepted broker {bid}'s "
-                               f"heartbeat naming offline log directories {sorted(map(str, offline))} and still "
-                               f"registers {sorted(map(str, offline & set(reg.log_dirs)))} online")
-        if before is None:
-            return
-        for topic, pid, p in before.partitions():
-            q = ctrl.future_image.topics.get(topic.topic_id)
-            now_p = q.partitions.get(pid) if q is not None else None
-            if now_p is None or p.directory(bid) in offline or not before.replica_online(p, bid):
-                continue
-            if (bid in p.isr and bid not in now_p.isr) or (p.leader == bid and now_p.leader != bid):
-                raise SimViolation(f"seed {self.seed}: controller {node.node_id}: broker {bid}'s heartbeat naming "
-                                   f"offline log directories moved its replica of {topic.name}-{pid}, on a healthy "
-                                   f"directory (isr {p.isr} -> {now_p.isr}, leader {p.leader} -> {now_p.leader})")
-
     def _check_leases(self, node: KNode) -> None:
         """After its tick, an active controller holds a lease for every unfenced broker it knows (Kafka's
         heartbeat manager tracks every registered broker from activation on): a broker without one is
@@ -591,8 +546,9 @@ class KraftSim:
         if faults:
             self._schedule_faults(fault_ms)
             self._schedule_resignations(fault_ms)
-            self._schedule_dir_failures(fault_ms)
-            self._schedule_broker_lives(fault_ms)
+            for t, fault in schedule_failures(self.dir_rng, self.broker_ids, fault_ms) + self.lives.schedule(
+                    self.broker_ids, fault_ms):
+                self.queue.push(t, FAULT, fault)
         if self.lossy:
             self.network.faults.drop = 0.05
             self.network.faults.duplicate = 0.05
@@ -651,11 +607,11 @@ class KraftSim:
                     decided = self.admin.facts(request, image)
                 self._admin_facts.setdefault(token, []).append((request, decided))
             self.answers.delivered(target, (bid, binc, rkind, token), request, node.ctrl.active)
-            before = self._before_offline_dirs(node, request)
+            before = before_offline_dirs(node.ctrl, request)
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
             if isinstance(decided, TokenFacts | TopicFacts | AclFacts | ScramFacts):
                 decided.after = node.ctrl.future_image.copy()  # what the decision left
-            self._offline_dirs_recorded(node, request, before)
+            self._judged(offline_dirs_problems(node.ctrl, node.node_id, request, before))
             self.drain(node, now)
         elif kind == REPLY:
             bid, binc, rkind, token, response = payload
@@ -841,47 +797,21 @@ class KraftSim:
             self.queue.push(t, FAULT, ("resign",))
             t += self.failover_rng.randint(1_000, 3_000)
 
-    def _schedule_dir_failures(self, fault_ms: int) -> None:
-        """Now and then a broker's log directory fails, and is repaired later (the broker restarts to
-        register it again), from a generator of its own."""
-        t = 2_000 + self.dir_rng.randrange(3_000)
-        while t < fault_ms - 1_000:
-            broker = self.dir_rng.choice(self.broker_ids)
-            self.queue.push(t, FAULT, ("fail-dir", broker))
-            self.queue.push(min(t + self.dir_rng.randint(1_000, 6_000), fault_ms), FAULT, ("repair-dir", broker))
-            t += self.dir_rng.randint(1_500, 5_000)
-
-    def _schedule_broker_lives(self, fault_ms: int) -> None:
-        """Now and then a broker's heartbeats stop for a while (shorter or longer than the session
-        timeout) while it keeps serving, or an old heartbeat of one of its earlier incarnations (or
-        epochs) reaches the controller late."""
-        t = 2_500 + self.life_rng.randrange(2_000)
-        while t < fault_ms - 1_000:
-            broker = self.life_rng.choice(self.broker_ids)
-            if self.life_rng.random() < 0.5:
-                length = self.life_rng.randint(self.session_timeout_ms // 3, 2 * self.session_timeout_ms)
-                self.queue.push(t, FAULT, ("pause", broker, length))
-            else:
-                self.queue.push(t, FAULT, ("stale-heartbeat", broker))
-            t += self.life_rng.randint(1_000, 4_000)
-
     def _life_fault(self, action: str, broker: int, now: int, length: int = 0) -> None:
         node = self.nodes[broker]
         if action == "pause":
-            if node.lifecycle is not None and now >= self.paused.get(broker, 0):
-                self.paused[broker] = now + length
-                self.pauses.append((broker, now, now + length))
+            if node.lifecycle is not None:
+                self.lives.pause(broker, now, length)
             return
         active = [n for n in self.nodes.values() if n.ctrl is not None and n.ctrl.active]
-        reg = active[0].ctrl.future_image.brokers.get(broker) if active and active[0].ctrl is not None else None
-        old = [(inc, req) for (b, inc, _), req in self._last_heartbeat.items()
-               if b == broker and reg is not None and req.broker_epoch < reg.epoch]  # a registration since
-        target = active[0].node_id if active else None
-        if not old or target is None:
+        if not active or active[0].ctrl is None:
             return
-        inc, request = self.life_rng.choice(old)
-        self.stale_sent += 1
-        self._send(broker, target, RPC, (target, broker, inc, "hb", -1, request), now)
+        target = active[0].node_id
+        reg = active[0].ctrl.future_image.brokers.get(broker)
+        late = self.lives.stale(broker, reg.epoch if reg is not None else None)  # sent before a registration since
+        if late is not None:
+            inc, request = late
+            self._send(broker, target, RPC, (target, broker, inc, "hb", -1, request), now)
 
     def _dir_fault(self, action: str, broker: int, now: int) -> None:
         node = self.nodes[broker]
@@ -909,7 +839,7 @@ class KraftSim:
             return
         if action == "heal":
             self.network.heal()
-            self.paused.clear()  # every fault ends at the heal, a heartbeat pause too
+            self.lives.heal()
             for node in self.nodes.values():
                 if node.raft is None:
                     self.start(node, now)
@@ -953,13 +883,6 @@ class KraftSim:
         """Every node's journal as the real nodes write it (one line per event, `ts`/`mono` from the
         simulated clock), for the same checkers that judge real runs."""
         return [{"ts": t, "mono": t * 1_000_000, "node": nid, **e.to_json()} for t, nid, e in self.journal]
-
-    def pause_outcomes(self) -> tuple[int, int]:
-        """How many heartbeat pauses ended with the broker fenced for its session, and how many
-        without (lease expiry run both when something expired and when nothing did)."""
-        fenced = sum(any(f["broker"] == b and f["action"] == "fence" and f["reason"] == "session timeout"
-                         and start <= t <= until for t, f in self.fence_events) for b, start, until in self.pauses)
-        return fenced, len(self.pauses) - fenced
 
     def led_again(self) -> bool:
         """Whether some controller led two epochs within one process life (it resigned and won again)."""

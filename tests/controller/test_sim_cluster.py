@@ -53,7 +53,7 @@ def test_faults_lose_no_acknowledged_metadata_and_converge(seed: int) -> None:
     sim.check_converged()
     assert sim.acked, "no topic was ever acknowledged"
     assert sim.log_dirs.failures and sim.log_dirs.repairs, "no log directory failed and came back"
-    assert sim.pauses, "no broker's heartbeats stopped while it served"
+    assert sim.lives.pauses, "no broker's heartbeats stopped while it served"
     _assert_journals_valid(sim)
 
 
@@ -136,7 +136,7 @@ def test_a_controller_that_accepts_a_stale_broker_epoch_is_caught(monkeypatch: p
     monkeypatch.setattr(kraft, "ControllerConfig", planted)
     sim = KraftSim(seed=9)
     sim.run(fault_ms=15_000, settle_ms=15_000)
-    assert sim.stale_sent
+    assert sim.lives.stale_sent
     assert "StaleEpochAccepted" in {a["type"] for a in _judged(sim)["fencing"]["anomalies"]}
 
 
