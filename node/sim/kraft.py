@@ -61,7 +61,8 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from kio.schema.create_topics.v4.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
@@ -92,7 +93,7 @@ from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.sim.broker_lives import BrokerLives
 from kraftlab.node.sim.controller_answers import ControllerAnswers
 from kraftlab.node.sim.kraft_acls import AclAdmin, AclFacts, is_acl_request
-from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient, Facts
+from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
 from kraftlab.node.sim.kraft_scram import ScramAdmin, ScramFacts, is_scram_request
 from kraftlab.node.sim.kraft_tokens import TOKENS, TokenClient, TokenFacts, is_token_request
@@ -119,6 +120,12 @@ TOPIC_CONFIGS: dict[str, tuple[str, ...]] = {
     "segment.bytes": ("1048576", "104857600"),
     "compression.type": ("producer", "zstd", "lz4"),
 }
+
+
+class _Judging(Protocol):
+    """A simulator client that judges the answer to a request it sent, given what the decision saw."""
+
+    def judge(self, request: Any, facts: Any, response: Any) -> str | None: ...
 
 
 class SimViolation(AssertionError):
@@ -235,7 +242,8 @@ class KraftSim:
         self.admin_brokered = 0
         self.broker_rng = random.Random(seed ^ 0xB20C)  # which admin requests go through a broker
         self.admin_answered = 0
-        self._admin_facts: dict[int, list[tuple[Any, Facts]]] = {}
+        # Per admin request token: each delivery's request and its client's verdict on the answer.
+        self._admin_facts: dict[int, list[tuple[Any, Callable[[Any], str | None]]]] = {}
         # The reader's own generator; when and through which broker (incarnation) each create was sent.
         self.reader = BrokerReader(random.Random(seed ^ 0x4EAD))
         self.reads = 0
@@ -595,17 +603,18 @@ class KraftSim:
             decided: Any = None
             if bid == ADMIN_ID:
                 image = node.ctrl.future_image
+                client: _Judging  # the client that sent it, chosen once: it judges the answer too
                 if is_token_request(request):
-                    decided = self.tokens.facts(request, image, now)
+                    client, decided = self.tokens, self.tokens.facts(request, image, now)
                 elif is_topic_request(request):
-                    decided = self.topic_admin.facts(image)
+                    client, decided = self.topic_admin, self.topic_admin.facts(image)
                 elif is_acl_request(request):
-                    decided = self.acl_admin.facts(image)
+                    client, decided = self.acl_admin, self.acl_admin.facts(image)
                 elif is_scram_request(request):
-                    decided = self.scram_admin.facts(image)
+                    client, decided = self.scram_admin, self.scram_admin.facts(image)
                 else:
-                    decided = self.admin.facts(request, image)
-                self._admin_facts.setdefault(token, []).append((request, decided))
+                    client, decided = self.admin, self.admin.facts(request, image)
+                self._admin_facts.setdefault(token, []).append((request, partial(client.judge, request, decided)))
             self.answers.delivered(target, (bid, binc, rkind, token), request, node.ctrl.active)
             before = before_offline_dirs(node.ctrl, request)
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
@@ -696,7 +705,8 @@ class KraftSim:
         live = [self.nodes[b] for b in self.broker_ids if self.nodes[b].apis is not None]
         if live and self.admin.through_a_broker(request, self.broker_rng):
             broker = self.broker_rng.choice(live)
-            self._admin_facts[self.admin_asked] = [(request, False)]  # False: judged as answered through a broker
+            # False: judged as answered through a broker
+            self._admin_facts[self.admin_asked] = [(request, partial(self.admin.judge, request, False))]
             self.admin_brokered += 1
             broker.broker()[2].handle(("admin", self.admin_asked), request, now)
             self.drain(broker, now)
@@ -760,22 +770,10 @@ class KraftSim:
         decided = self._admin_facts.get(token, [])
         if decided:
             self._same_version(decided[0][0].__version__, response, "the admin's answer")
-        verdicts = [self._judge(request, facts, response) for request, facts in decided]
+        verdicts = [judge(response) for _, judge in decided]
         if decided and None not in verdicts:
             raise SimViolation(f"seed {self.seed}: {verdicts[0]}")
         self.admin_answered += 1
-
-    def _judge(self, request: Any, facts: Any, response: Any) -> str | None:
-        """The verdict of the client that sent `request` on `response`, given what its decision saw."""
-        if isinstance(facts, TokenFacts):
-            return self.tokens.judge(request, facts, response)
-        if isinstance(facts, TopicFacts):
-            return self.topic_admin.judge(request, facts, response)
-        if isinstance(facts, AclFacts):
-            return self.acl_admin.judge(request, facts, response)
-        if isinstance(facts, ScramFacts):
-            return self.scram_admin.judge(request, facts, response)
-        return self.admin.judge(request, facts, response)
 
     def _schedule_faults(self, fault_ms: int) -> None:
         t, fault_id = 3_000, 0
