@@ -169,14 +169,21 @@ class CoreContext:
         return True
 
     def _not_leader_error(self, epoch: int) -> m.Errors | None:
-        """The error a Fetch/FetchSnapshot at `epoch` gets here, or None when this node serves it."""
+        """The error a Fetch/FetchSnapshot at `epoch` gets here, or None when this node serves it:
+        Kafka's `validateLeaderOnlyRequest` order — the epoch first (an older one is fenced, a newer
+        one unknown here), then the role."""
+        if epoch < self.epoch:
+            return m.Errors.FENCED_LEADER_EPOCH
         if epoch > self.epoch:
             return m.Errors.UNKNOWN_LEADER_EPOCH
         if not isinstance(self.state, Leader):
             return m.Errors.NOT_LEADER_OR_FOLLOWER
-        if epoch < self.epoch:
-            return m.Errors.FENCED_LEADER_EPOCH
         return None
+
+    def _fetch_refusal(self, error: m.Errors, epoch: int, leader_id: int | None) -> m.FetchResponse:
+        """A Fetch answered with `error` (Kafka's `buildEmptyFetchResponse`): no records, no diverging
+        epoch nor snapshot id, no high-water mark (-1), the log start, and the sender's leader and epoch."""
+        return m.FetchResponse(error, epoch, leader_id, -1, self.log.start_offset())
 
     # ----------------------------------------------------------------- timers
 
@@ -233,7 +240,7 @@ class CoreContext:
         if old.parked and old is not new:
             for p in old.parked.values():
                 # KIP-595: a response carries its sender's leader and epoch, the state it is leaving for.
-                response = m.FetchResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, new.epoch, new.leader_id, self._hw)
+                response = self._fetch_refusal(m.Errors.NOT_LEADER_OR_FOLLOWER, new.epoch, new.leader_id)
                 self._out.messages.append(m.Envelope(self.node_id, p.src, response, p.ref))
             old.parked.clear()
 

@@ -191,7 +191,7 @@ class Replication(CoreContext):
         if req.fetch_offset < 0 or req.max_wait_ms < 0 or not 0 <= req.last_fetched_epoch <= req.epoch:
             error = m.Errors.INVALID_REQUEST
         if error is not None:
-            self._reply(env, m.FetchResponse(error, self.epoch, self.leader_id, self._hw))
+            self._reply(env, self._fetch_refusal(error, self.epoch, self.leader_id))
             return
         state = self.state
         assert isinstance(state, Leader)

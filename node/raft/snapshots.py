@@ -20,6 +20,9 @@ from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.retention import retained_log_start
 from kraftlab.node.raft.states import Follower, Leader
 
+BOOTSTRAP_CHECKPOINT = OffsetAndEpoch(0, 0)
+"""KIP-853's bootstrap checkpoint (`0000…-0000….checkpoint`): the first voter set, never fetched."""
+
 
 class Snapshots(CoreContext):
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, records: Sequence[Record], now: int) -> Output:
@@ -59,15 +62,16 @@ class Snapshots(CoreContext):
     def _on_fetch_snapshot_request(self, env: m.Envelope, req: m.FetchSnapshotRequest, now: int) -> None:
         error = self._not_leader_error(req.epoch)
         sid = req.snapshot_id
-        if error is None and sid not in self.snapshots.ids():
-            error = m.Errors.SNAPSHOT_NOT_FOUND
+        if error is None and (sid not in self.snapshots.ids() or sid == BOOTSTRAP_CHECKPOINT):
+            error = m.Errors.SNAPSHOT_NOT_FOUND  # the bootstrap checkpoint is never replicated (KIP-853)
         size = self.snapshots.size(sid) if error is None else 0
-        if error is None and not 0 <= req.position <= size:
-            error = m.Errors.POSITION_OUT_OF_RANGE
+        if error is None and not 0 <= req.position < size:
+            error = m.Errors.POSITION_OUT_OF_RANGE  # Kafka's: a position with no byte of the snapshot at it
         if error is None and req.max_bytes <= 0:
             error = m.Errors.INVALID_REQUEST
         if error is not None:
-            self._reply(env, m.FetchSnapshotResponse(error, self.epoch, self.leader_id, sid))
+            # Kafka's refusal names no snapshot (`snapshot_id` -1/-1), size and position 0, no bytes.
+            self._reply(env, m.FetchSnapshotResponse(error, self.epoch, self.leader_id))
             return
         state = self.state
         assert isinstance(state, Leader)

@@ -231,7 +231,9 @@ def test_a_voters_id_fetching_from_another_directory_is_an_observer() -> None:
         return [(r.replica_id, r.last_fetch_ms) for r in view.voters if r.replica_id != 1]
 
     fetched = last_fetches(described)
-    chunk = m.FetchSnapshotRequest(core.epoch, 2, OffsetAndEpoch(0, 0), 0, 1 << 20, replaced)
+    sid = OffsetAndEpoch(core.high_watermark, core.epoch)  # a snapshot to fetch (Kafka never serves 0-0)
+    core.create_snapshot(sid, [], now + 2)
+    chunk = m.FetchSnapshotRequest(core.epoch, 2, sid, 0, 1 << 20, replaced)
     (served,) = [e.message for e in ask(core, chunk, now + 3, src=2).messages if e.dst == 2]
     assert isinstance(served, m.FetchSnapshotResponse) and served.error == m.Errors.NONE
     assert last_fetches(core.describe_quorum(now + 3)) == fetched
