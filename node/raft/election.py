@@ -142,8 +142,13 @@ class Election(CoreContext):
             )
             self._reply(env, m.VoteResponse(error, self.epoch, self.leader_id, granted, req.pre_vote))
 
+        if req.end_offset < 0 or req.last_epoch < 0 or req.last_epoch >= req.epoch:
+            # Kafka checks the candidate's log position first: no log ends in the epoch it asks for.
+            return answer(False, "invalid log position", m.Errors.INVALID_REQUEST)
         if req.epoch < self.epoch:
             return answer(False, "stale epoch", m.Errors.FENCED_LEADER_EPOCH)
+        if req.candidate_id < 0:
+            return answer(False, "invalid candidate id", m.Errors.INVALID_REQUEST)
         if self._dynamic:
             # KIP-853: a replica grants votes whatever its voter set says (the candidate may know
             # a newer one, which may add this replica), but only as the replica the candidate
@@ -199,17 +204,25 @@ class Election(CoreContext):
 
     # ----------------------------------------------------------------- Begin/EndQuorumEpoch
 
-    def _leader_not_a_voter(self, leader_id: int) -> bool:
-        """A Begin/EndQuorumEpoch whose leader cannot be one: this node itself, or (static mode) not
-        a voter. A dynamic quorum's replica may lag behind the set that made the sender a voter."""
-        return leader_id == self.node_id or (not self._dynamic and leader_id not in self.voter_set)
+    def _leader_request_error(self, epoch: int, leader_id: int) -> m.Errors | None:
+        """Why a Begin/EndQuorumEpoch is refused (None: it is not), in Kafka's order of its voter-only
+        checks: a leader that is this node itself (ours: it cannot be one), an older epoch, a negative
+        leader id, then (static mode) a leader or a responder that is no voter. A dynamic quorum's
+        replica may lag behind the set that made the sender a voter."""
+        if leader_id == self.node_id:
+            return m.Errors.INCONSISTENT_VOTER_SET
+        if epoch < self.epoch:
+            return m.Errors.FENCED_LEADER_EPOCH
+        if leader_id < 0:
+            return m.Errors.INVALID_REQUEST
+        if not self._dynamic and (not self.is_voter or leader_id not in self.voter_set):
+            return m.Errors.INCONSISTENT_VOTER_SET
+        return None
 
     def _on_begin_request(self, env: m.Envelope, req: m.BeginQuorumEpochRequest, now: int) -> None:
-        if self._leader_not_a_voter(req.leader_id):
-            self._reply(env, m.BeginQuorumEpochResponse(m.Errors.INCONSISTENT_VOTER_SET, self.epoch, self.leader_id))
-            return
-        if req.epoch < self.epoch:
-            self._reply(env, m.BeginQuorumEpochResponse(m.Errors.FENCED_LEADER_EPOCH, self.epoch, self.leader_id))
+        error = self._leader_request_error(req.epoch, req.leader_id)
+        if error is not None:
+            self._reply(env, m.BeginQuorumEpochResponse(error, self.epoch, self.leader_id))
             return
         self._observe(req.epoch, req.leader_id, now, env.src)
         self._reply(env, m.BeginQuorumEpochResponse(m.Errors.NONE, self.epoch, self.leader_id))
@@ -222,11 +235,9 @@ class Election(CoreContext):
             state.unacknowledged.discard(env.src)
 
     def _on_end_request(self, env: m.Envelope, req: m.EndQuorumEpochRequest, now: int) -> None:
-        if self._leader_not_a_voter(req.leader_id):
-            self._reply(env, m.EndQuorumEpochResponse(m.Errors.INCONSISTENT_VOTER_SET, self.epoch, self.leader_id))
-            return
-        if req.epoch < self.epoch:
-            self._reply(env, m.EndQuorumEpochResponse(m.Errors.FENCED_LEADER_EPOCH, self.epoch, self.leader_id))
+        error = self._leader_request_error(req.epoch, req.leader_id)
+        if error is not None:
+            self._reply(env, m.EndQuorumEpochResponse(error, self.epoch, self.leader_id))
             return
         self._observe(req.epoch, req.leader_id, now, env.src)
         state = self.state

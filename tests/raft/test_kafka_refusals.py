@@ -64,3 +64,34 @@ def test_a_fetch_snapshot_refusal_names_no_snapshot_and_a_position_at_the_end_is
     assert at_end.error == E.POSITION_OUT_OF_RANGE  # Kafka: no byte of the snapshot there
     assert (at_end.snapshot_id, at_end.size, at_end.position, at_end.data) == (None, 0, 0, b"")
     assert answer(OffsetAndEpoch(0, 0), 0).error == E.SNAPSHOT_NOT_FOUND
+
+
+def test_a_vote_with_an_impossible_log_position_or_candidate_is_invalid_and_changes_nothing(make_core) -> None:
+    h = make_core(node_id=1, voters=(1, 2, 3))
+    h.start(0)
+    for request in (
+        m.VoteRequest(3, 2, 3, 5),  # no log ends in the epoch the candidate asks for
+        m.VoteRequest(3, 2, -1, 5),
+        m.VoteRequest(3, 2, 1, -1),
+        m.VoteRequest(3, -1, 1, 5),
+    ):
+        answer = only(h.deliver(2, request, 1), m.VoteResponse)
+        assert (answer.error, answer.granted) == (E.INVALID_REQUEST, False)
+    assert (h.core.epoch, h.core.voted_id) == (0, None)
+    # A stale vote with an impossible log position is still INVALID_REQUEST (checked first) ...
+    h.deliver(2, m.BeginQuorumEpochRequest(5, 2), 2)
+    assert only(h.deliver(3, m.VoteRequest(4, 3, 4, 0), 3), m.VoteResponse).error == E.INVALID_REQUEST
+    # ... and a stale one from a node no voter is fenced (the epoch before the voter set).
+    assert only(h.deliver(9, m.VoteRequest(4, 9, 1, 0), 4), m.VoteResponse).error == E.FENCED_LEADER_EPOCH
+
+
+def test_begin_and_end_quorum_epoch_check_the_epoch_before_the_voter_set(make_core) -> None:
+    h = follower_of_2_in_epoch_5(make_core)
+    for kind in (m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest):
+        stale = h.deliver(9, kind(4, 9), 2)  # from no voter, in an older epoch: fenced first
+        assert only(stale, m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse).error == E.FENCED_LEADER_EPOCH
+        nobody = h.deliver(9, kind(5, -1), 3)
+        assert only(nobody, m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse).error == E.INVALID_REQUEST
+        stranger = h.deliver(9, kind(6, 9), 4)
+        assert only(stranger, m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse).error == E.INCONSISTENT_VOTER_SET
+    assert (h.core.epoch, h.core.leader_id) == (5, 2)

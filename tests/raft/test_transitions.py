@@ -172,7 +172,7 @@ def test_vote_granted_once_per_epoch_and_only_to_up_to_date_logs(make_core) -> N
     assert not sent(out, m.VoteResponse)[0].message.granted
     out = h.deliver(2, m.VoteRequest(3, 2, 2, 2), 4)  # a retry by the same candidate
     assert sent(out, m.VoteResponse)[0].message.granted
-    out = h.deliver(3, m.VoteRequest(2, 3, 9, 9), 5)  # stale epoch
+    out = h.deliver(3, m.VoteRequest(2, 3, 1, 9), 5)  # stale epoch
     assert sent(out, m.VoteResponse)[0].message.error == E.FENCED_LEADER_EPOCH
 
 
