@@ -29,7 +29,7 @@ from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.quorum_view import QuorumWitness
 from kraftlab.node.sim.response_rules import ResponseRules
 from kraftlab.node.sim.retention import drawn_retention
-from kraftlab.node.sim.rogue import ROGUE_ID, judge, malformed
+from kraftlab.node.sim.rogue import ROGUE_ID, ask, judge
 from kraftlab.node.sim.scheduler import EventQueue
 from kraftlab.node.sim.timing_rules import CheckQuorumBounds, ElectionBackoff
 from kraftlab.node.sim.wire import raft_through_the_wire
@@ -395,8 +395,8 @@ class Simulation:
         node = leader if leader is not None and rng.random() < 0.6 else (rng.choice(live) if live else None)
         if node is None or node.raft is None:
             return None
-        request = malformed(rng, node, sorted(self.nodes))
-        self._dispatch(node, node.raft.handle(m.Envelope(ROGUE_ID, node.node_id, request, request), now), now)
+        asked = ask(rng, node, sorted(self.nodes))  # its `ref`: the request and the state it found
+        self._dispatch(node, node.raft.handle(m.Envelope(ROGUE_ID, node.node_id, asked.request, asked), now), now)
         return node
 
     def _leader(self) -> SimNode | None:

@@ -12,6 +12,9 @@ the responder's state at that moment (what the node holds once its step is over)
 - Unsolicited: a response answers a request this node received from its destination (same
   `ref`) and has not answered yet, with the response type of that request.
 - ErrorCode: its error is one Kafka's handler of that API returns.
+- ExactError, ErrorAnswerFields: its error is the very one Kafka's handler returns for the state
+  the request found (`raft_reference`, in Kafka's order of checks; a held Fetch is served or
+  NOT_LEADER_OR_FOLLOWER), and an error answer carries Kafka's defaults beside it (`exact`).
 - LeaderAndEpoch: its (leaderId, leaderEpoch) are the responder's current leader and epoch, and
   a Fetch answer's high-water mark is no higher than the responder's (KIP-595: responses carry the
   sender's view; the high-water mark may move on within the step after the answer was made).
@@ -34,13 +37,14 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import Output
 from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.sim.invariants import CheckedNode
+from kraftlab.node.sim.raft_reference import Responder, error_fields, expected, responder
 from kraftlab.node.sim.timing_rules import TICK_MS
 
 E = m.Errors
@@ -88,6 +92,8 @@ class _Pending:
     """A Fetch's: the receiver's storage as the Fetch found it."""
     found: tuple[int | None, int, bool] | None = None
     """The receiver's (leader, epoch, leading) as the request found it."""
+    before: Responder | None = None
+    """The receiver's state as the request found it, for Kafka's exact answer (`raft_reference`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +157,8 @@ class ResponseRules:
             view = _LogView(node.snapshots.latest(), node.log.end_offset_for_epoch(env.message.last_fetched_epoch))
         core = node.core
         found = None if core is None else (core.leader_id, core.epoch, core.is_leader)
-        pending[(env.src, env.ref)] = _Pending(env.message, incarnation, now, now, -1, view, found)
+        before = responder(node, env.message)
+        pending[(env.src, env.ref)] = _Pending(env.message, incarnation, now, now, -1, view, found, before)
 
     def sent(self, node: CheckedNode, out: Output, incarnation: int, now: int) -> None:
         """The simulator takes `out` off `node` (after any step): judge every response in it."""
@@ -244,6 +251,9 @@ class ResponseRules:
         if error not in KAFKA_ERRORS[type(resp)]:
             self.fail("ErrorCode", f"{what}: error {error!r} is none Kafka answers {type(req).__name__} with")
             return
+        if p.before is not None:
+            start = node.log.start_offset()
+            exact(p.before, req, resp, p.led_epoch < 0, start, lambda rule, why: self.fail(rule, f"{what}: {why}"))
         # The responder's state when it answered: as the step left it, or (an answer made in the
         # step that delivered the request, before the step's own timers moved the node on, e.g. a
         # resigned leader starting its pre-vote) as the request found it.
@@ -302,6 +312,26 @@ class ResponseRules:
             if resp.granted and (req.last_epoch, req.end_offset) < log:
                 return f"granted to a log ending at {req.end_offset} in epoch {req.last_epoch}, behind {log}"
         return None
+
+
+def exact(
+    before: Responder, req: Any, resp: Any, at_once: bool, log_start: int, fail: Callable[[str, str], None]
+) -> None:
+    """ExactError and ErrorAnswerFields (`raft_reference`) for an answer to `req` made `at_once` (in
+    the step that delivered it; a held Fetch is answered later, as Kafka's purgatory completes it:
+    served, or NOT_LEADER_OR_FOLLOWER once its leader left office) by a responder found `before`
+    (its log start may have moved on within the step: `log_start`)."""
+    error = resp.error
+    if at_once:
+        want = expected(req, before)
+        if want is not None and error != want.error:
+            fail("ExactError", f"error {error.name}, where Kafka answers {want.error.name} ({want.branch})")
+    if error != E.NONE:
+        wrong = error_fields(resp, before)
+        if wrong is not None and log_start != before.log_start:
+            wrong = error_fields(resp, replace(before, log_start=log_start))
+        if wrong is not None:
+            fail("ErrorAnswerFields", f"{error.name}, but {wrong}")
 
 
 def fetch_content(node: CheckedNode, view: _LogView, req: m.FetchRequest, resp: m.FetchResponse) -> str | None:
