@@ -23,6 +23,7 @@ from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.retention import RetentionPolicy
 from kraftlab.node.sim.faults import FaultEvent, schedule
 from kraftlab.node.sim.invariants import Invariants, InvariantViolation
+from kraftlab.node.sim.journal_truth import JournalTruth
 from kraftlab.node.sim.machine import CounterMachine
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
 from kraftlab.node.sim.network import Network
@@ -155,6 +156,7 @@ class Simulation:
         self.check_quorum = CheckQuorumBounds(self.witness, self.config.fetch_timeout_ms, self._fail)
         self.responses = ResponseRules(self._fail, ignore=(ROGUE_ID,))
         self.backoff = ElectionBackoff(self.config.election_backoff_max_ms, self._fail)
+        self.journal_truth = JournalTruth(self._fail)
         self.result = SimResult(params)
         self._client_seq = 0
         self._same_time = 0
@@ -195,6 +197,7 @@ class Simulation:
         node.raft = RaftNode(core, machine, self.params.snapshot_every)
         node.tick_at = None
         node.flush_pending = False
+        self.journal_truth.starting(nid, core)
         self._dispatch(node, node.raft.start(now), now)
 
     def new_core(self, node: SimNode, rng: random.Random, **options: Any) -> RaftCore:
@@ -214,6 +217,7 @@ class Simulation:
         )
 
     def crash_node(self, node: SimNode, wipe: bool) -> None:
+        self.journal_truth.crashed(node.node_id)
         node.raft = None
         node.machine = None
         node.tick_at = None
@@ -331,6 +335,8 @@ class Simulation:
     def _dispatch(self, node: SimNode, out: Output, now: int) -> None:
         self.responses.sent(node, out, node.incarnation, now)
         self.backoff.judge(node, out, now)
+        if node.core is not None:
+            self.journal_truth.stepped(node.node_id, node.core, out)
         network = self.network
         queue = self.queue
         inc = node.incarnation
