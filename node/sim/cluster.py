@@ -3,7 +3,8 @@ seeded scheduler and a simulated network, with faults, a client appending record
 rogue client sending requests every node must refuse (`node.sim.rogue`), and the safety
 invariants checked after every event — the leader's DescribeQuorum answer judged against the
 deliveries the simulator made (`node.sim.quorum_view`), and KIP-595's check-quorum and election
-backoff bounds judged after every step (`node.sim.timing_rules`), every request answered in its bound and every
+backoff bounds judged after every step (`node.sim.timing_rules`), every timer of the core judged
+when it falls due (`node.sim.timer_rules`), every request answered in its bound and every
 response true to its sender (`node.sim.response_rules`); liveness is checked once the faults are healed.
 
 A run is a pure function of its `SimParams`: `SimParams.replay_command()` reproduces it.
@@ -32,10 +33,12 @@ from kraftlab.node.sim.response_rules import ResponseRules
 from kraftlab.node.sim.retention import drawn_retention
 from kraftlab.node.sim.rogue import ROGUE_ID, ask, judge
 from kraftlab.node.sim.scheduler import EventQueue
+from kraftlab.node.sim.timer_rules import TimerRules
 from kraftlab.node.sim.timing_rules import CheckQuorumBounds, ElectionBackoff
 from kraftlab.node.sim.wire import raft_through_the_wire
 
 DELIVER, TICK, CLIENT, FAULT, FLUSH, ROGUE = 0, 1, 2, 3, 4, 5
+JUDGE = 6  # a moment a timer rule falls due (`node.sim.timer_rules`): nothing but the judging
 # Events at one virtual instant beyond this mean a node spins without letting time pass.
 _MAX_EVENTS_AT_ONE_TIME = 20_000
 
@@ -157,6 +160,9 @@ class Simulation:
         self.responses = ResponseRules(self._fail, ignore=(ROGUE_ID,))
         self.backoff = ElectionBackoff(self.config.election_backoff_max_ms, self._fail)
         self.journal_truth = JournalTruth(self._fail)
+        self.timers = TimerRules(
+            self.config, self._fail, lambda at: self.queue.push(at, JUDGE, None), self.check_quorum, self.backoff
+        )
         self.result = SimResult(params)
         self._client_seq = 0
         self._same_time = 0
@@ -247,6 +253,9 @@ class Simulation:
             invariants.now = now
             self.responses.overdue(nodes, now)
             self.backoff.overdue(nodes, now)
+            self.timers.overdue(nodes, now)
+            if kind == JUDGE:
+                continue
             if now == last:
                 self._same_time += 1
                 if self._same_time > _MAX_EVENTS_AT_ONE_TIME:
@@ -268,6 +277,7 @@ class Simulation:
                     continue
                 fetch = self.witness.before(node, env, now)
                 self.responses.delivered(node, env, dst_inc, now)
+                self.timers.delivered(node, env, now)
                 out = node.raft.handle(env, now)
                 if fetch is not None:
                     self.witness.after(node, env, out, fetch, now)
@@ -337,6 +347,7 @@ class Simulation:
         self.backoff.judge(node, out, now)
         if node.core is not None:
             self.journal_truth.stepped(node.node_id, node.core, out)
+        self.timers.stepped(node, out, now)
         network = self.network
         queue = self.queue
         inc = node.incarnation
@@ -385,10 +396,11 @@ class Simulation:
         self._client_seq += 1
         record = Record(None, f"{self.params.seed}:{self._client_seq}".encode())
         try:
-            _, out = leader.raft.append([record], now)
+            base, out = leader.raft.append([record], now)
         except NotLeader:
             return None
         self.result.appended += 1
+        self.timers.appended(leader, base, 1, now)
         self._dispatch(leader, out, now)
         return leader
 

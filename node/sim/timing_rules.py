@@ -131,6 +131,11 @@ class ElectionBackoff:
                 del self._failed[nid]
                 self._late(nid, began, now)
 
+    def due(self, node_id: int) -> int | None:
+        """When the failed round `node_id` is in must have asked again at the latest (None: none)."""
+        failed = self._failed.get(node_id)
+        return None if failed is None else failed[1] + self.backoff_max_ms
+
     def _late(self, nid: int, began: int, now: int) -> None:
         self.fail(
             "ElectionBackoff",

@@ -1,0 +1,147 @@
+"""The timer rules the simulator judges when they fall due (node.sim.timer_rules): they hold for
+the real core over seeds with faults, and cores that forget a timer, fire one early or late, or
+draw it from the wrong range are caught."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import Output, RaftCore
+from kraftlab.node.raft.ports import Record
+from kraftlab.node.raft.states import Follower, Leader
+from kraftlab.node.sim.cluster import SimParams, Simulation
+from kraftlab.node.sim.invariants import InvariantViolation
+from kraftlab.node.sim.timer_rules import SPREAD_DRAWS, TimerRules
+
+
+def first_violation(
+    core_class: type[RaftCore], seeds: range, config: RaftConfig | None = None, **params: Any
+) -> InvariantViolation | None:
+    for seed in seeds:
+        p = SimParams(seed=seed, **{"voters": 3, "faults": ("flapping", "partition"), "fault_ms": 8_000,
+                                    "settle_ms": 6_000, **params})
+        try:
+            Simulation(p, config, core_class).run()
+        except InvariantViolation as exc:
+            return exc
+    return None
+
+
+def test_the_real_core_keeps_every_timer() -> None:
+    assert first_violation(RaftCore, range(4)) is None
+    assert first_violation(RaftCore, range(2), voters=5, observers=1, faults=("crash", "drop", "delay")) is None
+    assert first_violation(RaftCore, range(2), refusals=True, flush_delay_ms=5, faults=("crash", "oneway")) is None
+
+
+# ---------------------------------------------------------------- wrong cores
+
+
+class ForgetsTheFetchTimer(RaftCore):
+    """A follower declares only its requests' timeouts: it notices a silent leader only when its
+    Fetch times out (here later than the fetch timeout)."""
+
+    def _next_deadline(self, now: int) -> int | None:
+        if isinstance(self.state, Follower):
+            return min((d for _, d in self._inflight.values()), default=None)
+        return super()._next_deadline(now)
+
+
+class FetchTimeoutHalved(RaftCore):
+    def _become_follower(self, epoch: int, leader_id: int, now: int) -> None:
+        super()._become_follower(epoch, leader_id, now)
+        state = self.state
+        assert isinstance(state, Follower)
+        state.deadline = now + self.config.fetch_timeout_ms // 2
+
+
+class ElectionTimeoutLate(RaftCore):
+    def _election_timeout(self) -> int:
+        return super()._election_timeout() + self.config.election_timeout_ms // 4
+
+
+class ElectionTimeoutEarly(RaftCore):
+    def _election_timeout(self) -> int:
+        return super()._election_timeout() - self.config.election_timeout_ms // 4
+
+
+class ElectionTimeoutNarrow(RaftCore):
+    """Draws from [T, T + T/8): inside Kafka's window, never across it."""
+
+    def _election_timeout(self) -> int:
+        t = self.config.election_timeout_ms
+        return self.rng.randrange(t, t + t // 8)
+
+
+class NoLinger(RaftCore):
+    """Writes every append at once, as if `controller.quorum.append.linger.ms` were 0."""
+
+    def append(self, records: Sequence[Record], now: int) -> tuple[int, Output]:
+        base, out = super().append(records, now)
+        state = self.state
+        if isinstance(state, Leader) and state.pending:
+            self._begin()
+            self._drain(state, now)
+            out.merge(self._end(now))
+        return base, out
+
+
+class ForgetsTheLinger(RaftCore):
+    """A leader leaves its lingering batch out of its declared timer (written at its next wake)."""
+
+    def _next_deadline(self, now: int) -> int | None:
+        state = self.state
+        if isinstance(state, Leader) and state.pending:
+            times = [d for _, d in self._inflight.values()] + [p.deadline for p in state.parked.values()]
+            times.append(state.check_quorum_at)
+            return min(times)
+        return super()._next_deadline(now)
+
+
+class DeclaresThePast(RaftCore):
+    def _next_deadline(self, now: int) -> int | None:
+        deadline = super()._next_deadline(now)
+        return None if deadline is None else min(deadline, now - 1)
+
+
+@pytest.mark.parametrize(
+    ("core_class", "rule", "config"),
+    [
+        (ForgetsTheFetchTimer, "FetchTimeout", RaftConfig(request_timeout_ms=3_000)),
+        (FetchTimeoutHalved, "FetchTimeout", None),
+        (ElectionTimeoutLate, "ElectionTimeout", None),
+        (ElectionTimeoutEarly, "ElectionTimeout", None),
+        (NoLinger, "AppendLinger", None),
+        (ForgetsTheLinger, "AppendLinger", None),
+        (DeclaresThePast, "TimerDeclared", None),
+    ],
+    ids=lambda v: v.__name__ if isinstance(v, type) else None,
+)
+def test_a_wrong_timer_is_caught(core_class: type[RaftCore], rule: str, config: RaftConfig | None) -> None:
+    found = first_violation(core_class, range(6), config)
+    assert found is not None and found.name == rule, found
+
+
+def test_election_timeouts_drawn_from_a_corner_of_the_window_are_caught() -> None:
+    found = first_violation(ElectionTimeoutNarrow, range(12), voters=5, fault_ms=20_000)
+    assert found is not None and found.name == "ElectionTimeoutSpread", found
+
+
+def test_the_spread_judges_uniform_draws_rarely_and_skewed_ones_always() -> None:
+    """The first draws of a uniform election timeout pass (a fixed seed); all in a corner fail."""
+    fails: list[str] = []
+    rules = TimerRules(RaftConfig(), lambda name, detail: fails.append(name), lambda at: None)
+    rng = random.Random(7)
+    for _ in range(max(SPREAD_DRAWS)):
+        rules._spread(rng.randrange(0, 1000), 1000)
+    assert fails == []
+    for corner in (range(0, 250), range(750, 1000)):
+        rules = TimerRules(RaftConfig(), lambda name, detail: fails.append(name), lambda at: None)
+        for _ in range(SPREAD_DRAWS[0]):
+            rules._spread(rng.choice(corner), 1000)
+        assert fails == ["ElectionTimeoutSpread"]
+        fails.clear()
