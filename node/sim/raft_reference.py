@@ -7,8 +7,16 @@ the one this reference computes, not merely one Kafka's handler may return) and
 **ErrorAnswerFields** (an error answer carries Kafka's defaults beside its error, leader and epoch:
 `RaftUtil`'s and the `*Response` builders' empty answers).
 
-The order of checks, by API (the cluster id and the topic-partition come first in Kafka; the node
-checks them at its transport, `node.process.transport` / `node.raft.wire`, before the core):
+Before the handler (`before_handler`, for a kio request entity as it comes off the wire: what the
+node's Raft listener refuses before its core sees the request): the controller's cluster
+permission (CLUSTER_AUTHORIZATION_FAILED), the cluster id (INCONSISTENT_CLUSTER_ID; a request
+naming none passes), both refusing the whole request — the response's top-level error and nothing
+else —, then the topic-partition: exactly partition 0 of `__cluster_metadata`, else INVALID_REQUEST
+for the whole request, but UNKNOWN_TOPIC_OR_PARTITION on the partition for a FetchSnapshot asking
+for one partition and for a DescribeQuorum (on each partition it names). `refused_as` reads where
+a response entity put its error.
+
+The order of checks in the handler, by API:
 
 - Vote: INVALID_REQUEST for a bad log position (last offset or last epoch below 0, or a last
   epoch not below the epoch asked for), then the voter-only checks: FENCED_LEADER_EPOCH for an
@@ -265,3 +273,62 @@ def responder(node: CheckedNode, request: Any) -> Responder | None:
         node.log.start_offset(),
         size,
     )
+
+
+# ---------------------------------------------------------------------------- before the handler
+
+WHOLE, PER_PARTITION = "whole request", "per partition"
+"""Where a refusal before the handler puts its error: the response's top-level error code (nothing
+else set), or each partition's error code (top-level NONE; a DescribeQuorum naming no partition
+gets none back: (PER_PARTITION, NONE))."""
+
+_METADATA = ("__cluster_metadata", uuid.UUID(int=1))
+"""The metadata partition's topic, by name or (Fetch v13+) by Kafka's topic id; partition 0."""
+
+
+def _topic_key(topic: Any) -> Any:
+    for attr in ("topic_name", "topic", "name", "topic_id"):
+        if hasattr(topic, attr):
+            return getattr(topic, attr)
+    return None
+
+
+def _partition_key(partition: Any) -> Any:
+    for attr in ("partition_index", "partition", "index"):
+        if hasattr(partition, attr):
+            return getattr(partition, attr)
+    return None
+
+
+def before_handler(request: Any, cluster_id: str, authorized: bool) -> tuple[str, m.Errors] | None:
+    """Kafka's refusal of `request` (a kio Raft request entity) before its handler reads the
+    partition's fields — the controller's authorization (ControllerApis, `getErrorResponse`), then
+    `hasValidClusterId` (a request naming no cluster id passes), then `hasValidTopicPartition` — as
+    (where, error); None when the request reaches the handler (`expected` judges it there)."""
+    api = type(request).__name__.removesuffix("Request")
+    if not authorized:
+        return WHOLE, E.CLUSTER_AUTHORIZATION_FAILED
+    if getattr(request, "cluster_id", None) not in (None, cluster_id):
+        return WHOLE, E.INCONSISTENT_CLUSTER_ID
+    topics = list(request.topics)
+    partitions = [(_topic_key(t), _partition_key(p)) for t in topics for p in t.partitions]
+    if len(topics) == 1 and len(partitions) == 1 and partitions[0][0] in _METADATA and partitions[0][1] == 0:
+        return None
+    if api == "DescribeQuorum":
+        return PER_PARTITION, E.UNKNOWN_TOPIC_OR_PARTITION if partitions else E.NONE
+    if api == "FetchSnapshot" and len(topics) == 1 and len(partitions) == 1:
+        return PER_PARTITION, E.UNKNOWN_TOPIC_OR_PARTITION
+    return WHOLE, E.INVALID_REQUEST
+
+
+def refused_as(response: Any) -> tuple[str, m.Errors]:
+    """Where and what a response entity refuses: (WHOLE, its top-level error), else (PER_PARTITION,
+    the one error every partition carries, NONE for none); ValueError when its partitions disagree."""
+    top = E(int(response.error_code))
+    if top != E.NONE:
+        return WHOLE, top
+    parts = [p for t in getattr(response, "topics", getattr(response, "responses", ())) for p in t.partitions]
+    codes = {E(int(p.error_code)) for p in parts}
+    if len(codes) > 1:
+        raise ValueError(f"partitions refused with different errors: {sorted(codes)}")
+    return PER_PARTITION, codes.pop() if codes else E.NONE

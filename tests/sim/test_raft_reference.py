@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kraftlab.node.raft import messages as m
+from kraftlab.node.raft import wire
 from kraftlab.node.raft.core import RaftCore
 from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.raft.states import Leader
@@ -170,3 +171,21 @@ def unknown_for_not_leader(answer: Any, core: RaftCore) -> Any:
 def test_a_core_answering_otherwise_than_kafka_is_caught(core_class: type[RaftCore], rule: str) -> None:
     found = violation(core_class, range(10), ALL_FAULTS)
     assert found is not None and found.name == rule, found
+
+
+def test_a_refusal_before_the_handler_is_told_by_where_it_puts_the_error() -> None:
+    """Another cluster's request is refused as a whole (the top-level error, nothing else); the same
+    error on the partition beside an epoch — an answer Kafka never gives — is told apart, and so is a
+    FetchSnapshot for another partition refused as a whole instead of on that partition."""
+    vote = wire.request_to_wire(m.VoteRequest(9, 2, 1, 0), "another", 1)
+    want = ref.before_handler(vote, "ours", True)
+    assert want == (ref.WHOLE, E.INCONSISTENT_CLUSTER_ID)
+    on_partition = wire.response_to_wire(m.VoteResponse(E.INCONSISTENT_CLUSTER_ID, 3, None, False))
+    assert ref.refused_as(on_partition) == (ref.PER_PARTITION, E.INCONSISTENT_CLUSTER_ID) != want
+    assert ref.before_handler(vote, "another", False) == (ref.WHOLE, E.CLUSTER_AUTHORIZATION_FAILED)
+    assert ref.before_handler(vote, "another", True) is None
+    chunk = wire.request_to_wire(m.FetchSnapshotRequest(3, 2, OffsetAndEpoch(5, 1), 0, 8), "ours")
+    topic = chunk.topics[0]
+    other = dataclasses.replace(chunk, topics=(dataclasses.replace(topic, name="other"),))
+    assert ref.before_handler(other, "ours", True) == (ref.PER_PARTITION, E.UNKNOWN_TOPIC_OR_PARTITION)
+    assert ref.before_handler(dataclasses.replace(chunk, topics=()), "ours", True) == (ref.WHOLE, E.INVALID_REQUEST)
