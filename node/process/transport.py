@@ -13,7 +13,7 @@ from kraftlab.node.protocol.client import ProtocolClient
 from kraftlab.node.protocol.errors import RequestError, RequestTimedOut
 from kraftlab.node.protocol.registry import ApiRegistry, RequestContext
 from kraftlab.node.raft import messages as m
-from kraftlab.node.raft import wire
+from kraftlab.node.raft import wire, wire_refusals
 from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.security.listeners import NodeSecurity
 
@@ -162,21 +162,6 @@ def request_source(message: m.Message) -> int:
     return -1
 
 
-def refusal(message: m.Message, error: m.Errors, epoch: int) -> m.Response:
-    """The core's response type for `message`, carrying only `error` (the core never sees it)."""
-    if isinstance(message, m.VoteRequest):
-        return m.VoteResponse(error, epoch, None, False, message.pre_vote)
-    if isinstance(message, m.BeginQuorumEpochRequest):
-        return m.BeginQuorumEpochResponse(error, epoch, None)
-    if isinstance(message, m.EndQuorumEpochRequest):
-        return m.EndQuorumEpochResponse(error, epoch, None)
-    if isinstance(message, m.FetchRequest):
-        return m.FetchResponse(error, epoch, None)
-    if isinstance(message, m.FetchSnapshotRequest):
-        return m.FetchSnapshotResponse(error, epoch, None)
-    return m.DescribeQuorumResponse(error, None, epoch, -1)
-
-
 async def _later(future: asyncio.Future[m.Message], version: int) -> Any:
     return wire.response_to_wire(await future, version)  # type: ignore[arg-type]  # a request's answer is a response
 
@@ -189,28 +174,24 @@ def register_raft_apis(
     security: NodeSecurity | None = None,
 ) -> None:
     """Serve Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum, each in
-    the one version `node.raft.wire` maps. A request naming another cluster id is answered
-    INCONSISTENT_CLUSTER_ID without reaching the core (a node of another cluster must not vote).
-    With an authorizer, the sender's principal needs CLUSTER_ACTION on the cluster (DESCRIBE for
-    DescribeQuorum), as Kafka's controllers require: CLUSTER_AUTHORIZATION_FAILED otherwise."""
+    the one version `node.raft.wire` maps. A request naming another cluster id, or not for the
+    metadata partition, is refused without reaching the core, as Kafka refuses it
+    (`node.raft.wire_refusals`: a node of another cluster must not vote). With an authorizer, the
+    sender's principal needs CLUSTER_ACTION on the cluster (DESCRIBE for DescribeQuorum), as Kafka's
+    controllers require: CLUSTER_AUTHORIZATION_FAILED for the whole request otherwise."""
 
     def handle(request: Any, context: RequestContext) -> Any:
         """The response entity at once when the core answered within its step (most requests: no
         task, no timer), else an awaitable of it (a parked Fetch)."""
-        message = wire.request_from_wire(request)
         version = int(request.__version__)
-        if security is not None and not security.allows_on_cluster(
-            context.principal, context.peer, describe=isinstance(message, m.DescribeQuorumRequest)
-        ):
-            log.warning("refusing %s from %s: %s lacks the cluster permission", type(message).__name__,
-                        context.peer, context.principal)
-            return wire.response_to_wire(
-                refusal(message, m.Errors.CLUSTER_AUTHORIZATION_FAILED, driver.core.epoch), version
-            )
-        sender_cluster = getattr(request, "cluster_id", None)
-        if sender_cluster is not None and sender_cluster != cluster_id:
-            log.warning("refusing %s from %s: cluster id %s", type(message).__name__, context.peer, sender_cluster)
-            return wire.response_to_wire(refusal(message, m.Errors.INCONSISTENT_CLUSTER_ID, driver.core.epoch), version)
+        describe = type(request).__name__ == "DescribeQuorumRequest"
+        authorized = security is None or security.allows_on_cluster(context.principal, context.peer, describe=describe)
+        refused = wire_refusals.refusal(request, cluster_id, authorized)
+        if refused is not None:
+            log.warning("refusing %s from %s (%s): %r", type(request).__name__, context.peer, context.principal,
+                        refused)
+            return refused
+        message = wire.request_from_wire(request)
         future = driver.submit(request_source(message), message, timeout_s)
         if future.done():
             return wire.response_to_wire(future.result(), version)  # type: ignore[arg-type]  # the request's response
