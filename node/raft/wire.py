@@ -136,8 +136,9 @@ def _error(code: ErrorCode) -> m.Errors:
         return m.Errors.UNKNOWN_SERVER_ERROR
 
 
-def _one(topics: tuple[Any, ...], name_of: str = "topic_name") -> Any:
-    """The single partition of the metadata topic in a request/response (named, or by id from Fetch v13)."""
+def _one(topics: tuple[Any, ...], name_of: str = "topic_name", index_of: str = "partition_index") -> Any:
+    """The single partition of the metadata topic in a request/response (named, or by id from Fetch v13),
+    which must be partition 0 — Kafka's `RaftUtil.hasValidTopicPartition` checks the index as well."""
     if len(topics) != 1 or len(topics[0].partitions) != 1:
         raise WireError("expected exactly one partition of __cluster_metadata")
     topic = topics[0]
@@ -146,7 +147,10 @@ def _one(topics: tuple[Any, ...], name_of: str = "topic_name") -> Any:
     )
     if not named:
         raise WireError("expected exactly one partition of __cluster_metadata")
-    return topic.partitions[0]
+    partition = topic.partitions[0]
+    if getattr(partition, index_of) != PARTITION:
+        raise WireError(f"partition {getattr(partition, index_of)} of __cluster_metadata: the log is partition 0")
+    return partition
 
 
 def _directory(value: uuid.UUID | None) -> uuid.UUID | None:
@@ -409,7 +413,7 @@ def request_from_wire(entity: Any) -> m.Request:
         _one(entity.topics)
         return m.DescribeQuorumRequest()
     if isinstance(entity, _FETCH_REQUESTS):
-        p = _one(entity.topics, "topic")
+        p = _one(entity.topics, "topic", "partition")
         wait_ms = int(entity.max_wait.total_seconds() * 1000)
         replica = entity.replica_state.replica_id if hasattr(entity, "replica_state") else entity.replica_id
         return m.FetchRequest(
@@ -421,7 +425,7 @@ def request_from_wire(entity: Any) -> m.Request:
             _directory(getattr(p, "replica_directory_id", None)),
         )
     if isinstance(entity, _FETCH_SNAPSHOT_REQUESTS):
-        p = _one(entity.topics, "name")
+        p = _one(entity.topics, "name", "partition")
         sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
         return m.FetchSnapshotRequest(
             p.current_leader_epoch,
@@ -491,7 +495,7 @@ def response_from_wire(entity: Any) -> m.Response:
     if isinstance(entity, _FETCH_SNAPSHOT_RESPONSES):
         if top != m.Errors.NONE:
             return m.FetchSnapshotResponse(top, -1, None)
-        p = _one(entity.topics, "name")
+        p = _one(entity.topics, "name", "index")
         sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
         return m.FetchSnapshotResponse(
             _error(p.error_code),

@@ -128,7 +128,8 @@ def _aimed_topic(topic: Any) -> Any:
 @st.composite
 def raft_entities(draw: st.DrawFn, cls: type) -> Any:
     """A kio Raft entity of `cls`: mostly for the one partition of `__cluster_metadata`, sometimes
-    as drawn (no topic, several, another name or id, another partition index, several partitions)."""
+    for another partition of it, sometimes as drawn (no topic, several, another name or id, several
+    partitions)."""
     entity = draw(entities(cls))
     field = next((f for f in ("topics", "responses") if hasattr(entity, f)), None)
     if field is None or not draw(st.integers(0, 7)):
@@ -138,6 +139,10 @@ def raft_entities(draw: st.DrawFn, cls: type) -> Any:
         return entity
     topic = _aimed_topic(topics[0])
     part = topic.partitions[0]
+    if not draw(st.integers(0, 7)):  # the metadata topic, another partition of it
+        index_field = next(f for f in ("partition_index", "partition", "index") if hasattr(part, f))
+        part = dataclasses.replace(part, **{index_field: i32(draw(ints("int32")))})
+        topic = dataclasses.replace(topic, partitions=(part,))
     if hasattr(part, "records") and hasattr(part, "high_watermark"):
         part = dataclasses.replace(part, records=draw(st.none() | batches().map(Records)))
         if draw(st.booleans()):  # Kafka's pairs: both set, or both -1
@@ -147,4 +152,7 @@ def raft_entities(draw: st.DrawFn, cls: type) -> Any:
                 snapshot_id=type(part.snapshot_id)(),
             )
         topic = dataclasses.replace(topic, partitions=(part,))
-    return dataclasses.replace(entity, **{field: (topic,)})
+    entity = dataclasses.replace(entity, **{field: (topic,)})
+    if hasattr(entity, "error_code") and draw(st.booleans()):  # a top-level error hides the partition
+        entity = dataclasses.replace(entity, error_code=ErrorCode.none)
+    return entity

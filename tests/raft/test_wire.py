@@ -197,3 +197,24 @@ def test_a_controller_advertises_every_fetch_version_it_maps() -> None:
     register_raft_apis(registry, None, "c1", 1.0)  # type: ignore[arg-type]  # the driver serves requests only
     served = {key: [v for v in range(0, 20) if registry.supports(key, v)] for key in (1, 59, 55, 52)}
     assert served == {1: list(wire.FETCH_VERSIONS), 59: [0, 1], 55: [1, 2], 52: [2]}
+
+
+@pytest.mark.parametrize("message", [m.VoteRequest(7, 2, 6, 120), m.FetchRequest(4, 2, 0, 0, 0),
+                                     m.FetchSnapshotRequest(4, 2, OffsetAndEpoch(300, 3), 0, 1 << 20)],
+                         ids=lambda r: type(r).__name__)
+def test_a_request_for_another_partition_of_the_metadata_topic_is_refused(message: m.Request) -> None:
+    """Kafka's Raft APIs serve partition 0 of __cluster_metadata only (RaftUtil.hasValidTopicPartition)."""
+    entity = wire.request_to_wire(message, "c1", 3)
+    topic = entity.topics[0]
+    index = "partition_index" if hasattr(topic.partitions[0], "partition_index") else "partition"
+    other = dataclasses.replace(topic, partitions=(dataclasses.replace(topic.partitions[0], **{index: 1}),))
+    with pytest.raises(wire.WireError):
+        wire.request_from_wire(dataclasses.replace(entity, topics=(other,)))
+
+
+def test_an_answer_for_another_partition_of_the_metadata_topic_is_refused() -> None:
+    entity = wire.response_to_wire(m.FetchResponse(E.NONE, 4, 1, 12, 0, BATCHES))
+    topic = entity.responses[0]
+    other = dataclasses.replace(topic, partitions=(dataclasses.replace(topic.partitions[0], partition_index=2),))
+    with pytest.raises(wire.WireError):
+        wire.response_from_wire(dataclasses.replace(entity, responses=(other,)))
