@@ -14,7 +14,9 @@ from kraftlab.node.process.transport import register_raft_apis
 from kraftlab.node.protocol.registry import ApiRegistry
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire
+from kraftlab.node.raft.membership import wire as voter_wire
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
+from kraftlab.node.raft.voters import Endpoint, Voter
 
 E = m.Errors
 
@@ -218,3 +220,13 @@ def test_an_answer_for_another_partition_of_the_metadata_topic_is_refused() -> N
     other = dataclasses.replace(topic, partitions=(dataclasses.replace(topic.partitions[0], partition_index=2),))
     with pytest.raises(wire.WireError):
         wire.response_from_wire(dataclasses.replace(entity, responses=(other,)))
+
+
+@pytest.mark.parametrize("ms", [8_200_487, 2_127_877_499, 131_383_004, 1, 2**31 - 1])
+def test_millisecond_fields_are_read_to_the_millisecond(ms: int) -> None:
+    """MaxWaitMs and TimeoutMs are int32 milliseconds: read as float seconds times 1000 they lost one
+    millisecond on about one value in a hundred."""
+    fetch = m.FetchRequest(4, 2, 0, 0, ms)
+    assert wire.request_from_wire(through_bytes(wire.request_to_wire(fetch))) == fetch
+    add = m.AddRaftVoterRequest(Voter(4, DIRECTORY, (Endpoint("CONTROLLER", "h", 9093),)), ms)
+    assert voter_wire.request_from_wire(through_bytes(voter_wire.request_to_wire(add, "c1"))) == add

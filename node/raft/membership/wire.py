@@ -25,6 +25,7 @@ from kio.static.protocol import Payload
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.voters import Endpoint, Voter
+from kraftlab.node.raft.wire import millis
 
 REQUEST_ENTITIES: dict[type, type[Payload]] = {
     m.AddRaftVoterRequest: add_req.AddRaftVoterRequest,
@@ -50,7 +51,7 @@ def request_from_wire(entity: Any) -> m.Request:
     if isinstance(entity, add_req.AddRaftVoterRequest):
         endpoints = tuple(Endpoint(e.name, e.host, int(e.port)) for e in entity.listeners)
         voter = Voter(int(entity.voter_id), _directory(entity.voter_directory_id), endpoints)
-        return m.AddRaftVoterRequest(voter, int(entity.timeout.total_seconds() * 1000))
+        return m.AddRaftVoterRequest(voter, millis(entity.timeout))
     if isinstance(entity, rm_req.RemoveRaftVoterRequest):
         return m.RemoveRaftVoterRequest(int(entity.voter_id), _directory(entity.voter_directory_id))
     if isinstance(entity, up_req.UpdateRaftVoterRequest):
