@@ -5,7 +5,8 @@ invariants checked after every event — the leader's DescribeQuorum answer judg
 deliveries the simulator made (`node.sim.quorum_view`), and KIP-595's check-quorum and election
 backoff bounds judged after every step (`node.sim.timing_rules`), every timer of the core judged
 when it falls due (`node.sim.timer_rules`), every request answered in its bound and every
-response true to its sender (`node.sim.response_rules`); liveness is checked once the faults are healed.
+response true to its sender (`node.sim.response_rules`), every durable claim and restart true to the
+simulated disks (`node.sim.durability`); liveness is checked once the faults are healed.
 
 A run is a pure function of its `SimParams`: `SimParams.replay_command()` reproduces it.
 """
@@ -22,6 +23,7 @@ from kraftlab.node.raft.core import NotLeader, Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.retention import RetentionPolicy
+from kraftlab.node.sim.durability import DurabilityRules
 from kraftlab.node.sim.faults import FaultEvent, schedule
 from kraftlab.node.sim.invariants import Invariants, InvariantViolation
 from kraftlab.node.sim.journal_truth import JournalTruth
@@ -163,6 +165,7 @@ class Simulation:
         self.timers = TimerRules(
             self.config, self._fail, lambda at: self.queue.push(at, JUDGE, None), self.check_quorum, self.backoff
         )
+        self.durability = DurabilityRules(self._fail, self.nodes)
         self.result = SimResult(params)
         self._client_seq = 0
         self._same_time = 0
@@ -204,6 +207,7 @@ class Simulation:
         node.tick_at = None
         node.flush_pending = False
         self.journal_truth.starting(nid, core)
+        self.durability.starting(node)
         self._dispatch(node, node.raft.start(now), now)
 
     def new_core(self, node: SimNode, rng: random.Random, **options: Any) -> RaftCore:
@@ -298,6 +302,7 @@ class Simulation:
                     continue
                 node.flush_pending = False
                 node.log.flush()
+                self.durability.flushed(node)
                 self._dispatch(node, node.raft.flushed(now), now)
                 touched = node
             elif kind == CLIENT:
@@ -348,6 +353,7 @@ class Simulation:
         if node.core is not None:
             self.journal_truth.stepped(node.node_id, node.core, out)
         self.timers.stepped(node, out, now)
+        self.durability.sent(node, out, now)
         network = self.network
         queue = self.queue
         inc = node.incarnation

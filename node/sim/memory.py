@@ -236,6 +236,10 @@ class MemorySnapshotStore:
             raise ValueError(f"chunk at {position} does not continue the partial snapshot at {len(buf)}")
         buf.extend(data)
 
+    def partial_size(self, snapshot_id: OffsetAndEpoch) -> int:
+        """How many bytes of a snapshot being fetched the store holds (0: none)."""
+        return len(self._partial.get(snapshot_id, b""))
+
     def freeze(self, snapshot_id: OffsetAndEpoch) -> None:
         data = bytes(self._partial.pop(snapshot_id, b""))
         _split(decode_records(data))  # validates

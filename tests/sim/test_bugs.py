@@ -106,7 +106,9 @@ def test_hw_without_majority_is_caught() -> None:
 
 
 def test_follower_acknowledging_unflushed_data_is_caught() -> None:
-    assert first_violation(FollowerSkipsFlush, ()) == "MajorityReachedHighWatermark"
+    # At the moment it claims them: its next Fetch offset is past what it flushed (before the
+    # leader's high-water mark counts that claim).
+    assert first_violation(FollowerSkipsFlush, ()) == "DurableClaims"
 
 
 def test_leader_counting_its_unflushed_tail_is_caught() -> None:
@@ -114,7 +116,7 @@ def test_leader_counting_its_unflushed_tail_is_caught() -> None:
     leader counting it toward the HW commits what a crash of it (plus one follower) would lose."""
     # DescribeQuorum shows it first: the leader describes its unflushed tail as its own log end.
     name = first_violation(LeaderCountsUnflushedTail, ("crash",), flush_delay_ms=20)
-    assert name in {"MajorityReachedHighWatermark", "DescribeQuorumReplicaState"}
+    assert name in {"MajorityReachedHighWatermark", "DescribeQuorumReplicaState", "DurableClaims"}
 
 
 def test_deferred_leader_flush_keeps_every_invariant() -> None:
@@ -123,7 +125,8 @@ def test_deferred_leader_flush_keeps_every_invariant() -> None:
 
 
 def test_lost_quorum_state_is_caught() -> None:
-    assert first_violation(ForgetsQuorumState, ("crash",)) in {"MonotonicEpoch", "SingleLeader"}
+    # DurableClaims: a vote or candidacy sent in an epoch its quorum-state does not hold.
+    assert first_violation(ForgetsQuorumState, ("crash",)) in {"MonotonicEpoch", "SingleLeader", "DurableClaims"}
 
 
 def test_ignoring_divergence_is_caught() -> None:
