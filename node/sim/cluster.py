@@ -88,7 +88,7 @@ class SimParams:
             f"--flush-delay-ms {self.flush_delay_ms}{' --refusals' if self.refusals else ''}"
             f"{f' --first-id {self.first_id}' if self.first_id != 1 else ''}"
             f"{' --observers-first' if self.observers_first else ''}{' --rogue' if self.rogue else ''}"
-            f"{' --wire' if self.wire else ''}"
+            f"{' --wire' if self.wire else ''}{' --journal' if self.journal else ''}"
             f"{f' --retention-bytes {self.retention_bytes}' if self.retention_bytes is not None else ''}"
         )
 

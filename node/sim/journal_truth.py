@@ -26,10 +26,11 @@ missing a field its judge reads, is itself a JournalTrue violation — a new eve
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kraftlab.node.kafka_uuid import uuid_to_kafka
+from kraftlab.node.raft.ports import OffsetAndEpoch
 
 if TYPE_CHECKING:
     from kraftlab.node.raft.core import RaftCore
@@ -40,8 +41,7 @@ VoterFacts = tuple[int, tuple[int, ...], tuple[str | None, ...], int]
 """(offset of the record that brought the set in force, ids, directory ids, kraft.version)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Facts:
+class Facts(NamedTuple):
     """What a core holds that its journal must tell (None: not known, as a node's role before its
     first `role` line of a process life, or its log's last epoch after a truncation)."""
 
@@ -55,7 +55,7 @@ class Facts:
     log_end: int
     last_epoch: int | None
     durable: int
-    snapshots: frozenset[tuple[int, int]]
+    snapshots: frozenset[OffsetAndEpoch]
     voters: VoterFacts | None
     """The voter set in force (a dynamic quorum's; None for a static quorum, which never journals it)."""
 
@@ -84,7 +84,7 @@ def facts_of(core: RaftCore) -> Facts:
         log_end=log.end_offset(),
         last_epoch=log.last_epoch(),
         durable=core._durable,
-        snapshots=frozenset((s.offset, s.epoch) for s in core.snapshots.ids()),
+        snapshots=frozenset(core.snapshots.ids()),
         voters=_voter_facts(core),
     )
 
@@ -93,7 +93,7 @@ def storage_facts(core: RaftCore) -> Facts:
     """What a core about to `start` finds on its storage (its state is not known until it journals it)."""
     log = core.log
     return Facts(None, None, None, None, 0, log.start_offset(), log.end_offset(), log.last_epoch(),
-                 log.flushed_end_offset(), frozenset((s.offset, s.epoch) for s in core.snapshots.ids()), None)
+                 log.flushed_end_offset(), frozenset(core.snapshots.ids()), None)
 
 
 @dataclass(slots=True)
@@ -140,7 +140,7 @@ def _start(s: Step, e: dict[str, Any]) -> str | None:
     stored = (e["stored_epoch"], e["stored_vote"])
     if stored != s.stored:
         return f"a start reading quorum-state (epoch, vote) {stored} where the file held {s.stored}"
-    s.now = replace(n, hw=e["hw"])
+    s.now = n._replace(hw=e["hw"])
     return None
 
 
@@ -154,7 +154,7 @@ def _role(s: Step, e: dict[str, Any]) -> str | None:
         return f"a role line of epoch {epoch} after epoch {n.epoch}"
     if (role == "observer") == s.voter():
         return f"a role line `{role}` for a node {'in' if s.voter() else 'outside'} the voter set in force"
-    s.now = replace(n, role=role, epoch=epoch, leader=leader, voted=voted)
+    s.now = n._replace(role=role, epoch=epoch, leader=leader, voted=voted)
     return None
 
 
@@ -181,7 +181,7 @@ def _append(s: Step, e: dict[str, Any]) -> str | None:
         return "an append of no records"
     if s.appends is not None:
         s.appends.append(e)
-    s.now = replace(n, log_end=base + len(crcs), last_epoch=epoch)
+    s.now = n._replace(log_end=base + len(crcs), last_epoch=epoch)
     return None
 
 
@@ -192,7 +192,7 @@ def _flush(s: Step, e: dict[str, Any]) -> str | None:
         return f"a flush to {end}, the durable end already counted"
     if end > n.log_end:
         return f"a flush to {end} past the log's end {n.log_end}"
-    s.now = replace(n, durable=end)
+    s.now = n._replace(durable=end)
     return None
 
 
@@ -209,11 +209,11 @@ def _truncate(s: Step, e: dict[str, Any]) -> str | None:
             return f"a truncation to {to} past the diverging end offset {e['diverging_end_offset']}"
         if n.last_epoch is not None and e["last_fetched_epoch"] != n.last_epoch:
             return f"a truncation naming last fetched epoch {e['last_fetched_epoch']}, the log's being {n.last_epoch}"
-        s.now = replace(n, log_end=to, durable=min(n.durable, to), last_epoch=None)
+        s.now = n._replace(log_end=to, durable=min(n.durable, to), last_epoch=None)
     elif reason == "snapshot":
-        s.now = replace(n, log_start=to, log_end=to, durable=to, last_epoch=None)
+        s.now = n._replace(log_start=to, log_end=to, durable=to, last_epoch=None)
     else:
-        s.now = replace(n, log_end=to, durable=min(n.durable, to), last_epoch=None)
+        s.now = n._replace(log_end=to, durable=min(n.durable, to), last_epoch=None)
     return None
 
 
@@ -226,26 +226,26 @@ def _hw(s: Step, e: dict[str, Any]) -> str | None:
         return f"a high-water mark {hw} past the log's end {n.log_end}"
     if e["epoch"] != n.epoch:
         return f"a high-water mark of epoch {e['epoch']} in epoch {n.epoch}"
-    s.now = replace(n, hw=hw)
+    s.now = n._replace(hw=hw)
     return None
 
 
 def _snapshot(s: Step, e: dict[str, Any]) -> str | None:
     n = s.now
-    action, sid = e["action"], (e["offset"], e["epoch"])
+    action, sid = e["action"], OffsetAndEpoch(e["offset"], e["epoch"])
     held = sid in n.snapshots
     if action == "load":
         return None if held else f"a snapshot {sid} loaded that the store does not hold"
     if action == "delete":
         if not held:
             return f"a snapshot {sid} deleted that the store does not hold"
-        s.now = replace(n, snapshots=n.snapshots - {sid})
+        s.now = n._replace(snapshots=n.snapshots - {sid})
         return None
     if held:
         return f"a snapshot {sid} {action}ed that the store already held"
     if action == "create" and e["offset"] > n.hw:
         return f"a snapshot created up to {e['offset']} beyond the high-water mark {n.hw}"
-    s.now = replace(n, snapshots=n.snapshots | {sid})
+    s.now = n._replace(snapshots=n.snapshots | {sid})
     return None
 
 
@@ -253,7 +253,7 @@ def _retention(s: Step, e: dict[str, Any]) -> str | None:
     n = s.now
     if e["from"] != n.log_start or e["log_start"] <= n.log_start:
         return f"a retention from {e['from']} to {e['log_start']} where the log started at {n.log_start}"
-    s.now = replace(n, log_start=e["log_start"])
+    s.now = n._replace(log_start=e["log_start"])
     return None
 
 
@@ -262,7 +262,7 @@ def _voters(s: Step, e: dict[str, Any]) -> str | None:
     claimed: VoterFacts = (e["offset"], tuple(e["voters"]), tuple(e["directory_ids"]), e["kraft_version"])
     if claimed == n.voters:
         return f"a voters line naming the set already in force ({claimed[1]} from offset {claimed[0]})"
-    s.now = replace(n, voters=claimed)
+    s.now = n._replace(voters=claimed)
     return None
 
 
@@ -339,9 +339,10 @@ def _held(core: RaftCore, e: dict[str, Any]) -> str | None:
 
 def _complete(before: Facts, folded: Facts, after: Facts) -> list[str]:
     """The quantities whose change the step's events do not tell (or tell wrong)."""
+    if folded == after:
+        return []
     out = []
-    for f in fields(Facts):
-        name = f.name
+    for name in Facts._fields:
         told, held = getattr(folded, name), getattr(after, name)
         if (told is None and name in ("last_epoch", "role", "epoch")) or (name == "role" and told == "observer"):
             continue  # not known from the journal alone (after a truncation; before the first role line)

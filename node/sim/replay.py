@@ -36,6 +36,8 @@ def parse(argv: list[str] | None = None) -> SimParams:
     parser.add_argument("--observers-first", action="store_true", help="observers take the first ids")
     parser.add_argument("--rogue", action="store_true", help="a rogue client sends requests nodes must refuse")
     parser.add_argument("--wire", action="store_true", help="every message through Kafka's wire format")
+    parser.add_argument("--journal", action="store_true",
+                        help="the cores journal, and every step's journal is judged (node.sim.journal_truth)")
     parser.add_argument("--retention-bytes", type=int, default=None,
                         help="metadata.max.retention.bytes of every node (default: drawn from the seed)")
     args = parser.parse_args(argv)
@@ -56,6 +58,7 @@ def parse(argv: list[str] | None = None) -> SimParams:
         observers_first=args.observers_first,
         rogue=args.rogue,
         wire=args.wire,
+        journal=args.journal,
         retention_bytes=args.retention_bytes,
     )
 

@@ -155,3 +155,10 @@ def test_the_checkers_replay_of_the_journals_is_the_cores_state(seed: int) -> No
         assert moment.durable == facts.durable, nid
         held = {b.base_offset + i: (b.epoch, r.crc()) for b in node.log.batches() for i, r in enumerate(b.records)}
         assert {o: (ep, crc) for o, (ep, crc, _) in told.log.items() if o >= facts.log_start} == held, nid
+
+
+def test_a_journalling_run_replays_from_its_command() -> None:
+    from kraftlab.node.sim.replay import parse
+
+    params = SimParams(seed=4, voters=3, observers=1, faults=("crash",), journal=True)
+    assert parse(params.replay_command().split()[3:]) == params

@@ -32,7 +32,7 @@ FAULTS = ("crash", "partition", "drop", "delay", "duplicate", "oneway")
 def test_membership_changes_under_faults_keep_raft_safe(
     seed: int, initial: int, faults: tuple[str, ...], flush_delay_ms: int
 ) -> None:
-    sim = SimParams(seed=seed, voters=5, faults=faults, flush_delay_ms=flush_delay_ms)
+    sim = SimParams(seed=seed, voters=5, faults=faults, flush_delay_ms=flush_delay_ms, journal=True)
     report = run(MembershipParams(sim, initial=initial))
     # The run changed membership many times, and the quorum still commits after the faults.
     assert report.changes_committed >= 5, report.answers
@@ -62,7 +62,7 @@ def test_the_leader_is_removed_and_disks_are_replaced_across_runs() -> None:
     flush_delay_ms=st.sampled_from([0, 25]),
 )
 def test_property_safety_across_voter_sets(seed: int, initial: int, faults: set[str], flush_delay_ms: int) -> None:
-    sim = SimParams(seed=seed, voters=5, faults=tuple(sorted(faults)), flush_delay_ms=flush_delay_ms)
+    sim = SimParams(seed=seed, voters=5, faults=tuple(sorted(faults)), flush_delay_ms=flush_delay_ms, journal=True)
     params = MembershipParams(sim, initial=initial)
     try:
         run(params)
@@ -74,7 +74,8 @@ def test_property_safety_across_voter_sets(seed: int, initial: int, faults: set[
 def test_replay_reproduces_a_run(capsys: pytest.CaptureFixture[str]) -> None:
     from kraftlab.node.sim.membership_replay import main, parse
 
-    params = MembershipParams(SimParams(seed=3, voters=5, faults=("crash", "drop"), flush_delay_ms=20), initial=2)
+    params = MembershipParams(SimParams(seed=3, voters=5, faults=("crash", "drop"), flush_delay_ms=20, journal=True),
+                              initial=2)
     argv = params.replay_command().split()[3:]
     assert parse(argv) == params
     assert main(argv) == 0
