@@ -19,7 +19,8 @@ And `quorum.election.backoff.max.ms` (KIP-595, KIP-996): a voter whose (pre-)vot
 before it asks again, never more than that maximum — ElectionBackoff: no pre-vote request sent
 within the maximum plus a tick of the failed round's end, while the node stays in the new round.
 (How the backoff grows with consecutive failures is a random draw from a range whose base Kafka
-and this node choose differently: not judged.)
+and this node choose differently: not judged.) Below, the backoff is random and may be 0 once, but
+not every time: the first BACKOFF_DRAWS failed rounds of a run must not all ask again at once.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
 """Kafka's `LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR`: the check-quorum timeout per fetch timeout."""
 
 TICK_MS = 1
+
+BACKOFF_DRAWS = 5
+"""Failed rounds after which a run's backoffs must not all have been 0 ms: each draw is uniform in
+[0, b] with b at least twice `controller.quorum.retry.backoff.ms` (20 ms), so 0 comes up with
+probability at most 1/41, all five with at most 41^-5 (about 10^-8): the rule's false-alarm rate."""
 """The slack of a timing bound: the simulator's clock runs in whole milliseconds."""
 
 
@@ -117,6 +123,8 @@ class ElectionBackoff:
         self._rounds: dict[int, object] = {}
         """node id -> the (pre-)vote round state it is in after its last step."""
         self._failed: dict[int, tuple[object, int]] = {}
+        self.waits: list[int] = []
+        """How long each failed round's node waited before asking again, in order."""
         """node id -> (the round that began after a failed one, when it began), until it asks."""
 
     def overdue(self, nodes: Mapping[int, CheckedNode], now: int) -> None:
@@ -130,6 +138,15 @@ class ElectionBackoff:
             elif now > began + self.backoff_max_ms + TICK_MS:
                 del self._failed[nid]
                 self._late(nid, began, now)
+
+    def _waited(self, wait: int) -> None:
+        """A failed round's node asked again `wait` ms after the round ended: judge the first draws' spread."""
+        self.waits.append(wait)
+        if len(self.waits) == BACKOFF_DRAWS and not any(self.waits):
+            self.fail(
+                "ElectionBackoff",
+                f"the first {BACKOFF_DRAWS} rounds after a failed one all asked at once: no backoff was drawn",
+            )
 
     def due(self, node_id: int) -> int | None:
         """When the failed round `node_id` is in must have asked again at the latest (None: none)."""
@@ -159,10 +176,12 @@ class ElectionBackoff:
         failed = self._failed.get(nid)
         if failed is None:
             return
-        if failed[0] is not state or any(
-            isinstance(e.message, m.VoteRequest) and e.message.pre_vote for e in out.messages
-        ):
-            del self._failed[nid]  # it asked again, or left the round
+        if failed[0] is not state:
+            del self._failed[nid]  # it left the round
+            return
+        if any(isinstance(e.message, m.VoteRequest) and e.message.pre_vote for e in out.messages):
+            del self._failed[nid]  # it asked again
+            self._waited(now - failed[1])
             return
         if now > failed[1] + self.backoff_max_ms + TICK_MS:
             del self._failed[nid]

@@ -13,7 +13,7 @@ import pytest
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.ports import Record
-from kraftlab.node.raft.states import Follower, Leader
+from kraftlab.node.raft.states import EpochState, Follower, Leader
 from kraftlab.node.sim.cluster import SimParams, Simulation
 from kraftlab.node.sim.invariants import InvariantViolation
 from kraftlab.node.sim.timer_rules import SPREAD_DRAWS, TimerRules
@@ -145,3 +145,49 @@ def test_the_spread_judges_uniform_draws_rarely_and_skewed_ones_always() -> None
             rules._spread(rng.choice(corner), 1000)
         assert fails == ["ElectionTimeoutSpread"]
         fails.clear()
+
+
+class NoElectionBackoff(RaftCore):
+    """Starts the round after a failed one at once, every time."""
+
+    def _backoff(self) -> int:
+        return 0
+
+
+def test_a_failed_round_never_backed_off_is_caught() -> None:
+    found = first_violation(NoElectionBackoff, range(12))
+    assert found is not None and found.name == "ElectionBackoff", found
+
+
+class LateCheckQuorumLeader(Leader):
+    """Declares its check-quorum deadline half a fetch timeout late (its poll still resigns when
+    it is woken after the true deadline)."""
+
+    __slots__ = ()
+
+    def next_timer(self, now: int, linger_ms: int) -> int | None:
+        check_quorum_at = self.check_quorum_at
+        self.check_quorum_at += 1_000
+        try:
+            return super().next_timer(now, linger_ms)
+        finally:
+            self.check_quorum_at = check_quorum_at
+
+
+class LateCheckQuorum(RaftCore):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._polls[LateCheckQuorumLeader] = self._poll_leader
+
+    def _set_state(self, state: EpochState, now: int) -> None:
+        if type(state) is Leader:
+            state.__class__ = LateCheckQuorumLeader
+        super()._set_state(state, now)
+
+
+def test_a_check_quorum_timer_declared_late_is_judged_when_it_falls_due() -> None:
+    """The leader resigns at its next wake (a client append, a parked fetch's end): the step-judged
+    rule saw it already resigned; the event at the expiry sees it still leading."""
+    found = first_violation(LateCheckQuorum, range(10))
+    assert found is not None and found.name == "CheckQuorumResigns", found
+
