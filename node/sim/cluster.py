@@ -172,6 +172,8 @@ class Simulation:
         self._healed_at: int | None = None
         self._committed_at_heal = 0
         self._tokens: dict[int, Any] = {}
+        self._quiet = 0
+        """Quiet windows in force (`quiet` faults): no client, rogue or not, sends anything."""
         fault_rng = random.Random(self.rng.getrandbits(64))
         drawn = schedule(fault_rng, params.faults, self.voter_ids, self.observer_ids, params.fault_ms, self.config)
         for event in drawn if faults is None else [*faults, FaultEvent(params.fault_ms, "heal")]:
@@ -394,6 +396,8 @@ class Simulation:
         resigned (check-quorum), clients cut off with it still write to it, as brokers forward to
         whichever leader they reach — the uncommitted tail a later DivergingEpoch cuts."""
         self.queue.push(now + 1 + self.rng.randrange(2 * self.params.append_interval_ms), CLIENT, None)
+        if self._quiet:
+            return None
         leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
         # its own generator: runs with one leader at a time draw exactly what they did before
         leader = leaders[self._client_rng.randrange(len(leaders))] if len(leaders) > 1 else self._leader()
@@ -414,6 +418,8 @@ class Simulation:
         """The rogue client's next request, to the leader or any live node; answers are judged in `_dispatch`."""
         rng = self._rogue_rng
         self.queue.push(now + rng.randint(100, 800), ROGUE, None)
+        if self._quiet:
+            return None
         live = [n for n in self.nodes.values() if n.raft is not None]
         leader = self._leader()
         node = leader if leader is not None and rng.random() < 0.6 else (rng.choice(live) if live else None)
@@ -461,11 +467,14 @@ class Simulation:
         elif action == "rates":
             name, value = event.args
             setattr(net.faults, name, value)
+        elif action in ("quiet", "unquiet"):
+            self._quiet += 1 if action == "quiet" else -1
         elif action == "mark":
             self._committed_at_mark = self.committed_offset()
         elif action == "heal":
             net.heal()
             self._tokens.clear()
+            self._quiet = 0
             for node in self.nodes.values():
                 if node.raft is None:
                     self.start_node(node, now)

@@ -9,6 +9,10 @@ two to four partitions back to back — random halves, a bridge, a majorities ri
 isolated — each held from a fetch timeout to a fetch timeout and two elections, so leaders are
 elected in quick succession while the client appends, and deposed leaders keep uncommitted tails
 in different epochs for the next leader's DivergingEpoch to cut.
+
+`quiet` is a window of two to four fetch timeouts in which no client sends anything (half the
+time with the leader cut off too): the nodes are woken only by each other and by their own timers,
+so a timer a node forgot to declare shows (`node.sim.timer_rules` judges each when it falls due).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.topology import bridge, majorities_ring, random_halves
 
-FAULT_KINDS = ("partition", "oneway", "crash", "wipe", "drop", "duplicate", "delay", "flapping")
+FAULT_KINDS = ("partition", "oneway", "crash", "wipe", "drop", "duplicate", "delay", "flapping", "quiet")
 
 FLAP_GAP_MS = 10
 """Between one shape of a flapping series and the next: the heal, then the next shape."""
@@ -29,7 +33,7 @@ FLAP_GAP_MS = 10
 @dataclass(frozen=True, slots=True)
 class FaultEvent:
     at: int
-    action: str  # block | unblock | isolate | rejoin | crash | restart | wipe | rates | heal
+    action: str  # block | unblock | isolate | rejoin | crash | restart | wipe | rates | quiet | unquiet | heal
     args: tuple[Any, ...] = ()
 
 
@@ -99,6 +103,14 @@ def schedule(
         elif kind == "wipe" and observers:
             victim = observers[rng.randrange(len(observers))]
             events += [FaultEvent(t, "wipe", (victim, token)), FaultEvent(end, "restart", (victim, token))]
+        elif kind == "quiet":
+            # Nothing reaches the nodes for several fetch timeouts but their own timers' doings: no
+            # client sends; half the time the leader is cut off too, so only its own timers wake it.
+            timeout = (config or RaftConfig()).fetch_timeout_ms
+            end = min(t + rng.randint(2 * timeout, 4 * timeout), duration_ms)
+            events += [FaultEvent(t, "quiet", (token,)), FaultEvent(end, "unquiet", (token,))]
+            if rng.random() < 0.5:
+                events += [FaultEvent(t, "isolate", ("leader", token)), FaultEvent(end, "rejoin", (token,))]
         elif kind == "drop":
             events += [
                 FaultEvent(t, "rates", ("drop", rng.uniform(0.05, 0.4))),

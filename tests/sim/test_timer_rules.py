@@ -191,3 +191,26 @@ def test_a_check_quorum_timer_declared_late_is_judged_when_it_falls_due() -> Non
     found = first_violation(LateCheckQuorum, range(10))
     assert found is not None and found.name == "CheckQuorumResigns", found
 
+
+class ForgetsTheParkedFetches(RaftCore):
+    """A leader leaves its parked fetches' max wait out of its declared timer: it answers them at
+    its next wake — soon enough while a client appends, not in a quiet window."""
+
+    def _next_deadline(self, now: int) -> int | None:
+        state = self.state
+        if isinstance(state, Leader) and state.parked:
+            times = [d for _, d in self._inflight.values()] + [state.check_quorum_at]
+            if state.pending:
+                times.append(state.pending_since + self.config.append_linger_ms)
+            return min(times)
+        return super()._next_deadline(now)
+
+
+def test_a_quiet_window_shows_a_timer_only_client_traffic_covered() -> None:
+    assert first_violation(ForgetsTheParkedFetches, range(10), faults=("partition",)) is None
+    found = first_violation(ForgetsTheParkedFetches, range(10), faults=("quiet",))
+    assert found is not None and found.name == "Unanswered", found
+
+
+def test_the_real_core_keeps_every_timer_through_quiet_windows() -> None:
+    assert first_violation(RaftCore, range(4), faults=("quiet", "crash"), voters=5, observers=1) is None
