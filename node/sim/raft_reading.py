@@ -292,3 +292,23 @@ def carried(message: m.Message, version: int) -> m.Message:
     if isinstance(message, m.VoteResponse):
         return replace(message, pre_vote=False)
     return message
+
+
+# ---------------------------------------------------------------------------- the simulator's wire mode
+
+
+class ReadingViolation(AssertionError):
+    """The node's codec and Kafka's reading disagree about a message the simulator carried."""
+
+
+def as_kafka_reads_it(sent: m.Message, entity: Any, node_reading: m.Message, what: str) -> m.Message:
+    """The message a receiver gets in the simulator's wire mode: Kafka's reading of the (decoded)
+    `entity` the node encoded `sent` as — which must be `sent` as far as its version carries it, and
+    what the node's own codec read (`node_reading`)."""
+    reading = read_request(entity) if m.is_request(sent) else read_response(entity)
+    expected = carried(sent, int(entity.__version__))
+    if reading != expected:
+        raise ReadingViolation(f"{what}: the node sent {expected!r}, Kafka's schema reads {reading!r}")
+    if node_reading != reading:
+        raise ReadingViolation(f"{what}: Kafka's schema reads {reading!r}, the node's codec {node_reading!r}")
+    return reading

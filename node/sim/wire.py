@@ -31,6 +31,8 @@ from kraftlab.node.protocol.codec import decode_exact, encode_entity
 from kraftlab.node.protocol.errors import ProtocolError
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire as raft_wire
+from kraftlab.node.sim.control_reading import judge_batches
+from kraftlab.node.sim.raft_reading import as_kafka_reads_it
 
 
 class WireViolation(AssertionError):
@@ -102,15 +104,22 @@ def response_rules(entity: Any, what: str) -> None:
 
 def raft_through_the_wire(env: m.Envelope) -> m.Envelope:
     """A Raft message as its receiver gets it over a real connection: the core's message mapped to
-    Kafka's entity (`node.raft.wire`), encoded, decoded and mapped back. A transport's
-    `RequestFailed` is no message on the wire and passes as it is."""
+    Kafka's entity (`node.raft.wire`), encoded and decoded, and read back by Kafka's schema
+    (`node.sim.raft_reading`, which must agree with the node's own codec and with what was sent;
+    a Fetch answer's control batches by `node.sim.control_reading`).
+    A transport's `RequestFailed` is no message on the wire and passes as it is."""
     message = env.message
     if isinstance(message, m.RequestFailed):
         return env
     if m.is_request(message):
         entity = raft_wire.request_to_wire(message, None, env.dst)  # type: ignore[arg-type]  # is_request above
-        back: m.Message = raft_wire.request_from_wire(through_the_wire(entity, f"node {env.src}'s request"))
+        copy = through_the_wire(entity, what := f"node {env.src}'s request")
+        back: m.Message = raft_wire.request_from_wire(copy)
     else:
         entity = raft_wire.response_to_wire(message)  # type: ignore[arg-type]  # not a request: a response
-        back = raft_wire.response_from_wire(through_the_wire(entity, f"node {env.src}'s response"))
+        copy = through_the_wire(entity, what := f"node {env.src}'s response")
+        back = raft_wire.response_from_wire(copy)
+    back = as_kafka_reads_it(message, copy, back, what)
+    if isinstance(back, m.FetchResponse):
+        judge_batches(back.batches)  # control batches hold Kafka's control records
     return m.Envelope(env.src, env.dst, back, env.ref)

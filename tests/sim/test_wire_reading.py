@@ -1,0 +1,70 @@
+"""The Raft simulator's wire mode reads every message by Kafka's schema (`node.sim.raft_reading`)
+and every fetched control batch by Kafka's control records (`node.sim.control_reading`): a clean
+run passes, and codecs wrong in a way the node's own round trip cannot see are caught on the way
+(tests/sim/test_properties.py runs wire mode on a quarter of its seeds)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from kraftlab.node.raft import control, wire
+from kraftlab.node.raft import messages as m
+from kraftlab.node.sim.cluster import SimParams, run
+from kraftlab.node.sim.control_reading import ControlViolation
+from kraftlab.node.sim.raft_reading import ReadingViolation
+from kraftlab.node.storage import batches
+
+PARAMS = SimParams(seed=4, voters=3, observers=1, faults=("partition", "crash"), wire=True)
+
+
+def test_a_clean_run_reads_as_kafka_reads_it() -> None:
+    result = run(PARAMS)
+    assert result.max_epoch >= 1 and result.committed_offset > 0
+
+
+def _swap_epochs(message: Any) -> Any:
+    if isinstance(message, m.VoteRequest):
+        return dataclasses.replace(message, epoch=message.last_epoch, last_epoch=message.epoch)
+    return message
+
+
+def test_a_field_order_mistake_made_both_ways_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    to_wire, from_wire = wire.request_to_wire, wire.request_from_wire
+    monkeypatch.setattr(wire, "request_to_wire", lambda msg, *a, **k: to_wire(_swap_epochs(msg), *a, **k))
+    monkeypatch.setattr(wire, "request_from_wire", lambda entity: _swap_epochs(from_wire(entity)))
+    with pytest.raises(ReadingViolation, match="Kafka's schema reads VoteRequest"):
+        run(PARAMS)
+
+
+def test_a_field_the_node_reads_wrong_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that takes a Fetch answer's log start offset for its high-water mark."""
+    from_wire = wire.response_from_wire
+
+    def misread(entity: Any) -> m.Response:
+        answer = from_wire(entity)
+        if isinstance(answer, m.FetchResponse):
+            return dataclasses.replace(answer, high_watermark=answer.log_start_offset)
+        return answer
+
+    monkeypatch.setattr(wire, "response_from_wire", misread)
+    with pytest.raises(ReadingViolation, match="the node's codec"):
+        run(PARAMS)
+
+
+def test_a_wrong_control_bit_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batches, "CONTROL_FLAG", 0x10)
+    with pytest.raises(ReadingViolation, match="FetchResponse"):
+        run(PARAMS)
+
+
+def test_a_wrong_control_type_number_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LeaderChange written as Kafka's SNAPSHOT_HEADER (3), read back as a leader change by the node."""
+    swap = {2: 3, 3: 2}
+    key, kind = control.control_key, control.control_type
+    monkeypatch.setattr(control, "control_key", lambda k: key(control.ControlRecordType(swap.get(int(k), int(k)))))
+    monkeypatch.setattr(control, "control_type", lambda k: swap.get(kind(k), kind(k)))
+    with pytest.raises(ControlViolation):
+        run(PARAMS)
