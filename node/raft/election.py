@@ -145,10 +145,19 @@ class Election(CoreContext):
         if req.end_offset < 0 or req.last_epoch < 0 or req.last_epoch >= req.epoch:
             # Kafka checks the candidate's log position first: no log ends in the epoch it asks for.
             return answer(False, "invalid log position", m.Errors.INVALID_REQUEST)
-        if req.epoch < self.epoch:
+        # Kafka's ReplicaEpoch: the candidate's own epoch (a pre-vote asks for the one after it).
+        replica_epoch = req.epoch - 1 if req.pre_vote else req.epoch
+        if replica_epoch < self.epoch:
             return answer(False, "stale epoch", m.Errors.FENCED_LEADER_EPOCH)
         if req.candidate_id < 0:
             return answer(False, "invalid candidate id", m.Errors.INVALID_REQUEST)
+        if not self._dynamic and (not self.is_voter or req.candidate_id not in self.voter_set):
+            return answer(False, "not a voter", m.Errors.INCONSISTENT_VOTER_SET)
+        if replica_epoch > self.epoch:
+            # The candidate is in a later epoch, reached in an election this node missed: adopt it,
+            # as Raft does for any later term (a pre-vote too, or the candidate could never be heard
+            # again: pre-votes change nobody's epoch), before anything else is judged (Kafka's order).
+            self._set_state(Unattached(replica_epoch, None, now + self._election_timeout()), now)
         if self._dynamic:
             # KIP-853: a replica grants votes whatever its voter set says (the candidate may know
             # a newer one, which may add this replica), but only as the replica the candidate
@@ -159,13 +168,6 @@ class Election(CoreContext):
                 another_disk = False  # BUG ZOO: replaced-disk-keeps-vote — a new disk votes as the old voter
             if another_disk:
                 return answer(False, "another directory id", m.Errors.INVALID_VOTER_KEY)
-        elif not self.is_voter or req.candidate_id not in self.voter_set:
-            return answer(False, "not a voter", m.Errors.INCONSISTENT_VOTER_SET)
-        if req.pre_vote and req.epoch - 1 > self.epoch:
-            # The candidate really is in a later epoch (its pre-vote asks for its epoch + 1), reached
-            # in an election this node missed: adopt that epoch, as Raft does for any later term, or
-            # the candidate could never be heard again (pre-votes change nobody's epoch).
-            self._set_state(Unattached(req.epoch - 1, None, now + self._election_timeout()), now)
         up_to_date = (req.last_epoch, req.end_offset) >= (self.log.last_epoch(), self.log.end_offset())
         if self.bugs.on("vote-without-log-check"):
             up_to_date = True  # BUG ZOO: vote-without-log-check — the candidate's log is never compared
@@ -174,8 +176,6 @@ class Election(CoreContext):
             if refusal is not None:
                 return answer(False, refusal)
             return answer(up_to_date, "ok" if up_to_date else "log behind")
-        if req.epoch > self.epoch:
-            self._set_state(Unattached(req.epoch, None, now + self._election_timeout()), now)
         state = self.state
         refusal = state.vote_refusal(req.candidate_id)
         if refusal is not None:

@@ -163,8 +163,10 @@ def _vote(s: Step, e: dict[str, Any]) -> str | None:
     if e["granted"] and not e["pre_vote"] and (n.epoch, n.voted) != (e["epoch"], e["candidate"]):
         return (f"a vote granted to {e['candidate']} in epoch {e['epoch']} while the node's state holds a vote "
                 f"for {n.voted} in epoch {n.epoch}")
-    if not e["granted"] and e["reason"] == "stale epoch" and n.epoch is not None and e["epoch"] >= n.epoch:
-        return f"a vote refused for a stale epoch {e['epoch']} while the node was in epoch {n.epoch}"
+    # A pre-vote asks for its candidate's epoch + 1: it is stale when the candidate's own epoch is.
+    asked = e["epoch"] - 1 if e["pre_vote"] else e["epoch"]
+    if not e["granted"] and e["reason"] == "stale epoch" and n.epoch is not None and asked >= n.epoch:
+        return f"a vote refused for a stale epoch {asked} while the node was in epoch {n.epoch}"
     return None
 
 

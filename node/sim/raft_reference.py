@@ -58,8 +58,8 @@ BOOTSTRAP_SNAPSHOT = OffsetAndEpoch(0, 0)
 """KIP-853's bootstrap checkpoint: the first voter set, which no leader replicates as a snapshot."""
 
 DEVIATIONS: dict[str, str] = {
-    "pre-vote epoch": "a pre-vote (KIP-996) carries the epoch the candidate would take (its own + 1), "
-    "so every epoch check of a Vote compares that epoch, pre-vote or not",
+    "pre-vote epoch": "a pre-vote (KIP-996) carries the epoch the candidate would take (its own + 1) where "
+    "Kafka's ReplicaEpoch is the candidate's own: the reference judges a pre-vote's epoch less one",
     "leader is this node": "a BeginQuorumEpoch or EndQuorumEpoch naming the responder itself as the "
     "leader is INCONSISTENT_VOTER_SET, before the epoch checks (Kafka raises IllegalStateException in "
     "its transition, an UNKNOWN_SERVER_ERROR for the whole request)",
@@ -193,15 +193,26 @@ def expected(request: Any, r: Responder) -> Expected | None:
     return None
 
 
+def replica_epoch(req: m.VoteRequest) -> int:
+    """Kafka's ReplicaEpoch of a Vote: the candidate's own epoch (`DEVIATIONS["pre-vote epoch"]`)."""
+    return req.epoch - 1 if req.pre_vote else req.epoch
+
+
 def _vote(req: m.VoteRequest, r: Responder) -> Expected:
-    if req.end_offset < 0 or req.last_epoch < 0 or req.last_epoch >= req.epoch:
+    epoch = replica_epoch(req)
+    if (
+        req.end_offset < 0
+        or req.last_epoch < 0
+        or req.last_epoch > epoch
+        or (req.last_epoch == epoch and not req.pre_vote)
+    ):
         return _take("Vote", E.INVALID_REQUEST, "log position")
-    refused = _voter_only("Vote", req.epoch, req.candidate_id, r)
+    refused = _voter_only("Vote", epoch, req.candidate_id, r)
     if refused is not None:
         return refused
     if r.dynamic and req.voter_directory_id is not None and req.voter_directory_id != r.directory_id:
         return _take("Vote", E.INVALID_VOTER_KEY, "directory id")
-    return _accepted("Vote", req.epoch, r)
+    return _accepted("Vote", epoch, r)
 
 
 def _fetch(req: m.FetchRequest, r: Responder) -> Expected:

@@ -24,8 +24,9 @@ the responder's state at that moment (what the node holds once its step is over)
   Fetch's offset; never two of these (KIP-595's FetchResponse; KIP-630's SnapshotId). A
   FetchSnapshot served carries the snapshot and position asked for, the snapshot's size, and at
   most the bytes asked for, which are the responder's from that position, none only at the end.
-- ErrorMeaning: FENCED_LEADER_EPOCH carries an epoch above the request's, UNKNOWN_LEADER_EPOCH one
-  below it, NOT_LEADER_OR_FOLLOWER comes from a node not leading; a Fetch or FetchSnapshot served
+- ErrorMeaning: FENCED_LEADER_EPOCH carries an epoch above the request's (a pre-vote's: its
+  candidate's own), UNKNOWN_LEADER_EPOCH one below it, NOT_LEADER_OR_FOLLOWER comes from a node
+  not leading; a Fetch or FetchSnapshot served
   without error comes from the leader of the request's epoch; a vote granted (not a pre-vote) is
   the responder's vote in the candidate's epoch, and any vote (or pre-vote) granted goes to a log at
   least as up to date as the responder's; an answer with an error grants nothing; an accepted
@@ -44,7 +45,13 @@ from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import Output
 from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.sim.invariants import CheckedNode
-from kraftlab.node.sim.raft_reference import Responder, error_fields, expected, responder
+from kraftlab.node.sim.raft_reference import (
+    Responder,
+    error_fields,
+    expected,
+    replica_epoch,
+    responder,
+)
 from kraftlab.node.sim.timing_rules import TICK_MS
 
 E = m.Errors
@@ -251,9 +258,6 @@ class ResponseRules:
         if error not in KAFKA_ERRORS[type(resp)]:
             self.fail("ErrorCode", f"{what}: error {error!r} is none Kafka answers {type(req).__name__} with")
             return
-        if p.before is not None:
-            start = node.log.start_offset()
-            exact(p.before, req, resp, p.led_epoch < 0, start, lambda rule, why: self.fail(rule, f"{what}: {why}"))
         # The responder's state when it answered: as the step left it, or (an answer made in the
         # step that delivered the request, before the step's own timers moved the node on, e.g. a
         # resigned leader starting its pre-vote) as the request found it.
@@ -283,14 +287,18 @@ class ResponseRules:
                 wrong = chunk_content(node, req, resp)
             if wrong is not None:
                 self.fail("FetchContent", f"{what}: {wrong}")
+        if p.before is not None:  # the exact answer last: the looser rules above name a gross error first
+            start = node.log.start_offset()
+            exact(p.before, req, resp, p.led_epoch < 0, start, lambda rule, why: self.fail(rule, f"{what}: {why}"))
 
     @staticmethod
     def _meaning(node: CheckedNode, req: Any, resp: Any, core: Any, leading: bool) -> str | None:
         """What the answer's error (or success) claims that the request and responder contradict."""
         nid = node.node_id
         error = resp.error
-        if error == E.FENCED_LEADER_EPOCH and resp.epoch <= req.epoch:
-            return f"FENCED_LEADER_EPOCH with epoch {resp.epoch}, not above the request's {req.epoch}"
+        asked = replica_epoch(req) if isinstance(req, m.VoteRequest) else req.epoch  # a pre-vote's: its candidate's
+        if error == E.FENCED_LEADER_EPOCH and resp.epoch <= asked:
+            return f"FENCED_LEADER_EPOCH with epoch {resp.epoch}, not above the request's {asked}"
         if error == E.UNKNOWN_LEADER_EPOCH and resp.epoch >= req.epoch:
             return f"UNKNOWN_LEADER_EPOCH with epoch {resp.epoch}, not below the request's {req.epoch}"
         if error == E.NOT_LEADER_OR_FOLLOWER and leading:

@@ -325,3 +325,15 @@ def test_snapshot_carries_the_voter_set_in_force_at_its_end() -> None:
     assert [control_type(r.key) for r in control] == [ControlRecordType.KRAFT_VERSION, ControlRecordType.KRAFT_VOTERS]
     assert parse_voters(control[1]) == voters(1)
     assert core.snapshots.read_records(OffsetAndEpoch(end, 1)) == [Record(b"k", b"v")]
+
+
+def test_a_vote_for_another_disk_in_a_later_epoch_moves_the_replica_to_that_epoch_first() -> None:
+    """Kafka's order: a Vote past the voter-only checks moves the replica to the candidate's epoch
+    before its voter key is checked — the replaced disk refuses (INVALID_VOTER_KEY) from that epoch."""
+    core = node(2, voters(1, 2, 3))
+    core.start(0)
+    assert core.epoch == 0
+    elsewhere = m.VoteRequest(4, 1, 0, 0, False, uuid.UUID(int=99))
+    (answer,) = [e.message for e in ask(core, elsewhere, 1, src=1).messages if isinstance(e.message, m.VoteResponse)]
+    assert (answer.error, answer.granted, answer.epoch) == (m.Errors.INVALID_VOTER_KEY, False, 4)
+    assert (core.epoch, core.voted_id) == (4, None)

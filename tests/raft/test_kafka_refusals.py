@@ -95,3 +95,13 @@ def test_begin_and_end_quorum_epoch_check_the_epoch_before_the_voter_set(make_co
         stranger = h.deliver(9, kind(6, 9), 4)
         assert only(stranger, m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse).error == E.INCONSISTENT_VOTER_SET
     assert (h.core.epoch, h.core.leader_id) == (5, 2)
+
+
+def test_a_pre_vote_is_fenced_by_its_candidates_own_epoch(make_core) -> None:
+    """A pre-vote asks for its candidate's epoch + 1: a candidate one epoch behind the responder
+    is fenced (Kafka's ReplicaEpoch below the responder's), one level with it is heard."""
+    h = follower_of_2_in_epoch_5(make_core)
+    behind = only(h.deliver(3, m.VoteRequest(5, 3, 1, 0, True), 2), m.VoteResponse)
+    assert (behind.error, behind.granted, behind.epoch) == (E.FENCED_LEADER_EPOCH, False, 5)
+    level = only(h.deliver(3, m.VoteRequest(6, 3, 1, 0, True), 3), m.VoteResponse)
+    assert level.error == E.NONE and (h.core.epoch, h.core.leader_id) == (5, 2)

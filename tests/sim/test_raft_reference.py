@@ -150,9 +150,9 @@ def refusal_naming_the_snapshot(answer: Any, core: RaftCore) -> Any:
     return answer
 
 
-def unknown_for_not_leader(answer: Any, core: RaftCore) -> Any:
-    if getattr(answer, "error", None) == E.NOT_LEADER_OR_FOLLOWER:
-        return dataclasses.replace(answer, error=E.UNKNOWN_LEADER_EPOCH)
+def invalid_for_no_voter(answer: Any, core: RaftCore) -> Any:
+    if getattr(answer, "error", None) == E.INCONSISTENT_VOTER_SET:
+        return dataclasses.replace(answer, error=E.INVALID_REQUEST)
     return answer
 
 
@@ -162,11 +162,18 @@ def unknown_for_not_leader(answer: Any, core: RaftCore) -> Any:
         (FencesAfterTheRole, "ExactError"),
         (ChecksVotersBeforeTheEpoch, "ExactError"),
         (TakesAnyLogPosition, "ExactError"),
-        (answering(unknown_for_not_leader), "ExactError"),
+        (answering(invalid_for_no_voter), "ExactError"),
         (answering(refusal_with_our_hw), "ErrorAnswerFields"),
         (answering(refusal_naming_the_snapshot), "ErrorAnswerFields"),
     ],
-    ids=["role-before-epoch", "voters-before-epoch", "any-log-position", "unknown-for-not-leader", "hw", "snapshot"],
+    ids=[
+        "role-before-epoch",
+        "voters-before-epoch",
+        "any-log-position",
+        "invalid-for-no-voter",
+        "hw",
+        "snapshot",
+    ],
 )
 def test_a_core_answering_otherwise_than_kafka_is_caught(core_class: type[RaftCore], rule: str) -> None:
     found = violation(core_class, range(10), ALL_FAULTS)
