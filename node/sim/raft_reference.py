@@ -215,6 +215,25 @@ def _vote(req: m.VoteRequest, r: Responder) -> Expected:
     return _accepted("Vote", epoch, r)
 
 
+def leader_and_epoch(request: Any, r: Responder, error: m.Errors) -> tuple[int | None, int] | None:
+    """The (leader, epoch) Kafka's answer to `request` with `error` carries — the responder's once
+    the handler's own transition is made (`maybeTransition`, a Vote's `transitionToUnattached`),
+    which only a request past the voter-only checks makes — or None when not judged here."""
+    before = (r.leader_id, r.epoch)
+    if isinstance(request, m.VoteRequest):
+        epoch = replica_epoch(request)
+        if error not in (E.NONE, E.INVALID_VOTER_KEY) or epoch <= r.epoch:
+            return before
+        return None, epoch
+    if isinstance(request, m.BeginQuorumEpochRequest | m.EndQuorumEpochRequest):
+        if error != E.NONE or (request.epoch == r.epoch and r.leader_id is not None):
+            return before
+        return request.leader_id, request.epoch
+    if isinstance(request, m.FetchRequest | m.FetchSnapshotRequest):
+        return before
+    return None
+
+
 def _fetch(req: m.FetchRequest, r: Responder) -> Expected:
     if req.max_wait_ms < 0:
         return _take("Fetch", E.INVALID_REQUEST, "max wait")

@@ -12,9 +12,11 @@ the responder's state at that moment (what the node holds once its step is over)
 - Unsolicited: a response answers a request this node received from its destination (same
   `ref`) and has not answered yet, with the response type of that request.
 - ErrorCode: its error is one Kafka's handler of that API returns.
-- ExactError, ErrorAnswerFields: its error is the very one Kafka's handler returns for the state
-  the request found (`raft_reference`, in Kafka's order of checks; a held Fetch is served or
-  NOT_LEADER_OR_FOLLOWER), and an error answer carries Kafka's defaults beside it (`exact`).
+- ExactError, ExactLeaderAndEpoch, ErrorAnswerFields: its error is the very one Kafka's handler
+  returns for the state the request found (`raft_reference`, in Kafka's order of checks; a held
+  Fetch is served or NOT_LEADER_OR_FOLLOWER), an answer made at once names the leader and epoch
+  the responder has after its handler's own transition, and an error answer carries Kafka's
+  defaults beside it (`exact`).
 - LeaderAndEpoch: its (leaderId, leaderEpoch) are the responder's current leader and epoch, and
   a Fetch answer's high-water mark is no higher than the responder's (KIP-595: responses carry the
   sender's view; the high-water mark may move on within the step after the answer was made).
@@ -49,6 +51,7 @@ from kraftlab.node.sim.raft_reference import (
     Responder,
     error_fields,
     expected,
+    leader_and_epoch,
     replica_epoch,
     responder,
 )
@@ -334,6 +337,13 @@ def exact(
         want = expected(req, before)
         if want is not None and error != want.error:
             fail("ExactError", f"error {error.name}, where Kafka answers {want.error.name} ({want.branch})")
+        named = leader_and_epoch(req, before, error)
+        if named is not None and (resp.leader_id, resp.epoch) != named:
+            fail(
+                "ExactLeaderAndEpoch",
+                f"leader {resp.leader_id} in epoch {resp.epoch}, where Kafka's answer names leader {named[0]} in "
+                f"epoch {named[1]} (the responder's after its handler's own transition)",
+            )
     if error != E.NONE:
         wrong = error_fields(resp, before)
         if wrong is not None and log_start != before.log_start:
