@@ -14,7 +14,6 @@ A codec bug made the same way in both directions passes the node's own round tri
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import io
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,6 +24,10 @@ from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 from kio_strategies import ints, raft_entities, texts
 
+from kraftlab.node.process.transport import register_raft_apis
+from kraftlab.node.process.voter_changes import register_voter_change_apis
+from kraftlab.node.protocol.headers import API_VERSIONS_KEY, request_schema, response_schema
+from kraftlab.node.protocol.registry import ApiRegistry
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft import wire
 from kraftlab.node.raft.membership import wire as voter_wire
@@ -172,16 +175,21 @@ def test_voter_changes_the_node_encodes_are_read_by_kafkas_schema(request: Any, 
 # ---------------------------------------------------------------------------- kio-encode → node-decode
 
 
+def _advertised() -> list[tuple[int, int]]:
+    """(api key, version) of every Raft API version a controller's listener advertises in ApiVersions
+    (the Raft APIs and KIP-853's voter changes) — what a peer may send and the node must read."""
+    registry = ApiRegistry()
+    register_raft_apis(registry, None, "c1", 1.0)  # type: ignore[arg-type]  # the driver serves requests only
+    register_voter_change_apis(registry, None, "c1")  # type: ignore[arg-type]
+    return [(r.api_key, v) for r in registry.ranges() if r.api_key != API_VERSIONS_KEY
+            for v in range(r.min_version, r.max_version + 1)]
+
+
 def _served(kind: str) -> Iterator[type]:
-    """Every request or response entity class of every version the node serves."""
-    served = {"vote": [2], "begin_quorum_epoch": [0], "end_quorum_epoch": [0], "describe_quorum": [1, 2],
-              "fetch": list(wire.FETCH_VERSIONS), "fetch_snapshot": list(wire.FETCH_SNAPSHOT_VERSIONS),
-              "add_raft_voter": [0], "remove_raft_voter": [0], "update_raft_voter": [0]}
-    for api, versions in served.items():
-        for version in versions:
-            module = importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
-            name = "".join(w.title() for w in api.split("_")).replace("Raft", "Raft") + kind.title()
-            yield getattr(module, name)
+    """Every request or response entity class of every version the node advertises."""
+    schema = request_schema if kind == "request" else response_schema
+    for key, version in _advertised():
+        yield schema(key, version)
 
 
 def _node_reading(read: Callable[[Any], Any], entity: Any) -> Any:
@@ -239,11 +247,12 @@ def test_any_response_kafkas_schema_allows_reads_as_kafka_reads_it(cls: type) ->
     prop()
 
 
-def test_every_served_entity_is_drawn() -> None:
+def test_every_entity_the_node_sends_is_one_it_advertises() -> None:
     served = {c for kind in ("request", "response") for c in _served(kind)}
-    registered = set(wire.REQUEST_ENTITIES.values()) | set(voter_wire.REQUEST_ENTITIES.values())
-    assert registered <= served
+    sent = set(wire.REQUEST_ENTITIES.values()) | set(wire.RESPONSE_ENTITIES.values())
+    assert sent | set(voter_wire.REQUEST_ENTITIES.values()) <= served
     assert len(served) == 2 * (1 + 1 + 1 + 2 + len(wire.FETCH_VERSIONS) + len(wire.FETCH_SNAPSHOT_VERSIONS) + 3)
+    assert {v for k, v in _advertised() if k == 1} == set(VERSIONS[m.FetchRequest])
     assert raft_reading.UNMODELED, "the fields the node does not model are stated"
 
 
