@@ -38,12 +38,14 @@ def control_key(kind: ControlRecordType) -> bytes:
 
 def control_type(key: bytes | None) -> int:
     """The control record type a key encodes (an int: unknown types are returned, not rejected);
-    ValueError when the key is not a control record key."""
+    ValueError when the key is not a control record key. As Kafka's `ControlRecordType.parseTypeId`:
+    a key of a later version is read as version 0 (a key version may only add fields), a negative
+    version is corruption."""
     if key is None or len(key) < _KEY.size:
         raise ValueError(f"control record key too short: {key!r}")
     version, kind = _KEY.unpack_from(key)
-    if version != CONTROL_KEY_VERSION:
-        raise ValueError(f"unsupported control record key version {version}")
+    if version < CONTROL_KEY_VERSION:
+        raise ValueError(f"invalid control record key version {version}")
     return int(kind)
 
 

@@ -43,8 +43,9 @@ def test_leader_change_record_round_trip() -> None:
     assert control_type(record.key) == LEADER_CHANGE
     assert record.key == b"\x00\x00\x00\x02"
     assert decode_leader_change(record) == (3, [1, 2, 3], [2, 3])
-    for bad_key in (None, b"x", b"\x00\x01\x00\x02"):  # missing, too short, unknown key version
+    for bad_key in (None, b"x", b"\xff\xff\x00\x02"):  # missing, too short, a negative key version
         with pytest.raises(ValueError):
             control_type(bad_key)
+    assert control_type(b"\x00\x01\x00\x02") == LEADER_CHANGE  # a later key version reads as version 0
     with pytest.raises(ValueError):
         decode_leader_change(Record(b"\x00\x00\x00\x03", b""))

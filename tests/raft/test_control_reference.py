@@ -63,9 +63,9 @@ voter_sets = st.dictionaries(
 ))
 
 
-def kio_key(kind: int) -> bytes:
+def kio_key(kind: int, version: int = 0) -> bytes:
     buf = io.BytesIO()
-    write_int16(buf, i16(0))
+    write_int16(buf, i16(version))
     entity_writer(ControlRecordTypeSchema)(buf, ControlRecordTypeSchema(type_=i16(kind)))
     return buf.getvalue()
 
@@ -95,6 +95,13 @@ def test_a_leader_change_kafka_writes_reads_the_same_in_the_node(leader: int, vo
         granting_voters=tuple(lc.Voter(voter_id=i32(v)) for v in granting),
     ))
     assert control.decode_leader_change(Record(kio_key(2), buf.getvalue())) == (leader, voters, granting)
+
+
+@FAST
+@given(st.integers(0, 2**15 - 1), st.integers(-(2**15), 2**15 - 1))
+def test_any_control_key_kafka_writes_reads_as_its_type_in_the_node(version: int, kind: int) -> None:
+    """Kafka reads a control key of a later version as version 0 (ControlRecordType.parseTypeId)."""
+    assert control.control_type(kio_key(kind, version)) == kind
 
 
 @pytest.mark.parametrize("version", SUPPORTED_KRAFT_VERSIONS)
