@@ -23,6 +23,7 @@ from kraftlab.node.raft.core import NotLeader, Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.retention import RetentionPolicy
+from kraftlab.node.sim.crash_bias import MomentFaults
 from kraftlab.node.sim.durability import DurabilityRules
 from kraftlab.node.sim.faults import FaultEvent, schedule
 from kraftlab.node.sim.invariants import Invariants, InvariantViolation
@@ -178,6 +179,8 @@ class Simulation:
         drawn = schedule(fault_rng, params.faults, self.voter_ids, self.observer_ids, params.fault_ms, self.config)
         for event in drawn if faults is None else [*faults, FaultEvent(params.fault_ms, "heal")]:
             self.queue.push(event.at, FAULT, event)
+        kinds = params.faults if faults is None else ()  # (a scripted scenario gets only its own faults)
+        self.moments = MomentFaults(params.seed, kinds, params.fault_ms, self.config, self._push_fault)
         # Halfway through the settle time: what every node must have applied by the end.
         self.queue.push(params.fault_ms + params.settle_ms // 2, FAULT, FaultEvent(0, "mark"))
         self._committed_at_mark = 0
@@ -356,6 +359,7 @@ class Simulation:
             self.journal_truth.stepped(node.node_id, node.core, out)
         self.timers.stepped(node, out, now)
         self.durability.sent(node, out, now)
+        self.moments.observe(node, out, now)
         network = self.network
         queue = self.queue
         inc = node.incarnation
@@ -381,6 +385,9 @@ class Simulation:
             if node.tick_at is None or deadline < node.tick_at:
                 node.tick_at = deadline
                 queue.push(deadline, TICK, node.node_id)
+
+    def _push_fault(self, event: FaultEvent) -> None:
+        self.queue.push(event.at, FAULT, event)
 
     def _refuse(self, env: m.Envelope, now: int) -> None:
         """A request reaching a crashed node: the sender's transport learns the connection was refused."""

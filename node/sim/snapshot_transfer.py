@@ -10,8 +10,8 @@ install right after the step that made it (Kafka's `KafkaRaftClient` fetch-snaps
   for a snapshot newer than the latest one the sender holds (never one it installed or an older
   one), at a position before that snapshot's end (the leader's copy). A transfer starts at position
   0 and goes on in order: each later request of it continues exactly where the bytes the sender
-  holds for it end, in the same epoch and from the same leader as its start — a transfer in progress
-  is dropped (starts again from 0) on an epoch or leader change, and a crash loses its bytes.
+  holds for it end, in the same follower state (epoch, leader) as its start — a transfer in progress
+  is dropped (starts again from 0) on every state transition, and a crash loses its bytes.
 - SnapshotInstalled: right after the step that installs a fetched snapshot, the follower's log
   starts and ends at the snapshot's end offset in its epoch, is durable to there, its high-water mark
   covers it and its state machine holds exactly it (applied to its end).
@@ -20,7 +20,7 @@ install right after the step that made it (Kafka's `KafkaRaftClient` fetch-snaps
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kraftlab.node.raft import messages as m
@@ -39,12 +39,17 @@ class MachineNode(CheckedNode, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Transfer:
-    """One snapshot transfer: the snapshot, and the epoch, leader and incarnation it began in."""
+    """One snapshot transfer: the snapshot, and the epoch, leader, incarnation and follower state
+    (compared by identity: a transition makes a new one) it began in."""
 
     snapshot_id: OffsetAndEpoch
     epoch: int
     leader: int
     incarnation: int
+    state: object = field(compare=False)
+
+    def continued_by(self, other: Transfer) -> bool:
+        return self == other and self.state is other.state
 
 
 class SnapshotTransfer:
@@ -91,12 +96,12 @@ class SnapshotTransfer:
         if leader is not None and sid in leader.snapshots.ids() and req.position >= leader.snapshots.size(sid):
             fail(f"the snapshot ends at byte {leader.snapshots.size(sid)}")
         transfer = self.transfers.get(nid)
+        now = Transfer(sid, req.epoch, dst, node.incarnation, core.state)
         if req.position == 0:
-            self.transfers[nid] = Transfer(sid, req.epoch, dst, node.incarnation)
+            self.transfers[nid] = now
             return
-        begun = Transfer(sid, req.epoch, dst, node.incarnation)
-        if transfer != begun:
-            fail(f"its transfer in progress is {transfer} (a new one starts at 0)")
+        if transfer is None or not transfer.continued_by(now):
+            fail(f"its transfer in progress is {transfer}, begun in another state (a new one starts at 0)")
         has = node.snapshots.partial_size(sid)
         if req.position != has:
             fail(f"it holds {has} bytes of it")

@@ -140,3 +140,16 @@ class RestartsAtItsSnapshot(RaftCore):
 def test_a_core_breaking_durability_is_caught(core: type[RaftCore], rule: str, said: str) -> None:
     found = first_violation(core, range(12))
     assert found is not None and found.name == rule and said in found.detail, found
+
+
+def test_a_share_of_crash_seeds_crash_at_the_moments_durability_is_decided() -> None:
+    seen: dict[str, int] = {}
+    enabled = 0
+    for seed in range(12):
+        simulation = Simulation(params(seed))
+        simulation.run()
+        enabled += simulation.moments.on
+        for moment, n in simulation.moments.injected.items():
+            seen[moment] = seen.get(moment, 0) + n
+    assert 0 < enabled < 12
+    assert {"vote", "snapshot"} <= set(seen), seen

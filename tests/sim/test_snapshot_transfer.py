@@ -1,18 +1,19 @@
 """A snapshot transfer's lifecycle judged by the Raft simulator (node.sim.snapshot_transfer): the real
 core fetches and installs snapshots as KIP-630 says over many seeds, and followers that carry a
-ask past the bytes they hold, fetch a snapshot they installed, or install
+transfer across epochs, ask past the bytes they hold, fetch a snapshot they installed, or install
 one without taking its high-water mark are caught."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import RaftCore
 from kraftlab.node.raft.ports import OffsetAndEpoch
-from kraftlab.node.raft.states import Follower, SnapshotFetch
+from kraftlab.node.raft.states import EpochState, Follower, SnapshotFetch
 from kraftlab.node.sim.cluster import SimParams, Simulation
 from kraftlab.node.sim.invariants import InvariantViolation
 
@@ -46,6 +47,22 @@ def test_the_real_core_fetches_and_installs_snapshots_in_order() -> None:
     assert sum(t.installs for t in transfers) > 0 and sum(t.requests for t in transfers) > 0
 
 
+class KeepsItsTransferAcrossEpochs(RaftCore):
+    """A follower that goes on with its snapshot transfer when it next follows (after any transition)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._carried: SnapshotFetch | None = None
+
+    def _set_state(self, state: EpochState, now: int) -> None:
+        old = self.state
+        if isinstance(old, Follower) and old.snapshot is not None and old is not state:
+            self._carried = old.snapshot
+        elif isinstance(state, Follower) and self._carried is not None:
+            state.snapshot, self._carried = self._carried, None
+        super()._set_state(state, now)
+
+
 class AsksPastItsBytes(RaftCore):
     """A follower that asks for each chunk after the first one byte further than it holds."""
 
@@ -76,11 +93,12 @@ class InstallsWithoutItsHighWatermark(RaftCore):
 @pytest.mark.parametrize(
     ("core", "rule", "said"),
     [
+        (KeepsItsTransferAcrossEpochs, "SnapshotFetchOrderly", "transfer in progress"),
         (AsksPastItsBytes, "SnapshotFetchOrderly", "bytes of it"),
         (FetchesWhatItInstalled, "SnapshotFetchOrderly", "it holds snapshot"),
         (InstallsWithoutItsHighWatermark, "SnapshotInstalled", "high-water mark"),
     ],
-    ids=["past-its-bytes", "fetches-installed", "install-without-hw"],
+    ids=["across-epochs", "past-its-bytes", "fetches-installed", "install-without-hw"],
 )
 def test_a_wrong_snapshot_transfer_is_caught(core: type[RaftCore], rule: str, said: str) -> None:
     found = first_violation(core, range(16))
