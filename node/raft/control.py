@@ -3,20 +3,31 @@ the LeaderChangeMessage the Raft core writes itself (and its decoding).
 
 A control record's key is `version (int16) = 0, type (int16)` as Kafka's ControlRecordType writes
 it. The LeaderChangeMessage value is the flexible-version LeaderChangeMessage v0 (version int16,
-LeaderId int32, Voters and GrantingVoters as compact arrays of {VoterId int32}, empty tagged fields).
+LeaderId int32, Voters and GrantingVoters as compact arrays of {VoterId int32}, empty tagged fields),
+serialised by kio from Kafka's schema.
 """
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Sequence
 from enum import IntEnum
 
+from kio.schema.leader_change_message.v0.data import LeaderChangeMessage
+from kio.schema.leader_change_message.v0.data import Voter as LeaderChangeVoter
+from kio.schema.types import BrokerId
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
 from kraftlab.node.raft.ports import Record
 
 _KEY = struct.Struct(">hh")
-_I32 = struct.Struct(">i")
 CONTROL_KEY_VERSION = 0
+LEADER_CHANGE_VERSION = 0
+"""Kafka's `ControlRecordUtils.LEADER_CHANGE_CURRENT_VERSION`: the value is LeaderChangeMessage v0."""
+_write_leader_change = entity_writer(LeaderChangeMessage)
+_read_leader_change = entity_reader(LeaderChangeMessage)
 
 
 class ControlRecordType(IntEnum):
@@ -49,33 +60,27 @@ def control_type(key: bytes | None) -> int:
     return int(kind)
 
 
-def _voter_array(ids: Sequence[int]) -> bytes:
-    # compact array length (n + 1) as an unsigned varint: n < 127 here, so one byte; then one
-    # {VoterId int32, empty tagged fields} struct per voter.
-    if len(ids) >= 127:
-        raise ValueError("too many voters for a one-byte compact array")
-    return bytes([len(ids) + 1]) + b"".join(_I32.pack(i) + b"\x00" for i in ids)
-
-
 def leader_change_record(leader_id: int, voters: Sequence[int], granting: Sequence[int]) -> Record:
-    value = struct.pack(">h", 0) + _I32.pack(leader_id) + _voter_array(voters) + _voter_array(granting) + b"\x00"
-    return Record(control_key(LEADER_CHANGE), value)
+    buf = io.BytesIO()
+    _write_leader_change(buf, LeaderChangeMessage(
+        version=i16(LEADER_CHANGE_VERSION),
+        leader_id=BrokerId(leader_id),
+        voters=tuple(LeaderChangeVoter(voter_id=i32(v)) for v in voters),
+        granting_voters=tuple(LeaderChangeVoter(voter_id=i32(v)) for v in granting),
+    ))
+    return Record(control_key(LEADER_CHANGE), buf.getvalue())
 
 
 def decode_leader_change(record: Record) -> tuple[int, list[int], list[int]]:
-    """(leader id, voters, granting voters) of a LeaderChangeMessage record."""
+    """(leader id, voters, granting voters) of a LeaderChangeMessage record; ValueError if malformed."""
     if control_type(record.key) != LEADER_CHANGE or record.value is None:
         raise ValueError("not a LeaderChangeMessage record")
-    data = record.value
-    leader_id = _I32.unpack_from(data, 2)[0]
-    pos = 6
-    arrays: list[list[int]] = []
-    for _ in range(2):
-        n = data[pos] - 1
-        pos += 1
-        ids = []
-        for _ in range(n):
-            ids.append(_I32.unpack_from(data, pos)[0])
-            pos += 5
-        arrays.append(ids)
-    return leader_id, arrays[0], arrays[1]
+    try:
+        message, size = _read_leader_change(record.value, 0)
+    except Exception as exc:  # kio's native reader raises several unrelated types
+        raise ValueError(f"malformed LeaderChangeMessage: {exc}") from None
+    if size != len(record.value):
+        raise ValueError(f"malformed LeaderChangeMessage: {len(record.value) - size} trailing bytes")
+    return int(message.leader_id), [int(v.voter_id) for v in message.voters], [
+        int(v.voter_id) for v in message.granting_voters
+    ]

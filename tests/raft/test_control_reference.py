@@ -50,7 +50,7 @@ FAST = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 i32s = st.integers(-(2**31), 2**31 - 1)
-ids = st.lists(i32s, max_size=126)
+ids = st.lists(i32s, max_size=4) | st.lists(i32s, min_size=120, max_size=200)  # a compact array's length is a varint
 names = st.text(st.characters(min_codepoint=48, max_codepoint=122), min_size=1, max_size=8)
 voter_sets = st.dictionaries(
     st.integers(0, 2**31 - 1),
