@@ -30,7 +30,8 @@ Kafka's configuration when each must end, and when it may not end yet (KIP-595, 
   tick after) and not before (early) unless the batch filled (`max_batch_records`) or a control
   batch (a voter change) was written right after it (Kafka force-drains the batch first).
 
-And the bounds the simulator already judged at a node's step (`timing_rules`: check-quorum,
+And the timers of the core's own requests (`node.sim.request_timers`: RequestTimeout,
+RetryBackoff, FetchRetry). And the bounds the simulator already judged at a node's step (`timing_rules`: check-quorum,
 the election backoff's maximum) get the moment they fall due as an event of their own.
 
 Every moment a bound falls due is an event in the simulator's queue (`wake`), so a node that is
@@ -47,6 +48,7 @@ from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.output import Output
 from kraftlab.node.raft.states import Candidate, EpochState, Follower, Leader, Prospective, Resigned, Unattached
 from kraftlab.node.sim.invariants import CheckedNode
+from kraftlab.node.sim.request_timers import RequestTimers
 from kraftlab.node.sim.timing_rules import TICK_MS, CheckQuorumBounds, ElectionBackoff
 
 SPREAD_DRAWS = (8, 16)
@@ -106,6 +108,8 @@ class TimerRules:
         """node id -> when an EndQuorumEpoch was last delivered to it."""
         self.draws: list[int] = []
         """The election timeouts drawn this run (ms past T), in order."""
+        self.requests = RequestTimers(config, fail, self.wake)
+        """The timers of the core's own requests (`node.sim.request_timers`)."""
 
     # ------------------------------------------------------------------ what the simulator saw
 
@@ -116,6 +120,9 @@ class TimerRules:
 
     def delivered(self, node: CheckedNode, env: m.Envelope, now: int) -> None:
         """`env` is about to be handled by `node`."""
+        if not self.judging:
+            return
+        self.requests.delivered(node, env, now)
         msg = env.message
         if isinstance(msg, m.EndQuorumEpochRequest):
             self._told_to_end[node.node_id] = now  # the state it leads to in this step may end early too
@@ -176,9 +183,11 @@ class TimerRules:
         nid = node.node_id
         if core is None:
             self.lives.pop(nid, None)
+            self.requests.stepped(node, out, now)
             return
         state = core.state
         self._declared(nid, state, out, now)
+        self.requests.stepped(node, out, now)
         life = self.lives.get(nid)
         if life is None or life.core is not core or life.state is not state:
             if life is not None and life.core is core:
@@ -332,6 +341,7 @@ class TimerRules:
         if now not in self._wakes or not self.judging:
             return
         self._wakes.discard(now)
+        self.requests.overdue(nodes, now)
         for nid, life in list(self.lives.items()):
             node = nodes[nid]
             core = node.core

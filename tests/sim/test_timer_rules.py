@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.ports import Record
@@ -214,3 +215,42 @@ def test_a_quiet_window_shows_a_timer_only_client_traffic_covered() -> None:
 
 def test_the_real_core_keeps_every_timer_through_quiet_windows() -> None:
     assert first_violation(RaftCore, range(4), faults=("quiet", "crash"), voters=5, observers=1) is None
+
+
+class RequestTimeoutHalved(RaftCore):
+    """Gives up on an unanswered request after half `controller.quorum.request.timeout.ms`."""
+
+    def _send(self, dst: int, message: m.Request, now: int) -> None:
+        super()._send(dst, message, now)
+        ref, deadline = self._inflight[dst]
+        self._inflight[dst] = (ref, deadline - self.config.request_timeout_ms // 2)
+
+
+class RetriesAtOnce(RaftCore):
+    """Retries a failed request (connection refused) without the retry backoff."""
+
+    def _on_request_failed(self, env: m.Envelope, failed: m.RequestFailed, now: int) -> None:
+        super()._on_request_failed(env, failed, now)
+        entry = self._inflight.get(env.src)
+        if entry is not None and entry[0] == 0:
+            self._inflight[env.src] = (0, now)
+
+
+class RetriesTooLate(RaftCore):
+    """Backs off a failed request for three times `quorum.election.backoff.max.ms`."""
+
+    def _on_request_failed(self, env: m.Envelope, failed: m.RequestFailed, now: int) -> None:
+        super()._on_request_failed(env, failed, now)
+        entry = self._inflight.get(env.src)
+        if entry is not None and entry[0] == 0:
+            self._inflight[env.src] = (0, now + 3 * self.config.election_backoff_max_ms)
+
+
+@pytest.mark.parametrize(
+    ("core_class", "rule"),
+    [(RequestTimeoutHalved, "RequestTimeout"), (RetriesAtOnce, "RetryBackoff"), (RetriesTooLate, "FetchRetry")],
+    ids=lambda v: v.__name__ if isinstance(v, type) else None,
+)
+def test_a_wrong_request_timer_is_caught(core_class: type[RaftCore], rule: str) -> None:
+    found = first_violation(core_class, range(10), faults=("crash", "drop", "partition"), refusals=True)
+    assert found is not None and found.name == rule, found

@@ -1,0 +1,145 @@
+"""The timers of the Raft core's own requests, judged by the Raft simulator (with
+`node.sim.timer_rules`, which feeds it what it delivers and what each step sends).
+
+Kafka's `RequestManager` (KIP-595's raft client) keeps one request in flight per peer: a request
+unanswered is given up after `controller.quorum.request.timeout.ms`, a failed one (the connection
+refused) is retried after `controller.quorum.retry.backoff.ms`, and so is a Fetch the leader
+answered with an error. Within one epoch state of a node (a transition starts every peer afresh,
+as Kafka's `resetConnections` does):
+
+- RequestTimeout: no request to a peer while the last one to it is unanswered and younger than
+  the request timeout;
+- RetryBackoff: none within the retry backoff of that peer's failure (RequestFailed), or of its
+  leader's Fetch/FetchSnapshot error answer to a follower in its epoch (not an error Kafka's
+  `maybeHandleCommonResponse` takes as news of another epoch or leader: those are retried at once);
+- FetchRetry: a follower asks its leader again (Fetch or FetchSnapshot) at once after a good
+  answer, within the retry backoff after an error answer, within `quorum.election.backoff.max.ms`
+  after a failure (the node's backoff grows with consecutive failures up to that maximum), and
+  within the request timeout of an unanswered request — each a tick late at most, judged when it
+  falls due (a follower that stops fetching is seen before its fetch timeout ends it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.output import Output
+from kraftlab.node.raft.states import EpochState, Follower
+from kraftlab.node.sim.invariants import CheckedNode
+from kraftlab.node.sim.timing_rules import TICK_MS
+
+_HANDLED = frozenset({m.Errors.UNKNOWN_LEADER_EPOCH, m.Errors.FENCED_LEADER_EPOCH, m.Errors.NOT_LEADER_OR_FOLLOWER})
+"""Errors Kafka's `maybeHandleCommonResponse` takes as handled (the epoch or leader moved on): no
+backoff follows them, nor one from another epoch."""
+
+
+@dataclass(slots=True)
+class Peer:
+    """What one node's current state owes one peer."""
+
+    ref: object = None
+    """The ref of the request outstanding to it (None: none)."""
+    not_before: int = 0
+    why: str = ""
+    """Why no request may go to it before `not_before`."""
+    by: int | None = None
+    """A follower's leader: when the next request to it is due (None: one is outstanding)."""
+
+
+@dataclass(slots=True)
+class Watched:
+    core: object
+    state: EpochState
+    peers: dict[int, Peer] = field(default_factory=dict)
+
+
+class RequestTimers:
+    def __init__(self, config: RaftConfig, fail: Callable[[str, str], None], wake: Callable[[int], None]) -> None:
+        self.config = config
+        self.fail = fail
+        self.wake = wake
+        self._watched: dict[int, Watched] = {}
+
+    def delivered(self, node: CheckedNode, env: m.Envelope, now: int) -> None:
+        """`env` is about to be handled by `node`."""
+        watched = self._watched.get(node.node_id)
+        msg = env.message
+        if watched is None or watched.core is not node.core or m.is_request(msg):
+            return
+        peer = watched.peers.get(env.src)
+        if peer is None or peer.ref is None or peer.ref != env.ref:
+            return
+        peer.ref = None
+        state = watched.state
+        leader = isinstance(state, Follower) and env.src == state.leader_id
+        retry = self.config.retry_backoff_ms
+        if isinstance(msg, m.RequestFailed):
+            peer.not_before, peer.why = now + retry, f"its request failed at t={now}"
+            due = now + self.config.election_backoff_max_ms
+        elif leader and isinstance(msg, m.FetchResponse | m.FetchSnapshotResponse) and msg.error != m.Errors.NONE:
+            due = now + retry
+            if msg.epoch == state.epoch and msg.error not in _HANDLED:
+                peer.not_before, peer.why = now + retry, f"it answered {msg.error.name} at t={now}"
+            else:
+                peer.not_before = now
+        else:
+            peer.not_before, due = now, now
+        if leader:
+            peer.by = due
+            self.wake(due + TICK_MS + 1)
+
+    def stepped(self, node: CheckedNode, out: Output, now: int) -> None:
+        """After a step of `node` at `now` whose output is `out`."""
+        core = node.core
+        nid = node.node_id
+        if core is None:
+            self._watched.pop(nid, None)
+            return
+        state = core.state
+        watched = self._watched.get(nid)
+        if watched is None or watched.core is not core or watched.state is not state:
+            watched = Watched(core, state)
+            self._watched[nid] = watched
+            if isinstance(state, Follower):
+                watched.peers[state.leader_id] = Peer(by=now)
+        timeout = self.config.request_timeout_ms
+        for env in out.messages:
+            if not m.is_request(env.message):
+                continue
+            peer = watched.peers.get(env.dst)
+            if peer is not None and now < peer.not_before:
+                rule = "RetryBackoff" if peer.ref is None else "RequestTimeout"
+                self.fail(
+                    rule,
+                    f"node {nid} sent {type(env.message).__name__} to {env.dst} at t={now}, before "
+                    f"t={peer.not_before}: {peer.why}",
+                )
+            watched.peers[env.dst] = Peer(
+                env.ref, now + timeout, f"its request of t={now} is unanswered", None
+            )
+            if isinstance(state, Follower) and env.dst == state.leader_id:
+                self.wake(now + timeout + TICK_MS + 1)
+
+    def overdue(self, nodes: Mapping[int, CheckedNode], now: int) -> None:
+        """A follower that owes its leader a request past its due time (called at each wake)."""
+        for nid, watched in list(self._watched.items()):
+            state = watched.state
+            core = nodes[nid].core
+            if core is not watched.core or core is None or core.state is not state or not isinstance(state, Follower):
+                continue
+            peer = watched.peers.get(state.leader_id)
+            if peer is None:
+                continue
+            due = peer.by if peer.ref is None else peer.not_before
+            if due is not None and now > due + TICK_MS:
+                self.fail(
+                    "FetchRetry",
+                    f"node {nid} follows {state.leader_id} in epoch {state.epoch} and has not fetched "
+                    f"from it at t={now}: a request was due by t={due}",
+                )
+                peer.by = None
+                peer.ref = None
+                peer.not_before = now
