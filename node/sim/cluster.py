@@ -173,6 +173,9 @@ class Simulation:
         self._healed_at: int | None = None
         self._committed_at_heal = 0
         self._tokens: dict[int, Any] = {}
+        self._wakeups = 0
+        """`wakeups` windows in force: each node is woken a millisecond before or after its deadline."""
+        self._wakeup_rng = random.Random(params.seed ^ 0x7A4E5)
         self._quiet = 0
         """Quiet windows in force (`quiet` faults): no client, rogue or not, sends anything."""
         fault_rng = random.Random(self.rng.getrandbits(64))
@@ -382,12 +385,20 @@ class Simulation:
         if deadline is not None:
             if deadline < now:
                 deadline = now
+            if self._wakeups:
+                deadline = self._wake_near(deadline, now)
             if node.tick_at is None or deadline < node.tick_at:
                 node.tick_at = deadline
                 queue.push(deadline, TICK, node.node_id)
 
     def _push_fault(self, event: FaultEvent) -> None:
         self.queue.push(event.at, FAULT, event)
+
+    def _wake_near(self, deadline: int, now: int) -> int:
+        """When a driver whose wake-ups are a millisecond off wakes the node for `deadline`: on it,
+        one ms before (a spurious wake-up: the core must not act before its time) or one ms after."""
+        shift = self._wakeup_rng.randint(-1, 1)
+        return deadline + shift if deadline + shift > now else deadline
 
     def _refuse(self, env: m.Envelope, now: int) -> None:
         """A request reaching a crashed node: the sender's transport learns the connection was refused."""
@@ -476,12 +487,15 @@ class Simulation:
             setattr(net.faults, name, value)
         elif action in ("quiet", "unquiet"):
             self._quiet += 1 if action == "quiet" else -1
+        elif action == "wakeups":
+            self._wakeups += event.args[0]
         elif action == "mark":
             self._committed_at_mark = self.committed_offset()
         elif action == "heal":
             net.heal()
             self._tokens.clear()
             self._quiet = 0
+            self._wakeups = 0
             for node in self.nodes.values():
                 if node.raft is None:
                     self.start_node(node, now)

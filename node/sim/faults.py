@@ -13,6 +13,8 @@ in different epochs for the next leader's DivergingEpoch to cut.
 `quiet` is a window of two to four fetch timeouts in which no client sends anything (half the
 time with the leader cut off too): the nodes are woken only by each other and by their own timers,
 so a timer a node forgot to declare shows (`node.sim.timer_rules` judges each when it falls due).
+`wakeups` is a window in which the driver wakes each node on its declared deadline, a millisecond
+before it (a spurious wake-up, at which the core must not act yet) or a millisecond after it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.topology import bridge, majorities_ring, random_halves
 
-FAULT_KINDS = ("partition", "oneway", "crash", "wipe", "drop", "duplicate", "delay", "flapping", "quiet")
+FAULT_KINDS = ("partition", "oneway", "crash", "wipe", "drop", "duplicate", "delay", "flapping", "quiet", "wakeups")
 
 FLAP_GAP_MS = 10
 """Between one shape of a flapping series and the next: the heal, then the next shape."""
@@ -33,7 +35,7 @@ FLAP_GAP_MS = 10
 @dataclass(frozen=True, slots=True)
 class FaultEvent:
     at: int
-    action: str  # block | unblock | isolate | rejoin | crash | restart | wipe | rates | quiet | unquiet | heal
+    action: str  # block unblock isolate rejoin crash restart wipe rates quiet unquiet wakeups heal
     args: tuple[Any, ...] = ()
 
 
@@ -111,6 +113,8 @@ def schedule(
             events += [FaultEvent(t, "quiet", (token,)), FaultEvent(end, "unquiet", (token,))]
             if rng.random() < 0.5:
                 events += [FaultEvent(t, "isolate", ("leader", token)), FaultEvent(end, "rejoin", (token,))]
+        elif kind == "wakeups":
+            events += [FaultEvent(t, "wakeups", (1,)), FaultEvent(end, "wakeups", (-1,))]
         elif kind == "drop":
             events += [
                 FaultEvent(t, "rates", ("drop", rng.uniform(0.05, 0.4))),

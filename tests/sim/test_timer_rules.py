@@ -254,3 +254,28 @@ class RetriesTooLate(RaftCore):
 def test_a_wrong_request_timer_is_caught(core_class: type[RaftCore], rule: str) -> None:
     found = first_violation(core_class, range(10), faults=("crash", "drop", "partition"), refusals=True)
     assert found is not None and found.name == rule, found
+
+
+class FetchTimeoutAMillisecondEarly(RaftCore):
+    """A follower whose fetch timeout counts as passed a millisecond before it ends."""
+
+    def _poll_follower(self, state: Follower, now: int) -> None:
+        if now + 1 == state.deadline:
+            state.deadline = now
+        super()._poll_follower(state, now)
+
+
+def test_wakeups_a_millisecond_off_show_a_timer_off_by_one() -> None:
+    """The driver's spurious wake-up a millisecond before a deadline is where the core acts early
+    (without it, only a message landing in that millisecond shows it)."""
+
+    def caught(faults: tuple[str, ...]) -> list[int]:
+        found = [(s, first_violation(FetchTimeoutAMillisecondEarly, range(s, s + 1), faults=faults)) for s in range(12)]
+        assert all(v.name == "FetchTimeout" for _, v in found if v is not None), found
+        return [s for s, v in found if v is not None]
+
+    assert len(caught(("drop", "wakeups"))) > 1 + len(caught(("drop",)))
+
+
+def test_the_real_core_keeps_every_timer_when_woken_a_millisecond_off() -> None:
+    assert first_violation(RaftCore, range(4), faults=("wakeups", "crash", "drop"), voters=5, observers=1) is None
