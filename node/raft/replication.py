@@ -256,14 +256,15 @@ class Replication(CoreContext):
         diverging, snapshot_id = self._validate_fetch(offset, last_epoch)
         log = self.log
         batches: tuple[Batch, ...] = ()
-        error = m.Errors.NONE
         if diverging is None and snapshot_id is None and offset < log.end_offset():
             try:
                 batches = tuple(log.read(offset, self.config.fetch_max_bytes))
             except ValueError:  # not a batch boundary: no replica of ours fetches there
-                error = m.Errors.INVALID_REQUEST
+                refusal = self._fetch_refusal(m.Errors.INVALID_REQUEST, state.epoch, self.node_id)
+                self._out.messages.append(m.Envelope(self.node_id, dst, refusal, ref))
+                return
         response = m.FetchResponse(
-            error, state.epoch, self.node_id, self._hw, log.start_offset(), batches, diverging, snapshot_id
+            m.Errors.NONE, state.epoch, self.node_id, self._hw, log.start_offset(), batches, diverging, snapshot_id
         )
         progress = state.known(dst, directory)
         if progress is not None:

@@ -105,3 +105,15 @@ def test_a_pre_vote_is_fenced_by_its_candidates_own_epoch(make_core) -> None:
     assert (behind.error, behind.granted, behind.epoch) == (E.FENCED_LEADER_EPOCH, False, 5)
     level = only(h.deliver(3, m.VoteRequest(6, 3, 1, 0, True), 3), m.VoteResponse)
     assert level.error == E.NONE and (h.core.epoch, h.core.leader_id) == (5, 2)
+
+
+def test_a_fetch_inside_a_batch_is_refused_with_kafkas_empty_answer(make_core) -> None:
+    h = make_core(voters=(1,))
+    h.start(0)
+    h.core.append([Record(None, b"a"), Record(None, b"b")], 1)
+    h.tick(100)  # the linger over: one batch of both records
+    (batch,) = [b for b in h.log.read(0, 1 << 20) if len(b.records) == 2]
+    inside = m.FetchRequest(h.core.epoch, 9, batch.base_offset + 1, batch.epoch)
+    answer = only(h.deliver(9, inside, 101), m.FetchResponse)
+    assert answer.error == E.INVALID_REQUEST  # ours (no replica fetches there); Kafka serves the batch
+    assert (answer.high_watermark, answer.log_start_offset, answer.batches) == (-1, h.log.start_offset(), ())
