@@ -63,6 +63,8 @@ DEVIATIONS: dict[str, str] = {
     "leader is this node": "a BeginQuorumEpoch or EndQuorumEpoch naming the responder itself as the "
     "leader is INCONSISTENT_VOTER_SET, before the epoch checks (Kafka raises IllegalStateException in "
     "its transition, an UNKNOWN_SERVER_ERROR for the whole request)",
+    "fetch inside a batch": "a Fetch whose position continues the log but falls inside a batch (no "
+    "replica fetches there) is INVALID_REQUEST (Kafka serves the batch holding it)",
     "snapshot max bytes": "a FetchSnapshot asking for no bytes (max bytes 0 or below) is INVALID_REQUEST "
     "after the snapshot checks (Kafka slices the snapshot with it and fails the request)",
 }
@@ -87,6 +89,8 @@ class Responder:
     log_start: int
     snapshot_size: int | None = None
     """A FetchSnapshot's: the size of the snapshot it asks for (None: the responder has none such)."""
+    inside_batch: bool = False
+    """A Fetch's: its position continues the responder's log but falls inside a batch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,7 @@ BRANCHES: tuple[str, ...] = (
     "Fetch:FENCED_LEADER_EPOCH:epoch below",
     "Fetch:UNKNOWN_LEADER_EPOCH:epoch above",
     "Fetch:NOT_LEADER_OR_FOLLOWER:not leading",
+    "Fetch:INVALID_REQUEST:~fetch inside a batch",
     "Fetch:NONE:leader",
     "FetchSnapshot:FENCED_LEADER_EPOCH:epoch below",
     "FetchSnapshot:UNKNOWN_LEADER_EPOCH:epoch above",
@@ -241,7 +246,12 @@ def _fetch(req: m.FetchRequest, r: Responder) -> Expected:
         return _take("Fetch", E.INVALID_REQUEST, "fetch offset")
     if req.last_fetched_epoch < 0 or req.last_fetched_epoch > req.epoch:
         return _take("Fetch", E.INVALID_REQUEST, "last fetched epoch")
-    return _leader_only("Fetch", req.epoch, r) or _take("Fetch", E.NONE, "leader")
+    refused = _leader_only("Fetch", req.epoch, r)
+    if refused is not None:
+        return refused
+    if r.inside_batch:
+        return _take("Fetch", E.INVALID_REQUEST, "~fetch inside a batch")
+    return _take("Fetch", E.NONE, "leader")
 
 
 def _fetch_snapshot(req: m.FetchSnapshotRequest, r: Responder) -> Expected:
@@ -291,6 +301,9 @@ def responder(node: CheckedNode, request: Any) -> Responder | None:
     size = None
     if isinstance(request, m.FetchSnapshotRequest) and request.snapshot_id in node.snapshots.ids():
         size = node.snapshots.size(request.snapshot_id)
+    inside = isinstance(request, m.FetchRequest) and _inside_batch(
+        node, request.fetch_offset, request.last_fetched_epoch
+    )
     return Responder(
         core.node_id,
         core.directory_id,
@@ -302,7 +315,24 @@ def responder(node: CheckedNode, request: Any) -> Responder | None:
         core._dynamic,
         node.log.start_offset(),
         size,
+        inside,
     )
+
+
+def _inside_batch(node: CheckedNode, offset: int, last_epoch: int) -> bool:
+    """Whether a Fetch at (`offset`, `last_epoch`) continues `node`'s log (its last epoch ends at or
+    after the offset, within the retained log) at an offset inside a batch."""
+    log = node.log
+    if not log.start_offset() < offset < log.end_offset():
+        return False
+    end = log.end_offset_for_epoch(last_epoch)
+    if end.epoch != last_epoch or end.offset < offset:
+        return False
+    try:
+        log.read(offset, 1)
+    except ValueError:
+        return True
+    return False
 
 
 # ---------------------------------------------------------------------------- before the handler

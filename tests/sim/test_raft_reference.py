@@ -37,6 +37,7 @@ LEADER = dataclasses.replace(FOLLOWER, leader_id=1, leading=True, snapshot_size=
         (m.FetchRequest(4, 3, -1, 0), LEADER, E.INVALID_REQUEST),  # the request before the epoch
         (m.FetchRequest(5, 3, 0, 6), LEADER, E.INVALID_REQUEST),
         (m.FetchRequest(5, 3, 7, 5), LEADER, E.NONE),
+        (m.FetchRequest(5, 3, 7, 5), dataclasses.replace(LEADER, inside_batch=True), E.INVALID_REQUEST),  # ours
         (m.FetchSnapshotRequest(5, 3, OffsetAndEpoch(9, 5), 40, 8), LEADER, E.POSITION_OUT_OF_RANGE),
         (m.FetchSnapshotRequest(5, 3, OffsetAndEpoch(9, 5), 39, 0), LEADER, E.INVALID_REQUEST),
         (m.FetchSnapshotRequest(4, 3, OffsetAndEpoch(9, 5), -1, 8), LEADER, E.FENCED_LEADER_EPOCH),
@@ -96,8 +97,10 @@ def test_the_real_core_answers_exactly_and_the_traffic_reaches_the_reference() -
     print(f"reference branches reached over 8 seeds: {len(reached)}/{len(ref.BRANCHES)}; not reached: {missing}")
     # Every refusal the rogue client can draw is reached (only the dynamic quorum's, a
     # bootstrap checkpoint and rare elections' branches may be left to other seeds or simulators).
-    assert {b for b in ref.BRANCHES if "Fetch" in b and "bootstrap" not in b} <= reached
-    assert len(reached) >= len(ref.BRANCHES) - 6, missing
+    # (No replica fetches inside a batch, and a rogue Fetch that reached the log would be tracked as
+    # an observer: that branch is judged by the unit cases above only.)
+    assert {b for b in ref.BRANCHES if "Fetch" in b and "bootstrap" not in b and "inside" not in b} <= reached
+    assert len(reached) >= len(ref.BRANCHES) - 7, missing
 
 
 class FencesAfterTheRole(RaftCore):
