@@ -23,6 +23,7 @@ from kraftlab.node.raft.core import NotLeader, Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.retention import RetentionPolicy
+from kraftlab.node.sim.commit_progress import CommitProgress
 from kraftlab.node.sim.crash_bias import MomentFaults
 from kraftlab.node.sim.durability import DurabilityRules
 from kraftlab.node.sim.faults import FaultEvent, schedule
@@ -30,7 +31,7 @@ from kraftlab.node.sim.invariants import Invariants, InvariantViolation
 from kraftlab.node.sim.journal_truth import JournalTruth
 from kraftlab.node.sim.machine import CounterMachine
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
-from kraftlab.node.sim.network import Network
+from kraftlab.node.sim.network import LinkFaults, Network
 from kraftlab.node.sim.quorum_view import QuorumWitness
 from kraftlab.node.sim.response_rules import ResponseRules
 from kraftlab.node.sim.retention import drawn_retention
@@ -167,6 +168,7 @@ class Simulation:
             self.config, self._fail, lambda at: self.queue.push(at, JUDGE, None), self.check_quorum, self.backoff
         )
         self.durability = DurabilityRules(self._fail, self.nodes)
+        self.progress = CommitProgress(self.config, params.flush_delay_ms, LinkFaults().max_delay_ms, self._fail)
         self.result = SimResult(params)
         self._client_seq = 0
         self._same_time = 0
@@ -363,6 +365,7 @@ class Simulation:
         self.timers.stepped(node, out, now)
         self.durability.sent(node, out, now)
         self.moments.observe(node, out, now)
+        self.progress.stepped(node, now)
         network = self.network
         queue = self.queue
         inc = node.incarnation
@@ -500,6 +503,7 @@ class Simulation:
                 if node.raft is None:
                     self.start_node(node, now)
             self._healed_at = now
+            self.progress.healed(now)
             self._committed_at_heal = self.committed_offset()
 
     # ------------------------------------------------------------------ liveness
