@@ -13,8 +13,10 @@ the snapshots it stores, the voter set in force) with what the step's `Output.ev
   with where the fold stands (an append at the log's end, as leader only while leader and in its
   epoch, with the epoch, CRCs and control flag of the batch the log holds; a truncation from the
   log's end with the epoch the log ended with; a granted vote the state holds; a snapshot created,
-  fetched or deleted that the store did not or did hold; a `start` line naming the storage it
-  started on).
+  fetched or deleted that the store did not or did hold; a snapshot loaded that is the latest it
+  holds; a `start` line naming the storage, quorum-state file and voters it started on); and what
+  the step leaves must be on disk as told: no durable end beyond the log's own durable end, and the
+  quorum-state file holding the epoch, leader and vote of the last `role` line.
 - JournalComplete: once the step's events are folded, the fold equals the core's state after the
   step: every change of those quantities has its event (the fields the checkers read included).
 
@@ -107,6 +109,8 @@ class Step:
     appends: list[dict[str, Any]] | None = None
     """The step's appends, judged against the log it leaves (None: a truncation in the step may have
     cut them, so the log no longer tells)."""
+    change: dict[str, Any] | None = None
+    """The voter change the step journalled `appended`, until the `voters` line its record brings."""
 
     def voter(self) -> bool:
         """Whether the node is in the voter set the fold has in force."""
@@ -140,6 +144,8 @@ def _start(s: Step, e: dict[str, Any]) -> str | None:
     stored = (e["stored_epoch"], e["stored_vote"])
     if stored != s.stored:
         return f"a start reading quorum-state (epoch, vote) {stored} where the file held {s.stored}"
+    if sorted(e["voters"]) != sorted(s.core.voters):
+        return f"a start naming voters {e['voters']} where the set in force is {list(s.core.voters)}"
     s.now = n._replace(hw=e["hw"])
     return None
 
@@ -237,7 +243,9 @@ def _snapshot(s: Step, e: dict[str, Any]) -> str | None:
     action, sid = e["action"], OffsetAndEpoch(e["offset"], e["epoch"])
     held = sid in n.snapshots
     if action == "load":
-        return None if held else f"a snapshot {sid} loaded that the store does not hold"
+        if not held or sid != max(n.snapshots):
+            return f"a snapshot {sid} loaded where the latest the store holds is {max(n.snapshots, default=None)}"
+        return None
     if action == "delete":
         if not held:
             return f"a snapshot {sid} deleted that the store does not hold"
@@ -264,6 +272,10 @@ def _voters(s: Step, e: dict[str, Any]) -> str | None:
     claimed: VoterFacts = (e["offset"], tuple(e["voters"]), tuple(e["directory_ids"]), e["kraft_version"])
     if claimed == n.voters:
         return f"a voters line naming the set already in force ({claimed[1]} from offset {claimed[0]})"
+    change, s.change = s.change, None
+    if change is not None and (change["offset"], sorted(change["voters"])) != (e["offset"], sorted(e["voters"])):
+        return (f"a voter set appended at {change['offset']} naming {sorted(change['voters'])} where the record it "
+                f"wrote brings {sorted(e['voters'])} into force at {e['offset']}")
     s.now = n._replace(voters=claimed)
     return None
 
@@ -275,6 +287,8 @@ def _voter_change(s: Step, e: dict[str, Any]) -> str | None:
         return f"a voter change `{action}` by a {n.role}"
     if action == "appended" and e["offset"] != n.log_end:
         return f"a voter set appended at {e['offset']} where the log ended at {n.log_end}"
+    if action == "appended":
+        s.change = e
     if action == "committed" and e["offset"] >= n.hw:
         return f"a voter set at {e['offset']} committed below the high-water mark {n.hw}"
     return None
@@ -339,6 +353,20 @@ def _held(core: RaftCore, e: dict[str, Any]) -> str | None:
     return None
 
 
+def _kept(core: RaftCore, told: Facts) -> str | None:
+    """What the journal of a step claims is on disk and is not: its durable end (a `flush` says the log
+    is durable that far) and its election state (a `role` line's epoch, leader and vote are in the
+    quorum-state file before anything the step sends can imply them)."""
+    flushed = core.log.flushed_end_offset()
+    if told.durable > flushed:
+        return f"a durable end {told.durable} where the log is durable to {flushed}"
+    stored = core.quorum.read()
+    held = None if stored is None else (stored.leader_epoch, stored.leader_id, stored.voted_id)
+    if told.epoch is not None and held != (told.epoch, told.leader, told.voted):
+        return f"epoch {told.epoch}, leader {told.leader}, vote {told.voted} where the quorum-state file holds {held}"
+    return None
+
+
 def _complete(before: Facts, folded: Facts, after: Facts) -> list[str]:
     """The quantities whose change the step's events do not tell (or tell wrong)."""
     if folded == after:
@@ -397,6 +425,9 @@ class JournalTruth:
         if wrong:
             self.fail("JournalComplete", f"node {node_id}'s step journalled {[e.get('ev') for e in out.events]}: "
                       + "; ".join(wrong))
+        problem = _kept(core, step.now)
+        if problem is not None:
+            self.fail("JournalTrue", f"node {node_id}'s journal tells {problem}")
         self._facts[node_id] = after
 
     def crashed(self, node_id: int) -> None:

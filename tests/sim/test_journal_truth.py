@@ -81,7 +81,46 @@ class JournalsACommit(RaftCore):
         self._event("commit", offset=hw)
 
 
+class FlushesInWords(RaftCore):
+    """A follower that journals (and counts) what it appends as flushed, without flushing it."""
+
+    def _append_local(self, batches: Any, leader: bool) -> None:
+        if leader:
+            return super()._append_local(batches, leader)
+        log = self.log
+        durable = log.flushed_end_offset()
+        super()._append_local(batches, leader)
+        self._durable = log.end_offset()
+        log._flushed = durable  # type: ignore[attr-defined]  # the in-memory log: as if never flushed
+        self._out.events[-1]["end"] = self._durable
+
+
+class _KeepsNoVotes:
+    """A quorum-state file that loses every write of a vote for another node."""
+
+    def __init__(self, store: Any, node_id: int) -> None:
+        self.store, self.node_id = store, node_id
+
+    def read(self) -> Any:
+        return self.store.read()
+
+    def write(self, state: Any) -> None:
+        if state.voted_id in (None, self.node_id):
+            self.store.write(state)
+
+
+class VotesWithoutWriting(RaftCore):
+    """Grants votes without persisting them (its quorum-state file never holds a vote for another)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.quorum_state.store = _KeepsNoVotes(self.quorum_state.store, self.node_id)
+
+
 WRONG: list[tuple[str, type[RaftCore], str]] = [
+    ("a flush it never did", FlushesInWords, "JournalTrue"),
+    ("a vote it never wrote", VotesWithoutWriting, "JournalTrue"),
+    ("voters at start it does not have", _rewritten("start", lambda e: _set(e, voters=e["voters"][1:])), "JournalTrue"),
     ("a non-move", RepeatsItsFlush, "JournalTrue"),
     ("a kind nobody knows", JournalsACommit, "JournalTrue"),
     ("an hw off by one", _rewritten("hw", lambda e: _set(e, hw=e["hw"] - 1)), "JournalTrue"),
@@ -103,17 +142,24 @@ WRONG: list[tuple[str, type[RaftCore], str]] = [
 @pytest.mark.parametrize(("what", "core_class", "rule"), WRONG, ids=[w[0] for w in WRONG])
 def test_a_journal_that_lies_or_omits_is_caught(what: str, core_class: type[RaftCore], rule: str) -> None:
     with pytest.raises(InvariantViolation) as caught:
-        _raft(1, core_class).run()
+        _raft(1, core_class, flush_delay_ms=20).run()
     assert caught.value.name == rule, str(caught.value)
 
 
-def test_a_dynamic_quorum_journalling_the_set_it_had_is_caught() -> None:
-    wrong = _rewritten("voters", lambda e: _set(e, offset=e["offset"] + 1))
+def _appends_the_set_it_had(e: dict[str, Any]) -> dict[str, Any]:
+    return _set(e, voters=e["voters"][:-1]) if e["action"] == "appended" and e["kind"] == "add" else e
+
+
+@pytest.mark.parametrize(("what", "core_class", "rule"), [
+    ("a set one offset later", _rewritten("voters", lambda e: _set(e, offset=e["offset"] + 1)), "JournalComplete"),
+    ("an added voter missing", _rewritten("voter_change", _appends_the_set_it_had), "JournalTrue"),
+])
+def test_a_dynamic_quorums_lying_journal_is_caught(what: str, core_class: type[RaftCore], rule: str) -> None:
     params = MembershipParams(SimParams(seed=1, voters=5, faults=("crash",), journal=True), initial=2,
                               change_every_ms=300)
     with pytest.raises(InvariantViolation) as caught:
-        MembershipSimulation(params, core_class=wrong).run()
-    assert caught.value.name in ("JournalComplete", "JournalTrue"), str(caught.value)
+        MembershipSimulation(params, core_class=core_class).run()
+    assert caught.value.name == rule, str(caught.value)
 
 
 # ------------------------------------------------------------------ the same facts as the checker reads
@@ -127,34 +173,68 @@ def test_the_judges_read_every_field_the_checkers_contract_names() -> None:
         assert set(wanted) <= set(CHANGE_READS[action]), action
 
 
-class Recording(Simulation):
-    """Keeps every node's journal lines as a real node writes them."""
+class Recording:
+    """Keeps every node's journal lines as a real node writes them, and before a node crashes and at
+    the end compares what the checker's replay of its journal so far says with the core's state."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lines: list[dict[str, Any]] = []
+    lines: list[dict[str, Any]]
+    compared: int = 0
 
     def _dispatch(self, node: Any, out: Output, now: int) -> None:
         self.lines += [{"ts": now, "mono": now * 1_000_000, "node": node.node_id, **e} for e in out.events]
-        super()._dispatch(node, out, now)
+        super()._dispatch(node, out, now)  # type: ignore[misc]
+
+    def crash_node(self, node: Any, wipe: bool) -> None:
+        self.agree(node)
+        super().crash_node(node, wipe)  # type: ignore[misc]
+
+    def agree(self, node: Any) -> None:
+        nid, core = node.node_id, node.core
+        if core is None:
+            return
+        told = Replay(journals_from([x for x in self.lines if x["node"] == nid], "sim")).nodes[nid]
+        facts, moment = facts_of(core), told.end
+        assert (moment.epoch, moment.hw, told.log_end, moment.durable) == (
+            facts.epoch, facts.hw, facts.log_end, facts.durable), nid
+        assert moment.role == (facts.role if core.is_voter else "observer"), nid
+        held = {b.base_offset + i: (b.epoch, r.crc()) for b in node.log.batches() for i, r in enumerate(b.records)}
+        assert {o: (ep, crc) for o, (ep, crc, _) in told.log.items() if o >= facts.log_start} == held, nid
+        if facts.voters is not None:
+            offset, ids, dirs, _ = facts.voters
+            assert moment.voters[-1] == (offset, frozenset(zip(ids, dirs, strict=True))), nid
+        self.compared += 1
+
+
+class RecordingRaft(Recording, Simulation):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lines = []
+
+
+class RecordingMembership(Recording, MembershipSimulation):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lines = []
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_checkers_replay_of_the_journals_is_the_cores_state(seed: int) -> None:
-    s = Recording(SimParams(seed=seed, voters=3, observers=1, faults=FAULTS, journal=True,
-                            flush_delay_ms=20 if seed == 2 else 0))
+    s = RecordingRaft(SimParams(seed=seed, voters=3, observers=1, faults=FAULTS, journal=True,
+                                flush_delay_ms=20 if seed == 2 else 0))
     s.run()
-    replay = Replay(journals_from(s.lines, "sim"))
-    for nid, node in s.nodes.items():
-        core = node.core
-        assert core is not None
-        facts, told = facts_of(core), replay.nodes[nid]
-        moment = told.end
-        assert (moment.epoch, moment.hw, told.log_end) == (facts.epoch, facts.hw, facts.log_end), nid
-        assert moment.role == (facts.role if core.is_voter else "observer"), nid
-        assert moment.durable == facts.durable, nid
-        held = {b.base_offset + i: (b.epoch, r.crc()) for b in node.log.batches() for i, r in enumerate(b.records)}
-        assert {o: (ep, crc) for o, (ep, crc, _) in told.log.items() if o >= facts.log_start} == held, nid
+    for node in s.nodes.values():
+        s.agree(node)
+    assert s.compared > len(s.nodes)  # crashes were compared too
+
+
+def test_the_checkers_replay_of_a_dynamic_quorums_journals_is_the_cores_state() -> None:
+    params = MembershipParams(SimParams(seed=2, voters=5, faults=("crash", "wipe"), journal=True), initial=2,
+                              change_every_ms=300)
+    s = RecordingMembership(params)
+    s.run()
+    for node in s.nodes.values():
+        s.agree(node)
+    assert s.compared > len(s.nodes)
 
 
 def test_a_journalling_run_replays_from_its_command() -> None:
