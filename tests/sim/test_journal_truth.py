@@ -141,9 +141,17 @@ WRONG: list[tuple[str, type[RaftCore], str]] = [
 
 @pytest.mark.parametrize(("what", "core_class", "rule"), WRONG, ids=[w[0] for w in WRONG])
 def test_a_journal_that_lies_or_omits_is_caught(what: str, core_class: type[RaftCore], rule: str) -> None:
-    with pytest.raises(InvariantViolation) as caught:
-        _raft(1, core_class, flush_delay_ms=20).run()
-    assert caught.value.name == rule, str(caught.value)
+    assert _first_finding(lambda seed: _raft(seed, core_class, flush_delay_ms=20).run()) == rule
+
+
+def _first_finding(run: Any, seeds: range = range(1, 6)) -> str:
+    """The rule the first of `seeds` whose run breaks one names (a run may not reach the lie)."""
+    for seed in seeds:
+        try:
+            run(seed)
+        except InvariantViolation as caught:
+            return caught.name
+    return "nothing"
 
 
 def _appends_the_set_it_had(e: dict[str, Any]) -> dict[str, Any]:
@@ -155,11 +163,12 @@ def _appends_the_set_it_had(e: dict[str, Any]) -> dict[str, Any]:
     ("an added voter missing", _rewritten("voter_change", _appends_the_set_it_had), "JournalTrue"),
 ])
 def test_a_dynamic_quorums_lying_journal_is_caught(what: str, core_class: type[RaftCore], rule: str) -> None:
-    params = MembershipParams(SimParams(seed=1, voters=5, faults=("crash",), journal=True), initial=2,
-                              change_every_ms=300)
-    with pytest.raises(InvariantViolation) as caught:
+    def run(seed: int) -> None:
+        params = MembershipParams(SimParams(seed=seed, voters=5, faults=("crash",), journal=True), initial=2,
+                                  change_every_ms=300)
         MembershipSimulation(params, core_class=core_class).run()
-    assert caught.value.name == rule, str(caught.value)
+
+    assert _first_finding(run) == rule
 
 
 # ------------------------------------------------------------------ the same facts as the checker reads
@@ -192,13 +201,19 @@ class Recording:
         nid, core = node.node_id, node.core
         if core is None:
             return
-        told = Replay(journals_from([x for x in self.lines if x["node"] == nid], "sim")).nodes[nid]
+        lines = [x for x in self.lines if x["node"] == nid]
+        told = Replay(journals_from(lines, "sim")).nodes[nid]
         facts, moment = facts_of(core), told.end
+        life = lines[max(i for i, x in enumerate(lines) if x["ev"] == "start"):]
+        # (the replay forgets the entries a loaded snapshot covers; the log may still hold them)
+        known = max([facts.log_start] + [x["offset"] for x in life if x["ev"] == "snapshot" and
+                                          x["action"] in ("load", "fetch")])
         assert (moment.epoch, moment.hw, told.log_end, moment.durable) == (
             facts.epoch, facts.hw, facts.log_end, facts.durable), nid
         assert moment.role == (facts.role if core.is_voter else "observer"), nid
-        held = {b.base_offset + i: (b.epoch, r.crc()) for b in node.log.batches() for i, r in enumerate(b.records)}
-        assert {o: (ep, crc) for o, (ep, crc, _) in told.log.items() if o >= facts.log_start} == held, nid
+        held = {o: (b.epoch, r.crc()) for b in node.log.batches() for o, r in enumerate(b.records, b.base_offset)}
+        assert {o: (ep, crc) for o, (ep, crc, _) in told.log.items() if o >= known} == {
+            o: x for o, x in held.items() if o >= known}, nid
         if facts.voters is not None:
             offset, ids, dirs, _ = facts.voters
             assert moment.voters[-1] == (offset, frozenset(zip(ids, dirs, strict=True))), nid
