@@ -38,6 +38,7 @@ from kraftlab.node.sim.raft_reading import Refused, carried, read_request, read_
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PER_CLASS = settings(FAST, max_examples=30)  # 32 entity classes, each drawn on its own
 
 
 def through_bytes(entity: Any) -> Any:
@@ -229,7 +230,7 @@ def _node_response(entity: Any) -> m.Response:
 
 @pytest.mark.parametrize("cls", list(_served("request")), ids=lambda c: f"{c.__name__}v{c.__version__}")
 def test_any_request_kafkas_schema_allows_reads_as_kafka_reads_it(cls: type) -> None:
-    @FAST
+    @PER_CLASS
     @given(raft_entities(cls))
     def prop(entity: Any) -> None:
         judge_node_reading(entity, _node_request, read_request)
@@ -239,7 +240,7 @@ def test_any_request_kafkas_schema_allows_reads_as_kafka_reads_it(cls: type) -> 
 
 @pytest.mark.parametrize("cls", list(_served("response")), ids=lambda c: f"{c.__name__}v{c.__version__}")
 def test_any_response_kafkas_schema_allows_reads_as_kafka_reads_it(cls: type) -> None:
-    @FAST
+    @PER_CLASS
     @given(raft_entities(cls))
     def prop(entity: Any) -> None:
         judge_node_reading(entity, _node_response, read_response)
