@@ -60,9 +60,12 @@ def test_the_leader_is_removed_and_disks_are_replaced_across_runs() -> None:
     initial=st.integers(1, 3),
     faults=st.sets(st.sampled_from(FAULTS)),
     flush_delay_ms=st.sampled_from([0, 25]),
+    wire=st.booleans(),  # every Raft message read by Kafka's schema (node.sim.raft_reading) in half the runs
 )
-def test_property_safety_across_voter_sets(seed: int, initial: int, faults: set[str], flush_delay_ms: int) -> None:
-    sim = SimParams(seed=seed, voters=5, faults=tuple(sorted(faults)), flush_delay_ms=flush_delay_ms, journal=True)
+def test_property_safety_across_voter_sets(seed: int, initial: int, faults: set[str], flush_delay_ms: int,
+                                           wire: bool) -> None:
+    sim = SimParams(seed=seed, voters=5, faults=tuple(sorted(faults)), flush_delay_ms=flush_delay_ms, journal=True,
+                    wire=wire)
     params = MembershipParams(sim, initial=initial)
     try:
         run(params)
