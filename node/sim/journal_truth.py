@@ -14,7 +14,8 @@ the snapshots it stores, the voter set in force) with what the step's `Output.ev
   epoch, with the epoch, CRCs and control flag of the batch the log holds; a truncation from the
   log's end with the epoch the log ended with; a granted vote the state holds; a snapshot created,
   fetched or deleted that the store did not or did hold; a snapshot loaded that is the latest it
-  holds; a `start` line naming the storage, quorum-state file and voters it started on); and what
+  holds; a `start` line naming the storage, quorum-state file, voters, directory id and roles it
+  started on; a `voters` line, or a truncation for a snapshot, naming a cause the step journalled); and what
   the step leaves must be on disk as told: no durable end beyond the log's own durable end, and the
   quorum-state file holding the epoch, leader and vote of the last `role` line.
 - JournalComplete: once the step's events are folded, the fold equals the core's state after the
@@ -109,6 +110,9 @@ class Step:
     appends: list[dict[str, Any]] | None = None
     """The step's appends, judged against the log it leaves (None: a truncation in the step may have
     cut them, so the log no longer tells)."""
+    causes: frozenset[str] = frozenset()
+    """What the step journalled that a `voters` or a snapshot truncation names as its cause: `start`,
+    `append` (of a control batch), `truncate`, `snapshot` (fetched)."""
     change: dict[str, Any] | None = None
     """The voter change the step journalled `appended`, until the `voters` line its record brings."""
 
@@ -144,8 +148,12 @@ def _start(s: Step, e: dict[str, Any]) -> str | None:
     stored = (e["stored_epoch"], e["stored_vote"])
     if stored != s.stored:
         return f"a start reading quorum-state (epoch, vote) {stored} where the file held {s.stored}"
-    if sorted(e["voters"]) != sorted(s.core.voters):
-        return f"a start naming voters {e['voters']} where the set in force is {list(s.core.voters)}"
+    core = s.core
+    if sorted(e["voters"]) != sorted(core.voters):
+        return f"a start naming voters {e['voters']} where the set in force is {list(core.voters)}"
+    directory = None if core.directory_id is None else uuid_to_kafka(core.directory_id)
+    if (e["directory_id"], e["roles"]) != (directory, core.roles):
+        return f"a start on directory {e['directory_id']} as {e['roles']} where the node is {directory} as {core.roles}"
     s.now = n._replace(hw=e["hw"])
     return None
 
@@ -219,6 +227,8 @@ def _truncate(s: Step, e: dict[str, Any]) -> str | None:
             return f"a truncation naming last fetched epoch {e['last_fetched_epoch']}, the log's being {n.last_epoch}"
         s.now = n._replace(log_end=to, durable=min(n.durable, to), last_epoch=None)
     elif reason == "snapshot":
+        if "snapshot" not in s.causes:
+            return "a truncation for a snapshot in a step that fetched none"
         s.now = n._replace(log_start=to, log_end=to, durable=to, last_epoch=None)
     else:
         s.now = n._replace(log_end=to, durable=min(n.durable, to), last_epoch=None)
@@ -272,6 +282,8 @@ def _voters(s: Step, e: dict[str, Any]) -> str | None:
     claimed: VoterFacts = (e["offset"], tuple(e["voters"]), tuple(e["directory_ids"]), e["kraft_version"])
     if claimed == n.voters:
         return f"a voters line naming the set already in force ({claimed[1]} from offset {claimed[0]})"
+    if e["reason"] not in s.causes:
+        return f"a voters line for a{'n' if e['reason'][0] in 'aeiou' else ''} {e['reason']} in a step without one"
     change, s.change = s.change, None
     if change is not None and (change["offset"], sorted(change["voters"])) != (e["offset"], sorted(e["voters"])):
         return (f"a voter set appended at {change['offset']} naming {sorted(change['voters'])} where the record it "
@@ -299,7 +311,8 @@ def _said(s: Step, e: dict[str, Any]) -> str | None:
 
 
 JUDGES: dict[str, Judge] = {
-    "start": Judge(("roles", "voters", "log_start", "log_end", "hw", "stored_epoch", "stored_vote"), _start),
+    "start": Judge(("roles", "voters", "log_start", "log_end", "hw", "stored_epoch", "stored_vote", "directory_id"),
+                   _start),
     "role": Judge(("role", "epoch", "leader", "voted_for"), _role),
     "vote": Judge(("epoch", "candidate", "granted", "pre_vote", "reason"), _vote),
     "append": Judge(("base", "epoch", "crcs", "control", "leader"), _append),
@@ -337,6 +350,17 @@ def reads(e: dict[str, Any]) -> tuple[str, ...] | None:
     if e.get("ev") == "truncate" and e.get("reason") == "diverging":
         return judge.reads + DIVERGING_READS
     return judge.reads
+
+
+def _causes(events: list[dict[str, Any]]) -> frozenset[str]:
+    out = set()
+    for e in events:
+        ev = e.get("ev")
+        if ev in ("start", "truncate") or (ev == "append" and e.get("control")):
+            out.add(str(ev))
+        elif ev == "snapshot" and e.get("action") == "fetch":
+            out.add("snapshot")
+    return frozenset(out)
 
 
 def _held(core: RaftCore, e: dict[str, Any]) -> str | None:
@@ -404,7 +428,7 @@ class JournalTruth:
         if before is None:  # a core this judge did not see start: judged from its next step on
             self._facts[node_id] = after
             return
-        step = Step(core, before, self._stored.pop(node_id, None), [])
+        step = Step(core, before, self._stored.pop(node_id, None), [], _causes(out.events))
         for e in out.events:
             wanted = reads(e)
             if wanted is None:

@@ -161,6 +161,10 @@ def _appends_the_set_it_had(e: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(("what", "core_class", "rule"), [
     ("a set one offset later", _rewritten("voters", lambda e: _set(e, offset=e["offset"] + 1)), "JournalComplete"),
     ("an added voter missing", _rewritten("voter_change", _appends_the_set_it_had), "JournalTrue"),
+    ("a start on another disk", _rewritten("start", lambda e: _set(e, directory_id="AAAAAAAAAAAAAAAAAAAAAA")),
+     "JournalTrue"),
+    ("a set appended told truncated",
+     _rewritten("voters", lambda e: _set(e, reason="truncate") if e["reason"] == "append" else e), "JournalTrue"),
 ])
 def test_a_dynamic_quorums_lying_journal_is_caught(what: str, core_class: type[RaftCore], rule: str) -> None:
     def run(seed: int) -> None:
