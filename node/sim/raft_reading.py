@@ -49,7 +49,7 @@ UNMODELED: dict[str, str] = {
     "VoteRequest.replica_directory_id": "the candidate's own directory id: the node's voters judge a candidate "
     "by id alone (the voter's directory id is checked, VoterDirectoryId)",
     "*.node_endpoints": "leader endpoints (KIP-853 tagged field): the node finds voters by its configured endpoints",
-    "*.error_message": "free text beside the error code; the core acts on the code (kept for voter changes)",
+    "DescribeQuorumResponse.error_message": "free text beside the error code; the core acts on the code",
     "*.throttle_time": "no quotas on the controller listener: always zero (judged by node.sim.wire)",
     "FetchRequest.min_bytes": "the node answers a Raft Fetch as soon as it has records or max_wait ends",
     "FetchRequest.max_bytes": "the node bounds a response by its own batch limit",
@@ -65,7 +65,6 @@ UNMODELED: dict[str, str] = {
     "FetchResponse.last_stable_offset": "transactions do not apply to the metadata log",
     "FetchResponse.aborted_transactions": "transactions do not apply to the metadata log",
     "FetchResponse.preferred_read_replica": "KIP-392 only",
-    "FetchSnapshotRequest.max_bytes": "the top-level bound; the partition's max_bytes is the one modeled",
     "UpdateRaftVoterResponse.host": "the leader's host and port (informational): the node's tools name the"
     " leader by id",
     "UpdateRaftVoterResponse.port": "as host",
