@@ -17,6 +17,9 @@ as Kafka's `resetConnections` does):
   after a failure (the node's backoff grows with consecutive failures up to that maximum), and
   within the request timeout of an unanswered request — each a tick late at most, judged when it
   falls due (a follower that stops fetching is seen before its fetch timeout ends it).
+- BeginQuorumEpochRetry / EndQuorumEpochRetry: so does a leader to each voter that has neither
+  fetched nor answered its BeginQuorumEpoch (KIP-595: the leader tells every voter of its epoch),
+  and a resigned leader to each voter that has not answered its EndQuorumEpoch.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.output import Output
-from kraftlab.node.raft.states import EpochState, Follower
+from kraftlab.node.raft.states import EpochState, Follower, Leader, Resigned
 from kraftlab.node.sim.invariants import CheckedNode
 from kraftlab.node.sim.timing_rules import TICK_MS
 
@@ -49,11 +52,22 @@ class Peer:
     """A follower's leader: when the next request to it is due (None: one is outstanding)."""
 
 
+_OWED: dict[type, tuple[str, str]] = {
+    Follower: ("FetchRetry", "its next Fetch"),
+    Leader: ("BeginQuorumEpochRetry", "BeginQuorumEpoch again"),
+    Resigned: ("EndQuorumEpochRetry", "EndQuorumEpoch again"),
+}
+"""The states that keep asking a peer until it hears them, the rule judging each, what they owe."""
+
+
 @dataclass(slots=True)
 class Watched:
     core: object
     state: EpochState
     peers: dict[int, Peer] = field(default_factory=dict)
+    owed: set[int] = field(default_factory=set)
+    """Peers this state asks again and again until they hear it: a follower's leader; the voters a
+    leader (BeginQuorumEpoch) or a resigned leader (EndQuorumEpoch) has not heard from yet."""
 
 
 class RequestTimers:
@@ -67,7 +81,13 @@ class RequestTimers:
         """`env` is about to be handled by `node`."""
         watched = self._watched.get(node.node_id)
         msg = env.message
-        if watched is None or watched.core is not node.core or m.is_request(msg):
+        if watched is None or watched.core is not node.core:
+            return
+        if isinstance(msg, m.FetchRequest | m.FetchSnapshotRequest | m.BeginQuorumEpochResponse):
+            watched.owed.discard(env.src)  # a voter that fetches (or answers) has heard of the leader
+        if isinstance(msg, m.EndQuorumEpochResponse):
+            watched.owed.discard(env.src)
+        if m.is_request(msg):
             return
         peer = watched.peers.get(env.src)
         if peer is None or peer.ref is None or peer.ref != env.ref:
@@ -75,6 +95,7 @@ class RequestTimers:
         peer.ref = None
         state = watched.state
         leader = isinstance(state, Follower) and env.src == state.leader_id
+        owed = env.src in watched.owed
         retry = self.config.retry_backoff_ms
         if isinstance(msg, m.RequestFailed):
             peer.not_before, peer.why = now + retry, f"its request failed at t={now}"
@@ -87,7 +108,7 @@ class RequestTimers:
                 peer.not_before = now
         else:
             peer.not_before, due = now, now
-        if leader:
+        if owed:
             peer.by = due
             self.wake(due + TICK_MS + 1)
 
@@ -104,7 +125,11 @@ class RequestTimers:
             watched = Watched(core, state)
             self._watched[nid] = watched
             if isinstance(state, Follower):
-                watched.peers[state.leader_id] = Peer(by=now)
+                watched.owed = {state.leader_id}
+            elif isinstance(state, Leader | Resigned):
+                watched.owed = set(core.voter_set.others(nid))
+            for v in watched.owed:
+                watched.peers[v] = Peer(by=now)
         timeout = self.config.request_timeout_ms
         for env in out.messages:
             if not m.is_request(env.message):
@@ -120,26 +145,25 @@ class RequestTimers:
             watched.peers[env.dst] = Peer(
                 env.ref, now + timeout, f"its request of t={now} is unanswered", None
             )
-            if isinstance(state, Follower) and env.dst == state.leader_id:
+            if env.dst in watched.owed:
                 self.wake(now + timeout + TICK_MS + 1)
 
     def overdue(self, nodes: Mapping[int, CheckedNode], now: int) -> None:
-        """A follower that owes its leader a request past its due time (called at each wake)."""
+        """A node that owes a peer a request past its due time (called at each wake)."""
         for nid, watched in list(self._watched.items()):
             state = watched.state
             core = nodes[nid].core
-            if core is not watched.core or core is None or core.state is not state or not isinstance(state, Follower):
+            if core is not watched.core or core is None or core.state is not state:
                 continue
-            peer = watched.peers.get(state.leader_id)
-            if peer is None:
-                continue
-            due = peer.by if peer.ref is None else peer.not_before
-            if due is not None and now > due + TICK_MS:
+            for v in watched.owed:
+                peer = watched.peers[v]
+                due = peer.by if peer.ref is None else peer.not_before
+                if due is None or now <= due + TICK_MS or (not isinstance(state, Follower) and v not in core.voter_set):
+                    continue
+                rule, what = next(v for k, v in _OWED.items() if isinstance(state, k))
                 self.fail(
-                    "FetchRetry",
-                    f"node {nid} follows {state.leader_id} in epoch {state.epoch} and has not fetched "
-                    f"from it at t={now}: a request was due by t={due}",
+                    rule,
+                    f"node {nid} ({type(state).__name__}, epoch {state.epoch}) has not sent {what} to {v} "
+                    f"at t={now}: it was due by t={due}",
                 )
-                peer.by = None
-                peer.ref = None
-                peer.not_before = now
+                peer.by, peer.ref, peer.not_before = None, None, now

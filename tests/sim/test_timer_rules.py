@@ -247,13 +247,17 @@ class RetriesTooLate(RaftCore):
 
 
 @pytest.mark.parametrize(
-    ("core_class", "rule"),
-    [(RequestTimeoutHalved, "RequestTimeout"), (RetriesAtOnce, "RetryBackoff"), (RetriesTooLate, "FetchRetry")],
+    ("core_class", "rules"),
+    [
+        (RequestTimeoutHalved, ("RequestTimeout",)),
+        (RetriesAtOnce, ("RetryBackoff",)),
+        (RetriesTooLate, ("FetchRetry", "BeginQuorumEpochRetry", "EndQuorumEpochRetry")),
+    ],
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )
-def test_a_wrong_request_timer_is_caught(core_class: type[RaftCore], rule: str) -> None:
+def test_a_wrong_request_timer_is_caught(core_class: type[RaftCore], rules: tuple[str, ...]) -> None:
     found = first_violation(core_class, range(10), faults=("crash", "drop", "partition"), refusals=True)
-    assert found is not None and found.name == rule, found
+    assert found is not None and found.name in rules, found
 
 
 class FetchTimeoutAMillisecondEarly(RaftCore):
@@ -279,3 +283,26 @@ def test_wakeups_a_millisecond_off_show_a_timer_off_by_one() -> None:
 
 def test_the_real_core_keeps_every_timer_when_woken_a_millisecond_off() -> None:
     assert first_violation(RaftCore, range(4), faults=("wakeups", "crash", "drop"), voters=5, observers=1) is None
+
+
+class TellsTheEpochOnce(RaftCore):
+    """A leader that sends BeginQuorumEpoch once per voter and never again, and a resigned leader
+    likewise EndQuorumEpoch, whatever became of the request."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._told: set[tuple[int, int, type]] = set()
+
+    def _send(self, dst: int, message: m.Request, now: int) -> None:
+        if isinstance(message, m.BeginQuorumEpochRequest | m.EndQuorumEpochRequest):
+            key = (message.epoch, dst, type(message))
+            if key in self._told:
+                self._inflight[dst] = (0, now + self.config.request_timeout_ms)  # as if outstanding
+                return
+            self._told.add(key)
+        super()._send(dst, message, now)
+
+
+def test_a_leader_that_stops_telling_its_epoch_is_caught() -> None:
+    found = first_violation(TellsTheEpochOnce, range(10), faults=("drop", "partition"))
+    assert found is not None and found.name in ("BeginQuorumEpochRetry", "EndQuorumEpochRetry"), found
