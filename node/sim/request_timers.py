@@ -17,6 +17,10 @@ as Kafka's `resetConnections` does):
   after a failure (the node's backoff grows with consecutive failures up to that maximum), and
   within the request timeout of an unanswered request — each a tick late at most, judged when it
   falls due (a follower that stops fetching is seen before its fetch timeout ends it).
+- BootstrapRetry: an observer that knows no leader (Unattached) asks some voter with a Fetch at
+  once, and again within the retry backoff of each answer or of its last request's timeout (the
+  maximum election backoff after a failure, when every voter may be backing off), as Kafka's
+  observers do.
 - BeginQuorumEpochRetry / EndQuorumEpochRetry: so does a leader to each voter that has neither
   fetched nor answered its BeginQuorumEpoch (KIP-595: the leader tells every voter of its epoch),
   and a resigned leader to each voter that has not answered its EndQuorumEpoch.
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.output import Output
-from kraftlab.node.raft.states import EpochState, Follower, Leader, Resigned
+from kraftlab.node.raft.states import EpochState, Follower, Leader, Resigned, Unattached
 from kraftlab.node.sim.invariants import CheckedNode
 from kraftlab.node.sim.timing_rules import TICK_MS
 
@@ -66,6 +70,9 @@ class Watched:
     state: EpochState
     peers: dict[int, Peer] = field(default_factory=dict)
     owed: set[int] = field(default_factory=set)
+    seek_by: int | None = None
+    """An observer that knows no leader (Unattached): when its next bootstrap Fetch to some voter
+    is due while none is outstanding (None: not such an observer)."""
     """Peers this state asks again and again until they hear it: a follower's leader; the voters a
     leader (BeginQuorumEpoch) or a resigned leader (EndQuorumEpoch) has not heard from yet."""
 
@@ -96,6 +103,11 @@ class RequestTimers:
         state = watched.state
         leader = isinstance(state, Follower) and env.src == state.leader_id
         owed = env.src in watched.owed
+        if watched.seek_by is not None:
+            failed = isinstance(msg, m.RequestFailed)
+            wait = self.config.election_backoff_max_ms if failed else self.config.retry_backoff_ms
+            watched.seek_by = max(watched.seek_by, now + wait)
+            self.wake(watched.seek_by + TICK_MS + 1)
         retry = self.config.retry_backoff_ms
         if isinstance(msg, m.RequestFailed):
             peer.not_before, peer.why = now + retry, f"its request failed at t={now}"
@@ -130,6 +142,9 @@ class RequestTimers:
                 watched.owed = set(core.voter_set.others(nid))
             for v in watched.owed:
                 watched.peers[v] = Peer(by=now)
+            if isinstance(state, Unattached) and not core.is_voter:
+                watched.seek_by = now
+                self.wake(now + TICK_MS + 1)
         timeout = self.config.request_timeout_ms
         for env in out.messages:
             if not m.is_request(env.message):
@@ -147,6 +162,27 @@ class RequestTimers:
             )
             if env.dst in watched.owed:
                 self.wake(now + timeout + TICK_MS + 1)
+            if watched.seek_by is not None:
+                watched.seek_by = now + self.config.retry_backoff_ms
+                self.wake(now + timeout + self.config.retry_backoff_ms + TICK_MS + 1)
+
+    def _seeking(self, nid: int, watched: Watched, now: int) -> None:
+        """An observer with no leader asks some voter again within the retry backoff of its last
+        answer or of its last request's timeout (the maximum election backoff after a failure)."""
+        assert watched.seek_by is not None
+        retry = self.config.retry_backoff_ms
+        due = watched.seek_by
+        # it asks while none is outstanding: after the last outstanding request is given up
+        outstanding = [p.not_before for p in watched.peers.values() if p.ref is not None]
+        if outstanding:
+            due = max(due, max(outstanding) + retry)
+        if now > due + TICK_MS:
+            self.fail(
+                "BootstrapRetry",
+                f"observer {nid} (no leader in epoch {watched.state.epoch}) has asked no voter since "
+                f"t={due - retry} at t={now}: controller.quorum.retry.backoff.ms is {retry} ms",
+            )
+            watched.seek_by = now
 
     def overdue(self, nodes: Mapping[int, CheckedNode], now: int) -> None:
         """A node that owes a peer a request past its due time (called at each wake)."""
@@ -155,6 +191,8 @@ class RequestTimers:
             core = nodes[nid].core
             if core is not watched.core or core is None or core.state is not state:
                 continue
+            if watched.seek_by is not None:
+                self._seeking(nid, watched, now)
             for v in watched.owed:
                 peer = watched.peers[v]
                 due = peer.by if peer.ref is None else peer.not_before

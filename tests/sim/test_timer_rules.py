@@ -14,7 +14,7 @@ from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.ports import Record
-from kraftlab.node.raft.states import EpochState, Follower, Leader
+from kraftlab.node.raft.states import EpochState, Follower, Leader, Unattached
 from kraftlab.node.sim.cluster import SimParams, Simulation
 from kraftlab.node.sim.invariants import InvariantViolation
 from kraftlab.node.sim.timer_rules import SPREAD_DRAWS, TimerRules
@@ -306,3 +306,16 @@ class TellsTheEpochOnce(RaftCore):
 def test_a_leader_that_stops_telling_its_epoch_is_caught() -> None:
     found = first_violation(TellsTheEpochOnce, range(10), faults=("drop", "partition"))
     assert found is not None and found.name in ("BeginQuorumEpochRetry", "EndQuorumEpochRetry"), found
+
+
+class ObserverSeeksSlowly(RaftCore):
+    """An observer without a leader asks a voter only every ten retry backoffs."""
+
+    def _bootstrap_fetch(self, state: Unattached, now: int) -> None:
+        super()._bootstrap_fetch(state, now)
+        state.deadline = now + 10 * self.config.retry_backoff_ms
+
+
+def test_an_observer_slow_to_look_for_the_leader_is_caught() -> None:
+    found = first_violation(ObserverSeeksSlowly, range(10), observers=2, faults=("crash", "partition"))
+    assert found is not None and found.name == "BootstrapRetry", found
