@@ -200,6 +200,13 @@ class CoreContext:
             return now
         return now + (self._election_timeout() if self.is_voter else 0)
 
+    def _voted_deadline(self, now: int) -> int:
+        """When a node a Vote request moved (to a later epoch, or to its vote) acts next: a voter
+        after an election timeout; an observer (a dynamic quorum's replica grants votes whatever
+        its set) at once, since it keeps looking for the leader every retry backoff — Kafka's
+        observer never waits for an election (`QuorumState.transitionToUnattached`)."""
+        return now + self._election_timeout() if self.is_voter else now
+
     def _fresh_deadline(self, now: int) -> int:
         """A fresh voter (no quorum-state, empty log, no snapshot: the quorum's first start) knows
         there is no leader to wait for: as KIP-595's bootstrap has it, it begins the vote once it

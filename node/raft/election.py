@@ -157,7 +157,7 @@ class Election(CoreContext):
             # The candidate is in a later epoch, reached in an election this node missed: adopt it,
             # as Raft does for any later term (a pre-vote too, or the candidate could never be heard
             # again: pre-votes change nobody's epoch), before anything else is judged (Kafka's order).
-            self._set_state(Unattached(replica_epoch, None, now + self._election_timeout()), now)
+            self._set_state(Unattached(replica_epoch, None, self._voted_deadline(now)), now)
         if self._dynamic:
             # KIP-853: a replica grants votes whatever its voter set says (the candidate may know
             # a newer one, which may add this replica), but only as the replica the candidate
@@ -184,7 +184,7 @@ class Election(CoreContext):
             return answer(False, "log behind")
         if not (isinstance(state, Unattached) and state.voted_id == req.candidate_id):
             # Persist the vote (quorum-state write) before the response goes out.
-            self._set_state(Unattached(state.epoch, req.candidate_id, now + self._election_timeout()), now)
+            self._set_state(Unattached(state.epoch, req.candidate_id, self._voted_deadline(now)), now)
         return answer(True, "ok")
 
     def _on_vote_response(self, env: m.Envelope, resp: m.VoteResponse, now: int) -> None:

@@ -337,3 +337,18 @@ def test_a_vote_for_another_disk_in_a_later_epoch_moves_the_replica_to_that_epoc
     (answer,) = [e.message for e in ask(core, elsewhere, 1, src=1).messages if isinstance(e.message, m.VoteResponse)]
     assert (answer.error, answer.granted, answer.epoch) == (m.Errors.INVALID_VOTER_KEY, False, 4)
     assert (core.epoch, core.voted_id) == (4, None)
+
+
+def test_an_observer_a_vote_request_moves_keeps_looking_for_the_leader() -> None:
+    """A dynamic quorum's observer answers votes (its set may be behind); moved to the candidate's
+    epoch, it still asks a bootstrap server for the leader at once, as Kafka's observers never wait
+    for an election timeout, where it used to sit out a whole election timeout."""
+    core = node(2)  # --no-initial-controllers: an observer
+    out = core.start(0)
+    (first,) = [e for e in out.messages if isinstance(e.message, m.FetchRequest)]
+    core.handle(m.Envelope(first.dst, 2, m.FetchResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, 0, None), first.ref), 5)
+    for epoch, pre_vote, now in ((3, True, 30), (5, False, 60)):
+        out = core.handle(m.Envelope(1, 2, m.VoteRequest(epoch, 1, 0, 0, pre_vote), "v"), now)
+        assert not core.is_voter and core.role == Role.UNATTACHED
+        assert core.epoch == (epoch - 1 if pre_vote else epoch)
+        assert out.deadline is not None and out.deadline <= now + CONFIG.retry_backoff_ms
