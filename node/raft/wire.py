@@ -142,20 +142,24 @@ def _error(code: ErrorCode) -> m.Errors:
         return m.Errors.UNKNOWN_SERVER_ERROR
 
 
-def _one(topics: tuple[Any, ...], name_of: str = "topic_name", index_of: str = "partition_index") -> Any:
-    """The single partition of the metadata topic in a request/response (named, or by id from Fetch v13),
-    which must be partition 0 — Kafka's `RaftUtil.hasValidTopicPartition` checks the index as well."""
+_TOPIC_NAMES = ("topic_name", "topic", "name")
+_PARTITION_INDEXES = ("partition_index", "partition", "index")
+
+
+def metadata_partition(topics: tuple[Any, ...]) -> Any:
+    """The one partition a Raft request or response names, which must be partition 0 of
+    `__cluster_metadata` (by name, or by id from Fetch v13) — Kafka's `RaftUtil.hasValidTopicPartition`;
+    WireError otherwise."""
     if len(topics) != 1 or len(topics[0].partitions) != 1:
         raise WireError("expected exactly one partition of __cluster_metadata")
     topic = topics[0]
-    named = getattr(topic, "topic_id", None) == METADATA_TOPIC_ID if not hasattr(topic, name_of) else (
-        getattr(topic, name_of) == METADATA_TOPIC
-    )
-    if not named:
+    name = next((getattr(topic, a) for a in _TOPIC_NAMES if hasattr(topic, a)), None)
+    if (name != METADATA_TOPIC) if name is not None else (getattr(topic, "topic_id", None) != METADATA_TOPIC_ID):
         raise WireError("expected exactly one partition of __cluster_metadata")
     partition = topic.partitions[0]
-    if getattr(partition, index_of) != PARTITION:
-        raise WireError(f"partition {getattr(partition, index_of)} of __cluster_metadata: the log is partition 0")
+    index = next(getattr(partition, a) for a in _PARTITION_INDEXES if hasattr(partition, a))
+    if index != PARTITION:
+        raise WireError(f"partition {index} of __cluster_metadata: the log is partition 0")
     return partition
 
 
@@ -399,7 +403,7 @@ def _fetch_response_to_wire(message: m.FetchResponse, version: int) -> Any:
 def request_from_wire(entity: Any) -> m.Request:
     """The core's message for a kio request entity; raises WireError for one it cannot serve."""
     if isinstance(entity, v_req.VoteRequest):
-        p = _one(entity.topics)
+        p = metadata_partition(entity.topics)
         asked = p.voter_directory_id
         return m.VoteRequest(
             p.replica_epoch,
@@ -410,16 +414,16 @@ def request_from_wire(entity: Any) -> m.Request:
             None if asked is None or asked.int == 0 else asked,
         )
     if isinstance(entity, bqe_req.BeginQuorumEpochRequest):
-        p = _one(entity.topics)
+        p = metadata_partition(entity.topics)
         return m.BeginQuorumEpochRequest(p.leader_epoch, p.leader_id)
     if isinstance(entity, eqe_req.EndQuorumEpochRequest):
-        p = _one(entity.topics)
+        p = metadata_partition(entity.topics)
         return m.EndQuorumEpochRequest(p.leader_epoch, p.leader_id, tuple(int(s) for s in p.preferred_successors))
     if isinstance(entity, dq_req.DescribeQuorumRequest | dq2_req.DescribeQuorumRequest):
-        _one(entity.topics)
+        metadata_partition(entity.topics)
         return m.DescribeQuorumRequest()
     if isinstance(entity, _FETCH_REQUESTS):
-        p = _one(entity.topics, "topic", "partition")
+        p = metadata_partition(entity.topics)
         wait_ms = millis(entity.max_wait)
         replica = entity.replica_state.replica_id if hasattr(entity, "replica_state") else entity.replica_id
         return m.FetchRequest(
@@ -431,7 +435,7 @@ def request_from_wire(entity: Any) -> m.Request:
             _directory(getattr(p, "replica_directory_id", None)),
         )
     if isinstance(entity, _FETCH_SNAPSHOT_REQUESTS):
-        p = _one(entity.topics, "name", "partition")
+        p = metadata_partition(entity.topics)
         sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
         return m.FetchSnapshotRequest(
             p.current_leader_epoch,
@@ -454,7 +458,7 @@ def response_from_wire(entity: Any) -> m.Response:
     if isinstance(entity, v_resp.VoteResponse):
         if top != m.Errors.NONE:
             return m.VoteResponse(top, -1, None, False)
-        p = _one(entity.topics)
+        p = metadata_partition(entity.topics)
         return m.VoteResponse(_error(p.error_code), p.leader_epoch, _node(p.leader_id), p.vote_granted)
     if isinstance(entity, bqe_resp.BeginQuorumEpochResponse | eqe_resp.EndQuorumEpochResponse):
         cls = (
@@ -464,16 +468,16 @@ def response_from_wire(entity: Any) -> m.Response:
         )
         if top != m.Errors.NONE:
             return cls(top, -1, None)
-        p = _one(entity.topics)
+        p = metadata_partition(entity.topics)
         return cls(_error(p.error_code), p.leader_epoch, _node(p.leader_id))
     if isinstance(entity, dq2_resp.DescribeQuorumResponse):
         if top != m.Errors.NONE:
             return m.DescribeQuorumResponse(top, None, -1, -1)
-        return describe.response_from_v2(entity, _one(entity.topics))
+        return describe.response_from_v2(entity, metadata_partition(entity.topics))
     if isinstance(entity, dq_resp.DescribeQuorumResponse):
         if top != m.Errors.NONE:
             return m.DescribeQuorumResponse(top, None, -1, -1)
-        p = _one(entity.topics)
+        p = metadata_partition(entity.topics)
         return m.DescribeQuorumResponse(
             _error(p.error_code),
             _node(p.leader_id),
@@ -485,7 +489,7 @@ def response_from_wire(entity: Any) -> m.Response:
     if isinstance(entity, _FETCH_RESPONSES):
         if top != m.Errors.NONE:
             return m.FetchResponse(top, -1, None)
-        p = _one(entity.responses, "topic")
+        p = metadata_partition(entity.responses)
         div = p.diverging_epoch
         snap = p.snapshot_id
         return m.FetchResponse(
@@ -501,7 +505,7 @@ def response_from_wire(entity: Any) -> m.Response:
     if isinstance(entity, _FETCH_SNAPSHOT_RESPONSES):
         if top != m.Errors.NONE:
             return m.FetchSnapshotResponse(top, -1, None)
-        p = _one(entity.topics, "name", "index")
+        p = metadata_partition(entity.topics)
         sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
         return m.FetchSnapshotResponse(
             _error(p.error_code),

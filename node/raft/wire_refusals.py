@@ -28,10 +28,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records, i32Timedelta
 
 from kraftlab.node.raft import messages as m
-from kraftlab.node.raft.wire import METADATA_TOPIC, METADATA_TOPIC_ID, PARTITION
+from kraftlab.node.raft.wire import WireError, metadata_partition
 
-_TOPIC_NAMES = ("topic_name", "topic", "name")
-_PARTITION_INDEXES = ("partition_index", "partition", "index")
 _DEFAULTS: dict[str, Any] = {
     "throttle_time": i32Timedelta.parse(datetime.timedelta(0)),
     "topics": (),
@@ -64,20 +62,13 @@ def whole_refusal(request: Any, error: m.Errors) -> Any:
     return _build(response_type(request), error_code=ErrorCode(int(error)))
 
 
-def _topic_is_ours(topic: Any) -> bool:
-    for attr in _TOPIC_NAMES:
-        if hasattr(topic, attr):
-            return bool(getattr(topic, attr) == METADATA_TOPIC)
-    return bool(getattr(topic, "topic_id", None) == METADATA_TOPIC_ID)
-
-
-def _index(partition: Any) -> int:
-    return int(next(getattr(partition, a) for a in _PARTITION_INDEXES if hasattr(partition, a)))
-
-
 def _only_ours(topics: tuple[Any, ...]) -> bool:
     """Exactly one topic, ours, with exactly one partition, ours (Kafka's `hasValidTopicPartition`)."""
-    return len(topics) == 1 and _topic_is_ours(topics[0]) and [_index(p) for p in topics[0].partitions] == [PARTITION]
+    try:
+        metadata_partition(topics)
+    except WireError:
+        return False
+    return True
 
 
 def refusal(request: Any, cluster_id: str, authorized: bool = True) -> Any | None:
