@@ -85,7 +85,8 @@ class DurableClaims:
     def __init__(self, fail: Fail) -> None:
         self.fail = fail
         self.reported: dict[int, int] = {}
-        """node id -> the flushed end the driver last reported to its core (`flushed`)."""
+        """node id -> the flushed end its core knows of: the driver's last report (`flushed`), or
+        the end it flushed itself while not leading."""
 
     def judge(self, node: DiskNode, out: Output, now: int) -> None:
         core = node.core
@@ -108,11 +109,14 @@ class DurableClaims:
             elif isinstance(msg, m.BeginQuorumEpochRequest):
                 self._stored(node, msg.epoch, "BeginQuorumEpoch", None, leader=nid)
         state = core.state
-        if isinstance(state, Leader):
+        if not isinstance(state, Leader):
+            # Only a leader defers its flushes: whatever else a node holds flushed, it flushed itself.
+            self.reported[nid] = flushed
+        else:
             answer = core.describe_quorum(now)
             own = [r.log_end_offset for r in answer.voters if r.replica_id == nid]
-            # What the driver reported flushed (a flush thread may run ahead of its report), no more
-            # than the log still holds durably.
+            # What the driver reported flushed, or the node flushed itself before it led (a flush
+            # thread may run ahead of its report), no more than the log still holds durably.
             reported = min(self.reported.get(nid, 0), flushed)
             if own and not reported <= own[0] <= flushed:
                 self.fail(

@@ -1,7 +1,7 @@
 """Durability judged by the Raft simulator (node.sim.durability): the real core's claims are backed
 by its simulated disk and its restarts are true to it over many seeds, and cores that claim what
-they did not flush, forget a flush, lag their high-water mark, answer a vote before writing it, or
-restart from anything but their disk are caught."""
+they did not flush, forget a flush (reported, or their own), lag their high-water mark, answer a
+vote before writing it, or restart from anything but their disk are caught."""
 
 from __future__ import annotations
 
@@ -68,6 +68,17 @@ class ForgetsReportedFlushes(RaftCore):
         return self.tick(now)
 
 
+class FollowerFlushesUncounted(RaftCore):
+    """A node that does not count the flushes it makes as a follower: a new leader describes (and
+    counts toward the HW) a durable end behind what it flushed."""
+
+    def _append_local(self, batches: Sequence[Batch], leader: bool) -> None:
+        durable = self._durable
+        super()._append_local(batches, leader)
+        if not leader:
+            self._durable = durable
+
+
 class LagsItsHighWatermark(RaftCore):
     """A leader that lets every other chance to move its high-water mark pass."""
 
@@ -123,6 +134,7 @@ class RestartsAtItsSnapshot(RaftCore):
     [
         (FollowerDefersItsFlush, "DurableClaims", "sent a Fetch"),
         (ForgetsReportedFlushes, "DurableClaims", "describes its own log end"),
+        (FollowerFlushesUncounted, "DurableClaims", "describes its own log end"),
         (LagsItsHighWatermark, "DurableClaims", "keeps its high-water mark"),
         (AnswersVotesBeforeWritingThem, "DurableClaims", "vote granted"),
         (RestartsCommitted, "RecoversDurableState", "restarted with high-water mark"),
@@ -131,6 +143,7 @@ class RestartsAtItsSnapshot(RaftCore):
     ids=[
         "follower-acks-unflushed",
         "forgets-flushes",
+        "follower-flushes-uncounted",
         "lagging-hw",
         "vote-before-write",
         "restart-committed",
