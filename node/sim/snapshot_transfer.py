@@ -14,7 +14,8 @@ install right after the step that made it (Kafka's `KafkaRaftClient` fetch-snaps
   is dropped (starts again from 0) on every state transition, and a crash loses its bytes.
 - SnapshotInstalled: right after the step that installs a fetched snapshot, the follower's log
   starts and ends at the snapshot's end offset in its epoch, is durable to there, its high-water mark
-  covers it and its state machine holds exactly it (applied to its end).
+  covers it, and the core's applied offset and its state machine hold exactly it (the machine loaded
+  it and applied nothing past its end).
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.output import Output
 from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.sim.invariants import CheckedNode
+from kraftlab.node.sim.machine import CounterMachine
 
 Fail = Callable[[str, str], None]
 
 
 class MachineNode(CheckedNode, Protocol):
-    """A simulated node with its process life (a crash ends a transfer)."""
+    """A simulated node with its process life (a crash ends a transfer) and its state machine."""
 
     incarnation: int
+    machine: CounterMachine | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +121,11 @@ class SnapshotTransfer:
                 f"node {node.node_id} installed snapshot {sid}; its log is [{start}, {end}) in epoch {last}, "
                 f"flushed to {flushed}",
             )
-        if core.high_watermark < sid.offset or core.applied_offset != sid.offset:
+        machine = node.machine
+        held = None if machine is None else (machine.snapshot_offset, machine.applied)
+        if core.high_watermark < sid.offset or core.applied_offset != sid.offset or held != (sid.offset, sid.offset):
             self.fail(
                 "SnapshotInstalled",
                 f"node {node.node_id} installed snapshot {sid} with high-water mark {core.high_watermark}, "
-                f"applied {core.applied_offset}",
+                f"applied {core.applied_offset}; its state machine holds a snapshot at and applied to {held}",
             )

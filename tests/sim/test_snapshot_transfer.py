@@ -1,7 +1,7 @@
 """A snapshot transfer's lifecycle judged by the Raft simulator (node.sim.snapshot_transfer): the real
 core fetches and installs snapshots as KIP-630 says over many seeds, and followers that carry a
 transfer across epochs, ask past the bytes they hold, fetch a snapshot they installed, or install
-one without taking its high-water mark are caught."""
+one without taking its high-water mark or loading it are caught."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kraftlab.node.raft import messages as m
-from kraftlab.node.raft.core import RaftCore
+from kraftlab.node.raft.core import LoadSnapshot, RaftCore
 from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.raft.states import EpochState, Follower, SnapshotFetch
 from kraftlab.node.sim.cluster import SimParams, Simulation
@@ -90,6 +90,14 @@ class InstallsWithoutItsHighWatermark(RaftCore):
         self._hw = hw
 
 
+class InstallsWithoutLoadingIt(RaftCore):
+    """A follower that installs a snapshot without handing it to its state machine."""
+
+    def _install_snapshot(self, sid: OffsetAndEpoch, state: Follower, now: int) -> None:
+        super()._install_snapshot(sid, state, now)
+        self._out.updates = [u for u in self._out.updates if not isinstance(u, LoadSnapshot)]
+
+
 @pytest.mark.parametrize(
     ("core", "rule", "said"),
     [
@@ -97,8 +105,9 @@ class InstallsWithoutItsHighWatermark(RaftCore):
         (AsksPastItsBytes, "SnapshotFetchOrderly", "bytes of it"),
         (FetchesWhatItInstalled, "SnapshotFetchOrderly", "it holds snapshot"),
         (InstallsWithoutItsHighWatermark, "SnapshotInstalled", "high-water mark"),
+        (InstallsWithoutLoadingIt, "SnapshotInstalled", "state machine"),
     ],
-    ids=["across-epochs", "past-its-bytes", "fetches-installed", "install-without-hw"],
+    ids=["across-epochs", "past-its-bytes", "fetches-installed", "install-without-hw", "install-without-load"],
 )
 def test_a_wrong_snapshot_transfer_is_caught(core: type[RaftCore], rule: str, said: str) -> None:
     found = first_violation(core, range(16))
