@@ -240,8 +240,10 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
                 # BUG ZOO: resume-old-epoch — lead the stored epoch again after a restart (KAFKA-10527).
                 self.quorum_state.zoo_resume_unpersisted(Unattached(epoch, stored.voted_id, now))
                 self._become_leader(now)
-            elif stored.leader_id == self.node_id and self.is_voter:
-                # A restarted leader never leads the same epoch again.
+            elif stored.leader_id == self.node_id:
+                # A restarted leader never leads the same epoch again — nor, as Kafka's QuorumState
+                # has it, votes or knows another leader in it, whether or not it is still a voter
+                # (a removed one becomes an observer when its Resigned wait ends).
                 self._set_state(self._resigned(epoch, (), now), now)
             elif stored.leader_id is not None and stored.leader_id != self.node_id:
                 self._set_state(

@@ -64,6 +64,20 @@ def test_restarted_voter_waits_a_randomised_election_timeout(make_core) -> None:
         assert 1100 <= h.start(100).deadline < 2100
 
 
+def test_a_restarted_leader_resigns_its_epoch_even_when_no_longer_a_voter(make_core) -> None:
+    """Kafka's QuorumState: a quorum-state naming this node leader restarts it Resigned in that
+    epoch, voter or not (it must not take that epoch for one with no leader); a non-voter then
+    looks for the leader as an observer."""
+    for node_id in (1, 4):
+        quorum = MemoryQuorumStateStore()
+        quorum.write(QuorumStateData(5, node_id, None, (1, 2, 3)))
+        h = make_core(node_id=node_id, quorum=quorum)
+        out = h.start(100)
+        assert h.core.role is Role.RESIGNED and (h.core.epoch, h.core.leader_id) == (5, node_id)
+        h.tick(out.deadline)
+        assert h.core.role is (Role.PROSPECTIVE if node_id == 1 else Role.UNATTACHED) and h.core.epoch == 5
+
+
 def test_prevote_changes_no_durable_state(make_core) -> None:
     h = make_core()
     out = h.start(0)
