@@ -196,10 +196,8 @@ class RecoversDurableState:
         if core.epoch != epoch:
             self.fail("RecoversDurableState", f"node {nid} restarted in epoch {core.epoch}; its disk held {image}")
         if stored is not None and stored.leader_epoch == core.epoch:
-            # A leader restarts Resigned in its stored epoch (its own id stays the leader's) — a
-            # voter does: one its voter set no longer holds restarts Unattached (no leader).
-            leaders = {stored.leader_id} if nid in core.voter_set or stored.leader_id != nid else {nid, None}
-            if core.voted_id != stored.voted_id or core.leader_id not in leaders:
+            # (A leader restarts Resigned in its stored epoch, voter or not: its own id stays the leader's.)
+            if core.voted_id != stored.voted_id or core.leader_id != stored.leader_id:
                 self.fail(
                     "RecoversDurableState",
                     f"node {nid} restarted with vote {core.voted_id} and leader {core.leader_id} in epoch "
