@@ -257,7 +257,7 @@ class MembershipSimulation(Simulation):
         elif (
             params.replace_disks
             and len(voters) >= 3
-            and self._settled(leader)
+            and self._settled(leader, now)
             and rng.random() < params.replace_chance
         ):
             # A voter's disk replaced (it keeps its id): it is no longer the voter its id names.
@@ -308,15 +308,30 @@ class MembershipSimulation(Simulation):
         self._dispatch(node, out, now)
         return node
 
-    def _settled(self, leader: SimNode) -> bool:
+    def _settled(self, leader: SimNode, now: int) -> bool:
+        """What an operator checks (DescribeQuorum at the leader) before replacing a voter's disk:
+        no change in flight, the leader has committed an entry of its own epoch (before that Kafka
+        reports no high-water mark), and every voter is up, has fetched in this epoch within a fetch
+        timeout and holds the high-water mark. A leader no other voter has followed yet is not a
+        settled quorum: its epoch's entries may live on its disk alone (and observers'), while
+        another voter may hold an uncommitted tail with a voter set of its own — replacing that
+        leader's disk can leave no replica able to win an election, in Kafka as here."""
         core = leader.core
         assert core is not None
         state = core.state
+        if not isinstance(state, Leader) or state.voter_change is not None:
+            return False
+        hw = core.high_watermark
+        fresh = now - self.config.fetch_timeout_ms
         return (
-            isinstance(state, Leader)
-            and state.voter_change is None
-            and core.control.last_change_offset() < core.high_watermark
+            core.control.last_change_offset() < hw
+            and hw > state.epoch_start_offset
             and all(self.nodes[v].raft is not None for v in core.voter_set)
+            and all(
+                v not in state.unacknowledged and p.last_fetch_ms >= fresh and p.end_offset >= hw
+                for v, p in state.voters.items()
+                if v != leader.node_id
+            )
         )
 
     # ------------------------------------------------------------------ membership invariants
