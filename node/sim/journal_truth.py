@@ -12,7 +12,8 @@ the snapshots it stores, the voter set in force) with what the step's `Output.ev
   durable end already counted, a `voters` line naming the set already in force are lies), and agree
   with where the fold stands (an append at the log's end, as leader only while leader and in its
   epoch, with the epoch, CRCs and control flag of the batch the log holds; a truncation from the
-  log's end with the epoch the log ended with; a granted vote the state holds; a snapshot created,
+  log's end with the epoch the log ended with; a granted vote the state holds, a refused one for a
+  known reason the state bears out (stale epoch, the vote held, the role); a snapshot created,
   fetched or deleted that the store did not or did hold; a snapshot loaded that is the latest it
   holds; a `start` line naming the storage, quorum-state file, voters, directory id and roles it
   started on; a `voters` line, or a truncation for a snapshot, naming a cause the step journalled); and what
@@ -177,10 +178,35 @@ def _vote(s: Step, e: dict[str, Any]) -> str | None:
     if e["granted"] and not e["pre_vote"] and (n.epoch, n.voted) != (e["epoch"], e["candidate"]):
         return (f"a vote granted to {e['candidate']} in epoch {e['epoch']} while the node's state holds a vote "
                 f"for {n.voted} in epoch {n.epoch}")
-    # A pre-vote asks for its candidate's epoch + 1: it is stale when the candidate's own epoch is.
-    asked = e["epoch"] - 1 if e["pre_vote"] else e["epoch"]
-    if not e["granted"] and e["reason"] == "stale epoch" and n.epoch is not None and asked >= n.epoch:
-        return f"a vote refused for a stale epoch {asked} while the node was in epoch {n.epoch}"
+    if e["granted"] != (e["reason"] == "ok"):
+        return f"a vote {'granted' if e['granted'] else 'refused'} for the reason {e['reason']!r}"
+    return None if e["granted"] else _refusal(n, e)
+
+
+REFUSALS = ("ok", "stale epoch", "not a voter", "another directory id", "log behind", "voted for ", "already ",
+            "leader", "following a live leader")
+"""The reasons a `vote` line gives (the coverage tells the refusals taken before the vote was weighed)."""
+
+
+def _refusal(n: Facts, e: dict[str, Any]) -> str | None:
+    """What is false in refused vote `e` about the state `n` it was refused in."""
+    reason, role = e["reason"], n.role
+    if not any(reason == r or (r.endswith(" ") and reason.startswith(r)) for r in REFUSALS):
+        return f"a vote refused for a reason no rule knows, {reason!r}"
+    if reason == "stale epoch":
+        # A pre-vote asks for its candidate's epoch + 1: it is stale when the candidate's own epoch is.
+        asked = e["epoch"] - 1 if e["pre_vote"] else e["epoch"]
+        return None if n.epoch is None or asked < n.epoch else (
+            f"a vote refused for a stale epoch {asked} while the node was in epoch {n.epoch}")
+    if reason.startswith("voted for ") and reason != f"voted for {n.voted}":
+        return f"a vote refused as `{reason}` while the node's vote was for {n.voted}"
+    if role == "observer":
+        return None  # (its state's role is not journalled)
+    if reason.startswith("already ") and reason != f"already {role} in epoch":
+        return f"a vote refused as `{reason}` by a {role}"
+    refuser = {"leader": "leader", "following a live leader": "follower"}.get(reason)
+    if refuser is not None and role != refuser:
+        return f"a pre-vote refused as `{reason}` by a {role}"
     return None
 
 

@@ -136,6 +136,14 @@ WRONG: list[tuple[str, type[RaftCore], str]] = [
     ("no truncation", _rewritten("truncate", lambda e: None), "JournalTrue"),
     ("a field missing", _rewritten("vote", lambda e: {k: v for k, v in e.items() if k != "pre_vote"}),
      "JournalTrue"),
+    ("a refusal in another state", _rewritten("vote", lambda e: _set(e, reason="already resigned in epoch")
+                                               if e["reason"].startswith("already ") else e), "JournalTrue"),
+    ("a refusal said granted", _rewritten("vote", lambda e: _set(e, granted=True) if e["reason"] == "log behind"
+                                           else e), "JournalTrue"),
+    ("a refusal no rule knows", _rewritten("vote", lambda e: _set(e, reason="busy") if not e["granted"] else e),
+     "JournalTrue"),
+    ("a refusal as another role", _rewritten("vote", lambda e: _set(e, reason="leader")
+                                              if e["reason"] == "following a live leader" else e), "JournalTrue"),
 ]
 
 
