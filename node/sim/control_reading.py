@@ -11,11 +11,13 @@ generated class and starting with that message's own `Version` field (0).
 
 `judge_batch`: every record of a control batch (attributes bit 0x20) reads as one of KRaft's control
 records (types 2 to 6: the metadata log has no transactions, so no ABORT or COMMIT marker), with
-nothing left over. `judge_snapshot` (KIP-630): a snapshot is record batches from offset 0,
-contiguous; its first batch a control batch starting with the SnapshotHeaderRecord, followed only by
-the KRaftVersionRecord and then the VotersRecord (Kafka's RecordsSnapshotWriter with kraft.version
-1); its last batch a control batch holding exactly the SnapshotFooterRecord; no control record in
-between. A breach is a `ControlViolation`.
+nothing left over; every record of a data batch has no key and a value (KRaft's RecordsIterator
+refuses anything else — so a control record in a data batch is caught too). `judge_snapshot`
+(KIP-630): a snapshot is record batches from offset 0, contiguous; its first batch a control batch
+starting with the SnapshotHeaderRecord, followed only by the KRaftVersionRecord and then the
+VotersRecord (Kafka's RecordsSnapshotWriter with kraft.version 1); its last batch a control batch
+holding exactly the SnapshotFooterRecord; data batches between, of KRaft's data records. A breach
+is a `ControlViolation`.
 """
 
 from __future__ import annotations
@@ -86,8 +88,13 @@ def read_control(record: Record) -> tuple[str, Any]:
 
 
 def judge_batch(batch: Batch) -> list[tuple[str, Any]]:
-    """The control records of `batch` as Kafka reads them (none for a data batch)."""
+    """The control records of `batch` as Kafka reads them (none for a data batch, whose records
+    KRaft's `RecordsIterator.decodeDataRecord` takes only without a key and with a value)."""
     if not batch.control:
+        for r in batch.records:
+            if r.key is not None or not r.value:
+                raise ControlViolation(f"data batch at {batch.base_offset}: record key {r.key!r}, value {r.value!r} "
+                                       "(KRaft reads a data record only with no key and a non-empty value)")
         return []
     if not batch.records:
         raise ControlViolation(f"control batch at {batch.base_offset} holds no record")
@@ -121,6 +128,7 @@ def judge_snapshot(data: bytes) -> list[Batch]:
     for b in batches[1:-1]:
         if b.control:
             raise ControlViolation(f"a control batch at snapshot offset {b.base_offset}, between header and footer")
+        judge_batch(b)
     return batches
 
 

@@ -9,6 +9,7 @@ order, the control bit, a snapshot layout) are caught.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import uuid
 from pathlib import Path
@@ -22,7 +23,7 @@ from kio.serial import entity_writer
 from kio.serial.writers import write_int16
 from kio.static.primitive import i16, i32
 
-from kraftlab.node.raft import control
+from kraftlab.node.raft import control, election
 from kraftlab.node.raft.membership.records import (
     SUPPORTED_KRAFT_VERSIONS,
     kraft_version_record,
@@ -134,7 +135,7 @@ def test_snapshot_header_and_footer_read_as_kafkas_records(timestamp: int) -> No
     assert read_control(snapshot_footer())[0] == "SNAPSHOT_FOOTER"
 
 
-records = st.lists(st.builds(Record, st.none() | st.binary(max_size=12), st.binary(max_size=40)), max_size=30)
+records = st.lists(st.builds(Record, st.none(), st.binary(min_size=1, max_size=40)), max_size=30)  # KRaft's data
 membership = st.sampled_from([(), (kraft_version_record(0),), (kraft_version_record(1),)]) | voter_sets.map(
     lambda v: (kraft_version_record(1), voters_record(v))
 )
@@ -238,8 +239,22 @@ def test_a_wrong_snapshot_layout_is_caught(layout: str, monkeypatch: pytest.Monk
         judge_snapshot(encode_snapshot(OffsetAndEpoch(3, 1), data, 0, control_records=membership_records))
 
 
-def test_a_control_batch_holding_a_data_record_is_caught() -> None:
-    """A control batch with a record that is not a control record fails; a data batch is not judged."""
-    with pytest.raises(ControlViolation):
-        judge_batches([Batch(0, 1, (Record(b"k", b"v"),), True, 0)])
-    judge_batches([Batch(0, 1, (Record(b"k", b"v"),), False, 0)])
+def test_a_record_in_the_wrong_kind_of_batch_is_caught() -> None:
+    """A control batch holding a data record, a data batch holding a control record, a keyed or empty
+    data record: each fails; KRaft's data records pass."""
+    leader_change = control.leader_change_record(1, [1], [1])
+    for wrong in (Batch(0, 1, (Record(None, b"v"),), True, 0), Batch(0, 1, (leader_change,), False, 0),
+                  Batch(0, 1, (Record(b"k", b"v"),), False, 0), Batch(0, 1, (Record(None, b""),), False, 0)):
+        with pytest.raises(ControlViolation):
+            judge_batches([wrong])
+    judge_batches([Batch(0, 1, (Record(None, b"v"), Record(None, b"w")), False, 0)])
+
+
+def test_a_leader_writing_its_leader_change_in_a_data_batch_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-of-epoch batch written without the control flag."""
+    monkeypatch.setattr(election, "Batch", lambda base, epoch, records, _, ms: Batch(base, epoch, records, False, ms))
+    sim = Simulation(SimParams(seed=0, voters=3, faults=("partition",), snapshot_every=0))
+    with contextlib.suppress(AssertionError):  # the simulator's own judges may see it first
+        sim.run()
+    with pytest.raises(ControlViolation, match="data batch"):
+        judge_batches([b for n in sim.nodes.values() for b in n.log.batches()])
