@@ -183,8 +183,8 @@ def _vote(s: Step, e: dict[str, Any]) -> str | None:
     return None if e["granted"] else _refusal(n, e)
 
 
-REFUSALS = ("ok", "stale epoch", "not a voter", "another directory id", "log behind", "voted for ", "already ",
-            "leader", "following a live leader")
+REFUSALS = ("ok", "invalid log position", "invalid candidate id", "stale epoch", "not a voter", "another directory id",
+            "log behind", "voted for ", "already ", "leader", "following a live leader")
 """The reasons a `vote` line gives (the coverage tells the refusals taken before the vote was weighed)."""
 
 

@@ -29,7 +29,8 @@ def _raft(seed: int, core_class: type[RaftCore] = RaftCore, **kw: Any) -> Simula
 
 
 @pytest.mark.parametrize(("seed", "kw"), [(1, {}), (2, {"flush_delay_ms": 20}), (3, {"refusals": True}),
-                                          (4, {"faults": ("flapping",)}), (5, {"retention_bytes": 200})])
+                                          (4, {"faults": ("flapping",)}), (5, {"retention_bytes": 200}),
+                                          (6, {"rogue": True, "first_id": 0})])
 def test_the_cores_journal_tells_every_step_truly(seed: int, kw: dict[str, Any]) -> None:
     s = _raft(seed, **kw)
     s.run()
