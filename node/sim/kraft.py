@@ -106,7 +106,7 @@ from kraftlab.node.sim.network import Network
 from kraftlab.node.sim.retention import drawn_retention
 from kraftlab.node.sim.scheduler import EventQueue
 from kraftlab.node.sim.versions import BROKER, CONTROLLER, drawn
-from kraftlab.node.sim.wire import WireViolation, through_the_wire
+from kraftlab.node.sim.wire import WireViolation, raft_through_the_wire, through_the_wire
 
 CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0ZXI"
 DELIVER, TICK, APP, RPC, REPLY, TIMEOUT, CLIENT, FAULT, ADMIN, ADMIN_REPLY, READ, TOKEN, OPERATOR = range(13)
@@ -201,11 +201,15 @@ class KraftSim:
         snapshot_every: int = 40,
         lossy: bool = False,
         fence_changes_per_tick: int | None = None,
+        raft_wire: bool = False,
     ) -> None:
         """`lossy`: while faults run, 5% of messages (Raft and broker RPCs) are dropped and 5% duplicated.
         `fence_changes_per_tick`: the controllers' budget of partition changes per fencing tick; None: drawn
-        per seed (mostly small, so fencing a broker takes several ticks, the FenceBrokerRecord after the last)."""
+        per seed (mostly small, so fencing a broker takes several ticks, the FenceBrokerRecord after the last).
+        `raft_wire`: every Raft message is also read by Kafka's schema (`node.sim.wire.raft_through_the_wire`:
+        the real metadata batches by Kafka's control and data record rules); the message delivered is unchanged."""
         self.seed = seed
+        self.raft_wire = raft_wire
         self.rng = random.Random(seed)
         self.queue = EventQueue()
         self.network = Network(random.Random(self.rng.getrandbits(64)))
@@ -341,6 +345,8 @@ class KraftSim:
         for ev in out.events:  # the Raft core's journal lines (start, role, vote, append, hw, truncate, …)
             self.journal.append((now, node.node_id, JournalEvent(ev["ev"], {k: v for k, v in ev.items() if k != "ev"})))
         for env in out.messages:
+            if self.raft_wire:
+                raft_through_the_wire(env)
             for delay in self.network.delays(env.src, env.dst):
                 self.queue.push(now + delay, DELIVER, (env, inc, self.nodes[env.dst].incarnation))
         deadline = out.deadline

@@ -12,8 +12,11 @@ import pytest
 
 from kraftlab.node.raft import control, wire
 from kraftlab.node.raft import messages as m
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.raft.ports import Record
 from kraftlab.node.sim.cluster import SimParams, run
 from kraftlab.node.sim.control_reading import ControlViolation
+from kraftlab.node.sim.kraft import KraftSim
 from kraftlab.node.sim.raft_reading import ReadingViolation
 from kraftlab.node.storage import batches
 
@@ -68,3 +71,19 @@ def test_a_wrong_control_type_number_is_caught(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(control, "control_type", lambda k: swap.get(kind(k), kind(k)))
     with pytest.raises(ControlViolation):
         run(PARAMS)
+
+
+def test_the_cluster_simulators_raft_traffic_reads_as_kafka_reads_it() -> None:
+    """The controllers' and brokers' Raft messages, real metadata records in their batches."""
+    sim = KraftSim(seed=1, raft_wire=True)
+    sim.run(fault_ms=6_000, settle_ms=6_000)
+
+
+def test_a_metadata_record_with_a_key_is_caught_in_the_cluster_simulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controller writing its records with a key (KRaft reads data records only without one)."""
+    append = RaftNode.append
+    monkeypatch.setattr(RaftNode, "append", lambda self, records, now: append(
+        self, [Record(b"k", r.value) for r in records], now
+    ))
+    with pytest.raises(ControlViolation, match="data batch"):
+        KraftSim(seed=1, raft_wire=True).run(fault_ms=6_000, settle_ms=6_000)
