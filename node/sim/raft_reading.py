@@ -20,8 +20,9 @@ Kafka's rules this reading keeps (RaftUtil / KafkaRaftClient):
   are -1/-1; Kafka refuses a half-set one).
 
 `UNMODELED` names, in one place, every field of the served entities the node's messages do not
-carry, with the reason; `carried` is what a message keeps at a given version (the fields an older
-version has no room for).
+carry, with the reason (tests/raft/test_wire_reference.py holds it exact: every other field changes
+this reading); `carried` is what a message keeps at a given version (the fields an older version has
+no room for); `as_kafka_reads_it` is the simulators' wire-mode judge (`node.sim.wire`).
 """
 
 from __future__ import annotations
