@@ -192,7 +192,7 @@ def _refusal(n: Facts, e: dict[str, Any]) -> str | None:
     """What is false in refused vote `e` about the state `n` it was refused in."""
     reason, role = e["reason"], n.role
     if not any(reason == r or (r.endswith(" ") and reason.startswith(r)) for r in REFUSALS):
-        return f"a vote refused for a reason no rule knows, {reason!r}"
+        return f"a vote refused for a reason no rule knows, {reason!r} (a new one goes into REFUSALS)"
     if reason == "stale epoch":
         # A pre-vote asks for its candidate's epoch + 1: it is stale when the candidate's own epoch is.
         asked = e["epoch"] - 1 if e["pre_vote"] else e["epoch"]

@@ -152,6 +152,7 @@ def params_for(scenario: Scenario, seed: int) -> SimParams:
         fault_ms=scenario.fault_ms,
         settle_ms=scenario.settle_ms,
         snapshot_every=scenario.snapshot_every,
+        journal=True,  # as a real node: every step's journal judged too (node.sim.journal_truth)
     )
 
 
