@@ -18,7 +18,8 @@ Kafka's configuration when each must end, and when it may not end yet (KIP-595, 
   (Kafka's `randomElectionTimeoutMs`): a Candidate's round and a Resigned leader's wait end by
   the state's start plus 2T − 1 (late) and, without a rejection or failure to excuse it, not
   before its start plus T (early); so does an Unattached voter's wait (its very first start, when
-  the quorum's bootstrap begins at once, is excused from the early bound) and a Prospective
+  the quorum's bootstrap begins at once, is excused from the early bound and ends within the retry
+  backoff: KIP-595's bootstrap, a short random delay instead of an election) and a Prospective
   round's, counted from its first pre-vote request (its backoff, at most
   `quorum.election.backoff.max.ms`, comes first). The draws a run makes (a Candidate's and a
   Resigned leader's declared deadline, read when the state begins) lie in [T, 2T) and
@@ -224,6 +225,8 @@ class TimerRules:
         t = self.config.election_timeout_ms
         if isinstance(state, Follower):
             return life.heard_maybe + self.config.fetch_timeout_ms
+        if isinstance(state, Unattached) and life.voter and self._fresh(life):
+            return life.began + max(1, self.config.retry_backoff_ms) - 1
         if isinstance(state, Candidate | Resigned) or (isinstance(state, Unattached) and life.voter):
             return life.began + 2 * t - 1
         if isinstance(state, Prospective):
@@ -231,6 +234,11 @@ class TimerRules:
                 return life.began + self.config.election_backoff_max_ms + 2 * t - 1
             return life.asked + 2 * t - 1
         return None
+
+    @staticmethod
+    def _fresh(life: Life) -> bool:
+        """The quorum's first start: a voter's first state, at the run's start, in epoch 0."""
+        return life.first and life.began == 0 and life.state.epoch == 0
 
     def _began(self, nid: int, life: Life, now: int) -> None:
         state = life.state

@@ -319,3 +319,15 @@ class ObserverSeeksSlowly(RaftCore):
 def test_an_observer_slow_to_look_for_the_leader_is_caught() -> None:
     found = first_violation(ObserverSeeksSlowly, range(10), observers=2, faults=("crash", "partition"))
     assert found is not None and found.name == "BootstrapRetry", found
+
+
+class WaitsAtTheFirstStart(RaftCore):
+    """A fresh quorum's voters wait a whole election timeout before their first pre-vote."""
+
+    def _fresh_deadline(self, now: int) -> int:
+        return now + self._election_timeout()
+
+
+def test_a_fresh_quorum_slow_to_begin_is_caught() -> None:
+    found = first_violation(WaitsAtTheFirstStart, range(2), faults=())
+    assert found is not None and found.name == "ElectionTimeout", found
