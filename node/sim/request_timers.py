@@ -78,10 +78,13 @@ class Watched:
 
 
 class RequestTimers:
-    def __init__(self, config: RaftConfig, fail: Callable[[str, str], None], wake: Callable[[int], None]) -> None:
+    def __init__(
+        self, config: RaftConfig, fail: Callable[[str, str], None], arm: Callable[[int, int], None]
+    ) -> None:
+        """`arm(node_id, at)`: judge that node's bounds at `at` (`overdue`), or sooner."""
         self.config = config
         self.fail = fail
-        self.wake = wake
+        self.arm = arm
         self._watched: dict[int, Watched] = {}
 
     def delivered(self, node: CheckedNode, env: m.Envelope, now: int) -> None:
@@ -107,7 +110,7 @@ class RequestTimers:
             failed = isinstance(msg, m.RequestFailed)
             wait = self.config.election_backoff_max_ms if failed else self.config.retry_backoff_ms
             watched.seek_by = max(watched.seek_by, now + wait)
-            self.wake(watched.seek_by + TICK_MS + 1)
+            self.arm(node.node_id, watched.seek_by + TICK_MS + 1)
         retry = self.config.retry_backoff_ms
         if isinstance(msg, m.RequestFailed):
             peer.not_before, peer.why = now + retry, f"its request failed at t={now}"
@@ -122,7 +125,7 @@ class RequestTimers:
             peer.not_before, due = now, now
         if owed:
             peer.by = due
-            self.wake(due + TICK_MS + 1)
+            self.arm(node.node_id, due + TICK_MS + 1)
 
     def stepped(self, node: CheckedNode, out: Output, now: int) -> None:
         """After a step of `node` at `now` whose output is `out`."""
@@ -144,7 +147,7 @@ class RequestTimers:
                 watched.peers[v] = Peer(by=now)
             if isinstance(state, Unattached) and not core.is_voter:
                 watched.seek_by = now
-                self.wake(now + TICK_MS + 1)
+                self.arm(nid, now + TICK_MS + 1)
         timeout = self.config.request_timeout_ms
         for env in out.messages:
             if not m.is_request(env.message):
@@ -161,21 +164,23 @@ class RequestTimers:
                 env.ref, now + timeout, f"its request of t={now} is unanswered", None
             )
             if env.dst in watched.owed:
-                self.wake(now + timeout + TICK_MS + 1)
+                self.arm(nid, now + timeout + TICK_MS + 1)
             if watched.seek_by is not None:
                 watched.seek_by = now + self.config.retry_backoff_ms
-                self.wake(now + timeout + self.config.retry_backoff_ms + TICK_MS + 1)
+                self.arm(nid, now + timeout + self.config.retry_backoff_ms + TICK_MS + 1)
+
+    def _seek_due(self, watched: Watched) -> int:
+        """When an observer without a leader must ask a voter next: it asks while none is
+        outstanding, so after the last outstanding request is given up."""
+        assert watched.seek_by is not None
+        outstanding = [p.not_before for p in watched.peers.values() if p.ref is not None]
+        return max([watched.seek_by, *(o + self.config.retry_backoff_ms for o in outstanding)])
 
     def _seeking(self, nid: int, watched: Watched, now: int) -> None:
         """An observer with no leader asks some voter again within the retry backoff of its last
         answer or of its last request's timeout (the maximum election backoff after a failure)."""
-        assert watched.seek_by is not None
         retry = self.config.retry_backoff_ms
-        due = watched.seek_by
-        # it asks while none is outstanding: after the last outstanding request is given up
-        outstanding = [p.not_before for p in watched.peers.values() if p.ref is not None]
-        if outstanding:
-            due = max(due, max(outstanding) + retry)
+        due = self._seek_due(watched)
         if now > due + TICK_MS:
             self.fail(
                 "BootstrapRetry",
@@ -183,6 +188,17 @@ class RequestTimers:
                 f"t={due - retry} at t={now}: controller.quorum.retry.backoff.ms is {retry} ms",
             )
             watched.seek_by = now
+
+    def next_due(self, node_id: int) -> int | None:
+        """The earliest request `node_id` owes (None: none)."""
+        watched = self._watched.get(node_id)
+        if watched is None:
+            return None
+        dues = [p.by if p.ref is None else p.not_before for v, p in watched.peers.items() if v in watched.owed]
+        if watched.seek_by is not None:
+            dues.append(self._seek_due(watched))
+        known = [d for d in dues if d is not None]
+        return min(known) if known else None
 
     def overdue(self, nodes: Mapping[int, CheckedNode], now: int) -> None:
         """A node that owes a peer a request past its due time (called at each wake)."""

@@ -109,7 +109,9 @@ class TimerRules:
         """node id -> when an EndQuorumEpoch was last delivered to it."""
         self.draws: list[int] = []
         """The election timeouts drawn this run (ms past T), in order."""
-        self.requests = RequestTimers(config, fail, self.wake)
+        self.requests = RequestTimers(config, fail, self.arm)
+        self._armed: dict[int, int] = {}
+        """node id -> the next moment it is judged at (`arm`)."""
         """The timers of the core's own requests (`node.sim.request_timers`)."""
 
     # ------------------------------------------------------------------ what the simulator saw
@@ -118,6 +120,30 @@ class TimerRules:
         if at not in self._wakes:
             self._wakes.add(at)
             self._wake(at)
+
+    def arm(self, node_id: int, at: int) -> None:
+        """Judge node `node_id` at `at`, unless it is judged sooner: then it is armed again for what
+        is still due (`_next_due`). Bounds that move later at every message (a follower's fetch
+        timeout, check-quorum, a request's timeout) cost one event per node, not one per message."""
+        pending = self._armed.get(node_id)
+        if pending is not None and pending <= at:
+            return
+        self._armed[node_id] = at
+        self.wake(at)
+
+    def _next_due(self, node: CheckedNode, now: int) -> int | None:
+        """The earliest bound of `node` not yet judged at `now` (None: none)."""
+        nid = node.node_id
+        dues = [self.requests.next_due(nid), self._check_quorum_due.get(nid)]
+        if self.backoff is not None:
+            dues.append(self.backoff.due(nid))
+        life = self.lives.get(nid)
+        if life is not None and life.core is node.core and node.core is not None and node.core.state is life.state:
+            dues.append(self._due(life))
+            if life.batch is not None:
+                dues.append(life.batch[0] + self.config.append_linger_ms)
+        pending = [d for d in dues if d is not None and d + TICK_MS + 1 > now]
+        return min(pending) if pending else None
 
     def delivered(self, node: CheckedNode, env: m.Envelope, now: int) -> None:
         """`env` is about to be handled by `node`."""
@@ -153,7 +179,7 @@ class TimerRules:
         expires = at + self.config.request_timeout_ms
         if now <= expires:
             life.heard_maybe = now
-            self.wake(now + self.config.fetch_timeout_ms + TICK_MS + 1)
+            self.arm(node.node_id, now + self.config.fetch_timeout_ms + TICK_MS + 1)
         surely = now < expires and (
             isinstance(msg, m.FetchResponse)
             or (
@@ -172,7 +198,7 @@ class TimerRules:
             return
         if life.batch is None:
             life.batch = (now, base, count)
-            self.wake(now + self.config.append_linger_ms + TICK_MS + 1)
+            self.arm(node.node_id, now + self.config.append_linger_ms + TICK_MS + 1)
         else:
             life.batch = (life.batch[0], life.batch[1], life.batch[2] + count)
 
@@ -203,7 +229,7 @@ class TimerRules:
                 life.sent[env.dst] = (env.ref, now, msg)
                 if life.asked is None and isinstance(msg, m.VoteRequest) and msg.pre_vote:
                     life.asked = now
-                    self.wake(now + 2 * self.config.election_timeout_ms - 1 + TICK_MS + 1)
+                    self.arm(nid, now + 2 * self.config.election_timeout_ms - 1 + TICK_MS + 1)
         if life.batch is not None:
             self._batch_written(nid, life, node, now)
         self._schedule_others(node, now)
@@ -244,7 +270,7 @@ class TimerRules:
         state = life.state
         due = self._due(life)
         if due is not None:
-            self.wake(due + TICK_MS + 1)
+            self.arm(nid, due + TICK_MS + 1)
         if isinstance(state, Candidate | Resigned) and not self._alone(life):
             t = self.config.election_timeout_ms
             drawn = state.deadline - now
@@ -334,13 +360,13 @@ class TimerRules:
             expiry = cq.expiry(nid, core.epoch, now)
             if expiry is not None:
                 self._check_quorum_due[nid] = expiry
-                self.wake(expiry + TICK_MS + 1)
+                self.arm(nid, expiry + TICK_MS + 1)
         else:
             self._check_quorum_due.pop(nid, None)
         if self.backoff is not None:
             due = self.backoff.due(nid)
             if due is not None:
-                self.wake(due + TICK_MS + 1)
+                self.arm(nid, due + TICK_MS + 1)
 
     # ------------------------------------------------------------------ on time
 
@@ -374,6 +400,11 @@ class TimerRules:
                         f"leader {nid} still holds the {count} records appended from t={since} at t={now}, "
                         f"past controller.quorum.append.linger.ms ({self.config.append_linger_ms} ms)",
                     )
+        for nid in [n for n, at in self._armed.items() if at == now]:
+            del self._armed[nid]
+            due = self._next_due(nodes[nid], now)
+            if due is not None:
+                self.arm(nid, due + TICK_MS + 1)
         cq = self.check_quorum
         if cq is not None:
             for nid, expiry in list(self._check_quorum_due.items()):
