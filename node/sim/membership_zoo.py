@@ -51,7 +51,7 @@ def run_once(bug: str | None, seed: int, scenario: MembershipScenario | None = N
         scenario = MEMBERSHIP_SCENARIOS[bug]
     bugs = BugSet.of(bug) if bug else NO_BUGS
     params = MembershipParams(
-        SimParams(seed=seed, voters=scenario.nodes, faults=scenario.faults),
+        SimParams(seed=seed, voters=scenario.nodes, faults=scenario.faults, journal=True),  # judged as journalled
         initial=scenario.initial,
         change_every_ms=scenario.change_every_ms,
         replace_chance=scenario.replace_chance,
