@@ -5,9 +5,9 @@ instead lose its leader for a while (the leader isolated), so the transfer meets
 
 A scheduled crash falls at a random instant, so it rarely lands in those windows, which are a step
 wide; these land in them. They are drawn from the seed's own generator (runs without them draw
-what they did before), only within the fault window and only in runs with `crash` faults, a few
-per run, each healed after a while (a crashed node restarts, an isolated one rejoins) and all by
-the final heal.
+what they did before), only within the fault window and only in runs with `crash` faults, at
+most two of each kind per run, each healed after a while (a crashed node restarts, an isolated
+one rejoins) and all by the final heal.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from kraftlab.node.sim.invariants import CheckedNode
 
 SHARE = 0.4
 """The share of seeds (of runs with crash faults) that get these faults."""
-PER_RUN = 6
-"""At most this many per run."""
+PER_KIND = 2
+"""At most this many of each kind of moment per run (so that the frequent ones — votes, snapshots —
+leave room for the rare ones: truncations, snapshot fetches)."""
 CHANCE = 0.35
 """The chance each moment seen gets one."""
 
@@ -70,7 +71,7 @@ class MomentFaults:
         latest = node.snapshots.latest()
         before = self._seen.get(nid)
         self._seen[nid] = (node.incarnation, log.end_offset(), latest)
-        if sum(self.injected.values()) >= PER_RUN or now + 2 * self.config.election_timeout_ms >= self.fault_ms:
+        if now + 2 * self.config.election_timeout_ms >= self.fault_ms:
             return
         moment = None
         if before is not None and before[0] == node.incarnation:
@@ -85,7 +86,7 @@ class MomentFaults:
             elif isinstance(msg, m.FetchSnapshotRequest) and msg.position > 0:
                 moment = moment or ("fetch-isolate" if self.rng.random() < 0.5 else "fetch-crash")
                 leader = env.dst
-        if moment is None or self.rng.random() >= CHANCE:
+        if moment is None or self.injected.get(moment, 0) >= PER_KIND or self.rng.random() >= CHANCE:
             return
         self.injected[moment] = self.injected.get(moment, 0) + 1
         token = f"moment{sum(self.injected.values())}"
