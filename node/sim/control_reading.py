@@ -11,7 +11,8 @@ generated class and starting with that message's own `Version` field (0).
 
 `judge_batch`: every record of a control batch (attributes bit 0x20) reads as one of KRaft's control
 records (types 2 to 6: the metadata log has no transactions, so no ABORT or COMMIT marker), with
-nothing left over; every record of a data batch has no key and a value (KRaft's RecordsIterator
+nothing left over (a LeaderChange names its leader among the granting voters, a majority of the
+voters: KIP-595); every record of a data batch has no key and a value (KRaft's RecordsIterator
 refuses anything else — so a control record in a data batch is caught too). `judge_snapshot`
 (KIP-630): a snapshot is record batches from offset 0, contiguous; its first batch a control batch
 starting with the SnapshotHeaderRecord, followed only by the KRaftVersionRecord and then the
@@ -98,7 +99,24 @@ def judge_batch(batch: Batch) -> list[tuple[str, Any]]:
         return []
     if not batch.records:
         raise ControlViolation(f"control batch at {batch.base_offset} holds no record")
-    return [read_control(r) for r in batch.records]
+    read = [read_control(r) for r in batch.records]
+    for name, message in read:
+        if name == "LEADER_CHANGE":
+            _judge_leader_change(message, batch)
+    return read
+
+
+def _judge_leader_change(message: Any, batch: Batch) -> None:
+    """KIP-595: the leader of an epoch writes who it is, the voters, and the voters that elected it —
+    itself among them, a majority of the voters, none twice."""
+    voters = [int(v.voter_id) for v in message.voters]
+    granting = [int(v.voter_id) for v in message.granting_voters]
+    leader = int(message.leader_id)
+    if (len(set(voters)) != len(voters) or len(set(granting)) != len(granting) or not set(granting) <= set(voters)
+            or leader not in granting or 2 * len(granting) <= len(voters)):
+        raise ControlViolation(f"LeaderChange at {batch.base_offset} (epoch {batch.epoch}): leader {leader}, voters "
+                               f"{voters}, granting {granting} — the leader must be among the granting voters, a "
+                               "majority of the voters")
 
 
 _HEADER_FOLLOWERS = ("KRAFT_VERSION", "KRAFT_VOTERS")

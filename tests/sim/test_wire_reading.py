@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kraftlab.node.raft import control, wire
+from kraftlab.node.raft import control, election, wire
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.raft.ports import Record
@@ -87,3 +87,13 @@ def test_a_metadata_record_with_a_key_is_caught_in_the_cluster_simulator(monkeyp
     ))
     with pytest.raises(ControlViolation, match="data batch"):
         KraftSim(seed=1, raft_wire=True).run(fault_ms=6_000, settle_ms=6_000)
+
+
+def test_a_leader_change_without_its_electors_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader that leaves itself out of the granting voters it writes (KIP-595: it voted for itself)."""
+    write = election.leader_change_record
+    monkeypatch.setattr(election, "leader_change_record", lambda leader, voters, granting: write(
+        leader, voters, [g for g in granting if g != leader]
+    ))
+    with pytest.raises(ControlViolation, match="LeaderChange"):
+        run(PARAMS)
