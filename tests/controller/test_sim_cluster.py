@@ -58,7 +58,7 @@ def test_faults_lose_no_acknowledged_metadata_and_converge(seed: int) -> None:
 
 
 def test_lossy_network_with_duplicates_and_leadership_back_and_forth() -> None:
-    sim = KraftSim(seed=4, lossy=True)
+    sim = KraftSim(seed=4, lossy=True, raft_wire=True)  # every Raft message also read by Kafka's schema
     sim.run(fault_ms=15_000, settle_ms=15_000)
     sim.check_converged()
     assert sim.acked
@@ -69,7 +69,7 @@ def test_lossy_network_with_duplicates_and_leadership_back_and_forth() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10, 40))
 def test_faults_many_seeds(seed: int) -> None:
-    sim = KraftSim(seed=seed, brokers=5, lossy=seed % 2 == 0)
+    sim = KraftSim(seed=seed, brokers=5, lossy=seed % 2 == 0, raft_wire=True)
     sim.run(fault_ms=20_000, settle_ms=20_000)
     sim.check_converged()
     _assert_journals_valid(sim)
