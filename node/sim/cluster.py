@@ -168,7 +168,9 @@ class Simulation:
             self.config, self._fail, lambda at: self.queue.push(at, JUDGE, None), self.check_quorum, self.backoff
         )
         self.durability = DurabilityRules(self._fail, self.nodes)
-        self.progress = CommitProgress(self.config, params.flush_delay_ms, LinkFaults().max_delay_ms, self._fail)
+        self.progress = CommitProgress(
+            self.config, params.flush_delay_ms, LinkFaults().max_delay_ms, self._fail, self.nodes
+        )
         self.result = SimResult(params)
         self._client_seq = 0
         self._same_time = 0

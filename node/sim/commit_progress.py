@@ -14,15 +14,21 @@ leader's log end at time t is committed by
 the leader's own flush running beside the round trip. The simulator judges this from a request
 timeout and a retry backoff after the heal, or after a leadership begins if later — a request the
 faults lost before the heal is outstanding until it times out, and the followers catch up (a
-snapshot transfer, a truncation) meanwhile — for as long as that leadership lasts.
+snapshot transfer, a truncation) meanwhile — for as long as that leadership lasts. And only while
+a majority of the leader's voters (itself counted) can take records by Fetch: up, on the voter's
+disk, in the leader's epoch, and holding the leader's log start (a voter below it copies a snapshot
+first, which takes as long as the snapshot is large) — a voter set that grew, or voters still
+copying a snapshot after the heal, make the leader wait for them, as Kafka's leader does; the
+bound runs from the moment such a majority is there.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kraftlab.node.raft.config import RaftConfig
+from kraftlab.node.raft.core import RaftCore
 from kraftlab.node.sim.invariants import CheckedNode
 
 Fail = Callable[[str, str], None]
@@ -36,7 +42,10 @@ def commit_bound_ms(config: RaftConfig, flush_delay_ms: int, max_delay_ms: int) 
 
 
 class CommitProgress:
-    def __init__(self, config: RaftConfig, flush_delay_ms: int, max_delay_ms: int, fail: Fail) -> None:
+    def __init__(
+        self, config: RaftConfig, flush_delay_ms: int, max_delay_ms: int, fail: Fail, nodes: Mapping[int, CheckedNode]
+    ) -> None:
+        self.nodes = nodes
         self.bound = commit_bound_ms(config, flush_delay_ms, max_delay_ms)
         self.quiet = config.request_timeout_ms + config.retry_backoff_ms
         """From the heal, how long until nothing lost before it counts: a request the faults lost is
@@ -48,6 +57,8 @@ class CommitProgress:
         self._leadership: tuple[int, int] | None = None
         self._from = 0
         """When the current leadership's appends start to be judged."""
+        self._ready_since: int | None = None
+        """Since when a majority of the leader's voters can take records by Fetch (None: not now)."""
         self._due: deque[tuple[int, int]] = deque()
         """(log end offset, when the leader's log first reached it), oldest first, not yet committed."""
         self.judged = 0
@@ -67,9 +78,14 @@ class CommitProgress:
             if lead != self._leadership:
                 self._leadership = lead
                 self._from = max(now, self.healed_at) + self.quiet
+                self._ready_since = None
                 self._due.clear()
             if now < self._from:
                 return
+            if not self._majority_fetching(node, core):
+                self._ready_since = None
+            elif self._ready_since is None:
+                self._ready_since = now
             hw, end = core.high_watermark, node.log.end_offset()
             due = self._due
             while due and due[0][0] <= hw:
@@ -80,7 +96,8 @@ class CommitProgress:
         elif self._leadership == (node.node_id, core.epoch if core is not None else -1):
             self._leadership = None
             self._due.clear()
-        if self._due and now > self._due[0][1] + self.bound:
+        ready = self._ready_since
+        if self._due and ready is not None and now > max(self._due[0][1], ready) + self.bound:
             offset, since = self._due[0]
             leader = self._leadership
             self._due.clear()
@@ -89,3 +106,17 @@ class CommitProgress:
                 f"leader {leader} has not committed offset {offset}, at its log end since t={since}, by t={now}: "
                 f"past the bound of {self.bound} ms with the faults healed",
             )
+
+    def _majority_fetching(self, leader: CheckedNode, core: RaftCore) -> bool:
+        """Whether a majority of the leader's voters (itself counted) can take its records by Fetch now."""
+        voters = core.voter_set
+        start = leader.log.start_offset()
+        fetching = 0
+        for v in voters:
+            node = self.nodes.get(v)
+            other = None if node is None else node.core
+            if node is None or other is None or not voters.holds(v, other.directory_id):
+                continue
+            if v == leader.node_id or (other.epoch == core.epoch and node.log.end_offset() >= start):
+                fetching += 1
+        return 2 * fetching > len(voters)
