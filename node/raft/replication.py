@@ -314,19 +314,26 @@ class Replication(CoreContext):
         """An observer that knows no leader asks a random voter (whose answer names the leader), one
         request at a time, every retry backoff (as Kafka's observers do): not once per election
         timeout, which left brokers up to seconds behind a new leader. Voters backing off after a
-        failed request (RequestFailed) are skipped until their backoff ends."""
+        failed request (RequestFailed) are skipped until their backoff ends — and when every one of
+        them is backing off, the next probe goes when the first backoff ends (as Kafka's observer
+        polls again at `backoffBeforeAvailableBootstrapServer`), not a retry backoff later."""
         inflight = self._inflight
-        idle = [v for v in (self.bootstrap or self.voters) if v not in inflight and v != self.node_id]
-        if idle and not any(ref != 0 for ref, _ in inflight.values()):  # ref 0: a peer backing off
-            target = idle[self.rng.randrange(len(idle))]
-            self._send(
-                target,
-                m.FetchRequest(
-                    state.epoch, self.node_id, self.log.end_offset(), self.log.last_epoch(), 0, self.directory_id
-                ),
-                now,
-            )
+        candidates = [v for v in (self.bootstrap or self.voters) if v != self.node_id]
+        idle = [v for v in candidates if v not in inflight]
         state.deadline = now + self.config.retry_backoff_ms
+        if any(ref != 0 for ref, _ in inflight.values()):  # ref 0: a peer backing off
+            return
+        if not idle:
+            state.deadline = min([state.deadline, *(inflight[v][1] for v in candidates)])
+            return
+        target = idle[self.rng.randrange(len(idle))]
+        self._send(
+            target,
+            m.FetchRequest(
+                state.epoch, self.node_id, self.log.end_offset(), self.log.last_epoch(), 0, self.directory_id
+            ),
+            now,
+        )
 
     def _following(self, env: m.Envelope, epoch: int) -> Follower | None:
         state = self.state

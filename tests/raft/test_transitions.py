@@ -513,6 +513,20 @@ def test_observer_without_a_leader_asks_again_after_the_retry_backoff(make_core)
     assert h.core.leader_id == 3 and sent(out, m.FetchRequest)[0].dst == 3
 
 
+def test_observer_whose_voters_all_back_off_asks_again_when_the_first_backoff_ends(make_core) -> None:
+    """Every voter refused (each backing off after its RequestFailed): the next probe goes at the
+    first backoff's end, not a retry backoff after the tick that found them all backing off."""
+    h = make_core(node_id=7, voters=(1,))
+    (probe,) = sent(h.start(0), m.FetchRequest)
+    out = h.answer(probe, m.RequestFailed(), 5)  # voter 1 backs off until 5 + its backoff
+    ends = h.core._inflight[1][1]
+    assert ends > 20
+    out = h.tick(20)  # the retry timer finds the only voter backing off
+    assert not sent(out, m.FetchRequest) and out.deadline == min(40, ends)
+    later = h.tick(ends)
+    assert [s.dst for s in sent(later, m.FetchRequest)] == [1]
+
+
 def test_end_quorum_epoch_lets_the_preferred_successor_go_first(make_core) -> None:
     h = make_core(node_id=2)
     h.start(0)
