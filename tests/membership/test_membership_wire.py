@@ -3,12 +3,11 @@ and back, and the tools' refusals of bad input."""
 
 from __future__ import annotations
 
-import io
 import uuid
 from pathlib import Path
 
 import pytest
-from kio.serial import entity_reader, entity_writer
+from kio_bytes import through_bytes
 
 from kraftlab.node.admin import AdminError
 from kraftlab.node.cli import main as cli_main
@@ -20,14 +19,6 @@ from kraftlab.node.voter_admin import describe_change, local_controller
 
 D = uuid.UUID(int=7 << 64)
 ENDPOINTS = (Endpoint("CONTROLLER", "host-a", 9093), Endpoint("OTHER", "host-b", 19093))
-
-
-def through_bytes(entity: object) -> object:
-    buf = io.BytesIO()
-    entity_writer(type(entity))(buf, entity)
-    decoded, size = entity_reader(type(entity))(buf.getvalue(), 0)
-    assert size == len(buf.getvalue())
-    return decoded
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import io
 import uuid
 
 import pytest
-from kio.serial import entity_reader, entity_writer
+from kio_bytes import through_bytes
 
 from kraftlab.node.controller.messages import build
 from kraftlab.node.process.transport import register_raft_apis
@@ -19,15 +18,6 @@ from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, Record
 from kraftlab.node.raft.voters import Endpoint, Voter
 
 E = m.Errors
-
-
-def through_bytes(entity: object) -> object:
-    buf = io.BytesIO()
-    entity_writer(type(entity))(buf, entity)
-    data = buf.getvalue()
-    decoded, size = entity_reader(type(entity))(data, 0)
-    assert size == len(data)
-    return decoded
 
 
 DIRECTORY = uuid.UUID(int=(7 << 64) | 3)

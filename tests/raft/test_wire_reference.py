@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import io
 import typing
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records, i32, i32Timedelta
+from kio_bytes import through_bytes
 from kio_strategies import ints, raft_entities, texts
 
 from kraftlab.node.process.transport import register_raft_apis
@@ -51,16 +50,6 @@ from kraftlab.node.sim.raft_reading import (
 FAST = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PER_CLASS = settings(FAST, max_examples=30)  # 32 entity classes, each drawn on its own
-
-
-def through_bytes(entity: Any) -> Any:
-    """`entity` written and read back by kio's own serializers."""
-    buf = io.BytesIO()
-    entity_writer(type(entity))(buf, entity)
-    data = buf.getvalue()
-    decoded, size = entity_reader(type(entity))(data, 0)
-    assert size == len(data)
-    return decoded
 
 
 # ---------------------------------------------------------------------------- the node's messages

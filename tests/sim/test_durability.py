@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from sim_cores import first_violation_of
 
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.ports import Batch
@@ -32,12 +33,7 @@ def params(seed: int) -> SimParams:
 
 
 def first_violation(core_class: type[RaftCore], seeds: range) -> InvariantViolation | None:
-    for seed in seeds:
-        try:
-            Simulation(params(seed), core_class=core_class).run()
-        except InvariantViolation as exc:
-            return exc
-    return None
+    return first_violation_of(core_class, map(params, seeds))
 
 
 def test_majority_end_is_what_a_majority_reaches() -> None:

@@ -9,12 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sim_cores import first_violation_of
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.raft.states import EpochState, Leader
-from kraftlab.node.sim.cluster import SimParams, run
+from kraftlab.node.sim.cluster import SimParams
 from kraftlab.node.sim.invariants import InvariantViolation
 from kraftlab.node.sim.response_rules import KAFKA_ERRORS, ResponseRules
 
@@ -62,12 +63,7 @@ CUT_OFF_LEADERS = {"voters": 5, "faults": ("partition", "oneway", "flapping"), "
 
 
 def first_violation(core_class: type[RaftCore], seeds: range, scenario: dict[str, Any]) -> InvariantViolation | None:
-    for seed in seeds:
-        try:
-            run(SimParams(seed=seed, observers=1, **scenario), core_class=core_class)
-        except InvariantViolation as exc:
-            return exc
-    return None
+    return first_violation_of(core_class, (SimParams(seed=seed, observers=1, **scenario) for seed in seeds))
 
 
 def swap_fenced_error_and_epoch(request: m.Envelope, answer: Any) -> Any:

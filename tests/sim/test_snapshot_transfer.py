@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+from sim_cores import first_violation_of
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.core import LoadSnapshot, RaftCore
@@ -31,12 +32,7 @@ def params(seed: int) -> SimParams:
 
 
 def first_violation(core_class: type[RaftCore], seeds: range) -> InvariantViolation | None:
-    for seed in seeds:
-        try:
-            Simulation(params(seed), core_class=core_class).run()
-        except InvariantViolation as exc:
-            return exc
-    return None
+    return first_violation_of(core_class, map(params, seeds))
 
 
 def test_the_real_core_fetches_and_installs_snapshots_in_order() -> None:

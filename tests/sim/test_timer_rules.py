@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from sim_cores import first_violation_of
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.ports import Record
 from kraftlab.node.raft.states import EpochState, Follower, Leader, Unattached
-from kraftlab.node.sim.cluster import SimParams, Simulation
+from kraftlab.node.sim.cluster import SimParams
 from kraftlab.node.sim.invariants import InvariantViolation
 from kraftlab.node.sim.timer_rules import SPREAD_DRAWS, TimerRules
 
@@ -23,14 +24,9 @@ from kraftlab.node.sim.timer_rules import SPREAD_DRAWS, TimerRules
 def first_violation(
     core_class: type[RaftCore], seeds: range, config: RaftConfig | None = None, **params: Any
 ) -> InvariantViolation | None:
-    for seed in seeds:
-        p = SimParams(seed=seed, **{"voters": 3, "faults": ("flapping", "partition"), "fault_ms": 8_000,
-                                    "settle_ms": 6_000, **params})
-        try:
-            Simulation(p, config, core_class).run()
-        except InvariantViolation as exc:
-            return exc
-    return None
+    runs = (SimParams(seed=seed, **{"voters": 3, "faults": ("flapping", "partition"), "fault_ms": 8_000,
+                                    "settle_ms": 6_000, **params}) for seed in seeds)
+    return first_violation_of(core_class, runs, config)
 
 
 def test_the_real_core_keeps_every_timer() -> None:

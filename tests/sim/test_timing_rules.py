@@ -8,10 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sim_cores import first_violation_of
 
 from kraftlab.node.raft.core import RaftCore
 from kraftlab.node.raft.states import EpochState, Leader
-from kraftlab.node.sim.cluster import SimParams, run
+from kraftlab.node.sim.cluster import SimParams
 from kraftlab.node.sim.invariants import InvariantViolation
 from kraftlab.node.sim.timing_rules import check_quorum_timeout_ms
 
@@ -44,13 +45,9 @@ def core_whose_leader_picks(pick: Pick) -> type[RaftCore]:
 
 
 def first_violation(core_class: type[RaftCore], seeds: range) -> InvariantViolation | None:
-    for seed in seeds:
-        params = SimParams(seed=seed, voters=5, faults=("flapping", "partition"), fault_ms=20_000, settle_ms=6_000)
-        try:
-            run(params, core_class=core_class)
-        except InvariantViolation as exc:
-            return exc
-    return None
+    faults = ("flapping", "partition")
+    runs = (SimParams(seed=s, voters=5, faults=faults, fault_ms=20_000, settle_ms=6_000) for s in seeds)
+    return first_violation_of(core_class, runs)
 
 
 def test_the_timeout_is_kafkas_factor_of_the_fetch_timeout() -> None:
