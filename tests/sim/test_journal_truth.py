@@ -134,7 +134,9 @@ WRONG: list[tuple[str, type[RaftCore], str]] = [
     ("no snapshot deleted", _rewritten("snapshot", lambda e: None if e["action"] == "delete" else e),
      "JournalComplete"),
     ("no high-water mark", _rewritten("hw", lambda e: None if e["hw"] % 5 == 0 else e), "JournalComplete"),
-    ("no truncation", _rewritten("truncate", lambda e: None), "JournalTrue"),
+    # a step that truncates and appends shows the lie in its append line (JournalTrue); one that only
+    # truncates (a crash right after it, say) leaves the replay longer than the log (JournalComplete)
+    ("no truncation", _rewritten("truncate", lambda e: None), "JournalTrue or JournalComplete"),
     ("a field missing", _rewritten("vote", lambda e: {k: v for k, v in e.items() if k != "pre_vote"}),
      "JournalTrue"),
     ("a refusal in another state", _rewritten("vote", lambda e: _set(e, reason="already resigned in epoch")
@@ -150,7 +152,7 @@ WRONG: list[tuple[str, type[RaftCore], str]] = [
 
 @pytest.mark.parametrize(("what", "core_class", "rule"), WRONG, ids=[w[0] for w in WRONG])
 def test_a_journal_that_lies_or_omits_is_caught(what: str, core_class: type[RaftCore], rule: str) -> None:
-    assert _first_finding(lambda seed: _raft(seed, core_class, flush_delay_ms=20).run()) == rule
+    assert _first_finding(lambda seed: _raft(seed, core_class, flush_delay_ms=20).run()) in rule.split(" or ")
 
 
 def _first_finding(run: Any, seeds: range = range(1, 6)) -> str:
