@@ -16,6 +16,7 @@ Every answer has `ok`; a refused request says why in `error`.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -72,9 +73,13 @@ async def serve(fs: Controlled, path: str, stop: Callable[[], None]) -> None:
     the filesystem's own loop, so a crash never interleaves with an operation)."""
     import trio  # only where a filesystem is mounted: a client needs nothing but a socket
 
+    # Bound and listening under a private name, then renamed into place: whoever waits for the
+    # socket file (a test's mount helper, a lab's `test -S`) can connect the moment it appears.
+    staging = os.path.join(os.path.dirname(path) or ".", f".{os.getpid()}.binding")
     sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
-    await sock.bind(path)
+    await sock.bind(staging)
     sock.listen(8)
+    os.replace(staging, path)
     async with trio.open_nursery() as nursery:
         while True:
             conn, _ = await sock.accept()
