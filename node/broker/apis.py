@@ -65,6 +65,7 @@ from kraftlab.node.controller.quorum_controller import CONTROLLER_APIS, error_re
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
+from kraftlab.node.protocol.durations import millis
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,8 +410,7 @@ class BrokerApis:
             self._outbox.append(Refused(token, f"unsupported API {api}"))
 
     def _forward(self, token: Any, request: Any, controller_request: Any, now_ms: int) -> None:
-        timeout = getattr(request, "timeout", 30_000)
-        timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout)
+        timeout_ms = millis(getattr(request, "timeout", 30_000))
         self._forwards += 1
         self._pending[self._forwards] = _Pending(token, request, controller_request, now_ms + max(timeout_ms, 0))
         self._outbox.append(Forward(self._forwards, controller_request))

@@ -30,14 +30,8 @@ from kraftlab.node.controller.messages import error_name
 from kraftlab.node.controller.write import Outcome, Write
 from kraftlab.node.kafka_uuid import uuid_to_kafka
 from kraftlab.node.metadata.records import DelegationTokenRecord, RemoveDelegationTokenRecord
+from kraftlab.node.protocol.durations import millis
 from kraftlab.node.security.tokens import USER_TYPE, allowed_to_renew, token_hmac
-
-
-def _ms(value: Any) -> int:
-    """A kio duration or timestamp field as milliseconds."""
-    if hasattr(value, "total_seconds"):
-        return round(value.total_seconds() * 1000)
-    return int(value)
 
 
 def _split(principal: str) -> tuple[str, str]:
@@ -66,7 +60,7 @@ def create_delegation_token(w: Write, req: Any) -> Outcome:
     if values["error_code"] != ErrorCode.none:
         return Outcome(values, [{**decision, "error": error_name(values["error_code"])}])
     assert tokens.secret_key is not None
-    requested = _ms(req.max_lifetime)
+    requested = millis(req.max_lifetime)
     lifetime = min(tokens.max_lifetime_ms, requested) if requested > 0 else tokens.max_lifetime_ms
     max_ts = now + lifetime
     expiry = min(max_ts, now + tokens.expiry_time_ms)
@@ -111,7 +105,7 @@ def renew_delegation_token(w: Write, req: Any) -> Outcome:
                                 "token_id": token.token_id if token is not None else None}
     if token is None or code != ErrorCode.none:
         return Outcome({"error_code": code, "expiry_timestamp": 0}, [{**decision, "error": error_name(code)}])
-    period = _ms(req.renew_period)
+    period = millis(req.renew_period)
     expiry_time = w.config.tokens.expiry_time_ms
     renew = min(expiry_time, period) if period > 0 else expiry_time
     expiry = min(token.max_timestamp, w.wall_ms + renew)
@@ -126,7 +120,7 @@ def expire_delegation_token(w: Write, req: Any) -> Outcome:
                                 "token_id": token.token_id if token is not None else None}
     if token is None or code != ErrorCode.none:
         return Outcome({"error_code": code, "expiry_timestamp": 0}, [{**decision, "error": error_name(code)}])
-    period = _ms(req.expiry_time_period)
+    period = millis(req.expiry_time_period)
     if period < 0:  # expire now: gone from the image
         w.emit(RemoveDelegationTokenRecord(token_id=token.token_id))
         expiry = w.wall_ms

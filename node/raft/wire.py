@@ -46,6 +46,7 @@ from kio.schema.vote.v2 import response as v_resp
 from kio.static.primitive import Records, i32, i32Timedelta, i64
 from kio.static.protocol import Payload
 
+from kraftlab.node.protocol.durations import millis
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.membership import describe
 from kraftlab.node.raft.ports import OffsetAndEpoch
@@ -115,12 +116,6 @@ _FETCH_SNAPSHOT_RESPONSES = tuple(resp.FetchSnapshotResponse for _, resp in _FET
 
 class WireError(ValueError):
     """A well-formed entity that is not a valid Raft message for this node (wrong topic, no partition…)."""
-
-
-def millis(duration: datetime.timedelta) -> int:
-    """An int32 milliseconds field (MaxWaitMs, TimeoutMs) as sent: kio holds it as a timedelta, and
-    float seconds times 1000 loses a millisecond on about one value in a hundred (8200487 → 8200486)."""
-    return duration // datetime.timedelta(milliseconds=1)
 
 
 def _bid(node: int | None) -> BrokerId:

@@ -239,3 +239,15 @@ def test_a_new_leader_answers_offset_not_available_until_its_hw_reaches_its_epoc
 
 def _leader_batch() -> bytes:
     return encode_batch(Batch(0, 1, (Record(None, b"a"), Record(None, b"b")), False, 1000))
+
+
+def test_max_wait_and_timeout_are_read_to_the_millisecond(tmp_path: Path) -> None:
+    """8200487 ms read as float seconds times 1000 was 8200486: a fetch answered a millisecond early."""
+    m = manager(tmp_path)
+    m.apply_image(image_with(), 0)
+    m.handle("wait", fetch(0, min_bytes=1, max_wait_ms=8_200_487), 0)
+    assert m.next_deadline_ms() == 8_200_487
+    m.tick(8_200_486)
+    assert replies(m) == {}
+    m.tick(8_200_487)
+    assert "wait" in replies(m)

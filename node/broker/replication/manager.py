@@ -50,6 +50,7 @@ from kraftlab.node.controller.messages import api_name, respond
 from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.records import RESOURCE_TOPIC
+from kraftlab.node.protocol.durations import millis
 from kraftlab.node.storage.partition.log import InvalidRecords, OffsetOutOfRange, RecordTooLarge
 
 TopicPartition = tuple[str, int]
@@ -92,10 +93,6 @@ class _FetchResult:
     size: int = 0
     errors: bool = False
     partitions: list[TopicPartition] = field(default_factory=list)
-
-
-def _ms(value: Any) -> int:
-    return int(value.total_seconds() * 1000) if isinstance(value, datetime.timedelta) else int(value)
 
 
 class ReplicaManager:
@@ -289,7 +286,7 @@ class ReplicaManager:
                 if acks == -1:
                     waiting[key] = info.last_offset + 1
                     epochs[key] = p.leader_epoch
-        parked = _ParkedProduce(token, request, results, waiting, epochs, now_ms + max(_ms(request.timeout), 0))
+        parked = _ParkedProduce(token, request, results, waiting, epochs, now_ms + max(millis(request.timeout), 0))
         if acks == 0:
             self._outbox.append(ClientReply(token, None))
         elif not self._try_complete_produce(parked, now_ms):
@@ -341,7 +338,7 @@ class ReplicaManager:
                     parked.deadline_ms = now_ms
         result = self._read(request)
         min_bytes = int(request.min_bytes)
-        max_wait = _ms(request.max_wait)
+        max_wait = millis(request.max_wait)
         if result.errors or result.size >= min_bytes or max_wait <= 0:
             self._outbox.append(ClientReply(token, respond(request, result.values)))
         else:

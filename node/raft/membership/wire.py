@@ -23,9 +23,9 @@ from kio.schema.update_raft_voter.v0 import response as up_resp
 from kio.static.primitive import i16, i32, i32Timedelta, u16
 from kio.static.protocol import Payload
 
+from kraftlab.node.protocol.durations import millis
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.voters import Endpoint, Voter
-from kraftlab.node.raft.wire import millis
 
 REQUEST_ENTITIES: dict[type, type[Payload]] = {
     m.AddRaftVoterRequest: add_req.AddRaftVoterRequest,
