@@ -144,31 +144,89 @@ def _pytest(tree: Path, tests: list[str], *extra: str) -> list[str]:
 
 # ----------------------------------------------------------------------------- which tests run which lines
 
-def line_map(packages: list[str]) -> dict[str, Any]:
-    """{"tests": {nodeid: seconds}, "lines": {file: {line: [nodeids]}}} for the current tree (cached)."""
-    key = f"{suite_hash()}:{','.join(sorted(packages))}:{','.join(SIM_TESTS)}"
-    try:
-        cached = json.loads(LINES_CACHE.read_text())
-        if cached.get("key") == key:
-            return cached
-    except (OSError, ValueError):
-        pass
-    print("measuring which simulator tests run which lines (once per tree; a few minutes)…", flush=True)
+def _test_files(tree: Path) -> list[str]:
+    """SIM_TESTS as test files (a folder stands for every test_*.py under it)."""
+    files: list[str] = []
+    for t in SIM_TESTS:
+        path = tree / t
+        if path.is_dir():
+            files += sorted(str(f.relative_to(tree)) for f in path.rglob("test_*.py"))
+        elif path.exists():
+            files.append(t)
+    return files
+
+
+def shard_tests(files: list[str], durations: dict[str, float], shards: int) -> list[list[str]]:
+    """The test files split into `shards` groups of about equal time (longest first, each to the
+    lightest group), timed by an earlier map's per-test durations; a file never timed weighs 1 s."""
+    weight = dict.fromkeys(files, 0.0)
+    for nodeid, seconds in durations.items():
+        f = nodeid.split("::", 1)[0]
+        if f in weight:
+            weight[f] += seconds
+    groups: list[tuple[float, list[str]]] = [(0.0, []) for _ in range(max(1, shards))]
+    for f in sorted(files, key=lambda f: (-(weight[f] or 1.0), f)):
+        i = min(range(len(groups)), key=lambda i: groups[i][0])
+        total, members = groups[i]
+        groups[i] = (total + (weight[f] or 1.0), [*members, f])
+    return [sorted(members) for _, members in groups if members]
+
+
+def merge_line_maps(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One map from the shards' maps: every test's duration, and per line the union of its tests."""
+    tests: dict[str, float] = {}
+    lines: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for part in parts:
+        tests.update(part["tests"])
+        for f, per in part["lines"].items():
+            for n, ids in per.items():
+                lines[f][n].update(ids)
+    return {"tests": tests, "lines": {f: {n: sorted(ids) for n, ids in sorted(per.items(), key=lambda kv: int(kv[0]))}
+                                      for f, per in sorted(lines.items())}}
+
+
+def line_map(packages: list[str], shards: int = 1) -> dict[str, Any]:
+    """{"tests": {nodeid: seconds}, "lines": {file: {line: [nodeids]}}} for the current tree (cached).
+    Measured in `shards` pytest processes at once (one per worker), each tracing its share of the
+    test files; a map measured for more packages serves fewer."""
+    suite = f"{suite_hash()}:{','.join(SIM_TESTS)}"
+    previous: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        previous = json.loads(LINES_CACHE.read_text())
+    measured = previous.get("packages", [])
+    if previous.get("suite") == suite and all(any(p == q or p.startswith(q + "/") for q in measured)
+                                              for p in packages):
+        return previous
+    print(f"measuring which simulator tests run which lines (once per tree; {shards} shard(s))…", flush=True)
     with tempfile.TemporaryDirectory(prefix="mutants-map-") as tmp:
         tree = Path(tmp)
         copy_tree(tree)
-        out = tree / "lines.json"
-        tests = [t for t in SIM_TESTS if (tree / t).exists()]
+        groups = shard_tests(_test_files(tree), previous.get("tests", {}), shards)
         t0 = time.monotonic()
-        # No per-test timeout: line tracing makes the long property tests several times slower.
-        env = _env(tree, MUTATION_LINES_OUT=str(out), MUTATION_LINES_PACKAGES=",".join(packages))
-        r = subprocess.run(_pytest(tree, tests, "-m", MARKS, "--timeout", "0"), cwd=tree, capture_output=True,
-                           text=True, env=env)
-        if r.returncode != 0:
-            sys.exit(f"the simulators' tests fail on the unmutated tree; fix that first:\n{r.stdout[-3000:]}")
-        data = json.loads(out.read_text())
+        runs = []
+        for i, group in enumerate(groups):
+            out = tree / f"lines-{i}.json"
+            env = _env(tree, MUTATION_LINES_OUT=str(out), MUTATION_LINES_PACKAGES=",".join(packages))
+            # No per-test timeout: line tracing makes the long property tests several times slower.
+            log = open(tree / f"lines-{i}.log", "w+")  # noqa: SIM115 — closed below
+            proc = subprocess.Popen(_pytest(tree, group, "-m", MARKS, "--timeout", "0"), cwd=tree, stdout=log,
+                                    stderr=subprocess.STDOUT, text=True, env=env)
+            runs.append((proc, log, out))
+        parts = []
+        for proc, log, out in runs:
+            rc = proc.wait()
+            log.seek(0)
+            text = log.read()
+            log.close()
+            if rc not in (0, 5):  # 5: a shard whose tests the marks all deselect
+                for other, _, _ in runs:
+                    other.kill()
+                sys.exit(f"the simulators' tests fail on the unmutated tree; fix that first:\n{text[-3000:]}")
+            if out.exists():
+                parts.append(json.loads(out.read_text()))
+        data = merge_line_maps(parts)
         print(f"  {len(data['tests'])} tests, {time.monotonic() - t0:.0f} s with line tracing", flush=True)
-    data["key"] = key
+    data["suite"], data["packages"] = suite, sorted(packages)
     LINES_CACHE.write_text(json.dumps(data))
     return data
 
@@ -514,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = False
     try:
         if todo:
-            lines = line_map(packages)
+            lines = line_map(packages, args.workers)
             run_simulators(todo, lines, cache, suite, args.workers, deadline)
         if args.e2e:
             equivalent = equivalent_reasons()
