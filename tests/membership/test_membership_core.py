@@ -352,3 +352,22 @@ def test_an_observer_a_vote_request_moves_keeps_looking_for_the_leader() -> None
         assert not core.is_voter and core.role == Role.UNATTACHED
         assert core.epoch == (epoch - 1 if pre_vote else epoch)
         assert out.deadline is not None and out.deadline <= now + CONFIG.retry_backoff_ms
+
+
+def test_an_update_the_leader_leaves_unfinished_names_that_leader_in_its_epoch() -> None:
+    """Kafka's LeaderState, closing, completes a pending UpdateRaftVoter NOT_LEADER_OR_FOLLOWER with
+    its own leader and epoch (`ChangeVoterHandlerState.maybeResetPendingVoterHandlerState`): the
+    CurrentLeader of the answer is the leader that took the request, in the epoch it took it in."""
+    core = standalone_leader()
+    fetch(core, 2, core.log.end_offset(), 100)
+    ask(core, m.AddRaftVoterRequest(voter(2), 1_000), 100)
+    fetch(core, 2, core.log.end_offset(), 200)
+    fetch(core, 2, core.log.end_offset(), 250)
+    assert core.voter_set == voters(1, 2) and core.control.last_change_offset() < core.high_watermark
+    led = core.epoch
+    moved = (Endpoint("CONTROLLER", "elsewhere", 19093),)
+    assert answers(ask(core, m.UpdateRaftVoterRequest(led, 2, D[2], moved), 300)) == []  # not committed yet
+    out = ask(core, m.BeginQuorumEpochRequest(led + 1, 2), 400, src=2, ref="b")
+    assert not core.is_leader
+    [answer] = answers(out)
+    assert (answer.error, answer.leader_id, answer.epoch) == (m.Errors.NOT_LEADER_OR_FOLLOWER, 1, led)

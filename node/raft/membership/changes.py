@@ -195,12 +195,14 @@ class VoterChanges(CoreContext):
 
     def _abandon_voter_change(self, state: Leader) -> None:
         """A leader leaving office answers the change it was carrying out: it may still commit under
-        the next leader (the client learns the outcome by describing the quorum)."""
+        the next leader (the client learns the outcome by describing the quorum). As Kafka's closing
+        LeaderState, the answer names this leader in the epoch it led (an UpdateRaftVoter's CurrentLeader)."""
         change = state.voter_change
         if change is None:
             return
         state.voter_change = None
-        response = m.VoterChangeResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, "the leader lost its leadership")
+        why = "the leader lost its leadership"
+        response = m.VoterChangeResponse(m.Errors.NOT_LEADER_OR_FOLLOWER, why, self.node_id, state.epoch)
         self._out.messages.append(m.Envelope(self.node_id, change.src, response, change.ref))
 
 
