@@ -25,7 +25,10 @@ everywhere):
   it saw fetch (the Fetch's ReplicaDirectoryId), never a directory no disk is;
 - VoterChangeAnswered: a client's AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter, drawn from the
   whole space KIP-853 allows, gets Kafka's answer for the state the node took it in, once
-  (node.sim.voter_requests).
+  (node.sim.voter_requests), naming the responder's leader and epoch in an UpdateRaftVoter's
+  CurrentLeader, read from Kafka's wire (VoterChangeLeader, node.sim.answer_fields);
+- DescribeQuorumNodes: a leader's DescribeQuorum lists the voter set in force, its voters' directory
+  ids and (v2) a Node with each voter's listeners (node.sim.answer_fields).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from kraftlab.node.raft.membership.records import KRAFT_VERSION_1, kraft_version
 from kraftlab.node.raft.ports import OffsetAndEpoch
 from kraftlab.node.raft.states import Candidate, Leader, Prospective
 from kraftlab.node.raft.voters import Endpoint, Voter, VoterSet
+from kraftlab.node.sim.answer_fields import judge_describe
 from kraftlab.node.sim.cluster import SimNode, SimParams, SimResult, Simulation
 from kraftlab.node.sim.invariants import CheckedNode, Invariants
 from kraftlab.node.sim.voter_requests import (
@@ -300,7 +304,8 @@ class MembershipSimulation(Simulation):
         self._ref += 1
         ref = self._ref
         taken = taken_outcomes(request, self.directories)
-        self.voter_requests.sent(ref, Asked(request, expected, why, node.node_id, taken=taken))
+        found = (node.core.leader_id, node.core.epoch)
+        self.voter_requests.sent(ref, Asked(request, expected, why, node.node_id, taken=taken, found=found))
         out = node.raft.handle(m.Envelope(CLIENT_ID, node.node_id, request, ref), now)
         if expected is not None and not any(e.dst == CLIENT_ID and e.ref == ref for e in out.messages):
             self.invariants.fail("VoterChangeAnswered", f"node {node.node_id} took {request!r}, which Kafka refuses "
@@ -375,6 +380,9 @@ class MembershipSimulation(Simulation):
         now_set = (history.last_offset, history.latest)
         before = self._sets_seen.get(key)
         self._sets_seen[key] = now_set
+        if before is None or before[0] != now_set[0]:
+            view = core.describe_quorum(self.invariants.now)
+            judge_describe(view, now_set[1], f"leader {nid} (epoch {core.epoch})", fail)
         if before is None or before[0] == now_set[0]:
             return
         previous_offset, previous = before

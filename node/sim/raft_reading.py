@@ -19,6 +19,14 @@ Kafka's rules this reading keeps (RaftUtil / KafkaRaftClient):
 - a Fetch answer's diverging epoch or snapshot id with a field below 0 is absent (Kafka's defaults
   are -1/-1; Kafka refuses a half-set one).
 
+**AbsentIsKafkasDefault** (`absent_markers`, judged on every Raft response the wire mode carries and
+on the voter change answers, `node.sim.answer_fields`): a FetchResponse's DivergingEpoch and
+SnapshotId, and a FetchSnapshotResponse's SnapshotId, are set whole or not at all — both fields at
+0 or above, or both at the schema's default -1. Kafka's follower (`KafkaRaftClient.handleFetchResponse`)
+takes a pair with either field at 0 or above as set and refuses the whole answer when the other is
+below 0, where this reading takes a half-set pair for none: without the rule a half-set pair would
+pass unseen. A leader id or leader epoch is 0 or above, or exactly the schemas' -1 for none.
+
 `UNMODELED` names, in one place, every field of the served entities the node's messages do not
 carry, with the reason (tests/raft/test_wire_reference.py holds it exact: every other field changes
 this reading); `carried` is what a message keeps at a given version (the fields an older version has
@@ -301,10 +309,43 @@ class ReadingViolation(AssertionError):
     """The node's codec and Kafka's reading disagree about a message the simulator carried."""
 
 
+_PAIRS = ("diverging_epoch", "snapshot_id")
+"""The (end offset, epoch) pairs of Fetch and FetchSnapshot answers."""
+
+
+def absent_markers(entity: Any, what: str) -> None:
+    """AbsentIsKafkasDefault over a Raft response entity as it came off the wire (nested entities
+    walked, record bytes not)."""
+    wrong = _absent(entity)
+    if wrong is not None:
+        raise ReadingViolation(f"{what}: {type(entity).__name__} {wrong}")
+
+
+def _absent(entity: Any) -> str | None:
+    if not dataclasses.is_dataclass(entity):
+        return None
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if f.name in _PAIRS:
+            offset, epoch = int(value.end_offset), int(value.epoch)
+            if (offset >= 0) != (epoch >= 0) or min(offset, epoch) < -1:
+                return f"{f.name} is end offset {offset}, epoch {epoch}: Kafka's is both set or both -1"
+        elif f.name in ("leader_id", "leader_epoch") and int(value) < -1:
+            return f"{f.name} {int(value)}: Kafka's is 0 or above, or -1 for none"
+        else:
+            for item in value if isinstance(value, tuple) else (value,):
+                wrong = _absent(item)
+                if wrong is not None:
+                    return wrong
+    return None
+
+
 def as_kafka_reads_it(sent: m.Message, entity: Any, node_reading: m.Message, what: str) -> m.Message:
     """The message a receiver gets in the simulator's wire mode: Kafka's reading of the (decoded)
     `entity` the node encoded `sent` as — which must be `sent` as far as its version carries it, and
     what the node's own codec read (`node_reading`)."""
+    if not m.is_request(sent):
+        absent_markers(entity, what)
     reading = read_request(entity) if m.is_request(sent) else read_response(entity)
     expected = carried(sent, int(entity.__version__))
     if reading != expected:

@@ -37,6 +37,7 @@ from kraftlab.node.raft.core import RaftCore
 from kraftlab.node.raft.membership.records import KRAFT_VERSION_0
 from kraftlab.node.raft.states import Leader
 from kraftlab.node.raft.voters import Endpoint, Voter
+from kraftlab.node.sim.answer_fields import as_read_from_the_wire, voter_change_leader
 
 CLIENT_ID = -1001
 """The client's id in envelopes (no node's, nor the administrator's)."""
@@ -157,6 +158,8 @@ class Asked:
     answers: list[m.Errors] = field(default_factory=list)
     taken: tuple[m.Errors, ...] = ()
     """How it may end if the leader takes it (`taken_outcomes`)."""
+    found: tuple[int | None, int] | None = None
+    """The node's (leader, epoch) when it took the request (`answer_fields.voter_change_leader`)."""
 
 
 class VoterRequestJudge:
@@ -177,12 +180,18 @@ class VoterRequestJudge:
             self.fail("VoterChangeAnswered", f"node {env.src} answered a request never sent: {env!r}")
             return
         message = env.message
+        if isinstance(message, m.VoterChangeResponse):  # as Kafka's admin client reads it
+            message = as_read_from_the_wire(asked.request, message)
         error = message.error if isinstance(message, m.VoterChangeResponse) else None
         kind = type(asked.request).__name__
         key = f"{kind}:{type(message).__name__ if error is None else error.name}"
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
         asked.answers.append(m.Errors.UNKNOWN_SERVER_ERROR if error is None else error)
         what = f"{kind} {asked.request!r} to node {asked.node} ({asked.why})"
+        if isinstance(message, m.VoterChangeResponse) and asked.found is not None:
+            wrong = voter_change_leader(asked.request, message, asked.found)
+            if wrong is not None:
+                self.fail("VoterChangeLeader", f"{what}, answered {_name(error)}: {wrong}")
         if len(asked.answers) > 1:
             self.fail("VoterChangeAnswered", f"{what} was answered twice: {[e.name for e in asked.answers]}")
         elif asked.expected is not None and error != asked.expected:

@@ -13,11 +13,12 @@ throttles only a client over its quota — and a response refusing the whole req
 error code) says nothing else: Kafka answers such a request with the response's defaults and the
 error (`new XResponseData().setErrorCode(code)`), so a field set beside the error is a claim the
 node made about a request it did not carry out — save the few Kafka itself fills in first
-(`_ECHOED`: a refused CreateDelegationToken names its owner and requester, as Kafka's
-`CreateDelegationTokenResponse.prepareResponse` and its controller do; a refused ElectLeaders carries
-the error on every partition asked, as `ElectLeadersRequest.getErrorResponse` does — v0 has no
-top-level error code). A timestamp of 0 ms (the
-epoch) is a default.
+(`_ECHOED`: a refused UpdateRaftVoter names the current leader, as `RaftUtil.updateVoterResponse`
+does for every answer — judged by `node.sim.answer_fields`; a refused CreateDelegationToken names
+its owner and requester, as Kafka's `CreateDelegationTokenResponse.prepareResponse` and its
+controller do; a refused ElectLeaders carries the error on every partition asked, as
+`ElectLeadersRequest.getErrorResponse` does — v0 has no top-level error code). A timestamp of 0 ms
+(the epoch) is a default.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def through_the_wire(entity: Any, what: str) -> Any:
 _FREE = ("error_code", "error_message", "throttle_time")  # what a refusal may set
 _ECHOED = {"CreateDelegationTokenResponse": ("principal_type", "principal_name", "token_requester_principal_type",
                                              "token_requester_principal_name"),
-           "ElectLeadersResponse": ("replica_election_results",)}
+           "ElectLeadersResponse": ("replica_election_results",),
+           "UpdateRaftVoterResponse": ("current_leader",)}
 """Fields Kafka sets in a refusal too, by response."""
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 

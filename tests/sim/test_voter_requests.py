@@ -4,6 +4,7 @@ does over many seeds, and a core that answers otherwise is caught."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -83,9 +84,35 @@ class TracksReplicasByIdOnly(RaftCore):
         super()._on_fetch_request(env, req, now)
 
 
+class NamesNoLeaderInRefusals(RaftCore):
+    """A node refusing a voter change without naming its leader and epoch (Kafka's CurrentLeader)."""
+
+    def _refuse_change(self, env: m.Envelope, error: m.Errors, message: str) -> None:
+        self._reply(env, m.VoterChangeResponse(error, message))
+
+
+class ListsNodesWithoutListeners(RaftCore):
+    """A leader whose DescribeQuorum v2 lists its voters' nodes without their listeners."""
+
+    def describe_quorum(self, now: int) -> m.DescribeQuorumResponse:
+        view = super().describe_quorum(now)
+        return dataclasses.replace(view, nodes=tuple((node_id, ()) for node_id, _ in view.nodes))
+
+
+class DescribesVotersWithoutDirectories(RaftCore):
+    """A leader whose DescribeQuorum names its voters by id alone (v2 carries their directory ids)."""
+
+    def describe_quorum(self, now: int) -> m.DescribeQuorumResponse:
+        view = super().describe_quorum(now)
+        return dataclasses.replace(view, voters=tuple(dataclasses.replace(r, directory_id=None) for r in view.voters))
+
+
 @pytest.mark.parametrize(
     ("core_class", "rules"),
     [
+        (NamesNoLeaderInRefusals, {"VoterChangeLeader"}),
+        (ListsNodesWithoutListeners, {"DescribeQuorumNodes"}),
+        (DescribesVotersWithoutDirectories, {"DescribeQuorumNodes"}),
         (TakesAZeroDirectory, {"VoterChangeAnswered"}),
         (StateBeforeValidity, {"VoterChangeAnswered"}),
         (IgnoresTheUpdatesEpoch, {"VoterChangeAnswered"}),

@@ -97,3 +97,32 @@ def test_a_leader_change_without_its_electors_is_caught(monkeypatch: pytest.Monk
     ))
     with pytest.raises(ControlViolation, match="LeaderChange"):
         run(PARAMS)
+
+
+def _half_set(entity: Any) -> Any:
+    """A Fetch answer whose absent snapshot id keeps the epoch 0 (only the end offset says none)."""
+    if type(entity).__name__ != "FetchResponse":
+        return entity
+    topic = entity.responses[0]
+    part = topic.partitions[0]
+    if part.snapshot_id.end_offset >= 0:
+        return entity
+    part = dataclasses.replace(part, snapshot_id=dataclasses.replace(part.snapshot_id, epoch=0))
+    topic = dataclasses.replace(topic, partitions=(part,))
+    return dataclasses.replace(entity, responses=(topic,))
+
+
+def test_a_half_set_snapshot_id_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's follower takes a SnapshotId with either field at 0 or above as set (and refuses the
+    answer); this reading would take it for none: AbsentIsKafkasDefault sees it."""
+    to_wire = wire.response_to_wire
+    monkeypatch.setattr(wire, "response_to_wire", lambda msg, *a, **k: _half_set(to_wire(msg, *a, **k)))
+    with pytest.raises(ReadingViolation, match="snapshot_id is end offset -1, epoch 0"):
+        run(PARAMS)
+
+
+def test_a_leader_id_below_kafkas_none_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A codec writing 'no leader' as -2 (a reader of `leader_id < 0` would not notice)."""
+    monkeypatch.setattr(wire, "_bid", lambda node: wire.BrokerId(-2 if node is None else node))
+    with pytest.raises(ReadingViolation, match="leader_id -2"):
+        run(PARAMS)
