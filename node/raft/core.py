@@ -346,7 +346,7 @@ class RaftCore(Election, Replication, Snapshots, VoterChanges):
             m.Errors.NONE,
             self.node_id,
             state.epoch,
-            self._hw,
+            self._told_hw(state),
             tuple(replica(r, p, named(r)) for r, p in sorted(state.voters.items())),
             tuple(replica(rid, p, directory) for (rid, directory), p in observers),
             tuple((v, voter.endpoints) for v in voter_set if (voter := voter_set.voter(v)) is not None),

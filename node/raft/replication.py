@@ -160,7 +160,14 @@ class Replication(CoreContext):
 
     def _set_hw(self, hw: int) -> None:
         self._hw = hw
+        if isinstance(self.state, Leader):
+            self.state.hw_known = True
         self._event("hw", hw=hw, epoch=self.epoch)
+
+    def _told_hw(self, state: Leader) -> int:
+        """The high-water mark a leader tells (Fetch answers, DescribeQuorum): -1 until it has moved it
+        in its own epoch, as Kafka's (a high-water mark learned as a follower is not the leader's)."""
+        return self._hw if state.hw_known else -1
 
     def _deliver_commits(self) -> None:
         log = self.log
@@ -215,7 +222,7 @@ class Replication(CoreContext):
             and not hw_moved
             and req.max_wait_ms > 0
             and req.fetch_offset >= self.log.end_offset()
-            and (progress is None or is_voter or progress.hw_sent >= self._hw)
+            and (progress is None or is_voter or progress.hw_sent >= self._told_hw(state))
         ):
             deadline = now + min(req.max_wait_ms, self.config.fetch_max_wait_ms)
             state.parked[env.src] = ParkedFetch(
@@ -263,12 +270,13 @@ class Replication(CoreContext):
                 refusal = self._fetch_refusal(m.Errors.INVALID_REQUEST, state.epoch, self.node_id)
                 self._out.messages.append(m.Envelope(self.node_id, dst, refusal, ref))
                 return
+        hw = self._told_hw(state)
         response = m.FetchResponse(
-            m.Errors.NONE, state.epoch, self.node_id, self._hw, log.start_offset(), batches, diverging, snapshot_id
+            m.Errors.NONE, state.epoch, self.node_id, hw, log.start_offset(), batches, diverging, snapshot_id
         )
         progress = state.known(dst, directory)
         if progress is not None:
-            progress.hw_sent = self._hw
+            progress.hw_sent = hw
         self._out.messages.append(m.Envelope(self.node_id, dst, response, ref))
 
     def _complete_parked(self, state: Leader) -> None:

@@ -202,6 +202,9 @@ class Leader:
     # When check-quorum fires unless more voters fetch; recomputed by every poll.
     check_quorum_at: int = 0
     voter_change: VoterChange | None = None
+    # Whether this leader has moved the high-water mark in its epoch: until then Kafka's LeaderState
+    # holds none, and its Fetch answers and DescribeQuorum say -1.
+    hw_known: bool = False
     role = Role.LEADER
 
     @classmethod

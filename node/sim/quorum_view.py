@@ -6,8 +6,9 @@ leader's log end (caught up), and the furthest offset it fetched from that conti
 leader's log. `QuorumWitness` records that from the deliveries and, whenever a leader takes a
 timer runs, compares the leader's `describe_quorum` answer with it (KIP-595's DescribeQuorum fields):
 
-- the answer names this leader, its epoch and its high-water mark, every voter and exactly the
-  observers that fetched in this leadership;
+- the answer names this leader, its epoch and its high-water mark (-1 until one past the epoch's
+  start offset commits: Kafka's leader holds none before), every voter and exactly the observers
+  that fetched in this leadership;
 - the leader's own entry is caught up now, at a log end no further than it holds durably;
 - each other replica's `lastFetchTimestamp`, `lastCaughtUpTimestamp` and `logEndOffset` are those
   the deliveries show (-1: never in this leadership; a voter's last fetch may read as the time the
@@ -103,17 +104,15 @@ class QuorumWitness:
         nid = node.node_id
         view = core.describe_quorum(now)
         where = f"leader {nid} (epoch {core.epoch})"
-        if (view.error, view.leader_id, view.epoch, view.high_watermark) != (
-            m.Errors.NONE,
-            nid,
-            core.epoch,
-            core.high_watermark,
-        ):
+        # Kafka's leader holds no high-water mark (-1) until one past its epoch's start offset commits.
+        began_at = getattr(core.state, "epoch_start_offset", 0)
+        told = core.high_watermark if core.high_watermark > began_at else -1
+        if (view.error, view.leader_id, view.epoch, view.high_watermark) != (m.Errors.NONE, nid, core.epoch, told):
             self.fail(
                 "DescribeQuorumLeader",
                 f"{where} describes error {view.error.name}, leader "
                 f"{view.leader_id}, epoch {view.epoch}, high-water mark {view.high_watermark} "
-                f"(its own: {core.high_watermark})",
+                f"(Kafka's: {told}; its own {core.high_watermark}, its epoch began at {began_at})",
             )
         voters = [r.replica_id for r in view.voters]
         observers = [r.replica_id for r in view.observers]
@@ -149,7 +148,6 @@ class QuorumWitness:
         ends.sort(reverse=True)
         # A high-water mark learned before this leadership (at most the log end it began with) was
         # committed by an earlier leader's majority; one this leader advanced needs its own.
-        began_at = getattr(core.state, "epoch_start_offset", 0)
         if ends and core.high_watermark > max(ends[self.majority - 1], began_at):
             self.fail(
                 "DescribeQuorumHighWatermark",

@@ -122,6 +122,19 @@ def test_new_leader_writes_leader_change_and_waits_for_majority_before_hw(make_c
     assert [u for u in out.updates if isinstance(u, Commit)] == [Commit([batch])]
 
 
+def test_a_new_leader_tells_no_high_water_mark_until_its_epoch_commits(make_core) -> None:
+    """Kafka's LeaderState starts with no high-water mark and sets one only past the epoch's start
+    offset: until then its Fetch answers and DescribeQuorum say -1, not what it knew as a follower."""
+    h = make_core()
+    now = elect(h)
+    assert h.core.high_watermark == 0 and h.core.describe_quorum(now).high_watermark == -1
+    out = h.deliver(2, m.FetchRequest(1, 2, 0, 0, 0), now + 1)
+    assert [e.message.high_watermark for e in sent(out, m.FetchResponse)] == [-1]
+    out = h.deliver(2, m.FetchRequest(1, 2, 1, 1, 0), now + 2)
+    assert [e.message.high_watermark for e in sent(out, m.FetchResponse)] == [1]
+    assert h.core.describe_quorum(now + 2).high_watermark == 1
+
+
 def test_leader_parks_a_fetch_until_new_data(make_core) -> None:
     h = make_core(config=RaftConfig(append_linger_ms=0))
     now = elect(h)
