@@ -64,6 +64,9 @@ class CoreContext:
     """Consecutive failed requests per peer (RequestFailed)."""
     _ref: int
     _failures: int
+    """(Pre-)vote rounds failed in a row: the election backoff grows with it. Any state but a
+    round starts it afresh (`_set_state`), as Kafka counts `retries + 1` only for a round that
+    follows a Candidate's and 1 for any other (`QuorumState.transitionToProspective`)."""
     _out: Output
 
     if TYPE_CHECKING:
@@ -228,6 +231,8 @@ class CoreContext:
         old = self.quorum_state.state
         if isinstance(old, Leader):
             self._leave_leadership(old, state)
+        if not isinstance(state, Prospective | Candidate):
+            self._failures = 0
         self._inflight.clear()
         self.quorum_state.transition_to(state, self._out, self.journal)
 
@@ -275,5 +280,4 @@ class CoreContext:
 
     def _become_follower(self, epoch: int, leader_id: int, now: int) -> None:
         voted = self.voted_id if epoch == self.epoch else None
-        self._failures = 0
         self._set_state(Follower(epoch, leader_id, voted, now + self.config.fetch_timeout_ms), now)

@@ -46,7 +46,6 @@ class Election(CoreContext):
     def _become_leader(self, now: int) -> None:
         old = self.state
         granted = sorted(old.granted) if isinstance(old, Candidate) else [self.node_id]
-        self._failures = 0
         end = self.log.end_offset()
         voter_set = self.voter_set
         state = Leader.elected(self.epoch, self.node_id, end, voter_set, now)

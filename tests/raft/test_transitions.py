@@ -10,9 +10,9 @@ from raft_harness import KEEP_NO_LOG, Harness, events, sent
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.control import LEADER_CHANGE, control_type, decode_leader_change
-from kraftlab.node.raft.core import Commit, LeaderChange, LoadSnapshot, NotLeader
+from kraftlab.node.raft.core import Commit, LeaderChange, LoadSnapshot, NotLeader, Output
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch, QuorumStateData, Record
-from kraftlab.node.raft.states import Role
+from kraftlab.node.raft.states import Prospective, Role
 from kraftlab.node.sim.memory import MemoryLog, MemoryQuorumStateStore
 
 E = m.Errors
@@ -667,3 +667,38 @@ def test_malformed_requests_get_errors_not_state_changes(make_core) -> None:
         out = h.deliver(2, request, now + 1)
         assert [e.message.error for e in sent(out, kind)] == [error], request
     assert h.core.is_leader and h.core.epoch == 1 and h.log.end_offset() == 4
+
+
+def _lose_pre_vote_round(h: Harness, out: Output, now: int) -> tuple[int, Output]:
+    """Node 1 of (1, 2, 3) asked for pre-votes in `out` and both others refuse at `now`: the
+    backoff it draws for its next round, and the output of the tick that ends that backoff."""
+    for e in sent(out, m.VoteRequest):
+        assert e.message.pre_vote
+        h.answer(e, m.VoteResponse(E.NONE, h.core.epoch, None, False, True), now)
+    state = h.core.state
+    assert isinstance(state, Prospective) and not state.rejected  # the next round
+    return state.send_at - now, h.tick(state.send_at)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_election_backoff_starts_afresh_in_a_later_epoch(make_core, seed: int) -> None:
+    """Kafka counts a round's retries from 1 unless it follows a failed Candidate's: a voter whose
+    rounds kept failing (its backoff grown to the maximum) and that a later epoch's Vote request
+    made Unattached backs off after its next failed round as after a first one (at most
+    retry.backoff · 2), not as after its eighth."""
+    h = make_core(seed=seed)
+    out = h.start(0)
+    now = out.deadline
+    out = h.tick(now)
+    for _ in range(7):  # seven failed rounds: the backoff may now reach election.backoff.max
+        now += 1
+        backoff, out = _lose_pre_vote_round(h, out, now)
+        now += backoff
+    now += 1
+    h.deliver(2, m.VoteRequest(5, 2, 0, 0, False), now)  # a later epoch's candidate with a shorter log
+    assert h.core.role is Role.UNATTACHED and h.core.epoch == 5
+    now += 2 * h.core.config.election_timeout_ms
+    out = h.tick(now)
+    assert h.core.role is Role.PROSPECTIVE
+    backoff, _ = _lose_pre_vote_round(h, out, now + 1)
+    assert 0 <= backoff <= 2 * h.core.config.retry_backoff_ms
