@@ -23,6 +23,7 @@ from kraftlab.node.raft.core import NotLeader, Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.retention import RetentionPolicy
+from kraftlab.node.sim.backoff_growth import BackoffGrowth
 from kraftlab.node.sim.commit_progress import CommitProgress
 from kraftlab.node.sim.crash_bias import MomentFaults
 from kraftlab.node.sim.durability import DurabilityRules
@@ -163,6 +164,7 @@ class Simulation:
         self.check_quorum = CheckQuorumBounds(self.witness, self.config.fetch_timeout_ms, self._fail)
         self.responses = ResponseRules(self._fail, ignore=(ROGUE_ID,))
         self.backoff = ElectionBackoff(self.config.election_backoff_max_ms, self._fail)
+        self.growth = BackoffGrowth(self.config.retry_backoff_ms, self.config.election_backoff_max_ms, self._fail)
         self.journal_truth = JournalTruth(self._fail)
         self.timers = TimerRules(
             self.config, self._fail, lambda at: self.queue.push(at, JUDGE, None), self.check_quorum, self.backoff
@@ -362,6 +364,7 @@ class Simulation:
     def _dispatch(self, node: SimNode, out: Output, now: int) -> None:
         self.responses.sent(node, out, node.incarnation, now)
         self.backoff.judge(node, out, now)
+        self.growth.judge(node, now)
         if node.core is not None:
             self.journal_truth.stepped(node.node_id, node.core, out)
         self.timers.stepped(node, out, now)

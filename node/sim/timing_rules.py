@@ -18,9 +18,9 @@ And `quorum.election.backoff.max.ms` (KIP-595, KIP-996): a voter whose (pre-)vot
 (it starts a new pre-vote round from a Prospective or Candidate state) waits a random backoff
 before it asks again, never more than that maximum — ElectionBackoff: no pre-vote request sent
 within the maximum plus a tick of the failed round's end, while the node stays in the new round.
-(How the backoff grows with consecutive failures is a random draw from a range whose base Kafka
-and this node choose differently: not judged.) Below, the backoff is random and may be 0 once, but
-not every time: the first BACKOFF_DRAWS failed rounds of a run must not all ask again at once.
+(How the backoff grows with consecutive failures: `node.sim.backoff_growth`.) Below, the backoff
+is random and may be 0 once, but not every time: the first BACKOFF_DRAWS failed rounds of a run
+must not all ask again at once.
 """
 
 from __future__ import annotations
