@@ -191,6 +191,7 @@ class QuorumController:
         if self.active:
             self._renounce()
         self.replay.load_snapshot(snapshot_id, records)
+        self._outbox.extend(self.replay.take_events())  # its `image` line now, not with the next commit
 
     def handle_commit(self, batches: Sequence[Batch]) -> None:
         for batch in batches:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import gc
 
 import pytest
-from controller_harness import Harness
+from controller_harness import CLUSTER_ID, Harness
 
+from kraftlab.node.controller import ControllerConfig, QuorumController
+from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.records import RecordFormatError
 from kraftlab.node.metadata.replay import CommittedReplay
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
@@ -32,3 +34,19 @@ def test_load_snapshot_rebuilds_the_image_and_restores_gc() -> None:
             assert gc.isenabled() is enabled
         finally:
             gc.enable()
+
+
+def test_a_controller_journals_the_snapshot_it_loads_in_the_step_it_loads_it() -> None:
+    """Its `image` line (reason snapshot-load) comes out of the load itself, not with the next commit:
+    a process that crashes before its next commit would otherwise never tell what its image became."""
+    h = Harness()
+    h.start_brokers(1, 2)
+    h.create("a", partitions=3, rf=2)
+    snapshot = h.active().snapshot_records()
+    assert snapshot is not None
+    sid, records = snapshot
+    standby = QuorumController(ControllerConfig(node_id=9, cluster_id=CLUSTER_ID), h.q.writer(9))
+    standby.handle_load_snapshot(sid, records)
+    lines = [o for o in standby.take_outputs() if isinstance(o, JournalEvent) and o.ev == "image"]
+    assert [(e.fields["offset"], e.fields["reason"]) for e in lines] == [(sid.offset, "snapshot-load")]
+    assert lines[0].fields["digest"] == h.active().committed_image.image_digests()[0]
