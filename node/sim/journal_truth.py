@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kraftlab.node.kafka_uuid import uuid_to_kafka
 from kraftlab.node.raft.ports import OffsetAndEpoch
+from kraftlab.node.sim.journal_judging import Judge, judge_lines
 
 if TYPE_CHECKING:
     from kraftlab.node.raft.core import RaftCore
@@ -128,15 +129,6 @@ class Step:
         return any(i == core.node_id and (d is None or mine is None or d == mine) for i, d in named)
 
 
-Check = Callable[[Step, dict[str, Any]], str | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Judge:
-    reads: tuple[str, ...]
-    """The fields of the event the checkers read (each must be there)."""
-    check: Check
-    """What is false in the event where the fold stands (None: true); moves the fold on."""
 
 
 def _start(s: Step, e: dict[str, Any]) -> str | None:
@@ -336,7 +328,7 @@ def _said(s: Step, e: dict[str, Any]) -> str | None:
     return None  # a finding of the node's own (damaged storage): no state of the core moves
 
 
-JUDGES: dict[str, Judge] = {
+JUDGES: dict[str, Judge[Step]] = {
     "start": Judge(("roles", "voters", "log_start", "log_end", "hw", "stored_epoch", "stored_vote", "directory_id"),
                    _start),
     "role": Judge(("role", "epoch", "leader", "voted_for"), _role),
@@ -455,18 +447,8 @@ class JournalTruth:
             self._facts[node_id] = after
             return
         step = Step(core, before, self._stored.pop(node_id, None), [], _causes(out.events))
-        for e in out.events:
-            wanted = reads(e)
-            if wanted is None:
-                self.fail("JournalTrue", f"node {node_id} journalled `{e.get('ev')}`, a kind no rule knows: {e}")
-                continue
-            missing = [k for k in wanted if k not in e]
-            if missing:
-                self.fail("JournalTrue", f"node {node_id}'s `{e['ev']}` line lacks {missing}: {e}")
-                continue
-            problem = JUDGES[e["ev"]].check(step, e)
-            if problem is not None:
-                self.fail("JournalTrue", f"node {node_id} journalled {problem}: {e}")
+        judge_lines(JUDGES, reads, step, out.events,
+                    lambda problem: self.fail("JournalTrue", f"node {node_id} {problem}"))
         for e in step.appends or ():
             problem = _held(core, e)
             if problem is not None:

@@ -24,7 +24,8 @@ log may have lost acknowledged records; with no data plane here nothing can brin
 replica on a failed log directory leading or in an ISR; the active controller keeps leases only of
 brokers it knows, and after each tick holds one for every unfenced broker it knows (else a dead
 one is never fenced); every committed partition record's leader is the one Kafka's PartitionChangeBuilder chooses
-(`node.sim.leader_choice`).
+(`node.sim.leader_choice`); after every step of a node, each line its controller or broker journalled
+true of what it then holds and every change journalled (`node.sim.controller_truth`).
 Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
 is never created. An admin client (`node.sim.kraft_admin`) asks the active controller for
 preferred leader elections, to unregister brokers that are down and fenced (or unknown) and to
@@ -92,6 +93,7 @@ from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.sim.broker_lives import BrokerLives
 from kraftlab.node.sim.controller_answers import ControllerAnswers
+from kraftlab.node.sim.controller_truth import ControllerTruth
 from kraftlab.node.sim.kraft_acls import AclAdmin, AclFacts, is_acl_request
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
@@ -179,6 +181,7 @@ class _Writer:
             base, out = self.node.raft.append(records, now_ms)
         except RaftNotLeader as exc:
             raise NotLeader() from exc
+        self.sim.truth.wrote(self.node.node_id, base, records)
         self.sim.appending += 1  # the controller's step goes on after the append: not over yet
         try:
             self.sim.dispatch(self.node, out, now_ms)
@@ -274,6 +277,7 @@ class KraftSim:
         self.dir_rng = random.Random(seed ^ 0xD1FA)
         # Broker life shapes beyond crashes: heartbeats lost while the broker serves, and late ones.
         self.lives = BrokerLives(random.Random(seed ^ 0x11FE), self.session_timeout_ms)
+        self.truth = ControllerTruth(self._untrue)  # every step's controller and broker lines against their state
 
     # ---- nodes --------------------------------------------------------------------------
 
@@ -344,6 +348,7 @@ class KraftSim:
         inc = node.incarnation
         for ev in out.events:  # the Raft core's journal lines (start, role, vote, append, hw, truncate, …)
             self.journal.append((now, node.node_id, JournalEvent(ev["ev"], {k: v for k, v in ev.items() if k != "ev"})))
+        self.truth.told(node.node_id, out.events)
         for env in out.messages:
             if self.raft_wire:
                 raft_through_the_wire(env)
@@ -361,6 +366,7 @@ class KraftSim:
         """Route the application outputs of `node` and check its committed image."""
         if node.ctrl is not None:
             outputs = node.ctrl.take_outputs()
+            self.truth.told(node.node_id, outputs)
             self._judged(self.answers.observe(node.node_id, outputs, node.ctrl.committed_offset))
             for out in outputs:
                 if isinstance(out, Reply):
@@ -380,7 +386,9 @@ class KraftSim:
                                                  node.ctrl.log.next_offset()))
         if node.lifecycle is not None:
             lifecycle, metadata, apis = node.broker()
-            for broker_out in lifecycle.take_outputs() + apis.take_outputs():
+            broker_outs = lifecycle.take_outputs() + apis.take_outputs() + metadata.take_outputs()
+            self.truth.told(node.node_id, broker_outs)
+            for broker_out in broker_outs:
                 if isinstance(broker_out, SendToController | Forward):
                     rpc_kind = "hb" if isinstance(broker_out, SendToController) else "fwd"
                     self._rpc(node, rpc_kind, broker_out.token, broker_out.request, now)
@@ -390,8 +398,12 @@ class KraftSim:
                     self._reading.pop(broker_out.token[1])  # the connection closed: a refusal
                 elif isinstance(broker_out, JournalEvent):
                     self.journal.append((now, node.node_id, broker_out))
-            self.journal += [(now, node.node_id, e) for e in metadata.take_outputs()]
+        if not self.appending:
+            self.truth.stepped(node, now)
         self.check(node)
+
+    def _untrue(self, rule: str, detail: str) -> None:
+        raise SimViolation(f"seed {self.seed}: {rule}: {detail}")
 
     def _judged(self, problems: list[str]) -> None:
         if problems:
