@@ -469,10 +469,11 @@ class Deployment(DaemonNodeControl):
         described = self.describe_quorum()
         names = {s.node_id: s.name for s in self.state.specs}
         leader = quorum_leader(described)
-        voters = {names.get(int(v["id"]), f"id{v['id']}"): str(v.get("directory_id") or "")
-                  for v in described.get("voters", [])}
+        listed = described.get("voters", [])
+        voters = {names.get(int(v["id"]), f"id{v['id']}"): str(v.get("directory_id") or "") for v in listed}
+        ends = {names.get(int(v["id"]), f"id{v['id']}"): int(v.get("log_end_offset", -1)) for v in listed}
         self._leader_hint = names.get(leader) if leader is not None else None
-        return QuorumView(self._leader_hint, voters)
+        return QuorumView(self._leader_hint, voters, int(described.get("high_watermark", -1)), ends)
 
     def directory_id(self, node: str) -> str | None:
         r = self.lab.host(node).run(f"cat {shlex.quote(self.paths(node).metadata_dir)}/meta.properties", timeout=15)

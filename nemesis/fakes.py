@@ -147,6 +147,10 @@ class FakeQuorumControl(FakeNodeControl):
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)  # (add|remove, node, directory)
     silent: int = 0
     """The next `silent` DescribeQuorum calls find no leader (HostError), as during an election."""
+    behind: dict[str, int] = field(default_factory=dict)
+    """Voters the leader describes behind its high-water mark, for the next N DescribeQuorum calls
+    each (N = the value); `high_watermark` -1 makes a leader whose epoch has committed nothing yet."""
+    high_watermark: int = 100
     _next_disk: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)  # changes sent together come from threads
 
@@ -173,7 +177,9 @@ class FakeQuorumControl(FakeNodeControl):
             self.silent -= 1
             raise HostError("describe-quorum failed: no leader")
         leader = self.leader if self.leader in self.voters else next(iter(self.voters), None)
-        return QuorumView(leader, dict(self.voters))
+        ends = {n: self.high_watermark - (1 if self.behind.get(n, 0) > 0 else 0) for n in self.voters}
+        self.behind = {n: left - 1 for n, left in self.behind.items() if left > 1}
+        return QuorumView(leader, dict(self.voters), self.high_watermark, ends)
 
     def directory_id(self, node: str) -> str | None:
         return self.disks.get(node)

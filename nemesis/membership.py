@@ -157,6 +157,12 @@ class MembershipFault:
             self._finish({"change": change, "nodes": []}, restored)
             raise FaultError("the voters are not back to the first set yet")
         view = back
+        if change in ("replace", "replace-split"):
+            settled, why = self._until_settled(quorum, value)
+            if settled is None:
+                self._finish({"change": change, "nodes": []}, restored)
+                raise FaultError(f"the quorum has not settled ({why}): a disk is replaced only in a settled quorum")
+            view = settled
         done: dict[str, Any] = {"change": change, "voters_before": self._sorted(view.voters)}
         if change == "shrink":
             changes = self._shrink(quorum, view, value, rng)
@@ -213,6 +219,20 @@ class MembershipFault:
         change may take: an election is part of the change."""
         return {**value, "wait_s": max(float(value.get("wait_s", VIEW_WAIT_S)),
                                        float(value.get("deadline_s", DEADLINE_S)))}
+
+    def _until_settled(self, quorum: VoterControl, value: dict[str, Any]) -> tuple[QuorumView | None, str]:
+        """The quorum once settled (`QuorumView.unsettled`), asked again for `wait_s`; else (None, why).
+        An operator replaces a disk only then: a window's replacement in a quorum that has not
+        settled could lose the only copy of the leader's epoch and leave no replica able to win."""
+        deadline = time.monotonic() + float(value.get("wait_s", VIEW_WAIT_S))
+        while True:
+            view = self._view(quorum, value)
+            why = view.unsettled()
+            if why is None:
+                return view, ""
+            if time.monotonic() >= deadline:
+                return None, why
+            time.sleep(VIEW_RETRY_S)
 
     def _settled(self, quorum: VoterControl, value: dict[str, Any]) -> QuorumView | None:
         try:

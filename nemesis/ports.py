@@ -13,7 +13,7 @@ import copy
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -172,10 +172,27 @@ class VoterAnswer:
 @dataclass(frozen=True, slots=True)
 class QuorumView:
     """A dynamic quorum as DescribeQuorum (v2) shows it, by node name: the leader and each voter's
-    directory id (Kafka's base64 text)."""
+    directory id (Kafka's base64 text); the leader's high-water mark (-1 until its epoch has committed
+    an entry) and each voter's log end offset as the leader last saw it."""
 
     leader: str | None
     voters: dict[str, str]
+    high_watermark: int = -1
+    ends: dict[str, int] = field(default_factory=dict)
+
+    def unsettled(self) -> str | None:
+        """Why this is not a settled quorum (None when it is): one whose leader has committed an entry
+        of its epoch that every voter holds — what an operator checks before replacing a disk, since
+        a replaced disk's entries are gone for good and may have been the only copy of that epoch's."""
+        if self.leader is None:
+            return "no leader"
+        if self.high_watermark < 0:
+            return f"the leader {self.leader} has no high-water mark in its epoch yet"
+        hw = self.high_watermark
+        behind = [f"{n} at {self.ends.get(n, -1)}" for n in sorted(self.voters) if self.ends.get(n, -1) < hw]
+        if behind:
+            return f"voters behind the high-water mark {self.high_watermark}: {', '.join(behind)}"
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,11 +87,13 @@ def test_voter_changes_run_kafkas_tools_on_the_node_and_read_their_answers(state
     assert isinstance(d, VoterControl)
     d.start_all()
     described = {"leader": 2, "epoch": 4, "high_watermark": 10, "observers": [{"id": 4}, {"id": 5}],
-                 "voters": [{"id": i, "directory_id": f"dir{i}"} for i in (1, 2, 3)]}
+                 "voters": [{"id": i, "directory_id": f"dir{i}", "log_end_offset": 8 + i} for i in (1, 2, 3)]}
     for node in d.nodes():
         host(lab, node).on("describe-quorum", CommandResult("", "", 0, json.dumps(described), ""))
     view = d.describe_voters()
     assert view.leader == "n2" and view.voters == {"n1": "dir1", "n2": "dir2", "n3": "dir3"}
+    assert view.high_watermark == 10 and view.ends == {"n1": 9, "n2": 10, "n3": 11}
+    assert view.unsettled() == "voters behind the high-water mark 10: n1 at 9"
     n4 = host(lab, "n4")
     n4.on("meta.properties", CommandResult("", "", 0, "version=1\nnode.id=4\ndirectory.id=AbCd_-x\n", ""))
     assert d.directory_id("n4") == "AbCd_-x"

@@ -92,6 +92,29 @@ def test_a_disk_is_replaced_only_with_three_voters() -> None:
     assert control.requests == [] and all(control.running(n) for n in control.nodes())
 
 
+@pytest.mark.parametrize("change", ["replace", "replace-split"])
+def test_a_disk_is_replaced_only_once_every_voter_holds_the_leaders_high_water_mark(change: str) -> None:
+    """An operator checks DescribeQuorum first: a replaced disk's entries are gone for good, and in
+    a quorum that has not settled they may be the only copy of the leader's epoch."""
+    control, nemesis, _ = quorum_nemesis(leader="n1")
+    control.behind = {"n2": 2}  # n2 catches up after two looks: the window waits for it, then replaces
+    done = nemesis.invoke("start-membership", {"change": change, "nodes": ["n3"], "elect_s": 0, "seed": 1})
+    assert done.type == "ok", done
+    assert control.log.count("new-disk n3") == 1
+    assert nemesis.invoke("stop-membership", {}).type == "ok"
+
+    control.behind = {"n2": 10**6}  # never catches up within the wait: no disk is replaced
+    log = list(control.log)
+    done = nemesis.invoke("start-membership", {"change": change, "nodes": ["n3"], "wait_s": 0.05, "seed": 1})
+    assert done.type == "fail" and "n2 at 99" in str(done.error) and "settled" in str(done.error)
+    assert control.log == log and control.voters["n3"] == control.disks["n3"]
+
+    control.behind, control.high_watermark = {}, -1  # a new leader whose epoch has committed nothing
+    done = nemesis.invoke("start-membership", {"change": change, "nodes": ["n3"], "wait_s": 0.05, "seed": 1})
+    assert done.type == "fail" and "no high-water mark" in str(done.error)
+    assert control.log == log
+
+
 def test_a_voter_left_on_its_old_disk_is_removed_then_added_by_the_heal() -> None:
     control, nemesis, _ = quorum_nemesis()
     control.answers["n3"] = ["INVALID_REQUEST"]  # the removal of the old directory refused for good
