@@ -49,6 +49,7 @@ from kraftlab.node.raft.voters import Endpoint, Voter, VoterSet
 from kraftlab.node.sim.answer_fields import judge_describe
 from kraftlab.node.sim.cluster import SimNode, SimParams, SimResult, Simulation
 from kraftlab.node.sim.invariants import CheckedNode, Invariants
+from kraftlab.node.sim.voter_change_timing import VoterChangeTiming
 from kraftlab.node.sim.voter_requests import (
     CLIENT_ID,
     Asked,
@@ -163,6 +164,7 @@ class MembershipSimulation(Simulation):
         # The client's own generator: the administrator and the faults draw what they did without it.
         self._requests_rng = random.Random(params.sim.seed ^ 0x853C)
         self.voter_requests = VoterRequestJudge(lambda name, detail: self.invariants.fail(name, detail))
+        self.change_timing = VoterChangeTiming(lambda name, detail: self.invariants.fail(name, detail))
         self.report.requests = self.voter_requests.outcomes
         if params.requests:
             self.queue.push(self._requests_rng.randint(1, 500), REQUEST, None)
@@ -220,12 +222,14 @@ class MembershipSimulation(Simulation):
             for env in admin:
                 if env.dst == CLIENT_ID:
                     self.voter_requests.answered(env)
+                    self.change_timing.answered(env, now)
                 else:
                     self._answered(env)
             out = Output(
                 [e for e in out.messages if e.dst not in (ADMIN_ID, CLIENT_ID)], out.events, out.updates,
                 out.deadline, out.flush_to,
             )
+        self.change_timing.overdue(self.nodes, now)
         super()._dispatch(node, out, now)
         self._judge(node)
 
@@ -306,6 +310,7 @@ class MembershipSimulation(Simulation):
         taken = taken_outcomes(request, self.directories)
         found = (node.core.leader_id, node.core.epoch)
         self.voter_requests.sent(ref, Asked(request, expected, why, node.node_id, taken=taken, found=found))
+        self.change_timing.asked(ref, request, expected is not None, node, now)
         out = node.raft.handle(m.Envelope(CLIENT_ID, node.node_id, request, ref), now)
         if expected is not None and not any(e.dst == CLIENT_ID and e.ref == ref for e in out.messages):
             self.invariants.fail("VoterChangeAnswered", f"node {node.node_id} took {request!r}, which Kafka refuses "
