@@ -6,7 +6,8 @@ deliveries the simulator made (`node.sim.quorum_view`), and KIP-595's check-quor
 backoff bounds judged after every step (`node.sim.timing_rules`), every timer of the core judged
 when it falls due (`node.sim.timer_rules`), every request answered in its bound and every
 response true to its sender (`node.sim.response_rules`), every durable claim and restart true to the
-simulated disks (`node.sim.durability`); liveness is checked once the faults are healed.
+simulated disks (`node.sim.durability`), every node's kraft.version, voter set and control batches
+as Kafka reads its log (`node.sim.control_log`); liveness is checked once the faults are healed.
 
 A run is a pure function of its `SimParams`: `SimParams.replay_command()` reproduces it.
 """
@@ -25,6 +26,7 @@ from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 from kraftlab.node.raft.retention import RetentionPolicy
 from kraftlab.node.sim.backoff_growth import BackoffGrowth
 from kraftlab.node.sim.commit_progress import CommitProgress
+from kraftlab.node.sim.control_log import ControlLog
 from kraftlab.node.sim.crash_bias import MomentFaults
 from kraftlab.node.sim.durability import DurabilityRules
 from kraftlab.node.sim.faults import FaultEvent, schedule
@@ -170,6 +172,7 @@ class Simulation:
             self.config, self._fail, lambda at: self.queue.push(at, JUDGE, None), self.check_quorum, self.backoff
         )
         self.durability = DurabilityRules(self._fail, self.nodes)
+        self.control_log = ControlLog(self._fail, self.voter_ids)
         self.progress = CommitProgress(
             self.config, params.flush_delay_ms, LinkFaults().max_delay_ms, self._fail, self.nodes
         )
@@ -333,6 +336,7 @@ class Simulation:
             self.result.events += 1
             if touched is not None:
                 invariants.check_node(touched, nodes)
+                self.control_log.check(touched)
                 # The leader's view is judged whenever its own timers run (often: linger, fetch
                 # waits); a leadership is noted the moment it begins.
                 if kind == TICK:

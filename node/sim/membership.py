@@ -148,6 +148,7 @@ class MembershipSimulation(Simulation):
         self.check_quorum.judging = False
         self.backoff.judging = False
         self.witness.fail = self.invariants.fail
+        self.control_log.configured = ()  # a dynamic quorum: no controller.quorum.voters
         initial = VoterSet(self._voter(i) for i in sorted(self.nodes)[: params.initial])
         for i in initial:
             self.nodes[i].snapshots.write(
