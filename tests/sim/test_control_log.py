@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sim_cores import first_violation_of
 
 from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.control import LEADER_CHANGE, control_type, decode_leader_change, leader_change_record
@@ -19,7 +20,6 @@ from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.sim.cluster import SimParams, Simulation
 from kraftlab.node.sim.invariants import InvariantViolation
 from kraftlab.node.sim.membership import MembershipParams, MembershipSimulation
-from tests.sim.sim_cores import first_violation_of
 
 RAFT_RUNS = [SimParams(seed=s, voters=3, observers=1, faults=("crash", "partition")) for s in range(4)]
 
