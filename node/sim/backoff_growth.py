@@ -15,13 +15,17 @@ declared first ask (`send_at`):
 
 - BackoffGrowth (bound): the k-th failed round in a row waits at most min(max, base · 2^k) — a
   backoff that grows too fast, or that does not start afresh when the count should, draws
-  above it;
+  above it; so does the backoff of a Candidate its voters rejected (Kafka's
+  `CandidateState.startBackingOff`: its deadline brought forward to the backoff's end), counted
+  with the rounds failed before it (at most base · 2^k after k);
 - BackoffGrowth (growth): the draws of a run grow — not every one of them stays within the base
   (the first failure's range in Kafka): for a uniform draw from [0, c] that happens with
   probability (base + 1) / (c + 1), so once the product of those probabilities over a run's draws
   falls below `GROWTH_FALSE_ALARM` (one in a million) while every draw stayed within the base,
-  the backoff never grew (a count that never moves, a backoff that shrinks). The rule's
-  false-alarm rate is at most that product.
+  the backoff never grew (a count that never moves, a backoff that shrinks); and likewise not every
+  draw below the maximum stays in the lower half of its range (probability (c/2 + 1) / (c + 1)
+  each): a backoff growing slower than base · 2^k (a failure left uncounted, half the base). The rule's
+  false-alarm rate is at most twice that bound.
 """
 
 from __future__ import annotations
@@ -43,6 +47,31 @@ class _Seen:
     state: EpochState
     failed: int
     """Rounds failed in a row, counted from the states watched."""
+    deadline: int
+    """A Candidate's deadline after the step (0 for any other state)."""
+
+
+class _LowTail:
+    """The draws of a run all in the low part of their ranges ([0, `low(cap)`] of [0, cap]): the
+    probability a uniform draw does so, multiplied over the run's draws until one lies above it."""
+
+    def __init__(self, what: str, low: Callable[[int], int]) -> None:
+        self.what = what
+        self.low = low
+        self.p = 1.0
+        self.done = False
+
+    def drawn(self, cap: int, backoff: int, fail: Callable[[str, float], None]) -> None:
+        low = self.low(cap)
+        if self.done or low >= cap:
+            return
+        if backoff > low:
+            self.done = True
+            return
+        self.p *= (low + 1) / (cap + 1)
+        if self.p < GROWTH_FALSE_ALARM:
+            self.done = True  # judged once
+            fail(self.what, self.p)
 
 
 class BackoffGrowth:
@@ -56,10 +85,11 @@ class BackoffGrowth:
         self._seen: dict[int, _Seen] = {}
         self.draws: list[tuple[int, int]] = []
         """(rounds failed in a row, backoff drawn) for each draw of the run, in order."""
-        self._within = 1.0
-        """The probability that a correct backoff drew every draw so far within the base."""
-        self._grew = False
-        """A draw went past the base."""
+        self._tails = (
+            _LowTail(f"the base {base_ms} ms", lambda cap: base_ms),
+            # Only below the maximum: a backoff growing slower reaches the same cap there.
+            _LowTail("the lower half of their ranges", lambda cap: cap // 2 if cap < max_ms else cap),
+        )
 
     def cap(self, failed: int) -> int:
         """The longest backoff after `failed` rounds failed in a row."""
@@ -75,7 +105,11 @@ class BackoffGrowth:
             return
         state = core.state
         seen = self._seen.get(nid)
+        deadline = state.deadline if isinstance(state, Candidate) else 0
         if seen is not None and seen.core is core and seen.state is state:
+            if deadline < seen.deadline:  # a rejected Candidate backs off before its next round
+                self._bounded(nid, seen.failed, deadline - now, now)
+            seen.deadline = deadline
             return
         before = seen.state if seen is not None and seen.core is core else None
         failed = seen.failed if before is not None and seen is not None else 0
@@ -84,30 +118,33 @@ class BackoffGrowth:
             self._drawn(nid, failed, state.send_at - now, now)
         elif not isinstance(state, Prospective | Candidate):
             failed = 0
-        self._seen[nid] = _Seen(core, state, failed)
+        self._seen[nid] = _Seen(core, state, failed, deadline)
+
+    def _bounded(self, nid: int, failed: int, backoff: int, now: int) -> bool:
+        """The backoff a node draws after `failed` rounds failed in a row lies in [0, cap]."""
+        cap = self.cap(failed)
+        if 0 <= backoff <= cap:
+            return True
+        self.fail(
+            "BackoffGrowth",
+            f"node {nid} backs off {backoff} ms at t={now} after {failed} failed round(s) in a row: "
+            f"the backoff lies in [0, {cap}] (min(election.backoff.max {self.max_ms}, "
+            f"{self.base_ms} · 2^{failed}))",
+        )
+        return False
 
     def _drawn(self, nid: int, failed: int, backoff: int, now: int) -> None:
         cap = self.cap(failed)
         self.draws.append((failed, backoff))
-        if not 0 <= backoff <= cap:
-            self.fail(
-                "BackoffGrowth",
-                f"node {nid} backs off {backoff} ms at t={now} after {failed} failed round(s) in a row: "
-                f"the backoff lies in [0, {cap}] (min(election.backoff.max {self.max_ms}, "
-                f"{self.base_ms} · 2^{failed}))",
-            )
+        if not self._bounded(nid, failed, backoff, now):
             return
-        if self._grew or cap <= self.base_ms:
-            return
-        if backoff > self.base_ms:
-            self._grew = True
-            return
-        self._within *= (self.base_ms + 1) / (cap + 1)
-        if self._within < GROWTH_FALSE_ALARM:
-            self._grew = True  # judged once
-            self.fail(
-                "BackoffGrowth",
-                f"the run's {len(self.draws)} election backoffs (the last node {nid}'s at t={now}, after "
-                f"{failed} failed rounds in a row) all stayed within the base {self.base_ms} ms: a backoff "
-                f"growing as base · 2^k does so with probability {self._within:.1e}",
-            )
+        for tail in self._tails:
+            tail.drawn(cap, backoff, lambda what, p: self._low(nid, failed, now, what, p))
+
+    def _low(self, nid: int, failed: int, now: int, what: str, p: float) -> None:
+        self.fail(
+            "BackoffGrowth",
+            f"the run's {len(self.draws)} election backoffs (the last node {nid}'s at t={now}, after {failed} "
+            f"failed rounds in a row) all stayed within {what}: a backoff growing as base · 2^k, drawn "
+            f"uniformly, does so with probability {p:.1e}",
+        )

@@ -1,10 +1,11 @@
 """The election backoff's growth (node.sim.backoff_growth): it holds for the real core over seeds
-with faults, and cores whose backoff grows too fast, never grows, shrinks or keeps its count across
-a later epoch are caught."""
+with faults, and cores whose backoff grows too fast or too slowly, never grows, shrinks, waits too
+long after a rejected candidacy or keeps its count across a later epoch are caught."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from sim_cores import first_violation_of
 
 from kraftlab.node.raft.config import RaftConfig
 from kraftlab.node.raft.core import RaftCore
-from kraftlab.node.raft.states import EpochState
+from kraftlab.node.raft.states import Candidate, EpochState, Prospective
 from kraftlab.node.sim.backoff_growth import BackoffGrowth
 from kraftlab.node.sim.cluster import SimParams
 from kraftlab.node.sim.invariants import InvariantViolation
@@ -63,6 +64,25 @@ class Shrinks(RaftCore):
         return _uniform(self, self.config.retry_backoff_ms >> min(self._failures, 20))
 
 
+class GrowsHalfAsFast(RaftCore):
+    """Leaves one failure uncounted: after k failures it draws from the range of k - 1."""
+
+    def _backoff(self) -> int:
+        return _uniform(self, self.config.retry_backoff_ms << max(self._failures - 1, 0))
+
+
+class RejectedCandidateWaitsLong(RaftCore):
+    """A Candidate its voters rejected backs off as though two more rounds had failed."""
+
+    def _round_lost(self, state: Prospective | Candidate, now: int) -> None:
+        extra = 2 if isinstance(state, Candidate) else 0
+        self._failures += extra
+        try:
+            super()._round_lost(state, now)
+        finally:
+            self._failures -= extra
+
+
 class KeepsItsCount(RaftCore):
     """Never starts the count afresh: a follower's or a leader's next failed round backs off as
     though every earlier failure were still in a row."""
@@ -73,22 +93,37 @@ class KeepsItsCount(RaftCore):
         self._failures = failures
 
 
-@pytest.mark.parametrize("core_class", [GrowsTooFast, NeverGrows, Shrinks, KeepsItsCount])
-def test_a_wrong_backoff_growth_is_caught(core_class: type[RaftCore]) -> None:
-    found = first_violation(core_class, range(6))
+@pytest.mark.parametrize(
+    ("core_class", "voters"),
+    [
+        (GrowsTooFast, 3),
+        (NeverGrows, 3),
+        (Shrinks, 3),
+        (GrowsHalfAsFast, 3),
+        (RejectedCandidateWaitsLong, 5),  # five voters split their first votes
+        (KeepsItsCount, 3),
+    ],
+)
+def test_a_wrong_backoff_growth_is_caught(core_class: type[RaftCore], voters: int) -> None:
+    found = first_violation(core_class, range(6), voters=voters)
     assert found is not None and found.name == "BackoffGrowth", found
 
 
-def test_the_growth_judges_uniform_draws_rarely_and_flat_ones_always() -> None:
-    """A run of correct draws (a fixed seed) passes; draws that stay within the base fail once a
-    correct backoff would have done so with probability below the rule's false-alarm rate."""
-    fails: list[str] = []
-    rule = BackoffGrowth(20, 1000, lambda name, detail: fails.append(name))
+def _judged(draw: Callable[[int], int], max_ms: int = 1000) -> list[str]:
+    """What the rule says of 29 draws in a row, one after each failed round (`draw` from the cap)."""
+    details: list[str] = []
+    rule = BackoffGrowth(20, max_ms, lambda name, detail: details.append(detail))
+    for failed in range(1, 30):
+        rule._drawn(1, failed, draw(rule.cap(failed)), failed)
+    return details
+
+
+def test_the_growth_judges_uniform_draws_rarely_and_slow_ones_always() -> None:
+    """Uniform draws (a fixed seed) pass; draws that stay within the base, or in the lower half of
+    their ranges, fail once a correct backoff would have done so with probability below 1e-6."""
     rng = random.Random(11)
-    for failed in range(1, 30):
-        rule._drawn(1, failed, rng.randrange(0, rule.cap(failed) + 1), failed)
-    assert fails == []
-    rule = BackoffGrowth(20, 1000, lambda name, detail: fails.append(name))
-    for failed in range(1, 30):
-        rule._drawn(1, failed, rng.randrange(0, 21), failed)
-    assert fails == ["BackoffGrowth"]
+    for max_ms in (1000, 1 << 40):
+        assert _judged(lambda cap: rng.randrange(0, cap + 1), max_ms) == []
+    assert "the base 20 ms" in _judged(lambda cap: rng.randrange(0, 21))[0]
+    # Below the maximum only (at it, a slower backoff reaches the same cap): a maximum never reached.
+    assert "lower half" in _judged(lambda cap: rng.randrange(0, cap // 2 + 1), 1 << 40)[0]
