@@ -15,7 +15,10 @@ controller renounces. A controller that is not active answers NOT_CONTROLLER at 
   the request's API and naming what the request asked about (its broker and broker epoch, topic,
   resource or user); the errors the decisions name are the errors the response carries (beyond
   NONE), so a refusal is journalled as the refusal it was (the controller's decisions are what the
-  fencing rules read). No decision line without an answer before it.
+  fencing rules read); a broker's registration and heartbeat decisions tell exactly what it asked
+  (incarnation, previous broker epoch; metadata offset, WantFence, WantShutDown) and what the answer
+  gave (the broker epoch; fenced, shut down), and a decision's `at_ms` is the controller's clock
+  when the request arrived (`TOLD`). No decision line without an answer before it.
 - AnsweredAtCommit: an accepted write is answered only once the controller's committed offset has
   passed the decision's `offset` (never before commit: a client would see a write a new leader may
   truncate), and in the very step that moved the committed offset past it, or in the step that
@@ -74,6 +77,28 @@ REQUEST_KEYS: dict[str, tuple[tuple[str, Callable[[Any], set[str] | None]], ...]
 """API → the decision fields that name what the request asked about, each with what the request
 names (None: the request names none, as an ElectLeaders of all partitions)."""
 
+
+
+def _registration(request: Any, response: Any) -> dict[str, Any]:
+    told = {"incarnation": str(request.incarnation_id),
+            "previous_broker_epoch": int(getattr(request, "previous_broker_epoch", -1))}
+    return told | ({"broker_epoch": int(response.broker_epoch)} if error_name(response.error_code) == "NONE" else {})
+
+
+def _heartbeat(request: Any, response: Any) -> dict[str, Any]:
+    told = {"broker_epoch": int(request.broker_epoch), "metadata_offset": int(request.current_metadata_offset),
+            "want_fence": bool(request.want_fence), "want_shut_down": bool(request.want_shut_down)}
+    if error_name(response.error_code) == "NONE":
+        told |= {"fenced": bool(response.is_fenced), "shut_down": bool(response.should_shut_down)}
+    return told
+
+
+TOLD: dict[str, Callable[[Any, Any], dict[str, Any]]] = {
+    "BrokerRegistration": _registration,
+    "BrokerHeartbeat": _heartbeat,
+}
+"""API → the fields each of its decisions must carry with exactly these values, from (request, answer)."""
+
 READ_ONLY_APIS = frozenset({"ListPartitionReassignments"})
 """Controller APIs that never change metadata: no decision is journalled for them."""
 NOT_CONTROLLER = "NOT_CONTROLLER"
@@ -123,6 +148,8 @@ class _Asked:
     request: Any
     active: bool
     """Whether the controller was active when the request arrived."""
+    at: int | None = None
+    """The controller's clock when it arrived (None: not told)."""
     fresh: bool = True
     """Delivered in the step now running (cleared once that step's outputs are judged)."""
 
@@ -150,9 +177,10 @@ class ControllerAnswers:
     def restarted(self, node: int) -> None:
         self._lives[node] = _Life()
 
-    def delivered(self, node: int, token: Any, request: Any, active: bool) -> None:
+    def delivered(self, node: int, token: Any, request: Any, active: bool, now: int | None = None) -> None:
+        """`request` reaches controller `node` at `now` (its clock, which its decisions' `at_ms` names)."""
         life = self._lives.setdefault(node, _Life())
-        life.asked.setdefault(token, []).append(_Asked(request, active))
+        life.asked.setdefault(token, []).append(_Asked(request, active, now))
 
     def observe(self, node: int, outputs: Sequence[Reply | JournalEvent], committed: int) -> list[str]:
         life = self._lives.setdefault(node, _Life())
@@ -220,6 +248,7 @@ class ControllerAnswers:
         problems = [f"{what} journals a decision of another API ({d.fields.get('api')})"
                     for d in decisions if d.fields.get("api") != api][:1]
         problems += self._keys(what, api, asked.request, decisions)
+        problems += self._told(what, asked, reply, decisions)
         if api in READ_ONLY_APIS:
             return problems + ([f"{what} journals decisions of a request that changes nothing"] if decisions else [])
         failed = said <= {NOT_CONTROLLER} and _not_controller(errors, reply) and bool(said or errors)
@@ -250,6 +279,20 @@ class ControllerAnswers:
                 if str(d.fields.get(key)) not in names:
                     return [f"{what} journals a decision on {key} {d.fields.get(key)!r}, which the request does not "
                             f"name (it names {sorted(names)}): a reader cannot tell what was decided"]
+        return []
+
+    @staticmethod
+    def _told(what: str, asked: _Asked, reply: Reply, decisions: list[JournalEvent]) -> list[str]:
+        """Each decision tells what the request asked and the answer gave (`TOLD`), at the clock it arrived at."""
+        told = TOLD.get(api_name(asked.request), lambda _, __: {})
+        for d in decisions:
+            wanted = told(asked.request, reply.response) if d.fields.get("error") != NOT_CONTROLLER else {}
+            if asked.at is not None and "at_ms" in d.fields:
+                wanted["at_ms"] = asked.at
+            wrong = {k: d.fields.get(k) for k, v in wanted.items() if d.fields.get(k) != v}
+            if wrong:
+                return [f"{what} journals a decision telling {wrong} where the request and its answer give "
+                        f"{ {k: wanted[k] for k in wrong} }"]
         return []
 
     @staticmethod

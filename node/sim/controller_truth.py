@@ -17,13 +17,14 @@ step wrote, folded in order over the state before (`node.sim.journal_judging`):
 - the active controller: a `fence` line (fence, unfence, controlled shutdown, unregistration) names a
   FenceBrokerRecord, UnfenceBrokerRecord, BrokerRegistrationChangeRecord (in controlled shutdown) or
   UnregisterBrokerRecord of that broker and epoch that the step wrote as leader at or below the line's
-  offset, on the controller's clock, and every such record the step wrote has its line; a `lease`
-  line renews the broker's lease now (expiring a session timeout later; at most one a journal
-  interval per broker and term) and every renewal not so sampled has its line; a `decision` with an
-  offset is answered only below the committed offset, a registration's epoch is the offset of its
-  RegisterBrokerRecord, and each answer to a broker's own request (registration, heartbeat,
-  unregistration) other than NOT_CONTROLLER has the decision that names its broker, error, epoch
-  and (heartbeat) fencing and shutdown, and no such decision goes unanswered;
+  offset, on the controller's clock, for a cause the step bears out (a heartbeat of that broker and
+  epoch caught up to it at the line's metadata offset for an unfence, one with WantFence or
+  WantShutDown, an UnregisterBroker of it, a lease that ran out), and every such record the step
+  wrote has its line; a `lease` line renews the broker's lease now (expiring a session timeout
+  later; at most one a journal interval per broker and term) and every renewal not so sampled has
+  its line; a registration's `decision` names as its epoch the offset of its RegisterBrokerRecord
+  (that each answer has its decisions, telling what the request asked and the answer gave, is
+  `node.sim.controller_answers`' DecisionPerAnswer);
 - a broker's lifecycle: a `broker_state` line moves its state (FENCED_SELF / UNFENCED_SELF its
   self-fencing), a `heartbeat` line `ok` is an answer taken now, a `log_dir_failed` names a directory
   newly offline; once folded, the broker's state, self-fencing, offline directories and last
@@ -31,7 +32,7 @@ step wrote, folded in order over the state before (`node.sim.journal_judging`):
 
 ControllerJournalTrue / ControllerJournalComplete judge the controllers' lines, BrokerJournalTrue /
 BrokerJournalComplete the brokers'. The Raft core's own lines (`journal_truth.JUDGES`' kinds) are
-known here and read (a step's leader appends are what its `fence` lines name), not judged again.
+known here, not judged again.
 """
 
 from __future__ import annotations
@@ -42,10 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
-from kraftlab.node.controller.messages import api_name, error_name
-from kraftlab.node.controller.ports import Reply
+from kraftlab.node.controller.messages import api_name
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.records import (
     BrokerRegistrationChangeRecord,
@@ -71,9 +69,6 @@ if TYPE_CHECKING:
 Fail = Callable[[str], None]
 PartitionKey = tuple[str, int]
 """(topic id, partition index), as an `apply` line names them."""
-NOT_CONTROLLER = error_name(ErrorCode.not_controller)
-OWN_APIS = ("BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker")
-"""The broker's own requests whose every answer has its `decision` (other than NOT_CONTROLLER)."""
 
 
 @dataclass(slots=True)
@@ -191,7 +186,8 @@ class Step:
     unwritten_fences: bool = False
     """A `fence` line with no offset: its write lost leadership (its records may stand unnamed)."""
     renewed: set[int] = field(default_factory=set)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
+    asked: list[Any] = field(default_factory=list)
+    """The requests the controller decided in the step (their fence lines name them as their causes)."""
     state: str = "NOT_RUNNING"
     self_fenced: bool = False
     offline: set[str] = field(default_factory=set)
@@ -199,9 +195,6 @@ class Step:
 
 
 # ---- the committed replay ----------------------------------------------------------------------
-
-_BROKER_RECORDS = (RegisterBrokerRecord, UnregisterBrokerRecord, BrokerRegistrationChangeRecord)
-
 
 def _apply(s: Step, e: dict[str, Any]) -> str | None:
     offset, end = e["offset"], e["batch_end"]
@@ -329,8 +322,41 @@ def _fence(s: Step, e: dict[str, Any]) -> str | None:
     for o, record in s.written:
         if o <= offset and o not in s.claimed and _fence_record(action, e["reason"], broker, epoch, record):
             s.claimed.add(o)
-            return None
+            return _fence_cause(s, e)
     return f"a {action} of broker {broker} at epoch {epoch} in effect from {offset}, with no record of it written"
+
+
+def _fence_cause(s: Step, e: dict[str, Any]) -> str | None:
+    """What is false in the cause `fence` line `e` gives: a request of the step that asks for it (a
+    heartbeat caught up to its registration for an unfence, one with WantFence or WantShutDown, an
+    UnregisterBroker) or, for a session timeout, a lease of the broker that ran out."""
+    broker, epoch, reason = e["broker"], e["epoch"], e["reason"]
+    if reason == "session timeout":
+        after, ctrl = s.after, s.node.ctrl
+        if after.leases is None or ctrl is None:
+            return None  # (no longer active: its leases are gone)
+        last = after.contact.get(broker)
+        if last is None or s.now - last < ctrl.leases.session_timeout_ms:
+            return f"a fence for a session timeout of a broker last heard from at {last}"
+        return None
+    heartbeats = [r for r in s.asked if api_name(r) == "BrokerHeartbeat" and (r.broker_id, r.broker_epoch) ==
+                  (broker, epoch)]
+    if reason == "heartbeat":
+        if not any(not r.want_fence and not r.want_shut_down and r.current_metadata_offset >= epoch
+                   and r.current_metadata_offset == e.get("metadata_offset") for r in heartbeats):
+            return "an unfence no heartbeat of the step asked for (caught up, at that metadata offset)"
+    elif reason == "requested":
+        if not any(r.want_fence for r in heartbeats):
+            return "a fence no heartbeat of the step asked for (WantFence)"
+    elif reason == "controlled shutdown":
+        if not any(r.want_shut_down for r in heartbeats):
+            return "a controlled shutdown no heartbeat of the step asked for (WantShutDown)"
+    elif reason == "unregistered":
+        if not any(api_name(r) == "UnregisterBroker" and r.broker_id == broker for r in s.asked):
+            return "an unregistration no request of the step asked for"
+    else:
+        return f"a {e['action']} for a reason no rule knows, {reason!r}"
+    return None
 
 
 def _lease(s: Step, e: dict[str, Any]) -> str | None:
@@ -344,42 +370,13 @@ def _lease(s: Step, e: dict[str, Any]) -> str | None:
 
 
 def _decision(s: Step, e: dict[str, Any]) -> str | None:
-    offset = e.get("offset")
-    if e["error"] != NOT_CONTROLLER and offset is not None and offset >= s.after.replay.offset:
-        return f"a decision answered at offset {offset}, not below the committed offset {s.after.replay.offset}"
+    """(when it is answered, and what it names of its request and answer: `node.sim.controller_answers`)"""
     if e["api"] == "BrokerRegistration" and e["error"] == "NONE":
         record = s.log.metadata(e["broker_epoch"])
         if record is not None and not (isinstance(record, RegisterBrokerRecord) and record.broker_id == e["broker"]
                                        and str(record.incarnation_id) == e["incarnation"]):
             return f"a registration of epoch {e['broker_epoch']} where the log holds a {type_name(record)} there"
-    if e["api"] in OWN_APIS and e["error"] != NOT_CONTROLLER:
-        s.decisions.append(e)
     return None
-
-
-def _answered(s: Step, replies: list[Reply], report_true: Fail, report_complete: Fail) -> None:
-    """Each answer to a broker's own request has its decision (and each such decision its answer)."""
-    for reply in replies:
-        response, api = reply.response, api_name(reply.response)
-        if api not in OWN_APIS:
-            continue
-        error = error_name(response.error_code)
-        if error == NOT_CONTROLLER:
-            continue
-        wanted: dict[str, Any] = {"api": api, "error": error}
-        if api != "UnregisterBroker":  # (asked by an administrator: the answer does not name the broker)
-            wanted["broker"] = reply.token[0]
-        if api == "BrokerRegistration" and error == "NONE":
-            wanted["broker_epoch"] = int(response.broker_epoch)
-        if api == "BrokerHeartbeat" and error == "NONE":
-            wanted |= {"fenced": bool(response.is_fenced), "shut_down": bool(response.should_shut_down)}
-        match = next((d for d in s.decisions if all(d.get(k) == v for k, v in wanted.items())), None)
-        if match is None:
-            report_complete(f"answered {wanted} with no decision telling it")
-        else:
-            s.decisions.remove(match)
-    for d in s.decisions:
-        report_true(f"journalled a decision no answer of the step gave: {d}")
 
 
 def _leases_complete(s: Step, report_true: Fail, report_complete: Fail, sampled: dict[int, int], interval: int) -> None:
@@ -507,9 +504,13 @@ class ControllerTruth:
         self.fail = fail
         self._facts: dict[int, NodeFacts] = {}
         self._lines: dict[int, list[dict[str, Any]]] = {}
-        self._replies: dict[int, list[Reply]] = {}
         self._sampled: dict[int, tuple[object, dict[int, int]]] = {}
         self._written: dict[int, list[tuple[int, MetadataRecord]]] = {}
+        self._asked: dict[int, list[Any]] = {}
+
+    def asked(self, node_id: int, request: Any) -> None:
+        """The controller of `node_id` is handed `request` in its step."""
+        self._asked.setdefault(node_id, []).append(request)
 
     def wrote(self, node_id: int, base: int, records: Sequence[Record]) -> None:
         """The controller of `node_id` appended `records` as leader at `base` in its step."""
@@ -517,21 +518,20 @@ class ControllerTruth:
         written += [(base + i, m) for i, r in enumerate(records) if (m := from_log_record(r)) is not None]
 
     def told(self, node_id: int, outputs: list[Any]) -> None:
-        """Outputs of `node_id`'s step so far: its journal lines (the Raft core's as dicts), its answers."""
+        """Outputs of `node_id`'s step so far: its journal lines (the Raft core's as dicts; answers and
+        other outputs are not lines)."""
         lines = self._lines.setdefault(node_id, [])
         for out in outputs:
             if isinstance(out, JournalEvent):
                 lines.append(out.to_json())
-            elif isinstance(out, Reply):
-                self._replies.setdefault(node_id, []).append(out)
             elif isinstance(out, dict):
                 lines.append(out)
 
     def stepped(self, node: KNode, now: int) -> None:
         """Judge the lines of `node`'s step that just ended against what it held before and after."""
         nid = node.node_id
-        lines, replies = self._lines.pop(nid, []), self._replies.pop(nid, [])
-        written = self._written.pop(nid, [])
+        lines = self._lines.pop(nid, [])
+        written, asked = self._written.pop(nid, []), self._asked.pop(nid, [])
         if node.raft is None or (node.ctrl is None and node.lifecycle is None):
             self._facts.pop(nid, None)
             return
@@ -540,7 +540,7 @@ class ControllerTruth:
             before = fresh(node)
         after = facts_of(node, before)
         self._facts[nid] = after
-        if not lines and not replies and not written and after.replay is before.replay and after.leases is None \
+        if not lines and not written and not asked and after.replay is before.replay and after.leases is None \
                 and (after.state, after.self_fenced, after.offline, after.last_ok) == (
                     before.state, before.self_fenced, before.offline, before.last_ok):
             return
@@ -557,12 +557,11 @@ class ControllerTruth:
         s = Step(node, now, before, after, log, before.replay.offset, start=before.replay.offset,
                  state=before.state, self_fenced=before.self_fenced, offline=set(before.offline),
                  last_ok=before.last_ok)
-        s.written = written
+        s.written, s.asked = written, asked
         judge_lines(JUDGES, reads, s, lines, true)
         _replay_complete(s, true, complete)
         if node.ctrl is not None:
             _fences_complete(s, complete)
-            _answered(s, replies, true, complete)
             if after.leases is not None:
                 term, sampled = self._sampled.get(nid, (None, {}))
                 if term is not after.leases:

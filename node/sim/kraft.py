@@ -633,7 +633,8 @@ class KraftSim:
                 else:
                     client, decided = self.admin, self.admin.facts(request, image)
                 self._admin_facts.setdefault(token, []).append((request, partial(client.judge, request, decided)))
-            self.answers.delivered(target, (bid, binc, rkind, token), request, node.ctrl.active)
+            self.answers.delivered(target, (bid, binc, rkind, token), request, node.ctrl.active, now)
+            self.truth.asked(target, request)
             before = before_offline_dirs(node.ctrl, request)
             node.ctrl.handle_request((bid, binc, rkind, token), request, now)
             if isinstance(decided, TokenFacts | TopicFacts | AclFacts | ScramFacts):

@@ -26,14 +26,20 @@ from kraftlab.node.sim.controller_truth import JUDGES, OWN_READS
 from kraftlab.node.sim.kraft import KraftSim, SimViolation
 
 
-def _first_finding(seeds: range = range(1, 7)) -> str | None:
-    """The rule the first violation over `seeds` names (None: none)."""
+def _first_violation(seeds: range = range(1, 7)) -> str | None:
+    """The first violation over `seeds`, without its seed (None: none)."""
     for seed in seeds:
         try:
             KraftSim(seed=seed).run(fault_ms=15_000, settle_ms=15_000)
         except SimViolation as exc:
-            return str(exc).split(": ")[1]
+            return str(exc).split(": ", 1)[1]
     return None
+
+
+def _first_finding(seeds: range = range(1, 7)) -> str | None:
+    """The rule the first violation over `seeds` names (None: none)."""
+    found = _first_violation(seeds)
+    return None if found is None else found.split(": ")[0]
 
 
 def test_the_correct_node_keeps_every_line_true_and_complete() -> None:
@@ -77,8 +83,26 @@ def _twice(w: Write, broker: int, action: str, reason: str, epoch: int, extra: d
     _real_fence_event(w, broker, action, reason, epoch, **extra)  # a second fence that did not happen
 
 
+def _unfence_requested(w: Write, broker: int, action: str, reason: str, epoch: int, extra: dict[str, int]) -> None:
+    _real_fence_event(w, broker, action, "requested" if action == "unfence" else reason, epoch, **extra)
+
+
+def _timeout_as_shutdown(w: Write, broker: int, action: str, reason: str, epoch: int, extra: dict[str, int]) -> None:
+    _real_fence_event(w, broker, action, "controlled shutdown" if reason == "session timeout" else reason, epoch,
+                      **extra)
+
+
+def _unfenced_behind(w: Write, broker: int, action: str, reason: str, epoch: int, extra: dict[str, int]) -> None:
+    if "metadata_offset" in extra:
+        extra = {**extra, "metadata_offset": extra["metadata_offset"] - 1}
+    _real_fence_event(w, broker, action, reason, epoch, **extra)
+
+
 @pytest.mark.parametrize(("what", "rewrite", "rule"), [
     ("an unfence not journalled", _no_unfence, "ControllerJournalComplete"),
+    ("an unfence told as asked for by WantFence", _unfence_requested, "ControllerJournalTrue"),
+    ("a session timeout told as a controlled shutdown", _timeout_as_shutdown, "ControllerJournalTrue"),
+    ("an unfence naming another metadata offset than its heartbeat's", _unfenced_behind, "ControllerJournalTrue"),
     ("a fence line naming a stale epoch", _stale_epoch, "ControllerJournalTrue"),
     ("a fence journalled that did not happen", _twice, "ControllerJournalTrue"),
 ])
@@ -119,15 +143,26 @@ def test_a_controller_whose_lease_lines_lie_is_caught(what: str, leases: type[cl
     assert _first_finding() == rule
 
 
-def test_a_controller_whose_heartbeat_decisions_tell_another_fencing_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = cluster.heartbeat
+@pytest.mark.parametrize(("what", "handler", "rewrite"), [
+    ("a heartbeat's answer told with the other fencing", "heartbeat", lambda d: {**d, "fenced": not d["fenced"]}),
+    ("a heartbeat told with another metadata offset", "heartbeat",
+     lambda d: {**d, "metadata_offset": d["metadata_offset"] + 1}),
+    ("a registration told a millisecond late", "register", lambda d: {**d, "at_ms": d["at_ms"] + 1}),
+    ("a registration told with another previous broker epoch", "register",
+     lambda d: {**d, "previous_broker_epoch": d["previous_broker_epoch"] + 1}),
+])
+def test_a_controller_whose_decisions_tell_another_request_or_answer_is_caught(
+        what: str, handler: str, rewrite: Callable[[dict[str, Any]], dict[str, Any]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = getattr(cluster, handler)
 
-    def heartbeat(w: Write, req: Any, leases: cluster.Leases) -> Any:
+    def rewritten(w: Write, req: Any, leases: cluster.Leases) -> Any:
         outcome = real(w, req, leases)
-        outcome.decisions = [{**d, "fenced": not d["fenced"]} for d in outcome.decisions]
+        outcome.decisions = [rewrite(d) for d in outcome.decisions]
         return outcome
-    monkeypatch.setattr(cluster, "heartbeat", heartbeat)
-    assert _first_finding() == "ControllerJournalComplete"  # an answer whose decision no line tells
+    monkeypatch.setattr(cluster, handler, rewritten)
+    found = _first_violation()
+    assert found is not None and "journals a decision telling" in found, found  # (node.sim.controller_answers)
 
 
 # ---- wrong replays (controllers' and brokers') -----------------------------------------------------
