@@ -21,7 +21,8 @@ step wrote, folded in order over the state before (`node.sim.journal_judging`):
   epoch caught up to it at the line's metadata offset for an unfence, one with WantFence or
   WantShutDown, an UnregisterBroker of it, a lease that ran out), and every such record the step
   wrote has its line; a `lease` line renews the broker's lease now (expiring a session timeout
-  later; at most one a journal interval per broker and term) and every renewal not so sampled has
+  later; at most one a journal interval per broker and term; from the active controller whose Raft
+  core led its epoch when the step began) and every renewal not so sampled has
   its line; a registration's `decision` names as its epoch the offset of its RegisterBrokerRecord
   (that each answer has its decisions, telling what the request asked and the answer gave, is
   `node.sim.controller_answers`' DecisionPerAnswer);
@@ -100,6 +101,8 @@ class NodeFacts:
     replay: ReplayFacts
     leases: object | None = None
     """The active controller's lease table (another object: another term), None when not active."""
+    leading: int | None = None
+    """The epoch the node's Raft core leads (None: it does not lead)."""
     contact: dict[int, int] = field(default_factory=dict)
     state: str = "NOT_RUNNING"
     self_fenced: bool = False
@@ -113,6 +116,8 @@ def facts_of(node: KNode, before: NodeFacts | None) -> NodeFacts:
     facts = NodeFacts(node.incarnation, replay_facts(replay, None if before is None else before.replay))
     if ctrl is not None and ctrl.active:
         facts.leases, facts.contact = ctrl.leases, dict(ctrl.leases.last_contact)
+    if node.raft is not None and node.raft.core.is_leader:
+        facts.leading = node.raft.core.epoch
     if lifecycle is not None:
         facts.state, facts.self_fenced = lifecycle.state.name, lifecycle.self_fenced
         facts.offline = frozenset(str(d) for d in lifecycle.offline_log_dirs)
@@ -363,6 +368,10 @@ def _lease(s: Step, e: dict[str, Any]) -> str | None:
     ctrl = s.node.ctrl
     if ctrl is None:
         return "a lease from a node that runs no controller"
+    if s.before.leases is None or s.before.leading != ctrl.epoch:
+        # (a controller activates in a step of its Raft core, and first renews leases in a later step)
+        return (f"a lease from a controller that was not the active one, leading epoch {ctrl.epoch}, when the step "
+                f"began (its Raft core led epoch {s.before.leading})")
     if e["expires_ms"] != s.now + ctrl.leases.session_timeout_ms:
         return f"a lease expiring at {e['expires_ms']}, not a session timeout after now ({s.now})"
     s.renewed.add(e["broker"])

@@ -143,6 +143,18 @@ def test_a_controller_whose_lease_lines_lie_is_caught(what: str, leases: type[cl
     assert _first_finding() == rule
 
 
+def test_a_standby_controller_that_activates_and_renews_leases_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controller that claims every epoch as its own (activating on another leader's batches) renews
+    leases while its Raft core follows: its lease lines are not the active controller's."""
+    real = quorum_controller.QuorumController.handle_leader_change
+
+    def claims_all(self: quorum_controller.QuorumController, leader_id: int | None, epoch: int, _: bool) -> None:
+        real(self, leader_id, epoch, True)
+    monkeypatch.setattr(quorum_controller.QuorumController, "handle_leader_change", claims_all)
+    found = _first_violation()
+    assert found is not None and found.startswith("ControllerJournalTrue") and "not the active one" in found, found
+
+
 @pytest.mark.parametrize(("what", "handler", "rewrite"), [
     ("a heartbeat's answer told with the other fencing", "heartbeat", lambda d: {**d, "fenced": not d["fenced"]}),
     ("a heartbeat told with another metadata offset", "heartbeat",
