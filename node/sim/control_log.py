@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kraftlab.node.raft.ports import Batch, OffsetAndEpoch
-from kraftlab.node.raft.voters import Endpoint, Voter
+from kraftlab.node.raft.voters import Endpoint, Voter, VoterSet
 from kraftlab.node.sim.control_reading import ControlViolation, read_control
 from kraftlab.node.sim.invariants import CheckedNode
 
@@ -58,6 +58,10 @@ class _Reading:
     """The last batch read (None: none yet)."""
     epoch: int = 0
     """The epoch of the last entry read (the snapshot's, before any batch)."""
+    bounds: tuple[Any, ...] = ()
+    """The node's core, log bounds, last epoch and latest snapshot when last read."""
+    expected: VoterSet | None = None
+    """`state.voters` as a voter set (made when first compared)."""
 
 
 def _voters(message: Any) -> tuple[Voter, ...]:
@@ -108,22 +112,30 @@ class ControlLog:
         core = node.core
         if core is None or not self.judging:
             return
-        reading = self._read(node)
-        if reading is None:
-            return
+        log = node.log
+        # What a step changes in a log shows in its bounds or last epoch (a truncation's rewrite comes
+        # from a later epoch, an install moves the start): unchanged, the reading stands as it is.
+        bounds = (id(core), log.start_offset(), log.end_offset(), log.last_epoch(), node.snapshots.latest())
+        reading = self._readings.get(node.node_id)
+        if reading is None or reading.bounds != bounds:
+            reading = self._read(node)
+            if reading is None:
+                return
+            reading.bounds = bounds
         state = reading.state
         kraft_version = core.control.kraft_version
         acts_on = core.voter_set
         if state.voters is None:
-            expected: Any = self.configured
-            found: Any = acts_on.ids
+            same = acts_on.ids == self.configured
         else:
-            expected = state.voters
-            found = tuple(v for i in acts_on.ids if (v := acts_on.voter(i)) is not None)
-        if (kraft_version, found) != (state.kraft_version, expected):
+            if reading.expected is None:
+                reading.expected = VoterSet(state.voters)
+            same = acts_on == reading.expected
+        if kraft_version != state.kraft_version or not same:
+            expected = self.configured if state.voters is None else state.voters
             self.fail(
                 "VotersAsKafkaReadsThem",
-                f"node {node.node_id} acts on kraft.version {kraft_version} and voters {found}; its snapshot "
+                f"node {node.node_id} acts on kraft.version {kraft_version} and voters {acts_on!r}; its snapshot "
                 f"{reading.snapshot} and log to {node.log.end_offset()} read as kraft.version "
                 f"{state.kraft_version} and voters {expected}",
             )
@@ -203,6 +215,7 @@ class ControlLog:
             elif name == "KRAFT_VOTERS":
                 state = replace(state, voters=_voters(message))
         reading.state = state
+        reading.expected = None
 
     def _judge(self, state: InForce, names: list[str], records: list[tuple[str, Any]], new_epoch: bool) -> str | None:
         """What makes a control batch read at state `state` illegal (None: nothing)."""
