@@ -22,6 +22,8 @@ records are read here with Kafka's schemas (`control_reading`, kio), not by the 
     force: one added, one removed, or one voter's endpoints or kraft.version range updated (KIP-853);
   - no KRaftVersionRecord nor VotersRecord under kraft.version 0 (the static quorum's set is its
     configuration), and no KRaftVersionRecord below the kraft.version in force (no downgrade).
+- **SnapshotVotersInForce**: a snapshot a node takes from its own log carries the kraft.version and
+  the voters that reading has in force at the snapshot's last offset (none at kraft.version 0).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class _Reading:
     """The last batch read (None: none yet)."""
     epoch: int = 0
     """The epoch of the last entry read (the snapshot's, before any batch)."""
+    base: InForce | None = None
+    """What the snapshot read (`state` before any batch)."""
     bounds: tuple[Any, ...] = ()
     """The node's core, log bounds, last epoch and latest snapshot when last read."""
     expected: VoterSet | None = None
@@ -152,8 +156,11 @@ class ControlLog:
         if reading is not None and reading.snapshot == snapshot:
             new = self._since(log, reading.last)
         if reading is None or new is None:
+            if reading is not None and snapshot is not None and snapshot != reading.snapshot:
+                self._judge_snapshot(node, reading, snapshot)
             epoch = 0 if snapshot is None else snapshot.epoch
-            reading = _Reading(snapshot, self._from_snapshot(node, snapshot), None, epoch)
+            base = self._from_snapshot(node, snapshot)
+            reading = _Reading(snapshot, base, None, epoch, base)
             self._readings[node.node_id] = reading
             new = log.batches()
         for batch in new:
@@ -185,8 +192,36 @@ class ControlLog:
                 state = replace(state, voters=_voters(message))
         return state
 
-    def _apply(self, nid: int, reading: _Reading, batch: Batch, from_offset: int) -> None:
-        """Read `batch` into `reading` (records below `from_offset`, the snapshot's, are not read)."""
+    def _judge_snapshot(self, node: CheckedNode, before: _Reading, new: OffsetAndEpoch) -> None:
+        """SnapshotVotersInForce: a snapshot the node took from its own log (the log holds every entry
+        from the snapshot before it up to its end) carries the kraft.version and voters in force at its
+        last offset (Kafka's snapshot writer: KRaftControlRecordStateMachine's sets at end offset - 1)."""
+        log = node.log
+        old = before.snapshot
+        base = 0 if old is None else old.offset
+        if new.offset <= base or log.start_offset() > base or log.end_offset() < new.offset:
+            return  # fetched from the leader, or the entries before it are gone
+        if before.base is None:
+            return
+        probe = _Reading(old, before.base, None, 0 if old is None else old.epoch)
+        for batch in log.batches():
+            if batch.base_offset >= new.offset:
+                break
+            self._apply(node.node_id, probe, batch, base, until=new.offset)
+        if probe.state.voters is None and not self.configured:
+            return  # (no voter set known yet: no snapshot Kafka's writer could make)
+        taken = self._from_snapshot(node, new)
+        if taken != probe.state:
+            self.fail(
+                "SnapshotVotersInForce",
+                f"node {node.node_id}'s snapshot {new} carries kraft.version {taken.kraft_version} and voters "
+                f"{taken.voters}; its log reads kraft.version {probe.state.kraft_version} and voters "
+                f"{probe.state.voters} in force at offset {new.offset - 1}",
+            )
+
+    def _apply(self, nid: int, reading: _Reading, batch: Batch, from_offset: int, until: int | None = None) -> None:
+        """Read `batch` into `reading` (records below `from_offset`, the snapshot's, are not read,
+        nor those from `until` on)."""
         new_epoch = batch.epoch > reading.epoch and batch.next_offset > from_offset
         reading.last = batch
         if batch.next_offset <= from_offset:
@@ -208,7 +243,7 @@ class ControlLog:
         if wrong is not None:
             self.fail("ControlBatchLegal", f"{where}: {names}: {wrong}")
         for i, (name, message) in enumerate(records):
-            if batch.base_offset + i < from_offset:
+            if batch.base_offset + i < from_offset or (until is not None and batch.base_offset + i >= until):
                 continue
             if name == "KRAFT_VERSION":
                 state = replace(state, kraft_version=int(message.k_raft_version))

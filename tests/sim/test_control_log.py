@@ -13,8 +13,8 @@ from kraftlab.node.raft import messages as m
 from kraftlab.node.raft.control import LEADER_CHANGE, control_type, decode_leader_change, leader_change_record
 from kraftlab.node.raft.core import RaftCore
 from kraftlab.node.raft.membership.log_voters import ControlRecordState
-from kraftlab.node.raft.membership.records import KRAFT_VERSION_0, kraft_version_record
-from kraftlab.node.raft.ports import Batch
+from kraftlab.node.raft.membership.records import KRAFT_VERSION_0, kraft_version_record, voters_record
+from kraftlab.node.raft.ports import Batch, Record
 from kraftlab.node.raft.states import Leader
 from kraftlab.node.raft.voters import VoterSet
 from kraftlab.node.sim.cluster import SimParams, Simulation
@@ -118,3 +118,18 @@ def test_a_voter_change_of_two_voters_is_caught() -> None:
     """(Seed 2: the first such removal keeps majorities intersecting, so only the one-voter rule sees it.)"""
     with pytest.raises(InvariantViolation, match=r"ControlBatchLegal.*one voter at a time"):
         MembershipSimulation(_membership(2), core_class=RemovesTwoVotersAtOnce).run()
+
+
+class SnapshotsTheLatestVoters(RaftCore):
+    """A node whose snapshots carry the voter set at its log's end, not the one in force at the
+    snapshot's last offset (a VotersRecord appended after it is not the snapshot's)."""
+
+    def _membership_records(self, end_offset: int) -> list[Record]:
+        records = super()._membership_records(end_offset)
+        return records and [records[0], voters_record(self.control.latest_voters)]
+
+
+def test_a_snapshot_carrying_another_voter_set_is_caught() -> None:
+    """(Seed 1: the first snapshot taken while a voter change is appended past its end.)"""
+    with pytest.raises(InvariantViolation, match="SnapshotVotersInForce"):
+        MembershipSimulation(_membership(1), core_class=SnapshotsTheLatestVoters).run()
