@@ -33,7 +33,7 @@ step wrote, folded in order over the state before (`node.sim.journal_judging`):
 
 ControllerJournalTrue / ControllerJournalComplete judge the controllers' lines, BrokerJournalTrue /
 BrokerJournalComplete the brokers'. The Raft core's own lines (`journal_truth.JUDGES`' kinds) are
-known here, not judged again.
+known here, not judged again (the cluster simulator judges them with `journal_truth.JournalTruth`).
 """
 
 from __future__ import annotations

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kraftlab.node.kafka_uuid import uuid_to_kafka
-from kraftlab.node.raft.ports import OffsetAndEpoch
+from kraftlab.node.raft.node import RaftNode
+from kraftlab.node.raft.output import Output
+from kraftlab.node.raft.ports import OffsetAndEpoch, StateMachine
 from kraftlab.node.sim.journal_judging import Judge, judge_lines
 
 if TYPE_CHECKING:
     from kraftlab.node.raft.core import RaftCore
-    from kraftlab.node.raft.output import Output
 
 Fail = Callable[[str, str], None]
 VoterFacts = tuple[int, tuple[int, ...], tuple[str | None, ...], int]
@@ -465,3 +466,23 @@ class JournalTruth:
     def crashed(self, node_id: int) -> None:
         self._facts.pop(node_id, None)
         self._stored.pop(node_id, None)
+
+
+class JudgedRaftNode(RaftNode):
+    """A RaftNode whose core's every step is judged by `truth` as it returns, before the state machine
+    sees it (and the snapshot the machine then asks for as a step of its own). A driver whose machine
+    appends from within a step (the cluster simulator's controllers) hands out those appends' outputs
+    before the step's own, so judging what it dispatches would take the steps out of order."""
+
+    def __init__(self, core: RaftCore, machine: StateMachine, snapshot_every_records: int, truth: JournalTruth,
+                 node_id: int) -> None:
+        super().__init__(core, machine, snapshot_every_records)
+        self.truth, self.node_id = truth, node_id
+
+    def _apply(self, out: Output, now: int) -> Output:
+        self.truth.stepped(self.node_id, self.core, out)
+        told = len(out.events)
+        out = super()._apply(out, now)
+        if len(out.events) > told:  # a snapshot the machine asked for: the core's next step
+            self.truth.stepped(self.node_id, self.core, Output(events=out.events[told:]))
+        return out

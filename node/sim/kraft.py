@@ -25,7 +25,8 @@ replica on a failed log directory leading or in an ISR; the active controller ke
 brokers it knows, and after each tick holds one for every unfenced broker it knows (else a dead
 one is never fenced); every committed partition record's leader is the one Kafka's PartitionChangeBuilder chooses
 (`node.sim.leader_choice`); after every step of a node, each line its controller or broker journalled
-true of what it then holds and every change journalled (`node.sim.controller_truth`).
+true of what it then holds and every change journalled (`node.sim.controller_truth`), and so for every
+step of every Raft core (`node.sim.journal_truth`).
 Each answer: a topic Kafka would refuse (no partitions, no replicas, more replicas than brokers)
 is never created. An admin client (`node.sim.kraft_admin`) asks the active controller for
 preferred leader elections, to unregister brokers that are down and fenced (or unknown) and to
@@ -94,6 +95,7 @@ from kraftlab.node.raft.node import RaftNode
 from kraftlab.node.sim.broker_lives import BrokerLives
 from kraftlab.node.sim.controller_answers import ControllerAnswers
 from kraftlab.node.sim.controller_truth import ControllerTruth
+from kraftlab.node.sim.journal_truth import JournalTruth, JudgedRaftNode
 from kraftlab.node.sim.kraft_acls import AclAdmin, AclFacts, is_acl_request
 from kraftlab.node.sim.kraft_admin import ADMIN_ID, AdminClient
 from kraftlab.node.sim.kraft_reader import LISTENER, BrokerReader
@@ -278,6 +280,7 @@ class KraftSim:
         # Broker life shapes beyond crashes: heartbeats lost while the broker serves, and late ones.
         self.lives = BrokerLives(random.Random(seed ^ 0x11FE), self.session_timeout_ms)
         self.truth = ControllerTruth(self._untrue)  # every step's controller and broker lines against their state
+        self.raft_truth = JournalTruth(self._untrue)  # and every step's Raft lines against the core's
 
     # ---- nodes --------------------------------------------------------------------------
 
@@ -320,7 +323,8 @@ class KraftSim:
             node.apis = BrokerApis(CLUSTER_ID, node.metadata, node.lifecycle)
             node.lifecycle.start(now, restarted=node.incarnation > 1)
             machine = node.metadata
-        node.raft = RaftNode(core, machine, self.snapshot_every)
+        self.raft_truth.starting(node.node_id, core)
+        node.raft = JudgedRaftNode(core, machine, self.snapshot_every, self.raft_truth, node.node_id)
         node.tick_at = None
         node.checked_offset = -1
         self.dispatch(node, node.raft.start(now), now)
@@ -335,6 +339,7 @@ class KraftSim:
                 if broker in p.replicas and (not dirs or p.directory(broker) not in (*dirs, UNASSIGNED_DIR))}
 
     def crash(self, node: KNode, now: int) -> None:
+        self.raft_truth.crashed(node.node_id)
         node.raft = node.ctrl = node.lifecycle = node.metadata = node.apis = None
         node.tick_at = None
         node.log.crash()

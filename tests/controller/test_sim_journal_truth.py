@@ -2,7 +2,8 @@
 (node.sim.controller_truth): on the correct node every step's lines are true and complete (the
 cluster simulator's other tests run it on every seed); each deliberately wrong controller, replay
 or broker below — a line dropped, a stale epoch, a fence that did not happen, a lease, a decision or
-an ISR told wrong — is caught by the rule named, in a few seeds."""
+an ISR told wrong — is caught by the rule named, in a few seeds; and so is a Raft core whose lines
+lie in the cluster (node.sim.journal_truth, judged there too)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from kraftlab.node.broker.lifecycle import BrokerLifecycle, BrokerState
 from kraftlab.node.controller.write import Write
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.replay import CommittedReplay
+from kraftlab.node.raft.core import Output, RaftCore
 from kraftlab.node.sim.controller_truth import JUDGES, OWN_READS
 from kraftlab.node.sim.kraft import KraftSim, SimViolation
 
@@ -56,6 +58,24 @@ def test_the_judges_read_every_field_the_checkers_contract_names() -> None:
         assert set(wanted) <= set(JUDGES[kind].reads), (kind, set(wanted) - set(JUDGES[kind].reads))
     for api, wanted in API_FIELDS.items():
         assert set(wanted) <= set(OWN_READS.get(api, ())), api
+
+
+# ---- the Raft core's lines, judged in the cluster too (node.sim.journal_truth) ---------------------
+
+class _NoHighWaterMarkLines(RaftCore):
+    """A core whose Fetch handling journals no `hw` line (the controllers' commits go untold)."""
+
+    def handle(self, envelope: Any, now: int) -> Output:
+        out = super().handle(envelope, now)
+        out.events[:] = [e for e in out.events if e.get("ev") != "hw"]
+        return out
+
+
+def test_the_raft_cores_untold_high_water_mark_is_caught_in_the_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cluster's cores journal while controllers append from within their steps: each step is judged
+    as the core returns it, before the controller's appends of that step."""
+    monkeypatch.setattr(kraft, "RaftCore", _NoHighWaterMarkLines)
+    assert _first_finding() == "JournalComplete"
 
 
 # ---- wrong controllers ---------------------------------------------------------------------------
