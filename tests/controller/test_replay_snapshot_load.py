@@ -15,13 +15,18 @@ from kraftlab.node.metadata.replay import CommittedReplay
 from kraftlab.node.raft.ports import OffsetAndEpoch, Record
 
 
-def test_load_snapshot_rebuilds_the_image_and_restores_gc() -> None:
+def _snapshotted() -> tuple[Harness, tuple[OffsetAndEpoch, list[Record]]]:
+    """A cluster with two brokers and a topic, and the active controller's snapshot of it."""
     h = Harness()
     h.start_brokers(1, 2)
     h.create("a", partitions=3, rf=2)
     snapshot = h.active().snapshot_records()
     assert snapshot is not None
-    sid, records = snapshot
+    return h, snapshot
+
+
+def test_load_snapshot_rebuilds_the_image_and_restores_gc() -> None:
+    h, (sid, records) = _snapshotted()
     for enabled in (True, False):
         (gc.enable if enabled else gc.disable)()
         try:
@@ -39,12 +44,7 @@ def test_load_snapshot_rebuilds_the_image_and_restores_gc() -> None:
 def test_a_controller_journals_the_snapshot_it_loads_in_the_step_it_loads_it() -> None:
     """Its `image` line (reason snapshot-load) comes out of the load itself, not with the next commit:
     a process that crashes before its next commit would otherwise never tell what its image became."""
-    h = Harness()
-    h.start_brokers(1, 2)
-    h.create("a", partitions=3, rf=2)
-    snapshot = h.active().snapshot_records()
-    assert snapshot is not None
-    sid, records = snapshot
+    h, (sid, records) = _snapshotted()
     standby = QuorumController(ControllerConfig(node_id=9, cluster_id=CLUSTER_ID), h.q.writer(9))
     standby.handle_load_snapshot(sid, records)
     lines = [o for o in standby.take_outputs() if isinstance(o, JournalEvent) and o.ev == "image"]
