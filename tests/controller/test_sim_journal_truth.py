@@ -21,6 +21,7 @@ import kraftlab.node.sim.kraft as kraft
 from kraftlab.checker.controller_journal import API_FIELDS, FIELDS
 from kraftlab.node.broker.lifecycle import BrokerLifecycle, BrokerState
 from kraftlab.node.controller.write import Write
+from kraftlab.node.metadata.image import MetadataImage
 from kraftlab.node.metadata.journal import JournalEvent
 from kraftlab.node.metadata.replay import CommittedReplay
 from kraftlab.node.raft.core import Output, RaftCore
@@ -230,6 +231,15 @@ class _EarlyImageReplay(CommittedReplay):
                 if e.ev == "image" and e.fields["reason"] == "periodic" else e for e in super().take_events()]
 
 
+class _OtherDigestReplay(CommittedReplay):
+    """`image` lines naming the digest of an empty image."""
+
+    def take_events(self) -> list[JournalEvent]:
+        empty = MetadataImage().image_digests()[0]
+        return [JournalEvent(e.ev, {**e.fields, "digest": empty}) if e.ev == "image" else e
+                for e in super().take_events()]
+
+
 @contextmanager
 def _replays(replay: type[CommittedReplay], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(quorum_controller, "CommittedReplay", replay)
@@ -242,6 +252,7 @@ def _replays(replay: type[CommittedReplay], monkeypatch: pytest.MonkeyPatch) -> 
     ("a config change applied untold", _NoConfigAppliedReplay, "JournalComplete"),
     ("another record's CRC", _OtherCrcReplay, "JournalTrue"),
     ("an image line before its batch's end", _EarlyImageReplay, "JournalTrue"),
+    ("an image line with another image's digest", _OtherDigestReplay, "JournalTrue"),
 ])
 def test_a_replay_whose_lines_lie_is_caught(what: str, replay: type[CommittedReplay], rule: str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
@@ -265,6 +276,35 @@ class _AlwaysOk(BrokerLifecycle):
 
     def _journal_heartbeat(self, ok: bool, now_ms: int) -> None:
         super()._journal_heartbeat(True, now_ms)
+
+
+class _StatesTwice(BrokerLifecycle):
+    """Each lifecycle state journalled twice."""
+
+    def _journal(self, state: str) -> None:
+        super()._journal(state)
+        if state not in ("FENCED_SELF", "UNFENCED_SELF"):
+            super()._journal(state)
+
+
+class _OtherSelfFenceTimeout(BrokerLifecycle):
+    """Heartbeat lines naming a self-fence timeout a millisecond longer than the broker's."""
+
+    def _journal_heartbeat(self, ok: bool, now_ms: int) -> None:
+        super()._journal_heartbeat(ok, now_ms)
+        if self._outbox and isinstance(last := self._outbox[-1], JournalEvent) and last.ev == "heartbeat":
+            longer = last.fields["self_fence_ms"] + 1
+            self._outbox[-1] = JournalEvent("heartbeat", {**last.fields, "self_fence_ms": longer})
+
+
+@pytest.mark.parametrize(("what", "lifecycle"), [
+    ("each state told twice", _StatesTwice),
+    ("another self-fence timeout", _OtherSelfFenceTimeout),
+])
+def test_a_broker_whose_lifecycle_lines_are_false_is_caught(what: str, lifecycle: type[BrokerLifecycle],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kraft, "BrokerLifecycle", lifecycle)
+    assert _first_finding() == "BrokerJournalTrue"
 
 
 @pytest.mark.parametrize(("what", "lifecycle"), [
