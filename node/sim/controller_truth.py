@@ -389,7 +389,9 @@ def _decision(s: Step, e: dict[str, Any]) -> str | None:
         record = s.log.metadata(e["broker_epoch"])
         if record is not None and not (isinstance(record, RegisterBrokerRecord) and record.broker_id == e["broker"]
                                        and str(record.incarnation_id) == e["incarnation"]):
-            return f"a registration of epoch {e['broker_epoch']} where the log holds a {type_name(record)} there"
+            held = (f"broker {record.broker_id}'s registration (incarnation {record.incarnation_id})"
+                    if isinstance(record, RegisterBrokerRecord) else f"a {type_name(record)}")
+            return f"a registration of broker {e['broker']} at epoch {e['broker_epoch']}, where the log holds {held}"
     return None
 
 

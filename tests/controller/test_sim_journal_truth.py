@@ -176,6 +176,22 @@ def test_a_standby_controller_that_activates_and_renews_leases_is_caught(monkeyp
     assert found is not None and found.startswith("ControllerJournalTrue") and "not the active one" in found, found
 
 
+def test_a_controller_that_answers_a_registration_with_another_epoch_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker epoch is the offset of the broker's RegisterBrokerRecord: an answer and decision naming the
+    next offset agree with each other, not with the log."""
+    real = cluster.register
+
+    def register(w: Write, req: Any, leases: cluster.Leases) -> Any:
+        outcome = real(w, req, leases)
+        if outcome.values["error_code"] == 0:
+            outcome.values = {**outcome.values, "broker_epoch": outcome.values["broker_epoch"] + 1}
+            outcome.decisions = [{**d, "broker_epoch": d["broker_epoch"] + 1} for d in outcome.decisions]
+        return outcome
+    monkeypatch.setattr(cluster, "register", register)
+    found = _first_violation()
+    assert found is not None and found.startswith("ControllerJournalTrue") and "a registration of" in found, found
+
+
 @pytest.mark.parametrize(("what", "handler", "rewrite"), [
     ("a heartbeat's answer told with the other fencing", "heartbeat", lambda d: {**d, "fenced": not d["fenced"]}),
     ("a heartbeat told with another metadata offset", "heartbeat",
