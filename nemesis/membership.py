@@ -226,12 +226,12 @@ class MembershipFault:
         settled could lose the only copy of the leader's epoch and leave no replica able to win."""
         deadline = time.monotonic() + float(value.get("wait_s", VIEW_WAIT_S))
         while True:
-            view = self._view(quorum, value)
-            why = view.unsettled()
-            if why is None:
+            view = look(quorum)
+            why = "no controller answered DescribeQuorum (no leader)" if view is None else view.unsettled()
+            if view is not None and why is None:
                 return view, ""
             if time.monotonic() >= deadline:
-                return None, why
+                return None, str(why)
             time.sleep(VIEW_RETRY_S)
 
     def _settled(self, quorum: VoterControl, value: dict[str, Any]) -> QuorumView | None:
